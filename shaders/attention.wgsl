@@ -1,0 +1,72 @@
+// Causal attention over the paged KV cache with grouped-query heads.
+// One invocation per (token, q head): q head h reads kv head h / (n_heads / n_kv_heads), attends to
+// positions 0..=pos of its own sequence (the cache already holds this step's keys), scores scaled by
+// 1/sqrt(head_dim), softmax in f32 computed online (running max and sum).
+// out[t, h * head_dim + d] = sum_j softmax_j * V[j, d].
+
+struct Params {
+    n_tokens: u32,
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    qkv_width: u32,
+    block_size: u32,
+    max_blocks: u32,
+    scale: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;          // (n_tokens, qkv_width), q first
+@group(0) @binding(2) var<storage, read> tokens: array<vec4<u32>>; // (n_tokens): (id, position, seq, _)
+@group(0) @binding(3) var<storage, read> block_tables: array<u32>; // (seqs, max_blocks)
+@group(0) @binding(4) var<storage, read> k_cache: array<f32>;      // (blocks * block_size, n_kv_heads, head_dim)
+@group(0) @binding(5) var<storage, read> v_cache: array<f32>;      // (blocks * block_size, n_kv_heads, head_dim)
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;    // (n_tokens, n_heads * head_dim)
+
+const MAX_HEAD_DIM: u32 = 256u;
+
+@compute @workgroup_size(64)
+fn attention(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let idx = gid.x;
+    if (idx >= p.n_tokens * p.n_heads) {
+        return;
+    }
+    let t = idx / p.n_heads;
+    let h = idx % p.n_heads;
+    let hd = p.head_dim;
+    let kv_head = h / (p.n_heads / p.n_kv_heads);
+    let tok = tokens[t];
+    let ctx = tok.y + 1u;
+    let table = tok.z * p.max_blocks;
+
+    var q: array<f32, MAX_HEAD_DIM>;
+    var acc: array<f32, MAX_HEAD_DIM>;
+    let q_base = t * p.qkv_width + h * hd;
+    for (var d = 0u; d < hd; d++) {
+        q[d] = qkv[q_base + d] * p.scale;
+        acc[d] = 0.0;
+    }
+    var running_max = -3.4e38;
+    var running_sum = 0.0;
+    for (var j = 0u; j < ctx; j++) {
+        let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
+        let base = (slot * p.n_kv_heads + kv_head) * hd;
+        var s = 0.0;
+        for (var d = 0u; d < hd; d++) {
+            s += q[d] * k_cache[base + d];
+        }
+        let new_max = max(running_max, s);
+        let correction = exp(running_max - new_max);
+        let weight = exp(s - new_max);
+        running_sum = running_sum * correction + weight;
+        for (var d = 0u; d < hd; d++) {
+            acc[d] = acc[d] * correction + weight * v_cache[base + d];
+        }
+        running_max = new_max;
+    }
+    let o_base = t * p.n_heads * hd + h * hd;
+    let inv = 1.0 / running_sum;
+    for (var d = 0u; d < hd; d++) {
+        out[o_base + d] = acc[d] * inv;
+    }
+}

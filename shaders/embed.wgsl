@@ -1,0 +1,32 @@
+// Embedding gather over one row-chunk of the table:
+// x[t, :] = table[tokens[t].id - row_start, :] for the tokens whose id falls in this chunk.
+// Large tables are split into chunks that each fit one storage binding; one dispatch per chunk.
+
+struct Params {
+    n_tokens: u32,
+    hidden: u32,
+    row_start: u32,
+    row_count: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> tokens: array<vec4<u32>>;  // (n_tokens): (id, position, seq, _)
+@group(0) @binding(2) var<storage, read> table: array<u32>;         // (row_count, hidden / 2) bf16 pairs
+@group(0) @binding(3) var<storage, read_write> x: array<f32>;       // (n_tokens, hidden)
+
+@compute @workgroup_size(64)
+fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let pair = gid.x;
+    let t = gid.y;
+    let half = p.hidden / 2u;
+    if (pair >= half || t >= p.n_tokens) {
+        return;
+    }
+    let id = tokens[t].x;
+    if (id < p.row_start || id >= p.row_start + p.row_count) {
+        return;
+    }
+    let w = table[(id - p.row_start) * half + pair];
+    x[t * p.hidden + 2u * pair] = bitcast<f32>(w << 16u);
+    x[t * p.hidden + 2u * pair + 1u] = bitcast<f32>(w & 0xffff0000u);
+}

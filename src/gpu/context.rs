@@ -1,0 +1,94 @@
+//! Device and queue, with the adapter's limits requested in full (big models need the
+//! adapter's largest storage binding and buffer, not WebGPU's defaults).
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+/// What the user is told about the adapter.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub features: Vec<String>,
+}
+
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub limits: wgpu::Limits,
+}
+
+impl Gpu {
+    /// The first adapter the platform offers (lavapipe on these machines, the browser's GPU on the web).
+    pub async fn new() -> Result<Gpu> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = wgpu::util::initialize_adapter_from_env_or_default(&instance, None)
+            .await
+            .map_err(|e| Error::NoAdapter(e.to_string()))?;
+        Self::from_adapter(adapter).await
+    }
+
+    pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Gpu> {
+        let info = adapter.get_info();
+        let supported = adapter.limits();
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
+            max_buffer_size: supported.max_buffer_size,
+            // Every WebGPU adapter supports the defaults; the two sizes above are what big models need.
+            ..wgpu::Limits::default()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("tokenmeter device"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::NoAdapter(format!("could not open the device: {e}")))?;
+        let mut features: Vec<String> =
+            adapter.features().iter_names().map(|(name, _)| name.to_string()).collect();
+        features.sort();
+        let adapter = AdapterSummary {
+            name: info.name.clone(),
+            backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            features,
+        };
+        Ok(Gpu { device, queue, adapter, limits })
+    }
+
+    /// Largest storage binding in bytes.
+    pub fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    pub fn storage_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(16).next_multiple_of(16),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    }
+
+    pub fn storage_with(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
+        let buffer = self.storage_buffer(label, contents.len() as u64);
+        if !contents.is_empty() {
+            self.queue.write_buffer(&buffer, 0, contents);
+        }
+        buffer
+    }
+}

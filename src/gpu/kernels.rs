@@ -1,0 +1,283 @@
+//! The kernel table: one WGSL file per kernel family, one pipeline per entry point, created once.
+//! Every kernel takes its parameters as a uniform at binding 0 with a dynamic offset into one
+//! per-step parameter arena, so bind groups are built once and a step is one `write_buffer`
+//! (the arena) plus one command buffer.
+
+use bytemuck::{Pod, Zeroable};
+use std::collections::HashMap;
+
+/// Each kernel's parameter block is bound as this many bytes at a 256-byte aligned offset.
+pub const PARAM_SLOT: u64 = 256;
+/// Distinct parameter blocks per step (deduplicated: layers share theirs).
+pub const MAX_PARAM_SLOTS: u64 = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    Embed,
+    RmsNorm,
+    Matmul,
+    QkNormRope,
+    Attention,
+    SwiGlu,
+    Argmax,
+}
+
+#[derive(Clone, Copy)]
+enum Access {
+    Read,
+    Write,
+}
+use Access::{Read, Write};
+
+impl Kernel {
+    pub const ALL: [Kernel; 7] = [
+        Kernel::Embed,
+        Kernel::RmsNorm,
+        Kernel::Matmul,
+        Kernel::QkNormRope,
+        Kernel::Attention,
+        Kernel::SwiGlu,
+        Kernel::Argmax,
+    ];
+
+    fn source(self) -> (&'static str, &'static str) {
+        match self {
+            Kernel::Embed => (include_str!("../../shaders/embed.wgsl"), "embed"),
+            Kernel::RmsNorm => (include_str!("../../shaders/rmsnorm.wgsl"), "rms_norm"),
+            Kernel::Matmul => (include_str!("../../shaders/matmul.wgsl"), "matmul_bf16"),
+            Kernel::QkNormRope => (include_str!("../../shaders/rope.wgsl"), "qk_norm_rope"),
+            Kernel::Attention => (include_str!("../../shaders/attention.wgsl"), "attention"),
+            Kernel::SwiGlu => (include_str!("../../shaders/swiglu.wgsl"), "swiglu"),
+            Kernel::Argmax => (include_str!("../../shaders/argmax.wgsl"), "argmax"),
+        }
+    }
+
+    /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
+    fn bindings(self) -> &'static [Access] {
+        match self {
+            Kernel::Embed => &[Read, Read, Write],
+            Kernel::RmsNorm => &[Read, Read, Read, Write],
+            Kernel::Matmul => &[Read, Read, Write],
+            Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
+            Kernel::Attention => &[Read, Read, Read, Read, Read, Write],
+            Kernel::SwiGlu => &[Read, Write],
+            Kernel::Argmax => &[Read, Write],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.source().1
+    }
+}
+
+// Parameter blocks, mirrored field for field in the WGSL `Params` structs.
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct EmbedParams {
+    pub n_tokens: u32,
+    pub hidden: u32,
+    pub row_start: u32,
+    pub row_count: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct RmsNormParams {
+    pub n_rows: u32,
+    pub width: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct MatmulParams {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub row_start: u32,
+    pub rows: u32,
+    pub accumulate: u32,
+    pub _pad: [u32; 2],
+}
+
+/// Shared by `qk_norm_rope` (last field: eps) and `attention` (last field: scale).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct HeadParams {
+    pub n_tokens: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub qkv_width: u32,
+    pub block_size: u32,
+    pub max_blocks: u32,
+    pub eps_or_scale: f32,
+}
+
+/// `swiglu` (n_tokens, inter) and `argmax` (n_rows, width).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct PairParams {
+    pub a: u32,
+    pub b: u32,
+    pub _pad: [u32; 2],
+}
+
+pub struct Kernels {
+    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
+    /// The per-step parameter arena (uniform, dynamic offsets).
+    pub params: wgpu::Buffer,
+}
+
+impl Kernels {
+    pub fn new(device: &wgpu::Device) -> Kernels {
+        let mut pipelines = HashMap::new();
+        let mut layouts = HashMap::new();
+        for kernel in Kernel::ALL {
+            let (source, entry) = kernel.source();
+            let mut entries = vec![wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: true,
+                    min_binding_size: None,
+                },
+                count: None,
+            }];
+            for (i, access) in kernel.bindings().iter().enumerate() {
+                entries.push(wgpu::BindGroupLayoutEntry {
+                    binding: i as u32 + 1,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: matches!(access, Read) },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                });
+            }
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(entry),
+                entries: &entries,
+            });
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(entry),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(entry),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            pipelines.insert(kernel, pipeline);
+            layouts.insert(kernel, layout);
+        }
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernel parameter arena"),
+            size: PARAM_SLOT * MAX_PARAM_SLOTS,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Kernels { pipelines, layouts, params }
+    }
+
+    /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
+    pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        assert_eq!(buffers.len(), kernel.bindings().len(), "{}: wrong number of buffers", kernel.name());
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: 0,
+                size: Some(std::num::NonZeroU64::new(PARAM_SLOT).expect("non-zero")),
+            }),
+        }];
+        for (i, buffer) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.as_entire_binding() });
+        }
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.layouts[&kernel],
+            entries: &entries,
+        })
+    }
+}
+
+/// Dispatches of one step, recorded before any GPU work so that all parameter blocks go up
+/// in a single write.
+pub struct StepRecorder<'a> {
+    kernels: &'a Kernels,
+    arena: Vec<u8>,
+    slots: HashMap<Vec<u8>, u32>,
+    dispatches: Vec<(Kernel, &'a wgpu::BindGroup, u32, [u32; 3])>,
+    max_groups: u32,
+}
+
+impl<'a> StepRecorder<'a> {
+    pub fn new(kernels: &'a Kernels, max_groups: u32) -> Self {
+        StepRecorder { kernels, arena: Vec::new(), slots: HashMap::new(), dispatches: Vec::new(), max_groups }
+    }
+
+    /// Queues `kernel` over `groups` workgroups with `params`.
+    pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
+        assert!(
+            groups.iter().all(|&g| g <= self.max_groups),
+            "{}: {groups:?} workgroups exceed the adapter's {} per dimension",
+            kernel.name(),
+            self.max_groups
+        );
+        if groups.contains(&0) {
+            return;
+        }
+        let bytes = bytemuck::bytes_of(params).to_vec();
+        let next = self.slots.len() as u32;
+        let slot = *self.slots.entry(bytes.clone()).or_insert_with(|| {
+            assert!((next as u64) < MAX_PARAM_SLOTS, "parameter arena full");
+            let offset = next as usize * PARAM_SLOT as usize;
+            self.arena.resize(offset + PARAM_SLOT as usize, 0);
+            self.arena[offset..offset + bytes.len()].copy_from_slice(&bytes);
+            next
+        });
+        self.dispatches.push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
+    }
+
+    pub fn len(&self) -> usize {
+        self.dispatches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dispatches.is_empty()
+    }
+
+    /// Writes the parameter arena and encodes every dispatch into one compute pass.
+    pub fn encode(self, queue: &wgpu::Queue, encoder: &mut wgpu::CommandEncoder) {
+        if !self.arena.is_empty() {
+            queue.write_buffer(&self.kernels.params, 0, &self.arena);
+        }
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("step"),
+            timestamp_writes: None,
+        });
+        for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
+            pass.set_pipeline(&self.kernels.pipelines[&kernel]);
+            pass.set_bind_group(0, bind_group, &[offset]);
+            pass.dispatch_workgroups(x, y, z);
+        }
+    }
+}
+
+pub fn groups(n: usize, size: usize) -> u32 {
+    n.div_ceil(size) as u32
+}

@@ -1,0 +1,9 @@
+//! The GPU side: device set-up, the WGSL kernels and their dispatch, reading results back.
+//! Same code on WebGPU (browser) and Vulkan (native).
+
+pub mod context;
+pub mod kernels;
+pub mod readback;
+
+pub use context::Gpu;
+pub use kernels::{Kernel, Kernels, StepRecorder};

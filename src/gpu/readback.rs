@@ -1,0 +1,67 @@
+//! Reading GPU buffers back, with one async path on both targets: natively the device is polled
+//! until the map callback fires; in the browser the callback fires on its own and we only await.
+
+use crate::error::{Error, Result};
+
+/// Copies `bytes` bytes of `src` into a fresh mappable buffer and returns them.
+/// For the engine's hot path use [`Staging`], which keeps its buffer.
+pub async fn read_buffer(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+    let staging = Staging::new(device, "readback", bytes);
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+    staging.copy_from(&mut encoder, src, bytes);
+    queue.submit([encoder.finish()]);
+    staging.read(device, bytes).await
+}
+
+pub async fn read_f32(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer, count: usize) -> Result<Vec<f32>> {
+    let bytes = read_buffer(device, queue, src, (count * 4) as u64).await?;
+    Ok(bytemuck::cast_slice(&bytes).to_vec())
+}
+
+/// A reusable MAP_READ buffer.
+pub struct Staging {
+    buffer: wgpu::Buffer,
+}
+
+impl Staging {
+    pub fn new(device: &wgpu::Device, label: &str, bytes: u64) -> Staging {
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(4).next_multiple_of(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Staging { buffer }
+    }
+
+    pub fn copy_from(&self, encoder: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, bytes: u64) {
+        encoder.copy_buffer_to_buffer(src, 0, &self.buffer, 0, bytes.next_multiple_of(4));
+    }
+
+    /// Waits for the copy and returns the first `bytes` bytes.
+    pub async fn read(&self, device: &wgpu::Device, bytes: u64) -> Result<Vec<u8>> {
+        let size = bytes.next_multiple_of(4);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.buffer.map_async(wgpu::MapMode::Read, 0..size, move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = device;
+        rx.await
+            .map_err(|_| Error::Gpu("buffer map callback dropped".into()))?
+            .map_err(|e| Error::Gpu(format!("buffer map failed: {e}")))?;
+        let out = {
+            let view = self
+                .buffer
+                .get_mapped_range(0..size)
+                .map_err(|e| Error::Gpu(format!("mapped range: {e}")))?;
+            view[..bytes as usize].to_vec()
+        };
+        self.buffer.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,250 @@
+//! `config.json` of a dense Qwen3 checkpoint, in both spellings found in the wild:
+//! transformers 4.x (`rope_theta`, `torch_dtype`) and 5.x (`rope_parameters.rope_theta`, `dtype`).
+//! Unsupported configurations are rejected here, once, so the forward pass never branches on them.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The fields the forward pass needs, named as in Hugging Face's `Qwen3Config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Qwen3Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    /// Read from the file, never derived from `hidden_size / num_attention_heads`.
+    pub head_dim: usize,
+    pub max_position_embeddings: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub tie_word_embeddings: bool,
+    /// `bos`/`eos` ids from the config, if any (generation stops on EOS unless told otherwise).
+    #[serde(default)]
+    pub eos_token_ids: Vec<u32>,
+}
+
+/// Longest head the attention kernel accepts (it keeps one head's accumulator in registers).
+pub const MAX_HEAD_DIM: usize = 256;
+
+impl Qwen3Config {
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::Json {
+            path: "config.json".into(),
+            message: e.to_string(),
+        })?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| Error::Config("expected a JSON object".into()))?;
+        if let Some(t) = obj.get("model_type").and_then(Value::as_str) {
+            if t != "qwen3" {
+                return Err(Error::Config(format!(
+                    "model_type is \"{t}\"; only dense \"qwen3\" is supported"
+                )));
+            }
+        }
+        let usize_field = |name: &str, default: Option<usize>| -> Result<usize> {
+            match obj.get(name) {
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| n as usize)
+                    .ok_or_else(|| Error::Config(format!("{name} must be a non-negative integer, found {x}"))),
+                None => default.ok_or_else(|| Error::Config(format!("{name} is missing"))),
+            }
+        };
+        let f64_field = |x: &Value, name: &str| -> Result<f64> {
+            x.as_f64()
+                .ok_or_else(|| Error::Config(format!("{name} must be a number, found {x}")))
+        };
+        let num_attention_heads = usize_field("num_attention_heads", None)?;
+        // transformers' Qwen3Config defaults, where a field may be absent.
+        let rope_theta = match (obj.get("rope_theta"), obj.get("rope_parameters")) {
+            (Some(x), _) => f64_field(x, "rope_theta")?,
+            (None, Some(p)) => {
+                if let Some(kind) = p.get("rope_type").and_then(Value::as_str) {
+                    if kind != "default" {
+                        return Err(Error::Config(format!(
+                            "rope_parameters.rope_type \"{kind}\" is not supported (only \"default\")"
+                        )));
+                    }
+                }
+                match p.get("rope_theta") {
+                    Some(x) => f64_field(x, "rope_parameters.rope_theta")?,
+                    None => 10_000.0,
+                }
+            }
+            (None, None) => 10_000.0,
+        };
+        if let Some(scaling) = obj.get("rope_scaling") {
+            if !scaling.is_null() {
+                return Err(Error::Config("rope_scaling is not supported".into()));
+            }
+        }
+        if obj.get("attention_bias").and_then(Value::as_bool) == Some(true) {
+            return Err(Error::Config("attention_bias = true is not supported".into()));
+        }
+        if let Some(act) = obj.get("hidden_act").and_then(Value::as_str) {
+            if act != "silu" {
+                return Err(Error::Config(format!("hidden_act \"{act}\" is not supported (only silu)")));
+            }
+        }
+        let eos_token_ids = match obj.get("eos_token_id") {
+            Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(|x| x as u32).collect(),
+            _ => Vec::new(),
+        };
+        let cfg = Qwen3Config {
+            vocab_size: usize_field("vocab_size", None)?,
+            hidden_size: usize_field("hidden_size", None)?,
+            intermediate_size: usize_field("intermediate_size", None)?,
+            num_hidden_layers: usize_field("num_hidden_layers", None)?,
+            num_attention_heads,
+            num_key_value_heads: usize_field("num_key_value_heads", Some(num_attention_heads))?,
+            head_dim: usize_field("head_dim", Some(128))?,
+            max_position_embeddings: usize_field("max_position_embeddings", Some(32_768))?,
+            rms_norm_eps: match obj.get("rms_norm_eps") {
+                Some(x) => f64_field(x, "rms_norm_eps")?,
+                None => 1e-6,
+            },
+            rope_theta,
+            tie_word_embeddings: obj
+                .get("tie_word_embeddings")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            eos_token_ids,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Rejects shapes the kernels cannot run, with the reason.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(Error::Config(format!("{name} must be positive")));
+            }
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return Err(Error::Config(format!(
+                "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
+                self.num_attention_heads, self.num_key_value_heads
+            )));
+        }
+        if self.head_dim % 2 != 0 || self.head_dim > MAX_HEAD_DIM {
+            return Err(Error::Config(format!(
+                "head_dim {} is not supported (must be even and at most {MAX_HEAD_DIM})",
+                self.head_dim
+            )));
+        }
+        // Matmul kernels stream 8 bf16 weights per load: every reduction length must be a multiple of 8.
+        for (name, k) in [
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_attention_heads * head_dim", self.q_dim()),
+        ] {
+            if k % 8 != 0 {
+                return Err(Error::Config(format!("{name} = {k} is not supported (must be a multiple of 8)")));
+            }
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
+            return Err(Error::Config("rms_norm_eps must be a positive number".into()));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 1.0) {
+            return Err(Error::Config("rope_theta must be a number greater than 1".into()));
+        }
+        if self.vocab_size > u32::MAX as usize / 2 {
+            return Err(Error::Config("vocab_size is implausibly large".into()));
+        }
+        Ok(())
+    }
+
+    /// Width of the attention output: `num_attention_heads * head_dim` (not necessarily `hidden_size`).
+    pub fn q_dim(&self) -> usize {
+        self.num_attention_heads * self.head_dim
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.num_key_value_heads * self.head_dim
+    }
+
+    /// Parameters read per decoded token: every matmul plus the lm_head (the embedding gather is one row).
+    pub fn params_per_token(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let per_layer = h * (self.q_dim() + 2 * self.kv_dim()) as u64
+            + self.q_dim() as u64 * h
+            + 3 * h * self.intermediate_size as u64;
+        per_layer * self.num_hidden_layers as u64 + self.vocab_size as u64 * h
+    }
+
+    /// The published shapes of the Qwen3 family, for synthetic (random-weight) models.
+    pub fn preset(name: &str) -> Option<Self> {
+        let (hidden, inter, layers, heads, kv, tie) = match name {
+            "qwen3-0.6b" => (1024, 3072, 28, 16, 8, true),
+            "qwen3-1.7b" => (2048, 6144, 28, 16, 8, true),
+            "qwen3-4b" => (2560, 9728, 36, 32, 8, true),
+            "qwen3-8b" => (4096, 12288, 36, 32, 8, false),
+            _ => return None,
+        };
+        Some(Qwen3Config {
+            vocab_size: 151_936,
+            hidden_size: hidden,
+            intermediate_size: inter,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            num_key_value_heads: kv,
+            head_dim: 128,
+            max_position_embeddings: 40_960,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1_000_000.0,
+            tie_word_embeddings: tie,
+            eos_token_ids: vec![151_645, 151_643],
+        })
+    }
+
+    pub const PRESETS: [&'static str; 4] = ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_spellings_agree() {
+        let v4 = r#"{"model_type":"qwen3","vocab_size":100,"hidden_size":64,"intermediate_size":128,
+            "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":24,
+            "max_position_embeddings":512,"rms_norm_eps":1e-6,"rope_theta":1000000,"torch_dtype":"bfloat16",
+            "tie_word_embeddings":true}"#;
+        let v5 = v4
+            .replace(r#""rope_theta":1000000"#, r#""rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#)
+            .replace("torch_dtype", "dtype");
+        let a = Qwen3Config::from_json(v4).unwrap();
+        let b = Qwen3Config::from_json(&v5).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.rope_theta, 1e6);
+        assert_eq!(a.head_dim, 24);
+    }
+
+    #[test]
+    fn rejects_what_kernels_cannot_run() {
+        let base = r#"{"vocab_size":100,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+            "num_attention_heads":4,"num_key_value_heads":3,"head_dim":24}"#;
+        let e = Qwen3Config::from_json(base).unwrap_err().to_string();
+        assert!(e.contains("multiple of num_key_value_heads"), "{e}");
+        let e = Qwen3Config::from_json("{not json").unwrap_err().to_string();
+        assert!(e.contains("invalid JSON"), "{e}");
+        let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#).unwrap_err().to_string();
+        assert!(e.contains("qwen3"), "{e}");
+    }
+}

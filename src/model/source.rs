@@ -1,0 +1,144 @@
+//! Where a model's bytes come from: a folder on disk (CLI), files picked in the browser, or memory
+//! (embedded fixtures, tests). Files are read by range so a checkpoint is never held whole in memory.
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Random access to one file.
+#[allow(async_fn_in_trait)] // wasm futures are not Send; nothing here needs them to be
+pub trait ByteSource {
+    fn len(&self) -> u64;
+    async fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A model folder: `config.json`, `tokenizer.json`, `*.safetensors`, `model.safetensors.index.json`.
+#[allow(async_fn_in_trait)]
+pub trait ModelStore {
+    type File: ByteSource;
+    /// Where the files are, for messages.
+    fn location(&self) -> String;
+    /// `None` when the folder has no such file.
+    async fn open(&self, name: &str) -> Result<Option<Self::File>>;
+
+    async fn read_all(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        match self.open(name).await? {
+            Some(f) => Ok(Some(f.read(0, f.len() as usize).await?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Files held in memory (tests, embedded models).
+#[derive(Clone, Default)]
+pub struct MemStore {
+    pub files: BTreeMap<String, Arc<Vec<u8>>>,
+    pub label: String,
+}
+
+impl MemStore {
+    pub fn new(label: &str) -> Self {
+        MemStore { files: BTreeMap::new(), label: label.into() }
+    }
+    pub fn with(mut self, name: &str, bytes: Vec<u8>) -> Self {
+        self.files.insert(name.into(), Arc::new(bytes));
+        self
+    }
+}
+
+#[derive(Clone)]
+pub struct MemFile(pub Arc<Vec<u8>>);
+
+impl ByteSource for MemFile {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+    async fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let start = offset as usize;
+        self.0
+            .get(start..start + len)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::Io { path: "memory".into(), message: "read past the end".into() })
+    }
+}
+
+impl ModelStore for MemStore {
+    type File = MemFile;
+    fn location(&self) -> String {
+        self.label.clone()
+    }
+    async fn open(&self, name: &str) -> Result<Option<MemFile>> {
+        Ok(self.files.get(name).map(|b| MemFile(b.clone())))
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{DirStore, DiskFile};
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+    use std::path::PathBuf;
+
+    /// A model folder on disk.
+    pub struct DirStore {
+        pub dir: PathBuf,
+    }
+
+    impl DirStore {
+        pub fn new(dir: impl Into<PathBuf>) -> Result<Self> {
+            let dir = dir.into();
+            let shown = dir.display().to_string();
+            match std::fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => Ok(DirStore { dir }),
+                Ok(_) => Err(Error::Invalid(format!("{shown}: not a folder (pass the folder holding config.json)"))),
+                Err(_) => Err(Error::NotFound { path: shown }),
+            }
+        }
+    }
+
+    pub struct DiskFile {
+        file: std::fs::File,
+        len: u64,
+        path: String,
+    }
+
+    impl ByteSource for DiskFile {
+        fn len(&self) -> u64 {
+            self.len
+        }
+        async fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            let mut buf = vec![0u8; len];
+            self.file
+                .read_exact_at(&mut buf, offset)
+                .map_err(|e| Error::Io { path: self.path.clone(), message: e.to_string() })?;
+            Ok(buf)
+        }
+    }
+
+    impl ModelStore for DirStore {
+        type File = DiskFile;
+        fn location(&self) -> String {
+            self.dir.display().to_string()
+        }
+        async fn open(&self, name: &str) -> Result<Option<DiskFile>> {
+            let path = self.dir.join(name);
+            let shown = path.display().to_string();
+            match std::fs::File::open(&path) {
+                Ok(file) => {
+                    let len = file
+                        .metadata()
+                        .map_err(|e| Error::Io { path: shown.clone(), message: e.to_string() })?
+                        .len();
+                    Ok(Some(DiskFile { file, len, path: shown }))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::Io { path: shown, message: e.to_string() }),
+            }
+        }
+    }
+}
