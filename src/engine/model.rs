@@ -153,10 +153,15 @@ impl Model {
     pub async fn step(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         let n = batch.logit_rows.len();
         let mut encoder = self.record(batch)?;
+        if n == 0 {
+            // A prefill chunk that needs no token: nothing to wait for (the queue keeps order).
+            self.gpu.queue.submit([encoder.finish()]);
+            return Ok(Vec::new());
+        }
         self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
         self.gpu.queue.submit([encoder.finish()]);
         let bytes = self.staging.read(&self.gpu.device, n as u64 * 4).await?;
-        Ok(bytemuck::cast_slice(&bytes).to_vec())
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
     /// Runs one step and returns the logits of each logit row, `(rows, vocab)` (tests, sampling checks).

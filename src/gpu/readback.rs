@@ -15,7 +15,7 @@ pub async fn read_buffer(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu:
 
 pub async fn read_f32(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer, count: usize) -> Result<Vec<f32>> {
     let bytes = read_buffer(device, queue, src, (count * 4) as u64).await?;
-    Ok(bytemuck::cast_slice(&bytes).to_vec())
+    Ok(bytemuck::pod_collect_to_vec(&bytes))
 }
 
 /// A reusable MAP_READ buffer.

@@ -25,8 +25,13 @@ pub struct Matrix {
 
 impl Matrix {
     pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize) -> Result<Matrix> {
+        let max_rows = (gpu.max_binding() / (cols as u64 * 2)) as usize;
+        Self::with_chunk_rows(gpu, label, rows, cols, max_rows)
+    }
+
+    /// As [`Matrix::new`] with at most `max_rows` rows per chunk (tests use it to force splits).
+    pub fn with_chunk_rows(gpu: &Gpu, label: &str, rows: usize, cols: usize, max_rows: usize) -> Result<Matrix> {
         let row_bytes = cols as u64 * 2;
-        let max_rows = (gpu.max_binding() / row_bytes) as usize;
         if max_rows == 0 {
             return Err(Error::AdapterLimit(format!(
                 "{label}: one row is {row_bytes} bytes, above maxStorageBufferBindingSize {}",
