@@ -164,10 +164,11 @@ mod cli {
 
     async fn generate(args: GenerateArgs) -> Result<()> {
         let loaded = open(&args.model).await?;
-        let (mut model, tokenizer) = match &loaded {
-            Loaded::Disk(c, t) => (load(&args.model, c).await?, t.as_ref()),
-            Loaded::Synthetic(s) => (load(&args.model, s).await?, None),
+        let (cfg, tokenizer) = match &loaded {
+            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref()),
+            Loaded::Synthetic(s) => (s.config.clone(), None),
         };
+        // Prompts are checked against the config before any weight is read.
         let mut prompts: Vec<Vec<u32>> = Vec::new();
         for text in &args.prompt {
             let tok = tokenizer.ok_or_else(|| {
@@ -181,6 +182,13 @@ mod cli {
         if prompts.is_empty() {
             return Err(Error::Invalid("pass --prompt TEXT or --prompt-ids 1,2,3".into()));
         }
+        for prompt in &prompts {
+            tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
+        }
+        let mut model = match &loaded {
+            Loaded::Disk(c, _) => load(&args.model, c).await?,
+            Loaded::Synthetic(s) => load(&args.model, s).await?,
+        };
         let stop: Vec<u32> = if args.ignore_eos { vec![] } else { model.cfg.eos_token_ids.clone() };
         for prompt in prompts {
             tokenmeter::engine::generate::check_prompt(&model, &prompt, args.max_new_tokens)?;

@@ -33,7 +33,17 @@ impl Generation {
 
 /// Checks a prompt against the model before any GPU work.
 pub fn check_prompt(model: &Model, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
-    let cfg = &model.cfg;
+    check_prompt_fits(&model.cfg, prompt, max_new_tokens)?;
+    let total = prompt.len() + max_new_tokens;
+    let kv_tokens = model.limits.num_blocks * model.limits.block_size;
+    if total > kv_tokens {
+        return Err(Error::Prompt(format!("{total} tokens do not fit the KV cache ({kv_tokens} token slots)")));
+    }
+    Ok(())
+}
+
+/// The checks that need only the config (done before loading weights).
+pub fn check_prompt_fits(cfg: &crate::model::Qwen3Config, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
     if prompt.is_empty() {
         return Err(Error::Prompt("the prompt is empty".into()));
     }
@@ -47,10 +57,6 @@ pub fn check_prompt(model: &Model, prompt: &[u32], max_new_tokens: usize) -> Res
             prompt.len(),
             cfg.max_position_embeddings
         )));
-    }
-    let kv_tokens = model.limits.num_blocks * model.limits.block_size;
-    if total > kv_tokens {
-        return Err(Error::Prompt(format!("{total} tokens do not fit the KV cache ({kv_tokens} token slots)")));
     }
     Ok(())
 }
