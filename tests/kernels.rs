@@ -5,7 +5,9 @@ mod common;
 
 use bytemuck::Pod;
 use common::*;
-use tokenmeter::gpu::kernels::{groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use tokenmeter::gpu::kernels::{
+    groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
+};
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Kernel, Kernels, StepRecorder};
 use tokenmeter::model::reference;
@@ -19,7 +21,10 @@ fn bytes<T: Pod>(v: &[T]) -> &[u8] {
 /// Runs one dispatch per (bind group buffers, params, workgroups).
 fn run<P: Pod>(kernels: &Kernels, kernel: Kernel, calls: &[(Vec<&wgpu::Buffer>, P, [u32; 3])]) {
     let g = gpu();
-    let bind_groups: Vec<_> = calls.iter().map(|(b, _, _)| kernels.bind(&g.device, kernel, "test", b)).collect();
+    let bind_groups: Vec<_> = calls
+        .iter()
+        .map(|(b, _, _)| kernels.bind(&g.device, kernel, "test", b))
+        .collect();
     let mut rec = StepRecorder::new(kernels, g.limits.max_compute_workgroups_per_dimension);
     for ((_, p, wg), bg) in calls.iter().zip(&bind_groups) {
         rec.dispatch(kernel, bg, p, *wg);
@@ -36,7 +41,12 @@ fn read(buffer: &wgpu::Buffer, n: usize) -> Vec<f32> {
 
 fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     let (err, at) = worst(got, want);
-    assert!(err <= tol, "{name}: worst relative error {err} at index {at}: got {} want {}", got[at], want[at]);
+    assert!(
+        err <= tol,
+        "{name}: worst relative error {err} at index {at}: got {} want {}",
+        got[at],
+        want[at]
+    );
 }
 
 fn bf16(values: &[f32]) -> Vec<u16> {
@@ -47,7 +57,12 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 fn matmul_matches_reference_across_chunks_and_accumulate() {
     let g = gpu();
     let kernels = Kernels::new(&g.device);
-    for (m, n, k, chunk_rows) in [(1, 1, 8, 1), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50)] {
+    for (m, n, k, chunk_rows) in [
+        (1, 1, 8, 1),
+        (5, 67, 1000, 67),
+        (33, 1000, 48, 300),
+        (4, 129, 16, 50),
+    ] {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
@@ -69,7 +84,11 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
                         accumulate: accumulate as u32,
                         _pad: [0; 2],
                     };
-                    (vec![&xb, &c.buffer, &yb], p, [groups(c.rows, 64), groups(m, 4), 1])
+                    (
+                        vec![&xb, &c.buffer, &yb],
+                        p,
+                        [groups(c.rows, 64), groups(m, 4), 1],
+                    )
                 })
                 .collect();
             run(&kernels, Kernel::Matmul, &calls);
@@ -77,7 +96,12 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
-            assert_close(&format!("matmul m={m} n={n} k={k} acc={accumulate}"), &read(&yb, m * n), &want, 1e-5);
+            assert_close(
+                &format!("matmul m={m} n={n} k={k} acc={accumulate}"),
+                &read(&yb, m * n),
+                &want,
+                1e-5,
+            );
         }
     }
 }
@@ -98,12 +122,28 @@ fn embedding_gather_over_chunks() {
         .chunks
         .iter()
         .map(|c| {
-            let p = EmbedParams { n_tokens: ids.len() as u32, hidden: hidden as u32, row_start: c.row_start as u32, row_count: c.rows as u32 };
-            (vec![&tb, &c.buffer, &xb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
+            let p = EmbedParams {
+                n_tokens: ids.len() as u32,
+                hidden: hidden as u32,
+                row_start: c.row_start as u32,
+                row_count: c.rows as u32,
+            };
+            (
+                vec![&tb, &c.buffer, &xb],
+                p,
+                [groups(hidden / 2, 64), ids.len() as u32, 1],
+            )
         })
         .collect();
     run(&kernels, Kernel::Embed, &calls);
-    let want: Vec<f32> = ids.iter().flat_map(|&id| table_bits[id as usize * hidden..][..hidden].iter().map(|&b| bf16_to_f32(b))).collect();
+    let want: Vec<f32> = ids
+        .iter()
+        .flat_map(|&id| {
+            table_bits[id as usize * hidden..][..hidden]
+                .iter()
+                .map(|&b| bf16_to_f32(b))
+        })
+        .collect();
     assert_close("embed", &read(&xb, ids.len() * hidden), &want, 0.0);
 }
 
@@ -115,11 +155,27 @@ fn rms_norm_with_row_gather() {
     let x = random(5, rows_in * width);
     let weight: Vec<f32> = random(6, width).iter().map(|v| 1.0 + v * 0.5).collect();
     let rows = [4u32, 0, 2];
-    let (xb, rb, wb) = (g.storage_with("x", bytes(&x)), g.storage_with("rows", bytes(&rows)), g.storage_with("w", bytes(&weight)));
+    let (xb, rb, wb) = (
+        g.storage_with("x", bytes(&x)),
+        g.storage_with("rows", bytes(&rows)),
+        g.storage_with("w", bytes(&weight)),
+    );
     let yb = g.storage_buffer("y", (rows.len() * width * 4) as u64);
-    let p = RmsNormParams { n_rows: rows.len() as u32, width: width as u32, eps: 1e-6, _pad: 0 };
-    run(&kernels, Kernel::RmsNorm, &[(vec![&xb, &rb, &wb, &yb], p, [rows.len() as u32, 1, 1])]);
-    let gathered: Vec<f32> = rows.iter().flat_map(|&r| x[r as usize * width..][..width].to_vec()).collect();
+    let p = RmsNormParams {
+        n_rows: rows.len() as u32,
+        width: width as u32,
+        eps: 1e-6,
+        _pad: 0,
+    };
+    run(
+        &kernels,
+        Kernel::RmsNorm,
+        &[(vec![&xb, &rb, &wb, &yb], p, [rows.len() as u32, 1, 1])],
+    );
+    let gathered: Vec<f32> = rows
+        .iter()
+        .flat_map(|&r| x[r as usize * width..][..width].to_vec())
+        .collect();
     let want = reference::rms_norm(&gathered, width, &weight, 1e-6);
     assert_close("rms_norm", &read(&yb, rows.len() * width), &want, 1e-5);
 }
@@ -136,7 +192,8 @@ struct HeadSetup {
 
 impl HeadSetup {
     fn slot(&self, seq: usize, pos: usize) -> usize {
-        self.tables[seq * self.max_blocks + pos / self.block_size] as usize * self.block_size + pos % self.block_size
+        self.tables[seq * self.max_blocks + pos / self.block_size] as usize * self.block_size
+            + pos % self.block_size
     }
     fn params(&self, last: f32) -> HeadParams {
         HeadParams {
@@ -163,7 +220,13 @@ fn qk_norm_rope_and_cache_write() {
         hd: 24,
         block_size: 16,
         max_blocks: 2600,
-        tokens: vec![[0, 0, 0, 0], [0, 7, 0, 0], [0, 40_000, 1, 0], [0, 12_345, 1, 0], [0, 1, 0, 0]],
+        tokens: vec![
+            [0, 0, 0, 0],
+            [0, 7, 0, 0],
+            [0, 40_000, 1, 0],
+            [0, 12_345, 1, 0],
+            [0, 1, 0, 0],
+        ],
         tables: (0..2 * 2600u32).map(|i| (i * 7919) % 5200).collect(),
     };
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
@@ -172,11 +235,28 @@ fn qk_norm_rope_and_cache_write() {
     let freqs = reference::inv_freq(s.hd, 1e6);
     let cache_len = 5200 * s.block_size * s.n_kv * s.hd;
     let qkvb = g.storage_with("qkv", bytes(&qkv));
-    let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
-    let (nb, fb) = (g.storage_with("norms", bytes(&norms)), g.storage_with("freqs", bytes(&freqs)));
-    let (kb, vb) = (g.storage_buffer("k", (cache_len * 4) as u64), g.storage_buffer("v", (cache_len * 4) as u64));
+    let (tb, btb) = (
+        g.storage_with("tokens", bytes(&s.tokens)),
+        g.storage_with("tables", bytes(&s.tables)),
+    );
+    let (nb, fb) = (
+        g.storage_with("norms", bytes(&norms)),
+        g.storage_with("freqs", bytes(&freqs)),
+    );
+    let (kb, vb) = (
+        g.storage_buffer("k", (cache_len * 4) as u64),
+        g.storage_buffer("v", (cache_len * 4) as u64),
+    );
     let wg = [groups(s.n_heads + 2 * s.n_kv, 64), s.tokens.len() as u32, 1];
-    run(&kernels, Kernel::QkNormRope, &[(vec![&qkvb, &tb, &btb, &nb, &fb, &kb, &vb], s.params(1e-6), wg)]);
+    run(
+        &kernels,
+        Kernel::QkNormRope,
+        &[(
+            vec![&qkvb, &tb, &btb, &nb, &fb, &kb, &vb],
+            s.params(1e-6),
+            wg,
+        )],
+    );
     let got_qkv = read(&qkvb, qkv.len());
     let (k_cache, v_cache) = (read(&kb, cache_len), read(&vb, cache_len));
     for (t, tok) in s.tokens.iter().enumerate() {
@@ -185,18 +265,33 @@ fn qk_norm_rope_and_cache_write() {
         let row = &qkv[t * width..][..width];
         for h in 0..s.n_heads + s.n_kv {
             let is_q = h < s.n_heads;
-            let mut head = reference::rms_norm(&row[h * s.hd..][..s.hd], s.hd, &norms[if is_q { 0 } else { s.hd }..][..s.hd], 1e-6);
+            let mut head = reference::rms_norm(
+                &row[h * s.hd..][..s.hd],
+                s.hd,
+                &norms[if is_q { 0 } else { s.hd }..][..s.hd],
+                1e-6,
+            );
             reference::rope(&mut head, pos, &freqs);
             let got = if is_q {
                 got_qkv[t * width + h * s.hd..][..s.hd].to_vec()
             } else {
                 k_cache[(slot * s.n_kv + h - s.n_heads) * s.hd..][..s.hd].to_vec()
             };
-            assert_close(&format!("rope token {t} pos {pos} head {h}"), &got, &head, 2e-4);
+            assert_close(
+                &format!("rope token {t} pos {pos} head {h}"),
+                &got,
+                &head,
+                2e-4,
+            );
         }
         for j in 0..s.n_kv {
             let want = &row[(s.n_heads + s.n_kv + j) * s.hd..][..s.hd];
-            assert_close("v copy", &v_cache[(slot * s.n_kv + j) * s.hd..][..s.hd], want, 0.0);
+            assert_close(
+                "v copy",
+                &v_cache[(slot * s.n_kv + j) * s.hd..][..s.hd],
+                want,
+                0.0,
+            );
         }
     }
 }
@@ -212,7 +307,10 @@ fn attention_over_paged_cache_with_gqa() {
         block_size: 4,
         max_blocks: 30,
         // Sequence 0 decodes at position 70; sequence 1 prefills positions 0..=4.
-        tokens: [[0, 70, 0, 0]].into_iter().chain((0..5).map(|p| [0, p, 1, 0])).collect(),
+        tokens: [[0, 70, 0, 0]]
+            .into_iter()
+            .chain((0..5).map(|p| [0, p, 1, 0]))
+            .collect(),
         tables: (0..60u32).rev().collect(),
     };
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
@@ -220,21 +318,45 @@ fn attention_over_paged_cache_with_gqa() {
     let cache_len = 60 * s.block_size * s.n_kv * s.hd;
     let (k_cache, v_cache) = (random(10, cache_len), random(11, cache_len));
     let qkvb = g.storage_with("qkv", bytes(&qkv));
-    let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
-    let (kb, vb) = (g.storage_with("k", bytes(&k_cache)), g.storage_with("v", bytes(&v_cache)));
+    let (tb, btb) = (
+        g.storage_with("tokens", bytes(&s.tokens)),
+        g.storage_with("tables", bytes(&s.tables)),
+    );
+    let (kb, vb) = (
+        g.storage_with("k", bytes(&k_cache)),
+        g.storage_with("v", bytes(&v_cache)),
+    );
     let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
     let scale = 1.0 / (s.hd as f32).sqrt();
     let wg = [groups(s.tokens.len() * s.n_heads, 64), 1, 1];
-    run(&kernels, Kernel::Attention, &[(vec![&qkvb, &tb, &btb, &kb, &vb, &out], s.params(scale), wg)]);
+    run(
+        &kernels,
+        Kernel::Attention,
+        &[(vec![&qkvb, &tb, &btb, &kb, &vb, &out], s.params(scale), wg)],
+    );
     let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
     for (t, tok) in s.tokens.iter().enumerate() {
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv);
             let gather = |cache: &[f32]| -> Vec<f32> {
-                (0..=tok[1] as usize).flat_map(|p| cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec()).collect()
+                (0..=tok[1] as usize)
+                    .flat_map(|p| {
+                        cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec()
+                    })
+                    .collect()
             };
-            let want = reference::attention_head(&qkv[t * width + h * s.hd..][..s.hd], &gather(&k_cache), &gather(&v_cache), s.hd);
-            assert_close(&format!("attention token {t} head {h}"), &got[(t * s.n_heads + h) * s.hd..][..s.hd], &want, 1e-5);
+            let want = reference::attention_head(
+                &qkv[t * width + h * s.hd..][..s.hd],
+                &gather(&k_cache),
+                &gather(&v_cache),
+                s.hd,
+            );
+            assert_close(
+                &format!("attention token {t} head {h}"),
+                &got[(t * s.n_heads + h) * s.hd..][..s.hd],
+                &want,
+                1e-5,
+            );
         }
     }
 }
@@ -245,9 +367,20 @@ fn swiglu_matches_reference() {
     let kernels = Kernels::new(&g.device);
     let (t, inter) = (3, 1001);
     let gate_up: Vec<f32> = random(12, t * 2 * inter).iter().map(|v| v * 8.0).collect();
-    let (gb, ab) = (g.storage_with("gate_up", bytes(&gate_up)), g.storage_buffer("act", (t * inter * 4) as u64));
-    let p = PairParams { a: t as u32, b: inter as u32, _pad: [0; 2] };
-    run(&kernels, Kernel::SwiGlu, &[(vec![&gb, &ab], p, [groups(inter, 64), t as u32, 1])]);
+    let (gb, ab) = (
+        g.storage_with("gate_up", bytes(&gate_up)),
+        g.storage_buffer("act", (t * inter * 4) as u64),
+    );
+    let p = PairParams {
+        a: t as u32,
+        b: inter as u32,
+        _pad: [0; 2],
+    };
+    run(
+        &kernels,
+        Kernel::SwiGlu,
+        &[(vec![&gb, &ab], p, [groups(inter, 64), t as u32, 1])],
+    );
     let want: Vec<f32> = (0..t * inter)
         .map(|i| {
             let (row, col) = (i / inter, i % inter);
@@ -266,10 +399,19 @@ fn argmax_picks_the_first_maximum() {
     logits[width + 77_777] = 5.0; // row 1: a unique maximum
     logits[2 * width + 100_000] = 7.0; // row 2: a tie, the lower index must win
     logits[2 * width + 3] = 7.0;
-    let (lb, ib) = (g.storage_with("logits", bytes(&logits)), g.storage_buffer("ids", 12));
-    let p = PairParams { a: 3, b: width as u32, _pad: [0; 2] };
+    let (lb, ib) = (
+        g.storage_with("logits", bytes(&logits)),
+        g.storage_buffer("ids", 12),
+    );
+    let p = PairParams {
+        a: 3,
+        b: width as u32,
+        _pad: [0; 2],
+    };
     run(&kernels, Kernel::Argmax, &[(vec![&lb, &ib], p, [3, 1, 1])]);
-    let got: Vec<u32> = bytemuck::pod_collect_to_vec(&pollster::block_on(read_buffer(&g.device, &g.queue, &ib, 12)).unwrap());
+    let got: Vec<u32> = bytemuck::pod_collect_to_vec(
+        &pollster::block_on(read_buffer(&g.device, &g.queue, &ib, 12)).unwrap(),
+    );
     let want: Vec<u32> = logits.chunks(width).map(reference::argmax).collect();
     assert_eq!(want[1], 77_777);
     assert_eq!(want[2], 3);

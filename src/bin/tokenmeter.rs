@@ -22,7 +22,11 @@ mod cli {
     use tokenmeter::{Error, Result};
 
     #[derive(Parser)]
-    #[command(name = "tokenmeter", version, about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks")]
+    #[command(
+        name = "tokenmeter",
+        version,
+        about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks"
+    )]
     struct Cli {
         #[command(subcommand)]
         command: Command,
@@ -104,12 +108,18 @@ mod cli {
 
     async fn adapter() -> Result<()> {
         let gpu = Gpu::new().await?;
-        println!("{}", serde_json::to_string_pretty(&gpu.adapter).expect("serialisable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&gpu.adapter).expect("serialisable")
+        );
         Ok(())
     }
 
     enum Loaded {
-        Disk(Checkpoint<tokenmeter::model::source::DiskFile>, Option<Tokenizer>),
+        Disk(
+            Checkpoint<tokenmeter::model::source::DiskFile>,
+            Option<Tokenizer>,
+        ),
         Synthetic(SyntheticModel),
     }
 
@@ -126,11 +136,16 @@ mod cli {
             }
             (None, Some(name)) => {
                 let cfg = Qwen3Config::preset(name).ok_or_else(|| {
-                    Error::Invalid(format!("unknown synthetic model {name:?} (one of {})", Qwen3Config::PRESETS.join(", ")))
+                    Error::Invalid(format!(
+                        "unknown synthetic model {name:?} (one of {})",
+                        Qwen3Config::PRESETS.join(", ")
+                    ))
                 })?;
                 Ok(Loaded::Synthetic(SyntheticModel::new(cfg, 0)))
             }
-            (None, None) => Err(Error::Invalid("pass --model DIR or --synthetic NAME".into())),
+            (None, None) => Err(Error::Invalid(
+                "pass --model DIR or --synthetic NAME".into(),
+            )),
         }
     }
 
@@ -172,7 +187,10 @@ mod cli {
         let mut prompts: Vec<Vec<u32>> = Vec::new();
         for text in &args.prompt {
             let tok = tokenizer.ok_or_else(|| {
-                Error::Invalid("--prompt needs tokenizer.json in the model folder (or use --prompt-ids)".into())
+                Error::Invalid(
+                    "--prompt needs tokenizer.json in the model folder (or use --prompt-ids)"
+                        .into(),
+                )
             })?;
             prompts.push(tok.chat_prompt(text, !args.no_think)?);
         }
@@ -180,7 +198,9 @@ mod cli {
             prompts.push(parse_ids(ids)?);
         }
         if prompts.is_empty() {
-            return Err(Error::Invalid("pass --prompt TEXT or --prompt-ids 1,2,3".into()));
+            return Err(Error::Invalid(
+                "pass --prompt TEXT or --prompt-ids 1,2,3".into(),
+            ));
         }
         for prompt in &prompts {
             tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
@@ -189,23 +209,33 @@ mod cli {
             Loaded::Disk(c, _) => load(&args.model, c).await?,
             Loaded::Synthetic(s) => load(&args.model, s).await?,
         };
-        let stop: Vec<u32> = if args.ignore_eos { vec![] } else { model.cfg.eos_token_ids.clone() };
+        let stop: Vec<u32> = if args.ignore_eos {
+            vec![]
+        } else {
+            model.cfg.eos_token_ids.clone()
+        };
         for prompt in prompts {
             tokenmeter::engine::generate::check_prompt(&model, &prompt, args.max_new_tokens)?;
             let streaming = !args.json && tokenizer.is_some();
             let mut shown = 0;
             let mut so_far = Vec::new();
-            let g = generate_greedy(&mut model, &prompt, args.max_new_tokens, &stop, &mut |_, id| {
-                so_far.push(id);
-                if let (true, Some(tok)) = (streaming, tokenizer) {
-                    if let Ok(text) = tok.decode(&so_far) {
-                        if text.len() > shown && !text.ends_with('\u{fffd}') {
-                            eprint!("{}", &text[shown..]);
-                            shown = text.len();
+            let g = generate_greedy(
+                &mut model,
+                &prompt,
+                args.max_new_tokens,
+                &stop,
+                &mut |_, id| {
+                    so_far.push(id);
+                    if let (true, Some(tok)) = (streaming, tokenizer) {
+                        if let Ok(text) = tok.decode(&so_far) {
+                            if text.len() > shown && !text.ends_with('\u{fffd}') {
+                                eprint!("{}", &text[shown..]);
+                                shown = text.len();
+                            }
                         }
                     }
-                }
-            })
+                },
+            )
             .await?;
             let text = match tokenizer {
                 Some(t) => Some(t.decode(&g.tokens)?),
@@ -231,7 +261,12 @@ mod cli {
                 if let Some(text) = text {
                     println!("text: {text}");
                 }
-                println!("TTFT {:.2} ms, TPOT {:.2} ms over {} tokens", g.ttft_ms(), g.tpot_ms(), g.tokens.len());
+                println!(
+                    "TTFT {:.2} ms, TPOT {:.2} ms over {} tokens",
+                    g.ttft_ms(),
+                    g.tpot_ms(),
+                    g.tokens.len()
+                );
             }
         }
         Ok(())
@@ -242,7 +277,10 @@ mod cli {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<u32>().map_err(|_| Error::Invalid(format!("--prompt-ids: {s:?} is not a token id"))))
+            .map(|s| {
+                s.parse::<u32>()
+                    .map_err(|_| Error::Invalid(format!("--prompt-ids: {s:?} is not a token id")))
+            })
             .collect::<Result<Vec<u32>>>()?;
         if ids.is_empty() {
             return Err(Error::Prompt("--prompt-ids is empty".into()));

@@ -1,1 +1,10 @@
-fn main() {}
+//! The browser entry point (built by trunk for wasm32). Natively there is nothing to run.
+
+fn main() {
+    #[cfg(target_arch = "wasm32")]
+    tokenmeter::web::start();
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!(
+        "tokenmeter-web is the browser app: run ./scripts/serve (or use the `tokenmeter` CLI)"
+    );
+}

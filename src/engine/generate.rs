@@ -18,7 +18,9 @@ pub struct Generation {
 
 impl Generation {
     pub fn ttft_ms(&self) -> f64 {
-        self.token_times_s.first().map_or(f64::NAN, |t| (t - self.start_s) * 1e3)
+        self.token_times_s
+            .first()
+            .map_or(f64::NAN, |t| (t - self.start_s) * 1e3)
     }
 
     /// (last - first) / (n - 1); NaN with fewer than two tokens.
@@ -37,18 +39,27 @@ pub fn check_prompt(model: &Model, prompt: &[u32], max_new_tokens: usize) -> Res
     let total = prompt.len() + max_new_tokens;
     let kv_tokens = model.limits.num_blocks * model.limits.block_size;
     if total > kv_tokens {
-        return Err(Error::Prompt(format!("{total} tokens do not fit the KV cache ({kv_tokens} token slots)")));
+        return Err(Error::Prompt(format!(
+            "{total} tokens do not fit the KV cache ({kv_tokens} token slots)"
+        )));
     }
     Ok(())
 }
 
 /// The checks that need only the config (done before loading weights).
-pub fn check_prompt_fits(cfg: &crate::model::Qwen3Config, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
+pub fn check_prompt_fits(
+    cfg: &crate::model::Qwen3Config,
+    prompt: &[u32],
+    max_new_tokens: usize,
+) -> Result<()> {
     if prompt.is_empty() {
         return Err(Error::Prompt("the prompt is empty".into()));
     }
     if let Some(&id) = prompt.iter().find(|&&id| id as usize >= cfg.vocab_size) {
-        return Err(Error::Prompt(format!("token id {id} is outside the vocabulary (size {})", cfg.vocab_size)));
+        return Err(Error::Prompt(format!(
+            "token id {id} is outside the vocabulary (size {})",
+            cfg.vocab_size
+        )));
     }
     let total = prompt.len() + max_new_tokens;
     if total > cfg.max_position_embeddings {
@@ -75,9 +86,16 @@ pub async fn generate_greedy(
     let block_size = model.limits.block_size;
     let mut alloc = BlockAllocator::new(model.limits.num_blocks);
     let needed = (prompt.len() + max_new_tokens).div_ceil(block_size);
-    let table = alloc.allocate(needed).expect("checked against the cache size");
+    let table = alloc
+        .allocate(needed)
+        .expect("checked against the cache size");
 
-    let mut out = Generation { prompt_ids: prompt.to_vec(), tokens: Vec::new(), start_s, token_times_s: Vec::new() };
+    let mut out = Generation {
+        prompt_ids: prompt.to_vec(),
+        tokens: Vec::new(),
+        start_s,
+        token_times_s: Vec::new(),
+    };
     if max_new_tokens == 0 {
         return Ok(out);
     }
@@ -86,10 +104,16 @@ pub async fn generate_greedy(
     let mut next = 0;
     while pos < prompt.len() {
         let end = (pos + chunk).min(prompt.len());
-        let tokens = (pos..end).map(|p| [prompt[p], p as u32, 0, 0]).collect::<Vec<_>>();
+        let tokens = (pos..end)
+            .map(|p| [prompt[p], p as u32, 0, 0])
+            .collect::<Vec<_>>();
         let last = end == prompt.len();
         let batch = Batch {
-            logit_rows: if last { vec![(end - pos - 1) as u32] } else { vec![] },
+            logit_rows: if last {
+                vec![(end - pos - 1) as u32]
+            } else {
+                vec![]
+            },
             tokens,
             block_tables: vec![table.clone()],
         };
@@ -107,7 +131,11 @@ pub async fn generate_greedy(
             break;
         }
         let position = (prompt.len() + out.tokens.len() - 1) as u32;
-        let batch = Batch { tokens: vec![[next, position, 0, 0]], logit_rows: vec![0], block_tables: vec![table.clone()] };
+        let batch = Batch {
+            tokens: vec![[next, position, 0, 0]],
+            logit_rows: vec![0],
+            block_tables: vec![table.clone()],
+        };
         next = model.step(&batch).await?[0];
     }
     Ok(out)

@@ -153,7 +153,9 @@ impl Kernels {
                     binding: i as u32 + 1,
                     visibility: wgpu::ShaderStages::COMPUTE,
                     ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage { read_only: matches!(access, Read) },
+                        ty: wgpu::BufferBindingType::Storage {
+                            read_only: matches!(access, Read),
+                        },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
@@ -190,12 +192,27 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Kernels { pipelines, layouts, params }
+        Kernels {
+            pipelines,
+            layouts,
+            params,
+        }
     }
 
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
-    pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        assert_eq!(buffers.len(), kernel.bindings().len(), "{}: wrong number of buffers", kernel.name());
+    pub fn bind(
+        &self,
+        device: &wgpu::Device,
+        kernel: Kernel,
+        label: &str,
+        buffers: &[&wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        assert_eq!(
+            buffers.len(),
+            kernel.bindings().len(),
+            "{}: wrong number of buffers",
+            kernel.name()
+        );
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -205,7 +222,10 @@ impl Kernels {
             }),
         }];
         for (i, buffer) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: buffer.as_entire_binding(),
+            });
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),
@@ -227,11 +247,23 @@ pub struct StepRecorder<'a> {
 
 impl<'a> StepRecorder<'a> {
     pub fn new(kernels: &'a Kernels, max_groups: u32) -> Self {
-        StepRecorder { kernels, arena: Vec::new(), slots: HashMap::new(), dispatches: Vec::new(), max_groups }
+        StepRecorder {
+            kernels,
+            arena: Vec::new(),
+            slots: HashMap::new(),
+            dispatches: Vec::new(),
+            max_groups,
+        }
     }
 
     /// Queues `kernel` over `groups` workgroups with `params`.
-    pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
+    pub fn dispatch<P: Pod>(
+        &mut self,
+        kernel: Kernel,
+        bind_group: &'a wgpu::BindGroup,
+        params: &P,
+        groups: [u32; 3],
+    ) {
         assert!(
             groups.iter().all(|&g| g <= self.max_groups),
             "{}: {groups:?} workgroups exceed the adapter's {} per dimension",
@@ -250,7 +282,8 @@ impl<'a> StepRecorder<'a> {
             self.arena[offset..offset + bytes.len()].copy_from_slice(&bytes);
             next
         });
-        self.dispatches.push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
+        self.dispatches
+            .push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
     }
 
     pub fn len(&self) -> usize {

@@ -5,15 +5,27 @@ use crate::error::{Error, Result};
 
 /// Copies `bytes` bytes of `src` into a fresh mappable buffer and returns them.
 /// For the engine's hot path use [`Staging`], which keeps its buffer.
-pub async fn read_buffer(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+pub async fn read_buffer(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    src: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Vec<u8>> {
     let staging = Staging::new(device, "readback", bytes);
-    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("readback"),
+    });
     staging.copy_from(&mut encoder, src, bytes);
     queue.submit([encoder.finish()]);
     staging.read(device, bytes).await
 }
 
-pub async fn read_f32(device: &wgpu::Device, queue: &wgpu::Queue, src: &wgpu::Buffer, count: usize) -> Result<Vec<f32>> {
+pub async fn read_f32(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    src: &wgpu::Buffer,
+    count: usize,
+) -> Result<Vec<f32>> {
     let bytes = read_buffer(device, queue, src, (count * 4) as u64).await?;
     Ok(bytemuck::pod_collect_to_vec(&bytes))
 }
@@ -42,9 +54,10 @@ impl Staging {
     pub async fn read(&self, device: &wgpu::Device, bytes: u64) -> Result<Vec<u8>> {
         let size = bytes.next_multiple_of(4);
         let (tx, rx) = futures_channel::oneshot::channel();
-        self.buffer.map_async(wgpu::MapMode::Read, 0..size, move |r| {
-            let _ = tx.send(r);
-        });
+        self.buffer
+            .map_async(wgpu::MapMode::Read, 0..size, move |r| {
+                let _ = tx.send(r);
+            });
         #[cfg(not(target_arch = "wasm32"))]
         device
             .poll(wgpu::PollType::wait_indefinitely())

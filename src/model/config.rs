@@ -47,10 +47,9 @@ impl Qwen3Config {
         }
         let usize_field = |name: &str, default: Option<usize>| -> Result<usize> {
             match obj.get(name) {
-                Some(x) => x
-                    .as_u64()
-                    .map(|n| n as usize)
-                    .ok_or_else(|| Error::Config(format!("{name} must be a non-negative integer, found {x}"))),
+                Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| {
+                    Error::Config(format!("{name} must be a non-negative integer, found {x}"))
+                }),
                 None => default.ok_or_else(|| Error::Config(format!("{name} is missing"))),
             }
         };
@@ -83,16 +82,24 @@ impl Qwen3Config {
             }
         }
         if obj.get("attention_bias").and_then(Value::as_bool) == Some(true) {
-            return Err(Error::Config("attention_bias = true is not supported".into()));
+            return Err(Error::Config(
+                "attention_bias = true is not supported".into(),
+            ));
         }
         if let Some(act) = obj.get("hidden_act").and_then(Value::as_str) {
             if act != "silu" {
-                return Err(Error::Config(format!("hidden_act \"{act}\" is not supported (only silu)")));
+                return Err(Error::Config(format!(
+                    "hidden_act \"{act}\" is not supported (only silu)"
+                )));
             }
         }
         let eos_token_ids = match obj.get("eos_token_id") {
             Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-            Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(|x| x as u32).collect(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|x| x as u32)
+                .collect(),
             _ => Vec::new(),
         };
         let cfg = Qwen3Config {
@@ -155,14 +162,20 @@ impl Qwen3Config {
             ("num_attention_heads * head_dim", self.q_dim()),
         ] {
             if k % 8 != 0 {
-                return Err(Error::Config(format!("{name} = {k} is not supported (must be a multiple of 8)")));
+                return Err(Error::Config(format!(
+                    "{name} = {k} is not supported (must be a multiple of 8)"
+                )));
             }
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return Err(Error::Config("rms_norm_eps must be a positive number".into()));
+            return Err(Error::Config(
+                "rms_norm_eps must be a positive number".into(),
+            ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 1.0) {
-            return Err(Error::Config("rope_theta must be a number greater than 1".into()));
+            return Err(Error::Config(
+                "rope_theta must be a number greater than 1".into(),
+            ));
         }
         if self.vocab_size > u32::MAX as usize / 2 {
             return Err(Error::Config("vocab_size is implausibly large".into()));
@@ -227,7 +240,10 @@ mod tests {
             "max_position_embeddings":512,"rms_norm_eps":1e-6,"rope_theta":1000000,"torch_dtype":"bfloat16",
             "tie_word_embeddings":true}"#;
         let v5 = v4
-            .replace(r#""rope_theta":1000000"#, r#""rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#)
+            .replace(
+                r#""rope_theta":1000000"#,
+                r#""rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#,
+            )
             .replace("torch_dtype", "dtype");
         let a = Qwen3Config::from_json(v4).unwrap();
         let b = Qwen3Config::from_json(&v5).unwrap();
@@ -244,7 +260,9 @@ mod tests {
         assert!(e.contains("multiple of num_key_value_heads"), "{e}");
         let e = Qwen3Config::from_json("{not json").unwrap_err().to_string();
         assert!(e.contains("invalid JSON"), "{e}");
-        let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#).unwrap_err().to_string();
+        let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("qwen3"), "{e}");
     }
 }

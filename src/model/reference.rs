@@ -34,7 +34,9 @@ pub fn rms_norm(x: &[f32], width: usize, weight: &[f32], eps: f32) -> Vec<f32> {
 
 /// RoPE inverse frequencies, computed as transformers does: 1 / theta^(2d / head_dim) in f32.
 pub fn inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2).map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32)).collect()
+    (0..head_dim / 2)
+        .map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32))
+        .collect()
 }
 
 /// Rotate-half RoPE of one head in place at position `pos`.
@@ -111,13 +113,20 @@ impl CpuModel {
     pub async fn load<P: TensorProvider>(src: &P) -> Result<CpuModel> {
         let cfg = src.config().clone();
         let all = |name: String, rows: usize| async move { src.rows_bf16(&name, 0, rows).await };
-        let (h, q, kv, i) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
+        let (h, q, kv, i) = (
+            cfg.hidden_size,
+            cfg.q_dim(),
+            cfg.kv_dim(),
+            cfg.intermediate_size,
+        );
         let mut layers = Vec::new();
         for l in 0..cfg.num_hidden_layers {
             let p = format!("model.layers.{l}");
             layers.push(Layer {
                 input_layernorm: src.f32(&format!("{p}.input_layernorm.weight")).await?,
-                post_attention_layernorm: src.f32(&format!("{p}.post_attention_layernorm.weight")).await?,
+                post_attention_layernorm: src
+                    .f32(&format!("{p}.post_attention_layernorm.weight"))
+                    .await?,
                 q_norm: src.f32(&format!("{p}.self_attn.q_norm.weight")).await?,
                 k_norm: src.f32(&format!("{p}.self_attn.k_norm.weight")).await?,
                 q_proj: all(format!("{p}.self_attn.q_proj.weight"), q).await?,
@@ -145,8 +154,14 @@ impl CpuModel {
         let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
         let eps = c.rms_norm_eps as f32;
         let freqs = inv_freq(hd, c.rope_theta);
-        let mut x: Vec<f32> =
-            tokens.iter().flat_map(|&id| self.embed_tokens[id as usize * h..][..h].iter().map(|&b| bf16_to_f32(b))).collect();
+        let mut x: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&id| {
+                self.embed_tokens[id as usize * h..][..h]
+                    .iter()
+                    .map(|&b| bf16_to_f32(b))
+            })
+            .collect();
         for layer in &self.layers {
             // 1. Attention block: norm, projections, per-head q/k norm, RoPE, causal GQA attention.
             let normed = rms_norm(&x, h, &layer.input_layernorm, eps);
@@ -170,9 +185,16 @@ impl CpuModel {
                 for head in 0..nh {
                     let kvh = head / (nh / nkv);
                     let gather = |m: &[f32]| -> Vec<f32> {
-                        (0..=pos).flat_map(|j| m[(j * nkv + kvh) * hd..][..hd].to_vec()).collect()
+                        (0..=pos)
+                            .flat_map(|j| m[(j * nkv + kvh) * hd..][..hd].to_vec())
+                            .collect()
                     };
-                    let o = attention_head(&q[(pos * nh + head) * hd..][..hd], &gather(&k), &gather(&v), hd);
+                    let o = attention_head(
+                        &q[(pos * nh + head) * hd..][..hd],
+                        &gather(&k),
+                        &gather(&v),
+                        hd,
+                    );
                     attn[(pos * nh + head) * hd..][..hd].copy_from_slice(&o);
                 }
             }

@@ -8,12 +8,19 @@ use tokenmeter::gpu::Gpu;
 
 pub fn gpu() -> Arc<Gpu> {
     static GPU: OnceLock<Arc<Gpu>> = OnceLock::new();
-    GPU.get_or_init(|| Arc::new(pollster::block_on(Gpu::new()).expect("a GPU adapter (lavapipe: apt install mesa-vulkan-drivers)")))
-        .clone()
+    GPU.get_or_init(|| {
+        Arc::new(
+            pollster::block_on(Gpu::new())
+                .expect("a GPU adapter (lavapipe: apt install mesa-vulkan-drivers)"),
+        )
+    })
+    .clone()
 }
 
 pub fn fixture_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 pub const FIXTURES: [&str; 3] = ["tiny-gqa-tied", "tiny-untied", "tiny-mha"];
@@ -33,7 +40,8 @@ pub struct Reference {
 }
 
 pub fn reference(name: &str) -> Reference {
-    let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
+    let text =
+        std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
     serde_json::from_str(&text).expect("reference.json parses")
 }
 
@@ -57,5 +65,8 @@ pub fn worst(a: &[f32], b: &[f32]) -> (f32, usize) {
         .zip(b)
         .enumerate()
         .map(|(i, (x, y))| ((x - y).abs() / (1.0 + y.abs()), i))
-        .fold((0.0, 0), |acc, v| if v.0 > acc.0 || v.0.is_nan() { v } else { acc })
+        .fold(
+            (0.0, 0),
+            |acc, v| if v.0 > acc.0 || v.0.is_nan() { v } else { acc },
+        )
 }
