@@ -1,5 +1,6 @@
 //! Bad input gets one clear line on stderr and exit code 1 or 2 from the CLI, within seconds —
 //! never a panic or a hang.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

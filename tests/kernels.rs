@@ -1,5 +1,6 @@
 //! Every WGSL kernel against its CPU reference on random inputs with awkward sizes
 //! (not multiples of the workgroup size), on the native adapter (lavapipe here).
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

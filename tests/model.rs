@@ -1,4 +1,5 @@
 //! The whole model on the GPU (lavapipe) against transformers' greedy tokens and the CPU reference.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

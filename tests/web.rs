@@ -3,7 +3,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use serde::Deserialize;
-use std::sync::Arc;
+use std::rc::Rc;
 use tokenmeter::engine::{generate_greedy, Model, ModelOptions};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -34,7 +34,7 @@ macro_rules! fixture {
     };
 }
 
-async fn check(store: MemStore, reference: &str, gpu: Arc<Gpu>) {
+async fn check(store: MemStore, reference: &str, gpu: Rc<Gpu>) {
     let reference: Reference = serde_json::from_str(reference).unwrap();
     let checkpoint = Checkpoint::open(&store).await.unwrap();
     let mut model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {})
@@ -62,7 +62,7 @@ async fn check(store: MemStore, reference: &str, gpu: Arc<Gpu>) {
 
 #[wasm_bindgen_test]
 async fn greedy_tokens_equal_transformers_in_the_browser() {
-    let gpu = Arc::new(Gpu::new().await.expect("WebGPU adapter"));
+    let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
     let (store, reference) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
     check(store, reference, gpu.clone()).await;
     let (store, reference) = fixture!(

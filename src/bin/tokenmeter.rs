@@ -118,7 +118,7 @@ mod cli {
     enum Loaded {
         Disk(
             Checkpoint<tokenmeter::model::source::DiskFile>,
-            Option<Tokenizer>,
+            Box<Option<Tokenizer>>,
         ),
         Synthetic(SyntheticModel),
     }
@@ -132,7 +132,7 @@ mod cli {
                     Some(bytes) => Some(Tokenizer::from_bytes(&bytes)?),
                     None => None,
                 };
-                Ok(Loaded::Disk(checkpoint, tokenizer))
+                Ok(Loaded::Disk(checkpoint, Box::new(tokenizer)))
             }
             (None, Some(name)) => {
                 let cfg = Qwen3Config::preset(name).ok_or_else(|| {
@@ -180,7 +180,7 @@ mod cli {
     async fn generate(args: GenerateArgs) -> Result<()> {
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
-            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref()),
+            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
             Loaded::Synthetic(s) => (s.config.clone(), None),
         };
         // Prompts are checked against the config before any weight is read.

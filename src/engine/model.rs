@@ -8,11 +8,10 @@ use crate::gpu::kernels::{
     groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
 };
 use crate::gpu::readback::{self, Staging};
-use crate::gpu::{Gpu, Kernel, Kernels, StepRecorder};
+use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::model::reference::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
-use std::sync::Arc;
 
 /// Engine sizes the user may set; the adapter's limits may lower them (reported in [`Model::limits`]).
 #[derive(Debug, Clone)]
@@ -98,7 +97,7 @@ struct Groups {
 }
 
 pub struct Model {
-    pub gpu: Arc<Gpu>,
+    pub gpu: SharedGpu,
     pub cfg: Qwen3Config,
     pub weights: ModelWeights,
     pub limits: EngineLimits,
@@ -112,7 +111,7 @@ pub struct Model {
 impl Model {
     /// Uploads the weights and builds everything a step needs.
     pub async fn load<P: TensorProvider>(
-        gpu: Arc<Gpu>,
+        gpu: SharedGpu,
         src: &P,
         options: &ModelOptions,
         progress: weights::Progress<'_>,

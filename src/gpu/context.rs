@@ -17,6 +17,13 @@ pub struct AdapterSummary {
     pub features: Vec<String>,
 }
 
+/// A shared handle to the device: `Arc` natively (tests share one device across threads),
+/// `Rc` in the browser, where WebGPU handles are not `Send`.
+#[cfg(not(target_arch = "wasm32"))]
+pub type SharedGpu = std::sync::Arc<Gpu>;
+#[cfg(target_arch = "wasm32")]
+pub type SharedGpu = std::rc::Rc<Gpu>;
+
 pub struct Gpu {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
@@ -61,8 +68,14 @@ impl Gpu {
             .map(|(name, _)| name.to_string())
             .collect();
         features.sort();
+        // Browsers may hide the adapter's name; say what we know instead of nothing.
+        let name = if info.name.is_empty() {
+            format!("WebGPU adapter ({})", info.driver).replace(" ()", "")
+        } else {
+            info.name.clone()
+        };
         let adapter = AdapterSummary {
-            name: info.name.clone(),
+            name,
             backend: format!("{:?}", info.backend),
             device_type: format!("{:?}", info.device_type),
             driver: format!("{} {}", info.driver, info.driver_info)

@@ -5,5 +5,5 @@ pub mod context;
 pub mod kernels;
 pub mod readback;
 
-pub use context::Gpu;
+pub use context::{Gpu, SharedGpu};
 pub use kernels::{Kernel, Kernels, StepRecorder};

@@ -143,13 +143,16 @@ impl Qwen3Config {
                 return Err(Error::Config(format!("{name} must be positive")));
             }
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self
+            .num_attention_heads
+            .is_multiple_of(self.num_key_value_heads)
+        {
             return Err(Error::Config(format!(
                 "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                 self.num_attention_heads, self.num_key_value_heads
             )));
         }
-        if self.head_dim % 2 != 0 || self.head_dim > MAX_HEAD_DIM {
+        if !self.head_dim.is_multiple_of(2) || self.head_dim > MAX_HEAD_DIM {
             return Err(Error::Config(format!(
                 "head_dim {} is not supported (must be even and at most {MAX_HEAD_DIM})",
                 self.head_dim
@@ -161,7 +164,7 @@ impl Qwen3Config {
             ("intermediate_size", self.intermediate_size),
             ("num_attention_heads * head_dim", self.q_dim()),
         ] {
-            if k % 8 != 0 {
+            if !k.is_multiple_of(8) {
                 return Err(Error::Config(format!(
                     "{name} = {k} is not supported (must be a multiple of 8)"
                 )));
@@ -208,6 +211,10 @@ impl Qwen3Config {
             "qwen3-1.7b" => (2048, 6144, 28, 16, 8, true),
             "qwen3-4b" => (2560, 9728, 36, 32, 8, true),
             "qwen3-8b" => (4096, 12288, 36, 32, 8, false),
+            // The app's embedded default: the real vocabulary on a small body.
+            "tiny" => {
+                return Some(crate::model::synthetic::SyntheticModel::embedded_default().config)
+            }
             _ => return None,
         };
         Some(Qwen3Config {
@@ -226,7 +233,8 @@ impl Qwen3Config {
         })
     }
 
-    pub const PRESETS: [&'static str; 4] = ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
+    pub const PRESETS: [&'static str; 5] =
+        ["tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
 }
 
 #[cfg(test)]

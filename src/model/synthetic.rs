@@ -41,7 +41,9 @@ impl SyntheticModel {
             max_position_embeddings: 4096,
             rms_norm_eps: 1e-6,
             rope_theta: 1_000_000.0,
-            tie_word_embeddings: true,
+            // Untied: with a tied head a random model's likeliest next token is the one it just
+            // read, and it repeats it forever.
+            tie_word_embeddings: false,
             eos_token_ids: vec![151_645, 151_643],
         };
         SyntheticModel::new(config, 0x5eed)

@@ -10,7 +10,6 @@ use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
@@ -49,7 +48,7 @@ pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>> {
 
 async fn load_default(set_status: WriteSignal<String>) -> Result<Loaded> {
     set_status.set("Requesting a WebGPU adapter…".into());
-    let gpu = Arc::new(Gpu::new().await?);
+    let gpu = Rc::new(Gpu::new().await?);
     let adapter = format!(
         "{} ({}, {})",
         gpu.adapter.name, gpu.adapter.backend, gpu.adapter.device_type
@@ -97,15 +96,17 @@ fn App() -> impl IntoView {
         set_answer.set(String::new());
         set_timing.set(String::new());
         wasm_bindgen_futures::spawn_local(async move {
-            let mut guard = slot.borrow_mut();
-            let Some(loaded) = guard.as_mut() else { return };
+            // The engine leaves its slot while it runs, so no borrow is held across an await.
+            let Some(mut loaded) = slot.borrow_mut().take() else {
+                return;
+            };
             let result = async {
-                let ids = loaded.tokenizer.chat_prompt(&text, false)?;
-                crate::engine::generate::check_prompt(&loaded.model, &ids, 64)?;
-                let tokenizer = &loaded.tokenizer;
+                let Loaded { model, tokenizer } = &mut loaded;
+                let ids = tokenizer.chat_prompt(&text, false)?;
+                crate::engine::generate::check_prompt(model, &ids, 64)?;
                 let mut so_far = Vec::new();
-                let stop = loaded.model.cfg.eos_token_ids.clone();
-                let g = generate_greedy(&mut loaded.model, &ids, 64, &stop, &mut |_, id| {
+                let stop = model.cfg.eos_token_ids.clone();
+                let g = generate_greedy(model, &ids, 64, &stop, &mut |_, id| {
                     so_far.push(id);
                     if let Ok(t) = tokenizer.decode(&so_far) {
                         set_answer.set(t);
@@ -121,6 +122,7 @@ fn App() -> impl IntoView {
                 ))
             }
             .await;
+            *slot.borrow_mut() = Some(loaded);
             set_timing.set(result.unwrap_or_else(|e| format!("Error: {e}")));
             set_busy.set(false);
         });
