@@ -16,21 +16,11 @@ pub enum Error {
     #[error("{file}: invalid safetensors: {message}")]
     Safetensors { file: String, message: String },
     #[error("{file}: tensor {tensor}: unsupported dtype {dtype} (supported: BF16, F16, F32)")]
-    Dtype {
-        file: String,
-        tensor: String,
-        dtype: String,
-    },
+    Dtype { file: String, tensor: String, dtype: String },
     #[error("tensor {tensor} is missing (the config implies it; looked in {looked_in})")]
     MissingTensor { tensor: String, looked_in: String },
-    #[error(
-        "tensor {tensor}: shape {found:?} does not match the config, which implies {expected:?}"
-    )]
-    Shape {
-        tensor: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    #[error("tensor {tensor}: shape {found:?} does not match the config, which implies {expected:?}")]
+    Shape { tensor: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("tokenizer.json: {0}")]
     Tokenizer(String),
     #[error("the model does not fit the adapter: {0}")]

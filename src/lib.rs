@@ -8,6 +8,7 @@
 //! - [`clock`]: monotonic seconds on both targets.
 //! - `web` (wasm only): the page.
 
+pub mod bench;
 pub mod clock;
 pub mod engine;
 pub mod error;

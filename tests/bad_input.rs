@@ -30,11 +30,7 @@ fn generate(model: &Path, extra: &[&str]) -> (i32, String) {
         .args(extra)
         .output()
         .expect("runs");
-    assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "took {:?}",
-        start.elapsed()
-    );
+    assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!stderr.contains("panicked"), "panic: {stderr}");
     (out.status.code().unwrap_or(-1), stderr)
@@ -42,14 +38,8 @@ fn generate(model: &Path, extra: &[&str]) -> (i32, String) {
 
 fn expect_error(model: &Path, extra: &[&str], needle: &str) {
     let (code, stderr) = generate(model, extra);
-    assert!(
-        (1..=2).contains(&code),
-        "exit code {code} for {needle:?}; stderr: {stderr}"
-    );
-    let line = stderr
-        .lines()
-        .rfind(|l| l.starts_with("error: "))
-        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!((1..=2).contains(&code), "exit code {code} for {needle:?}; stderr: {stderr}");
+    let line = stderr.lines().rfind(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line: {stderr}"));
     assert!(line.contains(needle), "wanted {needle:?} in {line:?}");
 }
 
@@ -72,10 +62,8 @@ fn edit_header(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
 
 #[test]
 fn good_model_works() {
-    let (code, stderr) = generate(
-        &fixture_dir("tiny-mha"),
-        &["--prompt-ids", "1,2,3", "--max-new-tokens", "2", "--json"],
-    );
+    let (code, stderr) =
+        generate(&fixture_dir("tiny-mha"), &["--prompt-ids", "1,2,3", "--max-new-tokens", "2", "--json"]);
     assert_eq!(code, 0, "{stderr}");
 }
 
@@ -113,9 +101,7 @@ fn offsets_past_the_end() {
 #[test]
 fn unknown_dtype() {
     let dir = scratch("dtype", "tiny-mha");
-    edit_header(&dir.join("model.safetensors"), |h| {
-        h["model.norm.weight"]["dtype"] = "F8_E4M3".into()
-    });
+    edit_header(&dir.join("model.safetensors"), |h| h["model.norm.weight"]["dtype"] = "F8_E4M3".into());
     expect_error(&dir, &IDS, "unsupported dtype F8_E4M3");
 }
 
@@ -123,9 +109,8 @@ fn unknown_dtype() {
 fn config_disagrees_with_shapes() {
     let dir = scratch("config", "tiny-mha");
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("\"intermediate_size\": 64", "\"intermediate_size\": 72");
+    let text =
+        std::fs::read_to_string(&path).unwrap().replace("\"intermediate_size\": 64", "\"intermediate_size\": 72");
     std::fs::write(&path, text).unwrap();
     expect_error(&dir, &IDS, "does not match the config");
 }
@@ -134,10 +119,7 @@ fn config_disagrees_with_shapes() {
 fn missing_tensor() {
     let dir = scratch("missing", "tiny-mha");
     edit_header(&dir.join("model.safetensors"), |h| {
-        h.as_object_mut()
-            .unwrap()
-            .remove("model.layers.1.mlp.up_proj.weight")
-            .unwrap();
+        h.as_object_mut().unwrap().remove("model.layers.1.mlp.up_proj.weight").unwrap();
     });
     expect_error(&dir, &IDS, "model.layers.1.mlp.up_proj.weight is missing");
 }
@@ -171,27 +153,15 @@ fn path_does_not_exist() {
 #[test]
 fn prompt_longer_than_the_context() {
     let ids: Vec<String> = (0..600).map(|i| (i % 200).to_string()).collect();
-    expect_error(
-        &fixture_dir("tiny-mha"),
-        &["--prompt-ids", &ids.join(",")],
-        "max_position_embeddings 512",
-    );
+    expect_error(&fixture_dir("tiny-mha"), &["--prompt-ids", &ids.join(",")], "max_position_embeddings 512");
 }
 
 #[test]
 fn token_outside_the_vocabulary() {
-    expect_error(
-        &fixture_dir("tiny-mha"),
-        &["--prompt-ids", "1,256,3"],
-        "outside the vocabulary",
-    );
+    expect_error(&fixture_dir("tiny-mha"), &["--prompt-ids", "1,256,3"], "outside the vocabulary");
 }
 
 #[test]
 fn text_prompt_without_tokenizer() {
-    expect_error(
-        &fixture_dir("tiny-mha"),
-        &["--prompt", "hello"],
-        "tokenizer.json",
-    );
+    expect_error(&fixture_dir("tiny-mha"), &["--prompt", "hello"], "tokenizer.json");
 }

@@ -6,9 +6,7 @@ mod common;
 
 use bytemuck::Pod;
 use common::*;
-use tokenmeter::gpu::kernels::{
-    groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
-};
+use tokenmeter::gpu::kernels::{groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Kernel, Kernels, StepRecorder};
 use tokenmeter::model::reference;
@@ -22,10 +20,7 @@ fn bytes<T: Pod>(v: &[T]) -> &[u8] {
 /// Runs one dispatch per (bind group buffers, params, workgroups).
 fn run<P: Pod>(kernels: &Kernels, kernel: Kernel, calls: &[(Vec<&wgpu::Buffer>, P, [u32; 3])]) {
     let g = gpu();
-    let bind_groups: Vec<_> = calls
-        .iter()
-        .map(|(b, _, _)| kernels.bind(&g.device, kernel, "test", b))
-        .collect();
+    let bind_groups: Vec<_> = calls.iter().map(|(b, _, _)| kernels.bind(&g.device, kernel, "test", b)).collect();
     let mut rec = StepRecorder::new(kernels, g.limits.max_compute_workgroups_per_dimension);
     for ((_, p, wg), bg) in calls.iter().zip(&bind_groups) {
         rec.dispatch(kernel, bg, p, *wg);
@@ -42,12 +37,7 @@ fn read(buffer: &wgpu::Buffer, n: usize) -> Vec<f32> {
 
 fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     let (err, at) = worst(got, want);
-    assert!(
-        err <= tol,
-        "{name}: worst relative error {err} at index {at}: got {} want {}",
-        got[at],
-        want[at]
-    );
+    assert!(err <= tol, "{name}: worst relative error {err} at index {at}: got {} want {}", got[at], want[at]);
 }
 
 fn bf16(values: &[f32]) -> Vec<u16> {
@@ -58,12 +48,7 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 fn matmul_matches_reference_across_chunks_and_accumulate() {
     let g = gpu();
     let kernels = Kernels::new(&g.device);
-    for (m, n, k, chunk_rows) in [
-        (1, 1, 8, 1),
-        (5, 67, 1000, 67),
-        (33, 1000, 48, 300),
-        (4, 129, 16, 50),
-    ] {
+    for (m, n, k, chunk_rows) in [(1, 1, 8, 1), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50)] {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
@@ -85,11 +70,7 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
                         accumulate: accumulate as u32,
                         _pad: [0; 2],
                     };
-                    (
-                        vec![&xb, &c.buffer, &yb],
-                        p,
-                        [groups(c.rows, 64), groups(m, 4), 1],
-                    )
+                    (vec![&xb, &c.buffer, &yb], p, [groups(c.rows, 64), groups(m, 4), 1])
                 })
                 .collect();
             run(&kernels, Kernel::Matmul, &calls);
@@ -97,12 +78,7 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
-            assert_close(
-                &format!("matmul m={m} n={n} k={k} acc={accumulate}"),
-                &read(&yb, m * n),
-                &want,
-                1e-5,
-            );
+            assert_close(&format!("matmul m={m} n={n} k={k} acc={accumulate}"), &read(&yb, m * n), &want, 1e-5);
         }
     }
 }
@@ -129,21 +105,13 @@ fn embedding_gather_over_chunks() {
                 row_start: c.row_start as u32,
                 row_count: c.rows as u32,
             };
-            (
-                vec![&tb, &c.buffer, &xb],
-                p,
-                [groups(hidden / 2, 64), ids.len() as u32, 1],
-            )
+            (vec![&tb, &c.buffer, &xb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
         })
         .collect();
     run(&kernels, Kernel::Embed, &calls);
     let want: Vec<f32> = ids
         .iter()
-        .flat_map(|&id| {
-            table_bits[id as usize * hidden..][..hidden]
-                .iter()
-                .map(|&b| bf16_to_f32(b))
-        })
+        .flat_map(|&id| table_bits[id as usize * hidden..][..hidden].iter().map(|&b| bf16_to_f32(b)))
         .collect();
     assert_close("embed", &read(&xb, ids.len() * hidden), &want, 0.0);
 }
@@ -156,27 +124,12 @@ fn rms_norm_with_row_gather() {
     let x = random(5, rows_in * width);
     let weight: Vec<f32> = random(6, width).iter().map(|v| 1.0 + v * 0.5).collect();
     let rows = [4u32, 0, 2];
-    let (xb, rb, wb) = (
-        g.storage_with("x", bytes(&x)),
-        g.storage_with("rows", bytes(&rows)),
-        g.storage_with("w", bytes(&weight)),
-    );
+    let (xb, rb, wb) =
+        (g.storage_with("x", bytes(&x)), g.storage_with("rows", bytes(&rows)), g.storage_with("w", bytes(&weight)));
     let yb = g.storage_buffer("y", (rows.len() * width * 4) as u64);
-    let p = RmsNormParams {
-        n_rows: rows.len() as u32,
-        width: width as u32,
-        eps: 1e-6,
-        _pad: 0,
-    };
-    run(
-        &kernels,
-        Kernel::RmsNorm,
-        &[(vec![&xb, &rb, &wb, &yb], p, [rows.len() as u32, 1, 1])],
-    );
-    let gathered: Vec<f32> = rows
-        .iter()
-        .flat_map(|&r| x[r as usize * width..][..width].to_vec())
-        .collect();
+    let p = RmsNormParams { n_rows: rows.len() as u32, width: width as u32, eps: 1e-6, _pad: 0 };
+    run(&kernels, Kernel::RmsNorm, &[(vec![&xb, &rb, &wb, &yb], p, [rows.len() as u32, 1, 1])]);
+    let gathered: Vec<f32> = rows.iter().flat_map(|&r| x[r as usize * width..][..width].to_vec()).collect();
     let want = reference::rms_norm(&gathered, width, &weight, 1e-6);
     assert_close("rms_norm", &read(&yb, rows.len() * width), &want, 1e-5);
 }
@@ -193,8 +146,7 @@ struct HeadSetup {
 
 impl HeadSetup {
     fn slot(&self, seq: usize, pos: usize) -> usize {
-        self.tables[seq * self.max_blocks + pos / self.block_size] as usize * self.block_size
-            + pos % self.block_size
+        self.tables[seq * self.max_blocks + pos / self.block_size] as usize * self.block_size + pos % self.block_size
     }
     fn params(&self, last: f32) -> HeadParams {
         HeadParams {
@@ -221,13 +173,7 @@ fn qk_norm_rope_and_cache_write() {
         hd: 24,
         block_size: 16,
         max_blocks: 2600,
-        tokens: vec![
-            [0, 0, 0, 0],
-            [0, 7, 0, 0],
-            [0, 40_000, 1, 0],
-            [0, 12_345, 1, 0],
-            [0, 1, 0, 0],
-        ],
+        tokens: vec![[0, 0, 0, 0], [0, 7, 0, 0], [0, 40_000, 1, 0], [0, 12_345, 1, 0], [0, 1, 0, 0]],
         tables: (0..2 * 2600u32).map(|i| (i * 7919) % 5200).collect(),
     };
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
@@ -236,28 +182,11 @@ fn qk_norm_rope_and_cache_write() {
     let freqs = reference::inv_freq(s.hd, 1e6);
     let cache_len = 5200 * s.block_size * s.n_kv * s.hd;
     let qkvb = g.storage_with("qkv", bytes(&qkv));
-    let (tb, btb) = (
-        g.storage_with("tokens", bytes(&s.tokens)),
-        g.storage_with("tables", bytes(&s.tables)),
-    );
-    let (nb, fb) = (
-        g.storage_with("norms", bytes(&norms)),
-        g.storage_with("freqs", bytes(&freqs)),
-    );
-    let (kb, vb) = (
-        g.storage_buffer("k", (cache_len * 4) as u64),
-        g.storage_buffer("v", (cache_len * 4) as u64),
-    );
+    let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
+    let (nb, fb) = (g.storage_with("norms", bytes(&norms)), g.storage_with("freqs", bytes(&freqs)));
+    let (kb, vb) = (g.storage_buffer("k", (cache_len * 4) as u64), g.storage_buffer("v", (cache_len * 4) as u64));
     let wg = [groups(s.n_heads + 2 * s.n_kv, 64), s.tokens.len() as u32, 1];
-    run(
-        &kernels,
-        Kernel::QkNormRope,
-        &[(
-            vec![&qkvb, &tb, &btb, &nb, &fb, &kb, &vb],
-            s.params(1e-6),
-            wg,
-        )],
-    );
+    run(&kernels, Kernel::QkNormRope, &[(vec![&qkvb, &tb, &btb, &nb, &fb, &kb, &vb], s.params(1e-6), wg)]);
     let got_qkv = read(&qkvb, qkv.len());
     let (k_cache, v_cache) = (read(&kb, cache_len), read(&vb, cache_len));
     for (t, tok) in s.tokens.iter().enumerate() {
@@ -278,21 +207,11 @@ fn qk_norm_rope_and_cache_write() {
             } else {
                 k_cache[(slot * s.n_kv + h - s.n_heads) * s.hd..][..s.hd].to_vec()
             };
-            assert_close(
-                &format!("rope token {t} pos {pos} head {h}"),
-                &got,
-                &head,
-                2e-4,
-            );
+            assert_close(&format!("rope token {t} pos {pos} head {h}"), &got, &head, 2e-4);
         }
         for j in 0..s.n_kv {
             let want = &row[(s.n_heads + s.n_kv + j) * s.hd..][..s.hd];
-            assert_close(
-                "v copy",
-                &v_cache[(slot * s.n_kv + j) * s.hd..][..s.hd],
-                want,
-                0.0,
-            );
+            assert_close("v copy", &v_cache[(slot * s.n_kv + j) * s.hd..][..s.hd], want, 0.0);
         }
     }
 }
@@ -308,10 +227,7 @@ fn attention_over_paged_cache_with_gqa() {
         block_size: 4,
         max_blocks: 30,
         // Sequence 0 decodes at position 70; sequence 1 prefills positions 0..=4.
-        tokens: [[0, 70, 0, 0]]
-            .into_iter()
-            .chain((0..5).map(|p| [0, p, 1, 0]))
-            .collect(),
+        tokens: [[0, 70, 0, 0]].into_iter().chain((0..5).map(|p| [0, p, 1, 0])).collect(),
         tables: (0..60u32).rev().collect(),
     };
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
@@ -319,31 +235,19 @@ fn attention_over_paged_cache_with_gqa() {
     let cache_len = 60 * s.block_size * s.n_kv * s.hd;
     let (k_cache, v_cache) = (random(10, cache_len), random(11, cache_len));
     let qkvb = g.storage_with("qkv", bytes(&qkv));
-    let (tb, btb) = (
-        g.storage_with("tokens", bytes(&s.tokens)),
-        g.storage_with("tables", bytes(&s.tables)),
-    );
-    let (kb, vb) = (
-        g.storage_with("k", bytes(&k_cache)),
-        g.storage_with("v", bytes(&v_cache)),
-    );
+    let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
+    let (kb, vb) = (g.storage_with("k", bytes(&k_cache)), g.storage_with("v", bytes(&v_cache)));
     let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
     let scale = 1.0 / (s.hd as f32).sqrt();
     let wg = [groups(s.tokens.len() * s.n_heads, 64), 1, 1];
-    run(
-        &kernels,
-        Kernel::Attention,
-        &[(vec![&qkvb, &tb, &btb, &kb, &vb, &out], s.params(scale), wg)],
-    );
+    run(&kernels, Kernel::Attention, &[(vec![&qkvb, &tb, &btb, &kb, &vb, &out], s.params(scale), wg)]);
     let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
     for (t, tok) in s.tokens.iter().enumerate() {
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv);
             let gather = |cache: &[f32]| -> Vec<f32> {
                 (0..=tok[1] as usize)
-                    .flat_map(|p| {
-                        cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec()
-                    })
+                    .flat_map(|p| cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec())
                     .collect()
             };
             let want = reference::attention_head(
@@ -368,20 +272,9 @@ fn swiglu_matches_reference() {
     let kernels = Kernels::new(&g.device);
     let (t, inter) = (3, 1001);
     let gate_up: Vec<f32> = random(12, t * 2 * inter).iter().map(|v| v * 8.0).collect();
-    let (gb, ab) = (
-        g.storage_with("gate_up", bytes(&gate_up)),
-        g.storage_buffer("act", (t * inter * 4) as u64),
-    );
-    let p = PairParams {
-        a: t as u32,
-        b: inter as u32,
-        _pad: [0; 2],
-    };
-    run(
-        &kernels,
-        Kernel::SwiGlu,
-        &[(vec![&gb, &ab], p, [groups(inter, 64), t as u32, 1])],
-    );
+    let (gb, ab) = (g.storage_with("gate_up", bytes(&gate_up)), g.storage_buffer("act", (t * inter * 4) as u64));
+    let p = PairParams { a: t as u32, b: inter as u32, _pad: [0; 2] };
+    run(&kernels, Kernel::SwiGlu, &[(vec![&gb, &ab], p, [groups(inter, 64), t as u32, 1])]);
     let want: Vec<f32> = (0..t * inter)
         .map(|i| {
             let (row, col) = (i / inter, i % inter);
@@ -400,19 +293,11 @@ fn argmax_picks_the_first_maximum() {
     logits[width + 77_777] = 5.0; // row 1: a unique maximum
     logits[2 * width + 100_000] = 7.0; // row 2: a tie, the lower index must win
     logits[2 * width + 3] = 7.0;
-    let (lb, ib) = (
-        g.storage_with("logits", bytes(&logits)),
-        g.storage_buffer("ids", 12),
-    );
-    let p = PairParams {
-        a: 3,
-        b: width as u32,
-        _pad: [0; 2],
-    };
+    let (lb, ib) = (g.storage_with("logits", bytes(&logits)), g.storage_buffer("ids", 12));
+    let p = PairParams { a: 3, b: width as u32, _pad: [0; 2] };
     run(&kernels, Kernel::Argmax, &[(vec![&lb, &ib], p, [3, 1, 1])]);
-    let got: Vec<u32> = bytemuck::pod_collect_to_vec(
-        &pollster::block_on(read_buffer(&g.device, &g.queue, &ib, 12)).unwrap(),
-    );
+    let got: Vec<u32> =
+        bytemuck::pod_collect_to_vec(&pollster::block_on(read_buffer(&g.device, &g.queue, &ib, 12)).unwrap());
     let want: Vec<u32> = logits.chunks(width).map(reference::argmax).collect();
     assert_eq!(want[1], 77_777);
     assert_eq!(want[2], 3);
@@ -427,4 +312,41 @@ fn param_structs_match_wgsl_sizes() {
     assert_eq!(std::mem::size_of::<PairParams>(), 16);
     assert_eq!(std::mem::size_of::<MatmulParams>(), 32);
     assert_eq!(std::mem::size_of::<HeadParams>(), 32);
+}
+
+#[test]
+fn sampling_matches_reference() {
+    use tokenmeter::gpu::kernels::RowSample;
+    let g = gpu();
+    let kernels = Kernels::new(&g.device);
+    let width = 5003;
+    let mut rows = Vec::new();
+    for (i, (temperature, top_k, top_p)) in
+        [(0.0, 0, 1.0), (1.0, 1, 1.0), (0.7, 0, 1.0), (1.0, 40, 1.0), (1.3, 0, 0.9), (0.8, 50, 0.8), (2.0, 5003, 0.5)]
+            .into_iter()
+            .enumerate()
+    {
+        for (j, u) in [0.0f32, 0.123, 0.5, 0.77, 0.999].into_iter().enumerate() {
+            rows.push(((i * 5 + j) as u64, RowSample { temperature, top_k, top_p, u }));
+        }
+    }
+    // Logits with a spread like a real model's: a few large, many small.
+    let logits: Vec<f32> = rows
+        .iter()
+        .flat_map(|(seed, _)| random(100 + seed, width).into_iter().map(|v| v * 6.0 + (v * 10.0).powi(3) * 0.01))
+        .collect();
+    let params: Vec<RowSample> = rows.iter().map(|(_, s)| *s).collect();
+    let (lb, pb) = (g.storage_with("logits", bytes(&logits)), g.storage_with("rows", bytes(&params)));
+    let ib = g.storage_buffer("ids", (rows.len() * 4) as u64);
+    let p = PairParams { a: rows.len() as u32, b: width as u32, _pad: [0; 2] };
+    run(&kernels, Kernel::Sample, &[(vec![&lb, &pb, &ib], p, [rows.len() as u32, 1, 1])]);
+    let got: Vec<u32> = bytemuck::pod_collect_to_vec(
+        &pollster::block_on(read_buffer(&g.device, &g.queue, &ib, (rows.len() * 4) as u64)).unwrap(),
+    );
+    for (r, (_, s)) in rows.iter().enumerate() {
+        let want = reference::sample(&logits[r * width..][..width], s);
+        assert_eq!(got[r], want, "row {r} {s:?}");
+    }
+    // top_k = 1 and temperature 0 are greedy.
+    assert_eq!(got[5], reference::argmax(&logits[5 * width..][..width]));
 }

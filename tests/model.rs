@@ -4,20 +4,15 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{generate_greedy, Batch, Model, ModelOptions};
+use tokenmeter::engine::{generate_greedy, Batch, Engine, Model, ModelOptions};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::reference::CpuModel;
 use tokenmeter::model::source::DirStore;
 
-async fn load(
-    name: &str,
-    options: &ModelOptions,
-) -> (Model, Checkpoint<tokenmeter::model::source::DiskFile>) {
+async fn load(name: &str, options: &ModelOptions) -> (Model, Checkpoint<tokenmeter::model::source::DiskFile>) {
     let store = DirStore::new(fixture_dir(name)).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
-    let model = Model::load(gpu(), &ckpt, options, &mut |_, _| {})
-        .await
-        .unwrap();
+    let model = Model::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
     (model, ckpt)
 }
 
@@ -25,23 +20,13 @@ async fn load(
 fn greedy_tokens_equal_transformers_on_every_fixture() {
     pollster::block_on(async {
         for name in FIXTURES {
-            let (mut model, _) = load(name, &ModelOptions::default()).await;
+            let (model, _) = load(name, &ModelOptions::default()).await;
+            let mut engine = Engine::new(model);
             for (i, case) in reference(name).cases.iter().enumerate() {
-                let g = generate_greedy(
-                    &mut model,
-                    &case.prompt_ids,
-                    case.max_new_tokens,
-                    &[],
-                    &mut |_, _| {},
-                )
-                .await
-                .unwrap();
-                assert_eq!(
-                    g.tokens,
-                    case.tokens,
-                    "{name} case {i} (prompt of {} tokens)",
-                    case.prompt_ids.len()
-                );
+                let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {})
+                    .await
+                    .unwrap();
+                assert_eq!(g.tokens, case.tokens, "{name} case {i} (prompt of {} tokens)", case.prompt_ids.len());
                 assert_eq!(g.token_times_s.len(), g.tokens.len());
             }
         }
@@ -51,26 +36,11 @@ fn greedy_tokens_equal_transformers_on_every_fixture() {
 #[test]
 fn chunked_prefill_gives_the_same_tokens() {
     pollster::block_on(async {
-        let options = ModelOptions {
-            max_batched_tokens: 37,
-            block_size: 4,
-            ..ModelOptions::default()
-        };
-        let (mut model, _) = load("tiny-untied", &options).await;
-        let case = reference("tiny-untied")
-            .cases
-            .into_iter()
-            .find(|c| c.prompt_ids.len() >= 300)
-            .unwrap();
-        let g = generate_greedy(
-            &mut model,
-            &case.prompt_ids,
-            case.max_new_tokens,
-            &[],
-            &mut |_, _| {},
-        )
-        .await
-        .unwrap();
+        let options = ModelOptions { max_batched_tokens: 37, block_size: 4, ..ModelOptions::default() };
+        let (model, _) = load("tiny-untied", &options).await;
+        let mut engine = Engine::new(model);
+        let case = reference("tiny-untied").cases.into_iter().find(|c| c.prompt_ids.len() >= 300).unwrap();
+        let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
         assert_eq!(g.tokens, case.tokens);
     });
 }
@@ -87,13 +57,10 @@ fn logits_match_the_cpu_reference_and_transformers() {
             let n = prompt.len();
             let blocks: Vec<u32> = (0..n.div_ceil(16) as u32).collect();
             let batch = Batch {
-                tokens: prompt
-                    .iter()
-                    .enumerate()
-                    .map(|(p, &id)| [id, p as u32, 0, 0])
-                    .collect(),
+                tokens: prompt.iter().enumerate().map(|(p, &id)| [id, p as u32, 0, 0]).collect(),
                 logit_rows: vec![0, (n / 2) as u32, (n - 1) as u32],
                 block_tables: vec![blocks],
+                ..Default::default()
             };
             let gpu_logits = model.step_logits(&batch).await.unwrap();
             let cpu_logits = cpu.forward(prompt);
@@ -125,58 +92,40 @@ fn logits_match_the_cpu_reference_and_transformers() {
 #[test]
 fn prefill_then_decode_equals_one_prefill() {
     pollster::block_on(async {
-        let (mut model, _) = load(
-            "tiny-gqa-tied",
-            &ModelOptions {
-                block_size: 4,
-                ..ModelOptions::default()
-            },
-        )
-        .await;
+        let (mut model, _) = load("tiny-gqa-tied", &ModelOptions { block_size: 4, ..ModelOptions::default() }).await;
         let vocab = model.cfg.vocab_size;
         let prompt: Vec<u32> = (0..19).map(|i| (i * 37 + 11) % vocab as u32).collect();
         let table: Vec<u32> = vec![3, 1, 4, 0, 2]; // deliberately not in order
         let all = Batch {
-            tokens: prompt
-                .iter()
-                .enumerate()
-                .map(|(p, &id)| [id, p as u32, 0, 0])
-                .collect(),
+            tokens: prompt.iter().enumerate().map(|(p, &id)| [id, p as u32, 0, 0]).collect(),
             logit_rows: vec![18],
             block_tables: vec![table.clone()],
+            sampling: vec![],
         };
         let one_pass = model.step_logits(&all).await.unwrap();
         let head = Batch {
             tokens: all.tokens[..18].to_vec(),
             logit_rows: vec![],
             block_tables: vec![table.clone()],
+            sampling: vec![],
         };
         model.step(&head).await.unwrap();
         let tail = Batch {
             tokens: vec![all.tokens[18]],
             logit_rows: vec![0],
             block_tables: vec![table],
+            ..Default::default()
         };
         let two_steps = model.step_logits(&tail).await.unwrap();
         let (err, at) = worst(&two_steps, &one_pass);
-        assert!(
-            err < 1e-4,
-            "prefill(N) vs prefill(N-1)+decode: {err} at {at}"
-        );
+        assert!(err < 1e-4, "prefill(N) vs prefill(N-1)+decode: {err} at {at}");
     });
 }
 
 #[test]
 fn sequences_in_one_step_do_not_interfere() {
     pollster::block_on(async {
-        let (mut model, _) = load(
-            "tiny-mha",
-            &ModelOptions {
-                block_size: 4,
-                ..ModelOptions::default()
-            },
-        )
-        .await;
+        let (mut model, _) = load("tiny-mha", &ModelOptions { block_size: 4, ..ModelOptions::default() }).await;
         let a: Vec<u32> = vec![5, 9, 200, 17, 3, 3, 81];
         let b: Vec<u32> = vec![250, 1, 2];
         let alone_a = model
@@ -184,6 +133,7 @@ fn sequences_in_one_step_do_not_interfere() {
                 tokens: row(&a, 0),
                 logit_rows: vec![6],
                 block_tables: vec![vec![0, 1]],
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -192,6 +142,7 @@ fn sequences_in_one_step_do_not_interfere() {
                 tokens: row(&b, 0),
                 logit_rows: vec![2],
                 block_tables: vec![vec![2]],
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -202,6 +153,7 @@ fn sequences_in_one_step_do_not_interfere() {
                 tokens,
                 logit_rows: vec![9, 2],
                 block_tables: vec![vec![5], vec![3, 4]],
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -212,8 +164,5 @@ fn sequences_in_one_step_do_not_interfere() {
 }
 
 fn row(ids: &[u32], seq: u32) -> Vec<[u32; 4]> {
-    ids.iter()
-        .enumerate()
-        .map(|(p, &id)| [id, p as u32, seq, 0])
-        .collect()
+    ids.iter().enumerate().map(|(p, &id)| [id, p as u32, seq, 0]).collect()
 }

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 use std::rc::Rc;
-use tokenmeter::engine::{generate_greedy, Model, ModelOptions};
+use tokenmeter::engine::{generate_greedy, Engine, Model, ModelOptions};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::MemStore;
@@ -37,26 +37,11 @@ macro_rules! fixture {
 async fn check(store: MemStore, reference: &str, gpu: Rc<Gpu>) {
     let reference: Reference = serde_json::from_str(reference).unwrap();
     let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let mut model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {})
-        .await
-        .unwrap();
+    let model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+    let mut engine = Engine::new(model);
     for case in &reference.cases {
-        let g = generate_greedy(
-            &mut model,
-            &case.prompt_ids,
-            case.max_new_tokens,
-            &[],
-            &mut |_, _| {},
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            g.tokens,
-            case.tokens,
-            "{} with a prompt of {} tokens",
-            store.label,
-            case.prompt_ids.len()
-        );
+        let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
+        assert_eq!(g.tokens, case.tokens, "{} with a prompt of {} tokens", store.label, case.prompt_ids.len());
     }
 }
 
@@ -83,18 +68,10 @@ async fn greedy_tokens_equal_transformers_in_the_browser() {
 #[wasm_bindgen_test]
 async fn bad_input_is_an_error_in_the_browser_too() {
     let (store, _) = fixture!("tiny-mha", ["config.json"]);
-    let err = Checkpoint::open(&store)
-        .await
-        .err()
-        .expect("no weights must fail")
-        .to_string();
+    let err = Checkpoint::open(&store).await.err().expect("no weights must fail").to_string();
     assert!(err.contains("no model.safetensors"), "{err}");
     let truncated = include_bytes!("fixtures/tiny-mha/model.safetensors")[..4000].to_vec();
     let (store, _) = fixture!("tiny-mha", ["config.json"]);
-    let err = Checkpoint::open(&store.with("model.safetensors", truncated))
-        .await
-        .err()
-        .expect("truncated")
-        .to_string();
+    let err = Checkpoint::open(&store.with("model.safetensors", truncated)).await.err().expect("truncated").to_string();
     assert!(err.contains("outside"), "{err}");
 }

@@ -13,7 +13,9 @@ fn main() {
 mod cli {
     use clap::{Args, Parser, Subcommand};
     use std::sync::Arc;
-    use tokenmeter::engine::{generate_greedy, Model, ModelOptions};
+    use tokenmeter::engine::{
+        generate as run_requests, Engine, EventKind, Model, ModelOptions, Request, SamplingParams,
+    };
     use tokenmeter::gpu::Gpu;
     use tokenmeter::model::checkpoint::Checkpoint;
     use tokenmeter::model::source::DirStore;
@@ -22,11 +24,7 @@ mod cli {
     use tokenmeter::{Error, Result};
 
     #[derive(Parser)]
-    #[command(
-        name = "tokenmeter",
-        version,
-        about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks"
-    )]
+    #[command(name = "tokenmeter", version, about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks")]
     struct Cli {
         #[command(subcommand)]
         command: Command,
@@ -48,9 +46,12 @@ mod cli {
         /// Random weights with a published shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b.
         #[arg(long)]
         synthetic: Option<String>,
-        /// Tokens per engine step (prefill chunk).
+        /// Tokens per engine step (prefill chunks + decodes).
         #[arg(long, default_value_t = 512)]
         max_batched_tokens: usize,
+        /// Sequences per engine step.
+        #[arg(long, default_value_t = 16)]
+        max_batch: usize,
         /// KV cache blocks (default: as many as 512 MiB and the adapter allow).
         #[arg(long)]
         kv_blocks: Option<usize>,
@@ -74,6 +75,18 @@ mod cli {
         /// Keep going past end-of-sequence tokens.
         #[arg(long)]
         ignore_eos: bool,
+        /// 0 = greedy.
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f32,
+        /// 0 = off.
+        #[arg(long, default_value_t = 0)]
+        top_k: u32,
+        /// 1 = off.
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f32,
+        /// Seed of the first prompt's sampler (prompt i uses seed + i).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         /// With --prompt: add the empty think block (enable_thinking=False).
         #[arg(long)]
         no_think: bool,
@@ -108,18 +121,12 @@ mod cli {
 
     async fn adapter() -> Result<()> {
         let gpu = Gpu::new().await?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&gpu.adapter).expect("serialisable")
-        );
+        println!("{}", serde_json::to_string_pretty(&gpu.adapter).expect("serialisable"));
         Ok(())
     }
 
     enum Loaded {
-        Disk(
-            Checkpoint<tokenmeter::model::source::DiskFile>,
-            Box<Option<Tokenizer>>,
-        ),
+        Disk(Checkpoint<tokenmeter::model::source::DiskFile>, Box<Option<Tokenizer>>),
         Synthetic(SyntheticModel),
     }
 
@@ -143,9 +150,7 @@ mod cli {
                 })?;
                 Ok(Loaded::Synthetic(SyntheticModel::new(cfg, 0)))
             }
-            (None, None) => Err(Error::Invalid(
-                "pass --model DIR or --synthetic NAME".into(),
-            )),
+            (None, None) => Err(Error::Invalid("pass --model DIR or --synthetic NAME".into())),
         }
     }
 
@@ -153,6 +158,7 @@ mod cli {
         let gpu = Arc::new(Gpu::new().await?);
         let options = ModelOptions {
             max_batched_tokens: args.max_batched_tokens,
+            max_seqs: args.max_batch,
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
             ..ModelOptions::default()
@@ -187,10 +193,7 @@ mod cli {
         let mut prompts: Vec<Vec<u32>> = Vec::new();
         for text in &args.prompt {
             let tok = tokenizer.ok_or_else(|| {
-                Error::Invalid(
-                    "--prompt needs tokenizer.json in the model folder (or use --prompt-ids)"
-                        .into(),
-                )
+                Error::Invalid("--prompt needs tokenizer.json in the model folder (or use --prompt-ids)".into())
             })?;
             prompts.push(tok.chat_prompt(text, !args.no_think)?);
         }
@@ -198,74 +201,85 @@ mod cli {
             prompts.push(parse_ids(ids)?);
         }
         if prompts.is_empty() {
-            return Err(Error::Invalid(
-                "pass --prompt TEXT or --prompt-ids 1,2,3".into(),
-            ));
+            return Err(Error::Invalid("pass --prompt TEXT or --prompt-ids 1,2,3".into()));
         }
         for prompt in &prompts {
             tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
         }
-        let mut model = match &loaded {
+        let model = match &loaded {
             Loaded::Disk(c, _) => load(&args.model, c).await?,
             Loaded::Synthetic(s) => load(&args.model, s).await?,
         };
-        let stop: Vec<u32> = if args.ignore_eos {
-            vec![]
-        } else {
-            model.cfg.eos_token_ids.clone()
-        };
-        for prompt in prompts {
-            tokenmeter::engine::generate::check_prompt(&model, &prompt, args.max_new_tokens)?;
-            let streaming = !args.json && tokenizer.is_some();
-            let mut shown = 0;
-            let mut so_far = Vec::new();
-            let g = generate_greedy(
-                &mut model,
-                &prompt,
-                args.max_new_tokens,
-                &stop,
-                &mut |_, id| {
-                    so_far.push(id);
-                    if let (true, Some(tok)) = (streaming, tokenizer) {
-                        if let Ok(text) = tok.decode(&so_far) {
-                            if text.len() > shown && !text.ends_with('\u{fffd}') {
-                                eprint!("{}", &text[shown..]);
-                                shown = text.len();
-                            }
-                        }
-                    }
+        let requests = prompts
+            .into_iter()
+            .enumerate()
+            .map(|(i, prompt)| Request {
+                prompt,
+                max_new_tokens: args.max_new_tokens,
+                sampling: SamplingParams {
+                    temperature: args.temperature,
+                    top_k: args.top_k,
+                    top_p: args.top_p,
+                    seed: args.seed.wrapping_add(i as u64),
                 },
-            )
-            .await?;
+                stop_ids: model.cfg.eos_token_ids.clone(),
+                ignore_eos: args.ignore_eos,
+            })
+            .collect::<Vec<_>>();
+        let single = requests.len() == 1;
+        let mut engine = Engine::new(model);
+        // With one prompt and a tokenizer, stream the text as it comes.
+        let streaming = single && !args.json && tokenizer.is_some();
+        let (mut so_far, mut shown) = (Vec::new(), 0);
+        let done = run_requests(&mut engine, requests, &mut |e| {
+            if let (true, Some(tok), EventKind::FirstToken { token } | EventKind::Token { token }) =
+                (streaming, tokenizer, &e.kind)
+            {
+                so_far.push(*token);
+                if let Ok(text) = tok.decode(&so_far) {
+                    if text.len() > shown && !text.ends_with('\u{fffd}') {
+                        eprint!("{}", &text[shown..]);
+                        shown = text.len();
+                    }
+                }
+            }
+        })
+        .await?;
+        if streaming {
+            eprintln!();
+        }
+        for c in done {
             let text = match tokenizer {
-                Some(t) => Some(t.decode(&g.tokens)?),
+                Some(t) => Some(t.decode(&c.tokens)?),
                 None => None,
             };
             if args.json {
                 let mut line = serde_json::json!({
-                    "prompt_ids": g.prompt_ids,
-                    "tokens": g.tokens,
-                    "ttft_ms": g.ttft_ms(),
-                    "tpot_ms": if g.tokens.len() > 1 { serde_json::json!(g.tpot_ms()) } else { serde_json::Value::Null },
+                    "id": c.id,
+                    "prompt_ids": c.prompt_ids,
+                    "tokens": c.tokens,
+                    "ttft_ms": c.ttft_ms(),
+                    "tpot_ms": if c.tokens.len() > 1 { serde_json::json!(c.tpot_ms()) } else { serde_json::Value::Null },
+                    "finish": c.finish,
+                    "preemptions": c.preemptions,
                 });
                 if let Some(text) = text {
                     line["text"] = text.into();
                 }
                 println!("{line}");
             } else {
-                if streaming {
-                    eprintln!();
-                }
-                println!("prompt: {} tokens", g.prompt_ids.len());
-                println!("tokens: {:?}", g.tokens);
+                println!("[{}] prompt: {} tokens", c.id, c.prompt_ids.len());
+                println!("[{}] tokens: {:?}", c.id, c.tokens);
                 if let Some(text) = text {
-                    println!("text: {text}");
+                    println!("[{}] text: {text}", c.id);
                 }
                 println!(
-                    "TTFT {:.2} ms, TPOT {:.2} ms over {} tokens",
-                    g.ttft_ms(),
-                    g.tpot_ms(),
-                    g.tokens.len()
+                    "[{}] TTFT {:.2} ms, TPOT {:.2} ms over {} tokens ({:?})",
+                    c.id,
+                    c.ttft_ms(),
+                    c.tpot_ms(),
+                    c.tokens.len(),
+                    c.finish.expect("finished")
                 );
             }
         }
@@ -277,10 +291,7 @@ mod cli {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| {
-                s.parse::<u32>()
-                    .map_err(|_| Error::Invalid(format!("--prompt-ids: {s:?} is not a token id")))
-            })
+            .map(|s| s.parse::<u32>().map_err(|_| Error::Invalid(format!("--prompt-ids: {s:?} is not a token id"))))
             .collect::<Result<Vec<u32>>>()?;
         if ids.is_empty() {
             return Err(Error::Prompt("--prompt-ids is empty".into()));

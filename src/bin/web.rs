@@ -4,7 +4,5 @@ fn main() {
     #[cfg(target_arch = "wasm32")]
     tokenmeter::web::start();
     #[cfg(not(target_arch = "wasm32"))]
-    eprintln!(
-        "tokenmeter-web is the browser app: run ./scripts/serve (or use the `tokenmeter` CLI)"
-    );
+    eprintln!("tokenmeter-web is the browser app: run ./scripts/serve (or use the `tokenmeter` CLI)");
 }

@@ -1,26 +1,28 @@
-//! Greedy generation of one sequence: prefill the prompt (in chunks of at most
-//! `max_batched_tokens`), then decode one token per step, reusing the KV cache.
+//! Running requests to completion through the engine (CLI `generate`, tests, the playground).
 
-use super::kv::BlockAllocator;
-use super::model::{Batch, Model};
+use super::engine::{Engine, Event, EventKind, Request};
+use super::model::Model;
+use super::scheduler::{FinishReason, SamplingParams};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
+use crate::model::Qwen3Config;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Generation {
+pub struct Completion {
+    pub id: u64,
     pub prompt_ids: Vec<u32>,
     pub tokens: Vec<u32>,
-    /// Seconds, monotonic: when generation was asked for, and when each token's id reached the CPU.
+    /// Seconds, monotonic: when the request was submitted, and when each token's id reached the CPU.
     pub start_s: f64,
     pub token_times_s: Vec<f64>,
+    pub finish: Option<FinishReason>,
+    pub preemptions: u32,
 }
 
-impl Generation {
+impl Completion {
     pub fn ttft_ms(&self) -> f64 {
-        self.token_times_s
-            .first()
-            .map_or(f64::NAN, |t| (t - self.start_s) * 1e3)
+        self.token_times_s.first().map_or(f64::NAN, |t| (t - self.start_s) * 1e3)
     }
 
     /// (last - first) / (n - 1); NaN with fewer than two tokens.
@@ -40,26 +42,19 @@ pub fn check_prompt(model: &Model, prompt: &[u32], max_new_tokens: usize) -> Res
     let kv_tokens = model.limits.num_blocks * model.limits.block_size;
     if total > kv_tokens {
         return Err(Error::Prompt(format!(
-            "{total} tokens do not fit the KV cache ({kv_tokens} token slots)"
+            "{total} tokens do not fit the KV cache ({kv_tokens} token slots); use more KV blocks"
         )));
     }
     Ok(())
 }
 
 /// The checks that need only the config (done before loading weights).
-pub fn check_prompt_fits(
-    cfg: &crate::model::Qwen3Config,
-    prompt: &[u32],
-    max_new_tokens: usize,
-) -> Result<()> {
+pub fn check_prompt_fits(cfg: &Qwen3Config, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
     if prompt.is_empty() {
         return Err(Error::Prompt("the prompt is empty".into()));
     }
     if let Some(&id) = prompt.iter().find(|&&id| id as usize >= cfg.vocab_size) {
-        return Err(Error::Prompt(format!(
-            "token id {id} is outside the vocabulary (size {})",
-            cfg.vocab_size
-        )));
+        return Err(Error::Prompt(format!("token id {id} is outside the vocabulary (size {})", cfg.vocab_size)));
     }
     let total = prompt.len() + max_new_tokens;
     if total > cfg.max_position_embeddings {
@@ -72,71 +67,72 @@ pub fn check_prompt_fits(
     Ok(())
 }
 
-/// Greedy decoding of `prompt` for `max_new_tokens` tokens, stopping early at an id in `stop`.
-/// `on_token(index, id)` is called as each id arrives.
-pub async fn generate_greedy(
-    model: &mut Model,
-    prompt: &[u32],
-    max_new_tokens: usize,
-    stop: &[u32],
-    on_token: &mut dyn FnMut(usize, u32),
-) -> Result<Generation> {
-    check_prompt(model, prompt, max_new_tokens)?;
+/// Submits all requests at once and steps the engine until they finish; results in submission order.
+pub async fn generate(
+    engine: &mut Engine,
+    requests: Vec<Request>,
+    on_event: &mut dyn FnMut(&Event),
+) -> Result<Vec<Completion>> {
     let start_s = now_s();
-    let block_size = model.limits.block_size;
-    let mut alloc = BlockAllocator::new(model.limits.num_blocks);
-    let needed = (prompt.len() + max_new_tokens).div_ceil(block_size);
-    let table = alloc
-        .allocate(needed)
-        .expect("checked against the cache size");
-
-    let mut out = Generation {
-        prompt_ids: prompt.to_vec(),
-        tokens: Vec::new(),
-        start_s,
-        token_times_s: Vec::new(),
-    };
-    if max_new_tokens == 0 {
-        return Ok(out);
+    let mut out = Vec::with_capacity(requests.len());
+    for req in requests {
+        let prompt_ids = req.prompt.clone();
+        let id = engine.submit(req)?;
+        out.push(Completion {
+            id,
+            prompt_ids,
+            tokens: vec![],
+            start_s,
+            token_times_s: vec![],
+            finish: None,
+            preemptions: 0,
+        });
     }
-    let chunk = model.limits.max_batched_tokens;
-    let mut pos = 0;
-    let mut next = 0;
-    while pos < prompt.len() {
-        let end = (pos + chunk).min(prompt.len());
-        let tokens = (pos..end)
-            .map(|p| [prompt[p], p as u32, 0, 0])
-            .collect::<Vec<_>>();
-        let last = end == prompt.len();
-        let batch = Batch {
-            logit_rows: if last {
-                vec![(end - pos - 1) as u32]
-            } else {
-                vec![]
-            },
-            tokens,
-            block_tables: vec![table.clone()],
-        };
-        let ids = model.step(&batch).await?;
-        if last {
-            next = ids[0];
+    let first = out.first().map_or(0, |c| c.id);
+    while out.iter().any(|c| c.finish.is_none()) {
+        let (events, _) = engine.step().await?;
+        for e in &events {
+            let Some(c) = e.id.checked_sub(first).and_then(|i| out.get_mut(i as usize)) else { continue };
+            match e.kind {
+                EventKind::FirstToken { token } | EventKind::Token { token } => {
+                    c.tokens.push(token);
+                    c.token_times_s.push(e.t_s);
+                }
+                EventKind::Finished { reason } => c.finish = Some(reason),
+                EventKind::Preempted => c.preemptions += 1,
+                EventKind::Scheduled => {}
+            }
+            on_event(e);
         }
-        pos = end;
-    }
-    loop {
-        out.tokens.push(next);
-        out.token_times_s.push(now_s());
-        on_token(out.tokens.len() - 1, next);
-        if out.tokens.len() >= max_new_tokens || stop.contains(&next) {
-            break;
+        if !engine.has_work() && out.iter().any(|c| c.finish.is_none()) {
+            return Err(Error::Invalid("the engine went idle with requests unfinished".into()));
         }
-        let position = (prompt.len() + out.tokens.len() - 1) as u32;
-        let batch = Batch {
-            tokens: vec![[next, position, 0, 0]],
-            logit_rows: vec![0],
-            block_tables: vec![table.clone()],
-        };
-        next = model.step(&batch).await?[0];
     }
     Ok(out)
+}
+
+/// One greedy request, with `on_token(index, id)` as each id arrives.
+pub async fn generate_greedy(
+    engine: &mut Engine,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    stop_ids: &[u32],
+    on_token: &mut dyn FnMut(usize, u32),
+) -> Result<Completion> {
+    let req = Request {
+        prompt: prompt.to_vec(),
+        max_new_tokens,
+        sampling: SamplingParams::default(),
+        stop_ids: stop_ids.to_vec(),
+        ignore_eos: false,
+    };
+    let mut n = 0;
+    let mut done = generate(engine, vec![req], &mut |e| {
+        if let EventKind::FirstToken { token } | EventKind::Token { token } = e.kind {
+            on_token(n, token);
+            n += 1;
+        }
+    })
+    .await?;
+    Ok(done.remove(0))
 }

@@ -18,12 +18,7 @@ impl KvCache {
         2 * cfg.num_hidden_layers as u64 * cfg.kv_dim() as u64 * 4
     }
 
-    pub fn new(
-        gpu: &Gpu,
-        cfg: &Qwen3Config,
-        block_size: usize,
-        num_blocks: usize,
-    ) -> Result<KvCache> {
+    pub fn new(gpu: &Gpu, cfg: &Qwen3Config, block_size: usize, num_blocks: usize) -> Result<KvCache> {
         let slot_bytes = cfg.kv_dim() as u64 * 4;
         let per_layer = (num_blocks * block_size) as u64 * slot_bytes;
         if per_layer > gpu.max_binding() {
@@ -33,9 +28,7 @@ impl KvCache {
                 gpu.max_binding()
             )));
         }
-        let make = |kind: &str, l: usize| {
-            gpu.storage_buffer(&format!("layer {l} {kind} cache"), per_layer)
-        };
+        let make = |kind: &str, l: usize| gpu.storage_buffer(&format!("layer {l} {kind} cache"), per_layer);
         Ok(KvCache {
             k: (0..cfg.num_hidden_layers).map(|l| make("K", l)).collect(),
             v: (0..cfg.num_hidden_layers).map(|l| make("V", l)).collect(),
@@ -59,10 +52,7 @@ pub struct BlockAllocator {
 
 impl BlockAllocator {
     pub fn new(total: usize) -> Self {
-        BlockAllocator {
-            free: (0..total as u32).rev().collect(),
-            total,
-        }
+        BlockAllocator { free: (0..total as u32).rev().collect(), total }
     }
 
     pub fn allocate(&mut self, n: usize) -> Option<Vec<u32>> {

@@ -4,9 +4,8 @@
 
 use super::kv::KvCache;
 use crate::error::{Error, Result};
-use crate::gpu::kernels::{
-    groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
-};
+use crate::gpu::kernels::RowSample;
+use crate::gpu::kernels::{groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::model::reference::inv_freq;
@@ -51,12 +50,14 @@ pub struct EngineLimits {
 }
 
 /// One step's work. `tokens[i] = [id, position, seq, 0]` where `seq` indexes `block_tables`;
-/// `logit_rows` lists the tokens whose next-token choice is wanted (in output order).
+/// `logit_rows` lists the tokens whose next-token choice is wanted (in output order), and
+/// `sampling` how to choose each (empty: all greedy).
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     pub tokens: Vec<[u32; 4]>,
     pub logit_rows: Vec<u32>,
     pub block_tables: Vec<Vec<u32>>,
+    pub sampling: Vec<RowSample>,
 }
 
 struct Buffers {
@@ -73,6 +74,7 @@ struct Buffers {
     act: wgpu::Buffer,          // (max_tokens, inter)
     final_h: wgpu::Buffer,      // (max_seqs, hidden)
     logits: wgpu::Buffer,       // (max_seqs, vocab)
+    row_sample: wgpu::Buffer,   // (max_seqs) RowSample
     ids: wgpu::Buffer,          // (max_seqs) u32
 }
 
@@ -94,6 +96,7 @@ struct Groups {
     final_norm: wgpu::BindGroup,
     lm_head: Vec<wgpu::BindGroup>,
     argmax: wgpu::BindGroup,
+    sample: wgpu::BindGroup,
 }
 
 pub struct Model {
@@ -123,23 +126,15 @@ impl Model {
         let kernels = Kernels::new(&gpu.device);
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_seqs as u64);
         let f = 4u64;
-        let (h, q, kvd, i) = (
-            cfg.hidden_size as u64,
-            cfg.q_dim() as u64,
-            cfg.kv_dim() as u64,
-            cfg.intermediate_size as u64,
-        );
+        let (h, q, kvd, i) =
+            (cfg.hidden_size as u64, cfg.q_dim() as u64, cfg.kv_dim() as u64, cfg.intermediate_size as u64);
         let identity: Vec<u32> = (0..t as u32).collect();
         let buffers = Buffers {
             tokens: gpu.storage_buffer("tokens", t * 16),
             identity: gpu.storage_with("identity rows", bytemuck::cast_slice(&identity)),
             logit_rows: gpu.storage_buffer("logit rows", s * 4),
-            block_tables: gpu
-                .storage_buffer("block tables", s * limits.max_blocks_per_seq as u64 * 4),
-            inv_freq: gpu.storage_with(
-                "rope inv_freq",
-                bytemuck::cast_slice(&inv_freq(cfg.head_dim, cfg.rope_theta)),
-            ),
+            block_tables: gpu.storage_buffer("block tables", s * limits.max_blocks_per_seq as u64 * 4),
+            inv_freq: gpu.storage_with("rope inv_freq", bytemuck::cast_slice(&inv_freq(cfg.head_dim, cfg.rope_theta))),
             x: gpu.storage_buffer("x (residual)", t * h * f),
             normed: gpu.storage_buffer("normed", t * h * f),
             qkv: gpu.storage_buffer("qkv", t * (q + 2 * kvd) * f),
@@ -148,21 +143,12 @@ impl Model {
             act: gpu.storage_buffer("swiglu out", t * i * f),
             final_h: gpu.storage_buffer("final norm", s * h * f),
             logits: gpu.storage_buffer("logits", s * cfg.vocab_size as u64 * f),
+            row_sample: gpu.storage_buffer("sampling settings", s * std::mem::size_of::<RowSample>() as u64),
             ids: gpu.storage_buffer("next ids", s * 4),
         };
         let groups = bind_all(&gpu, &kernels, &weights, &kv, &buffers);
         let staging = Staging::new(&gpu.device, "next ids readback", s * 4);
-        let mut model = Model {
-            gpu,
-            cfg,
-            weights,
-            limits,
-            kv,
-            kernels,
-            buffers,
-            groups,
-            staging,
-        };
+        let mut model = Model { gpu, cfg, weights, limits, kv, kernels, buffers, groups, staging };
         model.warm_up().await?;
         Ok(model)
     }
@@ -175,6 +161,7 @@ impl Model {
             tokens: vec![[0, 0, 0, 0]],
             logit_rows: vec![0],
             block_tables: vec![vec![0]],
+            ..Default::default()
         };
         self.step(&batch).await.map(|_| ())
     }
@@ -188,8 +175,7 @@ impl Model {
             self.gpu.queue.submit([encoder.finish()]);
             return Ok(Vec::new());
         }
-        self.staging
-            .copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
+        self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
         self.gpu.queue.submit([encoder.finish()]);
         let bytes = self.staging.read(&self.gpu.device, n as u64 * 4).await?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
@@ -200,13 +186,7 @@ impl Model {
         let encoder = self.record(batch)?;
         self.gpu.queue.submit([encoder.finish()]);
         let count = batch.logit_rows.len() * self.cfg.vocab_size;
-        readback::read_f32(
-            &self.gpu.device,
-            &self.gpu.queue,
-            &self.buffers.logits,
-            count,
-        )
-        .await
+        readback::read_f32(&self.gpu.device, &self.gpu.queue, &self.buffers.logits, count).await
     }
 
     fn record(&self, batch: &Batch) -> Result<wgpu::CommandEncoder> {
@@ -214,21 +194,13 @@ impl Model {
         let m = batch.tokens.len();
         let r = batch.logit_rows.len();
         let lim = &self.limits;
-        if m == 0
-            || m > lim.max_batched_tokens
-            || r > lim.max_seqs
-            || batch.block_tables.len() > lim.max_seqs
-        {
+        if m == 0 || m > lim.max_batched_tokens || r > lim.max_seqs || batch.block_tables.len() > lim.max_seqs {
             return Err(Error::Invalid(format!(
                 "step of {m} tokens, {r} logit rows, {} sequences exceeds the engine limits {lim:?}",
                 batch.block_tables.len()
             )));
         }
-        if let Some(t) = batch
-            .tokens
-            .iter()
-            .find(|t| t[0] as usize >= cfg.vocab_size)
-        {
+        if let Some(t) = batch.tokens.iter().find(|t| t[0] as usize >= cfg.vocab_size) {
             return Err(Error::Prompt(format!(
                 "token id {} is outside the vocabulary (size {})",
                 t[0], cfg.vocab_size
@@ -238,6 +210,10 @@ impl Model {
         let b = &self.buffers;
         q.write_buffer(&b.tokens, 0, bytemuck::cast_slice(&batch.tokens));
         q.write_buffer(&b.logit_rows, 0, bytemuck::cast_slice(&batch.logit_rows));
+        let greedy = batch.sampling.iter().all(RowSample::is_greedy);
+        if !greedy {
+            q.write_buffer(&b.row_sample, 0, bytemuck::cast_slice(&batch.sampling));
+        }
         let mut tables = vec![0u32; batch.block_tables.len() * lim.max_blocks_per_seq];
         for (s, table) in batch.block_tables.iter().enumerate() {
             tables[s * lim.max_blocks_per_seq..][..table.len()].copy_from_slice(table);
@@ -265,12 +241,7 @@ impl Model {
             };
             rec.dispatch(Kernel::Embed, group, &p, [groups(h / 2, 64), m as u32, 1]);
         }
-        let norm = RmsNormParams {
-            n_rows: m as u32,
-            width: h as u32,
-            eps,
-            _pad: 0,
-        };
+        let norm = RmsNormParams { n_rows: m as u32, width: h as u32, eps, _pad: 0 };
         let heads = |eps_or_scale| HeadParams {
             n_tokens: m as u32,
             n_heads: nh as u32,
@@ -285,12 +256,7 @@ impl Model {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
             matmul(&mut rec, &layer.qkv_proj, &lg.qkv, m, false);
-            rec.dispatch(
-                Kernel::QkNormRope,
-                &lg.rope,
-                &heads(eps),
-                [groups(nh + 2 * nkv, 64), m as u32, 1],
-            );
+            rec.dispatch(Kernel::QkNormRope, &lg.rope, &heads(eps), [groups(nh + 2 * nkv, 64), m as u32, 1]);
             rec.dispatch(
                 Kernel::Attention,
                 &lg.attention,
@@ -305,51 +271,32 @@ impl Model {
             rec.dispatch(
                 Kernel::SwiGlu,
                 &lg.swiglu,
-                &PairParams {
-                    a: m as u32,
-                    b: inter as u32,
-                    _pad: [0; 2],
-                },
+                &PairParams { a: m as u32, b: inter as u32, _pad: [0; 2] },
                 [groups(inter, 64), m as u32, 1],
             );
             matmul(&mut rec, &layer.down_proj, &lg.down, m, true);
         }
         // 4. Final norm of the rows that need logits, lm_head, argmax.
         if r > 0 {
-            let p = RmsNormParams {
-                n_rows: r as u32,
-                width: h as u32,
-                eps,
-                _pad: 0,
-            };
+            let p = RmsNormParams { n_rows: r as u32, width: h as u32, eps, _pad: 0 };
             rec.dispatch(Kernel::RmsNorm, &g.final_norm, &p, [r as u32, 1, 1]);
             matmul(&mut rec, w.lm_head(), &g.lm_head, r, false);
-            let p = PairParams {
-                a: r as u32,
-                b: cfg.vocab_size as u32,
-                _pad: [0; 2],
-            };
-            rec.dispatch(Kernel::Argmax, &g.argmax, &p, [r as u32, 1, 1]);
+            let p = PairParams { a: r as u32, b: cfg.vocab_size as u32, _pad: [0; 2] };
+            if greedy {
+                rec.dispatch(Kernel::Argmax, &g.argmax, &p, [r as u32, 1, 1]);
+            } else {
+                rec.dispatch(Kernel::Sample, &g.sample, &p, [r as u32, 1, 1]);
+            }
         }
-        let mut encoder = self
-            .gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("step"),
-            });
+        let mut encoder =
+            self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
         rec.encode(q, &mut encoder);
         Ok(encoder)
     }
 }
 
 /// `y (+)= x W^T` over every row chunk of `w`.
-fn matmul<'a>(
-    rec: &mut StepRecorder<'a>,
-    w: &Matrix,
-    bind: &'a [wgpu::BindGroup],
-    m: usize,
-    accumulate: bool,
-) {
+fn matmul<'a>(rec: &mut StepRecorder<'a>, w: &Matrix, bind: &'a [wgpu::BindGroup], m: usize, accumulate: bool) {
     for (chunk, group) in w.chunks.iter().zip(bind) {
         let p = MatmulParams {
             m: m as u32,
@@ -360,34 +307,20 @@ fn matmul<'a>(
             accumulate: accumulate as u32,
             _pad: [0; 2],
         };
-        rec.dispatch(
-            Kernel::Matmul,
-            group,
-            &p,
-            [groups(chunk.rows, 64), groups(m, 4), 1],
-        );
+        rec.dispatch(Kernel::Matmul, group, &p, [groups(chunk.rows, 64), groups(m, 4), 1]);
     }
 }
 
 /// Engine sizes from the options, lowered to what the adapter's limits allow.
 fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &ModelOptions) -> Result<EngineLimits> {
     if o.block_size == 0 || o.max_seqs == 0 || o.max_batched_tokens == 0 {
-        return Err(Error::Invalid(
-            "block size, max batch and max batched tokens must be positive".into(),
-        ));
+        return Err(Error::Invalid("block size, max batch and max batched tokens must be positive".into()));
     }
     let binding = gpu.max_binding();
-    let widest_row = 4
-        * (2 * cfg.intermediate_size)
-            .max(cfg.q_dim() + 2 * cfg.kv_dim())
-            .max(cfg.hidden_size) as u64;
-    let max_tokens = ((binding / widest_row) as usize)
-        .min(o.max_batched_tokens)
-        .min(65_535);
+    let widest_row = 4 * (2 * cfg.intermediate_size).max(cfg.q_dim() + 2 * cfg.kv_dim()).max(cfg.hidden_size) as u64;
+    let max_tokens = ((binding / widest_row) as usize).min(o.max_batched_tokens).min(65_535);
     let logits_row = cfg.vocab_size as u64 * 4;
-    let max_seqs = ((binding / logits_row) as usize)
-        .min(o.max_seqs)
-        .min(max_tokens);
+    let max_seqs = ((binding / logits_row) as usize).min(o.max_seqs).min(max_tokens);
     if max_tokens == 0 || max_seqs == 0 {
         return Err(Error::AdapterLimit(format!(
             "one token's activations ({widest_row} bytes) or logits ({logits_row} bytes) exceed maxStorageBufferBindingSize {binding}"
@@ -396,8 +329,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &ModelOptions) -> Result<EngineLimits> 
     let max_blocks_per_seq = cfg.max_position_embeddings.div_ceil(o.block_size);
     let adapter_blocks = KvCache::max_blocks(gpu, cfg, o.block_size);
     let wanted = o.kv_blocks.unwrap_or_else(|| {
-        let budget =
-            (o.kv_budget_bytes / (KvCache::bytes_per_token(cfg) * o.block_size as u64)) as usize;
+        let budget = (o.kv_budget_bytes / (KvCache::bytes_per_token(cfg) * o.block_size as u64)) as usize;
         budget.min(max_blocks_per_seq * max_seqs).max(1)
     });
     if o.kv_blocks.is_some() && wanted > adapter_blocks {
@@ -417,13 +349,9 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &ModelOptions) -> Result<EngineLimits> 
 
 fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers) -> Groups {
     let d = &gpu.device;
-    let mm =
-        |label: &str, x: &wgpu::Buffer, m: &Matrix, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
-            m.chunks
-                .iter()
-                .map(|c| k.bind(d, Kernel::Matmul, label, &[x, &c.buffer, y]))
-                .collect()
-        };
+    let mm = |label: &str, x: &wgpu::Buffer, m: &Matrix, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
+        m.chunks.iter().map(|c| k.bind(d, Kernel::Matmul, label, &[x, &c.buffer, y])).collect()
+    };
     let layers = w
         .layers
         .iter()
@@ -440,28 +368,13 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
                 d,
                 Kernel::QkNormRope,
                 &format!("L{l} qk_norm_rope"),
-                &[
-                    &b.qkv,
-                    &b.tokens,
-                    &b.block_tables,
-                    &lw.qk_norm,
-                    &b.inv_freq,
-                    &kv.k[l],
-                    &kv.v[l],
-                ],
+                &[&b.qkv, &b.tokens, &b.block_tables, &lw.qk_norm, &b.inv_freq, &kv.k[l], &kv.v[l]],
             ),
             attention: k.bind(
                 d,
                 Kernel::Attention,
                 &format!("L{l} attention"),
-                &[
-                    &b.qkv,
-                    &b.tokens,
-                    &b.block_tables,
-                    &kv.k[l],
-                    &kv.v[l],
-                    &b.attn,
-                ],
+                &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.attn],
             ),
             o: mm(&format!("L{l} o_proj"), &b.attn, &lw.o_proj, &b.x),
             norm_post: k.bind(
@@ -470,18 +383,8 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
                 &format!("L{l} post_attention_layernorm"),
                 &[&b.x, &b.identity, &lw.post_attention_layernorm, &b.normed],
             ),
-            gate_up: mm(
-                &format!("L{l} gate_up_proj"),
-                &b.normed,
-                &lw.gate_up_proj,
-                &b.gate_up,
-            ),
-            swiglu: k.bind(
-                d,
-                Kernel::SwiGlu,
-                &format!("L{l} swiglu"),
-                &[&b.gate_up, &b.act],
-            ),
+            gate_up: mm(&format!("L{l} gate_up_proj"), &b.normed, &lw.gate_up_proj, &b.gate_up),
+            swiglu: k.bind(d, Kernel::SwiGlu, &format!("L{l} swiglu"), &[&b.gate_up, &b.act]),
             down: mm(&format!("L{l} down_proj"), &b.act, &lw.down_proj, &b.x),
         })
         .collect();
@@ -490,23 +393,12 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             .embed_tokens
             .chunks
             .iter()
-            .map(|c| {
-                k.bind(
-                    d,
-                    Kernel::Embed,
-                    "embed_tokens",
-                    &[&b.tokens, &c.buffer, &b.x],
-                )
-            })
+            .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, &c.buffer, &b.x]))
             .collect(),
         layers,
-        final_norm: k.bind(
-            d,
-            Kernel::RmsNorm,
-            "final norm",
-            &[&b.x, &b.logit_rows, &w.norm, &b.final_h],
-        ),
+        final_norm: k.bind(d, Kernel::RmsNorm, "final norm", &[&b.x, &b.logit_rows, &w.norm, &b.final_h]),
         lm_head: mm("lm_head", &b.final_h, w.lm_head(), &b.logits),
         argmax: k.bind(d, Kernel::Argmax, "argmax", &[&b.logits, &b.ids]),
+        sample: k.bind(d, Kernel::Sample, "sample", &[&b.logits, &b.row_sample, &b.ids]),
     }
 }

@@ -34,8 +34,7 @@ pub struct Gpu {
 impl Gpu {
     /// The first adapter the platform offers (lavapipe on these machines, the browser's GPU on the web).
     pub async fn new() -> Result<Gpu> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = wgpu::util::initialize_adapter_from_env_or_default(&instance, None)
             .await
             .map_err(|e| Error::NoAdapter(e.to_string()))?;
@@ -62,11 +61,7 @@ impl Gpu {
             })
             .await
             .map_err(|e| Error::NoAdapter(format!("could not open the device: {e}")))?;
-        let mut features: Vec<String> = adapter
-            .features()
-            .iter_names()
-            .map(|(name, _)| name.to_string())
-            .collect();
+        let mut features: Vec<String> = adapter.features().iter_names().map(|(name, _)| name.to_string()).collect();
         features.sort();
         // Browsers may hide the adapter's name; say what we know instead of nothing.
         let name = if info.name.is_empty() {
@@ -78,36 +73,25 @@ impl Gpu {
             name,
             backend: format!("{:?}", info.backend),
             device_type: format!("{:?}", info.device_type),
-            driver: format!("{} {}", info.driver, info.driver_info)
-                .trim()
-                .to_string(),
+            driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             features,
         };
-        Ok(Gpu {
-            device,
-            queue,
-            adapter,
-            limits,
-        })
+        Ok(Gpu { device, queue, adapter, limits })
     }
 
     /// Largest storage binding in bytes.
     pub fn max_binding(&self) -> u64 {
-        self.limits
-            .max_storage_buffer_binding_size
-            .min(self.limits.max_buffer_size)
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
     }
 
     pub fn storage_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: bytes.max(16).next_multiple_of(16),
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })
     }

@@ -20,6 +20,7 @@ pub enum Kernel {
     Attention,
     SwiGlu,
     Argmax,
+    Sample,
 }
 
 #[derive(Clone, Copy)]
@@ -30,7 +31,7 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
@@ -38,6 +39,7 @@ impl Kernel {
         Kernel::Attention,
         Kernel::SwiGlu,
         Kernel::Argmax,
+        Kernel::Sample,
     ];
 
     fn source(self) -> (&'static str, &'static str) {
@@ -49,6 +51,7 @@ impl Kernel {
             Kernel::Attention => (include_str!("../../shaders/attention.wgsl"), "attention"),
             Kernel::SwiGlu => (include_str!("../../shaders/swiglu.wgsl"), "swiglu"),
             Kernel::Argmax => (include_str!("../../shaders/argmax.wgsl"), "argmax"),
+            Kernel::Sample => (include_str!("../../shaders/sample.wgsl"), "sample"),
         }
     }
 
@@ -62,6 +65,7 @@ impl Kernel {
             Kernel::Attention => &[Read, Read, Read, Read, Read, Write],
             Kernel::SwiGlu => &[Read, Write],
             Kernel::Argmax => &[Read, Write],
+            Kernel::Sample => &[Read, Read, Write],
         }
     }
 
@@ -125,6 +129,28 @@ pub struct PairParams {
     pub _pad: [u32; 2],
 }
 
+/// One row's sampling settings, mirrored in `sample.wgsl`'s `RowParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq)]
+pub struct RowSample {
+    /// <= 0: greedy.
+    pub temperature: f32,
+    /// 0: off.
+    pub top_k: u32,
+    /// 1: off.
+    pub top_p: f32,
+    /// Uniform in [0, 1), from the request's seeded generator.
+    pub u: f32,
+}
+
+impl RowSample {
+    pub const GREEDY: RowSample = RowSample { temperature: 0.0, top_k: 0, top_p: 1.0, u: 0.0 };
+
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0 || self.top_k == 1
+    }
+}
+
 pub struct Kernels {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
@@ -153,19 +179,15 @@ impl Kernels {
                     binding: i as u32 + 1,
                     visibility: wgpu::ShaderStages::COMPUTE,
                     ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage {
-                            read_only: matches!(access, Read),
-                        },
+                        ty: wgpu::BufferBindingType::Storage { read_only: matches!(access, Read) },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
                     count: None,
                 });
             }
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(entry),
-                entries: &entries,
-            });
+            let layout = device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(entry), entries: &entries });
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(entry),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -192,11 +214,7 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Kernels {
-            pipelines,
-            layouts,
-            params,
-        }
+        Kernels { pipelines, layouts, params }
     }
 
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
@@ -207,12 +225,7 @@ impl Kernels {
         label: &str,
         buffers: &[&wgpu::Buffer],
     ) -> wgpu::BindGroup {
-        assert_eq!(
-            buffers.len(),
-            kernel.bindings().len(),
-            "{}: wrong number of buffers",
-            kernel.name()
-        );
+        assert_eq!(buffers.len(), kernel.bindings().len(), "{}: wrong number of buffers", kernel.name());
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -222,10 +235,7 @@ impl Kernels {
             }),
         }];
         for (i, buffer) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: buffer.as_entire_binding(),
-            });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.as_entire_binding() });
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),
@@ -247,23 +257,11 @@ pub struct StepRecorder<'a> {
 
 impl<'a> StepRecorder<'a> {
     pub fn new(kernels: &'a Kernels, max_groups: u32) -> Self {
-        StepRecorder {
-            kernels,
-            arena: Vec::new(),
-            slots: HashMap::new(),
-            dispatches: Vec::new(),
-            max_groups,
-        }
+        StepRecorder { kernels, arena: Vec::new(), slots: HashMap::new(), dispatches: Vec::new(), max_groups }
     }
 
     /// Queues `kernel` over `groups` workgroups with `params`.
-    pub fn dispatch<P: Pod>(
-        &mut self,
-        kernel: Kernel,
-        bind_group: &'a wgpu::BindGroup,
-        params: &P,
-        groups: [u32; 3],
-    ) {
+    pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
         assert!(
             groups.iter().all(|&g| g <= self.max_groups),
             "{}: {groups:?} workgroups exceed the adapter's {} per dimension",
@@ -282,8 +280,7 @@ impl<'a> StepRecorder<'a> {
             self.arena[offset..offset + bytes.len()].copy_from_slice(&bytes);
             next
         });
-        self.dispatches
-            .push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
+        self.dispatches.push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
     }
 
     pub fn len(&self) -> usize {
@@ -299,10 +296,8 @@ impl<'a> StepRecorder<'a> {
         if !self.arena.is_empty() {
             queue.write_buffer(&self.kernels.params, 0, &self.arena);
         }
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("step"),
-            timestamp_writes: None,
-        });
+        let mut pass =
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
         for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
             pass.set_pipeline(&self.kernels.pipelines[&kernel]);
             pass.set_bind_group(0, bind_group, &[offset]);

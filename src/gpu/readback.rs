@@ -12,9 +12,7 @@ pub async fn read_buffer(
     bytes: u64,
 ) -> Result<Vec<u8>> {
     let staging = Staging::new(device, "readback", bytes);
-    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-        label: Some("readback"),
-    });
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
     staging.copy_from(&mut encoder, src, bytes);
     queue.submit([encoder.finish()]);
     staging.read(device, bytes).await
@@ -54,24 +52,18 @@ impl Staging {
     pub async fn read(&self, device: &wgpu::Device, bytes: u64) -> Result<Vec<u8>> {
         let size = bytes.next_multiple_of(4);
         let (tx, rx) = futures_channel::oneshot::channel();
-        self.buffer
-            .map_async(wgpu::MapMode::Read, 0..size, move |r| {
-                let _ = tx.send(r);
-            });
+        self.buffer.map_async(wgpu::MapMode::Read, 0..size, move |r| {
+            let _ = tx.send(r);
+        });
         #[cfg(not(target_arch = "wasm32"))]
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
+        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
         #[cfg(target_arch = "wasm32")]
         let _ = device;
         rx.await
             .map_err(|_| Error::Gpu("buffer map callback dropped".into()))?
             .map_err(|e| Error::Gpu(format!("buffer map failed: {e}")))?;
         let out = {
-            let view = self
-                .buffer
-                .get_mapped_range(0..size)
-                .map_err(|e| Error::Gpu(format!("mapped range: {e}")))?;
+            let view = self.buffer.get_mapped_range(0..size).map_err(|e| Error::Gpu(format!("mapped range: {e}")))?;
             view[..bytes as usize].to_vec()
         };
         self.buffer.unmap();

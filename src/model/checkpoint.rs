@@ -25,18 +25,9 @@ pub trait TensorProvider {
 
 /// Names and shapes of every tensor the config implies (the lm_head only when untied).
 pub fn expected_tensors(cfg: &Qwen3Config) -> Vec<(String, Vec<usize>)> {
-    let (h, q, kv, i, hd) = (
-        cfg.hidden_size,
-        cfg.q_dim(),
-        cfg.kv_dim(),
-        cfg.intermediate_size,
-        cfg.head_dim,
-    );
+    let (h, q, kv, i, hd) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size, cfg.head_dim);
     let mut out = vec![
-        (
-            "model.embed_tokens.weight".to_string(),
-            vec![cfg.vocab_size, h],
-        ),
+        ("model.embed_tokens.weight".to_string(), vec![cfg.vocab_size, h]),
         ("model.norm.weight".to_string(), vec![h]),
     ];
     for l in 0..cfg.num_hidden_layers {
@@ -79,27 +70,19 @@ impl<F: ByteSource> Checkpoint<F> {
     pub async fn open<S: ModelStore<File = F>>(store: &S) -> Result<Self> {
         let location = store.location();
         let config_bytes = store.read_all("config.json").await?.ok_or_else(|| {
-            Error::Invalid(format!(
-                "{location}: no config.json (is this a Hugging Face model folder?)"
-            ))
+            Error::Invalid(format!("{location}: no config.json (is this a Hugging Face model folder?)"))
         })?;
         let config = Qwen3Config::from_json(&String::from_utf8_lossy(&config_bytes))?;
 
         // Which files hold the weights.
         let (file_names, index_map) = match store.read_all(INDEX).await? {
             Some(bytes) => {
-                let v: serde_json::Value =
-                    serde_json::from_slice(&bytes).map_err(|e| Error::Json {
-                        path: INDEX.into(),
-                        message: e.to_string(),
-                    })?;
+                let v: serde_json::Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| Error::Json { path: INDEX.into(), message: e.to_string() })?;
                 let map = v
                     .get("weight_map")
                     .and_then(|m| m.as_object())
-                    .ok_or_else(|| Error::Json {
-                        path: INDEX.into(),
-                        message: "no \"weight_map\" object".into(),
-                    })?;
+                    .ok_or_else(|| Error::Json { path: INDEX.into(), message: "no \"weight_map\" object".into() })?;
                 let mut index = BTreeMap::new();
                 for (tensor, file) in map {
                     let file = file.as_str().ok_or_else(|| Error::Json {
@@ -128,15 +111,9 @@ impl<F: ByteSource> Checkpoint<F> {
             let file = match store.open(name).await? {
                 Some(f) => f,
                 None if index_map.is_none() => {
-                    return Err(Error::Invalid(format!(
-                        "{location}: no {SINGLE} or {INDEX}"
-                    )));
+                    return Err(Error::Invalid(format!("{location}: no {SINGLE} or {INDEX}")));
                 }
-                None => {
-                    return Err(Error::NotFound {
-                        path: format!("{location}/{name} (listed in {INDEX})"),
-                    })
-                }
+                None => return Err(Error::NotFound { path: format!("{location}/{name} (listed in {INDEX})") }),
             };
             let len = file.len();
             let first = file.read(0, len.min(8) as usize).await?;
@@ -156,23 +133,15 @@ impl<F: ByteSource> Checkpoint<F> {
                         None => continue, // not in the index: ignore, as transformers does
                     }
                 }
-                if tensors
-                    .insert(tensor.clone(), (files.len(), info))
-                    .is_some()
-                {
-                    return Err(Error::Invalid(format!(
-                        "tensor {tensor} appears in more than one file"
-                    )));
+                if tensors.insert(tensor.clone(), (files.len(), info)).is_some() {
+                    return Err(Error::Invalid(format!("tensor {tensor} appears in more than one file")));
                 }
             }
             files.push((name.clone(), file));
         }
         if let Some(index) = &index_map {
             if let Some((t, f)) = index.iter().find(|(t, _)| !tensors.contains_key(*t)) {
-                return Err(Error::MissingTensor {
-                    tensor: t.clone(),
-                    looked_in: format!("{f} (per {INDEX})"),
-                });
+                return Err(Error::MissingTensor { tensor: t.clone(), looked_in: format!("{f} (per {INDEX})") });
             }
         }
 
@@ -180,16 +149,11 @@ impl<F: ByteSource> Checkpoint<F> {
         let mut total_bytes = 0;
         let mut dtypes = Vec::new();
         for (name, shape) in expected_tensors(&config) {
-            let (_, info) = tensors.get(&name).ok_or_else(|| Error::MissingTensor {
-                tensor: name.clone(),
-                looked_in: looked_in.clone(),
-            })?;
+            let (_, info) = tensors
+                .get(&name)
+                .ok_or_else(|| Error::MissingTensor { tensor: name.clone(), looked_in: looked_in.clone() })?;
             if info.shape != shape {
-                return Err(Error::Shape {
-                    tensor: name,
-                    expected: shape,
-                    found: info.shape.clone(),
-                });
+                return Err(Error::Shape { tensor: name, expected: shape, found: info.shape.clone() });
             }
             total_bytes += info.len_bytes();
             if !dtypes.contains(&info.dtype.name()) {
@@ -213,14 +177,7 @@ impl<F: ByteSource> Checkpoint<F> {
             }
             None => "model.embed_tokens.weight",
         };
-        Ok(Checkpoint {
-            config,
-            files,
-            tensors,
-            lm_head: lm_head.into(),
-            dtypes,
-            total_bytes,
-        })
+        Ok(Checkpoint { config, files, tensors, lm_head: lm_head.into(), dtypes, total_bytes })
     }
 
     pub fn file_names(&self) -> Vec<String> {
@@ -228,27 +185,18 @@ impl<F: ByteSource> Checkpoint<F> {
     }
 
     fn info(&self, name: &str) -> Result<&(usize, TensorInfo)> {
-        self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
-            tensor: name.into(),
-            looked_in: "the checkpoint".into(),
-        })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| Error::MissingTensor { tensor: name.into(), looked_in: "the checkpoint".into() })
     }
 
-    async fn read_range(
-        &self,
-        name: &str,
-        row_start: usize,
-        rows: usize,
-    ) -> Result<(Dtype, Vec<u8>)> {
+    async fn read_range(&self, name: &str, row_start: usize, rows: usize) -> Result<(Dtype, Vec<u8>)> {
         let (file, info) = self.info(name)?;
         let row_elems: usize = info.shape.iter().skip(1).product();
         let row_bytes = (row_elems * info.dtype.size()) as u64;
         let begin = info.begin + row_start as u64 * row_bytes;
         let len = rows as u64 * row_bytes;
-        assert!(
-            begin + len <= info.end,
-            "{name}: rows {row_start}+{rows} out of range"
-        );
+        assert!(begin + len <= info.end, "{name}: rows {row_start}+{rows} out of range");
         let bytes = self.files[*file].1.read(begin, len as usize).await?;
         Ok((info.dtype, bytes))
     }

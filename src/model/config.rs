@@ -31,31 +31,25 @@ pub const MAX_HEAD_DIM: usize = 256;
 
 impl Qwen3Config {
     pub fn from_json(text: &str) -> Result<Self> {
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::Json {
-            path: "config.json".into(),
-            message: e.to_string(),
-        })?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| Error::Config("expected a JSON object".into()))?;
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::Json { path: "config.json".into(), message: e.to_string() })?;
+        let obj = v.as_object().ok_or_else(|| Error::Config("expected a JSON object".into()))?;
         if let Some(t) = obj.get("model_type").and_then(Value::as_str) {
             if t != "qwen3" {
-                return Err(Error::Config(format!(
-                    "model_type is \"{t}\"; only dense \"qwen3\" is supported"
-                )));
+                return Err(Error::Config(format!("model_type is \"{t}\"; only dense \"qwen3\" is supported")));
             }
         }
         let usize_field = |name: &str, default: Option<usize>| -> Result<usize> {
             match obj.get(name) {
-                Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| {
-                    Error::Config(format!("{name} must be a non-negative integer, found {x}"))
-                }),
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| n as usize)
+                    .ok_or_else(|| Error::Config(format!("{name} must be a non-negative integer, found {x}"))),
                 None => default.ok_or_else(|| Error::Config(format!("{name} is missing"))),
             }
         };
         let f64_field = |x: &Value, name: &str| -> Result<f64> {
-            x.as_f64()
-                .ok_or_else(|| Error::Config(format!("{name} must be a number, found {x}")))
+            x.as_f64().ok_or_else(|| Error::Config(format!("{name} must be a number, found {x}")))
         };
         let num_attention_heads = usize_field("num_attention_heads", None)?;
         // transformers' Qwen3Config defaults, where a field may be absent.
@@ -82,24 +76,16 @@ impl Qwen3Config {
             }
         }
         if obj.get("attention_bias").and_then(Value::as_bool) == Some(true) {
-            return Err(Error::Config(
-                "attention_bias = true is not supported".into(),
-            ));
+            return Err(Error::Config("attention_bias = true is not supported".into()));
         }
         if let Some(act) = obj.get("hidden_act").and_then(Value::as_str) {
             if act != "silu" {
-                return Err(Error::Config(format!(
-                    "hidden_act \"{act}\" is not supported (only silu)"
-                )));
+                return Err(Error::Config(format!("hidden_act \"{act}\" is not supported (only silu)")));
             }
         }
         let eos_token_ids = match obj.get("eos_token_id") {
             Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as u32)
-                .collect(),
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(|x| x as u32).collect(),
             _ => Vec::new(),
         };
         let cfg = Qwen3Config {
@@ -116,10 +102,7 @@ impl Qwen3Config {
                 None => 1e-6,
             },
             rope_theta,
-            tie_word_embeddings: obj
-                .get("tie_word_embeddings")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            tie_word_embeddings: obj.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
             eos_token_ids,
         };
         cfg.validate()?;
@@ -143,10 +126,7 @@ impl Qwen3Config {
                 return Err(Error::Config(format!("{name} must be positive")));
             }
         }
-        if !self
-            .num_attention_heads
-            .is_multiple_of(self.num_key_value_heads)
-        {
+        if !self.num_attention_heads.is_multiple_of(self.num_key_value_heads) {
             return Err(Error::Config(format!(
                 "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                 self.num_attention_heads, self.num_key_value_heads
@@ -165,20 +145,14 @@ impl Qwen3Config {
             ("num_attention_heads * head_dim", self.q_dim()),
         ] {
             if !k.is_multiple_of(8) {
-                return Err(Error::Config(format!(
-                    "{name} = {k} is not supported (must be a multiple of 8)"
-                )));
+                return Err(Error::Config(format!("{name} = {k} is not supported (must be a multiple of 8)")));
             }
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return Err(Error::Config(
-                "rms_norm_eps must be a positive number".into(),
-            ));
+            return Err(Error::Config("rms_norm_eps must be a positive number".into()));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 1.0) {
-            return Err(Error::Config(
-                "rope_theta must be a number greater than 1".into(),
-            ));
+            return Err(Error::Config("rope_theta must be a number greater than 1".into()));
         }
         if self.vocab_size > u32::MAX as usize / 2 {
             return Err(Error::Config("vocab_size is implausibly large".into()));
@@ -212,9 +186,7 @@ impl Qwen3Config {
             "qwen3-4b" => (2560, 9728, 36, 32, 8, true),
             "qwen3-8b" => (4096, 12288, 36, 32, 8, false),
             // The app's embedded default: the real vocabulary on a small body.
-            "tiny" => {
-                return Some(crate::model::synthetic::SyntheticModel::embedded_default().config)
-            }
+            "tiny" => return Some(crate::model::synthetic::SyntheticModel::embedded_default().config),
             _ => return None,
         };
         Some(Qwen3Config {
@@ -233,8 +205,7 @@ impl Qwen3Config {
         })
     }
 
-    pub const PRESETS: [&'static str; 5] =
-        ["tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
+    pub const PRESETS: [&'static str; 5] = ["tiny", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
 }
 
 #[cfg(test)]
@@ -248,10 +219,7 @@ mod tests {
             "max_position_embeddings":512,"rms_norm_eps":1e-6,"rope_theta":1000000,"torch_dtype":"bfloat16",
             "tie_word_embeddings":true}"#;
         let v5 = v4
-            .replace(
-                r#""rope_theta":1000000"#,
-                r#""rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#,
-            )
+            .replace(r#""rope_theta":1000000"#, r#""rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#)
             .replace("torch_dtype", "dtype");
         let a = Qwen3Config::from_json(v4).unwrap();
         let b = Qwen3Config::from_json(&v5).unwrap();
@@ -268,9 +236,7 @@ mod tests {
         assert!(e.contains("multiple of num_key_value_heads"), "{e}");
         let e = Qwen3Config::from_json("{not json").unwrap_err().to_string();
         assert!(e.contains("invalid JSON"), "{e}");
-        let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#)
-            .unwrap_err()
-            .to_string();
+        let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#).unwrap_err().to_string();
         assert!(e.contains("qwen3"), "{e}");
     }
 }

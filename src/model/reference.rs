@@ -34,9 +34,7 @@ pub fn rms_norm(x: &[f32], width: usize, weight: &[f32], eps: f32) -> Vec<f32> {
 
 /// RoPE inverse frequencies, computed as transformers does: 1 / theta^(2d / head_dim) in f32.
 pub fn inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2)
-        .map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32))
-        .collect()
+    (0..head_dim / 2).map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32)).collect()
 }
 
 /// Rotate-half RoPE of one head in place at position `pos`.
@@ -55,10 +53,8 @@ pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f32]) {
 /// `keys`/`values`: (positions, head_dim) for this query's kv head.
 pub fn attention_head(q: &[f32], keys: &[f32], values: &[f32], head_dim: usize) -> Vec<f32> {
     let scale = 1.0 / (head_dim as f32).sqrt();
-    let scores: Vec<f32> = keys
-        .chunks_exact(head_dim)
-        .map(|k| q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale)
-        .collect();
+    let scores: Vec<f32> =
+        keys.chunks_exact(head_dim).map(|k| q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale).collect();
     let max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
     let exps: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
     let sum: f32 = exps.iter().sum();
@@ -113,20 +109,13 @@ impl CpuModel {
     pub async fn load<P: TensorProvider>(src: &P) -> Result<CpuModel> {
         let cfg = src.config().clone();
         let all = |name: String, rows: usize| async move { src.rows_bf16(&name, 0, rows).await };
-        let (h, q, kv, i) = (
-            cfg.hidden_size,
-            cfg.q_dim(),
-            cfg.kv_dim(),
-            cfg.intermediate_size,
-        );
+        let (h, q, kv, i) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
         let mut layers = Vec::new();
         for l in 0..cfg.num_hidden_layers {
             let p = format!("model.layers.{l}");
             layers.push(Layer {
                 input_layernorm: src.f32(&format!("{p}.input_layernorm.weight")).await?,
-                post_attention_layernorm: src
-                    .f32(&format!("{p}.post_attention_layernorm.weight"))
-                    .await?,
+                post_attention_layernorm: src.f32(&format!("{p}.post_attention_layernorm.weight")).await?,
                 q_norm: src.f32(&format!("{p}.self_attn.q_norm.weight")).await?,
                 k_norm: src.f32(&format!("{p}.self_attn.k_norm.weight")).await?,
                 q_proj: all(format!("{p}.self_attn.q_proj.weight"), q).await?,
@@ -156,11 +145,7 @@ impl CpuModel {
         let freqs = inv_freq(hd, c.rope_theta);
         let mut x: Vec<f32> = tokens
             .iter()
-            .flat_map(|&id| {
-                self.embed_tokens[id as usize * h..][..h]
-                    .iter()
-                    .map(|&b| bf16_to_f32(b))
-            })
+            .flat_map(|&id| self.embed_tokens[id as usize * h..][..h].iter().map(|&b| bf16_to_f32(b)))
             .collect();
         for layer in &self.layers {
             // 1. Attention block: norm, projections, per-head q/k norm, RoPE, causal GQA attention.
@@ -185,16 +170,9 @@ impl CpuModel {
                 for head in 0..nh {
                     let kvh = head / (nh / nkv);
                     let gather = |m: &[f32]| -> Vec<f32> {
-                        (0..=pos)
-                            .flat_map(|j| m[(j * nkv + kvh) * hd..][..hd].to_vec())
-                            .collect()
+                        (0..=pos).flat_map(|j| m[(j * nkv + kvh) * hd..][..hd].to_vec()).collect()
                     };
-                    let o = attention_head(
-                        &q[(pos * nh + head) * hd..][..hd],
-                        &gather(&k),
-                        &gather(&v),
-                        hd,
-                    );
+                    let o = attention_head(&q[(pos * nh + head) * hd..][..hd], &gather(&k), &gather(&v), hd);
                     attn[(pos * nh + head) * hd..][..hd].copy_from_slice(&o);
                 }
             }
@@ -223,4 +201,45 @@ impl CpuModel {
         }
         ids[prompt.len()..].to_vec()
     }
+}
+
+/// Sampling as `sample.wgsl` defines it, by sorting: top-k (ties kept), then top-p (smallest top
+/// set with mass >= top_p), then the first index whose running kept mass exceeds `u * kept mass`.
+pub fn sample(logits: &[f32], s: &crate::gpu::kernels::RowSample) -> u32 {
+    if s.is_greedy() {
+        return argmax(logits);
+    }
+    let max = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let z: Vec<f64> = logits.iter().map(|l| ((l - max) / s.temperature) as f64).collect();
+    let mut sorted = z.clone();
+    sorted.sort_by(|a, b| b.partial_cmp(a).expect("no NaN"));
+    let mut tau = *sorted.last().expect("non-empty");
+    if s.top_k > 0 && (s.top_k as usize) < z.len() {
+        tau = sorted[s.top_k as usize - 1];
+    }
+    if s.top_p < 1.0 {
+        let kept: f64 = sorted.iter().filter(|&&v| v >= tau).map(|v| v.exp()).sum();
+        let mut acc = 0.0;
+        for &v in &sorted {
+            acc += v.exp();
+            if acc >= s.top_p as f64 * kept {
+                tau = tau.max(v);
+                break;
+            }
+        }
+    }
+    let total: f64 = z.iter().filter(|&&v| v >= tau).map(|v| v.exp()).sum();
+    let target = s.u as f64 * total;
+    let mut acc = 0.0;
+    let mut pick = 0;
+    for (i, &v) in z.iter().enumerate() {
+        if v >= tau {
+            acc += v.exp();
+            pick = i;
+            if acc > target {
+                break;
+            }
+        }
+    }
+    pick as u32
 }

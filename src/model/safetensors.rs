@@ -60,20 +60,13 @@ pub struct Header {
 
 /// Length of the JSON header from the first 8 bytes, checked against the file size.
 pub fn header_len(file: &str, first8: &[u8], file_len: u64) -> Result<u64> {
-    let bad = |message: String| Error::Safetensors {
-        file: file.into(),
-        message,
-    };
+    let bad = |message: String| Error::Safetensors { file: file.into(), message };
     if file_len < 8 || first8.len() < 8 {
-        return Err(bad(format!(
-            "file is {file_len} bytes, shorter than the 8-byte header length"
-        )));
+        return Err(bad(format!("file is {file_len} bytes, shorter than the 8-byte header length")));
     }
     let n = u64::from_le_bytes(first8[..8].try_into().expect("8 bytes"));
     if n > MAX_HEADER_BYTES {
-        return Err(bad(format!(
-            "header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit"
-        )));
+        return Err(bad(format!("header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit")));
     }
     if 8 + n > file_len {
         return Err(bad(format!(
@@ -85,38 +78,25 @@ pub fn header_len(file: &str, first8: &[u8], file_len: u64) -> Result<u64> {
 
 /// Parses and validates the JSON header. `file_len` is the whole file's size.
 pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
-    let bad = |message: String| Error::Safetensors {
-        file: file.into(),
-        message,
-    };
+    let bad = |message: String| Error::Safetensors { file: file.into(), message };
     let data_start = 8 + json.len() as u64;
-    let data_len = file_len
-        .checked_sub(data_start)
-        .ok_or_else(|| bad("header runs past the end of the file".into()))?;
-    let v: Value =
-        serde_json::from_slice(json).map_err(|e| bad(format!("header is not valid JSON: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let data_len =
+        file_len.checked_sub(data_start).ok_or_else(|| bad("header runs past the end of the file".into()))?;
+    let v: Value = serde_json::from_slice(json).map_err(|e| bad(format!("header is not valid JSON: {e}")))?;
+    let obj = v.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
     let mut tensors = BTreeMap::new();
     for (name, entry) in obj {
         if name == "__metadata__" {
             continue;
         }
-        let dtype_name = entry
-            .get("dtype")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("tensor {name}: missing dtype")))?;
+        let dtype_name =
+            entry.get("dtype").and_then(Value::as_str).ok_or_else(|| bad(format!("tensor {name}: missing dtype")))?;
         let dtype = match dtype_name {
             "BF16" => Dtype::Bf16,
             "F16" => Dtype::F16,
             "F32" => Dtype::F32,
             other => {
-                return Err(Error::Dtype {
-                    file: file.into(),
-                    tensor: name.clone(),
-                    dtype: other.into(),
-                });
+                return Err(Error::Dtype { file: file.into(), tensor: name.clone(), dtype: other.into() });
             }
         };
         let shape: Vec<usize> = entry
@@ -126,20 +106,14 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
             .iter()
             .map(|d| d.as_u64().map(|d| d as usize))
             .collect::<Option<_>>()
-            .ok_or_else(|| {
-                bad(format!(
-                    "tensor {name}: shape must be a list of non-negative integers"
-                ))
-            })?;
+            .ok_or_else(|| bad(format!("tensor {name}: shape must be a list of non-negative integers")))?;
         let offsets: Vec<u64> = entry
             .get("data_offsets")
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_u64).collect())
             .unwrap_or_default();
         let [begin, end] = offsets[..] else {
-            return Err(bad(format!(
-                "tensor {name}: data_offsets must be [begin, end]"
-            )));
+            return Err(bad(format!("tensor {name}: data_offsets must be [begin, end]")));
         };
         if begin > end || end > data_len {
             return Err(bad(format!(
@@ -158,18 +132,9 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
                 end - begin
             )));
         }
-        tensors.insert(
-            name.clone(),
-            TensorInfo {
-                dtype,
-                shape,
-                begin: data_start + begin,
-                end: data_start + end,
-            },
-        );
+        tensors.insert(name.clone(), TensorInfo { dtype, shape, begin: data_start + begin, end: data_start + end });
     }
-    let mut ranges: Vec<(&String, &TensorInfo)> =
-        tensors.iter().filter(|(_, t)| t.end > t.begin).collect();
+    let mut ranges: Vec<(&String, &TensorInfo)> = tensors.iter().filter(|(_, t)| t.end > t.begin).collect();
     ranges.sort_by_key(|(_, t)| t.begin);
     for pair in ranges.windows(2) {
         let ((a, ta), (b, tb)) = (pair[0], pair[1]);
@@ -184,36 +149,22 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
 /// F16 and F32 are rounded to the nearest bf16 (ties to even).
 pub fn to_bf16_bits(dtype: Dtype, bytes: &[u8]) -> Vec<u16> {
     match dtype {
-        Dtype::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect(),
-        Dtype::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| f32_to_bf16(f16_to_f32(u16::from_le_bytes([b[0], b[1]]))))
-            .collect(),
-        Dtype::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32_to_bf16(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-            .collect(),
+        Dtype::Bf16 => bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+        Dtype::F16 => {
+            bytes.chunks_exact(2).map(|b| f32_to_bf16(f16_to_f32(u16::from_le_bytes([b[0], b[1]])))).collect()
+        }
+        Dtype::F32 => {
+            bytes.chunks_exact(4).map(|b| f32_to_bf16(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect()
+        }
     }
 }
 
 /// f32 values from raw little-endian bytes of any supported dtype (exact).
 pub fn to_f32(dtype: Dtype, bytes: &[u8]) -> Vec<f32> {
     match dtype {
-        Dtype::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-            .collect(),
-        Dtype::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-            .collect(),
-        Dtype::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
+        Dtype::Bf16 => bytes.chunks_exact(2).map(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+        Dtype::F16 => bytes.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+        Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
     }
 }
 
@@ -276,21 +227,9 @@ mod tests {
     #[test]
     fn rejects_lies() {
         let cases = [
-            (
-                r#"{"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]}}"#,
-                8,
-                "outside",
-            ),
-            (
-                r#"{"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,10]}}"#,
-                12,
-                "needs 12 bytes",
-            ),
-            (
-                r#"{"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#,
-                8,
-                "unsupported dtype I64",
-            ),
+            (r#"{"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]}}"#, 8, "outside"),
+            (r#"{"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,10]}}"#, 12, "needs 12 bytes"),
+            (r#"{"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#, 8, "unsupported dtype I64"),
             (
                 r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
                 12,
@@ -304,23 +243,14 @@ mod tests {
         }
         let mut lying = file_with(r#"{}"#, 0);
         lying[0] = 200;
-        assert!(parse(&lying)
-            .unwrap_err()
-            .to_string()
-            .contains("past the end"));
-        assert!(parse(&[1, 2, 3])
-            .unwrap_err()
-            .to_string()
-            .contains("shorter"));
+        assert!(parse(&lying).unwrap_err().to_string().contains("past the end"));
+        assert!(parse(&[1, 2, 3]).unwrap_err().to_string().contains("shorter"));
     }
 
     #[test]
     fn conversions_round_trip() {
         for x in [0.0f32, 1.0, -2.5, 3.140625, 1e-3, 65504.0] {
-            assert_eq!(
-                bf16_to_f32(f32_to_bf16(x)),
-                f32::from_bits(f32_to_bf16(x) as u32 * 65536)
-            );
+            assert_eq!(bf16_to_f32(f32_to_bf16(x)), f32::from_bits(f32_to_bf16(x) as u32 * 65536));
         }
         assert_eq!(f16_to_f32(0x3c00), 1.0);
         assert_eq!(f16_to_f32(0xc000), -2.0);

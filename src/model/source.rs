@@ -41,10 +41,7 @@ pub struct MemStore {
 
 impl MemStore {
     pub fn new(label: &str) -> Self {
-        MemStore {
-            files: BTreeMap::new(),
-            label: label.into(),
-        }
+        MemStore { files: BTreeMap::new(), label: label.into() }
     }
     pub fn with(mut self, name: &str, bytes: Vec<u8>) -> Self {
         self.files.insert(name.into(), Arc::new(bytes));
@@ -64,10 +61,7 @@ impl ByteSource for MemFile {
         self.0
             .get(start..start + len)
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| Error::Io {
-                path: "memory".into(),
-                message: "read past the end".into(),
-            })
+            .ok_or_else(|| Error::Io { path: "memory".into(), message: "read past the end".into() })
     }
 }
 
@@ -101,9 +95,7 @@ mod native {
             let shown = dir.display().to_string();
             match std::fs::metadata(&dir) {
                 Ok(m) if m.is_dir() => Ok(DirStore { dir }),
-                Ok(_) => Err(Error::Invalid(format!(
-                    "{shown}: not a folder (pass the folder holding config.json)"
-                ))),
+                Ok(_) => Err(Error::Invalid(format!("{shown}: not a folder (pass the folder holding config.json)"))),
                 Err(_) => Err(Error::NotFound { path: shown }),
             }
         }
@@ -123,10 +115,7 @@ mod native {
             let mut buf = vec![0u8; len];
             self.file
                 .read_exact_at(&mut buf, offset)
-                .map_err(|e| Error::Io {
-                    path: self.path.clone(),
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| Error::Io { path: self.path.clone(), message: e.to_string() })?;
             Ok(buf)
         }
     }
@@ -141,24 +130,12 @@ mod native {
             let shown = path.display().to_string();
             match std::fs::File::open(&path) {
                 Ok(file) => {
-                    let len = file
-                        .metadata()
-                        .map_err(|e| Error::Io {
-                            path: shown.clone(),
-                            message: e.to_string(),
-                        })?
-                        .len();
-                    Ok(Some(DiskFile {
-                        file,
-                        len,
-                        path: shown,
-                    }))
+                    let len =
+                        file.metadata().map_err(|e| Error::Io { path: shown.clone(), message: e.to_string() })?.len();
+                    Ok(Some(DiskFile { file, len, path: shown }))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::Io {
-                    path: shown,
-                    message: e.to_string(),
-                }),
+                Err(e) => Err(Error::Io { path: shown, message: e.to_string() }),
             }
         }
     }

@@ -17,9 +17,7 @@ pub struct SyntheticModel {
 
 /// FNV-1a, to derive a stable per-tensor seed from its name.
 fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 impl SyntheticModel {
@@ -51,22 +49,14 @@ impl SyntheticModel {
 
     fn row_values(&self, name: &str, row: usize, len: usize) -> Vec<f32> {
         let mut rng = SmallRng::seed_from_u64(
-            name_hash(name)
-                ^ self.seed.rotate_left(17)
-                ^ (row as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            name_hash(name) ^ self.seed.rotate_left(17) ^ (row as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         );
         if name.ends_with("norm.weight") {
             return (0..len).map(|_| rng.random_range(0.8f32..1.2)).collect();
         }
         // Linear weights scaled by 1/sqrt(fan_in) keep activations O(1) through the layers.
-        let std = if name.contains("embed_tokens") {
-            1.0
-        } else {
-            1.0 / (len as f32).sqrt()
-        };
-        (0..len)
-            .map(|_| rng.sample::<f32, _>(StandardNormal) * std)
-            .collect()
+        let std = if name.contains("embed_tokens") { 1.0 } else { 1.0 / (len as f32).sqrt() };
+        (0..len).map(|_| rng.sample::<f32, _>(StandardNormal) * std).collect()
     }
 
     fn row_len(&self, name: &str) -> usize {
@@ -100,11 +90,7 @@ impl TensorProvider for SyntheticModel {
     async fn f32(&self, name: &str) -> Result<Vec<f32>> {
         // Norm weights are stored as bf16 in real checkpoints; round the same way.
         let len = self.row_len(name);
-        Ok(self
-            .row_values(name, 0, len)
-            .into_iter()
-            .map(|x| super::safetensors::bf16_to_f32(f32_to_bf16(x)))
-            .collect())
+        Ok(self.row_values(name, 0, len).into_iter().map(|x| super::safetensors::bf16_to_f32(f32_to_bf16(x))).collect())
     }
     fn total_bytes(&self) -> u64 {
         super::checkpoint::expected_tensors(&self.config)

@@ -12,23 +12,17 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer(e.to_string()))?;
         Ok(Tokenizer { inner })
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
     /// Qwen3's chat template for one user turn with the generation prompt, as

@@ -30,13 +30,7 @@ impl Matrix {
     }
 
     /// As [`Matrix::new`] with at most `max_rows` rows per chunk (tests use it to force splits).
-    pub fn with_chunk_rows(
-        gpu: &Gpu,
-        label: &str,
-        rows: usize,
-        cols: usize,
-        max_rows: usize,
-    ) -> Result<Matrix> {
+    pub fn with_chunk_rows(gpu: &Gpu, label: &str, rows: usize, cols: usize, max_rows: usize) -> Result<Matrix> {
         let row_bytes = cols as u64 * 2;
         if max_rows == 0 {
             return Err(Error::AdapterLimit(format!(
@@ -49,11 +43,7 @@ impl Matrix {
         while row_start < rows {
             let n = max_rows.min(rows - row_start);
             let name = format!("{label} rows {row_start}..{}", row_start + n);
-            chunks.push(Chunk {
-                buffer: gpu.storage_buffer(&name, n as u64 * row_bytes),
-                row_start,
-                rows: n,
-            });
+            chunks.push(Chunk { buffer: gpu.storage_buffer(&name, n as u64 * row_bytes), row_start, rows: n });
             row_start += n;
         }
         Ok(Matrix { rows, cols, chunks })
@@ -72,8 +62,7 @@ impl Matrix {
             }
             let src = &bits[(lo - row) * self.cols..(hi - row) * self.cols];
             let offset = ((lo - chunk.row_start) * self.cols * 2) as u64;
-            gpu.queue
-                .write_buffer(&chunk.buffer, offset, bytemuck::cast_slice(src));
+            gpu.queue.write_buffer(&chunk.buffer, offset, bytemuck::cast_slice(src));
         }
     }
 
@@ -86,10 +75,10 @@ pub struct LayerWeights {
     pub input_layernorm: wgpu::Buffer,          // (hidden) f32
     pub post_attention_layernorm: wgpu::Buffer, // (hidden) f32
     pub qk_norm: wgpu::Buffer,                  // (2, head_dim) f32: q_norm | k_norm
-    pub qkv_proj: Matrix, // (q_dim + 2 kv_dim, hidden): q_proj | k_proj | v_proj
-    pub o_proj: Matrix,   // (hidden, q_dim)
-    pub gate_up_proj: Matrix, // (2 inter, hidden): gate_proj | up_proj
-    pub down_proj: Matrix, // (hidden, inter)
+    pub qkv_proj: Matrix,                       // (q_dim + 2 kv_dim, hidden): q_proj | k_proj | v_proj
+    pub o_proj: Matrix,                         // (hidden, q_dim)
+    pub gate_up_proj: Matrix,                   // (2 inter, hidden): gate_proj | up_proj
+    pub down_proj: Matrix,                      // (hidden, inter)
 }
 
 pub struct ModelWeights {
@@ -109,20 +98,10 @@ impl ModelWeights {
 /// Upload progress: bytes done of bytes total.
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
-pub async fn upload<P: TensorProvider>(
-    gpu: &Gpu,
-    src: &P,
-    progress: Progress<'_>,
-) -> Result<ModelWeights> {
+pub async fn upload<P: TensorProvider>(gpu: &Gpu, src: &P, progress: Progress<'_>) -> Result<ModelWeights> {
     let cfg = src.config().clone();
     let h = cfg.hidden_size;
-    let mut up = Uploader {
-        gpu,
-        src,
-        done: 0,
-        total: src.total_bytes(),
-        progress,
-    };
+    let mut up = Uploader { gpu, src, done: 0, total: src.total_bytes(), progress };
 
     // Refuse early what cannot fit, naming the limit.
     let max_buffer = gpu.limits.max_buffer_size;
@@ -135,45 +114,26 @@ pub async fn upload<P: TensorProvider>(
         )));
     }
 
-    let vector =
-        |label: &str, values: &[f32]| gpu.storage_with(label, bytemuck::cast_slice(values));
+    let vector = |label: &str, values: &[f32]| gpu.storage_with(label, bytemuck::cast_slice(values));
 
     let embed_tokens = Matrix::new(gpu, "model.embed_tokens.weight", cfg.vocab_size, h)?;
-    up.fill(
-        &embed_tokens,
-        0,
-        "model.embed_tokens.weight",
-        cfg.vocab_size,
-    )
-    .await?;
+    up.fill(&embed_tokens, 0, "model.embed_tokens.weight", cfg.vocab_size).await?;
 
     let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
     for l in 0..cfg.num_hidden_layers {
         let p = format!("model.layers.{l}");
         let (q, kv, i) = (cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
         let qkv_proj = Matrix::new(gpu, &format!("{p}.qkv_proj"), q + 2 * kv, h)?;
-        up.fill(&qkv_proj, 0, &format!("{p}.self_attn.q_proj.weight"), q)
-            .await?;
-        up.fill(&qkv_proj, q, &format!("{p}.self_attn.k_proj.weight"), kv)
-            .await?;
-        up.fill(
-            &qkv_proj,
-            q + kv,
-            &format!("{p}.self_attn.v_proj.weight"),
-            kv,
-        )
-        .await?;
+        up.fill(&qkv_proj, 0, &format!("{p}.self_attn.q_proj.weight"), q).await?;
+        up.fill(&qkv_proj, q, &format!("{p}.self_attn.k_proj.weight"), kv).await?;
+        up.fill(&qkv_proj, q + kv, &format!("{p}.self_attn.v_proj.weight"), kv).await?;
         let o_proj = Matrix::new(gpu, &format!("{p}.self_attn.o_proj.weight"), h, q)?;
-        up.fill(&o_proj, 0, &format!("{p}.self_attn.o_proj.weight"), h)
-            .await?;
+        up.fill(&o_proj, 0, &format!("{p}.self_attn.o_proj.weight"), h).await?;
         let gate_up_proj = Matrix::new(gpu, &format!("{p}.mlp.gate_up_proj"), 2 * i, h)?;
-        up.fill(&gate_up_proj, 0, &format!("{p}.mlp.gate_proj.weight"), i)
-            .await?;
-        up.fill(&gate_up_proj, i, &format!("{p}.mlp.up_proj.weight"), i)
-            .await?;
+        up.fill(&gate_up_proj, 0, &format!("{p}.mlp.gate_proj.weight"), i).await?;
+        up.fill(&gate_up_proj, i, &format!("{p}.mlp.up_proj.weight"), i).await?;
         let down_proj = Matrix::new(gpu, &format!("{p}.mlp.down_proj.weight"), h, i)?;
-        up.fill(&down_proj, 0, &format!("{p}.mlp.down_proj.weight"), h)
-            .await?;
+        up.fill(&down_proj, 0, &format!("{p}.mlp.down_proj.weight"), h).await?;
 
         let mut qk = src.f32(&format!("{p}.self_attn.q_norm.weight")).await?;
         qk.extend(src.f32(&format!("{p}.self_attn.k_norm.weight")).await?);
@@ -184,8 +144,7 @@ pub async fn upload<P: TensorProvider>(
             ),
             post_attention_layernorm: vector(
                 &format!("{p}.post_attention_layernorm"),
-                &src.f32(&format!("{p}.post_attention_layernorm.weight"))
-                    .await?,
+                &src.f32(&format!("{p}.post_attention_layernorm.weight")).await?,
             ),
             qk_norm: vector(&format!("{p}.qk_norm"), &qk),
             qkv_proj,
@@ -208,17 +167,9 @@ pub async fn upload<P: TensorProvider>(
         + lm_head.as_ref().map_or(0, Matrix::bytes)
         + layers
             .iter()
-            .map(|l| {
-                l.qkv_proj.bytes() + l.o_proj.bytes() + l.gate_up_proj.bytes() + l.down_proj.bytes()
-            })
+            .map(|l| l.qkv_proj.bytes() + l.o_proj.bytes() + l.gate_up_proj.bytes() + l.down_proj.bytes())
             .sum::<u64>();
-    Ok(ModelWeights {
-        embed_tokens,
-        lm_head,
-        norm,
-        layers,
-        bytes,
-    })
+    Ok(ModelWeights { embed_tokens, lm_head, norm, layers, bytes })
 }
 
 struct Uploader<'a, P> {

@@ -2,7 +2,7 @@
 //! tokenizer on a small random-weight Qwen3 generated from a seed — on the browser's WebGPU
 //! adapter, answering a typed prompt token by token. All text is rendered as text, never HTML.
 
-use crate::engine::{generate_greedy, Model, ModelOptions};
+use crate::engine::{generate_greedy, Engine, Model, ModelOptions};
 use crate::gpu::Gpu;
 use crate::model::synthetic::SyntheticModel;
 use crate::model::Tokenizer;
@@ -19,45 +19,29 @@ pub fn start() {
 }
 
 struct Loaded {
-    model: Model,
+    engine: Engine,
     tokenizer: Tokenizer,
 }
 
 /// Fetches a file served next to the page.
 pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>> {
     let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
-    let io = |e: wasm_bindgen::JsValue| Error::Io {
-        path: url.into(),
-        message: format!("{e:?}"),
-    };
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_str(url))
-        .await
-        .map_err(io)?
-        .unchecked_into();
+    let io = |e: wasm_bindgen::JsValue| Error::Io { path: url.into(), message: format!("{e:?}") };
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str(url)).await.map_err(io)?.unchecked_into();
     if !response.ok() {
-        return Err(Error::Io {
-            path: url.into(),
-            message: format!("HTTP {}", response.status()),
-        });
+        return Err(Error::Io { path: url.into(), message: format!("HTTP {}", response.status()) });
     }
-    let buffer = JsFuture::from(response.array_buffer().map_err(io)?)
-        .await
-        .map_err(io)?;
+    let buffer = JsFuture::from(response.array_buffer().map_err(io)?).await.map_err(io)?;
     Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }
 
 async fn load_default(set_status: WriteSignal<String>) -> Result<Loaded> {
     set_status.set("Requesting a WebGPU adapter…".into());
     let gpu = Rc::new(Gpu::new().await?);
-    let adapter = format!(
-        "{} ({}, {})",
-        gpu.adapter.name, gpu.adapter.backend, gpu.adapter.device_type
-    );
+    let adapter = format!("{} ({}, {})", gpu.adapter.name, gpu.adapter.backend, gpu.adapter.device_type);
     set_status.set(format!("Adapter: {adapter}. Loading the tokenizer…"));
     let tokenizer = Tokenizer::from_bytes(&fetch_bytes("tokenizer.json").await?)?;
-    set_status.set(format!(
-        "Adapter: {adapter}. Generating the embedded model's weights…"
-    ));
+    set_status.set(format!("Adapter: {adapter}. Generating the embedded model's weights…"));
     let src = SyntheticModel::embedded_default();
     let model = Model::load(gpu, &src, &ModelOptions::default(), &mut |_, _| {}).await?;
     let c = &model.cfg;
@@ -65,7 +49,7 @@ async fn load_default(set_status: WriteSignal<String>) -> Result<Loaded> {
         "Ready: embedded default (Qwen3 shape, random weights: {} layers, hidden {}, vocab {}) on {adapter}",
         c.num_hidden_layers, c.hidden_size, c.vocab_size
     ));
-    Ok(Loaded { model, tokenizer })
+    Ok(Loaded { engine: Engine::new(model), tokenizer })
 }
 
 #[component]
@@ -101,12 +85,12 @@ fn App() -> impl IntoView {
                 return;
             };
             let result = async {
-                let Loaded { model, tokenizer } = &mut loaded;
+                let Loaded { engine, tokenizer } = &mut loaded;
                 let ids = tokenizer.chat_prompt(&text, false)?;
-                crate::engine::generate::check_prompt(model, &ids, 64)?;
+                crate::engine::generate::check_prompt(&engine.model, &ids, 64)?;
                 let mut so_far = Vec::new();
-                let stop = model.cfg.eos_token_ids.clone();
-                let g = generate_greedy(model, &ids, 64, &stop, &mut |_, id| {
+                let stop = engine.model.cfg.eos_token_ids.clone();
+                let g = generate_greedy(engine, &ids, 64, &stop, &mut |_, id| {
                     so_far.push(id);
                     if let Ok(t) = tokenizer.decode(&so_far) {
                         set_answer.set(t);

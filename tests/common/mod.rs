@@ -9,18 +9,13 @@ use tokenmeter::gpu::Gpu;
 pub fn gpu() -> Arc<Gpu> {
     static GPU: OnceLock<Arc<Gpu>> = OnceLock::new();
     GPU.get_or_init(|| {
-        Arc::new(
-            pollster::block_on(Gpu::new())
-                .expect("a GPU adapter (lavapipe: apt install mesa-vulkan-drivers)"),
-        )
+        Arc::new(pollster::block_on(Gpu::new()).expect("a GPU adapter (lavapipe: apt install mesa-vulkan-drivers)"))
     })
     .clone()
 }
 
 pub fn fixture_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 pub const FIXTURES: [&str; 3] = ["tiny-gqa-tied", "tiny-untied", "tiny-mha"];
@@ -40,8 +35,7 @@ pub struct Reference {
 }
 
 pub fn reference(name: &str) -> Reference {
-    let text =
-        std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
+    let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
     serde_json::from_str(&text).expect("reference.json parses")
 }
 
@@ -61,12 +55,11 @@ pub fn random(seed: u64, n: usize) -> Vec<f32> {
 /// Largest |a - b| / (1 + |b|) and where.
 pub fn worst(a: &[f32], b: &[f32]) -> (f32, usize) {
     assert_eq!(a.len(), b.len(), "lengths differ");
-    a.iter()
-        .zip(b)
-        .enumerate()
-        .map(|(i, (x, y))| ((x - y).abs() / (1.0 + y.abs()), i))
-        .fold(
-            (0.0, 0),
-            |acc, v| if v.0 > acc.0 || v.0.is_nan() { v } else { acc },
-        )
+    a.iter().zip(b).enumerate().map(|(i, (x, y))| ((x - y).abs() / (1.0 + y.abs()), i)).fold((0.0, 0), |acc, v| {
+        if v.0 > acc.0 || v.0.is_nan() {
+            v
+        } else {
+            acc
+        }
+    })
 }

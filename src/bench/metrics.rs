@@ -1,0 +1,287 @@
+//! Aggregation: raw records in, one `BenchmarkMetrics` out, as a pure function. Definitions
+//! follow vLLM's `benchmarks/serve.py` so numbers compare with server benchmarks; throughputs
+//! count completed requests only.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::record::{RequestRecord, StepSample};
+use crate::bench::stats::nan_as_null;
+pub use crate::bench::stats::{stats, Stats};
+use crate::error::{Error, Result};
+
+/// Service-level objectives; a request is "good" when it meets every one that is set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl Slo {
+    /// As vLLM: a request with a single output token has TPOT 0, which meets any TPOT limit.
+    pub fn met_by(&self, r: &RequestRecord) -> bool {
+        let within = |limit: Option<f64>, value_s: Option<f64>| match limit {
+            None => true,
+            Some(limit_ms) => value_s.is_some_and(|s| s * 1000.0 <= limit_ms),
+        };
+        r.succeeded()
+            && within(self.ttft_ms, r.ttft_s())
+            && within(self.tpot_ms, r.tpot_s().or(Some(0.0)))
+            && within(self.e2e_ms, r.e2e_s())
+    }
+}
+
+/// Parses "ttft_ms=200,tpot_ms=50" (any of ttft_ms, tpot_ms, e2e_ms).
+impl FromStr for Slo {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let invalid = |why: String| Error::Invalid(format!("SLO {s:?}: {why}"));
+        let mut slo = Slo::default();
+        for part in s.split(',') {
+            let (key, value) = part.split_once('=').ok_or_else(|| invalid(format!("{part:?} is not key=value")))?;
+            let limit_ms: f64 = value.trim().parse().map_err(|_| invalid(format!("{value:?} is not a number")))?;
+            if !limit_ms.is_finite() || limit_ms <= 0.0 {
+                return Err(invalid(format!("{key} must be above 0 ms")));
+            }
+            let slot = match key.trim() {
+                "ttft_ms" => &mut slo.ttft_ms,
+                "tpot_ms" => &mut slo.tpot_ms,
+                "e2e_ms" => &mut slo.e2e_ms,
+                other => return Err(invalid(format!("unknown key {other:?} (expected ttft_ms, tpot_ms or e2e_ms)"))),
+            };
+            *slot = Some(limit_ms);
+        }
+        Ok(slo)
+    }
+}
+
+/// One point of the time series: a bucket, from `t_s` to `t_s + bucket_s`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimePoint {
+    pub t_s: f64,
+    /// Output tokens (all requests, failed ones included) with a time in this bucket, per second.
+    pub output_tok_s: f64,
+    /// From the bucket's last step, or carried forward from the one before when it has none.
+    pub running: f64,
+    pub waiting: f64,
+    pub kv_blocks_used: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchmarkMetrics {
+    pub completed: usize,
+    pub failed: usize,
+    /// From the benchmark start to the last finish.
+    pub duration_s: f64,
+    pub total_input_tokens: usize,
+    pub total_output_tokens: usize,
+    /// Completed requests per second.
+    #[serde(with = "nan_as_null")]
+    pub request_throughput: f64,
+    #[serde(with = "nan_as_null")]
+    pub output_throughput: f64,
+    /// Input plus output tokens of completed requests per second.
+    #[serde(with = "nan_as_null")]
+    pub total_token_throughput: f64,
+    pub ttft_ms: Stats,
+    /// One value per completed request with more than one output token.
+    pub tpot_ms: Stats,
+    /// Every gap between consecutive tokens, pooled over requests (so token-weighted).
+    pub itl_ms: Stats,
+    pub e2e_ms: Stats,
+    pub queue_ms: Stats,
+    /// Requests per second that met every SLO; `None` without an SLO.
+    pub goodput: Option<f64>,
+    /// Share of all requests, failed ones included, that met every SLO.
+    pub slo_attainment: Option<f64>,
+    pub preemptions: u64,
+    /// Sum of step durations over the duration.
+    #[serde(with = "nan_as_null")]
+    pub gpu_busy_fraction: f64,
+    pub series: Vec<TimePoint>,
+}
+
+/// Panics if `bucket_s` is not above 0 (callers pass a constant, 0.25 s by default).
+pub fn summarize(
+    records: &[RequestRecord],
+    steps: &[StepSample],
+    slo: Option<&Slo>,
+    bucket_s: f64,
+) -> BenchmarkMetrics {
+    assert!(bucket_s > 0.0, "summarize: bucket_s must be above 0");
+    let completed: Vec<&RequestRecord> = records.iter().filter(|r| r.succeeded()).collect();
+    let duration_s = records.iter().filter_map(|r| r.finish_s).fold(0.0, f64::max);
+    let total_input_tokens: usize = completed.iter().map(|r| r.prompt_len).sum();
+    let total_output_tokens: usize = completed.iter().map(|r| r.output_len).sum();
+    let per_second = |x: f64| {
+        if duration_s > 0.0 {
+            x / duration_s
+        } else {
+            f64::NAN
+        }
+    };
+    let latency_ms = |latency_s: fn(&RequestRecord) -> Option<f64>| {
+        let values: Vec<f64> = completed.iter().filter_map(|r| latency_s(r)).map(|s| s * 1000.0).collect();
+        stats(&values)
+    };
+    let itl_ms: Vec<f64> = completed.iter().flat_map(|r| r.itl_s()).map(|s| s * 1000.0).collect();
+    let good = slo.map(|slo| completed.iter().filter(|r| slo.met_by(r)).count() as f64);
+    BenchmarkMetrics {
+        completed: completed.len(),
+        failed: records.len() - completed.len(),
+        duration_s,
+        total_input_tokens,
+        total_output_tokens,
+        request_throughput: per_second(completed.len() as f64),
+        output_throughput: per_second(total_output_tokens as f64),
+        total_token_throughput: per_second((total_input_tokens + total_output_tokens) as f64),
+        ttft_ms: latency_ms(RequestRecord::ttft_s),
+        tpot_ms: latency_ms(RequestRecord::tpot_s),
+        itl_ms: stats(&itl_ms),
+        e2e_ms: latency_ms(RequestRecord::e2e_s),
+        queue_ms: latency_ms(RequestRecord::queue_s),
+        goodput: good.map(per_second),
+        slo_attainment: good.map(|g| g / records.len() as f64),
+        preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+        gpu_busy_fraction: per_second(steps.iter().map(|s| s.duration_s).sum()),
+        series: series(records, steps, duration_s, bucket_s),
+    }
+}
+
+fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, bucket_s: f64) -> Vec<TimePoint> {
+    let buckets = (duration_s / bucket_s).ceil() as usize;
+    if buckets == 0 {
+        return Vec::new();
+    }
+    // Anything at or past the end (the last finish itself) falls in the last bucket.
+    let bucket_of = |t_s: f64| ((t_s / bucket_s) as usize).min(buckets - 1);
+    let mut tokens = vec![0usize; buckets];
+    for &t_s in records.iter().flat_map(|r| &r.token_times_s) {
+        tokens[bucket_of(t_s)] += 1;
+    }
+    let mut last_step: Vec<Option<&StepSample>> = vec![None; buckets];
+    for step in steps {
+        let slot = &mut last_step[bucket_of(step.t_s)];
+        if slot.is_none_or(|seen| step.t_s >= seen.t_s) {
+            *slot = Some(step);
+        }
+    }
+    let mut state = (0.0, 0.0, 0.0);
+    (0..buckets)
+        .map(|i| {
+            if let Some(step) = last_step[i] {
+                state = (step.running as f64, step.waiting as f64, step.kv_blocks_used as f64);
+            }
+            TimePoint {
+                t_s: i as f64 * bucket_s,
+                output_tok_s: tokens[i] as f64 / bucket_s,
+                running: state.0,
+                waiting: state.1,
+                kv_blocks_used: state.2,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9 * b.abs().max(1.0)
+    }
+
+    fn record(id: u64, arrival: f64, scheduled: f64, tokens: &[f64], prompt_len: usize) -> RequestRecord {
+        RequestRecord {
+            id,
+            arrival_s: arrival,
+            scheduled_s: Some(scheduled),
+            first_token_s: tokens.first().copied(),
+            token_times_s: tokens.to_vec(),
+            finish_s: tokens.last().copied(),
+            prompt_len,
+            output_len: tokens.len(),
+            preemptions: 0,
+            error: None,
+        }
+    }
+
+    fn step(t_s: f64, duration_s: f64, running: usize, waiting: usize, kv_blocks_used: usize) -> StepSample {
+        StepSample { t_s, duration_s, running, waiting, batched_tokens: 0, kv_blocks_used, kv_blocks_total: 8 }
+    }
+
+    /// Two completed requests and one that failed after its first token.
+    fn records() -> Vec<RequestRecord> {
+        let mut failed = record(2, 0.2, 0.2, &[0.4], 5);
+        failed.finish_s = None;
+        failed.error = Some("boom".into());
+        failed.preemptions = 2;
+        let mut first = record(0, 0.0, 0.1, &[0.3, 0.4, 0.6], 10);
+        first.preemptions = 1;
+        vec![first, record(1, 0.5, 0.5, &[0.7, 1.0], 20), failed]
+    }
+
+    #[test]
+    fn latencies_throughputs_and_counts() {
+        let m = summarize(&records(), &[], None, 0.25);
+        assert_eq!((m.completed, m.failed, m.preemptions), (2, 1, 3));
+        assert_eq!((m.total_input_tokens, m.total_output_tokens), (30, 5));
+        assert_eq!(m.duration_s, 1.0);
+        assert!(close(m.request_throughput, 2.0) && close(m.output_throughput, 5.0));
+        assert!(close(m.total_token_throughput, 35.0));
+        // TTFT 300, 200; TPOT (0.6-0.3)/2 = 150, 300; E2E 600, 500; queue 100, 0 (ms).
+        assert!(close(m.ttft_ms.mean, 250.0) && close(m.ttft_ms.p90, 290.0) && close(m.ttft_ms.std, 50.0));
+        assert!(close(m.tpot_ms.mean, 225.0) && close(m.tpot_ms.p50, 225.0));
+        assert!(close(m.e2e_ms.mean, 550.0) && close(m.queue_ms.mean, 50.0));
+        // ITL pooled over requests: 100, 200, 300.
+        assert_eq!(m.itl_ms.count, 3);
+        assert!(close(m.itl_ms.mean, 200.0) && close(m.itl_ms.std, (20_000.0f64 / 3.0).sqrt()));
+        assert!(m.goodput.is_none() && m.slo_attainment.is_none());
+    }
+
+    #[test]
+    fn goodput_counts_only_requests_meeting_every_slo() {
+        // Request 1 (TTFT 200, E2E 500) meets it; request 0 misses on TTFT 300; 2 failed.
+        let slo: Slo = "ttft_ms=250, e2e_ms=550".parse().unwrap();
+        let m = summarize(&records(), &[], Some(&slo), 0.25);
+        assert!(close(m.goodput.unwrap(), 1.0));
+        assert!(close(m.slo_attainment.unwrap(), 1.0 / 3.0));
+        let strict: Slo = "tpot_ms=100".parse().unwrap();
+        assert_eq!(summarize(&records(), &[], Some(&strict), 0.25).goodput, Some(0.0));
+    }
+
+    #[test]
+    fn slo_parsing() {
+        let slo: Slo = "ttft_ms=200,tpot_ms=50".parse().unwrap();
+        assert_eq!(slo, Slo { ttft_ms: Some(200.0), tpot_ms: Some(50.0), e2e_ms: None });
+        for bad in ["ttft=200", "ttft_ms", "ttft_ms=-1", "tpot_ms=abc", "e2e_ms=inf", ""] {
+            assert!(bad.parse::<Slo>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn series_buckets_tokens_and_carries_state_forward() {
+        let steps =
+            [step(0.1, 0.1, 1, 1, 3), step(0.2, 0.1, 2, 0, 5), step(0.6, 0.2, 1, 0, 4), step(1.0, 0.3, 1, 0, 2)];
+        let m = summarize(&records(), &steps, None, 0.25);
+        assert!(close(m.gpu_busy_fraction, 0.7));
+        let got: Vec<_> = m.series.iter().map(|p| (p.t_s, p.output_tok_s, p.running, p.kv_blocks_used)).collect();
+        // Tokens at 0.3 0.4 0.4(failed) | 0.6 0.7 | 1.0 (the end falls in the last bucket).
+        let want = vec![(0.0, 0.0, 2.0, 5.0), (0.25, 12.0, 2.0, 5.0), (0.5, 8.0, 1.0, 4.0), (0.75, 4.0, 1.0, 2.0)];
+        assert_eq!(got, want);
+        assert_eq!(m.series[0].waiting, 0.0);
+    }
+
+    #[test]
+    fn no_finished_requests_gives_nan_throughput_not_a_panic() {
+        let mut r = records();
+        r.retain(|r| !r.succeeded());
+        let m = summarize(&r, &[], None, 0.25);
+        assert_eq!((m.completed, m.failed, m.duration_s), (0, 1, 0.0));
+        assert!(m.request_throughput.is_nan() && m.series.is_empty());
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["output_throughput"], serde_json::Value::Null);
+    }
+}

@@ -1,0 +1,27 @@
+//! The benchmark, minus the GPU: plan a workload, record what happens, aggregate, diagnose,
+//! report. Everything here is pure and runs on both targets; the driver that feeds requests to
+//! the engine and timestamps its events lives elsewhere.
+//!
+//! - [`workload`]: arrival times and lengths from a seed (vLLM's arrival processes).
+//! - [`prompts`]: seeded random token ids, or built-in English/Chinese text, at a given length.
+//! - [`record`]: the raw data, one record per request and one sample per engine step.
+//! - [`stats`]: mean, std and percentiles as numpy computes them.
+//! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`, with vLLM's definitions.
+//! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
+//! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
+
+pub mod diagnosis;
+pub mod metrics;
+pub mod prompts;
+pub mod record;
+pub mod report;
+pub mod stats;
+pub mod workload;
+
+pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
+pub use metrics::{summarize, BenchmarkMetrics, Slo, TimePoint};
+pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
+pub use record::{RequestRecord, StepSample};
+pub use report::{csv, text_report, BenchResult};
+pub use stats::{stats, Stats};
+pub use workload::{plan, Arrival, LenRange, PlannedRequest, WorkloadSpec};

@@ -1,0 +1,317 @@
+//! What a run leaves behind: a text report (English or Chinese, laid out like the tutorial's,
+//! extended), a per-request CSV, and one JSON schema shared by the app and the CLI.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::diagnosis::{Baseline, Diagnosis, Lang};
+use crate::bench::metrics::BenchmarkMetrics;
+use crate::bench::record::{RequestRecord, StepSample};
+
+/// Everything about one run; the raw records stay so any figure can be recomputed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// The settings, as the caller chooses to describe them (workload, engine, model, device).
+    pub config: serde_json::Value,
+    pub metrics: BenchmarkMetrics,
+    pub diagnosis: Option<Diagnosis>,
+    pub baseline: Option<Baseline>,
+    pub requests: Vec<RequestRecord>,
+    pub steps: Vec<StepSample>,
+}
+
+struct Labels {
+    title: &'static str,
+    requests: &'static str,
+    failed: &'static str,
+    ttft: &'static str,
+    tpot: &'static str,
+    mean: &'static str,
+    total_throughput: &'static str,
+    output_throughput: &'static str,
+    request_throughput: &'static str,
+    req_s: &'static str,
+    goodput: &'static str,
+    slo_attainment: &'static str,
+    preemptions: &'static str,
+    gpu_busy: &'static str,
+    duration: &'static str,
+    latency_ms: &'static str,
+    queue: &'static str,
+    diagnosis: &'static str,
+    evidence: &'static str,
+    advice: &'static str,
+}
+
+const EN: Labels = Labels {
+    title: "Benchmark report",
+    requests: "Requests",
+    failed: "Failed",
+    ttft: "Time to first token (TTFT)",
+    tpot: "Time per output token (TPOT)",
+    mean: "mean",
+    total_throughput: "Total throughput",
+    output_throughput: "Output throughput",
+    request_throughput: "Request throughput",
+    req_s: "req/s",
+    goodput: "Goodput",
+    slo_attainment: "SLO attainment",
+    preemptions: "Preemptions",
+    gpu_busy: "GPU busy",
+    duration: "Duration",
+    latency_ms: "Latency (ms)",
+    queue: "Queue",
+    diagnosis: "Diagnosis",
+    evidence: "Evidence",
+    advice: "Advice",
+};
+
+// The first lines are the tutorial's own labels.
+const ZH: Labels = Labels {
+    title: "性能测试报告",
+    requests: "请求数",
+    failed: "失败请求数",
+    ttft: "首 Token 延迟 (TTFT)",
+    tpot: "每 Token 延迟 (TPOT)",
+    mean: "平均",
+    total_throughput: "总吞吐量",
+    output_throughput: "输出吞吐量",
+    request_throughput: "请求吞吐量",
+    req_s: "请求/秒",
+    goodput: "有效吞吐量 (Goodput)",
+    slo_attainment: "SLO 达成率",
+    preemptions: "抢占次数",
+    gpu_busy: "GPU 忙碌占比",
+    duration: "测试时长",
+    latency_ms: "延迟 (ms)",
+    queue: "排队",
+    diagnosis: "诊断",
+    evidence: "依据",
+    advice: "建议",
+};
+
+/// The report as printed by the CLI and shown by the app. Pass a diagnosis made in the same
+/// language (`diagnose_in(.., lang)`): its evidence and advice are printed as they are.
+pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> String {
+    let l = match lang {
+        Lang::En => &EN,
+        Lang::Zh => &ZH,
+    };
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    // Tutorial layout first.
+    line(format!("========== {} ==========", l.title));
+    line(format!("{}: {}", l.requests, m.completed + m.failed));
+    line(format!("{}: {}", l.failed, m.failed));
+    line(format!("{}: {} {} ms, P50 {} ms", l.ttft, l.mean, num(m.ttft_ms.mean), num(m.ttft_ms.p50)));
+    line(format!("{}: {} {} ms", l.tpot, l.mean, num(m.tpot_ms.mean)));
+    line(format!("{}: {} tokens/s", l.total_throughput, num(m.total_token_throughput)));
+    // Extensions.
+    line(format!("{}: {} tokens/s", l.output_throughput, num(m.output_throughput)));
+    line(format!("{}: {} {}", l.request_throughput, num(m.request_throughput), l.req_s));
+    if let (Some(goodput), Some(attainment)) = (m.goodput, m.slo_attainment) {
+        line(format!("{}: {} {} ({} {})", l.goodput, num(goodput), l.req_s, l.slo_attainment, percent(attainment)));
+    }
+    line(format!("{}: {}", l.preemptions, m.preemptions));
+    line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
+    line(format!("{}: {} s", l.duration, num(m.duration_s)));
+    line(String::new());
+
+    let header = [l.mean, "P50", "P90", "P95", "P99", "P99.9"].map(String::from);
+    line(table_row(l.latency_ms, header));
+    let rows =
+        [("TTFT", &m.ttft_ms), ("TPOT", &m.tpot_ms), ("ITL", &m.itl_ms), ("E2E", &m.e2e_ms), (l.queue, &m.queue_ms)];
+    for (name, s) in rows {
+        line(table_row(name, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
+    }
+
+    if let Some(d) = d {
+        line(String::new());
+        line(format!("{}: {}", l.diagnosis, d.verdict.label(lang)));
+        for (heading, items) in [(l.evidence, &d.evidence), (l.advice, &d.advice)] {
+            line(format!("  {heading}:"));
+            for item in items {
+                line(format!("  - {item}"));
+            }
+        }
+    }
+    out
+}
+
+const LABEL_WIDTH: usize = 14;
+const NUMBER_WIDTH: usize = 10;
+
+/// The label left-aligned, the numbers right-aligned, by terminal width (a CJK character
+/// takes two columns, which `format!`'s padding does not know).
+fn table_row(label: &str, numbers: [String; 6]) -> String {
+    let pad = |text: &str, width: usize| " ".repeat(width.saturating_sub(display_width(text)));
+    let mut row = format!("{label}{}", pad(label, LABEL_WIDTH));
+    for number in numbers {
+        row.push_str(&pad(&number, NUMBER_WIDTH));
+        row.push_str(&number);
+    }
+    row
+}
+
+fn display_width(s: &str) -> usize {
+    s.chars().map(|c| if c as u32 >= 0x2E80 { 2 } else { 1 }).sum()
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "-".into()
+    }
+}
+
+fn percent(fraction: f64) -> String {
+    if fraction.is_finite() {
+        format!("{:.1}%", fraction * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// One row per request; latencies in ms; empty cells for what did not happen. Quoted per
+/// RFC 4180 (CRLF line ends; a field with a comma, quote or line break is quoted, quotes doubled).
+pub fn csv(records: &[RequestRecord]) -> String {
+    let mut out = String::from(
+        "id,arrival_s,scheduled_s,first_token_s,finish_s,prompt_len,output_len,ttft_ms,tpot_ms,e2e_ms,preemptions,error\r\n",
+    );
+    let seconds = |v: Option<f64>| v.map(|s| format!("{s:.6}")).unwrap_or_default();
+    let ms = |v: Option<f64>| v.map(|s| format!("{:.3}", s * 1000.0)).unwrap_or_default();
+    for r in records {
+        let fields = [
+            r.id.to_string(),
+            format!("{:.6}", r.arrival_s),
+            seconds(r.scheduled_s),
+            seconds(r.first_token_s),
+            seconds(r.finish_s),
+            r.prompt_len.to_string(),
+            r.output_len.to_string(),
+            ms(r.ttft_s()),
+            ms(r.tpot_s()),
+            ms(r.e2e_s()),
+            r.preemptions.to_string(),
+            r.error.as_deref().map(csv_field).unwrap_or_default(),
+        ];
+        out.push_str(&fields.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::diagnosis::{diagnose_in, Verdict};
+    use crate::bench::metrics::{summarize, Slo};
+
+    fn records() -> Vec<RequestRecord> {
+        let done = RequestRecord {
+            id: 0,
+            arrival_s: 0.0,
+            scheduled_s: Some(0.1),
+            first_token_s: Some(0.3),
+            token_times_s: vec![0.3, 0.4, 0.6],
+            finish_s: Some(0.6),
+            prompt_len: 10,
+            output_len: 3,
+            preemptions: 1,
+            error: None,
+        };
+        let failed = RequestRecord {
+            id: 1,
+            scheduled_s: None,
+            first_token_s: None,
+            token_times_s: vec![],
+            finish_s: None,
+            output_len: 0,
+            error: Some("he said \"no\", then\nquit".into()),
+            ..done.clone()
+        };
+        vec![done, failed]
+    }
+
+    fn metrics() -> BenchmarkMetrics {
+        summarize(&records(), &[], Some(&"ttft_ms=500".parse::<Slo>().unwrap()), 0.25)
+    }
+
+    #[test]
+    fn chinese_report_keeps_the_tutorial_lines() {
+        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0 }, Lang::Zh);
+        assert_eq!(d.verdict, Verdict::PrefillBound);
+        let report = text_report(&metrics(), Some(&d), Lang::Zh);
+        for expected in [
+            "========== 性能测试报告 ==========\n请求数: 2\n",
+            "首 Token 延迟 (TTFT): 平均 300.00 ms, P50 300.00 ms\n",
+            "每 Token 延迟 (TPOT): 平均 150.00 ms\n",
+            "总吞吐量: 21.67 tokens/s\n",
+            "有效吞吐量 (Goodput): 1.67 请求/秒 (SLO 达成率 50.0%)",
+            "失败请求数: 1",
+            "诊断: 预填充受限",
+            "分块预填充",
+        ] {
+            assert!(report.contains(expected), "missing {expected:?} in\n{report}");
+        }
+    }
+
+    #[test]
+    fn english_report_table_is_aligned() {
+        let report = text_report(&metrics(), None, Lang::En);
+        assert!(report.contains("Time to first token (TTFT): mean 300.00 ms, P50 300.00 ms"));
+        assert!(report.contains("Goodput: 1.67 req/s") && !report.contains("Diagnosis"));
+        let table: Vec<&str> = report.lines().skip_while(|l| !l.starts_with("Latency")).collect();
+        assert_eq!(table.len(), 6, "{report}");
+        assert!(table[3].starts_with("ITL") && table[3].contains(" 150.00 "), "{}", table[3]);
+        assert!(table[5].starts_with("Queue") && table[5].contains("100.00"));
+        for lang in [Lang::En, Lang::Zh] {
+            let report = text_report(&metrics(), None, lang);
+            let widths: Vec<usize> = report.lines().rev().take(6).map(display_width).collect();
+            assert!(widths.iter().all(|&w| w == LABEL_WIDTH + 6 * NUMBER_WIDTH), "{widths:?}\n{report}");
+        }
+        // No goodput line without an SLO; empty stats print as "-".
+        let bare = text_report(&summarize(&[], &[], None, 0.25), None, Lang::En);
+        assert!(!bare.contains("Goodput") && bare.contains("mean - ms") && bare.contains("GPU busy: -"));
+    }
+
+    #[test]
+    fn csv_rows_and_rfc4180_quoting() {
+        let text = csv(&records());
+        let rows: Vec<&str> = text.split("\r\n").collect();
+        assert_eq!(rows.len(), 4); // header, two rows, trailing empty
+        assert!(rows[0].starts_with("id,arrival_s,") && rows[0].ends_with(",preemptions,error"));
+        assert_eq!(rows[1], "0,0.000000,0.100000,0.300000,0.600000,10,3,300.000,150.000,600.000,1,");
+        assert_eq!(rows[2], "1,0.000000,,,,10,0,,,,1,\"he said \"\"no\"\", then\nquit\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+
+    #[test]
+    fn result_json_round_trips_with_nan_as_null() {
+        let result = BenchResult {
+            config: serde_json::json!({ "rate": 4.0 }),
+            metrics: metrics(),
+            diagnosis: None,
+            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN }),
+            requests: records(),
+            steps: vec![],
+        };
+        let json = serde_json::to_string(&result).unwrap();
+        assert!(json.contains("\"tpot_ms\":null"), "{json}");
+        let back: BenchResult = serde_json::from_str(&json).unwrap();
+        assert!(back.baseline.unwrap().tpot_ms.is_nan());
+        assert_eq!(back.requests, result.requests);
+        assert_eq!(back.metrics.itl_ms.count, 2);
+    }
+}

@@ -1,0 +1,181 @@
+//! The serving loop: `submit` requests, call `step` until idle; each step schedules, runs one
+//! GPU step, samples on the GPU, and returns timestamped events. Timestamps are taken when the
+//! step's token ids are back on the CPU — the moment a client would see them.
+
+use super::model::{Batch, Model};
+use super::scheduler::{FinishReason, Plan, SamplingParams, Scheduler, Sequence};
+use crate::clock::now_s;
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+/// What a client asks for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub prompt: Vec<u32>,
+    pub max_new_tokens: usize,
+    pub sampling: SamplingParams,
+    /// Generation stops at these ids (the model's EOS ids by default) unless `ignore_eos`.
+    pub stop_ids: Vec<u32>,
+    pub ignore_eos: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// First time the request got GPU work (queueing ends).
+    Scheduled,
+    FirstToken {
+        token: u32,
+    },
+    Token {
+        token: u32,
+    },
+    Finished {
+        reason: FinishReason,
+    },
+    /// KV blocks ran out: the request was evicted and will be recomputed.
+    Preempted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: u64,
+    pub t_s: f64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Per-step engine state, for charts and diagnosis.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StepStats {
+    pub t_s: f64,
+    pub duration_s: f64,
+    pub running: usize,
+    pub waiting: usize,
+    pub batched_tokens: usize,
+    pub decode_tokens: usize,
+    pub kv_blocks_used: usize,
+    pub kv_blocks_total: usize,
+}
+
+pub struct Engine {
+    pub model: Model,
+    scheduler: Scheduler,
+    next_id: u64,
+    cancelled: Vec<u64>,
+}
+
+impl Engine {
+    pub fn new(model: Model) -> Engine {
+        let l = &model.limits;
+        let scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
+        Engine { model, scheduler, next_id: 0, cancelled: Vec::new() }
+    }
+
+    /// Validates and queues a request; returns its id.
+    pub fn submit(&mut self, req: Request) -> Result<u64> {
+        super::generate::check_prompt(&self.model, &req.prompt, req.max_new_tokens)?;
+        if req.max_new_tokens == 0 {
+            return Err(Error::Prompt("max_new_tokens must be at least 1".into()));
+        }
+        let s = req.sampling;
+        if !(s.temperature >= 0.0 && s.temperature.is_finite() && s.top_p > 0.0 && s.top_p <= 1.0) {
+            return Err(Error::Invalid(format!(
+                "sampling settings out of range: {s:?} (temperature >= 0, 0 < top_p <= 1)"
+            )));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let stop = if req.ignore_eos { Vec::new() } else { req.stop_ids };
+        self.scheduler.add(Sequence::new(id, req.prompt, req.max_new_tokens, req.sampling, stop));
+        Ok(id)
+    }
+
+    /// Cancels a queued or running request; its `Finished { Cancelled }` comes with the next step.
+    pub fn cancel(&mut self, id: u64) -> bool {
+        let found = self.scheduler.cancel(id).is_some();
+        if found {
+            self.cancelled.push(id);
+        }
+        found
+    }
+
+    pub fn has_work(&self) -> bool {
+        self.scheduler.has_work() || !self.cancelled.is_empty()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.scheduler.waiting.len()
+    }
+
+    pub fn running(&self) -> usize {
+        self.scheduler.running.len()
+    }
+
+    pub fn kv_blocks(&self) -> (usize, usize) {
+        (self.scheduler.blocks.used(), self.scheduler.blocks.total())
+    }
+
+    /// One iteration: schedule, run, sample, record. Returns no stats when there was nothing to run.
+    pub async fn step(&mut self) -> Result<(Vec<Event>, Option<StepStats>)> {
+        let start = now_s();
+        let mut events: Vec<Event> = self
+            .cancelled
+            .drain(..)
+            .map(|id| Event { id, t_s: start, kind: EventKind::Finished { reason: FinishReason::Cancelled } })
+            .collect();
+        let plan = self.scheduler.schedule();
+        for &id in &plan.preempted {
+            events.push(Event { id, t_s: start, kind: EventKind::Preempted });
+        }
+        if plan.items.is_empty() {
+            return Ok((events, None));
+        }
+        let batch = self.batch(&plan);
+        let sampled = self.model.step(&batch).await?;
+        let t = now_s();
+        for &id in &plan.admitted {
+            events.push(Event { id, t_s: start, kind: EventKind::Scheduled });
+        }
+        let mut next = sampled.iter();
+        for item in plan.items.iter().filter(|p| p.sample.is_some()) {
+            let token = *next.next().expect("one id per sampling row");
+            let seq = self.scheduler.get(item.id).expect("planned sequence exists");
+            let kind =
+                if seq.output().is_empty() { EventKind::FirstToken { token } } else { EventKind::Token { token } };
+            events.push(Event { id: item.id, t_s: t, kind });
+        }
+        for (seq, reason) in self.scheduler.commit(&plan, &sampled) {
+            events.push(Event { id: seq.id, t_s: t, kind: EventKind::Finished { reason } });
+        }
+        let (used, total) = self.kv_blocks();
+        let stats = StepStats {
+            t_s: t,
+            duration_s: t - start,
+            running: self.scheduler.running.len(),
+            waiting: self.scheduler.waiting.len(),
+            batched_tokens: batch.tokens.len(),
+            decode_tokens: plan.items.iter().filter(|p| p.len == 1 && p.sample.is_some()).count(),
+            kv_blocks_used: used,
+            kv_blocks_total: total,
+        };
+        Ok((events, Some(stats)))
+    }
+
+    /// Flattens the plan into the GPU's per-token rows.
+    fn batch(&self, plan: &Plan) -> Batch {
+        let mut batch = Batch::default();
+        for (s, item) in plan.items.iter().enumerate() {
+            let seq = self.scheduler.get(item.id).expect("planned sequence exists");
+            for pos in item.start..item.start + item.len {
+                batch.tokens.push([seq.tokens[pos], pos as u32, s as u32, 0]);
+            }
+            batch.block_tables.push(seq.blocks.clone());
+            if let Some(sample) = item.sample {
+                batch.logit_rows.push(batch.tokens.len() as u32 - 1);
+                batch.sampling.push(sample);
+            }
+        }
+        batch
+    }
+}
