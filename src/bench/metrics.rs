@@ -145,7 +145,8 @@ pub fn summarize(
         goodput: good.map(per_second),
         slo_attainment: good.map(|g| g / records.len() as f64),
         preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
-        gpu_busy_fraction: per_second(steps.iter().map(|s| s.duration_s).sum()),
+        // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
+        gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
     }
 }

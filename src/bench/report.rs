@@ -272,6 +272,7 @@ mod tests {
         let report = text_report(&metrics(), None, Lang::En);
         assert!(report.contains("Time to first token (TTFT): mean 300.00 ms, P50 300.00 ms"));
         assert!(report.contains("Goodput: 1.67 req/s") && !report.contains("Diagnosis"));
+        assert!(report.contains("GPU busy: 0.0%\n"), "{report}");
         let table: Vec<&str> = report.lines().skip_while(|l| !l.starts_with("Latency")).collect();
         assert_eq!(table.len(), 6, "{report}");
         assert!(table[3].starts_with("ITL") && table[3].contains(" 150.00 "), "{}", table[3]);
