@@ -14,3 +14,14 @@ pub fn now_s() -> f64 {
     let performance = web_sys::window().and_then(|w| w.performance());
     performance.map(|p| p.now() / 1000.0).unwrap_or(0.0)
 }
+
+/// Waits `seconds` without blocking the page (browser) or by sleeping the thread (native CLI).
+pub async fn sleep_s(seconds: f64) {
+    if seconds <= 0.0 {
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    #[cfg(target_arch = "wasm32")]
+    gloo_timers::future::TimeoutFuture::new((seconds * 1e3).ceil() as u32).await;
+}

@@ -1,6 +1,6 @@
 //! The benchmark, minus the GPU: plan a workload, record what happens, aggregate, diagnose,
-//! report. Everything here is pure and runs on both targets; the driver that feeds requests to
-//! the engine and timestamps its events lives elsewhere.
+//! report. Everything here is pure and runs on both targets; the driver feeds requests to the
+//! engine and timestamps its events.
 //!
 //! - [`workload`]: arrival times and lengths from a seed (vLLM's arrival processes).
 //! - [`prompts`]: seeded random token ids, or built-in English/Chinese text, at a given length.
@@ -8,9 +8,11 @@
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
 //! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`, with vLLM's definitions.
 //! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
+//! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
 
 pub mod diagnosis;
+pub mod driver;
 pub mod metrics;
 pub mod prompts;
 pub mod record;

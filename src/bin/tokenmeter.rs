@@ -34,8 +34,59 @@ mod cli {
     enum Command {
         /// Greedy generation for one or more prompts.
         Generate(GenerateArgs),
+        /// Serve a simulated workload (Poisson or other arrivals) and report TTFT, TPOT, ITL, throughput.
+        Bench(BenchArgs),
         /// Show the GPU adapter and its limits.
         Adapter,
+    }
+
+    #[derive(Args)]
+    struct BenchArgs {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
+        #[arg(long, default_value = "poisson")]
+        arrival: String,
+        /// Requests per second ("inf": all at once).
+        #[arg(long, default_value = "4")]
+        rate: String,
+        /// Gamma shape (1 = Poisson; larger = more regular).
+        #[arg(long, default_value_t = 1.0)]
+        burstiness: f64,
+        /// Closed-loop users for --arrival concurrency.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 32)]
+        num_requests: usize,
+        /// Prompt tokens: N or MIN:MAX.
+        #[arg(long, default_value = "128")]
+        input_len: String,
+        /// Output tokens: N or MIN:MAX.
+        #[arg(long, default_value = "64")]
+        output_len: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
+        #[arg(long)]
+        slo: Option<String>,
+        /// Report language: en or zh.
+        #[arg(long, default_value = "en")]
+        lang: String,
+        /// Stop at EOS instead of generating exactly --output-len tokens.
+        #[arg(long)]
+        respect_eos: bool,
+        /// Random token ids even when the model has a tokenizer (default: built-in text prompts).
+        #[arg(long)]
+        random_prompts: bool,
+        /// Skip the single-request baseline (and the diagnosis that needs it).
+        #[arg(long)]
+        no_baseline: bool,
+        /// Write the results JSON (config, metrics, diagnosis, every request and step) here.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Write one CSV row per request here.
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
     }
 
     #[derive(Args)]
@@ -105,6 +156,7 @@ mod cli {
         };
         let result = match cli.command {
             Command::Generate(args) => pollster::block_on(generate(args)),
+            Command::Bench(args) => pollster::block_on(bench(args)),
             Command::Adapter => pollster::block_on(adapter()),
         };
         match result {
@@ -282,6 +334,108 @@ mod cli {
                     c.finish.expect("finished")
                 );
             }
+        }
+        Ok(())
+    }
+
+    async fn bench(args: BenchArgs) -> Result<()> {
+        use tokenmeter::bench::{self, driver, Arrival, LenRange, Slo, WorkloadSpec};
+        let rate = match args.rate.as_str() {
+            "inf" | "infinity" => f64::INFINITY,
+            r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf")))?,
+        };
+        let spec = WorkloadSpec {
+            arrival: args.arrival.parse::<Arrival>()?,
+            rate,
+            burstiness: args.burstiness,
+            concurrency: args.concurrency,
+            num_requests: args.num_requests,
+            input_len: args.input_len.parse::<LenRange>()?,
+            output_len: args.output_len.parse::<LenRange>()?,
+            seed: args.seed,
+        };
+        let plan = bench::plan(&spec)?;
+        let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+        let lang = args.lang.parse::<bench::Lang>()?;
+        let loaded = open(&args.model).await?;
+        let (cfg, tokenizer) = match &loaded {
+            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
+            Loaded::Synthetic(s) => (s.config.clone(), None),
+        };
+        let max_total = spec.input_len.max + spec.output_len.max;
+        if max_total > cfg.max_position_embeddings {
+            return Err(Error::Invalid(format!(
+                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
+                cfg.max_position_embeddings
+            )));
+        }
+        let model = match &loaded {
+            Loaded::Disk(c, _) => load(&args.model, c).await?,
+            Loaded::Synthetic(s) => load(&args.model, s).await?,
+        };
+        let vocab = cfg.vocab_size;
+        let text = tokenizer.filter(|_| !args.random_prompts);
+        let prompt = |p: &bench::PlannedRequest| -> Result<Vec<u32>> {
+            match text {
+                Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
+                None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
+            }
+        };
+        let mut engine = Engine::new(model);
+        let baseline = if args.no_baseline {
+            None
+        } else {
+            let p = bench::PlannedRequest {
+                id: u64::MAX,
+                arrival_s: None,
+                prompt_len: spec.input_len.max,
+                output_len: spec.output_len.max,
+            };
+            let b = driver::baseline(&mut engine, prompt(&p)?, p.output_len).await?;
+            eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms);
+            Some(b)
+        };
+        let options = driver::DriverOptions {
+            spec: &spec,
+            sampling: SamplingParams::default(),
+            ignore_eos: !args.respect_eos,
+            prompt: &prompt,
+        };
+        let mut last_shown = 0;
+        let (records, steps) = driver::run(
+            &mut engine,
+            &plan,
+            &options,
+            &mut |p| {
+                if p.finished != last_shown {
+                    last_shown = p.finished;
+                    eprint!("\rfinished {}/{}", p.finished, p.total);
+                }
+            },
+            &|| false,
+        )
+        .await?;
+        eprintln!();
+        let metrics = bench::summarize(&records, &steps, slo.as_ref(), 0.25);
+        let diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, lang));
+        print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), lang));
+        let config = serde_json::json!({
+            "target": "local",
+            "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+            "adapter": engine.model.gpu.adapter,
+            "engine": engine.model.limits,
+            "workload": spec,
+            "slo": args.slo,
+        });
+        let result = bench::BenchResult { config, metrics, diagnosis, baseline, requests: records, steps };
+        if let Some(path) = &args.out {
+            let json = serde_json::to_string_pretty(&result).expect("serialisable");
+            std::fs::write(path, json)
+                .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+        }
+        if let Some(path) = &args.csv {
+            std::fs::write(path, bench::csv(&result.requests))
+                .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
         }
         Ok(())
     }

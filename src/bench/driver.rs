@@ -1,0 +1,159 @@
+//! The benchmark driver: releases each planned request into the engine at its arrival time (wall
+//! clock, so queueing is real), steps the engine, and records every event with its timestamp.
+//! Times are seconds from the benchmark's start. For closed loops, `sequential` releases the next
+//! request when the previous finishes and `concurrency` keeps N requests in flight.
+
+use super::record::{RequestRecord, StepSample};
+use super::workload::{Arrival, PlannedRequest, WorkloadSpec};
+use crate::clock::{now_s, sleep_s};
+use crate::engine::{Engine, EventKind, Request, SamplingParams};
+use crate::error::Result;
+
+/// What the driver needs besides the plan.
+pub struct DriverOptions<'a> {
+    pub spec: &'a WorkloadSpec,
+    pub sampling: SamplingParams,
+    pub ignore_eos: bool,
+    /// The prompt of each planned request.
+    pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+}
+
+/// Live view for charts and progress, after every step.
+pub struct Progress<'a> {
+    pub records: &'a [RequestRecord],
+    pub steps: &'a [StepSample],
+    pub finished: usize,
+    pub total: usize,
+}
+
+/// Runs the plan to completion (or until `cancelled()` says stop, which cancels what is left).
+pub async fn run(
+    engine: &mut Engine,
+    plan: &[PlannedRequest],
+    options: &DriverOptions<'_>,
+    on_progress: &mut dyn FnMut(&Progress),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+    let prompts: Vec<Vec<u32>> = plan.iter().map(|p| (options.prompt)(p)).collect::<Result<_>>()?;
+    let mut records: Vec<RequestRecord> = plan
+        .iter()
+        .map(|p| RequestRecord {
+            id: p.id,
+            arrival_s: f64::NAN,
+            scheduled_s: None,
+            first_token_s: None,
+            token_times_s: Vec::new(),
+            finish_s: None,
+            prompt_len: p.prompt_len,
+            output_len: 0,
+            preemptions: 0,
+            error: None,
+        })
+        .collect();
+    let mut steps = Vec::new();
+    // engine id -> index in plan
+    let mut by_engine_id: Vec<(u64, usize)> = Vec::new();
+    let closed_limit = match options.spec.arrival {
+        Arrival::Sequential => 1,
+        Arrival::Concurrency => options.spec.concurrency,
+        _ => usize::MAX,
+    };
+    let (mut released, mut finished, mut in_flight) = (0usize, 0usize, 0usize);
+    let t0 = now_s();
+    while finished < plan.len() {
+        if cancelled() {
+            for &(eid, i) in &by_engine_id {
+                if records[i].finish_s.is_none() && engine.cancel(eid) {
+                    records[i].error = Some("cancelled".into());
+                }
+            }
+            break;
+        }
+        // 1. Release what is due.
+        let now = now_s() - t0;
+        while released < plan.len() {
+            let p = &plan[released];
+            let due = match p.arrival_s {
+                Some(a) => a <= now,
+                None => in_flight < closed_limit,
+            };
+            if !due {
+                break;
+            }
+            let req = Request {
+                prompt: prompts[released].clone(),
+                max_new_tokens: p.output_len,
+                sampling: SamplingParams { seed: options.sampling.seed.wrapping_add(p.id), ..options.sampling },
+                stop_ids: engine.model.cfg.eos_token_ids.clone(),
+                ignore_eos: options.ignore_eos,
+            };
+            // The request's clock starts at its planned arrival, so the driver's own lateness counts.
+            records[released].arrival_s = p.arrival_s.unwrap_or(now);
+            match engine.submit(req) {
+                Ok(eid) => {
+                    by_engine_id.push((eid, released));
+                    in_flight += 1;
+                }
+                Err(e) => {
+                    records[released].error = Some(e.to_string());
+                    finished += 1;
+                }
+            }
+            released += 1;
+        }
+        // 2. Run a step, or wait for the next arrival.
+        if !engine.has_work() {
+            if let Some(next) = plan.get(released).and_then(|p| p.arrival_s) {
+                sleep_s(next - (now_s() - t0)).await;
+            }
+            continue;
+        }
+        let (events, stats) = engine.step().await?;
+        for e in events {
+            let Some(&(_, i)) = by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
+            let r = &mut records[i];
+            let t = e.t_s - t0;
+            match e.kind {
+                EventKind::Scheduled => r.scheduled_s = Some(t),
+                EventKind::FirstToken { .. } => {
+                    r.first_token_s = Some(t);
+                    r.token_times_s.push(t);
+                }
+                EventKind::Token { .. } => r.token_times_s.push(t),
+                EventKind::Preempted => r.preemptions += 1,
+                EventKind::Finished { .. } => {
+                    r.finish_s = Some(t);
+                    r.output_len = r.token_times_s.len();
+                    finished += 1;
+                    in_flight -= 1;
+                }
+            }
+        }
+        if let Some(s) = stats {
+            steps.push(StepSample {
+                t_s: s.t_s - t0,
+                duration_s: s.duration_s,
+                running: s.running,
+                waiting: s.waiting,
+                batched_tokens: s.batched_tokens,
+                kv_blocks_used: s.kv_blocks_used,
+                kv_blocks_total: s.kv_blocks_total,
+            });
+        }
+        on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });
+    }
+    Ok((records, steps))
+}
+
+/// One request alone on an idle engine: the unloaded TTFT and TPOT that loaded runs are judged against.
+pub async fn baseline(engine: &mut Engine, prompt: Vec<u32>, output_len: usize) -> Result<super::Baseline> {
+    let req = Request {
+        prompt,
+        max_new_tokens: output_len.max(2),
+        sampling: SamplingParams::default(),
+        stop_ids: vec![],
+        ignore_eos: true,
+    };
+    let done = crate::engine::generate(engine, vec![req], &mut |_| {}).await?;
+    Ok(super::Baseline { ttft_ms: done[0].ttft_ms(), tpot_ms: done[0].tpot_ms() })
+}
