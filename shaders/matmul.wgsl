@@ -1,8 +1,8 @@
 // y[m, row_start + r] (+)= sum_k x[m, k] * W[r, k]  for one row-chunk W of a [N x K] bf16 weight.
 // W is stored as the checkpoint stores it, [out_features, in_features], two bf16 per u32
 // (element 2i in the low half). K must be a multiple of 8: each load brings 8 weights.
-// Each invocation streams one weight row and computes TILE_M outputs, so a weight is read
-// ceil(M / TILE_M) times per step (once at decode). `accumulate` fuses the residual add.
+// `accumulate` fuses the residual add. Two entry points: `matmul_bf16` for any M and
+// `matmul_bf16_m1` for decode at batch 1.
 
 struct Params {
     m: u32,           // tokens in the step
@@ -20,7 +20,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (rows, k / 8) bf16 x 8
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;      // (m, n)
 
+// Register blocking: an invocation owns ROWS weight rows and walks its chunk of up to M_CHUNK tokens
+// TILE_M at a time, so each weight load feeds TILE_M tokens and a chunk's weights are read from
+// memory once (they stay in cache across its token tiles).
+const ROWS: u32 = 4u;
 const TILE_M: u32 = 4u;
+const M_CHUNK: u32 = 32u;
 
 fn lo(v: u32) -> f32 {
     return bitcast<f32>(v << 16u);
@@ -28,6 +33,14 @@ fn lo(v: u32) -> f32 {
 
 fn hi(v: u32) -> f32 {
     return bitcast<f32>(v & 0xffff0000u);
+}
+
+fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
+}
+
+fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
 }
 
 fn store(m: u32, col: u32, value: f32) {
@@ -40,43 +53,149 @@ fn store(m: u32, col: u32, value: f32) {
 }
 
 @compute @workgroup_size(64)
-fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x;
-    let m0 = gid.y * TILE_M;
-    if (r >= p.rows || m0 >= p.m) {
+fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+    let r0 = gid.x * ROWS;
+    // From the workgroup id, so the compiler sees x's addresses as uniform across the workgroup.
+    let m_begin = wg.y * M_CHUNK;
+    if (r0 >= p.rows || m_begin >= p.m) {
         return;
     }
+    let m_end = min(m_begin + M_CHUNK, p.m);
     let k4 = p.k / 4u;
     let k8 = p.k / 8u;
-    // Rows past the end of x re-read the last row; their results are not stored.
-    let x0 = m0 * k4;
-    let x1 = min(m0 + 1u, p.m - 1u) * k4;
-    let x2 = min(m0 + 2u, p.m - 1u) * k4;
-    let x3 = min(m0 + 3u, p.m - 1u) * k4;
-    let wbase = r * k8;
-    var a0 = 0.0;
-    var a1 = 0.0;
-    var a2 = 0.0;
-    var a3 = 0.0;
+    // Rows past the chunk, and tokens past the end, re-read the last one; their results are not stored.
+    // The 4 x 4 register tile is written out by hand: compilers keep scalars in registers.
+    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
+    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
+    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
+    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
+    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M) {
+        let x0 = min(m0 + 0u, p.m - 1u) * k4;
+        let x1 = min(m0 + 1u, p.m - 1u) * k4;
+        let x2 = min(m0 + 2u, p.m - 1u) * k4;
+        let x3 = min(m0 + 3u, p.m - 1u) * k4;
+        var a00 = 0.0; var a01 = 0.0; var a02 = 0.0; var a03 = 0.0;
+        var a10 = 0.0; var a11 = 0.0; var a12 = 0.0; var a13 = 0.0;
+        var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0;
+        var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0;
+        for (var i = 0u; i < k8; i++) {
+            let q0 = w[w0 + i];
+            let wa0 = unpack_lo(q0);
+            let wb0 = unpack_hi(q0);
+            let q1 = w[w1 + i];
+            let wa1 = unpack_lo(q1);
+            let wb1 = unpack_hi(q1);
+            let q2 = w[w2 + i];
+            let wa2 = unpack_lo(q2);
+            let wb2 = unpack_hi(q2);
+            let q3 = w[w3 + i];
+            let wa3 = unpack_lo(q3);
+            let wb3 = unpack_hi(q3);
+            let xa0 = x[x0 + 2u * i];
+            let xb0 = x[x0 + 2u * i + 1u];
+            let xa1 = x[x1 + 2u * i];
+            let xb1 = x[x1 + 2u * i + 1u];
+            let xa2 = x[x2 + 2u * i];
+            let xb2 = x[x2 + 2u * i + 1u];
+            let xa3 = x[x3 + 2u * i];
+            let xb3 = x[x3 + 2u * i + 1u];
+            a00 += dot(wa0, xa0) + dot(wb0, xb0);
+            a01 += dot(wa0, xa1) + dot(wb0, xb1);
+            a02 += dot(wa0, xa2) + dot(wb0, xb2);
+            a03 += dot(wa0, xa3) + dot(wb0, xb3);
+            a10 += dot(wa1, xa0) + dot(wb1, xb0);
+            a11 += dot(wa1, xa1) + dot(wb1, xb1);
+            a12 += dot(wa1, xa2) + dot(wb1, xb2);
+            a13 += dot(wa1, xa3) + dot(wb1, xb3);
+            a20 += dot(wa2, xa0) + dot(wb2, xb0);
+            a21 += dot(wa2, xa1) + dot(wb2, xb1);
+            a22 += dot(wa2, xa2) + dot(wb2, xb2);
+            a23 += dot(wa2, xa3) + dot(wb2, xb3);
+            a30 += dot(wa3, xa0) + dot(wb3, xb0);
+            a31 += dot(wa3, xa1) + dot(wb3, xb1);
+            a32 += dot(wa3, xa2) + dot(wb3, xb2);
+            a33 += dot(wa3, xa3) + dot(wb3, xb3);
+        }
+        if (r0 + 0u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 0u, a00);
+        }
+        if (r0 + 0u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 0u, a01);
+        }
+        if (r0 + 0u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 0u, a02);
+        }
+        if (r0 + 0u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 0u, a03);
+        }
+        if (r0 + 1u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 1u, a10);
+        }
+        if (r0 + 1u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 1u, a11);
+        }
+        if (r0 + 1u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 1u, a12);
+        }
+        if (r0 + 1u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 1u, a13);
+        }
+        if (r0 + 2u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 2u, a20);
+        }
+        if (r0 + 2u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 2u, a21);
+        }
+        if (r0 + 2u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 2u, a22);
+        }
+        if (r0 + 2u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 2u, a23);
+        }
+        if (r0 + 3u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 3u, a30);
+        }
+        if (r0 + 3u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 3u, a31);
+        }
+        if (r0 + 3u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 3u, a32);
+        }
+        if (r0 + 3u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 3u, a33);
+        }
+    }
+}
+
+// Decode (m == 1): one row of x, ROWS_1 weight rows per invocation, so each pair of x loads
+// feeds 8 rows of weights; every invocation still streams its own contiguous weight rows.
+const ROWS_1: u32 = 8u;
+
+@compute @workgroup_size(64)
+fn matmul_bf16_m1(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r0 = gid.x * ROWS_1;
+    if (r0 >= p.rows) {
+        return;
+    }
+    let k8 = p.k / 8u;
+    // Rows past the chunk re-read its last row; their results are not stored.
+    var base: array<u32, ROWS_1>;
+    var acc: array<f32, ROWS_1>;
+    for (var j = 0u; j < ROWS_1; j++) {
+        base[j] = min(r0 + j, p.rows - 1u) * k8;
+        acc[j] = 0.0;
+    }
     for (var i = 0u; i < k8; i++) {
-        let q = w[wbase + i];
-        let wa = vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
-        let wb = vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
-        let j = 2u * i;
-        a0 += dot(wa, x[x0 + j]) + dot(wb, x[x0 + j + 1u]);
-        a1 += dot(wa, x[x1 + j]) + dot(wb, x[x1 + j + 1u]);
-        a2 += dot(wa, x[x2 + j]) + dot(wb, x[x2 + j + 1u]);
-        a3 += dot(wa, x[x3 + j]) + dot(wb, x[x3 + j + 1u]);
+        let xa = x[2u * i];
+        let xb = x[2u * i + 1u];
+        for (var j = 0u; j < ROWS_1; j++) {
+            let q = w[base[j] + i];
+            acc[j] += dot(unpack_lo(q), xa) + dot(unpack_hi(q), xb);
+        }
     }
-    let col = p.row_start + r;
-    store(m0, col, a0);
-    if (m0 + 1u < p.m) {
-        store(m0 + 1u, col, a1);
-    }
-    if (m0 + 2u < p.m) {
-        store(m0 + 2u, col, a2);
-    }
-    if (m0 + 3u < p.m) {
-        store(m0 + 3u, col, a3);
+    for (var j = 0u; j < ROWS_1; j++) {
+        if (r0 + j < p.rows) {
+            store(0u, p.row_start + r0 + j, acc[j]);
+        }
     }
 }

@@ -6,7 +6,9 @@ mod common;
 
 use bytemuck::Pod;
 use common::*;
-use tokenmeter::gpu::kernels::{groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use tokenmeter::gpu::kernels::{
+    groups, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
+};
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Kernel, Kernels, StepRecorder};
 use tokenmeter::model::reference;
@@ -48,7 +50,9 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 fn matmul_matches_reference_across_chunks_and_accumulate() {
     let g = gpu();
     let kernels = Kernels::new(&g.device);
-    for (m, n, k, chunk_rows) in [(1, 1, 8, 1), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50)] {
+    for (m, n, k, chunk_rows) in
+        [(1, 1, 8, 1), (1, 1001, 64, 300), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50), (70, 37, 24, 37)]
+    {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
@@ -57,23 +61,25 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
         for accumulate in [false, true] {
             let xb = g.storage_with("x", bytes(&x));
             let yb = g.storage_with("y", bytes(&y0));
-            let calls: Vec<_> = w
-                .chunks
-                .iter()
-                .map(|c| {
-                    let p = MatmulParams {
-                        m: m as u32,
-                        n: n as u32,
-                        k: k as u32,
-                        row_start: c.row_start as u32,
-                        rows: c.rows as u32,
-                        accumulate: accumulate as u32,
-                        _pad: [0; 2],
-                    };
-                    (vec![&xb, &c.buffer, &yb], p, [groups(c.rows, 64), groups(m, 4), 1])
-                })
-                .collect();
-            run(&kernels, Kernel::Matmul, &calls);
+            // Through the engine's own dispatch choice: the m = 1 kernel or the tiled one.
+            let binds: Vec<_> =
+                w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, &c.buffer, &yb])).collect();
+            let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+            for (c, bind) in w.chunks.iter().zip(&binds) {
+                let p = MatmulParams {
+                    m: m as u32,
+                    n: n as u32,
+                    k: k as u32,
+                    row_start: c.row_start as u32,
+                    rows: c.rows as u32,
+                    accumulate: accumulate as u32,
+                    _pad: [0; 2],
+                };
+                record_matmul(&mut rec, bind, &p);
+            }
+            let mut enc = g.device.create_command_encoder(&Default::default());
+            rec.encode(&g.queue, &mut enc);
+            g.queue.submit([enc.finish()]);
             let mut want = reference::matmul(&x, m, k, &w_bits, n);
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);

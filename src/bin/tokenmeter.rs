@@ -38,6 +38,8 @@ mod cli {
         Bench(BenchArgs),
         /// Show the GPU adapter and its limits.
         Adapter,
+        /// Measure the adapter's copy bandwidth and FMA rate (and, natively, host memory copy bandwidth).
+        Roofline,
     }
 
     #[derive(Args)]
@@ -158,6 +160,7 @@ mod cli {
             Command::Generate(args) => pollster::block_on(generate(args)),
             Command::Bench(args) => pollster::block_on(bench(args)),
             Command::Adapter => pollster::block_on(adapter()),
+            Command::Roofline => pollster::block_on(roofline()),
         };
         match result {
             Ok(()) => 0,
@@ -169,6 +172,33 @@ mod cli {
                 }
             }
         }
+    }
+
+    /// Host memory copy of 256 MiB (read + written bytes), median of 8: the machine's own bandwidth,
+    /// measured outside the GPU stack.
+    fn host_copy_gb_s() -> f64 {
+        let n = 256 << 20;
+        let src = vec![1u8; n];
+        let mut dst = vec![0u8; n];
+        let mut times: Vec<f64> = (0..8)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                dst.copy_from_slice(std::hint::black_box(&src));
+                std::hint::black_box(&dst);
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+        2.0 * n as f64 / times[4] / 1e9
+    }
+
+    async fn roofline() -> Result<()> {
+        let gpu = Gpu::new().await?;
+        let r = tokenmeter::gpu::roofline::measure(&gpu, 8).await?;
+        let host = host_copy_gb_s();
+        let out = serde_json::json!({ "adapter": gpu.adapter.name, "roofline": r, "host_copy_gb_s": host });
+        println!("{}", serde_json::to_string_pretty(&out).expect("serialisable"));
+        Ok(())
     }
 
     async fn adapter() -> Result<()> {

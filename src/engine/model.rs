@@ -5,7 +5,7 @@
 use super::kv::KvCache;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
-use crate::gpu::kernels::{groups, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use crate::gpu::kernels::{groups, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::model::reference::inv_freq;
@@ -307,7 +307,7 @@ fn matmul<'a>(rec: &mut StepRecorder<'a>, w: &Matrix, bind: &'a [wgpu::BindGroup
             accumulate: accumulate as u32,
             _pad: [0; 2],
         };
-        rec.dispatch(Kernel::Matmul, group, &p, [groups(chunk.rows, 64), groups(m, 4), 1]);
+        record_matmul(rec, group, &p);
     }
 }
 

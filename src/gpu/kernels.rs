@@ -16,6 +16,8 @@ pub enum Kernel {
     Embed,
     RmsNorm,
     Matmul,
+    /// `Matmul` specialised for one row of x (decode at batch 1).
+    MatmulM1,
     QkNormRope,
     Attention,
     SwiGlu,
@@ -23,7 +25,7 @@ pub enum Kernel {
     Sample,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Access {
     Read,
     Write,
@@ -31,10 +33,11 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
+        Kernel::MatmulM1,
         Kernel::QkNormRope,
         Kernel::Attention,
         Kernel::SwiGlu,
@@ -47,6 +50,7 @@ impl Kernel {
             Kernel::Embed => (include_str!("../../shaders/embed.wgsl"), "embed"),
             Kernel::RmsNorm => (include_str!("../../shaders/rmsnorm.wgsl"), "rms_norm"),
             Kernel::Matmul => (include_str!("../../shaders/matmul.wgsl"), "matmul_bf16"),
+            Kernel::MatmulM1 => (include_str!("../../shaders/matmul.wgsl"), "matmul_bf16_m1"),
             Kernel::QkNormRope => (include_str!("../../shaders/rope.wgsl"), "qk_norm_rope"),
             Kernel::Attention => (include_str!("../../shaders/attention.wgsl"), "attention"),
             Kernel::SwiGlu => (include_str!("../../shaders/swiglu.wgsl"), "swiglu"),
@@ -60,7 +64,7 @@ impl Kernel {
         match self {
             Kernel::Embed => &[Read, Read, Write],
             Kernel::RmsNorm => &[Read, Read, Read, Write],
-            Kernel::Matmul => &[Read, Read, Write],
+            Kernel::Matmul | Kernel::MatmulM1 => &[Read, Read, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention => &[Read, Read, Read, Read, Read, Write],
             Kernel::SwiGlu => &[Read, Write],
@@ -303,6 +307,27 @@ impl<'a> StepRecorder<'a> {
             pass.set_bind_group(0, bind_group, &[offset]);
             pass.dispatch_workgroups(x, y, z);
         }
+    }
+}
+
+/// Weight rows per invocation and tokens per workgroup of `matmul_bf16`, and rows per invocation
+/// of `matmul_bf16_m1` (mirrors the constants in matmul.wgsl).
+const MATMUL_ROWS: usize = 4;
+const MATMUL_M_CHUNK: usize = 32;
+const MATMUL_M1_ROWS: usize = 8;
+
+/// Records `y (+)= x W^T` over one weight chunk, picking the decode kernel when x has one row.
+pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
+    let rows = p.rows as usize;
+    if p.m == 1 {
+        rec.dispatch(Kernel::MatmulM1, bind_group, p, [groups(rows, 64 * MATMUL_M1_ROWS), 1, 1]);
+    } else {
+        rec.dispatch(
+            Kernel::Matmul,
+            bind_group,
+            p,
+            [groups(rows, 64 * MATMUL_ROWS), groups(p.m as usize, MATMUL_M_CHUNK), 1],
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod context;
 pub mod kernels;
 pub mod readback;
+pub mod roofline;
 
 pub use context::{Gpu, SharedGpu};
 pub use kernels::{Kernel, Kernels, StepRecorder};

@@ -1,0 +1,82 @@
+//! The page: a header with the status line and the language switch; on the left the model,
+//! the workload and Run; on the right the live charts, the report, the history and the
+//! playground.
+
+use super::charts::LiveCharts;
+use super::history::{self, HistoryPanel};
+use super::i18n::{use_text, LangSwitch, UiLang};
+use super::models::{self, ModelPanel};
+use super::playground::Playground;
+use super::results::Report;
+use super::run::{self, RunPanel};
+use super::settings::SettingsPanel;
+use super::state::{AppState, ModelChoice, Phase};
+use crate::bench::Lang;
+use leptos::prelude::*;
+
+#[component]
+pub fn App() -> impl IntoView {
+    let query = super::browser::query_param;
+    let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
+    let choice = query("model").and_then(|m| ModelChoice::from_key(&m)).unwrap_or(ModelChoice::Embedded);
+    let state = AppState::new(lang, choice, history::load());
+    provide_context(UiLang(state.lang));
+    let t = use_text();
+
+    // The settings, the model and the language live in the query string: a link reproduces a run.
+    Effect::new(move |_| {
+        let mut pairs = state.settings.changed();
+        if state.choice.get() != ModelChoice::Embedded {
+            pairs.push(("model", state.choice.get().key().to_string()));
+        }
+        if state.lang.get() != Lang::En {
+            pairs.push(("lang", "zh".to_string()));
+        }
+        // Not fatal: the page works the same without it.
+        let _ = super::browser::replace_query(&pairs);
+    });
+    Effect::new(move |_| {
+        let lang = if state.lang.get() == Lang::Zh { "zh-CN" } else { "en" };
+        if let Some(root) = document().document_element() {
+            let _ = root.set_attribute("lang", lang);
+        }
+    });
+
+    models::start(state);
+    let checked = run::checked(state);
+    let problems = Memo::new(move |_| checked.with(|c| c.clone().err().unwrap_or_default()));
+    let locked = Signal::derive(move || state.phase.get() == Phase::Running);
+
+    view! {
+        <header class="top">
+            <div class="brand">
+                <h1>"tokenmeter"</h1>
+                <p class="tagline">{move || t().tagline}</p>
+            </div>
+            <LangSwitch />
+        </header>
+        <p class="status" data-testid="status" role="status">
+            <span class="dot" class:ok=move || state.model_info.with(Option::is_some)></span>
+            {move || models::status_text(state, t())}
+        </p>
+        <main class="layout">
+            <aside class="side">
+                <ModelPanel state=state />
+                <SettingsPanel settings=state.settings problems=problems locked=locked />
+                <RunPanel state=state checked=checked />
+            </aside>
+            <div class="content">
+                <section class="card" aria-labelledby="live-title">
+                    <div class="card-head">
+                        <h2 id="live-title">{move || t().live}</h2>
+                        <span class="run-name">{move || state.shown.get().map(|e| e.name.clone())}</span>
+                    </div>
+                    <LiveCharts data=state.charts.into() />
+                </section>
+                <Report shown=state.shown />
+                <HistoryPanel state=state />
+                <Playground state=state />
+            </div>
+        </main>
+    }
+}

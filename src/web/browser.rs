@@ -1,0 +1,96 @@
+//! Small wrappers over the browser APIs the page uses: fetch, the URL's query string,
+//! localStorage and file downloads. Failures come back as `Result`, never as panics.
+
+use crate::{Error, Result};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+fn window() -> Result<web_sys::Window> {
+    web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))
+}
+
+fn js_error(what: &str) -> impl Fn(JsValue) -> Error + '_ {
+    move |e| Error::Invalid(format!("{what}: {e:?}"))
+}
+
+/// Fetches a file served next to the page.
+pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>> {
+    let io = |e: JsValue| Error::Io { path: url.into(), message: format!("{e:?}") };
+    let response: web_sys::Response = JsFuture::from(window()?.fetch_with_str(url)).await.map_err(io)?.unchecked_into();
+    if !response.ok() {
+        return Err(Error::Io { path: url.into(), message: format!("HTTP {}", response.status()) });
+    }
+    let buffer = JsFuture::from(response.array_buffer().map_err(io)?).await.map_err(io)?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+}
+
+/// One value of the page's query string (`?rate=4&…`).
+pub fn query_param(key: &str) -> Option<String> {
+    let search = window().ok()?.location().search().ok()?;
+    web_sys::UrlSearchParams::new_with_str(&search).ok()?.get(key)
+}
+
+/// Rewrites the query string in place (no navigation, no history entry).
+pub fn replace_query(pairs: &[(&str, String)]) -> Result<()> {
+    let params = web_sys::UrlSearchParams::new().map_err(js_error("URLSearchParams"))?;
+    for (key, value) in pairs {
+        params.append(key, value);
+    }
+    let query = String::from(params.to_string());
+    let window = window()?;
+    let path = window.location().pathname().map_err(js_error("location"))?;
+    let url = if query.is_empty() { path } else { format!("{path}?{query}") };
+    window
+        .history()
+        .map_err(js_error("history"))?
+        .replace_state_with_url(&JsValue::NULL, "", Some(&url))
+        .map_err(js_error("history"))
+}
+
+fn local_storage() -> Result<web_sys::Storage> {
+    window()?.local_storage().map_err(js_error("localStorage"))?.ok_or_else(|| Error::Invalid("no localStorage".into()))
+}
+
+pub fn storage_get(key: &str) -> Option<String> {
+    local_storage().ok()?.get_item(key).ok()?
+}
+
+/// Fails when the storage is full (the quota is a few MB) or disabled.
+pub fn storage_set(key: &str, value: &str) -> Result<()> {
+    local_storage()?.set_item(key, value).map_err(js_error("localStorage is full or disabled"))
+}
+
+/// Saves `contents` as a file through a Blob and a temporary object URL.
+pub fn download(file_name: &str, mime: &str, contents: &str) -> Result<()> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(contents));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options).map_err(js_error("Blob"))?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(js_error("object URL"))?;
+    let document = window()?.document().ok_or_else(|| Error::Invalid("no document".into()))?;
+    let anchor: web_sys::HtmlAnchorElement =
+        document.create_element("a").map_err(js_error("download link"))?.unchecked_into();
+    anchor.set_href(&url);
+    anchor.set_download(file_name);
+    anchor.click();
+    // The click has started the download; the URL is no longer needed.
+    web_sys::Url::revoke_object_url(&url).map_err(js_error("object URL"))
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
+/// "2026-11-29 10:47" in the browser's time zone.
+pub fn local_time(epoch_ms: f64) -> String {
+    let d = js_sys::Date::new(&JsValue::from_f64(epoch_ms));
+    format!(
+        "{}-{:02}-{:02} {:02}:{:02}",
+        d.get_full_year(),
+        d.get_month() + 1,
+        d.get_date(),
+        d.get_hours(),
+        d.get_minutes()
+    )
+}

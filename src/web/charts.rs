@@ -1,0 +1,253 @@
+//! The live charts, drawn by leptos-chartistry. Each chart is a pure function of a signal of
+//! points: the run pushes a new [`ChartData`] at most once per animation frame, and a finished
+//! (or recalled) run's data comes from its `BenchResult`.
+
+use super::i18n::{use_text, Label};
+use crate::bench::{BenchResult, RequestRecord, StepSample, TimePoint};
+use leptos::prelude::*;
+use leptos_chartistry::*;
+
+/// One point: seconds from the run's start, and a value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+}
+
+/// The engine's state after a step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchPoint {
+    pub t: f64,
+    pub running: f64,
+    pub waiting: f64,
+}
+
+/// Everything the charts show, derived from the raw records.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChartData {
+    /// x: arrival (s), y: TTFT (ms), one per request that has its first token.
+    pub ttft: Vec<Point>,
+    /// x: arrival (s), y: TPOT (ms), one per finished request with two or more tokens.
+    pub tpot: Vec<Point>,
+    /// x: bucket start (s), y: output tokens per second.
+    pub throughput: Vec<Point>,
+    pub batch: Vec<BatchPoint>,
+    /// x: step end (s), y: KV blocks in use (%).
+    pub kv: Vec<Point>,
+}
+
+/// Bucket width of the throughput series, as the CLI's `summarize(.., 0.25)`.
+pub const BUCKET_S: f64 = 0.25;
+/// Steps drawn at most; longer runs are thinned evenly (the last step always kept).
+const MAX_STEP_POINTS: usize = 600;
+
+impl ChartData {
+    /// While running: the throughput series is bucketed up to the latest step, not to the
+    /// last finish as `summarize` does, so the newest complete bucket shows.
+    pub fn live(records: &[RequestRecord], steps: &[StepSample]) -> ChartData {
+        let now = steps.last().map_or(0.0, |s| s.t_s);
+        let complete = (now / BUCKET_S).floor() as usize;
+        let mut tokens = vec![0usize; complete];
+        for &t in records.iter().flat_map(|r| &r.token_times_s) {
+            if let Some(bucket) = tokens.get_mut((t / BUCKET_S) as usize) {
+                *bucket += 1;
+            }
+        }
+        let throughput =
+            tokens.iter().enumerate().map(|(i, &n)| Point { x: i as f64 * BUCKET_S, y: n as f64 / BUCKET_S }).collect();
+        ChartData { throughput, ..ChartData::per_request(records, steps) }
+    }
+
+    /// After a run: the throughput series is the one `summarize` computed.
+    pub fn from_result(result: &BenchResult) -> ChartData {
+        let series: &[TimePoint] = &result.metrics.series;
+        ChartData {
+            throughput: series.iter().map(|p| Point { x: p.t_s, y: p.output_tok_s }).collect(),
+            ..ChartData::per_request(&result.requests, &result.steps)
+        }
+    }
+
+    fn per_request(records: &[RequestRecord], steps: &[StepSample]) -> ChartData {
+        let latency = |value: fn(&RequestRecord) -> Option<f64>| {
+            let mut points: Vec<Point> =
+                records.iter().filter_map(|r| Some(Point { x: r.arrival_s, y: value(r)? * 1e3 })).collect();
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            points
+        };
+        let stride = steps.len().div_ceil(MAX_STEP_POINTS).max(1);
+        let thinned: Vec<&StepSample> = steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % stride == 0 || *i + 1 == steps.len())
+            .map(|(_, s)| s)
+            .collect();
+        ChartData {
+            ttft: latency(RequestRecord::ttft_s),
+            tpot: latency(|r| r.succeeded().then(|| r.tpot_s()).flatten()),
+            throughput: Vec::new(),
+            batch: thinned
+                .iter()
+                .map(|s| BatchPoint { t: s.t_s, running: s.running as f64, waiting: s.waiting as f64 })
+                .collect(),
+            kv: thinned
+                .iter()
+                .map(|s| Point { x: s.t_s, y: 100.0 * s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64 })
+                .collect(),
+        }
+    }
+}
+
+const BLUE: Colour = Colour::from_rgb(0x3b, 0x82, 0xf6);
+const TEAL: Colour = Colour::from_rgb(0x14, 0xb8, 0xa6);
+const VIOLET: Colour = Colour::from_rgb(0x8b, 0x5c, 0xf6);
+const AMBER: Colour = Colour::from_rgb(0xf5, 0x9e, 0x0b);
+const ROSE: Colour = Colour::from_rgb(0xf4, 0x3f, 0x5e);
+
+const HEIGHT: f64 = 220.0;
+
+/// The card around a chart: title, the x axis in words, the point count for tests.
+#[component]
+fn ChartCard(
+    title: Label,
+    x_axis: Label,
+    testid: &'static str,
+    /// Points drawn (for the placeholder and `data-points`).
+    count: Signal<usize>,
+    children: Children,
+) -> impl IntoView {
+    let t = use_text();
+    view! {
+        <figure class="chart" data-testid=testid data-points=move || count.get().to_string()>
+            <figcaption>
+                <span class="chart-title">{move || title(t())}</span>
+                <span class="chart-axis">{move || x_axis(t())}</span>
+                <Show when=move || count.get() == 0>
+                    <span class="chart-empty">{move || t().no_data}</span>
+                </Show>
+            </figcaption>
+            // No positioned wrapper: chartistry places its tooltip in page coordinates.
+            <div class="chart-body">{children()}</div>
+        </figure>
+    }
+}
+
+fn edges() -> (Vec<EdgeLayout<f64>>, Vec<EdgeLayout<f64>>) {
+    (vec![TickLabels::aligned_floats().with_min_chars(5).into_edge()], vec![TickLabels::aligned_floats().into_edge()])
+}
+
+fn inner() -> Vec<InnerLayout<f64, f64>> {
+    vec![
+        AxisMarker::left_edge().into_inner(),
+        AxisMarker::bottom_edge().into_inner(),
+        XGridLine::default().into_inner(),
+        YGridLine::default().into_inner(),
+    ]
+}
+
+/// One dot per point.
+#[component]
+fn Scatter(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> impl IntoView {
+    let (left, bottom) = edges();
+    let dots = Line::new(|p: &Point| p.y)
+        .with_name(name)
+        .with_colour(colour)
+        .with_width(0.0)
+        .with_marker(Marker::from_shape(MarkerShape::Circle).with_scale(1.2));
+    view! {
+        <Chart
+            aspect_ratio=AspectRatio::from_env_width(HEIGHT)
+            font_height=12.0
+            font_width=7.2
+            left=left
+            bottom=bottom
+            inner=inner()
+            tooltip=Tooltip::left_cursor()
+            series=Series::new(|p: &Point| p.x).with_min_y(0.0).line(dots)
+            data=points
+        />
+    }
+}
+
+/// A line through the points.
+#[component]
+fn LineChart(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> impl IntoView {
+    let (left, bottom) = edges();
+    let line = Line::new(|p: &Point| p.y).with_name(name).with_colour(colour).with_width(1.5);
+    view! {
+        <Chart
+            aspect_ratio=AspectRatio::from_env_width(HEIGHT)
+            font_height=12.0
+            font_width=7.2
+            left=left
+            bottom=bottom
+            inner=inner()
+            tooltip=Tooltip::left_cursor()
+            series=Series::new(|p: &Point| p.x).with_min_y(0.0).line(line)
+            data=points
+        />
+    }
+}
+
+/// All five charts, fed by `data`.
+#[component]
+pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
+    let t = use_text();
+    let pick = move |f: fn(&ChartData) -> Vec<Point>| Signal::from(Memo::new(move |_| data.with(f)));
+    let ttft = pick(|d| d.ttft.clone());
+    let tpot = pick(|d| d.tpot.clone());
+    let throughput = pick(|d| d.throughput.clone());
+    let kv = pick(|d| d.kv.clone());
+    let batch = Signal::from(Memo::new(move |_| data.with(|d| d.batch.clone())));
+    let count = |points: Signal<Vec<Point>>| Signal::derive(move || points.with(Vec::len));
+    let step = Interpolation::Step(Step::Horizontal);
+    // Names are fixed at mount; the legend below the chart follows the language.
+    let running =
+        Line::new(|p: &BatchPoint| p.running).with_name("running").with_colour(VIOLET).with_interpolation(step);
+    let waiting = Line::new(|p: &BatchPoint| p.waiting).with_name("waiting").with_colour(ROSE).with_interpolation(step);
+    let (left, bottom) = edges();
+    view! {
+        <div class="charts">
+            <ChartCard title=|t| t.chart_ttft x_axis=|t| t.x_arrival testid="chart-ttft" count=count(ttft)>
+                <Scatter points=ttft colour=BLUE name="TTFT" />
+            </ChartCard>
+            <ChartCard title=|t| t.chart_tpot x_axis=|t| t.x_arrival testid="chart-tpot" count=count(tpot)>
+                <Scatter points=tpot colour=TEAL name="TPOT" />
+            </ChartCard>
+            <ChartCard
+                title=|t| t.chart_throughput
+                x_axis=|t| t.x_time
+                testid="chart-throughput"
+                count=count(throughput)
+            >
+                <LineChart points=throughput colour=BLUE name="tok/s" />
+            </ChartCard>
+            <ChartCard
+                title=|t| t.chart_batch
+                x_axis=|t| t.x_time
+                testid="chart-batch"
+                count=Signal::derive(move || batch.with(Vec::len))
+            >
+                <Chart
+                    aspect_ratio=AspectRatio::from_env_width(HEIGHT)
+                    font_height=12.0
+                    font_width=7.2
+                    left=left
+                    bottom=bottom
+                    inner=inner()
+                    tooltip=Tooltip::left_cursor()
+                    series=Series::new(|p: &BatchPoint| p.t).with_min_y(0.0).line(running).line(waiting)
+                    data=batch
+                />
+                <p class="legend">
+                    <span class="swatch" style="background:#8b5cf6"></span>
+                    {move || t().running}
+                    <span class="swatch" style="background:#f43f5e"></span>
+                    {move || t().waiting}
+                </p>
+            </ChartCard>
+            <ChartCard title=|t| t.chart_kv x_axis=|t| t.x_time testid="chart-kv" count=count(kv)>
+                <LineChart points=kv colour=AMBER name="KV %" />
+            </ChartCard>
+        </div>
+    }
+}

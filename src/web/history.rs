@@ -1,0 +1,270 @@
+//! Past runs, kept in localStorage as their `BenchResult` JSON with a name and a time; any two
+//! side by side, each change in percent, coloured by whether it is better.
+
+use super::browser;
+use super::charts::ChartData;
+use super::i18n::{use_text, Text};
+use super::state::AppState;
+use crate::bench::{BenchResult, BenchmarkMetrics};
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+const STORAGE_KEY: &str = "tokenmeter.runs.v1";
+/// Runs kept; the oldest go first (and sooner when the storage quota is reached).
+const MAX_RUNS: usize = 30;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Entry {
+    /// Milliseconds since the epoch at the end of the run; also the entry's identity.
+    pub time_ms: f64,
+    pub name: String,
+    pub result: BenchResult,
+}
+
+/// Whatever parses of what was saved (a broken entry is skipped, not fatal).
+pub fn load() -> Vec<Arc<Entry>> {
+    let Some(text) = browser::storage_get(STORAGE_KEY) else { return Vec::new() };
+    let Ok(values) = serde_json::from_str::<Vec<serde_json::Value>>(&text) else { return Vec::new() };
+    values.into_iter().filter_map(|v| serde_json::from_value::<Entry>(v).ok()).map(Arc::new).collect()
+}
+
+/// Saves the list, dropping the oldest runs until it fits. Returns how many were dropped.
+pub fn save(entries: &mut Vec<Arc<Entry>>) -> usize {
+    let mut dropped = entries.len().saturating_sub(MAX_RUNS);
+    entries.drain(..dropped);
+    loop {
+        let json = serde_json::to_string(&**entries).expect("serialisable");
+        if browser::storage_set(STORAGE_KEY, &json).is_ok() || entries.is_empty() {
+            return dropped;
+        }
+        entries.remove(0);
+        dropped += 1;
+    }
+}
+
+/// Adds a finished run and shows it.
+pub fn add(state: AppState, entry: Entry) -> Arc<Entry> {
+    let entry = Arc::new(entry);
+    let mut dropped = 0;
+    state.history.update(|list| {
+        list.push(entry.clone());
+        dropped = save(list);
+    });
+    if dropped > 0 {
+        state.history_dropped.set(true);
+    }
+    entry
+}
+
+/// Which way is better for a metric.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Better {
+    Lower,
+    Higher,
+}
+
+type Getter = fn(&BenchmarkMetrics) -> Option<f64>;
+
+fn rows() -> Vec<(&'static str, Better, Getter)> {
+    use Better::*;
+    vec![
+        ("TTFT mean (ms)", Lower, |m| Some(m.ttft_ms.mean)),
+        ("TTFT p50 (ms)", Lower, |m| Some(m.ttft_ms.p50)),
+        ("TTFT p99 (ms)", Lower, |m| Some(m.ttft_ms.p99)),
+        ("TPOT mean (ms)", Lower, |m| Some(m.tpot_ms.mean)),
+        ("TPOT p50 (ms)", Lower, |m| Some(m.tpot_ms.p50)),
+        ("TPOT p99 (ms)", Lower, |m| Some(m.tpot_ms.p99)),
+        ("ITL mean (ms)", Lower, |m| Some(m.itl_ms.mean)),
+        ("ITL p99 (ms)", Lower, |m| Some(m.itl_ms.p99)),
+        ("E2E mean (ms)", Lower, |m| Some(m.e2e_ms.mean)),
+        ("E2E p99 (ms)", Lower, |m| Some(m.e2e_ms.p99)),
+        ("req/s", Higher, |m| Some(m.request_throughput)),
+        ("output tok/s", Higher, |m| Some(m.output_throughput)),
+        ("total tok/s", Higher, |m| Some(m.total_token_throughput)),
+        ("goodput (req/s)", Higher, |m| m.goodput),
+        ("failed", Lower, |m| Some(m.failed as f64)),
+        ("preemptions", Lower, |m| Some(m.preemptions as f64)),
+    ]
+}
+
+fn cell(x: Option<f64>) -> String {
+    match x {
+        Some(x) if x.is_finite() => format!("{x:.2}"),
+        _ => "–".into(),
+    }
+}
+
+/// (text, class) of the change from `a` to `b`.
+fn change(a: Option<f64>, b: Option<f64>, better: Better) -> (String, &'static str) {
+    let (Some(a), Some(b)) = (a, b) else { return ("–".into(), "same") };
+    if !a.is_finite() || !b.is_finite() {
+        return ("–".into(), "same");
+    }
+    if a == b {
+        return ("0%".into(), "same");
+    }
+    let class = match (b < a, better) {
+        (true, Better::Lower) | (false, Better::Higher) => "better",
+        _ => "worse",
+    };
+    if a == 0.0 {
+        return (format!("{b:+.2}"), class);
+    }
+    let percent = (b - a) / a.abs() * 100.0;
+    let class = if percent.abs() < 1.0 { "same" } else { class };
+    (format!("{percent:+.1}%"), class)
+}
+
+#[component]
+fn Comparison(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    let (ma, mb) = (a.result.metrics.clone(), b.result.metrics.clone());
+    let body = rows()
+        .into_iter()
+        .map(|(label, better, get)| {
+            let (va, vb) = (get(&ma), get(&mb));
+            let (delta, class) = change(va, vb, better);
+            view! {
+                <tr>
+                    <th scope="row">{label}</th>
+                    <td>{cell(va)}</td>
+                    <td>{cell(vb)}</td>
+                    <td class=format!("delta {class}")>{delta}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="compare" data-testid="comparison">
+            <h3>{move || t().comparison}</h3>
+            <table class="table">
+                <thead>
+                    <tr>
+                        <th scope="col">{move || t().metric}</th>
+                        <th scope="col">"A · " {a.name.clone()}</th>
+                        <th scope="col">"B · " {b.name.clone()}</th>
+                        <th scope="col">{move || t().change}</th>
+                    </tr>
+                </thead>
+                <tbody>{body}</tbody>
+            </table>
+        </div>
+    }
+}
+
+fn summary(e: &Entry, t: &Text) -> String {
+    let m = &e.result.metrics;
+    format!(
+        "TTFT p50 {} ms · TPOT p50 {} ms · {} tok/s · {} {}",
+        cell(Some(m.ttft_ms.p50)),
+        cell(Some(m.tpot_ms.p50)),
+        cell(Some(m.output_throughput)),
+        m.completed,
+        t.completed.to_lowercase()
+    )
+}
+
+#[component]
+pub fn HistoryPanel(state: AppState) -> impl IntoView {
+    let t = use_text();
+    // Ticked runs, in the order ticked: the first is A, the second B.
+    let picked = RwSignal::new(Vec::<f64>::new());
+    let toggle = move |id: f64, on: bool| {
+        picked.update(|p| {
+            p.retain(|&x| x != id);
+            if on {
+                p.push(id);
+            }
+            if p.len() > 2 {
+                p.remove(0);
+            }
+        })
+    };
+    let delete = move |id: f64| {
+        picked.update(|p| p.retain(|&x| x != id));
+        state.history.update(|list| {
+            list.retain(|e| e.time_ms != id);
+            save(list);
+        });
+    };
+    let clear = move |_| {
+        picked.set(Vec::new());
+        state.history.update(|list| {
+            list.clear();
+            save(list);
+        });
+    };
+    let show = move |entry: Arc<Entry>| {
+        state.charts.set(ChartData::from_result(&entry.result));
+        state.shown.set(Some(entry));
+    };
+    let pair = move || {
+        let ids = picked.get();
+        let list = state.history.get();
+        let find = |id: f64| list.iter().find(|e| e.time_ms == id).cloned();
+        match ids.as_slice() {
+            [a, b] => Some((find(*a)?, find(*b)?)),
+            _ => None,
+        }
+    };
+    view! {
+        <section class="card" aria-labelledby="history-title" data-testid="history">
+            <div class="card-head">
+                <h2 id="history-title">{move || t().history}</h2>
+                <button class="link" on:click=clear disabled=move || state.history.with(Vec::is_empty)>
+                    {move || t().clear}
+                </button>
+            </div>
+            <p class="note">
+                {move || if state.history.with(Vec::is_empty) { t().history_empty } else { t().compare_hint }}
+            </p>
+            <Show when=move || state.history_dropped.get()>
+                <p class="note warn">{move || t().history_not_saved}</p>
+            </Show>
+            <ul class="runs">
+                <For
+                    each=move || state.history.get().into_iter().rev()
+                    key=|e| e.time_ms.to_bits()
+                    children=move |e| {
+                        let id = e.time_ms;
+                        let (name, time) = (e.name.clone(), browser::local_time(e.time_ms));
+                        let entry = e.clone();
+                        let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
+                            Some(0) => "A",
+                            Some(_) => "B",
+                            None => "",
+                        };
+                        view! {
+                            <li class="run" class:picked=move || !letter().is_empty()>
+                                <label class="run-pick">
+                                    <input
+                                        type="checkbox"
+                                        prop:checked=move || picked.with(|p| p.contains(&id))
+                                        on:change=move |ev| toggle(id, event_target_checked(&ev))
+                                    />
+                                    <span class="badge">{letter}</span>
+                                </label>
+                                <div class="run-text">
+                                    <div class="run-name">{name}</div>
+                                    <div class="run-meta num">
+                                        {time} " · " {move || summary(&e, t())}
+                                    </div>
+                                </div>
+                                <div class="run-actions">
+                                    <button class="small" on:click=move |_| show(entry.clone())>
+                                        {move || t().show}
+                                    </button>
+                                    <button class="small ghost" on:click=move |_| delete(id)>
+                                        {move || t().delete}
+                                    </button>
+                                </div>
+                            </li>
+                        }
+                    }
+                />
+            </ul>
+            {move || pair().map(|(a, b)| view! { <Comparison a=a b=b /> })}
+        </section>
+    }
+}

@@ -1,0 +1,247 @@
+//! A run's results: key numbers, the latency table, the diagnosis with its evidence and advice,
+//! the text report (English or Chinese) and the downloads: the results JSON (the CLI's `--out`
+//! schema) and the per-request CSV. Everything is computed by `crate::bench`.
+
+use super::browser;
+use super::history::Entry;
+use super::i18n::{text, use_text, Label, UiLang};
+use crate::bench::{self, Diagnosis, Lang, Stats, Verdict};
+use leptos::prelude::*;
+use std::sync::Arc;
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "–".into()
+    }
+}
+
+fn percent(fraction: f64) -> String {
+    if fraction.is_finite() {
+        format!("{:.1}%", fraction * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+/// The diagnosis in `lang`: recomputed from the baseline when there is one (it is a pure
+/// function), else the one saved with the run.
+fn diagnosis_in(entry: &Entry, lang: Lang) -> Option<Diagnosis> {
+    let r = &entry.result;
+    match &r.baseline {
+        Some(base) => Some(bench::diagnose_in(&r.metrics, base, lang)),
+        None => r.diagnosis.clone(),
+    }
+}
+
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Healthy => "ok",
+        Verdict::UnderUtilised => "info",
+        Verdict::PrefillBound | Verdict::DecodeBound => "warn",
+        Verdict::Saturated => "bad",
+    }
+}
+
+/// File names from the run's time: `tokenmeter-2026-11-29-1047.json`.
+fn file_name(entry: &Entry, extension: &str) -> String {
+    let stamp = browser::local_time(entry.time_ms).replace([' ', ':'], "-");
+    format!("tokenmeter-{stamp}.{extension}")
+}
+
+#[component]
+fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    let m = entry.result.metrics.clone();
+    let card = move |label: Label, value: String, unit: &'static str| {
+        view! {
+            <div class="stat">
+                <div class="stat-label">{move || label(t())}</div>
+                <div class="stat-value num">{value} <span class="unit">{unit}</span></div>
+            </div>
+        }
+    };
+    let goodput = match (m.goodput, m.slo_attainment) {
+        (Some(g), Some(a)) => format!("{} ({})", num(g), percent(a)),
+        _ => "–".into(),
+    };
+    view! {
+        <div class="stats">
+            {card(|t| t.completed, format!("{} / {}", m.completed, m.completed + m.failed), "")}
+            {card(|t| t.failed, m.failed.to_string(), "")}
+            {card(|t| t.duration, num(m.duration_s), "s")}
+            {card(|t| t.request_throughput, num(m.request_throughput), "req/s")}
+            {card(|t| t.output_throughput, num(m.output_throughput), "tok/s")}
+            {card(|t| t.total_throughput, num(m.total_token_throughput), "tok/s")}
+            {card(|t| t.goodput, goodput, "req/s")}
+            {card(|t| t.preemptions, m.preemptions.to_string(), "")}
+            {card(|t| t.gpu_busy, percent(m.gpu_busy_fraction), "")}
+        </div>
+    }
+}
+
+#[component]
+fn LatencyTable(entry: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    let m = entry.result.metrics.clone();
+    let rows: Vec<(&'static str, Stats)> = vec![
+        ("TTFT", m.ttft_ms.clone()),
+        ("TPOT", m.tpot_ms.clone()),
+        ("ITL", m.itl_ms.clone()),
+        ("E2E", m.e2e_ms.clone()),
+        ("queue", m.queue_ms.clone()),
+    ];
+    view! {
+        <table class="table latency" data-testid="summary">
+            <thead>
+                <tr>
+                    <th scope="col">{move || t().latency_ms}</th>
+                    <th scope="col">{move || t().mean}</th>
+                    <th scope="col">"P50"</th>
+                    <th scope="col">"P90"</th>
+                    <th scope="col">"P95"</th>
+                    <th scope="col">"P99"</th>
+                    <th scope="col">"P99.9"</th>
+                    <th scope="col">"n"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {rows
+                    .into_iter()
+                    .map(|(name, s)| {
+                        let label = move || if name == "queue" { t().queue } else { name };
+                        view! {
+                            <tr>
+                                <th scope="row">{label}</th>
+                                {[s.mean, s.p50, s.p90, s.p95, s.p99, s.p999]
+                                    .map(|x| view! { <td>{num(x)}</td> })
+                                    .collect_view()}
+                                <td class="muted">{s.count}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+#[component]
+fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    let UiLang(lang) = expect_context::<UiLang>();
+    let baseline = entry.result.baseline.clone();
+    let diagnosis = {
+        let entry = entry.clone();
+        move || diagnosis_in(&entry, lang.get())
+    };
+    let list = |items: Vec<String>| items.into_iter().map(|item| view! { <li>{item}</li> }).collect_view();
+    view! {
+        {move || {
+            diagnosis()
+                .map(|d| {
+                    view! {
+                        <div class=format!("diagnosis {}", verdict_class(d.verdict)) data-testid="diagnosis">
+                            <div class="verdict">
+                                <span class="verdict-label">{move || t().diagnosis}</span>
+                                <strong>{d.verdict.label(lang.get())}</strong>
+                            </div>
+                            <div class="diagnosis-cols">
+                                <div>
+                                    <h4>{move || t().evidence}</h4>
+                                    <ul>{list(d.evidence)}</ul>
+                                </div>
+                                <div>
+                                    <h4>{move || t().advice}</h4>
+                                    <ul>{list(d.advice)}</ul>
+                                </div>
+                            </div>
+                        </div>
+                    }
+                })
+        }}
+        {baseline
+            .map(|b| {
+                view! {
+                    <p class="note num">
+                        {move || t().baseline} ": TTFT " {num(b.ttft_ms)} " ms, TPOT " {num(b.tpot_ms)} " ms"
+                    </p>
+                }
+            })}
+    }
+}
+
+/// The report of the run in `shown`.
+#[component]
+pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
+    let t = use_text();
+    let UiLang(ui_lang) = expect_context::<UiLang>();
+    // The text report's own language, following the page's until toggled.
+    let report_lang = RwSignal::new(ui_lang.get_untracked());
+    Effect::new(move |_| report_lang.set(ui_lang.get()));
+    let download_error = RwSignal::new(None::<String>);
+    move || {
+        shown.get().map(|entry| {
+            let text_report = {
+                let entry = entry.clone();
+                move || {
+                    let lang = report_lang.get();
+                    bench::text_report(&entry.result.metrics, diagnosis_in(&entry, lang).as_ref(), lang)
+                }
+            };
+            let json = {
+                let entry = entry.clone();
+                move |_| {
+                    let json = serde_json::to_string_pretty(&entry.result).expect("serialisable");
+                    let outcome = browser::download(&file_name(&entry, "json"), "application/json", &json);
+                    download_error.set(outcome.err().map(|e| e.to_string()));
+                }
+            };
+            let csv = {
+                let entry = entry.clone();
+                move |_| {
+                    let csv = bench::csv(&entry.result.requests);
+                    let outcome = browser::download(&file_name(&entry, "csv"), "text/csv", &csv);
+                    download_error.set(outcome.err().map(|e| e.to_string()));
+                }
+            };
+            let lang_button = move |lang: Lang, label: &'static str| {
+                view! {
+                    <button
+                        class="seg"
+                        class:active=move || report_lang.get() == lang
+                        on:click=move |_| report_lang.set(lang)
+                    >
+                        {label}
+                    </button>
+                }
+            };
+            view! {
+                <section class="card report" aria-labelledby="report-title" data-testid="report">
+                    <div class="card-head">
+                        <h2 id="report-title">{move || t().report}</h2>
+                        <span class="run-name">{entry.name.clone()}</span>
+                        <div class="actions">
+                            <button class="small" data-testid="download-json" on:click=json>
+                                {move || t().download_json}
+                            </button>
+                            <button class="small" data-testid="download-csv" on:click=csv>
+                                {move || t().download_csv}
+                            </button>
+                        </div>
+                    </div>
+                    <p class="error" role="alert">{move || download_error.get()}</p>
+                    <KeyNumbers entry=entry.clone() />
+                    <LatencyTable entry=entry.clone() />
+                    <DiagnosisView entry=entry.clone() />
+                    <div class="card-head">
+                        <h3>{move || text(report_lang.get()).text_report}</h3>
+                        <div class="segmented">{lang_button(Lang::En, "EN")} {lang_button(Lang::Zh, "中文")}</div>
+                    </div>
+                    <pre class="text-report" data-testid="text-report">{text_report}</pre>
+                </section>
+            }
+        })
+    }
+}

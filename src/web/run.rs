@@ -1,0 +1,223 @@
+//! A benchmark run, wired as the CLI's `bench`: plan, baseline, driver, summarize, diagnose,
+//! `BenchResult`. The driver reports after every engine step; the charts take that at most
+//! once per animation frame.
+
+use super::charts::ChartData;
+use super::history::{self, Entry};
+use super::i18n::use_text;
+use super::settings::{self, Problems, RunConfig};
+use super::state::{AppState, Loaded, Phase, RunProgress};
+use crate::bench::{self, driver, BenchResult, PlannedRequest};
+use crate::engine::{Engine, SamplingParams};
+use crate::model::Tokenizer;
+use crate::Result;
+use leptos::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Starts a run with the current settings (nothing happens while they are invalid).
+pub fn start(state: AppState, config: RunConfig) {
+    let Some(loaded) = state.take_model() else { return };
+    let tokenizer = state.tokenizer.get_value();
+    let choice = state.choice.get_untracked();
+    let lang = state.lang.get_untracked();
+    state.cancel.with_value(|c| c.set(false));
+    state.phase.set(Phase::Running);
+    state.run_error.set(None);
+    state.progress.set(Some(RunProgress::Baseline));
+    state.charts.set(ChartData::default());
+    state.shown.set(None);
+    wasm_bindgen_futures::spawn_local(async move {
+        let Loaded { model, capacity } = loaded;
+        let mut model = model;
+        // The buffers were sized for `capacity`; a run may ask the scheduler for less.
+        model.limits.max_seqs = config.max_batch.min(capacity.max_seqs);
+        model.limits.max_batched_tokens = config.max_batched_tokens.min(capacity.max_batched_tokens);
+        let mut engine = Engine::new(model);
+        let outcome = benchmark(state, &mut engine, &config, tokenizer.as_deref(), lang, choice.key()).await;
+        let mut model = engine.model;
+        model.limits = capacity.clone();
+        state.put_model(Loaded { model, capacity });
+        match outcome {
+            Ok(result) => {
+                let mut name = run_name(&config, choice.key());
+                if state.cancel.with_value(|c| c.get()) {
+                    name.push_str(" (cancelled)");
+                }
+                let entry = Entry { time_ms: super::browser::now_ms(), name, result };
+                state.charts.set(ChartData::from_result(&entry.result));
+                state.shown.set(Some(history::add(state, entry)));
+            }
+            Err(e) => state.run_error.set(Some(e.to_string())),
+        }
+        state.progress.set(None);
+        state.phase.set(Phase::Idle);
+    });
+}
+
+/// "embedded · poisson 4 req/s · 32 × 128→64".
+fn run_name(config: &RunConfig, model: &str) -> String {
+    let s = &config.spec;
+    let load = match s.arrival {
+        bench::Arrival::Sequential => "sequential".to_string(),
+        bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
+        arrival => {
+            let name =
+                serde_json::to_value(arrival).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            let rate = if s.rate.is_finite() { format!("{}", s.rate) } else { "inf".into() };
+            format!("{name} {rate} req/s")
+        }
+    };
+    let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };
+    format!("{model} · {load} · {} × {}→{}", s.num_requests, len(s.input_len), len(s.output_len))
+}
+
+/// Holds the newest progress until the next animation frame shows it.
+#[derive(Default)]
+struct Frame {
+    pending: Option<(ChartData, usize, usize)>,
+    requested: bool,
+}
+
+async fn benchmark(
+    state: AppState,
+    engine: &mut Engine,
+    config: &RunConfig,
+    tokenizer: Option<&Tokenizer>,
+    lang: bench::Lang,
+    model_name: &str,
+) -> Result<BenchResult> {
+    let spec = &config.spec;
+    let plan = bench::plan(spec)?;
+    let vocab = engine.model.cfg.vocab_size;
+    let text = tokenizer.filter(|_| !config.random_prompts);
+    let prompt = |p: &PlannedRequest| -> Result<Vec<u32>> {
+        match text {
+            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
+        }
+    };
+    // 1. One request alone: the latencies the loaded run is judged against.
+    let probe = PlannedRequest {
+        id: u64::MAX,
+        arrival_s: None,
+        prompt_len: spec.input_len.max,
+        output_len: spec.output_len.max,
+    };
+    let baseline = driver::baseline(engine, prompt(&probe)?, probe.output_len).await?;
+    state.progress.set(Some(RunProgress::Requests { finished: 0, total: plan.len() }));
+
+    // 2. The workload, with live charts.
+    let options =
+        driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt: &prompt };
+    let frame = Rc::new(RefCell::new(Frame::default()));
+    let on_progress = &mut |p: &driver::Progress| {
+        // Only the first step after a shown frame builds a snapshot; later ones wait for it.
+        if frame.borrow().requested {
+            return;
+        }
+        let snapshot = (ChartData::live(p.records, p.steps), p.finished, p.total);
+        *frame.borrow_mut() = Frame { pending: Some(snapshot), requested: true };
+        let frame = frame.clone();
+        request_animation_frame(move || {
+            let pending = std::mem::take(&mut *frame.borrow_mut()).pending;
+            if let Some((data, finished, total)) = pending {
+                state.charts.set(data);
+                state.progress.set(Some(RunProgress::Requests { finished, total }));
+            }
+        });
+    };
+    let cancel: Rc<Cell<bool>> = state.cancel.get_value();
+    let (records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
+    // A frame still pending would show a stale snapshot over the final one.
+    frame.borrow_mut().pending = None;
+
+    // 3. Aggregate, diagnose, keep everything.
+    let metrics = bench::summarize(&records, &steps, config.slo.as_ref(), super::charts::BUCKET_S);
+    let diagnosis = Some(bench::diagnose_in(&metrics, &baseline, lang));
+    let config_json = serde_json::json!({
+        "target": "browser",
+        "model": model_name,
+        "adapter": engine.model.gpu.adapter,
+        "engine": engine.model.limits,
+        "workload": spec,
+        "slo": config.slo_text,
+        "prompts": if text.is_some() { "text" } else { "random" },
+    });
+    Ok(BenchResult { config: config_json, metrics, diagnosis, baseline: Some(baseline), requests: records, steps })
+}
+
+/// Run / Cancel, with progress and the reason when Run is unavailable.
+#[component]
+pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Problems>>) -> impl IntoView {
+    let t = use_text();
+    let running = move || state.phase.get() == Phase::Running;
+    let can_run = move || {
+        state.phase.get() == Phase::Idle && state.model_info.with(Option::is_some) && checked.with(|c| c.is_ok())
+    };
+    let cancelling = RwSignal::new(false);
+    let run = move |_| {
+        if let Ok(config) = checked.get_untracked() {
+            cancelling.set(false);
+            start(state, config);
+        }
+    };
+    let cancel = move |_| {
+        cancelling.set(true);
+        state.cancel.with_value(|c| c.set(true));
+    };
+    let progress = move || match state.progress.get() {
+        Some(RunProgress::Baseline) => Some((t().measuring_baseline.to_string(), None)),
+        Some(RunProgress::Requests { finished, total }) => {
+            Some((format!("{} {finished} / {total}", t().finished), Some((finished, total))))
+        }
+        None => None,
+    };
+    view! {
+        <section class="card run-card">
+            <div class="row">
+                <button class="primary big" data-testid="run" disabled=move || !can_run() on:click=run>
+                    {move || t().run}
+                </button>
+                <button
+                    class="ghost"
+                    data-testid="cancel"
+                    disabled=move || !running() || cancelling.get()
+                    on:click=cancel
+                >
+                    {move || if cancelling.get() && running() { t().cancelling } else { t().cancel }}
+                </button>
+            </div>
+            {move || {
+                progress()
+                    .map(|(label, bar)| {
+                        view! {
+                            <div class="progress" data-testid="progress">
+                                {bar.map(|(done, total)| view! { <progress max=total value=done></progress> })}
+                                <span class="num">{label}</span>
+                            </div>
+                        }
+                    })
+            }}
+            <Show when=move || checked.with(|c| c.is_err()) && !running()>
+                <p class="note warn">{move || t().fix_settings}</p>
+            </Show>
+            {move || {
+                state
+                    .run_error
+                    .get()
+                    .map(|e| view! { <p class="error" role="alert">{move || t().run_failed} ": " {e}</p> })
+            }}
+        </section>
+    }
+}
+
+/// The live validation of the settings against the loaded model.
+pub fn checked(state: AppState) -> Memo<std::result::Result<RunConfig, Problems>> {
+    let t = use_text();
+    Memo::new(move |_| {
+        let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
+        let settings = state.settings;
+        settings::validate(&|f| settings.get(f).get(), caps, t())
+    })
+}

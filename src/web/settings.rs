@@ -1,0 +1,358 @@
+//! The benchmark's settings: text fields validated as typed (each message next to its field),
+//! read from the URL's query string on load and written back to it on every change, so a link
+//! reproduces a run. Parsing reuses `crate::bench` (`Arrival`, `LenRange`, `Slo`, `WorkloadSpec`).
+
+use super::i18n::{use_text, Label, Text};
+use crate::bench::{Arrival, LenRange, Slo, WorkloadSpec};
+use leptos::prelude::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Arrival,
+    Rate,
+    Burstiness,
+    Concurrency,
+    Requests,
+    InputLen,
+    OutputLen,
+    Seed,
+    Prompts,
+    MaxBatch,
+    MaxBatchedTokens,
+    SloTtft,
+    SloTpot,
+}
+
+impl Field {
+    pub const ALL: [Field; 13] = [
+        Field::Arrival,
+        Field::Rate,
+        Field::Burstiness,
+        Field::Concurrency,
+        Field::Requests,
+        Field::InputLen,
+        Field::OutputLen,
+        Field::Seed,
+        Field::Prompts,
+        Field::MaxBatch,
+        Field::MaxBatchedTokens,
+        Field::SloTtft,
+        Field::SloTpot,
+    ];
+
+    /// The field's name in the query string.
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::Arrival => "arrival",
+            Field::Rate => "rate",
+            Field::Burstiness => "burstiness",
+            Field::Concurrency => "concurrency",
+            Field::Requests => "requests",
+            Field::InputLen => "input",
+            Field::OutputLen => "output",
+            Field::Seed => "seed",
+            Field::Prompts => "prompts",
+            Field::MaxBatch => "max_batch",
+            Field::MaxBatchedTokens => "max_tokens",
+            Field::SloTtft => "slo_ttft",
+            Field::SloTpot => "slo_tpot",
+        }
+    }
+
+    /// The CLI's defaults (`tokenmeter bench`), so a run here and there mean the same.
+    pub fn default_value(self) -> &'static str {
+        match self {
+            Field::Arrival => "poisson",
+            Field::Rate => "4",
+            Field::Burstiness => "1",
+            Field::Concurrency => "4",
+            Field::Requests => "32",
+            Field::InputLen => "128",
+            Field::OutputLen => "64",
+            Field::Seed => "0",
+            Field::Prompts => "text",
+            Field::MaxBatch => "16",
+            Field::MaxBatchedTokens => "512",
+            Field::SloTtft | Field::SloTpot => "",
+        }
+    }
+
+    fn label(self, t: &Text) -> &'static str {
+        match self {
+            Field::Arrival => t.arrival,
+            Field::Rate => t.rate,
+            Field::Burstiness => t.burstiness,
+            Field::Concurrency => t.concurrency,
+            Field::Requests => t.requests,
+            Field::InputLen => t.input_len,
+            Field::OutputLen => t.output_len,
+            Field::Seed => t.seed,
+            Field::Prompts => t.prompts,
+            Field::MaxBatch => t.max_batch,
+            Field::MaxBatchedTokens => t.max_batched_tokens,
+            Field::SloTtft => t.slo_ttft,
+            Field::SloTpot => t.slo_tpot,
+        }
+    }
+
+    fn hint(self, t: &Text) -> &'static str {
+        match self {
+            Field::Rate => t.rate_hint,
+            Field::Burstiness => t.burstiness_hint,
+            Field::InputLen | Field::OutputLen => t.len_hint,
+            Field::SloTtft | Field::SloTpot => t.slo_hint,
+            _ => "",
+        }
+    }
+}
+
+/// The settings as typed, one signal per field.
+#[derive(Clone, Copy)]
+pub struct Settings([RwSignal<String>; 13]);
+
+impl Settings {
+    /// Defaults, overridden by whatever the query string says.
+    pub fn from_query() -> Settings {
+        Settings(Field::ALL.map(|f| {
+            RwSignal::new(super::browser::query_param(f.key()).unwrap_or_else(|| f.default_value().to_string()))
+        }))
+    }
+
+    pub fn get(&self, field: Field) -> RwSignal<String> {
+        self.0[field as usize]
+    }
+
+    /// Fields that differ from their default, for the query string (tracked).
+    pub fn changed(&self) -> Vec<(&'static str, String)> {
+        Field::ALL
+            .into_iter()
+            .filter_map(|f| {
+                let value = self.get(f).get();
+                (value != f.default_value()).then_some((f.key(), value))
+            })
+            .collect()
+    }
+
+    pub fn reset(&self) {
+        for f in Field::ALL {
+            self.get(f).set(f.default_value().to_string());
+        }
+    }
+}
+
+/// What the loaded model allows; `None` before a model is ready.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Caps {
+    pub max_batch: usize,
+    pub max_batched_tokens: usize,
+    pub max_position: usize,
+}
+
+/// A run's settings, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub spec: WorkloadSpec,
+    pub slo: Option<Slo>,
+    /// As the CLI's `--slo` spells it, for the results JSON.
+    pub slo_text: Option<String>,
+    pub max_batch: usize,
+    pub max_batched_tokens: usize,
+    pub random_prompts: bool,
+}
+
+pub type Problems = Vec<(Field, String)>;
+
+/// Checks every field; all problems at once, each with its field.
+pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -> Result<RunConfig, Problems> {
+    let mut problems: Problems = Vec::new();
+    let mut check = |field: Field, outcome: Result<(), String>| {
+        if let Err(message) = outcome {
+            problems.push((field, message));
+        }
+    };
+    let count = |field: Field| value(field).trim().parse::<usize>().map_err(|_| t.not_a_count.to_string());
+    let number = |field: Field| value(field).trim().parse::<f64>().map_err(|_| t.not_a_number.to_string());
+
+    let arrival = value(Field::Arrival).parse::<Arrival>();
+    check(Field::Arrival, arrival.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    let rate = match value(Field::Rate).trim() {
+        "inf" | "infinity" => Ok(f64::INFINITY),
+        _ => number(Field::Rate),
+    };
+    check(Field::Rate, rate.as_ref().map(|_| ()).map_err(String::clone));
+    let burstiness = number(Field::Burstiness);
+    check(Field::Burstiness, burstiness.as_ref().map(|_| ()).map_err(String::clone));
+    let counts = [Field::Concurrency, Field::Requests, Field::MaxBatch, Field::MaxBatchedTokens].map(|f| {
+        let parsed = count(f);
+        check(f, parsed.as_ref().map(|_| ()).map_err(String::clone));
+        parsed.unwrap_or(0)
+    });
+    let seed = value(Field::Seed).trim().parse::<u64>().map_err(|_| t.not_a_count.to_string());
+    check(Field::Seed, seed.as_ref().map(|_| ()).map_err(String::clone));
+    let [input_len, output_len] = [Field::InputLen, Field::OutputLen].map(|f| {
+        let parsed = value(f).trim().parse::<LenRange>();
+        check(f, parsed.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        parsed.ok()
+    });
+
+    // Engine sizes: positive, and within what the model was loaded for.
+    let limits = [
+        (Field::MaxBatch, counts[2], caps.map(|c| c.max_batch)),
+        (Field::MaxBatchedTokens, counts[3], caps.map(|c| c.max_batched_tokens)),
+    ];
+    for (field, n, limit) in limits {
+        if count(field).is_err() {
+            continue;
+        }
+        if n == 0 {
+            check(field, Err(t.above_zero.to_string()));
+        } else if let Some(limit) = limit.filter(|&limit| n > limit) {
+            check(field, Err(format!("{} {limit}", t.at_most)));
+        }
+    }
+
+    // SLOs: empty means none; otherwise `Slo`'s own parser checks the number.
+    let mut slo_parts = Vec::new();
+    for (field, key) in [(Field::SloTtft, "ttft_ms"), (Field::SloTpot, "tpot_ms")] {
+        let text = value(field);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let part = format!("{key}={text}");
+        match part.parse::<Slo>() {
+            Ok(_) => slo_parts.push(part),
+            Err(_) => check(field, Err(format!("{} ({})", t.above_zero, t.slo_hint))),
+        }
+    }
+    let slo_text = (!slo_parts.is_empty()).then(|| slo_parts.join(","));
+    let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
+
+    if let (Some(caps), Some(input), Some(output)) = (caps, input_len, output_len) {
+        if input.max + output.max > caps.max_position {
+            check(Field::OutputLen, Err(format!("{} ({})", t.context_too_long, caps.max_position)));
+        }
+    }
+
+    let (Ok(arrival), Ok(rate), Ok(burstiness), Ok(seed), Some(input_len), Some(output_len)) =
+        (arrival, rate, burstiness, seed, input_len, output_len)
+    else {
+        return Err(problems);
+    };
+    let [concurrency, num_requests, max_batch, max_batched_tokens] = counts;
+    let spec = WorkloadSpec { arrival, rate, burstiness, concurrency, num_requests, input_len, output_len, seed };
+    // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
+    if let Err(e) = spec.validate() {
+        let message = e.to_string();
+        let field = [
+            ("rate", Field::Rate),
+            ("burstiness", Field::Burstiness),
+            ("concurrency", Field::Concurrency),
+            ("number of requests", Field::Requests),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or(Field::Requests, |(_, f)| f);
+        check(field, Err(message));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let random_prompts = value(Field::Prompts) == "random";
+    Ok(RunConfig { spec, slo, slo_text, max_batch, max_batched_tokens, random_prompts })
+}
+
+/// The settings card. `problems` is the live validation; `locked` while a run is going.
+#[component]
+pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signal<bool>) -> impl IntoView {
+    let t = use_text();
+    let arrival = settings.get(Field::Arrival);
+    let open_loop = move || matches!(arrival.get().as_str(), "poisson" | "gamma" | "constant");
+    let relevant = move |f: Field| match f {
+        Field::Rate => open_loop(),
+        Field::Burstiness => arrival.get() == "gamma",
+        Field::Concurrency => arrival.get() == "concurrency",
+        _ => true,
+    };
+    let input = move |field: Field| {
+        let value = settings.get(field);
+        let problem = move || problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
+        let id = format!("setting-{}", field.key());
+        view! {
+            <label class="field" class:muted=move || !relevant(field) class:invalid=move || problem().is_some()>
+                <span class="field-label">{move || field.label(t())}</span>
+                <input
+                    id=id
+                    data-testid=format!("setting-{}", field.key())
+                    autocomplete="off"
+                    spellcheck="false"
+                    prop:value=move || value.get()
+                    disabled=move || locked.get() || !relevant(field)
+                    aria-invalid=move || problem().is_some().to_string()
+                    on:input=move |ev| value.set(event_target_value(&ev))
+                />
+                <span class="field-hint">{move || field.hint(t())}</span>
+                <span class="field-error" role="alert">{problem}</span>
+            </label>
+        }
+    };
+    let select = move |field: Field, options: Vec<(&'static str, Label)>| {
+        let value = settings.get(field);
+        view! {
+            <label class="field wide">
+                <span class="field-label">{move || field.label(t())}</span>
+                <select
+                    data-testid=format!("setting-{}", field.key())
+                    disabled=move || locked.get()
+                    on:change=move |ev| value.set(event_target_value(&ev))
+                    prop:value=move || value.get()
+                >
+                    {options
+                        .into_iter()
+                        .map(|(key, label)| {
+                            view! {
+                                <option value=key selected=move || value.get() == key>
+                                    {move || label(t())}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    };
+    view! {
+        <section class="card" aria-labelledby="settings-title">
+            <div class="card-head">
+                <h2 id="settings-title">{move || t().settings}</h2>
+                <button class="link" disabled=move || locked.get() on:click=move |_| settings.reset()>
+                    {move || t().reset}
+                </button>
+            </div>
+            <div class="fields">
+                {select(
+                    Field::Arrival,
+                    vec![
+                        ("poisson", |t| t.arrival_poisson),
+                        ("gamma", |t| t.arrival_gamma),
+                        ("constant", |t| t.arrival_constant),
+                        ("sequential", |t| t.arrival_sequential),
+                        ("concurrency", |t| t.arrival_concurrency),
+                    ],
+                )}
+                {input(Field::Rate)}
+                {input(Field::Burstiness)}
+                {input(Field::Concurrency)}
+                {input(Field::Requests)}
+                {input(Field::InputLen)}
+                {input(Field::OutputLen)}
+                {input(Field::Seed)}
+                {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)])}
+            </div>
+            <h3>{move || t().engine}</h3>
+            <div class="fields">{input(Field::MaxBatch)} {input(Field::MaxBatchedTokens)}</div>
+            <h3>{move || t().slo}</h3>
+            <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)}</div>
+        </section>
+    }
+}
