@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod prompts;
 pub mod record;
 pub mod report;
+pub mod speed;
 pub mod stats;
 pub mod workload;
 

@@ -12,6 +12,7 @@ use crate::bench::record::{RequestRecord, StepSample};
 pub struct BenchResult {
     /// The settings, as the caller chooses to describe them (workload, engine, model, device).
     pub config: serde_json::Value,
+    #[serde(rename = "summary")]
     pub metrics: BenchmarkMetrics,
     pub diagnosis: Option<Diagnosis>,
     pub baseline: Option<Baseline>,

@@ -40,6 +40,23 @@ mod cli {
         Adapter,
         /// Measure the adapter's copy bandwidth and FMA rate (and, natively, host memory copy bandwidth).
         Roofline,
+        /// Engine speed vs the roofline: decode at several batch sizes, prefill at several lengths.
+        Speed(SpeedArgs),
+    }
+
+    #[derive(Args)]
+    struct SpeedArgs {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Decode batch sizes.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        batches: Vec<usize>,
+        /// Prefill lengths.
+        #[arg(long, value_delimiter = ',', default_value = "128,512,2048")]
+        prefill: Vec<usize>,
+        /// Decode steps per batch size.
+        #[arg(long, default_value_t = 8)]
+        steps: usize,
     }
 
     #[derive(Args)]
@@ -49,7 +66,7 @@ mod cli {
         /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
         #[arg(long, default_value = "poisson")]
         arrival: String,
-        /// Requests per second ("inf": all at once).
+        /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
         #[arg(long, default_value = "4")]
         rate: String,
         /// Gamma shape (1 = Poisson; larger = more regular).
@@ -83,9 +100,10 @@ mod cli {
         /// Skip the single-request baseline (and the diagnosis that needs it).
         #[arg(long)]
         no_baseline: bool,
-        /// Write the results JSON (config, metrics, diagnosis, every request and step) here.
-        #[arg(long)]
-        out: Option<std::path::PathBuf>,
+        /// Write the results JSON (config, summary, diagnosis, every request and step) here
+        /// (a sweep writes a list, one result per rate).
+        #[arg(long, alias = "out")]
+        json: Option<std::path::PathBuf>,
         /// Write one CSV row per request here.
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
@@ -161,6 +179,7 @@ mod cli {
             Command::Bench(args) => pollster::block_on(bench(args)),
             Command::Adapter => pollster::block_on(adapter()),
             Command::Roofline => pollster::block_on(roofline()),
+            Command::Speed(args) => pollster::block_on(speed(args)),
         };
         match result {
             Ok(()) => 0,
@@ -201,6 +220,57 @@ mod cli {
         Ok(())
     }
 
+    async fn speed(mut args: SpeedArgs) -> Result<()> {
+        use tokenmeter::bench::speed;
+        let biggest_prefill = args.prefill.iter().copied().max().unwrap_or(0);
+        args.model.max_batched_tokens = args.model.max_batched_tokens.max(biggest_prefill);
+        let max_batch = args.batches.iter().copied().max().unwrap_or(1);
+        let loaded = open(&args.model).await?;
+        let model = match &loaded {
+            Loaded::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
+            Loaded::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
+        };
+        let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
+        let host = host_copy_gb_s();
+        eprintln!(
+            "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}), FMA {:.1} GFLOP/s; host memcpy {host:.2} GB/s",
+            roof.copy_gb_s, roof.copy_blocked_gb_s, roof.copy_strided_gb_s, roof.fma_gflop_s
+        );
+        let mut engine = Engine::new(model);
+        let mut decode = Vec::new();
+        for &b in &args.batches {
+            let d = speed::decode(&mut engine, &roof, b, args.steps).await?;
+            eprintln!(
+                "decode batch {:>3}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
+                b, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
+            );
+            decode.push(d);
+        }
+        let mut prefill = Vec::new();
+        for &n in &args.prefill {
+            let p = speed::prefill(&mut engine, &roof, n).await?;
+            eprintln!(
+                "prefill {:>5} tokens: {:>9.1} ms {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
+                n,
+                p.ms,
+                p.tokens_per_s,
+                p.gflop_s,
+                100.0 * p.fraction_of_fma
+            );
+            prefill.push(p);
+        }
+        let out = serde_json::json!({
+            "adapter": engine.model.gpu.adapter.name,
+            "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+            "roofline": roof,
+            "host_copy_gb_s": host,
+            "decode": decode,
+            "prefill": prefill,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("serialisable"));
+        Ok(())
+    }
+
     async fn adapter() -> Result<()> {
         let gpu = Gpu::new().await?;
         println!("{}", serde_json::to_string_pretty(&gpu.adapter).expect("serialisable"));
@@ -237,10 +307,14 @@ mod cli {
     }
 
     async fn load<P: TensorProvider>(args: &ModelArgs, src: &P) -> Result<Model> {
+        load_with(args, src, args.max_batch).await
+    }
+
+    async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<Model> {
         let gpu = Arc::new(Gpu::new().await?);
         let options = ModelOptions {
             max_batched_tokens: args.max_batched_tokens,
-            max_seqs: args.max_batch,
+            max_seqs: max_batch,
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
             ..ModelOptions::default()
@@ -370,13 +444,17 @@ mod cli {
 
     async fn bench(args: BenchArgs) -> Result<()> {
         use tokenmeter::bench::{self, driver, Arrival, LenRange, Slo, WorkloadSpec};
-        let rate = match args.rate.as_str() {
-            "inf" | "infinity" => f64::INFINITY,
-            r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf")))?,
-        };
+        let rates = args
+            .rate
+            .split(',')
+            .map(|r| match r.trim() {
+                "inf" | "infinity" => Ok(f64::INFINITY),
+                r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
+            })
+            .collect::<Result<Vec<f64>>>()?;
         let spec = WorkloadSpec {
             arrival: args.arrival.parse::<Arrival>()?,
-            rate,
+            rate: rates[0],
             burstiness: args.burstiness,
             concurrency: args.concurrency,
             num_requests: args.num_requests,
@@ -384,7 +462,10 @@ mod cli {
             output_len: args.output_len.parse::<LenRange>()?,
             seed: args.seed,
         };
-        let plan = bench::plan(&spec)?;
+        bench::plan(&spec)?;
+        for &rate in &rates {
+            bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
+        }
         let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
         let lang = args.lang.parse::<bench::Lang>()?;
         let loaded = open(&args.model).await?;
@@ -431,43 +512,112 @@ mod cli {
             ignore_eos: !args.respect_eos,
             prompt: &prompt,
         };
-        let mut last_shown = 0;
-        let (records, steps) = driver::run(
-            &mut engine,
-            &plan,
-            &options,
-            &mut |p| {
-                if p.finished != last_shown {
-                    last_shown = p.finished;
-                    eprint!("\rfinished {}/{}", p.finished, p.total);
-                }
-            },
-            &|| false,
-        )
-        .await?;
-        eprintln!();
-        let metrics = bench::summarize(&records, &steps, slo.as_ref(), 0.25);
-        let diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, lang));
-        print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), lang));
-        let config = serde_json::json!({
-            "target": "local",
-            "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-            "adapter": engine.model.gpu.adapter,
-            "engine": engine.model.limits,
-            "workload": spec,
-            "slo": args.slo,
-        });
-        let result = bench::BenchResult { config, metrics, diagnosis, baseline, requests: records, steps };
-        if let Some(path) = &args.out {
-            let json = serde_json::to_string_pretty(&result).expect("serialisable");
+        let mut results = Vec::new();
+        for &rate in &rates {
+            let spec = WorkloadSpec { rate, ..spec.clone() };
+            let plan = bench::plan(&spec)?;
+            let options = driver::DriverOptions { spec: &spec, ..options };
+            let mut last_shown = usize::MAX;
+            let (records, steps) = driver::run(
+                &mut engine,
+                &plan,
+                &options,
+                &mut |p| {
+                    if p.finished != last_shown {
+                        last_shown = p.finished;
+                        let bar = "#".repeat(30 * p.finished / p.total.max(1));
+                        eprint!("\rrate {rate}: [{bar:<30}] {}/{}", p.finished, p.total);
+                    }
+                },
+                &|| false,
+            )
+            .await?;
+            eprintln!();
+            let metrics = bench::summarize(&records, &steps, slo.as_ref(), 0.25);
+            let diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, lang));
+            print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), lang));
+            let config = serde_json::json!({
+                "target": "local",
+                "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+                "adapter": engine.model.gpu.adapter,
+                "engine": engine.model.limits,
+                "workload": spec,
+                "slo": args.slo,
+            });
+            results.push(bench::BenchResult {
+                config,
+                metrics,
+                diagnosis,
+                baseline: baseline.clone(),
+                requests: records,
+                steps,
+            });
+        }
+        if results.len() > 1 {
+            print!("{}", sweep_table(&rates, &results, slo.as_ref()));
+        }
+        if let Some(path) = &args.json {
+            let json = if results.len() == 1 {
+                serde_json::to_string_pretty(&results[0])
+            } else {
+                serde_json::to_string_pretty(&results)
+            }
+            .expect("serialisable");
             std::fs::write(path, json)
                 .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
         }
         if let Some(path) = &args.csv {
-            std::fs::write(path, bench::csv(&result.requests))
+            let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
+            std::fs::write(path, bench::csv(&rows))
                 .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
         }
         Ok(())
+    }
+
+    /// Rate -> throughput and latency table, and the knee: the highest rate whose p99 TTFT meets the
+    /// SLO (with one), or the last rate before output throughput stops rising by 5%.
+    fn sweep_table(
+        rates: &[f64],
+        results: &[tokenmeter::bench::BenchResult],
+        slo: Option<&tokenmeter::bench::Slo>,
+    ) -> String {
+        let mut out = String::from("\n========== Sweep ==========\n");
+        out += &format!(
+            "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+            "rate", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "goodput"
+        );
+        for (rate, r) in rates.iter().zip(results) {
+            let m = &r.metrics;
+            out += &format!(
+                "{:>8} {:>10.1} {:>10.2} {:>10.1} {:>10.1} {:>10.2} {:>10.2} {:>9}\n",
+                if rate.is_infinite() { "inf".to_string() } else { format!("{rate}") },
+                m.output_throughput,
+                m.request_throughput,
+                m.ttft_ms.p50,
+                m.ttft_ms.p99,
+                m.tpot_ms.p50,
+                m.tpot_ms.p99,
+                m.goodput.map_or("-".to_string(), |g| format!("{g:.2}"))
+            );
+        }
+        let knee = match slo.and_then(|s| s.ttft_ms) {
+            Some(limit) => results
+                .iter()
+                .rposition(|r| r.metrics.ttft_ms.p99 <= limit)
+                .map(|i| (i, "highest rate meeting the p99 TTFT SLO")),
+            None => {
+                let i = results
+                    .windows(2)
+                    .position(|w| w[1].metrics.output_throughput < 1.05 * w[0].metrics.output_throughput)
+                    .unwrap_or(results.len() - 1);
+                Some((i, "throughput stops rising past this rate"))
+            }
+        };
+        match knee {
+            Some((i, why)) => out += &format!("knee: rate {} ({why})\n", rates[i]),
+            None => out += "knee: no rate meets the SLO\n",
+        }
+        out
     }
 
     fn parse_ids(text: &str) -> Result<Vec<u32>> {

@@ -1,0 +1,96 @@
+//! Engine speed against the adapter's roofline: decode throughput at several batch sizes and
+//! prefill throughput at several prompt lengths, from the engine's own step timings.
+//! Decode is reported as weight bytes streamed per second (memory-bound), prefill as FLOP/s
+//! (compute-bound), each next to the probe's copy bandwidth and FMA rate measured in the same run.
+
+use crate::engine::{Engine, Request, SamplingParams};
+use crate::error::Result;
+use crate::gpu::roofline::Roofline;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeSpeed {
+    pub batch: usize,
+    /// Median duration of steps that decoded the whole batch and nothing else.
+    pub step_ms: f64,
+    pub tokens_per_s: f64,
+    /// Weights + KV read per step / step time.
+    pub gb_s: f64,
+    pub fraction_of_copy: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillSpeed {
+    pub tokens: usize,
+    pub ms: f64,
+    pub tokens_per_s: f64,
+    pub gflop_s: f64,
+    pub fraction_of_fma: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn request(prompt_len: usize, new: usize, vocab: usize, salt: usize) -> Request {
+    Request {
+        prompt: (0..prompt_len).map(|i| ((i * 7919 + salt * 104_729) % vocab.min(151_643)) as u32).collect(),
+        max_new_tokens: new,
+        sampling: SamplingParams::default(),
+        stop_ids: vec![],
+        ignore_eos: true,
+    }
+}
+
+/// `batch` sequences of a 16-token prompt decoding `steps` tokens each.
+pub async fn decode(engine: &mut Engine, roof: &Roofline, batch: usize, steps: usize) -> Result<DecodeSpeed> {
+    let cfg = engine.model.cfg.clone();
+    for s in 0..batch {
+        engine.submit(request(16, steps + 1, cfg.vocab_size, s))?;
+    }
+    let mut times = Vec::new();
+    let mut context = 0usize;
+    while engine.has_work() {
+        let (_, stats) = engine.step().await?;
+        if let Some(s) = stats {
+            if s.decode_tokens == batch && s.batched_tokens == batch {
+                times.push(s.duration_s);
+                context = 16 + times.len();
+            }
+        }
+    }
+    let step = median(times);
+    let weights = cfg.params_per_token() as f64 * 2.0;
+    let kv = batch as f64 * context as f64 * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
+    let gb_s = (weights + kv) / step / 1e9;
+    Ok(DecodeSpeed {
+        batch,
+        step_ms: step * 1e3,
+        tokens_per_s: batch as f64 / step,
+        gb_s,
+        fraction_of_copy: gb_s / roof.copy_gb_s,
+    })
+}
+
+/// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs).
+pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Result<PrefillSpeed> {
+    let cfg = engine.model.cfg.clone();
+    engine.submit(request(tokens, 1, cfg.vocab_size, 0))?;
+    let mut total = 0.0;
+    while engine.has_work() {
+        if let (_, Some(s)) = engine.step().await? {
+            total += s.duration_s;
+        }
+    }
+    let attention = 4.0 * (cfg.num_hidden_layers * cfg.q_dim()) as f64 * (tokens as f64 * tokens as f64 / 2.0);
+    let flops = 2.0 * cfg.params_per_token() as f64 * tokens as f64 + attention;
+    let gflop_s = flops / total / 1e9;
+    Ok(PrefillSpeed {
+        tokens,
+        ms: total * 1e3,
+        tokens_per_s: tokens as f64 / total,
+        gflop_s,
+        fraction_of_fma: gflop_s / roof.fma_gflop_s,
+    })
+}
