@@ -2,16 +2,22 @@
 //! as achieved weight GB/s (decode) or GFLOP/s (prefill) next to the adapter's roofline.
 //! `cargo bench --bench kernels`
 
+#![cfg_attr(target_arch = "wasm32", allow(unused_imports))]
 use tokenmeter::clock::now_s;
 use tokenmeter::gpu::kernels::{record_matmul, MatmulParams};
 use tokenmeter::gpu::roofline::{self, wait_idle};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
 use tokenmeter::model::weights::Matrix;
 
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
     pollster::block_on(run());
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 async fn run() {
     let gpu = Gpu::new().await.expect("adapter");
     let roof = roofline::measure(&gpu, 5).await.expect("roofline");

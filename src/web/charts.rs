@@ -144,16 +144,18 @@ fn inner() -> Vec<InnerLayout<f64, f64>> {
     ]
 }
 
-/// One dot per point.
+/// One dot per point. Chartistry has no scatter series: this is a line with markers whose
+/// path the stylesheet hides (`.scatter`); the markers are sized from the line's width.
 #[component]
 fn Scatter(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> impl IntoView {
     let (left, bottom) = edges();
     let dots = Line::new(|p: &Point| p.y)
         .with_name(name)
         .with_colour(colour)
-        .with_width(0.0)
-        .with_marker(Marker::from_shape(MarkerShape::Circle).with_scale(1.2));
+        .with_width(1.0)
+        .with_marker(Marker::from_shape(MarkerShape::Circle).with_scale(0.85));
     view! {
+        <div class="scatter">
         <Chart
             aspect_ratio=AspectRatio::from_env_width(HEIGHT)
             font_height=12.0
@@ -165,6 +167,7 @@ fn Scatter(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> im
             series=Series::new(|p: &Point| p.x).with_min_y(0.0).line(dots)
             data=points
         />
+        </div>
     }
 }
 

@@ -132,6 +132,15 @@ impl TensorProvider for Breathing {
     }
 }
 
+/// The model's name in the status line.
+fn short_label(choice: ModelChoice, t: &Text) -> &'static str {
+    match choice {
+        ModelChoice::Embedded => t.model_embedded_short,
+        ModelChoice::Qwen3_0_6b => "Qwen3-0.6B",
+        ModelChoice::Qwen3_1_7b => "Qwen3-1.7B",
+    }
+}
+
 fn choice_label(choice: ModelChoice, t: &Text) -> &'static str {
     match choice {
         ModelChoice::Embedded => t.model_embedded,
@@ -152,9 +161,10 @@ pub fn status_text(state: AppState, t: &Text) -> String {
         }
         Status::Ready => match state.model_info.get() {
             Some(m) => format!(
-                "{}: {} ({} {}, {} {}, {} {}) {} {adapter}",
+                "{}: {}, {} ({} {}, {} {}, {} {}) {} {adapter}",
                 t.ready,
-                choice_label(m.choice, t),
+                short_label(m.choice, t),
+                t.random_weights,
                 m.layers,
                 t.layers,
                 t.hidden,
@@ -185,7 +195,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 (t.hidden, m.hidden.to_string()),
                 (t.vocab, m.vocab.to_string()),
                 (t.weights, format!("{:.1} MB", m.weight_bytes as f64 / 1e6)),
-                (t.kv_cache, format!("{} {}", m.kv_tokens, t.tokens)),
+                (t.kv_cache, format!("{} tok", m.kv_tokens)),
                 (t.capacity, format!("{} × {}", m.caps.max_batch, m.caps.max_batched_tokens)),
             ];
             view! {

@@ -63,8 +63,10 @@ fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
         }
     };
     let goodput = match (m.goodput, m.slo_attainment) {
-        (Some(g), Some(a)) => format!("{} ({})", num(g), percent(a)),
-        _ => "–".into(),
+        (Some(g), Some(a)) => {
+            view! { {format!("{} ({})", num(g), percent(a))} <span class="unit">"req/s"</span> }.into_any()
+        }
+        _ => view! { <span class="unit">{move || t().no_slo}</span> }.into_any(),
     };
     view! {
         <div class="stats">
@@ -74,7 +76,10 @@ fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
             {card(|t| t.request_throughput, num(m.request_throughput), "req/s")}
             {card(|t| t.output_throughput, num(m.output_throughput), "tok/s")}
             {card(|t| t.total_throughput, num(m.total_token_throughput), "tok/s")}
-            {card(|t| t.goodput, goodput, "req/s")}
+            <div class="stat">
+                <div class="stat-label">{move || t().goodput}</div>
+                <div class="stat-value num">{goodput}</div>
+            </div>
             {card(|t| t.preemptions, m.preemptions.to_string(), "")}
             {card(|t| t.gpu_busy, percent(m.gpu_busy_fraction), "")}
         </div>

@@ -92,6 +92,7 @@ const summary = await text('summary');
 await check(/TTFT/.test(summary) && /P99\.9/.test(summary), 'summary table incomplete');
 await check(/Benchmark report/.test(await text('text-report')), 'English text report missing');
 await check((await text('diagnosis')).length > 0, 'no diagnosis');
+await page.evaluate(() => window.scrollTo(0, 0));
 await page.screenshot({ path: shot, fullPage: true });
 
 // 4. Downloads: the CLI's JSON schema and the CSV.
