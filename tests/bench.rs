@@ -1,0 +1,87 @@
+//! The benchmark end to end on a fixture model: real arrivals into the real engine, then the
+//! recorded timestamps are checked for consistency and the summary recomputed from them.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use common::*;
+use tokenmeter::bench::{self, driver, Arrival, LenRange, WorkloadSpec};
+use tokenmeter::engine::{Engine, Model, ModelOptions, SamplingParams};
+use tokenmeter::model::checkpoint::Checkpoint;
+use tokenmeter::model::source::DirStore;
+
+async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
+    let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+    let ckpt = Checkpoint::open(&store).await.unwrap();
+    let options = ModelOptions { max_seqs, ..Default::default() };
+    let mut engine = Engine::new(Model::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
+    let plan = bench::plan(spec).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
+    let options =
+        driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt: &prompt };
+    driver::run(&mut engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap()
+}
+
+fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
+    WorkloadSpec {
+        arrival,
+        rate,
+        burstiness: 1.0,
+        concurrency: 3,
+        num_requests: 12,
+        input_len: LenRange { min: 4, max: 40 },
+        output_len: LenRange { min: 3, max: 12 },
+        seed: 7,
+    }
+}
+
+#[test]
+fn timestamps_are_consistent_and_the_summary_recomputes() {
+    pollster::block_on(async {
+        for s in [spec(Arrival::Poisson, 50.0), spec(Arrival::Concurrency, 1.0), spec(Arrival::Sequential, 1.0)] {
+            let (records, steps) = run(&s, 16).await;
+            let plan = bench::plan(&s).unwrap();
+            for (r, p) in records.iter().zip(&plan) {
+                assert!(r.error.is_none(), "{:?}", r.error);
+                assert_eq!(r.token_times_s.len(), p.output_len, "one timestamp per output token");
+                assert_eq!(r.output_len, p.output_len);
+                assert!(r.token_times_s.windows(2).all(|w| w[0] <= w[1]), "non-decreasing");
+                assert_eq!(r.first_token_s, r.token_times_s.first().copied());
+                assert_eq!(r.finish_s, r.token_times_s.last().copied());
+                let (arrival, scheduled, first) = (r.arrival_s, r.scheduled_s.unwrap(), r.first_token_s.unwrap());
+                assert!(arrival <= scheduled + 1e-9 && scheduled <= first, "{arrival} {scheduled} {first}");
+                if let Some(a) = p.arrival_s {
+                    assert_eq!(a, r.arrival_s, "the clock starts at the planned arrival");
+                }
+            }
+            let m = bench::summarize(&records, &steps, None, 0.25);
+            let ttft: Vec<f64> = records.iter().map(|r| (r.first_token_s.unwrap() - r.arrival_s) * 1e3).collect();
+            let mean = ttft.iter().sum::<f64>() / ttft.len() as f64;
+            assert!((m.ttft_ms.mean - mean).abs() <= 0.01 * mean, "{} vs {mean}", m.ttft_ms.mean);
+            let out: usize = records.iter().map(|r| r.output_len).sum();
+            let end = records.iter().filter_map(|r| r.finish_s).fold(0.0, f64::max);
+            assert!((m.output_throughput - out as f64 / end).abs() <= 0.01 * m.output_throughput);
+            assert_eq!(m.completed, records.len());
+        }
+    });
+}
+
+#[test]
+fn concurrent_decodes_overlap_when_the_batch_allows() {
+    pollster::block_on(async {
+        let s = spec(Arrival::Poisson, f64::INFINITY);
+        let (batched, _) = run(&s, 16).await;
+        let (serial, _) = run(&s, 1).await;
+        let overlaps = |rs: &[bench::RequestRecord]| {
+            rs.iter().any(|a| {
+                rs.iter().any(|b| {
+                    a.id != b.id
+                        && a.first_token_s.unwrap() < b.finish_s.unwrap()
+                        && b.first_token_s.unwrap() < a.finish_s.unwrap()
+                })
+            })
+        };
+        assert!(overlaps(&batched), "with max_batch 16 decode intervals overlap");
+        assert!(!overlaps(&serial), "with max_batch 1 they cannot");
+    });
+}
