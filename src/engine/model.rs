@@ -119,6 +119,21 @@ impl Model {
         options: &ModelOptions,
         progress: weights::Progress<'_>,
     ) -> Result<Model> {
+        // Allocation failures (a model too big for this GPU's memory) become errors, not panics.
+        let oom = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let loaded = Self::load_unscoped(gpu.clone(), src, options, progress).await;
+        if let Some(e) = oom.pop().await {
+            return Err(Error::AdapterLimit(format!("out of GPU memory while loading the model: {e}")));
+        }
+        loaded
+    }
+
+    async fn load_unscoped<P: TensorProvider>(
+        gpu: SharedGpu,
+        src: &P,
+        options: &ModelOptions,
+        progress: weights::Progress<'_>,
+    ) -> Result<Model> {
         let cfg = src.config().clone();
         let limits = plan(&gpu, &cfg, options)?;
         let weights = weights::upload(&gpu, src, progress).await?;
