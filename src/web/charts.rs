@@ -171,11 +171,20 @@ fn Scatter(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> im
     }
 }
 
-/// A line through the points.
+/// A line through the points, drawn with `interpolation`.
 #[component]
-fn LineChart(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> impl IntoView {
+fn LineChart(
+    points: Signal<Vec<Point>>,
+    colour: Colour,
+    name: &'static str,
+    interpolation: Interpolation,
+) -> impl IntoView {
     let (left, bottom) = edges();
-    let line = Line::new(|p: &Point| p.y).with_name(name).with_colour(colour).with_width(1.5);
+    let line = Line::new(|p: &Point| p.y)
+        .with_name(name)
+        .with_colour(colour)
+        .with_width(1.5)
+        .with_interpolation(interpolation);
     view! {
         <Chart
             aspect_ratio=AspectRatio::from_env_width(HEIGHT)
@@ -222,7 +231,8 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                 testid="chart-throughput"
                 count=count(throughput)
             >
-                <LineChart points=throughput colour=BLUE name="tok/s" />
+                // A bucket's rate holds until the next bucket starts.
+                <LineChart points=throughput colour=BLUE name="tok/s" interpolation=step />
             </ChartCard>
             <ChartCard
                 title=|t| t.chart_batch
@@ -249,7 +259,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                 </p>
             </ChartCard>
             <ChartCard title=|t| t.chart_kv x_axis=|t| t.x_time testid="chart-kv" count=count(kv)>
-                <LineChart points=kv colour=AMBER name="KV %" />
+                <LineChart points=kv colour=AMBER name="KV %" interpolation=Interpolation::Linear />
             </ChartCard>
         </div>
     }

@@ -90,6 +90,8 @@ fn rows() -> Vec<(&'static str, Better, Getter)> {
 
 fn cell(x: Option<f64>) -> String {
     match x {
+        // Counts (failed, preemptions) read better without decimals.
+        Some(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e9 => format!("{x:.0}"),
         Some(x) if x.is_finite() => format!("{x:.2}"),
         _ => "–".into(),
     }

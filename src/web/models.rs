@@ -136,8 +136,8 @@ impl TensorProvider for Breathing {
 fn short_label(choice: ModelChoice, t: &Text) -> &'static str {
     match choice {
         ModelChoice::Embedded => t.model_embedded_short,
-        ModelChoice::Qwen3_0_6b => "Qwen3-0.6B",
-        ModelChoice::Qwen3_1_7b => "Qwen3-1.7B",
+        ModelChoice::Qwen3_0_6b => t.model_06b_short,
+        ModelChoice::Qwen3_1_7b => t.model_17b_short,
     }
 }
 
@@ -196,7 +196,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 (t.vocab, m.vocab.to_string()),
                 (t.weights, format!("{:.1} MB", m.weight_bytes as f64 / 1e6)),
                 (t.kv_cache, format!("{} tok", m.kv_tokens)),
-                (t.capacity, format!("{} × {}", m.caps.max_batch, m.caps.max_batched_tokens)),
+                (t.capacity, format!("{} / {}", m.caps.max_batch, m.caps.max_batched_tokens)),
             ];
             view! {
                 <dl class="facts">

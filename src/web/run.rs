@@ -55,7 +55,7 @@ pub fn start(state: AppState, config: RunConfig) {
     });
 }
 
-/// "embedded · poisson 4 req/s · 32 × 128→64".
+/// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16".
 fn run_name(config: &RunConfig, model: &str) -> String {
     let s = &config.spec;
     let load = match s.arrival {
@@ -69,7 +69,13 @@ fn run_name(config: &RunConfig, model: &str) -> String {
         }
     };
     let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };
-    format!("{model} · {load} · {} × {}→{}", s.num_requests, len(s.input_len), len(s.output_len))
+    format!(
+        "{model} · {load} · {} × {}→{} · batch {}",
+        s.num_requests,
+        len(s.input_len),
+        len(s.output_len),
+        config.max_batch
+    )
 }
 
 /// Holds the newest progress until the next animation frame shows it.
@@ -128,9 +134,12 @@ async fn benchmark(
         });
     };
     let cancel: Rc<Cell<bool>> = state.cancel.get_value();
-    let (records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
+    let (mut records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
     // A frame still pending would show a stale snapshot over the final one.
     frame.borrow_mut().pending = None;
+    // A cancelled run reports the requests it sent; those never released have no arrival time
+    // (NaN, which JSON cannot hold, so the saved run could not be read back).
+    records.retain(|r| r.arrival_s.is_finite());
 
     // 3. Aggregate, diagnose, keep everything.
     let metrics = bench::summarize(&records, &steps, config.slo.as_ref(), super::charts::BUCKET_S);

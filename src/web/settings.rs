@@ -191,7 +191,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     check(Field::Seed, seed.as_ref().map(|_| ()).map_err(String::clone));
     let [input_len, output_len] = [Field::InputLen, Field::OutputLen].map(|f| {
         let parsed = value(f).trim().parse::<LenRange>();
-        check(f, parsed.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        check(f, parsed.as_ref().map(|_| ()).map_err(|e| t.bad_length.map_or_else(|| e.to_string(), String::from)));
         parsed.ok()
     });
 
@@ -253,7 +253,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         .into_iter()
         .find(|(prefix, _)| message.starts_with(prefix))
         .map_or(Field::Requests, |(_, f)| f);
-        check(field, Err(message));
+        check(field, Err(t.bad_workload.map_or(message, String::from)));
     }
     if !problems.is_empty() {
         return Err(problems);

@@ -1,7 +1,7 @@
 // End-to-end check of the dashboard in headless Chromium (WebGPU via SwiftShader, so the
 // workloads are tiny): settings from the URL, inline validation, a live run with charts, the
-// report and its downloads, a second run and the comparison, history after a reload, the
-// language switch and the playground. Saves a screenshot of the page after the first run.
+// report and its downloads, a second run and the comparison, cancelling, history after a
+// reload, the language switch and the playground. Saves a screenshot of the page after the first run.
 // Usage: node tests/e2e/dashboard.mjs http://127.0.0.1:8080/ [screenshot.png]
 import { chromium } from 'playwright-core';
 import { readFile } from 'node:fs/promises';
@@ -98,7 +98,7 @@ await page.screenshot({ path: shot, fullPage: true });
 // 4. Downloads: the CLI's JSON schema and the CSV.
 const [json] = await Promise.all([page.waitForEvent('download'), byId('download-json').click()]);
 const result = JSON.parse(await readFile(await json.path(), 'utf8'));
-for (const key of ['config', 'metrics', 'diagnosis', 'baseline', 'requests', 'steps']) {
+for (const key of ['config', 'summary', 'diagnosis', 'baseline', 'requests', 'steps']) {
   await check(key in result, `JSON has no ${key}`);
 }
 await check(result.requests.length === 8 && result.config.workload.num_requests === 8, 'JSON has the wrong requests');
@@ -125,10 +125,26 @@ await check(deltas.some((d) => /%$/.test(d)), 'comparison shows no percentages')
 await check(await page.locator('[data-testid=comparison] td.better, [data-testid=comparison] td.worse').count() > 0,
   'no better/worse colouring');
 
-// 7. History survives a reload; the language switch relabels the page.
+// 7. Cancel: a longer run stops early and still reports what it measured.
+await byId('setting-requests').fill('40');
+await check(await byId('cancel').isDisabled(), 'Cancel enabled while idle');
+await byId('run').click();
+try {
+  await page.waitForFunction(() => /finished [1-9]\d* \/ 40/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
+    null, { timeout: 120000 });
+} catch { await fail('cancel run: nothing finished'); }
+await byId('cancel').click();
+await byId('report').waitFor({ timeout: 120000 }).catch(() => fail('no report after cancel'));
+const cancelled = await page.locator('.runs .run .run-name').first().textContent();
+console.log(`cancelled run: ${cancelled}`);
+await check(/cancelled/.test(cancelled), 'the cancelled run is not marked');
+await check(Number((await page.locator('.stat-value').nth(1).textContent()).trim()) > 0, 'a cancelled run shows no failed requests');
+await byId('setting-requests').fill('8');
+
+// 8. History survives a reload; the language switch relabels the page.
 await page.reload();
 await waitReady();
-await check(await page.locator('.runs .run').count() === 2, 'history lost on reload');
+await check(await page.locator('.runs .run').count() === 3, 'history lost on reload');
 await check(await byId('setting-max_batch').inputValue() === '1', 'max batch not kept in the URL');
 await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
 await check((await text('run')).includes('运行'), 'Run button not translated');
@@ -136,7 +152,7 @@ await check((await text('status')).startsWith('就绪'), 'status not translated'
 await check(page.url().includes('lang=zh'), 'language not in the URL');
 await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
 
-// 8. The playground streams tokens with their latencies.
+// 9. The playground streams tokens with their latencies.
 await byId('generate').click();
 try {
   await page.waitForFunction(() => /TTFT|Error/.test(document.querySelector('[data-testid=timing]')?.textContent ?? ''),
