@@ -1,0 +1,183 @@
+//! The page's words in English and Chinese. The benchmark's own texts (report, diagnosis) come
+//! from `crate::bench` in the same two languages, so one [`Lang`] drives both.
+
+use crate::bench::Lang;
+use leptos::prelude::*;
+
+mod en;
+mod zh;
+
+/// Every label on the page, in one language.
+pub struct Text {
+    pub tagline: &'static str,
+    pub language: &'static str,
+    // Status line.
+    pub starting: &'static str,
+    pub requesting_adapter: &'static str,
+    pub loading_tokenizer: &'static str,
+    pub generating_weights: &'static str,
+    pub ready: &'static str,
+    pub error: &'static str,
+    pub on: &'static str,
+    // Model panel.
+    pub model: &'static str,
+    pub model_embedded: &'static str,
+    pub model_06b: &'static str,
+    pub model_17b: &'static str,
+    pub layers: &'static str,
+    pub hidden: &'static str,
+    pub vocab: &'static str,
+    pub weights: &'static str,
+    pub kv_cache: &'static str,
+    pub model_embedded_short: &'static str,
+    pub model_06b_short: &'static str,
+    pub model_17b_short: &'static str,
+    pub random_weights: &'static str,
+    pub capacity: &'static str,
+    pub random_weights_note: &'static str,
+    // Settings.
+    pub settings: &'static str,
+    pub arrival: &'static str,
+    pub arrival_poisson: &'static str,
+    pub arrival_gamma: &'static str,
+    pub arrival_constant: &'static str,
+    pub arrival_sequential: &'static str,
+    pub arrival_concurrency: &'static str,
+    pub rate: &'static str,
+    pub rate_hint: &'static str,
+    pub burstiness: &'static str,
+    pub burstiness_hint: &'static str,
+    pub concurrency: &'static str,
+    pub requests: &'static str,
+    pub input_len: &'static str,
+    pub output_len: &'static str,
+    pub len_hint: &'static str,
+    pub seed: &'static str,
+    pub max_batch: &'static str,
+    pub max_batched_tokens: &'static str,
+    pub slo_ttft: &'static str,
+    pub slo_tpot: &'static str,
+    pub slo_hint: &'static str,
+    pub prompts: &'static str,
+    pub prompts_text: &'static str,
+    pub prompts_random: &'static str,
+    pub workload: &'static str,
+    pub engine: &'static str,
+    pub slo: &'static str,
+    pub reset: &'static str,
+    pub not_a_number: &'static str,
+    pub not_a_count: &'static str,
+    pub at_most: &'static str,
+    pub above_zero: &'static str,
+    pub context_too_long: &'static str,
+    /// For a length range that does not parse; `None`: show the benchmark's own (English) message.
+    pub bad_length: Option<&'static str>,
+    /// For a workload rule broken (rate, burstiness…); `None`: the benchmark's own message.
+    pub bad_workload: Option<&'static str>,
+    // Run.
+    pub run: &'static str,
+    pub cancel: &'static str,
+    pub cancelling: &'static str,
+    pub measuring_baseline: &'static str,
+    pub finished: &'static str,
+    pub run_failed: &'static str,
+    pub fix_settings: &'static str,
+    // Charts.
+    pub live: &'static str,
+    pub chart_ttft: &'static str,
+    pub chart_tpot: &'static str,
+    pub chart_throughput: &'static str,
+    pub chart_batch: &'static str,
+    pub chart_kv: &'static str,
+    pub x_arrival: &'static str,
+    pub x_time: &'static str,
+    pub running: &'static str,
+    pub waiting: &'static str,
+    pub no_data: &'static str,
+    // Report.
+    pub report: &'static str,
+    pub completed: &'static str,
+    pub failed: &'static str,
+    pub duration: &'static str,
+    pub request_throughput: &'static str,
+    pub output_throughput: &'static str,
+    pub total_throughput: &'static str,
+    pub goodput: &'static str,
+    pub no_slo: &'static str,
+    pub preemptions: &'static str,
+    pub gpu_busy: &'static str,
+    pub latency_ms: &'static str,
+    pub mean: &'static str,
+    pub queue: &'static str,
+    pub diagnosis: &'static str,
+    pub evidence: &'static str,
+    pub advice: &'static str,
+    pub baseline: &'static str,
+    pub text_report: &'static str,
+    pub download_json: &'static str,
+    pub download_csv: &'static str,
+    // History.
+    pub history: &'static str,
+    pub history_empty: &'static str,
+    pub compare_hint: &'static str,
+    pub show: &'static str,
+    pub delete: &'static str,
+    pub clear: &'static str,
+    pub comparison: &'static str,
+    pub metric: &'static str,
+    pub change: &'static str,
+    pub history_not_saved: &'static str,
+    pub cancelled: &'static str,
+    // Playground.
+    pub playground: &'static str,
+    pub prompt: &'static str,
+    pub generate: &'static str,
+    pub generating: &'static str,
+    pub playground_note: &'static str,
+    pub token_latency: &'static str,
+}
+
+/// A label picked from [`Text`], to be read in the current language.
+pub type Label = fn(&Text) -> &'static str;
+
+pub fn text(lang: Lang) -> &'static Text {
+    match lang {
+        Lang::En => &en::EN,
+        Lang::Zh => &zh::ZH,
+    }
+}
+
+/// The page's language, shared through context.
+#[derive(Clone, Copy)]
+pub struct UiLang(pub RwSignal<Lang>);
+
+/// The labels in the current language (a tracked read: views re-render on a switch).
+pub fn use_text() -> impl Fn() -> &'static Text + Copy + Send + Sync + 'static {
+    let UiLang(lang) = expect_context::<UiLang>();
+    move || text(lang.get())
+}
+
+/// The language switch in the header.
+#[component]
+pub fn LangSwitch() -> impl IntoView {
+    let UiLang(lang) = expect_context::<UiLang>();
+    let t = use_text();
+    let option = move |value: Lang, label: &'static str| {
+        view! {
+            <button
+                class="seg"
+                class:active=move || lang.get() == value
+                aria-pressed=move || (lang.get() == value).to_string()
+                on:click=move |_| lang.set(value)
+            >
+                {label}
+            </button>
+        }
+    };
+    view! {
+        <div class="segmented" role="group" aria-label=move || t().language data-testid="lang">
+            {option(Lang::En, "English")}
+            {option(Lang::Zh, "中文")}
+        </div>
+    }
+}
