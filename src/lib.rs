@@ -6,6 +6,7 @@
 //! - [`gpu`]: device, the kernel table (one WGSL file per family), readback.
 //! - [`engine`]: the forward pass over a paged KV cache, generation.
 //! - [`clock`]: monotonic seconds on both targets.
+//! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records; native client).
 //! - `web` (wasm only): the page.
 
 pub mod bench;
@@ -14,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod gpu;
 pub mod model;
+pub mod remote;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

@@ -48,6 +48,7 @@ pub async fn run(
             output_len: 0,
             preemptions: 0,
             error: None,
+            ..RequestRecord::default()
         })
         .collect();
     let mut steps = Vec::new();

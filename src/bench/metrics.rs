@@ -2,6 +2,7 @@
 //! follow vLLM's `benchmarks/serve.py` so numbers compare with server benchmarks; throughputs
 //! count completed requests only.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -101,6 +102,19 @@ pub struct BenchmarkMetrics {
     #[serde(with = "nan_as_null")]
     pub gpu_busy_fraction: f64,
     pub series: Vec<TimePoint>,
+    /// Failed requests by kind of error (see [`RequestRecord::error_kind`]), e.g. `"timeout": 2`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, usize>,
+    /// Completed requests that returned fewer tokens than asked: a server that ignores `ignore_eos`.
+    #[serde(default)]
+    pub stopped_short: usize,
+}
+
+impl BenchmarkMetrics {
+    /// Completed over all requests; NaN without requests.
+    pub fn success_rate(&self) -> f64 {
+        self.completed as f64 / (self.completed + self.failed) as f64
+    }
 }
 
 /// Panics if `bucket_s` is not above 0 (callers pass a constant, 0.25 s by default).
@@ -148,6 +162,11 @@ pub fn summarize(
         // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
+        errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
+            *kinds.entry(kind.to_string()).or_insert(0) += 1;
+            kinds
+        }),
+        stopped_short: records.iter().filter(|r| r.stopped_short()).count(),
     }
 }
 
@@ -159,8 +178,8 @@ fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, buck
     // Anything at or past the end (the last finish itself) falls in the last bucket.
     let bucket_of = |t_s: f64| ((t_s / bucket_s) as usize).min(buckets - 1);
     let mut tokens = vec![0usize; buckets];
-    for &t_s in records.iter().flat_map(|r| &r.token_times_s) {
-        tokens[bucket_of(t_s)] += 1;
+    for (t_s, count) in records.iter().flat_map(|r| r.timed_tokens()) {
+        tokens[bucket_of(t_s)] += count;
     }
     let mut last_step: Vec<Option<&StepSample>> = vec![None; buckets];
     for step in steps {
@@ -206,6 +225,7 @@ mod tests {
             output_len: tokens.len(),
             preemptions: 0,
             error: None,
+            ..RequestRecord::default()
         }
     }
 
@@ -240,6 +260,20 @@ mod tests {
         assert_eq!(m.itl_ms.count, 3);
         assert!(close(m.itl_ms.mean, 200.0) && close(m.itl_ms.std, (20_000.0f64 / 3.0).sqrt()));
         assert!(m.goodput.is_none() && m.slo_attainment.is_none());
+        assert_eq!(m.errors, BTreeMap::from([("boom".to_string(), 1)]));
+        assert!(close(m.success_rate(), 2.0 / 3.0) && m.stopped_short == 0);
+    }
+
+    #[test]
+    fn chunks_weigh_by_their_tokens() {
+        // One chunk of 3 tokens at 0.4: 4 tokens, 2 ITL entries, TPOT over the 4 tokens.
+        let mut r = record(0, 0.0, 0.0, &[0.2, 0.4, 0.5], 8);
+        (r.chunk_tokens, r.output_len, r.requested_output_len) = (vec![1, 3, 1], 5, Some(6));
+        let m = summarize(&[r], &[], None, 0.25);
+        assert_eq!((m.total_output_tokens, m.itl_ms.count, m.stopped_short), (5, 2, 1));
+        assert!(close(m.tpot_ms.mean, 75.0));
+        let tokens: Vec<f64> = m.series.iter().map(|p| p.output_tok_s * 0.25).collect();
+        assert_eq!(tokens, vec![1.0, 4.0]);
     }
 
     #[test]

@@ -6,21 +6,31 @@ use serde::{Deserialize, Serialize};
 /// One request's life: when it arrived, was first scheduled, produced each token, finished.
 /// Failures are data: a request with `error` set or without `finish_s` counts as failed and
 /// is left out of the latency statistics.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub id: u64,
     pub arrival_s: f64,
     /// First time the scheduler put it in a batch.
     pub scheduled_s: Option<f64>,
     pub first_token_s: Option<f64>,
-    /// Every output token, in order; the first equals `first_token_s`.
+    /// Every output token, in order; the first equals `first_token_s`. From a remote server's
+    /// stream: one time per token-carrying chunk, with its token count in `chunk_tokens`.
     pub token_times_s: Vec<f64>,
+    /// Tokens carried by each entry of `token_times_s`; empty when each is one token (the engine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_tokens: Vec<u32>,
     pub finish_s: Option<f64>,
     pub prompt_len: usize,
     /// Output tokens actually generated.
     pub output_len: usize,
     pub preemptions: u32,
     pub error: Option<String>,
+    /// Output tokens asked for (`max_tokens` of a remote request); fewer means it stopped early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_output_len: Option<usize>,
+    /// Prompt tokens as the server counted them (`usage.prompt_tokens`), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_prompt_len: Option<usize>,
 }
 
 impl RequestRecord {
@@ -52,9 +62,31 @@ impl RequestRecord {
         Some(self.scheduled_s? - self.arrival_s)
     }
 
-    /// Gaps between consecutive output tokens (inter-token latencies).
+    /// Gaps between consecutive output tokens (inter-token latencies); from a stream, one gap per
+    /// token-carrying chunk, as vLLM's benchmark client records them.
     pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
         self.token_times_s.windows(2).map(|pair| pair[1] - pair[0])
+    }
+
+    /// Each entry of `token_times_s` with the number of tokens it stands for.
+    pub fn timed_tokens(&self) -> impl Iterator<Item = (f64, usize)> + '_ {
+        let count = |i: usize| self.chunk_tokens.get(i).map_or(1, |&n| n as usize);
+        self.token_times_s.iter().enumerate().map(move |(i, &t)| (t, count(i)))
+    }
+
+    /// What kind of failure, for counting: the error's text before its first ": " ("timeout",
+    /// "http 500", "cancelled"); "unfinished" for a record that never finished without an error.
+    pub fn error_kind(&self) -> Option<&str> {
+        match (&self.error, self.finish_s) {
+            (Some(e), _) => Some(e.split_once(": ").map_or(e.as_str(), |(kind, _)| kind)),
+            (None, None) => Some("unfinished"),
+            (None, Some(_)) => None,
+        }
+    }
+
+    /// Finished with fewer tokens than asked (a server that stopped at EOS despite `ignore_eos`).
+    pub fn stopped_short(&self) -> bool {
+        self.succeeded() && self.requested_output_len.is_some_and(|asked| self.output_len < asked)
     }
 }
 
@@ -88,6 +120,7 @@ mod tests {
             output_len: 3,
             preemptions: 0,
             error: None,
+            ..RequestRecord::default()
         }
     }
 
@@ -113,5 +146,27 @@ mod tests {
         let mut r = record();
         r.error = Some("out of memory".into());
         assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn chunks_carry_token_counts_and_old_json_still_reads() {
+        let mut r = record();
+        assert_eq!(r.timed_tokens().collect::<Vec<_>>(), vec![(1.5, 1), (1.75, 1), (2.25, 1)]);
+        r.chunk_tokens = vec![1, 3, 1];
+        r.output_len = 5;
+        assert_eq!(r.timed_tokens().map(|(_, n)| n).sum::<usize>(), 5);
+        assert_eq!(r.itl_s().count(), 2);
+        r.requested_output_len = Some(8);
+        assert!(r.stopped_short());
+        assert_eq!(r.error_kind(), None);
+        r.error = Some("http 500: boom: again".into());
+        assert_eq!(r.error_kind(), Some("http 500"));
+        r.error = Some("cancelled".into());
+        assert_eq!(r.error_kind(), Some("cancelled"));
+        (r.error, r.finish_s) = (None, None);
+        assert_eq!(r.error_kind(), Some("unfinished"));
+        let json = serde_json::to_string(&record()).unwrap();
+        assert!(!json.contains("chunk_tokens") && !json.contains("requested_output_len"), "{json}");
+        assert_eq!(serde_json::from_str::<RequestRecord>(&json).unwrap(), record());
     }
 }

@@ -41,6 +41,9 @@ struct Labels {
     diagnosis: &'static str,
     evidence: &'static str,
     advice: &'static str,
+    success_rate: &'static str,
+    errors: &'static str,
+    stopped_short: &'static str,
 }
 
 const EN: Labels = Labels {
@@ -64,6 +67,9 @@ const EN: Labels = Labels {
     diagnosis: "Diagnosis",
     evidence: "Evidence",
     advice: "Advice",
+    success_rate: "Success rate",
+    errors: "errors",
+    stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
 };
 
 // The first lines are the tutorial's own labels.
@@ -88,6 +94,9 @@ const ZH: Labels = Labels {
     diagnosis: "诊断",
     evidence: "依据",
     advice: "建议",
+    success_rate: "成功率",
+    errors: "错误",
+    stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
 };
 
 /// The report as printed by the CLI and shown by the app. Pass a diagnosis made in the same
@@ -118,6 +127,13 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     line(format!("{}: {}", l.preemptions, m.preemptions));
     line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
     line(format!("{}: {} s", l.duration, num(m.duration_s)));
+    if m.failed > 0 {
+        let kinds: Vec<String> = m.errors.iter().map(|(kind, n)| format!("{kind} × {n}")).collect();
+        line(format!("{}: {} ({}: {})", l.success_rate, percent(m.success_rate()), l.errors, kinds.join(", ")));
+    }
+    if m.stopped_short > 0 {
+        line(format!("! {} / {} {}", m.stopped_short, m.completed, l.stopped_short));
+    }
     line(String::new());
 
     let header = [l.mean, "P50", "P90", "P95", "P99", "P99.9"].map(String::from);
@@ -231,6 +247,7 @@ mod tests {
             output_len: 3,
             preemptions: 1,
             error: None,
+            ..RequestRecord::default()
         };
         let failed = RequestRecord {
             id: 1,
@@ -273,6 +290,7 @@ mod tests {
         let report = text_report(&metrics(), None, Lang::En);
         assert!(report.contains("Time to first token (TTFT): mean 300.00 ms, P50 300.00 ms"));
         assert!(report.contains("Goodput: 1.67 req/s") && !report.contains("Diagnosis"));
+        assert!(report.contains("Success rate: 50.0% (errors: he said \"no\", then\nquit × 1)\n"), "{report}");
         assert!(report.contains("GPU busy: 0.0%\n"), "{report}");
         let table: Vec<&str> = report.lines().skip_while(|l| !l.starts_with("Latency")).collect();
         assert_eq!(table.len(), 6, "{report}");

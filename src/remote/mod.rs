@@ -1,0 +1,89 @@
+//! The same benchmark against any OpenAI-compatible server (vLLM, SGLang, llama.cpp's
+//! llama-server, …): the workload generator plans the requests, each one is streamed, and its
+//! record is built from the token stream's own timestamps, so the summary, report, JSON and CSV
+//! are the engine's.
+//!
+//! Everything but the HTTP client is target-independent (no tokio, no reqwest), so the browser can
+//! drive it with `fetch` and a `ReadableStream`:
+//! - [`sse`]: incremental server-sent-events parsing.
+//! - [`openai`]: base URL, API key handling, request bodies, chunks, model lists, error kinds.
+//! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
+//!   their arrival times.
+//! - `native` (not wasm): reqwest on a tokio runtime; releases requests at their arrival times
+//!   or in closed loops, with a per-request timeout.
+
+pub mod openai;
+pub mod sse;
+pub mod stream;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod native;
+
+use serde_json::{json, Value};
+
+use crate::bench::{Arrival, PlannedRequest, WorkloadSpec};
+use crate::error::Result;
+pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
+pub use stream::StreamRecorder;
+
+/// Where requests go. The key lives here only: [`Endpoint::describe`] says whether there is one.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub base_url: BaseUrl,
+    /// The `model` field of every request (`GET /v1/models` lists what the server serves).
+    pub model: String,
+    pub api: Api,
+    pub api_key: Option<ApiKey>,
+}
+
+impl Endpoint {
+    /// For `config.target` of the results JSON: everything but the key.
+    pub fn describe(&self) -> Value {
+        json!({
+            "kind": "openai",
+            "base_url": self.base_url,
+            "model": self.model,
+            "api": self.api,
+            "api_key": if self.api_key.is_some() { "set (not recorded)" } else { "none" },
+        })
+    }
+}
+
+/// One planned request, ready to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteRequest {
+    pub id: u64,
+    /// Seconds from the start; `None` when a closed loop releases it.
+    pub arrival_s: Option<f64>,
+    pub prompt: Prompt,
+    /// Planned prompt tokens (token ids: exact; text: as the client's tokenizer counted them).
+    pub prompt_len: usize,
+    pub max_tokens: usize,
+}
+
+/// The plan's requests with their prompts.
+pub fn requests(
+    plan: &[PlannedRequest],
+    prompt: &dyn Fn(&PlannedRequest) -> Result<Prompt>,
+) -> Result<Vec<RemoteRequest>> {
+    plan.iter()
+        .map(|p| {
+            Ok(RemoteRequest {
+                id: p.id,
+                arrival_s: p.arrival_s,
+                prompt: prompt(p)?,
+                prompt_len: p.prompt_len,
+                max_tokens: p.output_len,
+            })
+        })
+        .collect()
+}
+
+/// Requests in flight at most: 1 for `sequential`, N for `concurrency`, unbounded for open loops.
+pub fn closed_loop_limit(spec: &WorkloadSpec) -> Option<usize> {
+    match spec.arrival {
+        Arrival::Sequential => Some(1),
+        Arrival::Concurrency => Some(spec.concurrency),
+        Arrival::Poisson | Arrival::Gamma | Arrival::Constant => None,
+    }
+}

@@ -1,0 +1,227 @@
+//! One streamed request's record, built from what arrives and when, as vLLM's benchmark client
+//! does: the clock starts at the planned arrival (client-side queueing counts), the first token
+//! is the first chunk that carries one, each token-carrying chunk is one ITL entry (with its token
+//! count), and the finish is the last token chunk. Pure: the caller supplies the times.
+
+use crate::bench::RequestRecord;
+use crate::remote::openai::{parse_chunk, RequestError, Usage};
+use crate::remote::sse::{SseEvent, SseParser};
+
+pub struct StreamRecorder {
+    record: RequestRecord,
+    parser: SseParser,
+    events: Vec<SseEvent>,
+    /// Tokens per token-carrying chunk, as counted from the stream.
+    chunk_tokens: Vec<u32>,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+    /// `[DONE]` arrived: the answer is complete.
+    done: bool,
+    /// When the last bytes arrived: the time of an event the end of the body completes.
+    last_receive_s: f64,
+}
+
+impl StreamRecorder {
+    /// A request planned to arrive at `arrival_s` asking for `max_tokens` tokens.
+    pub fn new(id: u64, arrival_s: f64, prompt_len: usize, max_tokens: usize) -> Self {
+        StreamRecorder {
+            record: RequestRecord {
+                id,
+                arrival_s,
+                prompt_len,
+                requested_output_len: Some(max_tokens),
+                ..RequestRecord::default()
+            },
+            parser: SseParser::new(),
+            events: Vec::new(),
+            chunk_tokens: Vec::new(),
+            usage: None,
+            finish_reason: None,
+            done: false,
+            last_receive_s: f64::NAN,
+        }
+    }
+
+    /// The request left the client at `t_s` (its "scheduled" time: queue = client lateness).
+    pub fn sent(&mut self, t_s: f64) {
+        self.record.scheduled_s = Some(t_s);
+    }
+
+    /// Body bytes that arrived at `t_s`. An error ends the request; the caller passes it to [`end`].
+    ///
+    /// [`end`]: StreamRecorder::end
+    pub fn receive(&mut self, t_s: f64, bytes: &[u8]) -> Result<(), RequestError> {
+        self.last_receive_s = t_s;
+        self.parser.push(bytes, &mut self.events).map_err(|e| RequestError::Malformed(e.to_string()))?;
+        self.take_events(t_s)
+    }
+
+    /// `[DONE]` has arrived; the caller may stop reading.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The body ended (`Ok`) or the request failed (`Err`: connection, timeout, HTTP status…).
+    /// Tokens that arrived before a failure stay in the record; only a complete answer has a finish.
+    pub fn end(mut self, outcome: Result<(), RequestError>) -> RequestRecord {
+        let outcome = outcome.and_then(|()| self.finish_body());
+        let counted: usize = self.chunk_tokens.iter().map(|&n| n as usize).sum();
+        let r = &mut self.record;
+        r.output_len = counted;
+        if self.chunk_tokens.iter().any(|&n| n != 1) {
+            r.chunk_tokens = self.chunk_tokens;
+        }
+        match outcome {
+            Ok(()) => {
+                r.finish_s = r.token_times_s.last().copied();
+                if let Some(usage) = self.usage {
+                    r.output_len = usage.completion_tokens.unwrap_or(counted);
+                    r.server_prompt_len = usage.prompt_tokens;
+                }
+            }
+            Err(e) => r.error = Some(e.to_string()),
+        }
+        self.record
+    }
+
+    fn finish_body(&mut self) -> Result<(), RequestError> {
+        if !self.done {
+            self.parser.finish(&mut self.events).map_err(|e| RequestError::Malformed(e.to_string()))?;
+            // A last event without its blank line still counts, at the time its bytes arrived.
+            self.take_events(self.last_receive_s)?;
+        }
+        if !self.done && self.finish_reason.is_none() {
+            let got = self.chunk_tokens.len();
+            return Err(RequestError::ClosedEarly(format!("the body ended without [DONE] after {got} token chunks")));
+        }
+        if self.record.token_times_s.is_empty() {
+            return Err(RequestError::ClosedEarly("the answer carried no tokens".into()));
+        }
+        Ok(())
+    }
+
+    fn take_events(&mut self, t_s: f64) -> Result<(), RequestError> {
+        for event in std::mem::take(&mut self.events) {
+            if self.done {
+                break; // nothing after [DONE] matters
+            }
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                self.done = true;
+                continue;
+            }
+            if event.event.as_deref() == Some("error") {
+                return Err(RequestError::Server(crate::remote::openai::snippet(data)));
+            }
+            let chunk = parse_chunk(data)?;
+            if chunk.tokens > 0 {
+                if self.record.first_token_s.is_none() {
+                    self.record.first_token_s = Some(t_s);
+                }
+                self.record.token_times_s.push(t_s);
+                self.chunk_tokens.push(chunk.tokens as u32);
+            }
+            if chunk.finish_reason.is_some() {
+                self.finish_reason = chunk.finish_reason;
+            }
+            if chunk.usage.is_some() {
+                self.usage = chunk.usage;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(text: &str) -> String {
+        format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n")
+    }
+
+    const USAGE: &str =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5,\"total_tokens\":12}}\n\n";
+
+    fn recorder() -> StreamRecorder {
+        let mut r = StreamRecorder::new(3, 1.0, 6, 5);
+        r.sent(1.25);
+        r
+    }
+
+    #[test]
+    fn timestamps_from_the_stream() {
+        let mut r = recorder();
+        // A role-only chunk carries no token; then tokens at 1.5, 1.75 (three in one chunk), 2.0.
+        r.receive(1.4, b"data: {\"choices\":[{\"text\":\"\"}]}\n\n").unwrap();
+        r.receive(1.5, chunk("a").as_bytes()).unwrap();
+        let three = "data: {\"choices\":[{\"text\":\"bcd\",\"logprobs\":{\"tokens\":[\"b\",\"c\",\"d\"]}}]}\n\n";
+        r.receive(1.75, three.as_bytes()).unwrap();
+        let last = "data: {\"choices\":[{\"text\":\"e\",\"finish_reason\":\"length\"}]}\n\n";
+        r.receive(2.0, format!("{last}{USAGE}").as_bytes()).unwrap();
+        assert!(!r.is_done());
+        r.receive(2.5, b"data: [DONE]\n\n").unwrap();
+        assert!(r.is_done());
+        let record = r.end(Ok(()));
+        assert_eq!(record.token_times_s, vec![1.5, 1.75, 2.0]);
+        assert_eq!(record.chunk_tokens, vec![1, 3, 1]);
+        assert_eq!((record.first_token_s, record.finish_s, record.scheduled_s), (Some(1.5), Some(2.0), Some(1.25)));
+        assert_eq!((record.output_len, record.server_prompt_len, record.prompt_len), (5, Some(7), 6));
+        assert_eq!((record.ttft_s(), record.tpot_s(), record.e2e_s()), (Some(0.5), Some(0.125), Some(1.0)));
+        assert_eq!(record.itl_s().collect::<Vec<_>>(), vec![0.25, 0.25]);
+        assert!(record.succeeded() && !record.stopped_short());
+    }
+
+    #[test]
+    fn without_usage_tokens_are_counted_and_one_per_chunk_is_implicit() {
+        let mut r = recorder();
+        let body = format!("{}{}data: [DONE]\n\n", chunk("a"), chunk("b"));
+        r.receive(2.0, body.as_bytes()).unwrap();
+        let record = r.end(Ok(()));
+        assert_eq!((record.output_len, record.server_prompt_len), (2, None));
+        assert!(record.chunk_tokens.is_empty() && record.stopped_short());
+        assert_eq!(record.tpot_s(), Some(0.0));
+    }
+
+    #[test]
+    fn finish_reason_without_done_is_complete_but_a_cut_stream_is_not() {
+        let mut r = recorder();
+        r.receive(1.5, chunk("a").as_bytes()).unwrap();
+        r.receive(1.6, b"data: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"stop\"}]}").unwrap();
+        let record = r.end(Ok(()));
+        assert!(record.succeeded(), "{:?}", record.error);
+        assert_eq!((record.finish_s, record.output_len), (Some(1.6), 2));
+
+        let mut r = recorder();
+        r.receive(1.5, chunk("a").as_bytes()).unwrap();
+        let record = r.end(Ok(()));
+        assert_eq!(
+            record.error.as_deref(),
+            Some("stream closed early: the body ended without [DONE] after 1 token chunks")
+        );
+        assert_eq!((record.first_token_s, record.finish_s, record.output_len), (Some(1.5), None, 1));
+        assert_eq!(record.error_kind(), Some("stream closed early"));
+    }
+
+    #[test]
+    fn failures_keep_what_arrived() {
+        let mut r = recorder();
+        r.receive(1.5, chunk("a").as_bytes()).unwrap();
+        let err = r.receive(1.6, b"data: {oops\n\n").unwrap_err();
+        let record = r.end(Err(err));
+        assert!(record.error.as_deref().unwrap().starts_with("malformed SSE: a data line is not JSON"));
+        assert_eq!(record.token_times_s, vec![1.5]);
+
+        let r = recorder();
+        let record = r.end(Err(RequestError::Http { status: 500, body: "boom".into() }));
+        assert_eq!((record.error_kind(), record.first_token_s), (Some("http 500"), None));
+
+        let mut r = recorder();
+        let err = r.receive(1.5, b"event: error\ndata: {\"message\":\"overloaded\"}\n\n").unwrap_err();
+        assert_eq!(err.to_string(), "server error: {\"message\":\"overloaded\"}");
+
+        let mut r = recorder();
+        r.receive(1.5, b"data: [DONE]\n\n").unwrap();
+        assert_eq!(r.end(Ok(())).error.as_deref(), Some("stream closed early: the answer carried no tokens"));
+    }
+}
