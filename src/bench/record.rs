@@ -25,7 +25,8 @@ pub struct RequestRecord {
     pub output_len: usize,
     pub preemptions: u32,
     pub error: Option<String>,
-    /// Output tokens asked for (`max_tokens` of a remote request); fewer means it stopped early.
+    /// Output tokens asked for exactly (a remote request with `ignore_eos`); fewer means the
+    /// server stopped early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_output_len: Option<usize>,
     /// Prompt tokens as the server counted them (`usage.prompt_tokens`), when it said.

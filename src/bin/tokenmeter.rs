@@ -11,6 +11,8 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
+    mod remote;
+
     use clap::{Args, Parser, Subcommand};
     use std::sync::Arc;
     use tokenmeter::engine::{
@@ -63,6 +65,8 @@ mod cli {
     struct BenchArgs {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        remote: remote::RemoteArgs,
         /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
         #[arg(long, default_value = "poisson")]
         arrival: String,
@@ -468,6 +472,25 @@ mod cli {
         }
         let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
         let lang = args.lang.parse::<bench::Lang>()?;
+        if let Some(url) = &args.remote.endpoint {
+            if args.model.model.is_some() || args.model.synthetic.is_some() {
+                return Err(Error::Invalid(
+                    "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
+                ));
+            }
+            let shared = remote::Shared {
+                spec: &spec,
+                rates: &rates,
+                slo: slo.as_ref(),
+                slo_text: args.slo.as_deref(),
+                lang,
+                ignore_eos: !args.respect_eos,
+                random_prompts: args.random_prompts,
+                baseline: !args.no_baseline,
+            };
+            let results = remote::run(&args.remote, url, &shared)?;
+            return write_results(&args, &rates, &results, slo.as_ref());
+        }
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
             Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
@@ -553,8 +576,18 @@ mod cli {
                 steps,
             });
         }
+        write_results(&args, &rates, &results, slo.as_ref())
+    }
+
+    /// The sweep table (several rates), the results JSON and the per-request CSV.
+    fn write_results(
+        args: &BenchArgs,
+        rates: &[f64],
+        results: &[tokenmeter::bench::BenchResult],
+        slo: Option<&tokenmeter::bench::Slo>,
+    ) -> Result<()> {
         if results.len() > 1 {
-            print!("{}", sweep_table(&rates, &results, slo.as_ref()));
+            print!("{}", sweep_table(rates, results, slo));
         }
         if let Some(path) = &args.json {
             let json = if results.len() == 1 {
@@ -568,7 +601,7 @@ mod cli {
         }
         if let Some(path) = &args.csv {
             let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
-            std::fs::write(path, bench::csv(&rows))
+            std::fs::write(path, tokenmeter::bench::csv(&rows))
                 .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
         }
         Ok(())

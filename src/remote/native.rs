@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::bench::RequestRecord;
 use crate::error::{Error, Result};
-use crate::remote::openai::{parse_models, redact, request_body, snippet, RequestError};
+use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
 use crate::remote::{Endpoint, RemoteRequest, StreamRecorder};
 
 /// How requests are sent.
@@ -50,6 +50,11 @@ impl Client {
         &self.endpoint
     }
 
+    /// The `model` every request names (for instance once `GET /v1/models` has said).
+    pub fn set_model(&mut self, model: String) {
+        self.endpoint.model = model;
+    }
+
     /// `GET /v1/models`: the ids the server serves.
     pub fn models(&self, timeout_s: f64) -> Result<Vec<String>> {
         let url = self.endpoint.base_url.url("models");
@@ -64,7 +69,7 @@ impl Client {
             let status = response.status();
             let body = response.text().await.map_err(|e| failed(redact(&describe(&e), key)))?;
             if !status.is_success() {
-                return Err(failed(format!("HTTP {}: {}", status.as_u16(), redact(&snippet(&body), key))));
+                return Err(failed(format!("HTTP {}: {}", status.as_u16(), redact(&http_error_text(&body), key))));
             }
             parse_models(&body).map_err(|e| failed(redact(&e.to_string(), key)))
         })
@@ -152,7 +157,8 @@ struct Send {
 impl Send {
     async fn send(self) -> RequestRecord {
         let r = &self.request;
-        let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, r.max_tokens);
+        let exact = self.ignore_eos.then_some(r.max_tokens);
+        let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact);
         let endpoint = &self.endpoint;
         let outcome = match request_body(endpoint.api, &endpoint.model, &r.prompt, r.max_tokens, self.ignore_eos) {
             Ok(body) => {
@@ -187,7 +193,10 @@ impl Send {
             let text = response.text().await.unwrap_or_default();
             let hint =
                 if status.as_u16() == 404 { " (is the endpoint the API root, e.g. http://host:port/v1?)" } else { "" };
-            return Err(RequestError::Http { status: status.as_u16(), body: format!("{}{hint}", snippet(&text)) });
+            return Err(RequestError::Http {
+                status: status.as_u16(),
+                body: format!("{}{hint}", http_error_text(&text)),
+            });
         }
         let content_type = response
             .headers()
@@ -200,7 +209,9 @@ impl Send {
             let shown = if content_type.is_empty() { "no content type" } else { content_type.as_str() };
             return Err(RequestError::NotEventStream(format!("{shown}: {}", snippet(&text))));
         }
-        while let Some(bytes) = response.chunk().await.map_err(classify)? {
+        // A read that fails once the answer has begun (reset, EOF inside a chunk) cut the stream.
+        let cut = |e: reqwest::Error| RequestError::ClosedEarly(describe(&e));
+        while let Some(bytes) = response.chunk().await.map_err(cut)? {
             recorder.receive(self.t0.elapsed().as_secs_f64(), &bytes)?;
             if recorder.is_done() {
                 break;

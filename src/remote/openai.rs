@@ -222,6 +222,14 @@ pub fn error_message(error: &Value) -> String {
     snippet(&text.map_or_else(|| error.to_string(), str::to_string))
 }
 
+/// The body of an HTTP error, for its message: the OpenAI error's `message` when it is one.
+pub fn http_error_text(body: &str) -> String {
+    match serde_json::from_str::<Value>(body).ok().as_ref().and_then(|v| v.get("error")) {
+        Some(error) => error_message(error),
+        None => snippet(body),
+    }
+}
+
 /// The model ids in a `GET /v1/models` answer (`{"object": "list", "data": [{"id": …}]}`).
 pub fn parse_models(body: &str) -> Result<Vec<String>> {
     let not_a_list = || Error::Invalid(format!("/models did not answer with an OpenAI model list: {}", snippet(body)));
@@ -344,6 +352,8 @@ mod tests {
         assert_eq!(kind(r#"{"error":{"message":"out of memory","code":500}}"#), "server error: out of memory");
         assert_eq!(kind(r#"{"error":"boom"}"#), "server error: boom");
         assert!(kind(&format!("{{{}", "x".repeat(1000))).ends_with('…'));
+        assert_eq!(http_error_text(r#"{"error":{"code":401,"message":"Invalid API Key"}}"#), "Invalid API Key");
+        assert_eq!(http_error_text("<html>Bad Gateway</html>\n"), "<html>Bad Gateway</html>");
     }
 
     #[test]

@@ -19,17 +19,20 @@ pub struct StreamRecorder {
     done: bool,
     /// When the last bytes arrived: the time of an event the end of the body completes.
     last_receive_s: f64,
+    /// When `usage` arrived.
+    usage_s: f64,
 }
 
 impl StreamRecorder {
-    /// A request planned to arrive at `arrival_s` asking for `max_tokens` tokens.
-    pub fn new(id: u64, arrival_s: f64, prompt_len: usize, max_tokens: usize) -> Self {
+    /// A request planned to arrive at `arrival_s`; `exact_output_len` when it asks for exactly that
+    /// many tokens (`ignore_eos`), so a shorter answer is reported.
+    pub fn new(id: u64, arrival_s: f64, prompt_len: usize, exact_output_len: Option<usize>) -> Self {
         StreamRecorder {
             record: RequestRecord {
                 id,
                 arrival_s,
                 prompt_len,
-                requested_output_len: Some(max_tokens),
+                requested_output_len: exact_output_len,
                 ..RequestRecord::default()
             },
             parser: SseParser::new(),
@@ -39,6 +42,7 @@ impl StreamRecorder {
             finish_reason: None,
             done: false,
             last_receive_s: f64::NAN,
+            usage_s: f64::NAN,
         }
     }
 
@@ -95,7 +99,16 @@ impl StreamRecorder {
             return Err(RequestError::ClosedEarly(format!("the body ended without [DONE] after {got} token chunks")));
         }
         if self.record.token_times_s.is_empty() {
-            return Err(RequestError::ClosedEarly("the answer carried no tokens".into()));
+            // Tokens that never became text (pieces of a UTF-8 character, say) stream nothing;
+            // the server's count still says they were generated, all known only at the end.
+            match self.usage.and_then(|u| u.completion_tokens) {
+                Some(n) if n > 0 => {
+                    self.record.first_token_s = Some(self.usage_s);
+                    self.record.token_times_s.push(self.usage_s);
+                    self.chunk_tokens.push(n as u32);
+                }
+                _ => return Err(RequestError::ClosedEarly("the answer carried no tokens".into())),
+            }
         }
         Ok(())
     }
@@ -124,8 +137,9 @@ impl StreamRecorder {
             if chunk.finish_reason.is_some() {
                 self.finish_reason = chunk.finish_reason;
             }
-            if chunk.usage.is_some() {
-                self.usage = chunk.usage;
+            if let Some(usage) = chunk.usage {
+                self.usage = Some(usage);
+                self.usage_s = t_s;
             }
         }
         Ok(())
@@ -144,7 +158,7 @@ mod tests {
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5,\"total_tokens\":12}}\n\n";
 
     fn recorder() -> StreamRecorder {
-        let mut r = StreamRecorder::new(3, 1.0, 6, 5);
+        let mut r = StreamRecorder::new(3, 1.0, 6, Some(5));
         r.sent(1.25);
         r
     }
@@ -223,5 +237,17 @@ mod tests {
         let mut r = recorder();
         r.receive(1.5, b"data: [DONE]\n\n").unwrap();
         assert_eq!(r.end(Ok(())).error.as_deref(), Some("stream closed early: the answer carried no tokens"));
+    }
+
+    #[test]
+    fn tokens_without_text_arrive_with_the_usage() {
+        let mut r = recorder();
+        let last = "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":5}}\n\n";
+        r.receive(2.0, last.as_bytes()).unwrap();
+        r.receive(2.1, b"data: [DONE]\n\n").unwrap();
+        let record = r.end(Ok(()));
+        assert!(record.succeeded(), "{:?}", record.error);
+        assert_eq!((record.first_token_s, record.finish_s, record.output_len), (Some(2.0), Some(2.0), 5));
+        assert_eq!(record.chunk_tokens, vec![5]);
     }
 }

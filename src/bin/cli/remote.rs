@@ -1,0 +1,205 @@
+//! `tokenmeter bench --endpoint URL`: the benchmark against an OpenAI-compatible server. The
+//! workload, summary, report and results JSON are the engine's; only the target differs.
+
+use clap::Args;
+use tokenmeter::bench::{self, Lang, PlannedRequest, Slo, WorkloadSpec};
+use tokenmeter::model::Tokenizer;
+use tokenmeter::remote::native::{Client, RunOptions};
+use tokenmeter::remote::{self, Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteRequest};
+use tokenmeter::{Error, Result};
+
+#[derive(Args)]
+pub struct RemoteArgs {
+    /// Benchmark an OpenAI-compatible server instead of the in-process engine: its API root,
+    /// e.g. http://127.0.0.1:8000/v1.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The model name to send (default: the only one GET /v1/models lists).
+    #[arg(long, requires = "endpoint")]
+    pub served_model: Option<String>,
+    /// Environment variable holding the API key (sent as a bearer token; never printed or saved).
+    #[arg(long, requires = "endpoint")]
+    pub api_key_env: Option<String>,
+    /// completions (token-id or text prompts) or chat (text prompts).
+    #[arg(long, default_value = "completions", requires = "endpoint")]
+    pub api: String,
+    /// tokenizer.json of the served model, for text prompts (built-in texts cut to --input-len).
+    #[arg(long, requires = "endpoint")]
+    pub tokenizer: Option<std::path::PathBuf>,
+    /// Seconds each request may take, from sending to its last chunk.
+    #[arg(long, default_value_t = 300.0)]
+    pub timeout_s: f64,
+    /// Random prompt ids are drawn below this (default: Qwen's 151,643 regular tokens, or the
+    /// tokenizer's vocabulary).
+    #[arg(long, requires = "endpoint")]
+    pub vocab_size: Option<usize>,
+}
+
+/// What the rest of `bench` already parsed.
+pub struct Shared<'a> {
+    pub spec: &'a WorkloadSpec,
+    pub rates: &'a [f64],
+    pub slo: Option<&'a Slo>,
+    pub slo_text: Option<&'a str>,
+    pub lang: Lang,
+    pub ignore_eos: bool,
+    pub random_prompts: bool,
+    pub baseline: bool,
+}
+
+pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::BenchResult>> {
+    let base_url = BaseUrl::parse(url)?;
+    let api = args.api.parse::<Api>()?;
+    if !(args.timeout_s.is_finite() && args.timeout_s > 0.0) {
+        return Err(Error::Invalid(format!("--timeout-s {}: must be above 0", args.timeout_s)));
+    }
+    let api_key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
+            Error::Invalid(format!("--api-key-env {var}: that environment variable is not set or empty"))
+        })?),
+        None => None,
+    };
+    let tokenizer = match &args.tokenizer {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+            Some(Tokenizer::from_bytes(&bytes)?)
+        }
+        None => None,
+    };
+    let text = match (api, &tokenizer) {
+        (Api::Chat, None) => {
+            return Err(Error::Invalid(
+                "--api chat sends text: pass --tokenizer tokenizer.json (the served model's) to cut the built-in \
+                 prompts to --input-len"
+                    .into(),
+            ))
+        }
+        (Api::Chat, Some(tok)) => Some(tok),
+        (Api::Completions, tok) => tok.as_ref().filter(|_| !shared.random_prompts),
+    };
+    let vocab = args
+        .vocab_size
+        .or(tokenizer.as_ref().map(Tokenizer::vocab_size))
+        .unwrap_or(bench::prompts::FIRST_SPECIAL_TOKEN)
+        .min(bench::prompts::FIRST_SPECIAL_TOKEN);
+    if vocab == 0 {
+        return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
+    }
+    let seed = shared.spec.seed;
+    let prompt = |p: &PlannedRequest| -> Result<Prompt> {
+        match text {
+            Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
+            None => Ok(Prompt::Ids(bench::random_prompt(seed, p.id, p.prompt_len, vocab))),
+        }
+    };
+
+    let mut client = Client::new(Endpoint { base_url, model: String::new(), api, api_key })?;
+    let model = served_model(&client, args)?;
+    client.set_model(model.clone());
+    eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
+    let options = RunOptions { ignore_eos: shared.ignore_eos, timeout_s: args.timeout_s, closed_loop: None };
+
+    let baseline = if shared.baseline {
+        let alone = PlannedRequest {
+            id: u64::MAX,
+            arrival_s: Some(0.0),
+            prompt_len: shared.spec.input_len.max,
+            output_len: shared.spec.output_len.max.max(2),
+        };
+        let records = client.run(&remote::requests(&[alone], &prompt)?, &options, &mut |_, _| {});
+        let r = &records[0];
+        if let Some(e) = &r.error {
+            return Err(Error::Invalid(format!("the first request (the baseline, one request alone) failed: {e}")));
+        }
+        let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
+        let b = bench::Baseline { ttft_ms: ms(r.ttft_s()), tpot_ms: ms(r.tpot_s()) };
+        eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms);
+        Some(b)
+    } else {
+        None
+    };
+
+    let prompts = match text {
+        Some(_) => "text",
+        None => "token ids",
+    };
+    let mut results = Vec::new();
+    for &rate in shared.rates {
+        let spec = WorkloadSpec { rate, ..shared.spec.clone() };
+        let requests: Vec<RemoteRequest> = remote::requests(&bench::plan(&spec)?, &prompt)?;
+        let options = RunOptions { closed_loop: remote::closed_loop_limit(&spec), ..options.clone() };
+        let mut last_shown = usize::MAX;
+        let records = client.run(&requests, &options, &mut |finished, total| {
+            if finished != last_shown {
+                last_shown = finished;
+                let bar = "#".repeat(30 * finished / total.max(1));
+                eprint!("\rrate {rate}: [{bar:<30}] {finished}/{total}");
+            }
+        });
+        eprintln!();
+        warn_about_usage(&records, text.is_none());
+        let mut metrics = bench::summarize(&records, &[], shared.slo, 0.25);
+        metrics.gpu_busy_fraction = f64::NAN; // not measured on a server
+        let mut diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, shared.lang));
+        if let Some(d) = &mut diagnosis {
+            d.evidence.retain(|line| !line.contains("NaN")); // the GPU-busy line: nothing to say here
+        }
+        print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), shared.lang));
+        let mut target = client.endpoint().describe();
+        target["prompts"] = prompts.into();
+        target["ignore_eos"] = shared.ignore_eos.into();
+        target["timeout_s"] = args.timeout_s.into();
+        let config = serde_json::json!({ "target": target, "workload": spec, "slo": shared.slo_text });
+        results.push(bench::BenchResult {
+            config,
+            metrics,
+            diagnosis,
+            baseline: baseline.clone(),
+            requests: records,
+            steps: Vec::new(),
+        });
+    }
+    Ok(results)
+}
+
+/// `--served-model`, or the only model the server lists. A name the server does not list is
+/// only a warning: some servers answer to any name.
+fn served_model(client: &Client, args: &RemoteArgs) -> Result<String> {
+    let listed = client.models(args.timeout_s.min(30.0));
+    match (&args.served_model, listed) {
+        (Some(name), Ok(models)) => {
+            if !models.contains(name) {
+                eprintln!("warning: the server lists {models:?}, not {name:?}");
+            }
+            Ok(name.clone())
+        }
+        (Some(name), Err(e)) => {
+            eprintln!("warning: {e}");
+            Ok(name.clone())
+        }
+        (None, Ok(models)) if models.len() == 1 => Ok(models[0].clone()),
+        (None, Ok(models)) => Err(Error::Invalid(format!(
+            "the server lists {} models {models:?}: pick one with --served-model",
+            models.len()
+        ))),
+        (None, Err(e)) => Err(e),
+    }
+}
+
+/// Prompt lengths as the server counted them, against the plan (exact for token ids; text goes
+/// through the server's tokenizer and, for chat, its template).
+fn warn_about_usage(records: &[bench::RequestRecord], ids: bool) {
+    let counted: Vec<(usize, usize)> =
+        records.iter().filter_map(|r| r.server_prompt_len.map(|server| (r.prompt_len, server))).collect();
+    let (planned, server) = counted.iter().fold((0, 0), |(p, s), &(planned, server)| (p + planned, s + server));
+    let differ = counted.iter().filter(|(planned, server)| planned != server).count();
+    if differ > 0 {
+        let note = if ids { "warning" } else { "note (text prompts are re-tokenized by the server)" };
+        eprintln!(
+            "{note}: {differ} of {} requests had a different prompt length by the server's usage: {server} tokens in \
+             all vs {planned} planned",
+            counted.len()
+        );
+    }
+}

