@@ -66,7 +66,7 @@ mod cli {
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
-        remote: remote::RemoteArgs,
+        remote: Box<remote::RemoteArgs>, // boxed: keeps `Command` small
         /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
         #[arg(long, default_value = "poisson")]
         arrival: String,
