@@ -75,3 +75,297 @@ async fn bad_input_is_an_error_in_the_browser_too() {
     let err = Checkpoint::open(&store.with("model.safetensors", truncated)).await.err().expect("truncated").to_string();
     assert!(err.contains("outside"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The page's logic: model sources, the cache, settings in the URL, components.
+
+use leptos::prelude::*;
+use std::collections::BTreeMap;
+use tokenmeter::bench::Lang;
+use tokenmeter::model::source::BlobStore;
+use tokenmeter::web::cache::{self, RemoteStore};
+use tokenmeter::web::i18n::{self, UiLang};
+use tokenmeter::web::settings::{self, Field, Settings};
+use tokenmeter::web::sources::{self, remote_base, DownloadProgress};
+use wasm_bindgen::JsCast;
+
+const MHA_CONFIG: &[u8] = include_bytes!("fixtures/tiny-mha/config.json");
+const MHA_WEIGHTS: &[u8] = include_bytes!("fixtures/tiny-mha/model.safetensors");
+
+/// A safetensors file with its JSON header edited (data unchanged).
+fn edit_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    edit(&mut header);
+    let json = serde_json::to_vec(&header).unwrap();
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    out.extend(&bytes[8 + n..]);
+    out
+}
+
+async fn open_error(store: MemStore) -> String {
+    match Checkpoint::open(&store).await {
+        Ok(_) => panic!("{}: a malformed model opened", store.label),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[wasm_bindgen_test]
+async fn malformed_models_give_the_loaders_errors() {
+    let mha = |label: &str| MemStore::new(label).with("config.json", MHA_CONFIG.to_vec());
+
+    let truncated = MHA_WEIGHTS[..MHA_WEIGHTS.len() - 1000].to_vec();
+    let err = open_error(mha("truncated").with("model.safetensors", truncated)).await;
+    assert!(err.contains("outside"), "{err}");
+
+    let mut lying = MHA_WEIGHTS.to_vec();
+    lying[..8].copy_from_slice(&(MHA_WEIGHTS.len() as u64 * 2).to_le_bytes());
+    let err = open_error(mha("lying header").with("model.safetensors", lying)).await;
+    assert!(err.contains("past the end of the file"), "{err}");
+
+    let dtype = edit_header(MHA_WEIGHTS, |h| h["model.norm.weight"]["dtype"] = "F8_E4M3".into());
+    let err = open_error(mha("dtype").with("model.safetensors", dtype)).await;
+    assert!(err.contains("unsupported dtype F8_E4M3"), "{err}");
+
+    let config = String::from_utf8(MHA_CONFIG.to_vec())
+        .unwrap()
+        .replace("\"intermediate_size\": 64", "\"intermediate_size\": 72");
+    let store = MemStore::new("config")
+        .with("config.json", config.into_bytes())
+        .with("model.safetensors", MHA_WEIGHTS.to_vec());
+    let err = open_error(store).await;
+    assert!(err.contains("does not match the config"), "{err}");
+
+    let (untied, _) = fixture!(
+        "tiny-untied",
+        [
+            "config.json",
+            "model.safetensors.index.json",
+            "model-00001-of-00003.safetensors",
+            "model-00003-of-00003.safetensors"
+        ]
+    );
+    let err = open_error(untied).await;
+    assert!(err.contains("model-00002-of-00003.safetensors") && err.contains("listed in"), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn hugging_face_ids_and_urls_become_folder_urls() {
+    let hf = "https://huggingface.co/Qwen/Qwen3-0.6B/resolve/main/";
+    assert_eq!(remote_base("Qwen/Qwen3-0.6B").unwrap(), hf);
+    assert_eq!(remote_base("  Qwen/Qwen3-0.6B ").unwrap(), hf);
+    assert_eq!(remote_base("https://huggingface.co/Qwen/Qwen3-0.6B").unwrap(), hf);
+    assert_eq!(remote_base("https://huggingface.co/Qwen/Qwen3-0.6B/tree/main").unwrap(), hf);
+    assert_eq!(remote_base("https://huggingface.co/Qwen/Qwen3-0.6B/blob/main/config.json").unwrap(), hf);
+    assert_eq!(remote_base("Qwen/Qwen3-0.6B@v1.0").unwrap(), "https://huggingface.co/Qwen/Qwen3-0.6B/resolve/v1.0/");
+    assert_eq!(remote_base("https://example.com/models/tiny").unwrap(), "https://example.com/models/tiny/");
+    assert_eq!(remote_base("https://example.com/m/config.json").unwrap(), "https://example.com/m/");
+    assert_eq!(remote_base("./fixtures/tiny-mha").unwrap(), "./fixtures/tiny-mha/");
+    for bad in ["", "Qwen3-0.6B", "a/b/c", "Qwen/../etc", "https://huggingface.co/Qwen", "owner/na me"] {
+        let err = remote_base(bad).err().unwrap_or_else(|| panic!("{bad:?} accepted")).to_string();
+        assert!(err.contains("Hugging Face repo id"), "{bad:?}: {err}");
+    }
+    assert_eq!(sources::base_label(hf), "Qwen/Qwen3-0.6B");
+    assert_eq!(sources::base_label("https://huggingface.co/Qwen/Qwen3-0.6B/resolve/v2/"), "Qwen/Qwen3-0.6B@v2");
+    assert_eq!(sources::base_label("http://127.0.0.1:8080/fixtures/tiny/"), "127.0.0.1:8080/fixtures/tiny");
+}
+
+#[wasm_bindgen_test]
+fn picked_files_map_to_the_loaders_names() {
+    let paths = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let folder = sources::pick_model_files(&paths(&[
+        "Qwen3/README.md",
+        "Qwen3/config.json",
+        "Qwen3/model.safetensors",
+        "Qwen3/tokenizer.json",
+        "Qwen3/generation_config.json",
+    ]))
+    .unwrap();
+    let names: Vec<&str> = folder.files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["config.json", "model.safetensors", "tokenizer.json"]);
+    assert_eq!(folder.files[0].1, 1, "index into the input list");
+    assert_eq!((folder.label.as_str(), folder.ignored), ("Qwen3", 2));
+
+    let shards = sources::pick_model_files(&paths(&[
+        "model-00002-of-00002.safetensors",
+        "config.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+    ]))
+    .unwrap();
+    assert_eq!(shards.files.len(), 4);
+    assert_eq!(shards.label, "config.json + 3 files");
+
+    let err = sources::pick_model_files(&paths(&["a/config.json", "b/config.json"])).unwrap_err().to_string();
+    assert!(err.contains("two files named config.json"), "{err}");
+    let err = sources::pick_model_files(&paths(&["model.safetensors"])).unwrap_err().to_string();
+    assert!(err.contains("no config.json"), "{err}");
+}
+
+fn file(name: &str, bytes: &[u8]) -> web_sys::File {
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    web_sys::File::new_with_u8_array_sequence(&parts, name).unwrap()
+}
+
+#[wasm_bindgen_test]
+async fn picked_files_load_through_the_shared_loader() {
+    let files = vec![
+        ("tiny/config.json".to_string(), file("config.json", MHA_CONFIG)),
+        ("tiny/notes.txt".to_string(), file("notes.txt", b"not a model file")),
+        ("tiny/model.safetensors".to_string(), file("model.safetensors", MHA_WEIGHTS)),
+    ];
+    let (store, picked): (BlobStore, _) = tokenmeter::web::files::store(files).unwrap();
+    assert_eq!((store.label.as_str(), picked.ignored), ("tiny", 1));
+    let checkpoint = Checkpoint::open(&store).await.expect("a good model opens from Blobs");
+    let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
+    let model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+    let reference: Reference = serde_json::from_str(include_str!("fixtures/tiny-mha/reference.json")).unwrap();
+    let case = &reference.cases[0];
+    let mut engine = Engine::new(model);
+    let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
+    assert_eq!(g.tokens, case.tokens);
+}
+
+#[wasm_bindgen_test]
+async fn cached_models_are_listed_opened_offline_and_deleted() {
+    let origin = web_sys::window().unwrap().location().origin().unwrap();
+    let base = format!("{origin}/tokenmeter-cache-test/tiny-mha/");
+    cache::put_bytes(&format!("{base}config.json"), MHA_CONFIG).await.unwrap();
+    cache::put_bytes(&format!("{base}model.safetensors"), MHA_WEIGHTS).await.unwrap();
+    let listed = cache::list().await.unwrap();
+    let entry = listed.iter().find(|c| c.base == base).unwrap_or_else(|| panic!("not listed: {listed:?}"));
+    assert_eq!((entry.files, entry.bytes), (2, (MHA_CONFIG.len() + MHA_WEIGHTS.len()) as u64));
+
+    // The index and tokenizer are not there: the test server answers 404, which is "no such file".
+    let abort = web_sys::AbortController::new().unwrap();
+    let store = RemoteStore::new(&base, abort.signal(), Box::new(|_| {})).await.unwrap();
+    let checkpoint = Checkpoint::open(&store).await.expect("opens from the cache");
+    assert_eq!(checkpoint.config.vocab_size, 256);
+    assert_eq!(store.downloaded(), 0, "nothing fetched for cached files");
+
+    cache::delete(&base).await.unwrap();
+    assert!(cache::list().await.unwrap().iter().all(|c| c.base != base), "still listed after delete");
+    assert!(!cache::Manifest::load().sizes.keys().any(|u| u.starts_with(&base)), "sizes kept after delete");
+}
+
+#[wasm_bindgen_test]
+fn cache_contents_group_by_model_folder() {
+    let hf = "https://huggingface.co/Qwen/Qwen3-0.6B/resolve/main/";
+    let urls: Vec<String> =
+        [format!("{hf}config.json"), format!("{hf}model.safetensors"), "http://127.0.0.1:1/m/config.json".to_string()]
+            .into();
+    let sizes =
+        BTreeMap::from([(format!("{hf}model.safetensors"), 1_503_300_328u64), (format!("{hf}config.json"), 726)]);
+    let grouped = sources::group_cached(&urls, &sizes);
+    assert_eq!(grouped.len(), 2);
+    assert_eq!((grouped[0].label.as_str(), grouped[0].files, grouped[0].bytes), ("127.0.0.1:1/m", 1, 0));
+    assert_eq!((grouped[1].label.as_str(), grouped[1].files, grouped[1].bytes), ("Qwen/Qwen3-0.6B", 2, 1_503_301_054));
+    assert_eq!(grouped[1].base, hf);
+}
+
+#[wasm_bindgen_test]
+fn download_progress_reads_as_bytes_rate_and_eta() {
+    let p = DownloadProgress {
+        file: "model.safetensors".into(),
+        file_bytes: 100_000_000,
+        file_total: Some(1_100_000_000),
+        bytes: 100_000_000,
+        elapsed_s: 4.0,
+    };
+    assert_eq!(p.text(), "model.safetensors · 100.0 / 1100.0 MB · 25.0 MB/s · ETA 40 s");
+    assert_eq!(p.fraction(), Some(100.0 / 1100.0));
+    let unknown = DownloadProgress { file_total: None, elapsed_s: 0.0, ..p };
+    assert_eq!(unknown.text(), "model.safetensors · 100.0 MB · 0.0 MB/s");
+}
+
+#[wasm_bindgen_test]
+fn settings_round_trip_through_the_url() {
+    tokenmeter::web::browser::replace_query(&[("rate", "1,2,inf".into()), ("requests", "8".into())]).unwrap();
+    let settings = Settings::from_query();
+    assert_eq!(settings.get(Field::Rate).get_untracked(), "1,2,inf");
+    assert_eq!(settings.get(Field::Requests).get_untracked(), "8");
+    assert_eq!(settings.get(Field::InputLen).get_untracked(), Field::InputLen.default_value());
+    settings.get(Field::MaxBatch).set("4".into());
+    let pairs = settings.changed();
+    assert_eq!(pairs, [("rate", "1,2,inf".to_string()), ("requests", "8".into()), ("max_batch", "4".into())]);
+
+    // Written back and read again: the same settings, and a sweep of three rates.
+    tokenmeter::web::browser::replace_query(&pairs).unwrap();
+    let again = Settings::from_query();
+    assert_eq!(again.changed(), pairs);
+    let config = settings::validate(&|f| again.get(f).get_untracked(), None, i18n::text(Lang::En)).unwrap();
+    assert_eq!(config.rates, [1.0, 2.0, f64::INFINITY]);
+    assert_eq!(config.spec.num_requests, 8);
+
+    again.get(Field::Rate).set("1,fast".into());
+    let problems = settings::validate(&|f| again.get(f).get_untracked(), None, i18n::text(Lang::En)).unwrap_err();
+    assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::Rate]);
+    tokenmeter::web::browser::replace_query(&[]).unwrap();
+}
+
+/// Mounts `view` in a fresh element with the page's language context; returns the element.
+fn mount<V: IntoView + 'static>(view: impl FnOnce() -> V + 'static) -> web_sys::HtmlElement {
+    let document = web_sys::window().unwrap().document().unwrap();
+    let parent: web_sys::HtmlElement = document.create_element("div").unwrap().unchecked_into();
+    document.body().unwrap().append_child(&parent).unwrap();
+    let handle = leptos::mount::mount_to(parent.clone(), move || {
+        provide_context(UiLang(RwSignal::new(Lang::En)));
+        view()
+    });
+    handle.forget();
+    parent
+}
+
+#[wasm_bindgen_test]
+async fn error_text_from_files_is_never_markup() {
+    let hostile = "<img src=x onerror=alert(1)> <b>model</b>.safetensors";
+    let message = RwSignal::new(Some(hostile.to_string()));
+    let root = mount(move || {
+        view! {
+            <tokenmeter::web::model_panel::ErrorLine
+                prefix=Signal::derive(|| "Could not load the model")
+                message=message.into()
+                testid="model-error"
+            />
+        }
+    });
+    let line = root.query_selector("[data-testid=model-error]").unwrap().expect("the error is shown");
+    assert_eq!(line.text_content().unwrap(), format!("Could not load the model: {hostile}"));
+    assert!(root.query_selector("img, b").unwrap().is_none(), "markup was rendered: {}", root.inner_html());
+    message.set(None);
+    leptos::task::tick().await;
+    assert!(root.query_selector("[data-testid=model-error]").unwrap().is_none(), "cleared error still shown");
+}
+
+#[wasm_bindgen_test]
+async fn sweep_view_marks_the_knee() {
+    use tokenmeter::web::sweep::{SweepPanel, SweepView};
+    let result = |throughput: f64, ttft_p99: f64| {
+        let mut metrics = tokenmeter::bench::summarize(&[], &[], None, 0.25);
+        metrics.output_throughput = throughput;
+        metrics.ttft_ms.p99 = ttft_p99;
+        tokenmeter::bench::BenchResult {
+            config: serde_json::json!({}),
+            metrics,
+            diagnosis: None,
+            baseline: None,
+            requests: vec![],
+            steps: vec![],
+        }
+    };
+    let mut view = SweepView::new(vec![1.0, 2.0, 4.0, f64::INFINITY], None);
+    for (rate, (tp, ttft)) in
+        [1.0, 2.0, 4.0, f64::INFINITY].into_iter().zip([(50.0, 30.0), (98.0, 40.0), (101.0, 300.0), (102.0, 900.0)])
+    {
+        view.push(rate, &result(tp, ttft));
+    }
+    let sweep = RwSignal::new(Some(view));
+    let root = mount(move || view! { <SweepPanel sweep=sweep /> });
+    leptos::task::tick().await;
+    assert_eq!(root.query_selector_all(".sweep-dot").unwrap().length(), 4);
+    assert!(root.query_selector("[data-testid=sweep-knee]").unwrap().is_some(), "no knee marker");
+    let knee = root.query_selector("[data-testid=sweep-knee-text]").unwrap().unwrap().text_content().unwrap();
+    assert!(knee.contains("Rate 2 req/s") && knee.contains("stops rising"), "{knee}");
+    assert_eq!(root.query_selector("tr.knee td").unwrap().unwrap().text_content().unwrap(), "2");
+}

@@ -10,6 +10,7 @@
 //! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
+//! - [`sweep`]: several rates in one go, and the knee.
 
 pub mod diagnosis;
 pub mod driver;
@@ -19,6 +20,7 @@ pub mod record;
 pub mod report;
 pub mod speed;
 pub mod stats;
+pub mod sweep;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};

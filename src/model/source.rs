@@ -140,3 +140,67 @@ mod native {
         }
     }
 }
+
+#[cfg(target_arch = "wasm32")]
+pub use browser::{js_message, BlobFile, BlobStore};
+
+#[cfg(target_arch = "wasm32")]
+mod browser {
+    use super::*;
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+
+    /// A browser exception's message (`TypeError: Failed to fetch` → "Failed to fetch").
+    pub fn js_message(value: &JsValue) -> String {
+        if let Some(e) = value.dyn_ref::<js_sys::Error>() {
+            return String::from(e.message());
+        }
+        value.as_string().unwrap_or_else(|| format!("{value:?}"))
+    }
+
+    /// Files the page holds as Blobs: picked or dropped `File`s, or responses kept in the Cache
+    /// Storage. Nothing is read until the loader asks for a range.
+    #[derive(Clone, Default)]
+    pub struct BlobStore {
+        pub files: BTreeMap<String, web_sys::Blob>,
+        pub label: String,
+    }
+
+    #[derive(Clone)]
+    pub struct BlobFile {
+        blob: web_sys::Blob,
+        name: String,
+    }
+
+    impl BlobFile {
+        pub fn new(blob: web_sys::Blob, name: &str) -> BlobFile {
+            BlobFile { blob, name: name.into() }
+        }
+    }
+
+    impl ByteSource for BlobFile {
+        fn len(&self) -> u64 {
+            self.blob.size() as u64
+        }
+        async fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            let io = |message: String| Error::Io { path: self.name.clone(), message };
+            let end = offset + len as u64;
+            if end > self.len() {
+                return Err(io("read past the end".into()));
+            }
+            let part = self.blob.slice_with_f64_and_f64(offset as f64, end as f64).map_err(|e| io(js_message(&e)))?;
+            let buffer = JsFuture::from(part.array_buffer()).await.map_err(|e| io(js_message(&e)))?;
+            Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+        }
+    }
+
+    impl ModelStore for BlobStore {
+        type File = BlobFile;
+        fn location(&self) -> String {
+            self.label.clone()
+        }
+        async fn open(&self, name: &str) -> Result<Option<BlobFile>> {
+            Ok(self.files.get(name).map(|b| BlobFile::new(b.clone(), name)))
+        }
+    }
+}

@@ -5,12 +5,14 @@
 use super::charts::LiveCharts;
 use super::history::{self, HistoryPanel};
 use super::i18n::{use_text, LangSwitch, UiLang};
-use super::models::{self, ModelPanel};
+use super::model_panel::{AdapterPanel, ModelPanel};
+use super::models;
 use super::playground::Playground;
 use super::results::Report;
 use super::run::{self, RunPanel};
 use super::settings::SettingsPanel;
-use super::state::{AppState, ModelChoice, Phase};
+use super::state::{AppState, ModelChoice, ModelSource, Phase};
+use super::sweep::SweepPanel;
 use crate::bench::Lang;
 use leptos::prelude::*;
 
@@ -18,7 +20,8 @@ use leptos::prelude::*;
 pub fn App() -> impl IntoView {
     let query = super::browser::query_param;
     let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
-    let choice = query("model").and_then(|m| ModelChoice::from_key(&m)).unwrap_or(ModelChoice::Embedded);
+    let choice =
+        query("model").and_then(|m| ModelSource::from_key(&m)).unwrap_or(ModelSource::Preset(ModelChoice::Embedded));
     let state = AppState::new(lang, choice, history::load());
     provide_context(UiLang(state.lang));
     let t = use_text();
@@ -26,8 +29,10 @@ pub fn App() -> impl IntoView {
     // The settings, the model and the language live in the query string: a link reproduces a run.
     Effect::new(move |_| {
         let mut pairs = state.settings.changed();
-        if state.choice.get() != ModelChoice::Embedded {
-            pairs.push(("model", state.choice.get().key().to_string()));
+        // Local files cannot be named in a link.
+        match state.choice.get() {
+            ModelSource::Preset(ModelChoice::Embedded) | ModelSource::Local { .. } => {}
+            source => pairs.push(("model", source.key())),
         }
         if state.lang.get() != Lang::En {
             pairs.push(("lang", "zh".to_string()));
@@ -62,6 +67,7 @@ pub fn App() -> impl IntoView {
         <main class="layout">
             <aside class="side">
                 <ModelPanel state=state />
+                <AdapterPanel state=state />
                 <SettingsPanel settings=state.settings problems=problems locked=locked />
                 <RunPanel state=state checked=checked />
             </aside>
@@ -73,6 +79,7 @@ pub fn App() -> impl IntoView {
                     </div>
                     <LiveCharts data=state.charts.into() />
                 </section>
+                <SweepPanel sweep=state.sweep />
                 <Report shown=state.shown />
                 <HistoryPanel state=state />
                 <Playground state=state />

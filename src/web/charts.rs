@@ -153,6 +153,9 @@ fn Scatter(points: Signal<Vec<Point>>, colour: Colour, name: &'static str) -> im
         .with_name(name)
         .with_colour(colour)
         .with_width(1.0)
+        // Linear: the default monotone curve divides by x gaps, and at `--rate inf` every
+        // request arrives at 0 s (a NaN path the browser reports as an error).
+        .with_interpolation(Interpolation::Linear)
         .with_marker(Marker::from_shape(MarkerShape::Circle).with_scale(0.85));
     view! {
         <div class="scatter">

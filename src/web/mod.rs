@@ -15,15 +15,20 @@
 
 pub mod app;
 pub mod browser;
+pub mod cache;
 pub mod charts;
+pub mod files;
 pub mod history;
 pub mod i18n;
+pub mod model_panel;
 pub mod models;
 pub mod playground;
 pub mod results;
 pub mod run;
 pub mod settings;
+pub mod sources;
 pub mod state;
+pub mod sweep;
 
 pub use browser::fetch_bytes;
 

@@ -1,14 +1,20 @@
-//! Starting up (adapter, tokenizer) and loading a model: the embedded default, or random
-//! weights with Qwen3-0.6B/1.7B shapes; plus the model card that picks one.
+//! Starting up (adapter, tokenizer, timer) and loading a model: a preset (the embedded default,
+//! random weights with Qwen3 shapes), local files, or a URL / Hugging Face repo through the
+//! cache. Every checkpoint goes through the shared loader (`Checkpoint::open`, `Model::load`).
+//! A checkpoint that fails its checks never touches the loaded model; one that fails on the GPU
+//! (after the old model was freed) brings the previous one back.
 
-use super::i18n::{use_text, Text};
+use super::cache::{self, RemoteStore};
+use super::i18n::Text;
 use super::settings::Caps;
-use super::state::{AppState, Loaded, ModelChoice, ModelInfo, Phase, Status};
+use super::sources;
+use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, Phase, Status};
 use crate::clock::now_s;
 use crate::engine::{Model, ModelOptions};
 use crate::gpu::Gpu;
+use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
-use crate::model::{Qwen3Config, TensorProvider, Tokenizer};
+use crate::model::{ByteSource, ModelStore, Qwen3Config, TensorProvider, Tokenizer};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::Cell;
@@ -17,30 +23,59 @@ use std::rc::Rc;
 /// Engine sizes a model is loaded for: room for the settings' largest max batch and max batched
 /// tokens, so changing them needs no reload. The KV budget is the CLI's for real shapes and a
 /// quarter of it for the tiny default (which needs little).
-fn options(choice: ModelChoice) -> ModelOptions {
-    let kv_budget_bytes = match choice {
-        ModelChoice::Embedded => 128 << 20,
+fn options(request: &LoadRequest) -> ModelOptions {
+    let kv_budget_bytes = match request {
+        LoadRequest::Preset(ModelChoice::Embedded) => 128 << 20,
         _ => ModelOptions::default().kv_budget_bytes,
     };
     ModelOptions { max_seqs: 64, max_batched_tokens: 2048, kv_budget_bytes, ..ModelOptions::default() }
 }
 
-/// The adapter and the tokenizer once, then the chosen model.
+/// The smallest step of `performance.now()` seen in a few thousand reads, in ms (about 0.005 when
+/// the page is cross-origin isolated, 0.1 or more when not).
+pub fn timer_resolution_ms() -> Option<f64> {
+    let performance = web_sys::window()?.performance()?;
+    let mut smallest = f64::INFINITY;
+    let mut last = performance.now();
+    let deadline = last + 20.0;
+    for _ in 0..200_000 {
+        let now = performance.now();
+        if now > last {
+            smallest = smallest.min(now - last);
+            last = now;
+        }
+        if now > deadline {
+            break;
+        }
+    }
+    smallest.is_finite().then_some(smallest)
+}
+
+/// The adapter and the tokenizer once, then the model named in the URL (or the default).
 pub fn start(state: AppState) {
+    state.timer_resolution_ms.set(timer_resolution_ms());
+    refresh_cached(state);
     wasm_bindgen_futures::spawn_local(async move {
         let init = async {
             state.status.set(Status::RequestingAdapter);
             let gpu = Rc::new(Gpu::new().await?);
-            let a = &gpu.adapter;
-            state.adapter.set(Some(format!("{} ({}, {})", a.name, a.backend, a.device_type)));
+            state.adapter.set(Some(gpu.adapter.clone()));
             state.gpu.set_value(Some(gpu));
             state.status.set(Status::LoadingTokenizer);
-            let tokenizer = Tokenizer::from_bytes(&super::browser::fetch_bytes("tokenizer.json").await?)?;
-            state.tokenizer.set_value(Some(Rc::new(tokenizer)));
+            let tokenizer = Rc::new(Tokenizer::from_bytes(&super::browser::fetch_bytes("tokenizer.json").await?)?);
+            state.default_tokenizer.set_value(Some(tokenizer.clone()));
+            state.tokenizer.set_value(Some(tokenizer));
             Ok::<_, Error>(())
         };
         match init.await {
-            Ok(()) => load(state, state.choice.get_untracked()),
+            Ok(()) => {
+                let request = match state.choice.get_untracked() {
+                    ModelSource::Remote { input } => LoadRequest::Remote(input),
+                    ModelSource::Preset(choice) => LoadRequest::Preset(choice),
+                    ModelSource::Local { .. } => LoadRequest::Preset(ModelChoice::Embedded),
+                };
+                load(state, request);
+            }
             Err(e) => {
                 state.status.set(Status::Error(e.to_string()));
                 state.phase.set(Phase::Idle);
@@ -49,58 +84,169 @@ pub fn start(state: AppState) {
     });
 }
 
-/// Replaces the loaded model with `choice` (the old one's GPU memory is freed first).
-pub fn load(state: AppState, choice: ModelChoice) {
-    let Some(gpu) = state.gpu.get_value() else { return };
-    drop(state.take_model());
-    state.choice.set(choice);
-    state.model_info.set(None);
-    state.phase.set(Phase::Loading);
-    state.status.set(Status::LoadingWeights(choice, 0));
+/// Re-reads the list of cached models.
+pub fn refresh_cached(state: AppState) {
     wasm_bindgen_futures::spawn_local(async move {
-        let source = match choice {
-            ModelChoice::Embedded => SyntheticModel::embedded_default(),
-            other => SyntheticModel::new(Qwen3Config::preset(other.key()).expect("a known preset"), 0),
-        };
-        let source = Breathing { inner: source, last_yield_s: Cell::new(now_s()) };
-        let mut shown = 0;
-        let loaded = Model::load(gpu, &source, &options(choice), &mut |done, total| {
-            let percent = (done * 100 / total.max(1)) as u32;
-            if percent != shown {
-                shown = percent;
-                state.status.set(Status::LoadingWeights(choice, percent));
+        // Without Cache Storage the list stays empty; downloads then say why they fail.
+        state.cached.set(cache::list().await.unwrap_or_default());
+    });
+}
+
+/// Loads `request` in place of the current model. On failure the message is in `load_error`
+/// and the previous model is (still, or again) the loaded one.
+pub fn load(state: AppState, request: LoadRequest) {
+    let Some(gpu) = state.gpu.get_value() else { return };
+    state.phase.set(Phase::Loading);
+    state.load_error.set(None);
+    wasm_bindgen_futures::spawn_local(async move {
+        match load_request(state, gpu.clone(), &request).await {
+            Ok(()) => state.loaded_request.set_value(Some(request)),
+            Err(failure) => {
+                state.load_error.set(Some(failure.error.to_string()));
+                let previous = state.loaded_request.get_value();
+                match previous {
+                    Some(previous) if failure.model_freed => {
+                        if let Err(again) = load_request(state, gpu, &previous).await {
+                            state.status.set(Status::Error(again.error.to_string()));
+                        }
+                    }
+                    Some(previous) => {
+                        state.choice.set(previous.source());
+                        state.status.set(Status::Ready);
+                    }
+                    None => state.status.set(Status::Error(failure.error.to_string())),
+                }
             }
-        })
-        .await;
-        // Another choice may have started meanwhile; only the latest one is kept.
-        if state.choice.get_untracked() != choice {
-            return;
         }
-        match loaded {
-            Ok(model) => {
-                let c = &model.cfg;
-                let l = &model.limits;
-                state.model_info.set(Some(ModelInfo {
-                    choice,
-                    layers: c.num_hidden_layers,
-                    hidden: c.hidden_size,
-                    vocab: c.vocab_size,
-                    weight_bytes: model.weights.bytes,
-                    kv_tokens: l.num_blocks * l.block_size,
-                    caps: Caps {
-                        max_batch: l.max_seqs,
-                        max_batched_tokens: l.max_batched_tokens,
-                        max_position: c.max_position_embeddings,
-                    },
-                }));
-                let capacity = model.limits.clone();
-                state.put_model(Loaded { model, capacity });
-                state.status.set(Status::Ready);
-            }
-            Err(e) => state.status.set(Status::Error(e.to_string())),
-        }
+        state.download.set(None);
+        state.abort.set_value(None);
+        refresh_cached(state);
         state.phase.set(Phase::Idle);
     });
+}
+
+/// Cancels a download in progress (the load then fails with "cancelled").
+pub fn cancel_download(state: AppState) {
+    if let Some(abort) = state.abort.get_value() {
+        abort.abort();
+    }
+}
+
+struct Failure {
+    error: Error,
+    /// Whether the loaded model had already been freed when it failed.
+    model_freed: bool,
+}
+
+fn before_free(error: Error) -> Failure {
+    Failure { error, model_freed: false }
+}
+
+async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> std::result::Result<(), Failure> {
+    let source = request.source();
+    let name = match request {
+        LoadRequest::Preset(choice) => choice.key().to_string(),
+        LoadRequest::Local(store) => store.label.clone(),
+        LoadRequest::Remote(input) => input.clone(),
+    };
+    let options = options(request);
+    match request {
+        LoadRequest::Preset(choice) => {
+            let model = match choice {
+                ModelChoice::Embedded => SyntheticModel::embedded_default(),
+                other => SyntheticModel::new(Qwen3Config::preset(other.key()).expect("a known preset"), 0),
+            };
+            let source_model = Breathing { inner: model, last_yield_s: Cell::new(now_s()) };
+            upload(state, gpu, &source_model, source, name, None, None, &options).await
+        }
+        LoadRequest::Local(store) => {
+            state.status.set(Status::Opening(name.clone()));
+            let checkpoint = Checkpoint::open(store).await.map_err(before_free)?;
+            let tokenizer = read_tokenizer(store).await.map_err(before_free)?;
+            let kind = checkpoint.dtypes.join("+");
+            upload(state, gpu, &checkpoint, source, name, Some(kind), tokenizer, &options).await
+        }
+        LoadRequest::Remote(input) => {
+            let base = sources::remote_base(input).map_err(before_free)?;
+            state.status.set(Status::Opening(name.clone()));
+            let abort = web_sys::AbortController::new()
+                .map_err(|e| before_free(Error::Invalid(crate::model::source::js_message(&e))))?;
+            state.abort.set_value(Some(abort.clone()));
+            let progress = Box::new(move |p: &sources::DownloadProgress| state.download.set(Some(p.clone())));
+            let store = RemoteStore::new(&base, abort.signal(), progress).await.map_err(before_free)?;
+            let opened = async {
+                let checkpoint = Checkpoint::open(&store).await?;
+                let tokenizer = read_tokenizer(&store).await?;
+                Ok::<_, Error>((checkpoint, tokenizer))
+            };
+            let (checkpoint, tokenizer) = opened.await.map_err(before_free)?;
+            state.download.set(None);
+            state.abort.set_value(None);
+            let kind = checkpoint.dtypes.join("+");
+            upload(state, gpu, &checkpoint, source, name, Some(kind), tokenizer, &options).await
+        }
+    }
+}
+
+/// The model's own `tokenizer.json`, when it has one.
+async fn read_tokenizer<S: ModelStore>(store: &S) -> Result<Option<Rc<Tokenizer>>> {
+    match store.open("tokenizer.json").await? {
+        Some(file) => {
+            let bytes = file.read(0, file.len() as usize).await?;
+            Ok(Some(Rc::new(Tokenizer::from_bytes(&bytes)?)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Frees the loaded model and uploads `provider` in its place.
+#[allow(clippy::too_many_arguments)]
+async fn upload<P: TensorProvider>(
+    state: AppState,
+    gpu: Rc<Gpu>,
+    provider: &P,
+    source: ModelSource,
+    name: String,
+    weights_kind: Option<String>,
+    tokenizer: Option<Rc<Tokenizer>>,
+    options: &ModelOptions,
+) -> std::result::Result<(), Failure> {
+    drop(state.take_model());
+    state.model_info.set(None);
+    state.choice.set(source.clone());
+    state.status.set(Status::LoadingWeights(name.clone(), 0));
+    let mut shown = 0;
+    let loaded = Model::load(gpu, provider, options, &mut |done, total| {
+        let percent = (done * 100 / total.max(1)) as u32;
+        if percent != shown {
+            shown = percent;
+            state.status.set(Status::LoadingWeights(name.clone(), percent));
+        }
+    })
+    .await;
+    let model = loaded.map_err(|error| Failure { error, model_freed: true })?;
+    let c = &model.cfg;
+    let l = &model.limits;
+    state.model_info.set(Some(ModelInfo {
+        source,
+        name,
+        weights_kind,
+        layers: c.num_hidden_layers,
+        hidden: c.hidden_size,
+        vocab: c.vocab_size,
+        weight_bytes: model.weights.bytes,
+        kv_tokens: l.num_blocks * l.block_size,
+        caps: Caps {
+            max_batch: l.max_seqs,
+            max_batched_tokens: l.max_batched_tokens,
+            max_position: c.max_position_embeddings,
+        },
+    }));
+    state.tokenizer.set_value(tokenizer.or_else(|| state.default_tokenizer.get_value()));
+    let capacity = model.limits.clone();
+    state.put_model(Loaded { model, capacity });
+    state.status.set(Status::Ready);
+    Ok(())
 }
 
 /// A model source that lets the page repaint while weights are generated: generating them is
@@ -132,16 +278,8 @@ impl TensorProvider for Breathing {
     }
 }
 
-/// The model's name in the status line.
-fn short_label(choice: ModelChoice, t: &Text) -> &'static str {
-    match choice {
-        ModelChoice::Embedded => t.model_embedded_short,
-        ModelChoice::Qwen3_0_6b => t.model_06b_short,
-        ModelChoice::Qwen3_1_7b => t.model_17b_short,
-    }
-}
-
-fn choice_label(choice: ModelChoice, t: &Text) -> &'static str {
+/// A preset's name in the status line and the picker.
+pub fn preset_label(choice: ModelChoice, t: &Text) -> &'static str {
     match choice {
         ModelChoice::Embedded => t.model_embedded,
         ModelChoice::Qwen3_0_6b => t.model_06b,
@@ -149,105 +287,61 @@ fn choice_label(choice: ModelChoice, t: &Text) -> &'static str {
     }
 }
 
+fn preset_short(choice: ModelChoice, t: &Text) -> &'static str {
+    match choice {
+        ModelChoice::Embedded => t.model_embedded_short,
+        ModelChoice::Qwen3_0_6b => t.model_06b_short,
+        ModelChoice::Qwen3_1_7b => t.model_17b_short,
+    }
+}
+
+fn source_label(source: &ModelSource, t: &Text) -> String {
+    match source {
+        ModelSource::Preset(choice) => preset_label(*choice, t).into(),
+        ModelSource::Local { label } => label.clone(),
+        ModelSource::Remote { input } => input.clone(),
+    }
+}
+
 /// The status line's text: adapter and model, or what is happening.
 pub fn status_text(state: AppState, t: &Text) -> String {
-    let adapter = state.adapter.get().unwrap_or_default();
+    let adapter = state.adapter.get().map(|a| format!("{} ({}, {})", a.name, a.backend, a.device_type));
+    let adapter = adapter.unwrap_or_default();
     match state.status.get() {
         Status::Starting => t.starting.into(),
         Status::RequestingAdapter => t.requesting_adapter.into(),
         Status::LoadingTokenizer => format!("{adapter} · {}", t.loading_tokenizer),
-        Status::LoadingWeights(choice, percent) => {
-            format!("{adapter} · {} · {} {percent}%", choice_label(choice, t), t.generating_weights)
+        Status::Opening(name) => format!("{adapter} · {name} · {}", t.opening_files),
+        Status::LoadingWeights(_, percent) => {
+            let source = source_label(&state.choice.get(), t);
+            let doing = if matches!(state.choice.get(), ModelSource::Preset(_)) {
+                t.generating_weights
+            } else {
+                t.uploading_weights
+            };
+            format!("{adapter} · {source} · {doing} {percent}%")
         }
         Status::Ready => match state.model_info.get() {
-            Some(m) => format!(
-                "{}: {}, {} ({} {}, {} {}, {} {}) {} {adapter}",
-                t.ready,
-                short_label(m.choice, t),
-                t.random_weights,
-                m.layers,
-                t.layers,
-                t.hidden,
-                m.hidden,
-                t.vocab,
-                m.vocab,
-                t.on
-            ),
+            Some(m) => {
+                let name = match &m.source {
+                    ModelSource::Preset(choice) => preset_short(*choice, t).to_string(),
+                    _ => m.name.clone(),
+                };
+                format!(
+                    "{}: {name}, {} ({} {}, {} {}, {} {}) {} {adapter}",
+                    t.ready,
+                    m.weights_kind.as_deref().unwrap_or(t.random_weights),
+                    m.layers,
+                    t.layers,
+                    t.hidden,
+                    m.hidden,
+                    t.vocab,
+                    m.vocab,
+                    t.on
+                )
+            }
             None => t.ready.into(),
         },
         Status::Error(message) => format!("{}: {message}", t.error),
-    }
-}
-
-/// The model card: pick a model, see its shape and what the engine can hold.
-#[component]
-pub fn ModelPanel(state: AppState) -> impl IntoView {
-    let t = use_text();
-    let loading = move || match state.status.get() {
-        Status::LoadingWeights(_, percent) => Some(percent),
-        _ => None,
-    };
-    let facts = move || {
-        state.model_info.get().map(|m| {
-            let t = t();
-            let rows = [
-                (t.layers, m.layers.to_string()),
-                (t.hidden, m.hidden.to_string()),
-                (t.vocab, m.vocab.to_string()),
-                (t.weights, format!("{:.1} MB", m.weight_bytes as f64 / 1e6)),
-                (t.kv_cache, format!("{} tok", m.kv_tokens)),
-                (t.capacity, format!("{} / {}", m.caps.max_batch, m.caps.max_batched_tokens)),
-            ];
-            view! {
-                <dl class="facts">
-                    {rows
-                        .into_iter()
-                        .map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> })
-                        .collect_view()}
-                </dl>
-            }
-        })
-    };
-    view! {
-        <section class="card" aria-labelledby="model-title">
-            <div class="card-head">
-                <h2 id="model-title">{move || t().model}</h2>
-            </div>
-            <select
-                data-testid="model"
-                aria-labelledby="model-title"
-                disabled=move || state.phase.get() != Phase::Idle
-                on:change=move |ev| {
-                    if let Some(choice) = ModelChoice::from_key(&event_target_value(&ev)) {
-                        load(state, choice);
-                    }
-                }
-                prop:value=move || state.choice.get().key()
-            >
-                {ModelChoice::ALL
-                    .into_iter()
-                    .map(|c| {
-                        view! {
-                            <option value=c.key() selected=move || state.choice.get() == c>
-                                {move || choice_label(c, t())}
-                            </option>
-                        }
-                    })
-                    .collect_view()}
-            </select>
-            {move || {
-                loading()
-                    .map(|percent| {
-                        view! {
-                            <div class="loading">
-                                <progress max="100" value=percent></progress>
-                                <span class="num">{percent}"%"</span>
-                            </div>
-                        }
-                    })
-            }}
-            {facts}
-            <p class="note">{move || t().random_weights_note}</p>
-        </section>
     }
 }

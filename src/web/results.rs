@@ -174,6 +174,20 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
                     </p>
                 }
             })}
+        // Saved with the run: how finely its timestamps could be taken.
+        {let isolated = entry.result.config.get("cross_origin_isolated").and_then(|v| v.as_bool()).unwrap_or(false);
+        entry
+            .result
+            .config
+            .get("timer_resolution_ms")
+            .and_then(|v| v.as_f64())
+            .map(|ms| {
+                view! {
+                    <p class="note num" data-testid="timer-resolution">
+                        {move || t().timer_resolution} ": " {super::model_panel::timer_text(ms, isolated)}
+                    </p>
+                }
+            })}
     }
 }
 

@@ -7,7 +7,8 @@ use super::history::{self, Entry};
 use super::i18n::use_text;
 use super::settings::{self, Problems, RunConfig};
 use super::state::{AppState, Loaded, Phase, RunProgress};
-use crate::bench::{self, driver, BenchResult, PlannedRequest};
+use super::sweep::{rate_text, SweepView};
+use crate::bench::{self, driver, BenchResult, PlannedRequest, WorkloadSpec};
 use crate::engine::{Engine, SamplingParams};
 use crate::model::Tokenizer;
 use crate::Result;
@@ -15,11 +16,11 @@ use leptos::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-/// Starts a run with the current settings (nothing happens while they are invalid).
+/// Starts a run (or a sweep, one run per rate) with the current settings.
 pub fn start(state: AppState, config: RunConfig) {
     let Some(loaded) = state.take_model() else { return };
     let tokenizer = state.tokenizer.get_value();
-    let choice = state.choice.get_untracked();
+    let model_key = state.choice.get_untracked().key();
     let lang = state.lang.get_untracked();
     state.cancel.with_value(|c| c.set(false));
     state.phase.set(Phase::Running);
@@ -27,6 +28,8 @@ pub fn start(state: AppState, config: RunConfig) {
     state.progress.set(Some(RunProgress::Baseline));
     state.charts.set(ChartData::default());
     state.shown.set(None);
+    let sweep = config.rates.len() > 1;
+    state.sweep.set(sweep.then(|| SweepView::new(config.rates.clone(), config.slo.as_ref().and_then(|s| s.ttft_ms))));
     wasm_bindgen_futures::spawn_local(async move {
         let Loaded { model, capacity } = loaded;
         let mut model = model;
@@ -34,19 +37,30 @@ pub fn start(state: AppState, config: RunConfig) {
         model.limits.max_seqs = config.max_batch.min(capacity.max_seqs);
         model.limits.max_batched_tokens = config.max_batched_tokens.min(capacity.max_batched_tokens);
         let mut engine = Engine::new(model);
-        let outcome = benchmark(state, &mut engine, &config, tokenizer.as_deref(), lang, choice.key()).await;
+        let context =
+            RunContext { state, config: &config, tokenizer: tokenizer.as_deref(), lang, model_name: &model_key };
+        let outcome = benchmark(&context, &mut engine).await;
         let mut model = engine.model;
         model.limits = capacity.clone();
         state.put_model(Loaded { model, capacity });
         match outcome {
-            Ok(result) => {
-                let mut name = run_name(&config, choice.key());
-                if state.cancel.with_value(|c| c.get()) {
-                    name.push_str(" (cancelled)");
+            Ok(results) => {
+                let last = results.len().saturating_sub(1);
+                for (i, (rate, result)) in results.into_iter().enumerate() {
+                    let spec = WorkloadSpec { rate, ..config.spec.clone() };
+                    let mut name = run_name(&config, &spec, &model_key);
+                    if i == last && state.cancel.with_value(|c| c.get()) {
+                        name.push_str(" (cancelled)");
+                    }
+                    let entry = Entry { time_ms: super::browser::now_ms(), name, result };
+                    if i == last {
+                        state.charts.set(ChartData::from_result(&entry.result));
+                    }
+                    let saved = history::add(state, entry);
+                    if i == last {
+                        state.shown.set(Some(saved));
+                    }
                 }
-                let entry = Entry { time_ms: super::browser::now_ms(), name, result };
-                state.charts.set(ChartData::from_result(&entry.result));
-                state.shown.set(Some(history::add(state, entry)));
             }
             Err(e) => state.run_error.set(Some(e.to_string())),
         }
@@ -56,8 +70,7 @@ pub fn start(state: AppState, config: RunConfig) {
 }
 
 /// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16".
-fn run_name(config: &RunConfig, model: &str) -> String {
-    let s = &config.spec;
+fn run_name(config: &RunConfig, s: &WorkloadSpec, model: &str) -> String {
     let load = match s.arrival {
         bench::Arrival::Sequential => "sequential".to_string(),
         bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
@@ -85,25 +98,32 @@ struct Frame {
     requested: bool,
 }
 
-async fn benchmark(
+/// What every rate of a run shares.
+struct RunContext<'a> {
     state: AppState,
-    engine: &mut Engine,
-    config: &RunConfig,
-    tokenizer: Option<&Tokenizer>,
+    config: &'a RunConfig,
+    tokenizer: Option<&'a Tokenizer>,
     lang: bench::Lang,
-    model_name: &str,
-) -> Result<BenchResult> {
+    model_name: &'a str,
+}
+
+/// The baseline once, then one run per rate (stopping early when cancelled): (rate, result).
+async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> Result<Vec<(f64, BenchResult)>> {
+    let (state, config) = (cx.state, cx.config);
     let spec = &config.spec;
-    let plan = bench::plan(spec)?;
     let vocab = engine.model.cfg.vocab_size;
-    let text = tokenizer.filter(|_| !config.random_prompts);
+    // A tokenizer whose ids the model does not have (a small test model) cannot make text prompts.
+    let text = cx.tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
     let prompt = |p: &PlannedRequest| -> Result<Vec<u32>> {
         match text {
             Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
             None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
         }
     };
-    // 1. One request alone: the latencies the loaded run is judged against.
+    for &rate in &config.rates {
+        bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
+    }
+    // 1. One request alone: the latencies the loaded runs are judged against.
     let probe = PlannedRequest {
         id: u64::MAX,
         arrival_s: None,
@@ -111,49 +131,79 @@ async fn benchmark(
         output_len: spec.output_len.max,
     };
     let baseline = driver::baseline(engine, prompt(&probe)?, probe.output_len).await?;
-    state.progress.set(Some(RunProgress::Requests { finished: 0, total: plan.len() }));
 
-    // 2. The workload, with live charts.
-    let options =
-        driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt: &prompt };
-    let frame = Rc::new(RefCell::new(Frame::default()));
-    let on_progress = &mut |p: &driver::Progress| {
-        // Only the first step after a shown frame builds a snapshot; later ones wait for it.
-        if frame.borrow().requested {
-            return;
-        }
-        let snapshot = (ChartData::live(p.records, p.steps), p.finished, p.total);
-        *frame.borrow_mut() = Frame { pending: Some(snapshot), requested: true };
-        let frame = frame.clone();
-        request_animation_frame(move || {
-            let pending = std::mem::take(&mut *frame.borrow_mut()).pending;
-            if let Some((data, finished, total)) = pending {
-                state.charts.set(data);
-                state.progress.set(Some(RunProgress::Requests { finished, total }));
+    let cancel: Rc<Cell<bool>> = state.cancel.get_value();
+    let mut results = Vec::new();
+    for &rate in &config.rates {
+        let spec = WorkloadSpec { rate, ..spec.clone() };
+        let plan = bench::plan(&spec)?;
+        state.progress.set(Some(RunProgress::Requests { finished: 0, total: plan.len() }));
+        state.charts.set(ChartData::default());
+
+        // 2. The workload, with live charts.
+        let options = driver::DriverOptions {
+            spec: &spec,
+            sampling: SamplingParams::default(),
+            ignore_eos: true,
+            prompt: &prompt,
+        };
+        let frame = Rc::new(RefCell::new(Frame::default()));
+        let on_progress = &mut |p: &driver::Progress| {
+            // Only the first step after a shown frame builds a snapshot; later ones wait for it.
+            if frame.borrow().requested {
+                return;
+            }
+            let snapshot = (ChartData::live(p.records, p.steps), p.finished, p.total);
+            *frame.borrow_mut() = Frame { pending: Some(snapshot), requested: true };
+            let frame = frame.clone();
+            request_animation_frame(move || {
+                let pending = std::mem::take(&mut *frame.borrow_mut()).pending;
+                if let Some((data, finished, total)) = pending {
+                    state.charts.set(data);
+                    state.progress.set(Some(RunProgress::Requests { finished, total }));
+                }
+            });
+        };
+        let (mut records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
+        // A frame still pending would show a stale snapshot over the final one.
+        frame.borrow_mut().pending = None;
+        // A cancelled run reports the requests it sent; those never released have no arrival time
+        // (NaN, which JSON cannot hold, so the saved run could not be read back).
+        records.retain(|r| r.arrival_s.is_finite());
+
+        // 3. Aggregate, diagnose, keep everything.
+        let metrics = bench::summarize(&records, &steps, config.slo.as_ref(), super::charts::BUCKET_S);
+        let diagnosis = Some(bench::diagnose_in(&metrics, &baseline, cx.lang));
+        let config_json = serde_json::json!({
+            "target": "browser",
+            "model": cx.model_name,
+            "adapter": engine.model.gpu.adapter,
+            "engine": engine.model.limits,
+            "workload": spec,
+            "slo": config.slo_text,
+            "prompts": if text.is_some() { "text" } else { "random" },
+            "timer_resolution_ms": state.timer_resolution_ms.get_untracked(),
+            "cross_origin_isolated": super::model_panel::cross_origin_isolated(),
+        });
+        let result = BenchResult {
+            config: config_json,
+            metrics,
+            diagnosis,
+            baseline: Some(baseline.clone()),
+            requests: records,
+            steps,
+        };
+        state.sweep.update(|s| {
+            if let Some(s) = s {
+                s.push(rate, &result);
             }
         });
-    };
-    let cancel: Rc<Cell<bool>> = state.cancel.get_value();
-    let (mut records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
-    // A frame still pending would show a stale snapshot over the final one.
-    frame.borrow_mut().pending = None;
-    // A cancelled run reports the requests it sent; those never released have no arrival time
-    // (NaN, which JSON cannot hold, so the saved run could not be read back).
-    records.retain(|r| r.arrival_s.is_finite());
-
-    // 3. Aggregate, diagnose, keep everything.
-    let metrics = bench::summarize(&records, &steps, config.slo.as_ref(), super::charts::BUCKET_S);
-    let diagnosis = Some(bench::diagnose_in(&metrics, &baseline, lang));
-    let config_json = serde_json::json!({
-        "target": "browser",
-        "model": model_name,
-        "adapter": engine.model.gpu.adapter,
-        "engine": engine.model.limits,
-        "workload": spec,
-        "slo": config.slo_text,
-        "prompts": if text.is_some() { "text" } else { "random" },
-    });
-    Ok(BenchResult { config: config_json, metrics, diagnosis, baseline: Some(baseline), requests: records, steps })
+        results.push((rate, result));
+        if cancel.get() {
+            break;
+        }
+    }
+    Ok(results)
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.
@@ -178,7 +228,21 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
     let progress = move || match state.progress.get() {
         Some(RunProgress::Baseline) => Some((t().measuring_baseline.to_string(), None)),
         Some(RunProgress::Requests { finished, total }) => {
-            Some((format!("{} {finished} / {total}", t().finished), Some((finished, total))))
+            // In a sweep: which rate is running.
+            let rate = state.sweep.with(|s| {
+                s.as_ref().and_then(|s| {
+                    let i = s.points.len().min(s.rates.len().saturating_sub(1));
+                    Some(format!(
+                        "{} {} ({}/{}) · ",
+                        t().sweep_progress,
+                        rate_text(*s.rates.get(i)?),
+                        i + 1,
+                        s.rates.len()
+                    ))
+                })
+            });
+            let label = format!("{}{} {finished} / {total}", rate.unwrap_or_default(), t().finished);
+            Some((label, Some((finished, total))))
         }
         None => None,
     };

@@ -3,6 +3,7 @@
 //! reproduces a run. Parsing reuses `crate::bench` (`Arrival`, `LenRange`, `Slo`, `WorkloadSpec`).
 
 use super::i18n::{use_text, Label, Text};
+use crate::bench::sweep::parse_rates;
 use crate::bench::{Arrival, LenRange, Slo, WorkloadSpec};
 use leptos::prelude::*;
 
@@ -151,7 +152,10 @@ pub struct Caps {
 /// A run's settings, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
+    /// The first rate's workload.
     pub spec: WorkloadSpec,
+    /// Every rate: one for a run, several for a sweep.
+    pub rates: Vec<f64>,
     pub slo: Option<Slo>,
     /// As the CLI's `--slo` spells it, for the results JSON.
     pub slo_text: Option<String>,
@@ -175,11 +179,9 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
 
     let arrival = value(Field::Arrival).parse::<Arrival>();
     check(Field::Arrival, arrival.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-    let rate = match value(Field::Rate).trim() {
-        "inf" | "infinity" => Ok(f64::INFINITY),
-        _ => number(Field::Rate),
-    };
-    check(Field::Rate, rate.as_ref().map(|_| ()).map_err(String::clone));
+    // Several rates (`1,2,4,inf`) make a sweep.
+    let rates = parse_rates(&value(Field::Rate)).map_err(|_| t.not_a_number.to_string());
+    check(Field::Rate, rates.as_ref().map(|_| ()).map_err(String::clone));
     let burstiness = number(Field::Burstiness);
     check(Field::Burstiness, burstiness.as_ref().map(|_| ()).map_err(String::clone));
     let counts = [Field::Concurrency, Field::Requests, Field::MaxBatch, Field::MaxBatchedTokens].map(|f| {
@@ -234,15 +236,17 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         }
     }
 
-    let (Ok(arrival), Ok(rate), Ok(burstiness), Ok(seed), Some(input_len), Some(output_len)) =
-        (arrival, rate, burstiness, seed, input_len, output_len)
+    let (Ok(arrival), Ok(rates), Ok(burstiness), Ok(seed), Some(input_len), Some(output_len)) =
+        (arrival, rates, burstiness, seed, input_len, output_len)
     else {
         return Err(problems);
     };
     let [concurrency, num_requests, max_batch, max_batched_tokens] = counts;
-    let spec = WorkloadSpec { arrival, rate, burstiness, concurrency, num_requests, input_len, output_len, seed };
+    let spec =
+        WorkloadSpec { arrival, rate: rates[0], burstiness, concurrency, num_requests, input_len, output_len, seed };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
-    if let Err(e) = spec.validate() {
+    let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());
+    if let Some(e) = invalid {
         let message = e.to_string();
         let field = [
             ("rate", Field::Rate),
@@ -259,7 +263,9 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         return Err(problems);
     }
     let random_prompts = value(Field::Prompts) == "random";
-    Ok(RunConfig { spec, slo, slo_text, max_batch, max_batched_tokens, random_prompts })
+    // Rates only matter to the open-loop arrivals; the others run once.
+    let rates = if matches!(arrival, Arrival::Sequential | Arrival::Concurrency) { vec![spec.rate] } else { rates };
+    Ok(RunConfig { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts })
 }
 
 /// The settings card. `problems` is the live validation; `locked` while a run is going.

@@ -6,10 +6,13 @@
 use super::charts::ChartData;
 use super::history::Entry;
 use super::settings::{Caps, Settings};
+use super::sources::{CachedModel, DownloadProgress};
+use super::sweep::SweepView;
 use crate::bench::Lang;
 use crate::engine::model::EngineLimits;
 use crate::engine::Model;
 use crate::gpu::Gpu;
+use crate::model::source::BlobStore;
 use crate::model::Tokenizer;
 use leptos::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -41,6 +44,57 @@ impl ModelChoice {
     }
 }
 
+/// What the loaded model is, by name: the key in the URL (`model=`) and in the results JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelSource {
+    Preset(ModelChoice),
+    /// Files picked or dropped (not restorable from a link).
+    Local {
+        label: String,
+    },
+    /// A Hugging Face repo id or a folder URL, as typed.
+    Remote {
+        input: String,
+    },
+}
+
+impl ModelSource {
+    pub fn key(&self) -> String {
+        match self {
+            ModelSource::Preset(choice) => choice.key().into(),
+            ModelSource::Local { label } => format!("local:{label}"),
+            ModelSource::Remote { input } => input.clone(),
+        }
+    }
+
+    /// A `model=` value: a preset name, or anything with a `/` (a repo id or URL).
+    pub fn from_key(key: &str) -> Option<ModelSource> {
+        match ModelChoice::from_key(key) {
+            Some(choice) => Some(ModelSource::Preset(choice)),
+            None if key.contains('/') && !key.starts_with("local:") => Some(ModelSource::Remote { input: key.into() }),
+            None => None,
+        }
+    }
+}
+
+/// A load the page can repeat: to restore the previous model when a new one fails on the GPU.
+#[derive(Clone)]
+pub enum LoadRequest {
+    Preset(ModelChoice),
+    Local(BlobStore),
+    Remote(String),
+}
+
+impl LoadRequest {
+    pub fn source(&self) -> ModelSource {
+        match self {
+            LoadRequest::Preset(choice) => ModelSource::Preset(*choice),
+            LoadRequest::Local(store) => ModelSource::Local { label: store.label.clone() },
+            LoadRequest::Remote(input) => ModelSource::Remote { input: input.clone() },
+        }
+    }
+}
+
 /// A model on the GPU, with the engine sizes it was loaded for (a run may use less).
 pub struct Loaded {
     pub model: Model,
@@ -50,7 +104,11 @@ pub struct Loaded {
 /// What the loaded model is, for the model card and the status line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelInfo {
-    pub choice: ModelChoice,
+    pub source: ModelSource,
+    /// The status line's name for it.
+    pub name: String,
+    /// Random weights (presets), or the checkpoint's dtypes ("BF16").
+    pub weights_kind: Option<String>,
     pub layers: usize,
     pub hidden: usize,
     pub vocab: usize,
@@ -65,8 +123,10 @@ pub enum Status {
     Starting,
     RequestingAdapter,
     LoadingTokenizer,
-    /// Weights generated and uploaded so far, in percent.
-    LoadingWeights(ModelChoice, u32),
+    /// Fetching or reading files and checking them.
+    Opening(String),
+    /// Weights generated or read and uploaded so far, in percent.
+    LoadingWeights(String, u32),
     Ready,
     Error(String),
 }
@@ -91,8 +151,15 @@ pub enum RunProgress {
 pub struct AppState {
     pub lang: RwSignal<Lang>,
     pub status: RwSignal<Status>,
-    pub adapter: RwSignal<Option<String>>,
-    pub choice: RwSignal<ModelChoice>,
+    pub adapter: RwSignal<Option<crate::gpu::context::AdapterSummary>>,
+    /// The model loaded (or being loaded).
+    pub choice: RwSignal<ModelSource>,
+    /// Why the last model load failed (the previous model stays loaded).
+    pub load_error: RwSignal<Option<String>>,
+    pub download: RwSignal<Option<DownloadProgress>>,
+    pub cached: RwSignal<Vec<CachedModel>>,
+    /// performance.now()'s step in ms, measured at start.
+    pub timer_resolution_ms: RwSignal<Option<f64>>,
     pub model_info: RwSignal<Option<ModelInfo>>,
     pub phase: RwSignal<Phase>,
     pub settings: Settings,
@@ -100,6 +167,8 @@ pub struct AppState {
     pub run_error: RwSignal<Option<String>>,
     /// What the charts show: the live run, or the run in the report.
     pub charts: RwSignal<ChartData>,
+    /// The rate sweep in progress or last done (`None`: the last run had one rate).
+    pub sweep: RwSignal<Option<SweepView>>,
     /// The run in the report.
     pub shown: RwSignal<Option<Arc<Entry>>>,
     pub history: RwSignal<Vec<Arc<Entry>>>,
@@ -107,29 +176,43 @@ pub struct AppState {
     pub history_dropped: RwSignal<bool>,
     pub slot: StoredValue<Rc<RefCell<Option<Loaded>>>, LocalStorage>,
     pub gpu: StoredValue<Option<Rc<Gpu>>, LocalStorage>,
+    /// The tokenizer runs use: the model's own, else the page's Qwen3 one.
     pub tokenizer: StoredValue<Option<Rc<Tokenizer>>, LocalStorage>,
+    pub default_tokenizer: StoredValue<Option<Rc<Tokenizer>>, LocalStorage>,
+    /// How the loaded model was loaded, to load it again.
+    pub loaded_request: StoredValue<Option<LoadRequest>, LocalStorage>,
+    /// Aborts the download in progress.
+    pub abort: StoredValue<Option<web_sys::AbortController>, LocalStorage>,
     pub cancel: StoredValue<Rc<Cell<bool>>, LocalStorage>,
 }
 
 impl AppState {
-    pub fn new(lang: Lang, choice: ModelChoice, history: Vec<Arc<Entry>>) -> AppState {
+    pub fn new(lang: Lang, choice: ModelSource, history: Vec<Arc<Entry>>) -> AppState {
         AppState {
             lang: RwSignal::new(lang),
             status: RwSignal::new(Status::Starting),
             adapter: RwSignal::new(None),
             choice: RwSignal::new(choice),
+            load_error: RwSignal::new(None),
+            download: RwSignal::new(None),
+            cached: RwSignal::new(Vec::new()),
+            timer_resolution_ms: RwSignal::new(None),
             model_info: RwSignal::new(None),
             phase: RwSignal::new(Phase::Loading),
             settings: Settings::from_query(),
             progress: RwSignal::new(None),
             run_error: RwSignal::new(None),
             charts: RwSignal::new(ChartData::default()),
+            sweep: RwSignal::new(None),
             shown: RwSignal::new(None),
             history: RwSignal::new(history),
             history_dropped: RwSignal::new(false),
             slot: StoredValue::new_local(Rc::new(RefCell::new(None))),
             gpu: StoredValue::new_local(None),
             tokenizer: StoredValue::new_local(None),
+            default_tokenizer: StoredValue::new_local(None),
+            loaded_request: StoredValue::new_local(None),
+            abort: StoredValue::new_local(None),
             cancel: StoredValue::new_local(Rc::new(Cell::new(false))),
         }
     }

@@ -1,0 +1,78 @@
+//! Rate sweeps: several open-loop rates in one go, and the knee — where more offered load stops
+//! paying. The same rules as the CLI's sweep table (`tokenmeter bench --rate 1,2,4,inf`): with a
+//! TTFT SLO, the highest rate whose p99 TTFT meets it; without, the last rate before output
+//! throughput stops rising by 5%.
+
+use super::metrics::BenchmarkMetrics;
+use crate::error::{Error, Result};
+
+/// `1,2,4,inf` → rates in requests per second (`inf`: everything at once). Only the syntax is
+/// checked here; `WorkloadSpec::validate` checks each rate.
+pub fn parse_rates(text: &str) -> Result<Vec<f64>> {
+    text.split(',')
+        .map(|r| match r.trim() {
+            "inf" | "infinity" => Ok(f64::INFINITY),
+            r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("rate {r:?} is not a number or inf"))),
+        })
+        .collect()
+}
+
+/// Why a rate is the knee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KneeReason {
+    /// The highest rate whose p99 TTFT meets the SLO.
+    MeetsTtftSlo,
+    /// Output throughput rises by less than 5% at the next rate (or this is the last rate).
+    ThroughputFlattens,
+}
+
+/// Throughput gains below this fraction count as flat.
+const FLAT_GAIN: f64 = 0.05;
+
+/// The knee among runs at increasing rates: its index and why; `None` when an SLO is given and
+/// no rate meets it.
+pub fn knee(runs: &[&BenchmarkMetrics], ttft_slo_ms: Option<f64>) -> Option<(usize, KneeReason)> {
+    if runs.is_empty() {
+        return None;
+    }
+    match ttft_slo_ms {
+        Some(limit) => runs.iter().rposition(|m| m.ttft_ms.p99 <= limit).map(|i| (i, KneeReason::MeetsTtftSlo)),
+        None => {
+            let i = runs
+                .windows(2)
+                .position(|w| w[1].output_throughput < (1.0 + FLAT_GAIN) * w[0].output_throughput)
+                .unwrap_or(runs.len() - 1);
+            Some((i, KneeReason::ThroughputFlattens))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(throughput: f64, ttft_p99: f64) -> BenchmarkMetrics {
+        let mut m = crate::bench::summarize(&[], &[], None, 0.25);
+        m.output_throughput = throughput;
+        m.ttft_ms.p99 = ttft_p99;
+        m
+    }
+
+    #[test]
+    fn rates_parse_like_the_cli() {
+        assert_eq!(parse_rates("1, 2.5,inf").unwrap(), vec![1.0, 2.5, f64::INFINITY]);
+        assert!(parse_rates("1,,2").is_err());
+        assert!(parse_rates("fast").unwrap_err().to_string().contains("not a number"));
+    }
+
+    #[test]
+    fn knee_is_where_throughput_flattens_or_the_slo_breaks() {
+        let runs = [run(100.0, 50.0), run(190.0, 80.0), run(195.0, 400.0), run(196.0, 900.0)];
+        let refs: Vec<&BenchmarkMetrics> = runs.iter().collect();
+        assert_eq!(knee(&refs, None), Some((1, KneeReason::ThroughputFlattens)));
+        assert_eq!(knee(&refs, Some(500.0)), Some((2, KneeReason::MeetsTtftSlo)));
+        assert_eq!(knee(&refs, Some(10.0)), None);
+        assert_eq!(knee(&refs[..1], None), Some((0, KneeReason::ThroughputFlattens)));
+        assert_eq!(knee(&[], None), None);
+    }
+}

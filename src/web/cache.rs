@@ -1,0 +1,251 @@
+//! Models fetched from a URL or the Hugging Face Hub, kept in the browser's Cache Storage so a
+//! reload loads them without the network. [`RemoteStore`] is a `ModelStore`: the loader
+//! (`Checkpoint::open`) asks for the files it needs, and each is downloaded once — streamed, with
+//! progress and an abort signal — then read by range from the cache. Sizes and files the server
+//! does not have are remembered in localStorage, so a cached model opens offline too.
+
+use super::sources::{self, CachedModel, DownloadProgress};
+use crate::clock::now_s;
+use crate::model::source::{js_message, BlobFile};
+use crate::model::ModelStore;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+/// The Cache Storage cache holding model files, by URL.
+pub const CACHE_NAME: &str = "tokenmeter-models-v1";
+const MANIFEST_KEY: &str = "tokenmeter-model-cache";
+
+/// What the cache holds besides the bytes: each file's size, and the files the server said it
+/// does not have (a single-file model has no index), so opening a cached model needs no request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub sizes: BTreeMap<String, u64>,
+    pub missing: BTreeSet<String>,
+}
+
+impl Manifest {
+    pub fn load() -> Manifest {
+        super::browser::storage_get(MANIFEST_KEY).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
+    }
+
+    fn save(&self) {
+        // Without it the model still loads from the cache; only sizes and offline opening suffer.
+        let _ = super::browser::storage_set(MANIFEST_KEY, &serde_json::to_string(self).unwrap_or_default());
+    }
+
+    /// Forgets every file of the folder `base`.
+    pub fn forget(&mut self, base: &str) {
+        self.sizes.retain(|url, _| sources::url_folder(url) != base);
+        self.missing.retain(|url| sources::url_folder(url) != base);
+    }
+}
+
+fn io(path: &str) -> impl Fn(JsValue) -> Error + '_ {
+    move |e| Error::Io { path: path.into(), message: js_message(&e) }
+}
+
+async fn open_cache() -> Result<web_sys::Cache> {
+    let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
+    let caches =
+        window.caches().map_err(|e| Error::Invalid(format!("Cache Storage unavailable: {}", js_message(&e))))?;
+    let cache = JsFuture::from(caches.open(CACHE_NAME)).await.map_err(io("Cache Storage"))?;
+    Ok(cache.unchecked_into())
+}
+
+/// `url` made absolute against the page, as the cache keys it.
+pub fn absolute(url: &str) -> Result<String> {
+    let page = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
+    web_sys::Url::new_with_base(url, &page)
+        .map(|u| u.href())
+        .map_err(|_| Error::Invalid(format!("{url:?} is not a valid URL")))
+}
+
+async fn cached_blob(cache: &web_sys::Cache, url: &str) -> Result<Option<web_sys::Blob>> {
+    let found = JsFuture::from(cache.match_with_str(url)).await.map_err(io(url))?;
+    if found.is_undefined() {
+        return Ok(None);
+    }
+    let response: web_sys::Response = found.unchecked_into();
+    let blob = JsFuture::from(response.blob().map_err(io(url))?).await.map_err(io(url))?;
+    Ok(Some(blob.unchecked_into()))
+}
+
+/// Puts `bytes` in the cache under `url` (tests, and files that do not come from fetch).
+pub async fn put_bytes(url: &str, bytes: &[u8]) -> Result<()> {
+    let cache = open_cache().await?;
+    let mut copy = bytes.to_vec();
+    let response = web_sys::Response::new_with_opt_u8_array(Some(&mut copy)).map_err(io(url))?;
+    JsFuture::from(cache.put_with_str(url, &response)).await.map_err(io(url))?;
+    let mut manifest = Manifest::load();
+    manifest.sizes.insert(url.to_string(), bytes.len() as u64);
+    manifest.save();
+    Ok(())
+}
+
+/// Every model folder in the cache, with its size.
+pub async fn list() -> Result<Vec<CachedModel>> {
+    let cache = open_cache().await?;
+    let keys = JsFuture::from(cache.keys()).await.map_err(io("Cache Storage"))?;
+    let urls: Vec<String> =
+        js_sys::Array::from(&keys).iter().map(|r| r.unchecked_into::<web_sys::Request>().url()).collect();
+    Ok(sources::group_cached(&urls, &Manifest::load().sizes))
+}
+
+/// Deletes every cached file of the folder `base`.
+pub async fn delete(base: &str) -> Result<()> {
+    let cache = open_cache().await?;
+    let keys = JsFuture::from(cache.keys()).await.map_err(io("Cache Storage"))?;
+    for request in js_sys::Array::from(&keys).iter() {
+        let url = request.unchecked_into::<web_sys::Request>().url();
+        if sources::url_folder(&url) == base {
+            JsFuture::from(cache.delete_with_str(&url)).await.map_err(io(&url))?;
+        }
+    }
+    let mut manifest = Manifest::load();
+    manifest.forget(base);
+    manifest.save();
+    Ok(())
+}
+
+/// A model folder behind a URL, downloaded into the cache as the loader asks for files.
+pub struct RemoteStore {
+    /// Absolute folder URL, ending in `/`.
+    pub base: String,
+    cache: web_sys::Cache,
+    abort: web_sys::AbortSignal,
+    on_progress: Box<dyn Fn(&DownloadProgress)>,
+    started_s: f64,
+    /// Bytes downloaded by this store (not counting files found in the cache).
+    downloaded: Cell<u64>,
+    manifest: RefCell<Manifest>,
+}
+
+impl RemoteStore {
+    /// `base` as [`sources::remote_base`] gives it (made absolute here).
+    pub async fn new(
+        base: &str,
+        abort: web_sys::AbortSignal,
+        on_progress: Box<dyn Fn(&DownloadProgress)>,
+    ) -> Result<RemoteStore> {
+        Ok(RemoteStore {
+            base: absolute(base)?,
+            cache: open_cache().await?,
+            abort,
+            on_progress,
+            started_s: now_s(),
+            downloaded: Cell::new(0),
+            manifest: RefCell::new(Manifest::load()),
+        })
+    }
+
+    /// Bytes fetched from the network so far (0 when everything came from the cache).
+    pub fn downloaded(&self) -> u64 {
+        self.downloaded.get()
+    }
+
+    /// Streams `url` into the cache; `None` when the server has no such file (HTTP 404).
+    async fn download(&self, url: &str, name: &str) -> Result<Option<()>> {
+        let init = web_sys::RequestInit::new();
+        init.set_signal(Some(&self.abort));
+        let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
+        let fetched = JsFuture::from(window.fetch_with_str_and_init(url, &init)).await;
+        let response: web_sys::Response = match fetched {
+            Ok(r) => r.unchecked_into(),
+            Err(_) if self.abort.aborted() => return Err(Error::Cancelled),
+            Err(e) => return Err(Error::Io { path: url.into(), message: js_message(&e) }),
+        };
+        match response.status() {
+            404 => return Ok(None),
+            401 | 403 => {
+                return Err(Error::Io {
+                    path: url.into(),
+                    message: format!("HTTP {} (a gated or private repository needs a login)", response.status()),
+                })
+            }
+            s if !response.ok() => return Err(Error::Io { path: url.into(), message: format!("HTTP {s}") }),
+            _ => {}
+        }
+        let total = response.headers().get("content-length").ok().flatten().and_then(|v| v.parse::<u64>().ok());
+        // One copy of the body goes into the cache, the other is read here to count bytes.
+        let copy = response.clone().map_err(io(url))?;
+        let put = JsFuture::from(self.cache.put_with_str(url, &copy));
+        let counted = self.count(response, url, name, total).await;
+        let stored = put.await;
+        if self.abort.aborted() {
+            return Err(Error::Cancelled);
+        }
+        let bytes = counted?;
+        stored.map_err(io(url))?;
+        let mut manifest = self.manifest.borrow_mut();
+        manifest.sizes.insert(url.to_string(), bytes);
+        manifest.missing.remove(url);
+        manifest.save();
+        Ok(Some(()))
+    }
+
+    async fn count(&self, response: web_sys::Response, url: &str, name: &str, total: Option<u64>) -> Result<u64> {
+        let body = response.body().ok_or_else(|| Error::Io { path: url.into(), message: "empty response".into() })?;
+        let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+        let mut bytes = 0u64;
+        let mut shown_s = 0.0;
+        loop {
+            let chunk = JsFuture::from(reader.read()).await.map_err(|e| {
+                if self.abort.aborted() {
+                    Error::Cancelled
+                } else {
+                    Error::Io { path: url.into(), message: js_message(&e) }
+                }
+            })?;
+            let done = js_sys::Reflect::get(&chunk, &"done".into()).map(|d| d.is_truthy()).unwrap_or(true);
+            if done {
+                break;
+            }
+            let value = js_sys::Reflect::get(&chunk, &"value".into()).map_err(io(url))?;
+            let n = value.unchecked_into::<js_sys::Uint8Array>().length() as u64;
+            bytes += n;
+            self.downloaded.set(self.downloaded.get() + n);
+            // A few updates a second are plenty for a progress bar.
+            if now_s() - shown_s > 0.1 || Some(bytes) == total {
+                shown_s = now_s();
+                (self.on_progress)(&DownloadProgress {
+                    file: name.into(),
+                    file_bytes: bytes,
+                    file_total: total,
+                    bytes: self.downloaded.get(),
+                    elapsed_s: now_s() - self.started_s,
+                });
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+impl ModelStore for RemoteStore {
+    type File = BlobFile;
+    fn location(&self) -> String {
+        self.base.clone()
+    }
+    async fn open(&self, name: &str) -> Result<Option<BlobFile>> {
+        let url = format!("{}{name}", self.base);
+        if let Some(blob) = cached_blob(&self.cache, &url).await? {
+            return Ok(Some(BlobFile::new(blob, name)));
+        }
+        if self.manifest.borrow().missing.contains(&url) {
+            return Ok(None);
+        }
+        if self.download(&url, name).await?.is_none() {
+            let mut manifest = self.manifest.borrow_mut();
+            manifest.missing.insert(url);
+            manifest.save();
+            return Ok(None);
+        }
+        let blob = cached_blob(&self.cache, &url)
+            .await?
+            .ok_or_else(|| Error::Io { path: url.clone(), message: "not kept by the Cache Storage".into() })?;
+        Ok(Some(BlobFile::new(blob, name)))
+    }
+}

@@ -1,0 +1,57 @@
+// A static file server for the built app (scripts/build-web), with the cross-origin isolation
+// headers trunk's dev server sends (Trunk.toml), on 127.0.0.1 and a free port.
+// As a module: `const { url, close } = await serve({ '/': 'target/e2e/dist', '/fixtures/': 'tests/fixtures' })`.
+// As a command: node tests/e2e/serve.mjs [DIR] [PORT]   (prints the URL; Ctrl-C stops it)
+import { createServer } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const types = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
+  '.wasm': 'application/wasm', '.json': 'application/json', '.png': 'image/png', '.svg': 'image/svg+xml',
+};
+
+/** `mounts`: URL prefix -> folder. Resolves to { url, close } once listening. */
+export async function serve(mounts, port = 0) {
+  const roots = Object.entries(mounts)
+    .map(([prefix, dir]) => [prefix.endsWith('/') ? prefix : `${prefix}/`, resolve(dir)])
+    .sort((a, b) => b[0].length - a[0].length);
+  const server = createServer(async (req, res) => {
+    const headers = {
+      'Cross-Origin-Opener-Policy': 'same-origin',
+      'Cross-Origin-Embedder-Policy': 'require-corp',
+      'Cross-Origin-Resource-Policy': 'same-origin',
+      'Cache-Control': 'no-store',
+    };
+    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const mount = roots.find(([prefix]) => path.startsWith(prefix));
+    let file = mount && normalize(join(mount[1], path.slice(mount[0].length)));
+    if (!mount || !(file === mount[1] || file.startsWith(mount[1] + sep))) {
+      res.writeHead(404, headers).end('not found');
+      return;
+    }
+    try {
+      let info = await stat(file);
+      if (info.isDirectory()) {
+        file = join(file, 'index.html');
+        info = await stat(file);
+      }
+      res.writeHead(200, { ...headers, 'Content-Type': types[extname(file)] ?? 'application/octet-stream',
+        'Content-Length': info.size });
+      if (req.method === 'HEAD') res.end();
+      else createReadStream(file).pipe(res);
+    } catch {
+      res.writeHead(404, headers).end('not found');
+    }
+  });
+  await new Promise((ok, fail) => { server.once('error', fail); server.listen(port, '127.0.0.1', ok); });
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  return { url, close: () => new Promise((ok) => { server.closeAllConnections(); server.close(ok); }) };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { url } = await serve({ '/': process.argv[2] ?? 'target/e2e/dist' }, Number(process.argv[3] ?? 0));
+  console.log(url);
+}
