@@ -356,3 +356,31 @@ fn sampling_matches_reference() {
     // top_k = 1 and temperature 0 are greedy.
     assert_eq!(got[5], reference::argmax(&logits[5 * width..][..width]));
 }
+
+#[test]
+fn gpu_random_fill_matches_the_host_generator_bit_for_bit() {
+    use tokenmeter::gpu::fill::{random_bf16, RandomFill, RandomSpec};
+    let g = gpu();
+    let fill = RandomFill::new(&g);
+    let spec = RandomSpec { seed: 0xdead_beef, scale: 0.0123 };
+    // Rows 5..1005 of a tensor written at byte offset 6 rows into a 1100-row buffer.
+    let (cols, row0, rows, skip) = (36usize, 5usize, 1000usize, 6usize);
+    let buffer = g.storage_buffer("fill", ((skip + rows + 94) * cols * 2) as u64);
+    fill.fill(&g, &buffer, (skip * cols * 2) as u64, spec, row0..row0 + rows, cols);
+    let bytes =
+        pollster::block_on(read_buffer(&g.device, &g.queue, &buffer, ((skip + rows) * cols * 2) as u64)).unwrap();
+    let got: &[u16] = bytemuck::cast_slice(&bytes);
+    assert!(got[..skip * cols].iter().all(|&b| b == 0), "wrote before its offset");
+    let mut distinct = std::collections::HashSet::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            let want = random_bf16(spec, (row0 + r) as u32, c as u32);
+            assert_eq!(got[(skip + r) * cols + c], want, "row {r} col {c}");
+            distinct.insert(want);
+        }
+    }
+    // Uniform on 256 levels: the values really vary and stay within ±127.5 scale.
+    assert!(distinct.len() > 200, "only {} distinct values", distinct.len());
+    let bound = 127.5 * spec.scale * 1.01;
+    assert!(got[skip * cols..].iter().all(|&b| bf16_to_f32(b).abs() <= bound));
+}

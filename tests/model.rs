@@ -166,3 +166,30 @@ fn sequences_in_one_step_do_not_interfere() {
 fn row(ids: &[u32], seq: u32) -> Vec<[u32; 4]> {
     ids.iter().enumerate().map(|(p, &id)| [id, p as u32, seq, 0]).collect()
 }
+
+/// A synthetic model's weights are written by the GPU itself (`fill.wgsl`); the CPU reference reads
+/// the host twin of the same generator, so agreeing logits check the fill and the upload path.
+#[test]
+fn gpu_generated_synthetic_weights_match_the_host_generator() {
+    use tokenmeter::model::synthetic::SyntheticModel;
+    pollster::block_on(async {
+        let mut cfg = SyntheticModel::embedded_default().config;
+        (cfg.vocab_size, cfg.num_hidden_layers) = (1000, 2);
+        let synthetic = SyntheticModel::new(cfg, 42);
+        let mut model = Model::load(gpu(), &synthetic, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+        let cpu = CpuModel::load(&synthetic).await.unwrap();
+        let prompt: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % 1000).collect();
+        let batch = Batch {
+            tokens: prompt.iter().enumerate().map(|(p, &id)| [id, p as u32, 0, 0]).collect(),
+            logit_rows: vec![19],
+            block_tables: vec![vec![0, 1]],
+            ..Default::default()
+        };
+        let gpu_logits = model.step_logits(&batch).await.unwrap();
+        let cpu_logits = cpu.forward(&prompt);
+        let (err, at) = worst(&gpu_logits, &cpu_logits[19 * 1000..]);
+        assert!(err < 2e-3, "GPU vs CPU relative error {err} at id {at}");
+        let spread = gpu_logits.iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(spread > 0.1, "logits of a random model are not all near zero (max |logit| {spread})");
+    });
+}

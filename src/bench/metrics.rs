@@ -72,6 +72,9 @@ pub struct TimePoint {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchmarkMetrics {
+    /// Requests in the run: completed + failed.
+    #[serde(default)]
+    pub num_requests: usize,
     pub completed: usize,
     pub failed: usize,
     /// From the benchmark start to the last finish.
@@ -79,12 +82,12 @@ pub struct BenchmarkMetrics {
     pub total_input_tokens: usize,
     pub total_output_tokens: usize,
     /// Completed requests per second.
-    #[serde(with = "nan_as_null")]
+    #[serde(with = "nan_as_null", rename = "request_throughput_req_s", alias = "request_throughput")]
     pub request_throughput: f64,
-    #[serde(with = "nan_as_null")]
+    #[serde(with = "nan_as_null", rename = "output_throughput_tok_s", alias = "output_throughput")]
     pub output_throughput: f64,
     /// Input plus output tokens of completed requests per second.
-    #[serde(with = "nan_as_null")]
+    #[serde(with = "nan_as_null", rename = "total_throughput_tok_s", alias = "total_token_throughput")]
     pub total_token_throughput: f64,
     pub ttft_ms: Stats,
     /// One value per completed request with more than one output token.
@@ -94,6 +97,7 @@ pub struct BenchmarkMetrics {
     pub e2e_ms: Stats,
     pub queue_ms: Stats,
     /// Requests per second that met every SLO; `None` without an SLO.
+    #[serde(rename = "goodput_req_s", alias = "goodput")]
     pub goodput: Option<f64>,
     /// Share of all requests, failed ones included, that met every SLO.
     pub slo_attainment: Option<f64>,
@@ -101,6 +105,8 @@ pub struct BenchmarkMetrics {
     /// Sum of step durations over the duration.
     #[serde(with = "nan_as_null")]
     pub gpu_busy_fraction: f64,
+    /// Per-interval output tok/s, running batch, waiting queue, KV blocks.
+    #[serde(rename = "timeseries", alias = "series")]
     pub series: Vec<TimePoint>,
     /// Failed requests by kind of error (see [`RequestRecord::error_kind`]), e.g. `"timeout": 2`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -143,6 +149,7 @@ pub fn summarize(
     let itl_ms: Vec<f64> = completed.iter().flat_map(|r| r.itl_s()).map(|s| s * 1000.0).collect();
     let good = slo.map(|slo| completed.iter().filter(|r| slo.met_by(r)).count() as f64);
     BenchmarkMetrics {
+        num_requests: records.len(),
         completed: completed.len(),
         failed: records.len() - completed.len(),
         duration_s,

@@ -17,6 +17,31 @@ pub struct DecodeSpeed {
     /// Weights + KV read per step / step time.
     pub gb_s: f64,
     pub fraction_of_copy: f64,
+    /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
+    pub profile: Vec<KernelTime>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelTime {
+    pub kernel: &'static str,
+    pub dispatches: usize,
+    pub ms: f64,
+}
+
+/// Per-kernel totals of a profiled step, slowest first.
+pub fn kernel_times(profile: &[(crate::gpu::Kernel, f64)]) -> Vec<KernelTime> {
+    let mut out: Vec<KernelTime> = Vec::new();
+    for &(kernel, s) in profile {
+        match out.iter_mut().find(|k| k.kernel == kernel.name()) {
+            Some(k) => {
+                k.dispatches += 1;
+                k.ms += s * 1e3;
+            }
+            None => out.push(KernelTime { kernel: kernel.name(), dispatches: 1, ms: s * 1e3 }),
+        }
+    }
+    out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    out
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,22 +69,38 @@ fn request(prompt_len: usize, new: usize, vocab: usize, salt: usize) -> Request 
 }
 
 /// `batch` sequences of a 16-token prompt decoding `steps` tokens each.
-pub async fn decode(engine: &mut Engine, roof: &Roofline, batch: usize, steps: usize) -> Result<DecodeSpeed> {
+/// With `profile`, one extra step in the middle runs kernel by kernel.
+pub async fn decode(
+    engine: &mut Engine,
+    roof: &Roofline,
+    batch: usize,
+    steps: usize,
+    profile: bool,
+) -> Result<DecodeSpeed> {
     let cfg = engine.model.cfg.clone();
     for s in 0..batch {
-        engine.submit(request(16, steps + 1, cfg.vocab_size, s))?;
+        engine.submit(request(16, steps + 1 + profile as usize, cfg.vocab_size, s))?;
     }
     let mut times = Vec::new();
     let mut context = 0usize;
+    let mut profiled = false;
     while engine.has_work() {
+        let profiling = engine.profile_next;
         let (_, stats) = engine.step().await?;
         if let Some(s) = stats {
             if s.decode_tokens == batch && s.batched_tokens == batch {
-                times.push(s.duration_s);
-                context = 16 + times.len();
+                if profiling {
+                    profiled = true;
+                } else {
+                    times.push(s.duration_s);
+                    context = 16 + times.len();
+                    // Profile one full-batch step in the middle (kept out of the timings).
+                    engine.profile_next = profile && !profiled && times.len() == steps / 2;
+                }
             }
         }
     }
+    let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
     let step = median(times);
     let weights = cfg.params_per_token() as f64 * 2.0;
     let kv = batch as f64 * context as f64 * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
@@ -70,6 +111,7 @@ pub async fn decode(engine: &mut Engine, roof: &Roofline, batch: usize, steps: u
         tokens_per_s: batch as f64 / step,
         gb_s,
         fraction_of_copy: gb_s / roof.copy_gb_s,
+        profile,
     })
 }
 
@@ -84,7 +126,9 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Res
         }
     }
     let attention = 4.0 * (cfg.num_hidden_layers * cfg.q_dim()) as f64 * (tokens as f64 * tokens as f64 / 2.0);
-    let flops = 2.0 * cfg.params_per_token() as f64 * tokens as f64 + attention;
+    // Only the last prompt token goes through the vocabulary projection.
+    let head = (cfg.vocab_size * cfg.hidden_size) as f64;
+    let flops = 2.0 * (cfg.params_per_token() as f64 - head) * tokens as f64 + 2.0 * head + attention;
     let gflop_s = flops / total / 1e9;
     Ok(PrefillSpeed {
         tokens,

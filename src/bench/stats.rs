@@ -20,7 +20,7 @@ pub struct Stats {
     pub p95: f64,
     #[serde(with = "nan_as_null")]
     pub p99: f64,
-    #[serde(with = "nan_as_null")]
+    #[serde(with = "nan_as_null", rename = "p99_9", alias = "p999")]
     pub p999: f64,
     pub count: usize,
 }

@@ -63,13 +63,16 @@ pub struct Engine {
     scheduler: Scheduler,
     next_id: u64,
     cancelled: Vec<u64>,
+    /// Run the next step kernel by kernel and keep each dispatch's wall time in `last_profile`.
+    pub profile_next: bool,
+    pub last_profile: Vec<(crate::gpu::Kernel, f64)>,
 }
 
 impl Engine {
     pub fn new(model: Model) -> Engine {
         let l = &model.limits;
         let scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
-        Engine { model, scheduler, next_id: 0, cancelled: Vec::new() }
+        Engine { model, scheduler, next_id: 0, cancelled: Vec::new(), profile_next: false, last_profile: Vec::new() }
     }
 
     /// Validates and queues a request; returns its id.
@@ -132,7 +135,14 @@ impl Engine {
             return Ok((events, None));
         }
         let batch = self.batch(&plan);
-        let sampled = self.model.step(&batch).await?;
+        let sampled = if self.profile_next {
+            self.profile_next = false;
+            let (ids, times) = self.model.profile_step(&batch).await?;
+            self.last_profile = times;
+            ids
+        } else {
+            self.model.step(&batch).await?
+        };
         let t = now_s();
         for &id in &plan.admitted {
             events.push(Event { id, t_s: start, kind: EventKind::Scheduled });

@@ -204,7 +204,31 @@ impl Model {
         readback::read_f32(&self.gpu.device, &self.gpu.queue, &self.buffers.logits, count).await
     }
 
+    /// Runs one step kernel by kernel and returns each dispatch's wall time (see
+    /// [`StepRecorder::profile`]); the results land in the same buffers as a normal step.
+    pub async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+        let rec = self.record_dispatches(batch)?;
+        let times = rec.profile(&self.gpu).await?;
+        let n = batch.logit_rows.len();
+        if n == 0 {
+            return Ok((Vec::new(), times));
+        }
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
+        self.gpu.queue.submit([encoder.finish()]);
+        let bytes = self.staging.read(&self.gpu.device, n as u64 * 4).await?;
+        Ok((bytemuck::pod_collect_to_vec(&bytes), times))
+    }
+
     fn record(&self, batch: &Batch) -> Result<wgpu::CommandEncoder> {
+        let rec = self.record_dispatches(batch)?;
+        let mut encoder =
+            self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+        rec.encode(&self.gpu.queue, &mut encoder);
+        Ok(encoder)
+    }
+
+    fn record_dispatches(&self, batch: &Batch) -> Result<StepRecorder<'_>> {
         let cfg = &self.cfg;
         let m = batch.tokens.len();
         let r = batch.logit_rows.len();
@@ -303,10 +327,7 @@ impl Model {
                 rec.dispatch(Kernel::Sample, &g.sample, &p, [r as u32, 1, 1]);
             }
         }
-        let mut encoder =
-            self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-        rec.encode(q, &mut encoder);
-        Ok(encoder)
+        Ok(rec)
     }
 }
 

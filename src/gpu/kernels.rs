@@ -45,18 +45,43 @@ impl Kernel {
         Kernel::Sample,
     ];
 
-    fn source(self) -> (&'static str, &'static str) {
+    /// (WGSL file in shaders/, entry point).
+    fn file_and_entry(self) -> (&'static str, &'static str) {
         match self {
-            Kernel::Embed => (include_str!("../../shaders/embed.wgsl"), "embed"),
-            Kernel::RmsNorm => (include_str!("../../shaders/rmsnorm.wgsl"), "rms_norm"),
-            Kernel::Matmul => (include_str!("../../shaders/matmul.wgsl"), "matmul_bf16"),
-            Kernel::MatmulM1 => (include_str!("../../shaders/matmul.wgsl"), "matmul_bf16_m1"),
-            Kernel::QkNormRope => (include_str!("../../shaders/rope.wgsl"), "qk_norm_rope"),
-            Kernel::Attention => (include_str!("../../shaders/attention.wgsl"), "attention"),
-            Kernel::SwiGlu => (include_str!("../../shaders/swiglu.wgsl"), "swiglu"),
-            Kernel::Argmax => (include_str!("../../shaders/argmax.wgsl"), "argmax"),
-            Kernel::Sample => (include_str!("../../shaders/sample.wgsl"), "sample"),
+            Kernel::Embed => ("embed.wgsl", "embed"),
+            Kernel::RmsNorm => ("rmsnorm.wgsl", "rms_norm"),
+            Kernel::Matmul => ("matmul.wgsl", "matmul_bf16"),
+            Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
+            Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
+            Kernel::Attention => ("attention.wgsl", "attention"),
+            Kernel::SwiGlu => ("swiglu.wgsl", "swiglu"),
+            Kernel::Argmax => ("argmax.wgsl", "argmax"),
+            Kernel::Sample => ("sample.wgsl", "sample"),
         }
+    }
+
+    /// The kernel's WGSL: compiled in, or (native, for kernel work without rebuilding) read from
+    /// `$TOKENMETER_SHADER_DIR` when that is set.
+    fn source(self) -> (std::borrow::Cow<'static, str>, &'static str) {
+        let (file, entry) = self.file_and_entry();
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(dir) = std::env::var_os("TOKENMETER_SHADER_DIR") {
+            let path = std::path::Path::new(&dir).join(file);
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            return (text.into(), entry);
+        }
+        let text = match file {
+            "embed.wgsl" => include_str!("../../shaders/embed.wgsl"),
+            "rmsnorm.wgsl" => include_str!("../../shaders/rmsnorm.wgsl"),
+            "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
+            "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
+            "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
+            "swiglu.wgsl" => include_str!("../../shaders/swiglu.wgsl"),
+            "argmax.wgsl" => include_str!("../../shaders/argmax.wgsl"),
+            "sample.wgsl" => include_str!("../../shaders/sample.wgsl"),
+            _ => unreachable!("every kernel file is listed"),
+        };
+        (text.into(), entry)
     }
 
     /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
@@ -74,7 +99,7 @@ impl Kernel {
     }
 
     pub fn name(self) -> &'static str {
-        self.source().1
+        self.file_and_entry().1
     }
 }
 
@@ -192,10 +217,12 @@ impl Kernels {
             }
             let layout = device
                 .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(entry), entries: &entries });
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(entry),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
+            let desc = wgpu::ShaderModuleDescriptor { label: Some(entry), source: wgpu::ShaderSource::Wgsl(source) };
+            let module = if std::env::var_os("TOKENMETER_UNCHECKED").is_some() {
+                unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+            } else {
+                device.create_shader_module(desc)
+            };
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(entry),
                 bind_group_layouts: &[Some(&layout)],
@@ -307,6 +334,33 @@ impl<'a> StepRecorder<'a> {
             pass.set_bind_group(0, bind_group, &[offset]);
             pass.dispatch_workgroups(x, y, z);
         }
+    }
+}
+
+impl StepRecorder<'_> {
+    /// Runs every dispatch alone (one submit each, waiting for the GPU in between) and returns the
+    /// wall time of each, by kernel, in recording order. Slower than [`StepRecorder::encode`] by the
+    /// submits, but it works on every adapter (lavapipe, browsers without timestamp queries).
+    pub async fn profile(self, gpu: &super::Gpu) -> crate::error::Result<Vec<(Kernel, f64)>> {
+        if !self.arena.is_empty() {
+            gpu.queue.write_buffer(&self.kernels.params, 0, &self.arena);
+        }
+        super::roofline::wait_idle(gpu).await?;
+        let mut times = Vec::with_capacity(self.dispatches.len());
+        for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&self.kernels.pipelines[&kernel]);
+                pass.set_bind_group(0, bind_group, &[offset]);
+                pass.dispatch_workgroups(x, y, z);
+            }
+            let start = crate::clock::now_s();
+            gpu.queue.submit([encoder.finish()]);
+            super::roofline::wait_idle(gpu).await?;
+            times.push((kernel, crate::clock::now_s() - start));
+        }
+        Ok(times)
     }
 }
 

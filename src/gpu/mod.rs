@@ -2,6 +2,7 @@
 //! Same code on WebGPU (browser) and Vulkan (native).
 
 pub mod context;
+pub mod fill;
 pub mod kernels;
 pub mod readback;
 pub mod roofline;

@@ -21,6 +21,10 @@ pub trait TensorProvider {
     async fn f32(&self, name: &str) -> Result<Vec<f32>>;
     /// Bytes the upload will read, for progress.
     fn total_bytes(&self) -> u64;
+    /// For generated (synthetic) matrices: how the GPU can make them itself instead of an upload.
+    fn random_spec(&self, _name: &str) -> Option<crate::gpu::fill::RandomSpec> {
+        None
+    }
 }
 
 /// Names and shapes of every tensor the config implies (the lm_head only when untied).

@@ -6,6 +6,7 @@ use super::checkpoint::TensorProvider;
 use super::config::Qwen3Config;
 use super::safetensors::f32_to_bf16;
 use crate::error::Result;
+use crate::gpu::fill::{random_bf16, RandomSpec};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -46,18 +47,20 @@ impl SyntheticModel {
         SyntheticModel::new(config, 0x5eed)
     }
 
-    fn row_values(&self, name: &str, row: usize, len: usize) -> Vec<f32> {
-        let mut rng = SmallRng::seed_from_u64(
-            name_hash(name) ^ self.seed.rotate_left(17) ^ (row as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        );
-        if name.ends_with("norm.weight") {
-            return (0..len).map(|_| rng.random_range(0.8f32..1.2)).collect();
-        }
-        // Linear weights scaled by 1/sqrt(fan_in) keep activations O(1) through the layers. Uniform
-        // with the same standard deviation as a normal: a billion of them generate in seconds.
-        let std = if name.contains("embed_tokens") { 1.0 } else { 1.0 / (len as f32).sqrt() };
-        let half_width = std * 3f32.sqrt();
-        (0..len).map(|_| (rng.random::<f32>() * 2.0 - 1.0) * half_width).collect()
+    /// Norm weights, near 1 (host-generated: they are small).
+    fn norm_values(&self, name: &str, len: usize) -> Vec<f32> {
+        let mut rng = SmallRng::seed_from_u64(name_hash(name) ^ self.seed.rotate_left(17));
+        (0..len).map(|_| rng.random_range(0.8f32..1.2)).collect()
+    }
+
+    /// Matrices: uniform on 256 levels, made by the GPU (`shaders/fill.wgsl`) or, bit for bit the
+    /// same, by [`random_bf16`] on the host. Scaled by 1/sqrt(fan_in) so activations stay O(1)
+    /// through the layers, with the standard deviation of the usual normal initialisation.
+    fn matrix_spec(&self, name: &str) -> RandomSpec {
+        let fan_in = self.row_len(name) as f32;
+        let std = if name.contains("embed_tokens") { 1.0 } else { 1.0 / fan_in.sqrt() };
+        let h = name_hash(name) ^ self.seed.rotate_left(17);
+        RandomSpec { seed: (h ^ (h >> 32)) as u32, scale: std * 3f32.sqrt() / 127.5 }
     }
 
     fn row_len(&self, name: &str) -> usize {
@@ -82,16 +85,23 @@ impl TensorProvider for SyntheticModel {
     }
     async fn rows_bf16(&self, name: &str, row_start: usize, rows: usize) -> Result<Vec<u16>> {
         let len = self.row_len(name);
+        if name.ends_with("norm.weight") {
+            return Ok(self.norm_values(name, len).into_iter().map(f32_to_bf16).collect());
+        }
+        let spec = self.matrix_spec(name);
         let mut out = Vec::with_capacity(rows * len);
         for r in row_start..row_start + rows {
-            out.extend(self.row_values(name, r, len).into_iter().map(f32_to_bf16));
+            out.extend((0..len).map(|c| random_bf16(spec, r as u32, c as u32)));
         }
         Ok(out)
     }
     async fn f32(&self, name: &str) -> Result<Vec<f32>> {
         // Norm weights are stored as bf16 in real checkpoints; round the same way.
         let len = self.row_len(name);
-        Ok(self.row_values(name, 0, len).into_iter().map(|x| super::safetensors::bf16_to_f32(f32_to_bf16(x))).collect())
+        Ok(self.norm_values(name, len).into_iter().map(|x| super::safetensors::bf16_to_f32(f32_to_bf16(x))).collect())
+    }
+    fn random_spec(&self, name: &str) -> Option<RandomSpec> {
+        (!name.ends_with("norm.weight")).then(|| self.matrix_spec(name))
     }
     fn total_bytes(&self) -> u64 {
         super::checkpoint::expected_tensors(&self.config)

@@ -4,6 +4,7 @@
 
 use super::checkpoint::TensorProvider;
 use crate::error::{Error, Result};
+use crate::gpu::fill::RandomFill;
 use crate::gpu::Gpu;
 
 /// Rows read from the source per piece (bounds host memory during upload).
@@ -101,7 +102,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 pub async fn upload<P: TensorProvider>(gpu: &Gpu, src: &P, progress: Progress<'_>) -> Result<ModelWeights> {
     let cfg = src.config().clone();
     let h = cfg.hidden_size;
-    let mut up = Uploader { gpu, src, done: 0, total: src.total_bytes(), progress };
+    let mut up = Uploader { gpu, src, done: 0, total: src.total_bytes(), progress, fill: None };
 
     // Refuse early what cannot fit, naming the limit.
     let max_buffer = gpu.limits.max_buffer_size;
@@ -178,6 +179,8 @@ struct Uploader<'a, P> {
     done: u64,
     total: u64,
     progress: Progress<'a>,
+    /// Created on the first generated tensor.
+    fill: Option<RandomFill>,
 }
 
 impl<P: TensorProvider> Uploader<'_, P> {
@@ -188,6 +191,21 @@ impl<P: TensorProvider> Uploader<'_, P> {
 
     /// Copies `rows` rows of tensor `name` into `m` from row `row_offset` on, a piece at a time.
     async fn fill(&mut self, m: &Matrix, row_offset: usize, name: &str, rows: usize) -> Result<()> {
+        if let Some(spec) = self.src.random_spec(name) {
+            let fill = self.fill.get_or_insert_with(|| RandomFill::new(self.gpu));
+            for chunk in &m.chunks {
+                let lo = row_offset.max(chunk.row_start);
+                let hi = (row_offset + rows).min(chunk.row_start + chunk.rows);
+                if lo < hi {
+                    let byte_offset = ((lo - chunk.row_start) * m.cols * 2) as u64;
+                    fill.fill(self.gpu, &chunk.buffer, byte_offset, spec, lo - row_offset..hi - row_offset, m.cols);
+                }
+            }
+            self.advance((rows * m.cols * 2) as u64);
+            // Let the queue drain now and then so progress means something and memory stays bounded.
+            crate::gpu::roofline::wait_idle(self.gpu).await?;
+            return Ok(());
+        }
         let piece = (PIECE_BYTES / (m.cols * 2)).max(1);
         let mut r = 0;
         while r < rows {
