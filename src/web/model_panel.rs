@@ -146,7 +146,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 view! {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
-                        <span class="num muted">{format!("{} · {} files", mb(c.bytes), c.files)}</span>
+                        <span class="num muted">{format!("{} · {} {}", mb(c.bytes), c.files, if c.files == 1 { "file" } else { "files" })}</span>
                         <button class="small" disabled=move || !idle() on:click=move |_| {
                             models::load(state, LoadRequest::Remote(base.clone()))
                         }>{move || t().load}</button>

@@ -125,7 +125,10 @@ pub fn pick_model_files(paths: &[String]) -> Result<PickedFiles> {
         chosen.values().filter_map(|&i| paths[i].rsplit_once('/').map(|(dir, _)| dir)).collect();
     let label = match folders.into_iter().collect::<Vec<_>>().as_slice() {
         [one] if chosen.values().all(|&i| paths[i].contains('/')) => one.to_string(),
-        _ => format!("config.json + {} files", chosen.len() - 1),
+        _ => match chosen.len() - 1 {
+            1 => "config.json + 1 file".to_string(),
+            n => format!("config.json + {n} files"),
+        },
     };
     Ok(PickedFiles { files: chosen.into_iter().collect(), label, ignored })
 }

@@ -75,6 +75,8 @@ const H: f64 = 240.0;
 const PAD_LEFT: f64 = 56.0;
 const PAD_BOTTOM: f64 = 36.0;
 const PAD: f64 = 14.0;
+/// Room above the plot for the y axis' name.
+const PAD_TOP: f64 = 28.0;
 
 /// "0", "12.5", "1.2k".
 fn tick(x: f64) -> String {
@@ -98,7 +100,7 @@ fn SweepChart(view: Signal<SweepView>) -> impl IntoView {
         let max_x = finite.iter().map(|p| p.output_throughput).fold(0.0, f64::max).max(1e-9) * 1.1;
         let max_y = finite.iter().map(|p| p.ttft_p99_ms).fold(0.0, f64::max).max(1e-9) * 1.1;
         let sx = move |x: f64| PAD_LEFT + x / max_x * (W - PAD_LEFT - PAD);
-        let sy = move |y: f64| H - PAD_BOTTOM - y / max_y * (H - PAD_BOTTOM - PAD);
+        let sy = move |y: f64| H - PAD_BOTTOM - y / max_y * (H - PAD_BOTTOM - PAD_TOP);
         let path: String = finite
             .iter()
             .map(|p| format!("{:.1},{:.1}", sx(p.output_throughput), sy(p.ttft_p99_ms)))
@@ -128,7 +130,7 @@ fn SweepChart(view: Signal<SweepView>) -> impl IntoView {
                     })
                     .collect_view()}
                 <text class="axis" x=(W + PAD_LEFT) / 2.0 y=H - 4.0 text-anchor="middle">{move || t().sweep_x}</text>
-                <text class="axis" x=12.0 y=PAD + 4.0>{move || t().sweep_y}</text>
+                <text class="axis" x=8.0 y=14.0>{move || t().sweep_y}</text>
                 <polyline class="sweep-line" points=path fill="none" />
                 {finite
                     .iter()

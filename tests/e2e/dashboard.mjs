@@ -14,7 +14,11 @@ import { serve } from './serve.mjs';
 const target = process.argv[2] ?? 'target/e2e/dist';
 const out = process.argv[3] ?? 'target/e2e';
 await mkdir(out, { recursive: true });
-const server = /^https?:/.test(target) ? null : await serve({ '/': target, '/fixtures/': 'tests/fixtures' });
+const server = /^https?:/.test(target) ? null : await serve({
+  '/': target,
+  '/fixtures/': 'tests/fixtures',
+  '/slow-fixtures/': { dir: 'tests/fixtures', bytesPerSecond: 48 * 1024 },
+});
 const base = server ? server.url : target;
 const shot = `${out}/dashboard.png`;
 const workload = 'requests=8&rate=20&input=16:48&output=8:16';
@@ -29,7 +33,7 @@ const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
 // A model folder without an index or tokenizer answers 404 for them, which the loader expects
 // (and Chromium logs); any other console error fails the test.
-const expected404 = /\/fixtures\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
+const expected404 = /\/(slow-)?fixtures\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   if (/status of 404/.test(m.text()) && expected404.test(m.location().url ?? '')) return;
@@ -207,6 +211,24 @@ await byId('pick-files').setInputFiles(await Promise.all(untied.map(async (f) =>
 await page.waitForFunction(() => /^Ready: config\.json \+ 4 files, BF16/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
   null, { timeout: 60000 }).catch(async () => fail(`sharded local model not loaded: ${await text('status')}`));
 await runAndWait('run on local files');
+// A slow download shows bytes, MB/s and ETA and can be cancelled; the loaded model stays.
+await byId('model-url').fill('./slow-fixtures/tiny-gqa-tied/');
+await byId('model-url-load').click();
+await page.waitForFunction(() => /model\.safetensors · [\d.]+ \/ 0\.2 MB · [\d.]+ MB\/s · ETA \d+ s/.test(
+  document.querySelector('[data-testid=download]')?.textContent ?? ''), null, { timeout: 30000 })
+  .catch(async () => fail(`no download progress: ${await byId('download').textContent().catch(() => '-')}`));
+console.log(`download: ${(await text('download')).replace(/\s+/g, ' ')}`);
+await byId('download-cancel').click();
+await page.waitForFunction(() => /cancelled/.test(document.querySelector('[data-testid=model-error]')?.textContent ?? ''),
+  null, { timeout: 30000 }).catch(async () => fail(`cancel not reported: ${await byId('model-error').textContent().catch(() => '-')}`));
+await waitReady();
+await check(/^Ready: config\.json \+ 4 files/.test(await text('status')), `previous model lost after cancel: ${await text('status')}`);
+// Files finished before the cancel stay cached (a later load resumes); the cut one does not.
+const partial = page.locator('[data-testid=cached] li', { hasText: 'slow-fixtures' });
+await check(/ 1 file$/.test((await partial.textContent().catch(() => '')).replace(/Load|Delete/g, '').trim()),
+  `a cancelled download is cached whole: ${await partial.textContent().catch(() => 'not listed')}`);
+await partial.getByTestId('cached-delete').click();
+await partial.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('partial download not deleted'));
 await byId('model-url').fill('./fixtures/tiny-gqa-tied/');
 await byId('model-url-load').click();
 await page.waitForFunction(() => /^Ready: \.\/fixtures\/tiny-gqa-tied\//.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
@@ -219,6 +241,18 @@ await check(/0\.2 MB · 2 files/.test(await cachedRow.textContent()), 'cached si
 await cachedRow.getByTestId('cached-delete').click();
 await cachedRow.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('cached model not deleted'));
 
+// Files dropped on the model card (a DataTransfer made in the page, as a drop delivers it).
+const dropped = await Promise.all(['config.json', 'model.safetensors'].map(async (f) =>
+  ({ name: f, bytes: [...await fixture('tiny-mha', f)] })));
+await byId('model-card').evaluate((card, files) => {
+  const data = new DataTransfer();
+  for (const f of files) data.items.add(new File([new Uint8Array(f.bytes)], f.name));
+  card.dispatchEvent(new DragEvent('dragover', { dataTransfer: data, bubbles: true, cancelable: true }));
+  card.dispatchEvent(new DragEvent('drop', { dataTransfer: data, bubbles: true, cancelable: true }));
+}, dropped);
+await page.waitForFunction(() => /^Ready: config\.json \+ 1 file, BF16/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 60000 }).catch(async () => fail(`dropped files not loaded: ${await text('status')}`));
+
 // 11. A sweep over two rates on the embedded model: a point per rate and the knee.
 await byId('model').selectOption('embedded');
 await waitReady();
@@ -229,6 +263,8 @@ await check(await page.locator('[data-testid=sweep] .sweep-dot').count() === 2, 
 await check(await byId('sweep-knee').count() === 1, 'no knee marked');
 console.log(`sweep: ${await text('sweep-knee-text')}`);
 await byId('sweep').screenshot({ path: `${out}/sweep.png` });
+await page.evaluate(() => window.scrollTo(0, 0));
+await page.screenshot({ path: `${out}/dashboard-sweep.png`, fullPage: true });
 await byId('setting-rate').fill('20');
 await byId('setting-requests').fill('8');
 

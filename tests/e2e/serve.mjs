@@ -13,10 +13,22 @@ const types = {
   '.wasm': 'application/wasm', '.json': 'application/json', '.png': 'image/png', '.svg': 'image/svg+xml',
 };
 
-/** `mounts`: URL prefix -> folder. Resolves to { url, close } once listening. */
+/** Sends `file` at about `bytesPerSecond` (a slow network, to see progress and cancel). */
+async function throttled(file, res, bytesPerSecond) {
+  const chunk = 16384;
+  for await (const part of createReadStream(file, { highWaterMark: chunk })) {
+    if (res.destroyed) return;
+    res.write(part);
+    await new Promise((ok) => setTimeout(ok, (1000 * part.length) / bytesPerSecond));
+  }
+  res.end();
+}
+
+/** `mounts`: URL prefix -> folder, or { dir, bytesPerSecond } for a slow one. Resolves to
+ *  { url, close } once listening. */
 export async function serve(mounts, port = 0) {
   const roots = Object.entries(mounts)
-    .map(([prefix, dir]) => [prefix.endsWith('/') ? prefix : `${prefix}/`, resolve(dir)])
+    .map(([prefix, m]) => [prefix.endsWith('/') ? prefix : `${prefix}/`, resolve(m.dir ?? m), m.bytesPerSecond])
     .sort((a, b) => b[0].length - a[0].length);
   const server = createServer(async (req, res) => {
     const headers = {
@@ -41,6 +53,7 @@ export async function serve(mounts, port = 0) {
       res.writeHead(200, { ...headers, 'Content-Type': types[extname(file)] ?? 'application/octet-stream',
         'Content-Length': info.size });
       if (req.method === 'HEAD') res.end();
+      else if (mount[2]) await throttled(file, res, mount[2]);
       else createReadStream(file).pipe(res);
     } catch {
       res.writeHead(404, headers).end('not found');
