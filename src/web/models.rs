@@ -276,6 +276,10 @@ impl TensorProvider for Breathing {
     fn total_bytes(&self) -> u64 {
         self.inner.total_bytes()
     }
+    // Matrices the GPU can generate itself skip the CPU (and the yields) entirely.
+    fn random_spec(&self, name: &str) -> Option<crate::gpu::fill::RandomSpec> {
+        self.inner.random_spec(name)
+    }
 }
 
 /// A preset's name in the status line and the picker.
