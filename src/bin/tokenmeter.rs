@@ -646,19 +646,15 @@ mod cli {
                 m.goodput.map_or("-".to_string(), |g| format!("{g:.2}"))
             );
         }
-        let knee = match slo.and_then(|s| s.ttft_ms) {
-            Some(limit) => results
-                .iter()
-                .rposition(|r| r.metrics.ttft_ms.p99 <= limit)
-                .map(|i| (i, "highest rate meeting the p99 TTFT SLO")),
-            None => {
-                let i = results
-                    .windows(2)
-                    .position(|w| w[1].metrics.output_throughput < 1.05 * w[0].metrics.output_throughput)
-                    .unwrap_or(results.len() - 1);
-                Some((i, "throughput stops rising past this rate"))
-            }
-        };
+        use tokenmeter::bench::sweep::{knee, KneeReason};
+        let runs: Vec<_> = results.iter().map(|r| &r.metrics).collect();
+        let knee = knee(&runs, slo.and_then(|s| s.ttft_ms)).map(|(i, reason)| {
+            let why = match reason {
+                KneeReason::MeetsTtftSlo => "highest rate meeting the p99 TTFT SLO",
+                KneeReason::ThroughputFlattens => "throughput stops rising past this rate",
+            };
+            (i, why)
+        });
         match knee {
             Some((i, why)) => out += &format!("knee: rate {} ({why})\n", rates[i]),
             None => out += "knee: no rate meets the SLO\n",
