@@ -369,3 +369,166 @@ async fn sweep_view_marks_the_knee() {
     assert!(knee.contains("Rate 2 req/s") && knee.contains("stops rising"), "{knee}");
     assert_eq!(root.query_selector("tr.knee td").unwrap().unwrap().text_content().unwrap(), "2");
 }
+
+// Remote targets: the key stays in memory, the HTTP/1.1 warning, and (with a peer) a round trip.
+
+const SECRET: &str = "sk-tokenmeter-test-secret-4242";
+
+fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::bench::WorkloadSpec {
+    tokenmeter::bench::WorkloadSpec {
+        arrival: arrival.parse().unwrap(),
+        rate,
+        concurrency,
+        num_requests: 32,
+        burstiness: 1.0,
+        input_len: "128".parse().unwrap(),
+        output_len: "64".parse().unwrap(),
+        seed: 0,
+    }
+}
+
+#[wasm_bindgen_test]
+fn http1_warning_when_the_workload_outgrows_six_connections() {
+    use tokenmeter::web::target::connection_warning;
+    let http = "http://127.0.0.1:8080/v1";
+    let https = "https://api.example.com/v1";
+    assert_eq!(connection_warning(http, &remote_spec("concurrency", 1.0, 8)), Some(8));
+    assert_eq!(connection_warning(http, &remote_spec("concurrency", 1.0, 6)), None);
+    assert_eq!(connection_warning(https, &remote_spec("concurrency", 1.0, 64)), None, "TLS may be HTTP/2");
+    assert_eq!(connection_warning(http, &remote_spec("sequential", 1.0, 64)), None);
+    // Open loops: rate × the expected duration of one request, at most the number of requests.
+    let spec = remote_spec("poisson", 1.0, 1);
+    let request_s = tokenmeter::web::target::expected_request_s(&spec);
+    assert!(request_s > 0.5, "{request_s}");
+    assert_eq!(connection_warning(http, &spec), None);
+    assert_eq!(connection_warning(http, &remote_spec("poisson", 100.0, 1)), Some(32));
+    assert_eq!(connection_warning(http, &remote_spec("constant", f64::INFINITY, 1)), Some(32));
+}
+
+#[wasm_bindgen_test]
+async fn the_warning_shows_in_the_target_card() {
+    use tokenmeter::web::target::{TargetPanel, TargetSettings};
+    let target = TargetSettings::from_query();
+    target.kind.set("remote".into());
+    let spec = RwSignal::new(Some(remote_spec("concurrency", 1.0, 16)));
+    let root = mount(move || {
+        view! { <TargetPanel target=target spec=spec.into() locked=Signal::derive(|| false) /> }
+    });
+    leptos::task::tick().await;
+    let warning = root.query_selector("[data-testid=http1-warning]").unwrap().expect("the warning is shown");
+    let text = warning.text_content().unwrap();
+    assert!(text.contains("16 requests") && text.contains("HTTP/2") && text.contains("CLI"), "{text}");
+    target.base_url.set("https://api.example.com/v1".into());
+    leptos::task::tick().await;
+    assert!(root.query_selector("[data-testid=http1-warning]").unwrap().is_none(), "https still warned");
+    let key: web_sys::HtmlInputElement =
+        root.query_selector("[data-testid=target-api-key]").unwrap().unwrap().unchecked_into();
+    assert_eq!(key.type_(), "password");
+}
+
+#[wasm_bindgen_test]
+async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
+    use tokenmeter::remote::browser::{Client, RunOptions};
+    use tokenmeter::web::target::TargetSettings;
+    let target = TargetSettings::from_query();
+    target.kind.set("remote".into());
+    target.base_url.set("http://127.0.0.1:9/v1".into());
+    target.model.set("qwen3-tiny".into());
+    target.api_key.set(SECRET.into());
+
+    // The link the page writes.
+    let pairs = target.query_pairs();
+    assert!(pairs.iter().any(|(k, v)| *k == "endpoint" && v == "http://127.0.0.1:9/v1"), "{pairs:?}");
+    tokenmeter::web::browser::replace_query(&pairs).unwrap();
+    let href = web_sys::window().unwrap().location().href().unwrap();
+    assert!(!href.contains(SECRET) && !href.contains("sk-"), "{href}");
+    assert_eq!(TargetSettings::from_query().api_key.get_untracked(), "", "a key read back from the link");
+    tokenmeter::web::browser::replace_query(&[]).unwrap();
+
+    // A run against a closed port: every request fails, as data, and no record carries the key.
+    let endpoint = target.runnable(i18n::text(Lang::En)).unwrap();
+    assert_eq!(endpoint.describe()["api_key"], "set (not recorded)");
+    let plan = tokenmeter::bench::plan(&tokenmeter::bench::WorkloadSpec {
+        num_requests: 3,
+        ..remote_spec("concurrency", 1.0, 2)
+    })
+    .unwrap();
+    let prompt = |p: &tokenmeter::bench::PlannedRequest| Ok(tokenmeter::remote::Prompt::Ids(vec![1; p.prompt_len]));
+    let requests = tokenmeter::remote::requests(&plan, &prompt).unwrap();
+    let options = RunOptions { ignore_eos: true, timeout_s: 20.0, closed_loop: Some(2) };
+    let client = Client::new(endpoint.clone());
+    let records = client.run(&requests, &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_eq!(r.error_kind(), Some("connect"), "{:?}", r.error);
+        assert!(r.scheduled_s.is_some_and(|s| s >= r.arrival_s), "fetch() before its arrival");
+    }
+    let metrics = tokenmeter::bench::summarize(&records, &[], None, 0.25);
+    let result = tokenmeter::bench::BenchResult {
+        config: serde_json::json!({ "target": endpoint.describe() }),
+        metrics,
+        diagnosis: None,
+        baseline: None,
+        requests: records,
+        steps: vec![],
+    };
+    let entry = tokenmeter::web::history::Entry { time_ms: 0.0, name: "remote".into(), result };
+    let saved = serde_json::to_string(&entry).unwrap();
+    assert!(!saved.contains(SECRET), "the key in a history entry");
+    assert!(!format!("{endpoint:?}").contains(SECRET), "the key in Debug output");
+    let models = client.models(10.0).await.unwrap_err().to_string();
+    assert!(models.contains("/v1/models") && !models.contains(SECRET), "{models}");
+}
+
+/// `scripts/test` starts llama-server on the tiny GGUF fixture and sets this at compile time.
+const PEER_URL: Option<&str> = option_env!("TOKENMETER_PEER_URL");
+
+#[wasm_bindgen_test]
+async fn a_real_server_round_trip_from_the_browser() {
+    use tokenmeter::remote::browser::{Client, RunOptions};
+    use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint};
+    let Some(url) = PEER_URL else {
+        web_sys::console::log_1(&"TOKENMETER_PEER_URL not set at build time: no round trip".into());
+        return;
+    };
+    let endpoint = Endpoint {
+        base_url: BaseUrl::parse(url).unwrap(),
+        model: String::new(),
+        api: Api::Completions,
+        // llama-server without --api-key ignores it; it still has to pass CORS.
+        api_key: ApiKey::new(SECRET.into()),
+    };
+    let models = Client::new(endpoint.clone()).models(30.0).await.unwrap();
+    assert_eq!(models, ["qwen3-tiny"]);
+    for api in [Api::Completions, Api::Chat] {
+        let client = Client::new(Endpoint { model: models[0].clone(), api, ..endpoint.clone() });
+        let spec = tokenmeter::bench::WorkloadSpec {
+            num_requests: 6,
+            input_len: "16".parse().unwrap(),
+            output_len: "8".parse().unwrap(),
+            ..remote_spec("concurrency", 1.0, 3)
+        };
+        let plan = tokenmeter::bench::plan(&spec).unwrap();
+        let prompt = |p: &tokenmeter::bench::PlannedRequest| {
+            Ok(match api {
+                Api::Completions => tokenmeter::remote::Prompt::Ids(vec![100; p.prompt_len]),
+                Api::Chat => tokenmeter::remote::Prompt::Text("hello ".repeat(p.prompt_len)),
+            })
+        };
+        let requests = tokenmeter::remote::requests(&plan, &prompt).unwrap();
+        let options = RunOptions { ignore_eos: true, timeout_s: 60.0, closed_loop: Some(3) };
+        let progress = Rc::new(std::cell::Cell::new(0));
+        let seen = progress.clone();
+        let records = client
+            .run(&requests, &options, Rc::new(move |n, _| seen.set(n)), Rc::new(std::cell::Cell::new(false)))
+            .await;
+        assert_eq!((records.len(), progress.get()), (6, 6));
+        for r in &records {
+            assert!(r.succeeded(), "{api:?}: {:?}", r.error);
+            assert_eq!(r.output_len, 8, "{api:?}: ignore_eos asks for exactly 8 tokens");
+            assert!(r.ttft_s().is_some_and(|t| t > 0.0) && r.finish_s >= r.first_token_s);
+        }
+        let metrics = tokenmeter::bench::summarize(&records, &[], None, 0.25);
+        assert_eq!(metrics.completed, 6);
+    }
+}

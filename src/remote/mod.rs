@@ -11,6 +11,8 @@
 //!   their arrival times.
 //! - `native` (not wasm): reqwest on a tokio runtime; releases requests at their arrival times
 //!   or in closed loops, with a per-request timeout.
+//! - `browser` (wasm only): the same with `fetch`, a `ReadableStream` reader and an
+//!   `AbortController`, plus the HTTP/1.1 connection-limit check the page warns with.
 
 pub mod openai;
 pub mod sse;
@@ -18,6 +20,9 @@ pub mod stream;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+
+#[cfg(target_arch = "wasm32")]
+pub mod browser;
 
 use serde_json::{json, Value};
 

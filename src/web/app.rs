@@ -13,6 +13,7 @@ use super::run::{self, RunPanel};
 use super::settings::SettingsPanel;
 use super::state::{AppState, ModelChoice, ModelSource, Phase};
 use super::sweep::SweepPanel;
+use super::target::TargetPanel;
 use crate::bench::Lang;
 use leptos::prelude::*;
 
@@ -29,6 +30,8 @@ pub fn App() -> impl IntoView {
     // The settings, the model and the language live in the query string: a link reproduces a run.
     Effect::new(move |_| {
         let mut pairs = state.settings.changed();
+        // The remote target without its key: the key is never in a link.
+        pairs.extend(state.target.query_pairs());
         // Local files cannot be named in a link.
         match state.choice.get() {
             ModelSource::Preset(ModelChoice::Embedded) | ModelSource::Local { .. } => {}
@@ -51,6 +54,7 @@ pub fn App() -> impl IntoView {
     let checked = run::checked(state);
     let problems = Memo::new(move |_| checked.with(|c| c.clone().err().unwrap_or_default()));
     let locked = Signal::derive(move || state.phase.get() == Phase::Running);
+    let spec = Signal::derive(move || checked.with(|c| c.as_ref().ok().map(|c| c.spec.clone())));
 
     view! {
         <header class="top">
@@ -68,6 +72,7 @@ pub fn App() -> impl IntoView {
             <aside class="side">
                 <ModelPanel state=state />
                 <AdapterPanel state=state />
+                <TargetPanel target=state.target spec=spec locked=locked />
                 <SettingsPanel settings=state.settings problems=problems locked=locked />
                 <RunPanel state=state checked=checked />
             </aside>

@@ -7,6 +7,8 @@
 //! - [`models`]: adapter, tokenizer and model loading; the model card.
 //! - [`settings`]: the workload form, validated as typed, mirrored in the URL.
 //! - [`run`]: a benchmark run wired as the CLI's `bench`; Run / Cancel.
+//! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
+//!   kept in memory only, API style; the HTTP/1.1 connection warning); [`remote_run`]: its run.
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame.
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
@@ -23,12 +25,14 @@ pub mod i18n;
 pub mod model_panel;
 pub mod models;
 pub mod playground;
+pub mod remote_run;
 pub mod results;
 pub mod run;
 pub mod settings;
 pub mod sources;
 pub mod state;
 pub mod sweep;
+pub mod target;
 
 pub use browser::fetch_bytes;
 

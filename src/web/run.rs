@@ -18,6 +18,13 @@ use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings.
 pub fn start(state: AppState, config: RunConfig) {
+    if state.target.is_remote() {
+        match state.target.runnable(super::i18n::text(state.lang.get_untracked())) {
+            Ok(endpoint) => super::remote_run::start(state, config, endpoint),
+            Err(e) => state.run_error.set(Some(e)),
+        }
+        return;
+    }
     let Some(loaded) = state.take_model() else { return };
     let tokenizer = state.tokenizer.get_value();
     let model_key = state.choice.get_untracked().key();
@@ -70,7 +77,7 @@ pub fn start(state: AppState, config: RunConfig) {
 }
 
 /// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16".
-fn run_name(config: &RunConfig, s: &WorkloadSpec, model: &str) -> String {
+pub(super) fn run_name(config: &RunConfig, s: &WorkloadSpec, model: &str) -> String {
     let load = match s.arrival {
         bench::Arrival::Sequential => "sequential".to_string(),
         bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
@@ -212,8 +219,14 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
     let can_run = move || {
-        state.phase.get() == Phase::Idle && state.model_info.with(Option::is_some) && checked.with(|c| c.is_ok())
+        let target_ready = if state.target.is_remote() {
+            state.target.runnable(t()).is_ok()
+        } else {
+            state.model_info.with(Option::is_some)
+        };
+        state.phase.get() == Phase::Idle && target_ready && checked.with(|c| c.is_ok())
     };
+    let target_problem = move || state.target.is_remote().then(|| state.target.runnable(t()).err()).flatten();
     let cancelling = RwSignal::new(false);
     let run = move |_| {
         if let Ok(config) = checked.get_untracked() {
@@ -272,6 +285,7 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
                         }
                     })
             }}
+            {move || target_problem().map(|e| view! { <p class="note warn">{e}</p> })}
             <Show when=move || checked.with(|c| c.is_err()) && !running()>
                 <p class="note warn">{move || t().fix_settings}</p>
             </Show>
@@ -289,7 +303,8 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
 pub fn checked(state: AppState) -> Memo<std::result::Result<RunConfig, Problems>> {
     let t = use_text();
     Memo::new(move |_| {
-        let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
+        // A server's limits are its own: only the in-browser engine's are checked here.
+        let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
         let settings = state.settings;
         settings::validate(&|f| settings.get(f).get(), caps, t())
     })

@@ -8,6 +8,7 @@ use super::history::Entry;
 use super::settings::{Caps, Settings};
 use super::sources::{CachedModel, DownloadProgress};
 use super::sweep::SweepView;
+use super::target::TargetSettings;
 use crate::bench::Lang;
 use crate::engine::model::EngineLimits;
 use crate::engine::Model;
@@ -163,6 +164,8 @@ pub struct AppState {
     pub model_info: RwSignal<Option<ModelInfo>>,
     pub phase: RwSignal<Phase>,
     pub settings: Settings,
+    /// Where runs send their requests: this engine or a server.
+    pub target: TargetSettings,
     pub progress: RwSignal<Option<RunProgress>>,
     pub run_error: RwSignal<Option<String>>,
     /// What the charts show: the live run, or the run in the report.
@@ -200,6 +203,7 @@ impl AppState {
             model_info: RwSignal::new(None),
             phase: RwSignal::new(Phase::Loading),
             settings: Settings::from_query(),
+            target: TargetSettings::from_query(),
             progress: RwSignal::new(None),
             run_error: RwSignal::new(None),
             charts: RwSignal::new(ChartData::default()),

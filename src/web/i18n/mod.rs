@@ -161,6 +161,25 @@ pub struct Text {
     pub generating: &'static str,
     pub playground_note: &'static str,
     pub token_latency: &'static str,
+    // Remote target.
+    pub target: &'static str,
+    pub target_browser: &'static str,
+    pub target_remote: &'static str,
+    pub endpoint: &'static str,
+    pub endpoint_hint: &'static str,
+    pub served_model: &'static str,
+    pub fetch_models: &'static str,
+    pub fetching_models: &'static str,
+    pub models_failed: &'static str,
+    pub api_key: &'static str,
+    pub api_key_hint: &'static str,
+    pub api_style: &'static str,
+    pub api_completions: &'static str,
+    pub api_chat: &'static str,
+    pub remote_needs_model: &'static str,
+    pub remote_note: &'static str,
+    pub http1_warning: &'static str,
+    pub remote_baseline: &'static str,
 }
 
 /// A label picked from [`Text`], to be read in the current language.

@@ -1,0 +1,344 @@
+//! The browser's client: `fetch` with a `ReadableStream` reader feeding the shared
+//! [`StreamRecorder`], so a request's record is built exactly as natively. Open loops release
+//! each request at its arrival time whatever is in flight; closed loops run N workers. Every
+//! request ends within its timeout (an `AbortController`), and ends as a record: failures are
+//! data, the run goes on.
+//!
+//! What the browser hides: `fetch` says only "Failed to fetch" for a refused connection, a DNS
+//! error or a server that does not allow this page's origin (CORS), and it queues requests to an
+//! HTTP/1.1 origin beyond 6 connections inside the browser, where the page cannot time it. The
+//! record's `scheduled_s` is when `fetch()` was called; see [`http1_limit_exceeded`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+
+use crate::bench::{Arrival, RequestRecord, WorkloadSpec};
+use crate::error::{Error, Result};
+use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
+use crate::remote::{Endpoint, RemoteRequest, StreamRecorder};
+
+/// Connections Chromium (and Firefox, Safari) open to one HTTP/1.1 origin at most.
+pub const HTTP1_CONNECTIONS: usize = 6;
+
+/// How requests are sent (as natively).
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Send `"ignore_eos": true`, so outputs have the planned lengths.
+    pub ignore_eos: bool,
+    /// Per request, from `fetch()` to the end of the stream.
+    pub timeout_s: f64,
+    /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
+    pub closed_loop: Option<usize>,
+}
+
+/// Requests the workload keeps in flight, roughly: the closed loop's N, or for open loops the
+/// rate times `request_s` (the expected duration of one request), never more than the requests.
+pub fn expected_concurrency(spec: &WorkloadSpec, request_s: f64) -> f64 {
+    let n = spec.num_requests as f64;
+    match spec.arrival {
+        Arrival::Sequential => 1.0,
+        Arrival::Concurrency => (spec.concurrency as f64).min(n),
+        Arrival::Poisson | Arrival::Gamma | Arrival::Constant => (spec.rate * request_s).min(n),
+    }
+}
+
+/// The expected concurrency when it exceeds what the browser opens to one HTTP/1.1 origin
+/// (`http://` endpoints: browsers speak HTTP/2 only over TLS); `None` when it fits.
+pub fn http1_limit_exceeded(base_url: &str, expected: f64) -> Option<f64> {
+    let http1 = base_url.trim().to_ascii_lowercase().starts_with("http://");
+    (http1 && expected > HTTP1_CONNECTIONS as f64).then_some(expected)
+}
+
+/// Seconds on the page's monotonic clock.
+fn now_s() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or_else(|| js_sys::Date::now() / 1000.0, |p| p.now() / 1000.0)
+}
+
+fn sleep_s(seconds: f64) -> gloo_timers::future::TimeoutFuture {
+    let ms = (seconds * 1000.0).clamp(0.0, u32::MAX as f64) as u32;
+    gloo_timers::future::TimeoutFuture::new(ms)
+}
+
+/// The text of a JS error (its `message` when it has one), with the key scrubbed.
+fn js_text(e: &JsValue, key: Option<&ApiKey>) -> String {
+    let text = e
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| format!("{e:?}"));
+    redact(&text, key)
+}
+
+/// Aborts a fetch after its timeout, or when the run is cancelled; remembers which.
+struct Deadline {
+    controller: web_sys::AbortController,
+    fired: Rc<Cell<bool>>,
+    _timer: gloo_timers::callback::Timeout,
+}
+
+impl Deadline {
+    fn new(timeout_s: f64) -> Result<Self> {
+        let controller = web_sys::AbortController::new()
+            .map_err(|e| Error::Invalid(format!("AbortController: {}", js_text(&e, None))))?;
+        let fired = Rc::new(Cell::new(false));
+        let ms = (timeout_s * 1000.0).clamp(0.0, u32::MAX as f64) as u32;
+        let timer = {
+            let (controller, fired) = (controller.clone(), fired.clone());
+            gloo_timers::callback::Timeout::new(ms, move || {
+                fired.set(true);
+                controller.abort();
+            })
+        };
+        Ok(Deadline { controller, fired, _timer: timer })
+    }
+
+    fn signal(&self) -> web_sys::AbortSignal {
+        self.controller.signal()
+    }
+}
+
+/// A request to send: the endpoint's headers, a JSON body or none.
+fn request_init(
+    endpoint: &Endpoint,
+    body: Option<&str>,
+    signal: &web_sys::AbortSignal,
+) -> Result<web_sys::RequestInit> {
+    let headers = web_sys::Headers::new().map_err(|e| Error::Invalid(format!("Headers: {}", js_text(&e, None))))?;
+    let set = |name: &str, value: &str| {
+        headers.set(name, value).map_err(|e| Error::Invalid(format!("header {name}: {}", js_text(&e, None))))
+    };
+    if body.is_some() {
+        set("Content-Type", "application/json")?;
+        set("Accept", "text/event-stream")?;
+    }
+    if let Some(key) = &endpoint.api_key {
+        // Scrubbed: a key with characters a header cannot hold would otherwise echo it.
+        headers
+            .set("Authorization", &format!("Bearer {}", key.expose()))
+            .map_err(|_| Error::Invalid("the API key has characters an HTTP header cannot hold".into()))?;
+    }
+    let init = web_sys::RequestInit::new();
+    init.set_method(if body.is_some() { "POST" } else { "GET" });
+    init.set_headers(&headers);
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(body));
+    }
+    init.set_signal(Some(signal));
+    Ok(init)
+}
+
+/// What a rejected `fetch()` means, as far as the browser says.
+fn fetch_failed(text: String) -> RequestError {
+    RequestError::Connect(format!(
+        "{text} (the server is unreachable, or it does not allow this page's origin: start it with CORS enabled)"
+    ))
+}
+
+/// A client for one endpoint.
+#[derive(Clone, Debug)]
+pub struct Client {
+    endpoint: Endpoint,
+}
+
+impl Client {
+    pub fn new(endpoint: Endpoint) -> Self {
+        Client { endpoint }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// `GET /v1/models`: the ids the server serves.
+    pub async fn models(&self, timeout_s: f64) -> Result<Vec<String>> {
+        let url = self.endpoint.base_url.url("models");
+        let key = self.endpoint.api_key.as_ref();
+        let failed = |why: String| Error::Invalid(format!("GET {url}: {}", redact(&why, key)));
+        let window = web_sys::window().ok_or_else(|| failed("no window".into()))?;
+        let deadline = Deadline::new(timeout_s)?;
+        let init = request_init(&self.endpoint, None, &deadline.signal())?;
+        let response = JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| {
+            if deadline.fired.get() {
+                failed(RequestError::Timeout(timeout_s).to_string())
+            } else {
+                failed(fetch_failed(js_text(&e, key)).to_string())
+            }
+        })?;
+        let response: web_sys::Response = response.unchecked_into();
+        let text = response.text().map_err(|e| failed(js_text(&e, key)))?;
+        let body = JsFuture::from(text).await.map_err(|e| failed(js_text(&e, key)))?.as_string().unwrap_or_default();
+        if !response.ok() {
+            return Err(failed(format!("HTTP {}: {}", response.status(), http_error_text(&body))));
+        }
+        parse_models(&body).map_err(|e| failed(e.to_string()))
+    }
+
+    /// Sends every request and returns their records, in request order; requests never sent
+    /// because `cancel` was set are left out. `on_progress(finished, total)` runs after each
+    /// request ends.
+    pub async fn run(
+        &self,
+        requests: &[RemoteRequest],
+        options: &RunOptions,
+        on_progress: Rc<dyn Fn(usize, usize)>,
+        cancel: Rc<Cell<bool>>,
+    ) -> Vec<RequestRecord> {
+        let t0 = now_s();
+        let total = requests.len();
+        let finished = Rc::new(Cell::new(0usize));
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..total).map(|_| futures_channel::oneshot::channel::<Option<RequestRecord>>()).unzip();
+        let task = Rc::new(Shared {
+            endpoint: self.endpoint.clone(),
+            options: options.clone(),
+            t0,
+            finished: finished.clone(),
+            total,
+            on_progress,
+            cancel,
+        });
+        let jobs = requests.iter().cloned().zip(senders);
+        match options.closed_loop {
+            // Open loop: every request on its own, released at its arrival time.
+            None => {
+                for (request, tx) in jobs {
+                    let task = task.clone();
+                    spawn_local(async move {
+                        let arrival_s = request.arrival_s.unwrap_or(0.0);
+                        sleep_s(arrival_s - (now_s() - t0)).await;
+                        let _ = tx.send(task.send(&request, arrival_s).await);
+                    });
+                }
+            }
+            // Closed loop: N workers, each takes the next request when its last one ends.
+            Some(n) => {
+                let queue = Rc::new(RefCell::new(jobs.collect::<VecDeque<_>>()));
+                for _ in 0..n.max(1) {
+                    let (task, queue) = (task.clone(), queue.clone());
+                    spawn_local(async move {
+                        loop {
+                            let next = queue.borrow_mut().pop_front();
+                            let Some((request, tx)) = next else { break };
+                            let arrival_s = now_s() - t0;
+                            let _ = tx.send(task.send(&request, arrival_s).await);
+                        }
+                    });
+                }
+            }
+        }
+        let mut records = Vec::with_capacity(total);
+        for rx in receivers {
+            if let Ok(Some(record)) = rx.await {
+                records.push(record);
+            }
+        }
+        records
+    }
+}
+
+/// What every request of a run shares.
+struct Shared {
+    endpoint: Endpoint,
+    options: RunOptions,
+    t0: f64,
+    finished: Rc<Cell<usize>>,
+    total: usize,
+    on_progress: Rc<dyn Fn(usize, usize)>,
+    cancel: Rc<Cell<bool>>,
+}
+
+impl Shared {
+    /// One request's record; `None` when the run was cancelled before it was sent.
+    async fn send(&self, request: &RemoteRequest, arrival_s: f64) -> Option<RequestRecord> {
+        if self.cancel.get() {
+            return None;
+        }
+        let ignore_eos = self.options.ignore_eos;
+        let exact = ignore_eos.then_some(request.max_tokens);
+        let mut recorder = StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact);
+        let endpoint = &self.endpoint;
+        let outcome = match request_body(endpoint.api, &endpoint.model, &request.prompt, request.max_tokens, ignore_eos)
+        {
+            Ok(body) => self.stream(&body.to_string(), &mut recorder).await,
+            Err(e) => Err(RequestError::Request(e.to_string())),
+        };
+        let key = endpoint.api_key.as_ref();
+        let mut record = recorder.end(outcome);
+        record.error = record.error.map(|e| redact(&e, key));
+        self.finished.set(self.finished.get() + 1);
+        (self.on_progress)(self.finished.get(), self.total);
+        Some(record)
+    }
+
+    async fn stream(&self, body: &str, recorder: &mut StreamRecorder) -> std::result::Result<(), RequestError> {
+        let key = self.endpoint.api_key.as_ref();
+        let timeout_s = self.options.timeout_s;
+        let deadline = Deadline::new(timeout_s).map_err(|e| RequestError::Request(e.to_string()))?;
+        let init = request_init(&self.endpoint, Some(body), &deadline.signal())
+            .map_err(|e| RequestError::Request(e.to_string()))?;
+        let window = web_sys::window().ok_or_else(|| RequestError::Request("no window".into()))?;
+        let url = self.endpoint.base_url.url(self.endpoint.api.path());
+        // An abort is the timeout (or Cancel); anything else is the text the browser gave.
+        let aborted = |e: &JsValue, otherwise: fn(String) -> RequestError| {
+            if deadline.fired.get() {
+                RequestError::Timeout(timeout_s)
+            } else if self.cancel.get() {
+                RequestError::Network("cancelled".into())
+            } else {
+                otherwise(js_text(e, key))
+            }
+        };
+        recorder.sent(now_s() - self.t0);
+        let response =
+            JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| aborted(&e, fetch_failed))?;
+        let response: web_sys::Response = response.unchecked_into();
+        let text = |response: &web_sys::Response| {
+            let promise = response.text().ok();
+            async move {
+                match promise {
+                    Some(p) => JsFuture::from(p).await.ok().and_then(|v| v.as_string()).unwrap_or_default(),
+                    None => String::new(),
+                }
+            }
+        };
+        let status = response.status();
+        if !response.ok() {
+            let body = redact(&http_error_text(&text(&response).await), key);
+            let hint = if status == 404 { " (is the endpoint the API root, e.g. http://host:port/v1?)" } else { "" };
+            return Err(RequestError::Http { status, body: format!("{body}{hint}") });
+        }
+        let content_type = response.headers().get("content-type").ok().flatten().unwrap_or_default();
+        if !content_type.contains("text/event-stream") {
+            let body = redact(&snippet(&text(&response).await), key);
+            let shown = if content_type.is_empty() { "no content type" } else { content_type.as_str() };
+            return Err(RequestError::NotEventStream(format!("{shown}: {body}")));
+        }
+        let stream = response.body().ok_or_else(|| RequestError::ClosedEarly("the response has no body".into()))?;
+        let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+        let closed_early = RequestError::ClosedEarly;
+        loop {
+            if self.cancel.get() {
+                deadline.controller.abort();
+                return Err(RequestError::Network("cancelled".into()));
+            }
+            let chunk = JsFuture::from(reader.read()).await.map_err(|e| aborted(&e, closed_early))?;
+            let done = js_sys::Reflect::get(&chunk, &JsValue::from_str("done")).ok().and_then(|d| d.as_bool());
+            if done != Some(false) {
+                break;
+            }
+            let value = js_sys::Reflect::get(&chunk, &JsValue::from_str("value")).unwrap_or(JsValue::UNDEFINED);
+            let bytes = value.dyn_into::<js_sys::Uint8Array>().map(|a| a.to_vec()).unwrap_or_default();
+            recorder.receive(now_s() - self.t0, &bytes)?;
+            if recorder.is_done() {
+                // Nothing after [DONE] matters; let the connection go.
+                let _ = reader.cancel();
+                break;
+            }
+        }
+        Ok(())
+    }
+}

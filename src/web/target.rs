@@ -1,0 +1,242 @@
+//! Where a run's requests go: the in-browser engine (default) or a remote OpenAI-compatible
+//! server. The URL, model name and API style are mirrored in the page's link like the workload;
+//! the API key lives in one signal for the session only: never in the link, the history, the
+//! downloads or the console.
+
+use super::i18n::{use_text, Text};
+use crate::bench::WorkloadSpec;
+use crate::remote::browser::{self, Client};
+use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
+use leptos::prelude::*;
+
+/// Seconds one request is assumed to take, for the connection warning: a typical server's
+/// 30 ms per output token plus half a second of prefill and queueing. Deliberately rough.
+pub fn expected_request_s(spec: &WorkloadSpec) -> f64 {
+    let mean_output = (spec.output_len.min + spec.output_len.max) as f64 / 2.0;
+    0.5 + 0.03 * mean_output
+}
+
+/// The page's HTTP/1.1 warning, when the workload would queue inside the browser: the expected
+/// requests in flight, rounded up.
+pub fn connection_warning(base_url: &str, spec: &WorkloadSpec) -> Option<usize> {
+    let expected = browser::expected_concurrency(spec, expected_request_s(spec));
+    browser::http1_limit_exceeded(base_url, expected).map(|n| n.ceil() as usize)
+}
+
+/// The target's fields as typed. `api_key` is never written anywhere.
+#[derive(Clone, Copy)]
+pub struct TargetSettings {
+    /// "browser" or "remote".
+    pub kind: RwSignal<String>,
+    pub base_url: RwSignal<String>,
+    pub model: RwSignal<String>,
+    /// "completions" or "chat".
+    pub api: RwSignal<String>,
+    pub api_key: RwSignal<String>,
+    /// `GET /v1/models`'s answer, or why it failed.
+    pub models: RwSignal<Result<Vec<String>, String>>,
+    pub fetching: RwSignal<bool>,
+}
+
+const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
+
+impl TargetSettings {
+    /// Defaults, overridden by the query string (`target=remote&endpoint=…&served_model=…&api=…`).
+    pub fn from_query() -> TargetSettings {
+        let query = |key: &str, default: &str| {
+            RwSignal::new(super::browser::query_param(key).unwrap_or_else(|| default.to_string()))
+        };
+        TargetSettings {
+            kind: query("target", "browser"),
+            base_url: query("endpoint", DEFAULT_BASE_URL),
+            model: query("served_model", ""),
+            api: query("api", "completions"),
+            api_key: RwSignal::new(String::new()),
+            models: RwSignal::new(Ok(Vec::new())),
+            fetching: RwSignal::new(false),
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.kind.get() == "remote"
+    }
+
+    /// What the link carries (tracked): the remote target without its key.
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        if !self.is_remote() {
+            return Vec::new();
+        }
+        let mut pairs = vec![("target", "remote".to_string())];
+        for (key, value, default) in [
+            ("endpoint", self.base_url, DEFAULT_BASE_URL),
+            ("served_model", self.model, ""),
+            ("api", self.api, "completions"),
+        ] {
+            let value = value.get();
+            if value != default {
+                pairs.push((key, value));
+            }
+        }
+        pairs
+    }
+
+    /// The endpoint as typed (tracked); the model may still be empty.
+    pub fn endpoint(&self) -> Result<Endpoint, String> {
+        let base_url = BaseUrl::parse(self.base_url.get().trim()).map_err(|e| e.to_string())?;
+        let api = self.api.get().parse::<Api>().map_err(|e| e.to_string())?;
+        let api_key = ApiKey::new(self.api_key.get());
+        Ok(Endpoint { base_url, model: self.model.get().trim().to_string(), api, api_key })
+    }
+
+    /// The endpoint a run can use: a valid URL and a model name (tracked).
+    pub fn runnable(&self, t: &Text) -> Result<Endpoint, String> {
+        let endpoint = self.endpoint()?;
+        if endpoint.model.is_empty() {
+            return Err(t.remote_needs_model.to_string());
+        }
+        Ok(endpoint)
+    }
+
+    /// `GET /v1/models` into `models`; picks the only model when the name is empty.
+    pub fn fetch_models(self) {
+        let endpoint = match self.endpoint() {
+            Ok(endpoint) => endpoint,
+            Err(e) => return self.models.set(Err(e)),
+        };
+        self.fetching.set(true);
+        wasm_bindgen_futures::spawn_local(async move {
+            let listed = Client::new(endpoint).models(30.0).await.map_err(|e| e.to_string());
+            if let Ok([only]) = listed.as_deref() {
+                if self.model.get_untracked().trim().is_empty() {
+                    self.model.set(only.clone());
+                }
+            }
+            self.models.set(listed);
+            self.fetching.set(false);
+        });
+    }
+}
+
+/// The target card: engine or server, and the server's fields. `spec` is the workload as
+/// validated (for the connection warning); `locked` while a run is going.
+#[component]
+pub fn TargetPanel(target: TargetSettings, spec: Signal<Option<WorkloadSpec>>, locked: Signal<bool>) -> impl IntoView {
+    let t = use_text();
+    let remote = move || target.is_remote();
+    let text_input = move |value: RwSignal<String>, testid: &'static str, kind: &'static str| {
+        view! {
+            <input
+                type=kind
+                data-testid=testid
+                autocomplete="off"
+                spellcheck="false"
+                prop:value=move || value.get()
+                disabled=move || locked.get()
+                on:input=move |ev| value.set(event_target_value(&ev))
+            />
+        }
+    };
+    let url_problem = move || target.endpoint().err();
+    let warning = move || {
+        let spec = spec.get()?;
+        let n = connection_warning(&target.base_url.get(), &spec)?;
+        Some(t().http1_warning.replace("{n}", &n.to_string()))
+    };
+    let models = move || target.models.get().unwrap_or_default();
+    let models_error = move || target.models.get().err();
+    view! {
+        <section class="card" aria-labelledby="target-title">
+            <h2 id="target-title">{move || t().target}</h2>
+            <div class="fields">
+                <label class="field wide">
+                    <span class="field-label">{move || t().target}</span>
+                    <select
+                        data-testid="target-kind"
+                        disabled=move || locked.get()
+                        prop:value=move || target.kind.get()
+                        on:change=move |ev| target.kind.set(event_target_value(&ev))
+                    >
+                        <option value="browser" selected=move || !remote()>{move || t().target_browser}</option>
+                        <option value="remote" selected=remote>{move || t().target_remote}</option>
+                    </select>
+                </label>
+            </div>
+            <Show when=remote>
+                <div class="fields">
+                    <label class="field wide" class:invalid=move || url_problem().is_some()>
+                        <span class="field-label">{move || t().endpoint}</span>
+                        {text_input(target.base_url, "target-endpoint", "url")}
+                        <span class="field-hint">{move || t().endpoint_hint}</span>
+                        <span class="field-error" role="alert">{url_problem}</span>
+                    </label>
+                    <label class="field wide">
+                        <span class="field-label">{move || t().served_model}</span>
+                        <input
+                            data-testid="target-model"
+                            list="target-models"
+                            autocomplete="off"
+                            spellcheck="false"
+                            prop:value=move || target.model.get()
+                            disabled=move || locked.get()
+                            on:input=move |ev| target.model.set(event_target_value(&ev))
+                        />
+                        <datalist id="target-models">
+                            {move || {
+                                models()
+                                    .into_iter()
+                                    .map(|m| {
+                                        let label = m.clone();
+                                        view! { <option value=m>{label}</option> }
+                                    })
+                                    .collect_view()
+                            }}
+                        </datalist>
+                    </label>
+                    <button
+                        class="ghost"
+                        data-testid="fetch-models"
+                        disabled=move || locked.get() || target.fetching.get()
+                        on:click=move |_| target.fetch_models()
+                    >
+                        {move || if target.fetching.get() { t().fetching_models } else { t().fetch_models }}
+                    </button>
+                    {move || {
+                        models_error()
+                            .map(|e| {
+                                view! {
+                                    <p class="error" role="alert" data-testid="models-error">
+                                        {move || t().models_failed}
+                                        ": "
+                                        {e}
+                                    </p>
+                                }
+                            })
+                    }}
+                    <label class="field wide">
+                        <span class="field-label">{move || t().api_key}</span>
+                        {text_input(target.api_key, "target-api-key", "password")}
+                        <span class="field-hint">{move || t().api_key_hint}</span>
+                    </label>
+                    <label class="field wide">
+                        <span class="field-label">{move || t().api_style}</span>
+                        <select
+                            data-testid="target-api"
+                            disabled=move || locked.get()
+                            prop:value=move || target.api.get()
+                            on:change=move |ev| target.api.set(event_target_value(&ev))
+                        >
+                            <option value="completions" selected=move || target.api.get() == "completions">
+                                {move || t().api_completions}
+                            </option>
+                            <option value="chat" selected=move || target.api.get() == "chat">
+                                {move || t().api_chat}
+                            </option>
+                        </select>
+                    </label>
+                </div>
+                {move || warning().map(|w| view! { <p class="note warn" data-testid="http1-warning">{w}</p> })}
+                <p class="note">{move || t().remote_note}</p>
+            </Show>
+        </section>
+    }
+}
