@@ -475,6 +475,10 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     let entry = tokenmeter::web::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();
     assert!(!saved.contains(SECRET), "the key in a history entry");
+    let again: tokenmeter::web::history::Entry = serde_json::from_str(&saved).unwrap();
+    assert_eq!(again.result.requests.len(), 3, "a remote run reads back from the history");
+    let csv = tokenmeter::bench::report::csv(&again.result.requests);
+    assert!(!csv.contains(SECRET));
     assert!(!format!("{endpoint:?}").contains(SECRET), "the key in Debug output");
     let models = client.models(10.0).await.unwrap_err().to_string();
     assert!(models.contains("/v1/models") && !models.contains(SECRET), "{models}");
@@ -488,6 +492,8 @@ async fn a_real_server_round_trip_from_the_browser() {
     use tokenmeter::remote::browser::{Client, RunOptions};
     use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint};
     let Some(url) = PEER_URL else {
+        // scripts/test sets both: there, a missing peer is a failure, not a skip.
+        assert!(option_env!("TOKENMETER_REQUIRE_PEER").is_none(), "TOKENMETER_PEER_URL not set at build time");
         web_sys::console::log_1(&"TOKENMETER_PEER_URL not set at build time: no round trip".into());
         return;
     };
@@ -531,4 +537,18 @@ async fn a_real_server_round_trip_from_the_browser() {
         let metrics = tokenmeter::bench::summarize(&records, &[], None, 0.25);
         assert_eq!(metrics.completed, 6);
     }
+
+    // A request past its timeout is aborted and recorded as a timeout, with what had arrived.
+    let client = Client::new(Endpoint { model: models[0].clone(), ..endpoint.clone() });
+    let long = tokenmeter::remote::RemoteRequest {
+        id: 0,
+        arrival_s: Some(0.0),
+        prompt: tokenmeter::remote::Prompt::Ids(vec![100; 16]),
+        prompt_len: 16,
+        max_tokens: 900,
+    };
+    let options = RunOptions { ignore_eos: true, timeout_s: 0.3, closed_loop: None };
+    let records = client.run(&[long], &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
+    assert_eq!(records[0].error_kind(), Some("timeout"), "{:?}", records[0].error);
+    assert!(records[0].output_len < 900);
 }

@@ -73,24 +73,29 @@ fn js_text(e: &JsValue, key: Option<&ApiKey>) -> String {
     redact(&text, key)
 }
 
-/// Aborts a fetch after its timeout, or when the run is cancelled; remembers which.
+/// Aborts a fetch after its timeout, or soon after the run is cancelled; remembers a timeout.
 struct Deadline {
     controller: web_sys::AbortController,
     fired: Rc<Cell<bool>>,
-    _timer: gloo_timers::callback::Timeout,
+    _timer: gloo_timers::callback::Interval,
 }
 
 impl Deadline {
-    fn new(timeout_s: f64) -> Result<Self> {
+    /// Checked every 100 ms: a request waiting for its headers has no other point to notice Cancel.
+    fn new(timeout_s: f64, cancel: Option<Rc<Cell<bool>>>) -> Result<Self> {
         let controller = web_sys::AbortController::new()
             .map_err(|e| Error::Invalid(format!("AbortController: {}", js_text(&e, None))))?;
         let fired = Rc::new(Cell::new(false));
-        let ms = (timeout_s * 1000.0).clamp(0.0, u32::MAX as f64) as u32;
+        let start = now_s();
         let timer = {
             let (controller, fired) = (controller.clone(), fired.clone());
-            gloo_timers::callback::Timeout::new(ms, move || {
-                fired.set(true);
-                controller.abort();
+            gloo_timers::callback::Interval::new(100, move || {
+                if now_s() - start >= timeout_s && !fired.get() {
+                    fired.set(true);
+                    controller.abort();
+                } else if cancel.as_ref().is_some_and(|c| c.get()) {
+                    controller.abort();
+                }
             })
         };
         Ok(Deadline { controller, fired, _timer: timer })
@@ -159,7 +164,7 @@ impl Client {
         let key = self.endpoint.api_key.as_ref();
         let failed = |why: String| Error::Invalid(format!("GET {url}: {}", redact(&why, key)));
         let window = web_sys::window().ok_or_else(|| failed("no window".into()))?;
-        let deadline = Deadline::new(timeout_s)?;
+        let deadline = Deadline::new(timeout_s, None)?;
         let init = request_init(&self.endpoint, None, &deadline.signal())?;
         let response = JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| {
             if deadline.fired.get() {
@@ -277,7 +282,8 @@ impl Shared {
     async fn stream(&self, body: &str, recorder: &mut StreamRecorder) -> std::result::Result<(), RequestError> {
         let key = self.endpoint.api_key.as_ref();
         let timeout_s = self.options.timeout_s;
-        let deadline = Deadline::new(timeout_s).map_err(|e| RequestError::Request(e.to_string()))?;
+        let deadline =
+            Deadline::new(timeout_s, Some(self.cancel.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
         let init = request_init(&self.endpoint, Some(body), &deadline.signal())
             .map_err(|e| RequestError::Request(e.to_string()))?;
         let window = web_sys::window().ok_or_else(|| RequestError::Request("no window".into()))?;

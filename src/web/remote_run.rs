@@ -37,7 +37,7 @@ pub fn start(state: AppState, config: RunConfig, endpoint: Endpoint) {
                 let last = results.len().saturating_sub(1);
                 for (i, (rate, result)) in results.into_iter().enumerate() {
                     let spec = WorkloadSpec { rate, ..config.spec.clone() };
-                    let mut name = super::run::run_name(&config, &spec, &label);
+                    let mut name = super::run::run_name(&spec, &label, None);
                     if i == last && state.cancel.with_value(|c| c.get()) {
                         name.push_str(" (cancelled)");
                     }

@@ -55,7 +55,7 @@ pub fn start(state: AppState, config: RunConfig) {
                 let last = results.len().saturating_sub(1);
                 for (i, (rate, result)) in results.into_iter().enumerate() {
                     let spec = WorkloadSpec { rate, ..config.spec.clone() };
-                    let mut name = run_name(&config, &spec, &model_key);
+                    let mut name = run_name(&spec, &model_key, Some(config.max_batch));
                     if i == last && state.cancel.with_value(|c| c.get()) {
                         name.push_str(" (cancelled)");
                     }
@@ -76,8 +76,9 @@ pub fn start(state: AppState, config: RunConfig) {
     });
 }
 
-/// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16".
-pub(super) fn run_name(config: &RunConfig, s: &WorkloadSpec, model: &str) -> String {
+/// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16"; `batch` is the engine's (none for a
+/// server, whose scheduler is its own).
+pub(super) fn run_name(s: &WorkloadSpec, model: &str, batch: Option<usize>) -> String {
     let load = match s.arrival {
         bench::Arrival::Sequential => "sequential".to_string(),
         bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
@@ -89,13 +90,8 @@ pub(super) fn run_name(config: &RunConfig, s: &WorkloadSpec, model: &str) -> Str
         }
     };
     let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };
-    format!(
-        "{model} · {load} · {} × {}→{} · batch {}",
-        s.num_requests,
-        len(s.input_len),
-        len(s.output_len),
-        config.max_batch
-    )
+    let batch = batch.map(|b| format!(" · batch {b}")).unwrap_or_default();
+    format!("{model} · {load} · {} × {}→{}{batch}", s.num_requests, len(s.input_len), len(s.output_len))
 }
 
 /// Holds the newest progress until the next animation frame shows it.

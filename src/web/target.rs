@@ -149,9 +149,9 @@ pub fn TargetPanel(target: TargetSettings, spec: Signal<Option<WorkloadSpec>>, l
             <h2 id="target-title">{move || t().target}</h2>
             <div class="fields">
                 <label class="field wide">
-                    <span class="field-label">{move || t().target}</span>
                     <select
                         data-testid="target-kind"
+                        aria-label=move || t().target
                         disabled=move || locked.get()
                         prop:value=move || target.kind.get()
                         on:change=move |ev| target.kind.set(event_target_value(&ev))
