@@ -162,5 +162,4 @@ pub const EN: Text = Text {
     remote_needs_model: "Enter the model name the server serves (or fetch the list).",
     remote_note: "The server must allow this page's origin (CORS) and, with an API key, the Authorization header: e.g. llama-server --cors-headers Authorization,Content-Type; vLLM --allowed-origins '[\"*\"]' --allowed-headers '[\"*\"]'.",
     http1_warning: "This workload keeps about {n} requests in flight, but a browser opens at most 6 HTTP/1.1 connections to one server: the rest wait inside the browser and their wait counts as the server's TTFT. Use an HTTPS endpoint that speaks HTTP/2, or the CLI (tokenmeter bench --endpoint).",
-    remote_baseline: "Measuring the baseline (one request alone)…",
 };

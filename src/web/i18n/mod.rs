@@ -179,7 +179,6 @@ pub struct Text {
     pub remote_needs_model: &'static str,
     pub remote_note: &'static str,
     pub http1_warning: &'static str,
-    pub remote_baseline: &'static str,
 }
 
 /// A label picked from [`Text`], to be read in the current language.

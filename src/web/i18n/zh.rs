@@ -162,5 +162,4 @@ pub const ZH: Text = Text {
     remote_needs_model: "请输入服务器提供的模型名称（或获取列表）。",
     remote_note: "服务器必须允许本页面的来源 (CORS)，使用 API 密钥时还须允许 Authorization 请求头：例如 llama-server --cors-headers Authorization,Content-Type；vLLM --allowed-origins '[\"*\"]' --allowed-headers '[\"*\"]'。",
     http1_warning: "该负载约有 {n} 个请求同时进行，但浏览器对同一服务器最多只打开 6 个 HTTP/1.1 连接：其余请求在浏览器内排队，等待时间会被计入服务器的 TTFT。请使用支持 HTTP/2 的 HTTPS 端点，或使用命令行 (tokenmeter bench --endpoint)。",
-    remote_baseline: "正在测量基线（单个请求）…",
 };
