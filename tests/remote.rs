@@ -335,13 +335,14 @@ fn the_api_key_is_sent_but_never_shown() {
 #[test]
 fn bad_cli_input_is_one_clear_line() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--endpoint", "localhost:8000/v1"], "expected http://host:port/v1"),
         (&["--endpoint", "http://u:sk-x@h/v1"], "pass the API key with --api-key-env"),
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "grpc"], "expected completions or chat"),
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api-key-env", "TOKENMETER_UNSET_VAR"], "is not set"),
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "chat"], "pass --tokenizer"),
         (&["--endpoint", &format!("http://127.0.0.1:{port}/v1")], "connect"),
+        (&["--endpoint", "https://api.example.com/v1"], "https is not supported by the CLI yet"),
     ];
     for (args, expected) in cases {
         let start = Instant::now();

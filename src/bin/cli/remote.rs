@@ -49,6 +49,14 @@ pub struct Shared<'a> {
 
 pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::BenchResult>> {
     let base_url = BaseUrl::parse(url)?;
+    if base_url.as_str().starts_with("https://") {
+        // The native client is built without a TLS stack (it keeps the build small and C-free).
+        return Err(Error::Invalid(format!(
+            "endpoint {url:?}: https is not supported by the CLI yet; reach the server over http \
+             (on the cluster, or through an SSH tunnel such as `ssh -L 8000:localhost:8000 host`), \
+             or run the benchmark from the page, which uses the browser's TLS"
+        )));
+    }
     let api = args.api.parse::<Api>()?;
     if !(args.timeout_s.is_finite() && args.timeout_s > 0.0) {
         return Err(Error::Invalid(format!("--timeout-s {}: must be above 0", args.timeout_s)));
