@@ -3,10 +3,8 @@
 //! results go to the same report, charts and history as the engine's.
 
 use super::charts::ChartData;
-use super::history::{self, Entry};
 use super::settings::RunConfig;
-use super::state::{AppState, Phase, RunProgress};
-use super::sweep::SweepView;
+use super::state::{AppState, RunProgress};
 use crate::bench::{self, BenchResult, PlannedRequest, WorkloadSpec};
 use crate::model::Tokenizer;
 use crate::remote::browser::{Client, RunOptions};
@@ -21,40 +19,12 @@ const TIMEOUT_S: f64 = 300.0;
 /// Starts a run (or a sweep) against `endpoint`.
 pub fn start(state: AppState, config: RunConfig, endpoint: Endpoint) {
     let tokenizer = state.tokenizer.get_value().or_else(|| state.default_tokenizer.get_value());
-    state.cancel.with_value(|c| c.set(false));
-    state.phase.set(Phase::Running);
-    state.run_error.set(None);
-    state.progress.set(Some(RunProgress::Baseline));
-    state.charts.set(ChartData::default());
-    state.shown.set(None);
-    let sweep = config.rates.len() > 1;
-    state.sweep.set(sweep.then(|| SweepView::new(config.rates.clone(), config.slo.as_ref().and_then(|s| s.ttft_ms))));
+    super::run::begin(state, &config);
     wasm_bindgen_futures::spawn_local(async move {
         let label = format!("{} @ {}", endpoint.model, endpoint.base_url);
         let client = Client::new(endpoint);
-        match benchmark(state, &config, &client, tokenizer.as_deref()).await {
-            Ok(results) => {
-                let last = results.len().saturating_sub(1);
-                for (i, (rate, result)) in results.into_iter().enumerate() {
-                    let spec = WorkloadSpec { rate, ..config.spec.clone() };
-                    let mut name = super::run::run_name(&spec, &label, None);
-                    if i == last && state.cancel.with_value(|c| c.get()) {
-                        name.push_str(" (cancelled)");
-                    }
-                    let entry = Entry { time_ms: super::browser::now_ms(), name, result };
-                    if i == last {
-                        state.charts.set(ChartData::from_result(&entry.result));
-                    }
-                    let saved = history::add(state, entry);
-                    if i == last {
-                        state.shown.set(Some(saved));
-                    }
-                }
-            }
-            Err(e) => state.run_error.set(Some(e.to_string())),
-        }
-        state.progress.set(None);
-        state.phase.set(Phase::Idle);
+        let outcome = benchmark(state, &config, &client, tokenizer.as_deref()).await;
+        super::run::finish(state, &config, &label, None, outcome);
     });
 }
 

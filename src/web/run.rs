@@ -29,14 +29,7 @@ pub fn start(state: AppState, config: RunConfig) {
     let tokenizer = state.tokenizer.get_value();
     let model_key = state.choice.get_untracked().key();
     let lang = state.lang.get_untracked();
-    state.cancel.with_value(|c| c.set(false));
-    state.phase.set(Phase::Running);
-    state.run_error.set(None);
-    state.progress.set(Some(RunProgress::Baseline));
-    state.charts.set(ChartData::default());
-    state.shown.set(None);
-    let sweep = config.rates.len() > 1;
-    state.sweep.set(sweep.then(|| SweepView::new(config.rates.clone(), config.slo.as_ref().and_then(|s| s.ttft_ms))));
+    begin(state, &config);
     wasm_bindgen_futures::spawn_local(async move {
         let Loaded { model, capacity } = loaded;
         let mut model = model;
@@ -50,30 +43,55 @@ pub fn start(state: AppState, config: RunConfig) {
         let mut model = engine.model;
         model.limits = capacity.clone();
         state.put_model(Loaded { model, capacity });
-        match outcome {
-            Ok(results) => {
-                let last = results.len().saturating_sub(1);
-                for (i, (rate, result)) in results.into_iter().enumerate() {
-                    let spec = WorkloadSpec { rate, ..config.spec.clone() };
-                    let mut name = run_name(&spec, &model_key, Some(config.max_batch));
-                    if i == last && state.cancel.with_value(|c| c.get()) {
-                        name.push_str(" (cancelled)");
-                    }
-                    let entry = Entry { time_ms: super::browser::now_ms(), name, result };
-                    if i == last {
-                        state.charts.set(ChartData::from_result(&entry.result));
-                    }
-                    let saved = history::add(state, entry);
-                    if i == last {
-                        state.shown.set(Some(saved));
-                    }
+        finish(state, &config, &model_key, Some(config.max_batch), outcome);
+    });
+}
+
+/// The page's state when a run (local or remote) starts: running, nothing shown, a sweep view
+/// when several rates are asked for.
+pub(super) fn begin(state: AppState, config: &RunConfig) {
+    state.cancel.with_value(|c| c.set(false));
+    state.phase.set(Phase::Running);
+    state.run_error.set(None);
+    state.progress.set(Some(RunProgress::Baseline));
+    state.charts.set(ChartData::default());
+    state.shown.set(None);
+    let sweep = config.rates.len() > 1;
+    state.sweep.set(sweep.then(|| SweepView::new(config.rates.clone(), config.slo.as_ref().and_then(|s| s.ttft_ms))));
+}
+
+/// Saves each rate's result to the history (named after `label`, the engine batch when there is
+/// one), shows the last, or shows the error; then the page is idle again.
+pub(super) fn finish(
+    state: AppState,
+    config: &RunConfig,
+    label: &str,
+    batch: Option<usize>,
+    outcome: Result<Vec<(f64, BenchResult)>>,
+) {
+    match outcome {
+        Ok(results) => {
+            let last = results.len().saturating_sub(1);
+            for (i, (rate, result)) in results.into_iter().enumerate() {
+                let spec = WorkloadSpec { rate, ..config.spec.clone() };
+                let mut name = run_name(&spec, label, batch);
+                if i == last && state.cancel.with_value(|c| c.get()) {
+                    name.push_str(" (cancelled)");
+                }
+                let entry = Entry { time_ms: super::browser::now_ms(), name, result };
+                if i == last {
+                    state.charts.set(ChartData::from_result(&entry.result));
+                }
+                let saved = history::add(state, entry);
+                if i == last {
+                    state.shown.set(Some(saved));
                 }
             }
-            Err(e) => state.run_error.set(Some(e.to_string())),
         }
-        state.progress.set(None);
-        state.phase.set(Phase::Idle);
-    });
+        Err(e) => state.run_error.set(Some(e.to_string())),
+    }
+    state.progress.set(None);
+    state.phase.set(Phase::Idle);
 }
 
 /// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16"; `batch` is the engine's (none for a
