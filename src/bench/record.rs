@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub id: u64,
+    /// NaN (`null` in JSON) for a request a cancelled run never sent.
+    #[serde(with = "super::stats::nan_as_null")]
     pub arrival_s: f64,
     /// First time the scheduler put it in a batch.
     pub scheduled_s: Option<f64>,
@@ -123,6 +125,17 @@ mod tests {
             error: None,
             ..RequestRecord::default()
         }
+    }
+
+    #[test]
+    fn an_unsent_request_round_trips_through_json() {
+        let r = RequestRecord { arrival_s: f64::NAN, error: Some("cancelled".into()), ..record() };
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains("\"arrival_s\":null"), "{json}");
+        let back: RequestRecord = serde_json::from_str(&json).unwrap();
+        assert!(back.arrival_s.is_nan() && back.error.as_deref() == Some("cancelled"));
+        let ok: RequestRecord = serde_json::from_str(&serde_json::to_string(&record()).unwrap()).unwrap();
+        assert_eq!(ok, record());
     }
 
     #[test]
