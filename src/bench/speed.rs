@@ -5,7 +5,7 @@
 
 use crate::engine::{Engine, Request, SamplingParams};
 use crate::error::Result;
-use crate::gpu::roofline::Roofline;
+use crate::gpu::roofline::{median, Roofline};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -51,11 +51,6 @@ pub struct PrefillSpeed {
     pub tokens_per_s: f64,
     pub gflop_s: f64,
     pub fraction_of_fma: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn request(prompt_len: usize, new: usize, vocab: usize, salt: usize) -> Request {

@@ -39,9 +39,10 @@ pub async fn wait_idle(gpu: &Gpu) -> Result<()> {
     rx.await.map_err(|_| crate::Error::Gpu("work-done callback dropped".into()))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    v[v.len() / 2]
+/// The upper median of timings (NaN when there are none).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
