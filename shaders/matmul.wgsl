@@ -1,8 +1,8 @@
 // y[m, row_start + r] (+)= sum_k x[m, k] * W[r, k]  for one row-chunk W of a [N x K] bf16 weight.
 // W is stored as the checkpoint stores it, [out_features, in_features], two bf16 per u32
 // (element 2i in the low half). K must be a multiple of 8: each load brings 8 weights.
-// `accumulate` fuses the residual add. Two entry points: `matmul_bf16` for any M and
-// `matmul_bf16_m1` for decode at batch 1.
+// `accumulate` fuses the residual add. Entry points: `matmul_bf16` for any M (`matmul_bf16_wide`,
+// the same with a wider token tile, on native CPU adapters) and `matmul_bf16_m1` for decode at batch 1.
 
 struct Params {
     m: u32,           // tokens in the step
@@ -22,11 +22,10 @@ struct Params {
 
 // Register blocking: an invocation owns ROWS weight rows and walks its chunk of up to M_CHUNK tokens
 // TILE_M at a time, so each weight load feeds TILE_M tokens and a chunk's weights are read from
-// memory once (they stay in cache across its token tiles). The 4 x 8 tile is written out by hand
-// (a<row>_<token> accumulators): compilers keep scalars in registers. 4 x 8 measured ~10-17% faster
-// than 4 x 4 on lavapipe at batch 16 (`speed --synthetic tiny --batches 16 --profile`), 4 x 2 slower.
+// memory once (they stay in cache across its token tiles).
 const ROWS: u32 = 4u;
-const TILE_M: u32 = 8u;
+const TILE_M: u32 = 4u;
+const TILE_M_WIDE: u32 = 8u;
 const M_CHUNK: u32 = 32u;
 
 fn lo(v: u32) -> f32 {
@@ -59,11 +58,14 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
     let r0 = gid.x * ROWS;
     // From the workgroup id, so the compiler sees x's addresses as uniform across the workgroup.
     let m_begin = wg.y * M_CHUNK;
-    if (r0 >= p.rows || m_begin >= p.m) { return; }
+    if (r0 >= p.rows || m_begin >= p.m) {
+        return;
+    }
     let m_end = min(m_begin + M_CHUNK, p.m);
     let k4 = p.k / 4u;
     let k8 = p.k / 8u;
     // Rows past the chunk, and tokens past the end, re-read the last one; their results are not stored.
+    // The 4 x 4 register tile is written out by hand: compilers keep scalars in registers.
     let w0 = min(r0 + 0u, p.rows - 1u) * k8;
     let w1 = min(r0 + 1u, p.rows - 1u) * k8;
     let w2 = min(r0 + 2u, p.rows - 1u) * k8;
@@ -73,42 +75,10 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
         let x2 = min(m0 + 2u, p.m - 1u) * k4;
         let x3 = min(m0 + 3u, p.m - 1u) * k4;
-        let x4 = min(m0 + 4u, p.m - 1u) * k4;
-        let x5 = min(m0 + 5u, p.m - 1u) * k4;
-        let x6 = min(m0 + 6u, p.m - 1u) * k4;
-        let x7 = min(m0 + 7u, p.m - 1u) * k4;
-        var a0_0 = 0.0;
-        var a0_1 = 0.0;
-        var a0_2 = 0.0;
-        var a0_3 = 0.0;
-        var a0_4 = 0.0;
-        var a0_5 = 0.0;
-        var a0_6 = 0.0;
-        var a0_7 = 0.0;
-        var a1_0 = 0.0;
-        var a1_1 = 0.0;
-        var a1_2 = 0.0;
-        var a1_3 = 0.0;
-        var a1_4 = 0.0;
-        var a1_5 = 0.0;
-        var a1_6 = 0.0;
-        var a1_7 = 0.0;
-        var a2_0 = 0.0;
-        var a2_1 = 0.0;
-        var a2_2 = 0.0;
-        var a2_3 = 0.0;
-        var a2_4 = 0.0;
-        var a2_5 = 0.0;
-        var a2_6 = 0.0;
-        var a2_7 = 0.0;
-        var a3_0 = 0.0;
-        var a3_1 = 0.0;
-        var a3_2 = 0.0;
-        var a3_3 = 0.0;
-        var a3_4 = 0.0;
-        var a3_5 = 0.0;
-        var a3_6 = 0.0;
-        var a3_7 = 0.0;
+        var a00 = 0.0; var a01 = 0.0; var a02 = 0.0; var a03 = 0.0;
+        var a10 = 0.0; var a11 = 0.0; var a12 = 0.0; var a13 = 0.0;
+        var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0;
+        var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0;
         for (var i = 0u; i < k8; i++) {
             let q0 = w[w0 + i];
             let wa0 = unpack_lo(q0);
@@ -122,92 +92,275 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
             let q3 = w[w3 + i];
             let wa3 = unpack_lo(q3);
             let wb3 = unpack_hi(q3);
-            { let xa = x[x0 + 2u * i]; let xb = x[x0 + 2u * i + 1u];
-              a0_0 += dot(wa0, xa) + dot(wb0, xb);
-              a1_0 += dot(wa1, xa) + dot(wb1, xb);
-              a2_0 += dot(wa2, xa) + dot(wb2, xb);
-              a3_0 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x1 + 2u * i]; let xb = x[x1 + 2u * i + 1u];
-              a0_1 += dot(wa0, xa) + dot(wb0, xb);
-              a1_1 += dot(wa1, xa) + dot(wb1, xb);
-              a2_1 += dot(wa2, xa) + dot(wb2, xb);
-              a3_1 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x2 + 2u * i]; let xb = x[x2 + 2u * i + 1u];
-              a0_2 += dot(wa0, xa) + dot(wb0, xb);
-              a1_2 += dot(wa1, xa) + dot(wb1, xb);
-              a2_2 += dot(wa2, xa) + dot(wb2, xb);
-              a3_2 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x3 + 2u * i]; let xb = x[x3 + 2u * i + 1u];
-              a0_3 += dot(wa0, xa) + dot(wb0, xb);
-              a1_3 += dot(wa1, xa) + dot(wb1, xb);
-              a2_3 += dot(wa2, xa) + dot(wb2, xb);
-              a3_3 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x4 + 2u * i]; let xb = x[x4 + 2u * i + 1u];
-              a0_4 += dot(wa0, xa) + dot(wb0, xb);
-              a1_4 += dot(wa1, xa) + dot(wb1, xb);
-              a2_4 += dot(wa2, xa) + dot(wb2, xb);
-              a3_4 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x5 + 2u * i]; let xb = x[x5 + 2u * i + 1u];
-              a0_5 += dot(wa0, xa) + dot(wb0, xb);
-              a1_5 += dot(wa1, xa) + dot(wb1, xb);
-              a2_5 += dot(wa2, xa) + dot(wb2, xb);
-              a3_5 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x6 + 2u * i]; let xb = x[x6 + 2u * i + 1u];
-              a0_6 += dot(wa0, xa) + dot(wb0, xb);
-              a1_6 += dot(wa1, xa) + dot(wb1, xb);
-              a2_6 += dot(wa2, xa) + dot(wb2, xb);
-              a3_6 += dot(wa3, xa) + dot(wb3, xb);
-            }
-            { let xa = x[x7 + 2u * i]; let xb = x[x7 + 2u * i + 1u];
-              a0_7 += dot(wa0, xa) + dot(wb0, xb);
-              a1_7 += dot(wa1, xa) + dot(wb1, xb);
-              a2_7 += dot(wa2, xa) + dot(wb2, xb);
-              a3_7 += dot(wa3, xa) + dot(wb3, xb);
-            }
+            let xa0 = x[x0 + 2u * i];
+            let xb0 = x[x0 + 2u * i + 1u];
+            let xa1 = x[x1 + 2u * i];
+            let xb1 = x[x1 + 2u * i + 1u];
+            let xa2 = x[x2 + 2u * i];
+            let xb2 = x[x2 + 2u * i + 1u];
+            let xa3 = x[x3 + 2u * i];
+            let xb3 = x[x3 + 2u * i + 1u];
+            a00 += dot(wa0, xa0) + dot(wb0, xb0);
+            a01 += dot(wa0, xa1) + dot(wb0, xb1);
+            a02 += dot(wa0, xa2) + dot(wb0, xb2);
+            a03 += dot(wa0, xa3) + dot(wb0, xb3);
+            a10 += dot(wa1, xa0) + dot(wb1, xb0);
+            a11 += dot(wa1, xa1) + dot(wb1, xb1);
+            a12 += dot(wa1, xa2) + dot(wb1, xb2);
+            a13 += dot(wa1, xa3) + dot(wb1, xb3);
+            a20 += dot(wa2, xa0) + dot(wb2, xb0);
+            a21 += dot(wa2, xa1) + dot(wb2, xb1);
+            a22 += dot(wa2, xa2) + dot(wb2, xb2);
+            a23 += dot(wa2, xa3) + dot(wb2, xb3);
+            a30 += dot(wa3, xa0) + dot(wb3, xb0);
+            a31 += dot(wa3, xa1) + dot(wb3, xb1);
+            a32 += dot(wa3, xa2) + dot(wb3, xb2);
+            a33 += dot(wa3, xa3) + dot(wb3, xb3);
         }
-        if (r0 + 0u < p.rows && m0 + 0u < m_end) { store(m0 + 0u, p.row_start + r0 + 0u, a0_0); }
-        if (r0 + 0u < p.rows && m0 + 1u < m_end) { store(m0 + 1u, p.row_start + r0 + 0u, a0_1); }
-        if (r0 + 0u < p.rows && m0 + 2u < m_end) { store(m0 + 2u, p.row_start + r0 + 0u, a0_2); }
-        if (r0 + 0u < p.rows && m0 + 3u < m_end) { store(m0 + 3u, p.row_start + r0 + 0u, a0_3); }
-        if (r0 + 0u < p.rows && m0 + 4u < m_end) { store(m0 + 4u, p.row_start + r0 + 0u, a0_4); }
-        if (r0 + 0u < p.rows && m0 + 5u < m_end) { store(m0 + 5u, p.row_start + r0 + 0u, a0_5); }
-        if (r0 + 0u < p.rows && m0 + 6u < m_end) { store(m0 + 6u, p.row_start + r0 + 0u, a0_6); }
-        if (r0 + 0u < p.rows && m0 + 7u < m_end) { store(m0 + 7u, p.row_start + r0 + 0u, a0_7); }
-        if (r0 + 1u < p.rows && m0 + 0u < m_end) { store(m0 + 0u, p.row_start + r0 + 1u, a1_0); }
-        if (r0 + 1u < p.rows && m0 + 1u < m_end) { store(m0 + 1u, p.row_start + r0 + 1u, a1_1); }
-        if (r0 + 1u < p.rows && m0 + 2u < m_end) { store(m0 + 2u, p.row_start + r0 + 1u, a1_2); }
-        if (r0 + 1u < p.rows && m0 + 3u < m_end) { store(m0 + 3u, p.row_start + r0 + 1u, a1_3); }
-        if (r0 + 1u < p.rows && m0 + 4u < m_end) { store(m0 + 4u, p.row_start + r0 + 1u, a1_4); }
-        if (r0 + 1u < p.rows && m0 + 5u < m_end) { store(m0 + 5u, p.row_start + r0 + 1u, a1_5); }
-        if (r0 + 1u < p.rows && m0 + 6u < m_end) { store(m0 + 6u, p.row_start + r0 + 1u, a1_6); }
-        if (r0 + 1u < p.rows && m0 + 7u < m_end) { store(m0 + 7u, p.row_start + r0 + 1u, a1_7); }
-        if (r0 + 2u < p.rows && m0 + 0u < m_end) { store(m0 + 0u, p.row_start + r0 + 2u, a2_0); }
-        if (r0 + 2u < p.rows && m0 + 1u < m_end) { store(m0 + 1u, p.row_start + r0 + 2u, a2_1); }
-        if (r0 + 2u < p.rows && m0 + 2u < m_end) { store(m0 + 2u, p.row_start + r0 + 2u, a2_2); }
-        if (r0 + 2u < p.rows && m0 + 3u < m_end) { store(m0 + 3u, p.row_start + r0 + 2u, a2_3); }
-        if (r0 + 2u < p.rows && m0 + 4u < m_end) { store(m0 + 4u, p.row_start + r0 + 2u, a2_4); }
-        if (r0 + 2u < p.rows && m0 + 5u < m_end) { store(m0 + 5u, p.row_start + r0 + 2u, a2_5); }
-        if (r0 + 2u < p.rows && m0 + 6u < m_end) { store(m0 + 6u, p.row_start + r0 + 2u, a2_6); }
-        if (r0 + 2u < p.rows && m0 + 7u < m_end) { store(m0 + 7u, p.row_start + r0 + 2u, a2_7); }
-        if (r0 + 3u < p.rows && m0 + 0u < m_end) { store(m0 + 0u, p.row_start + r0 + 3u, a3_0); }
-        if (r0 + 3u < p.rows && m0 + 1u < m_end) { store(m0 + 1u, p.row_start + r0 + 3u, a3_1); }
-        if (r0 + 3u < p.rows && m0 + 2u < m_end) { store(m0 + 2u, p.row_start + r0 + 3u, a3_2); }
-        if (r0 + 3u < p.rows && m0 + 3u < m_end) { store(m0 + 3u, p.row_start + r0 + 3u, a3_3); }
-        if (r0 + 3u < p.rows && m0 + 4u < m_end) { store(m0 + 4u, p.row_start + r0 + 3u, a3_4); }
-        if (r0 + 3u < p.rows && m0 + 5u < m_end) { store(m0 + 5u, p.row_start + r0 + 3u, a3_5); }
-        if (r0 + 3u < p.rows && m0 + 6u < m_end) { store(m0 + 6u, p.row_start + r0 + 3u, a3_6); }
-        if (r0 + 3u < p.rows && m0 + 7u < m_end) { store(m0 + 7u, p.row_start + r0 + 3u, a3_7); }
+        if (r0 + 0u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 0u, a00);
+        }
+        if (r0 + 0u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 0u, a01);
+        }
+        if (r0 + 0u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 0u, a02);
+        }
+        if (r0 + 0u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 0u, a03);
+        }
+        if (r0 + 1u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 1u, a10);
+        }
+        if (r0 + 1u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 1u, a11);
+        }
+        if (r0 + 1u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 1u, a12);
+        }
+        if (r0 + 1u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 1u, a13);
+        }
+        if (r0 + 2u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 2u, a20);
+        }
+        if (r0 + 2u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 2u, a21);
+        }
+        if (r0 + 2u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 2u, a22);
+        }
+        if (r0 + 2u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 2u, a23);
+        }
+        if (r0 + 3u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 3u, a30);
+        }
+        if (r0 + 3u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 3u, a31);
+        }
+        if (r0 + 3u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 3u, a32);
+        }
+        if (r0 + 3u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 3u, a33);
+        }
+    }
+}
+
+// The same with an 8-token tile (4 x 8 accumulators): faster on CPU adapters (lavapipe), but
+// SwiftShader in Chromium does not finish compiling it, so the browser uses `matmul_bf16`.
+@compute @workgroup_size(64)
+fn matmul_bf16_wide(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>) {
+    let r0 = gid.x * ROWS;
+    let m_begin = wg.y * M_CHUNK;
+    if (r0 >= p.rows || m_begin >= p.m) {
+        return;
+    }
+    let m_end = min(m_begin + M_CHUNK, p.m);
+    let k4 = p.k / 4u;
+    let k8 = p.k / 8u;
+    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
+    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
+    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
+    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
+    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {
+        let x0 = min(m0 + 0u, p.m - 1u) * k4;
+        let x1 = min(m0 + 1u, p.m - 1u) * k4;
+        let x2 = min(m0 + 2u, p.m - 1u) * k4;
+        let x3 = min(m0 + 3u, p.m - 1u) * k4;
+        let x4 = min(m0 + 4u, p.m - 1u) * k4;
+        let x5 = min(m0 + 5u, p.m - 1u) * k4;
+        let x6 = min(m0 + 6u, p.m - 1u) * k4;
+        let x7 = min(m0 + 7u, p.m - 1u) * k4;
+        var a00 = 0.0; var a01 = 0.0; var a02 = 0.0; var a03 = 0.0; var a04 = 0.0; var a05 = 0.0; var a06 = 0.0; var a07 = 0.0;
+        var a10 = 0.0; var a11 = 0.0; var a12 = 0.0; var a13 = 0.0; var a14 = 0.0; var a15 = 0.0; var a16 = 0.0; var a17 = 0.0;
+        var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0; var a24 = 0.0; var a25 = 0.0; var a26 = 0.0; var a27 = 0.0;
+        var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0; var a34 = 0.0; var a35 = 0.0; var a36 = 0.0; var a37 = 0.0;
+        for (var i = 0u; i < k8; i++) {
+            let q0 = w[w0 + i];
+            let wa0 = unpack_lo(q0);
+            let wb0 = unpack_hi(q0);
+            let q1 = w[w1 + i];
+            let wa1 = unpack_lo(q1);
+            let wb1 = unpack_hi(q1);
+            let q2 = w[w2 + i];
+            let wa2 = unpack_lo(q2);
+            let wb2 = unpack_hi(q2);
+            let q3 = w[w3 + i];
+            let wa3 = unpack_lo(q3);
+            let wb3 = unpack_hi(q3);
+            let xa0 = x[x0 + 2u * i];
+            let xb0 = x[x0 + 2u * i + 1u];
+            a00 += dot(wa0, xa0) + dot(wb0, xb0);
+            a10 += dot(wa1, xa0) + dot(wb1, xb0);
+            a20 += dot(wa2, xa0) + dot(wb2, xb0);
+            a30 += dot(wa3, xa0) + dot(wb3, xb0);
+            let xa1 = x[x1 + 2u * i];
+            let xb1 = x[x1 + 2u * i + 1u];
+            a01 += dot(wa0, xa1) + dot(wb0, xb1);
+            a11 += dot(wa1, xa1) + dot(wb1, xb1);
+            a21 += dot(wa2, xa1) + dot(wb2, xb1);
+            a31 += dot(wa3, xa1) + dot(wb3, xb1);
+            let xa2 = x[x2 + 2u * i];
+            let xb2 = x[x2 + 2u * i + 1u];
+            a02 += dot(wa0, xa2) + dot(wb0, xb2);
+            a12 += dot(wa1, xa2) + dot(wb1, xb2);
+            a22 += dot(wa2, xa2) + dot(wb2, xb2);
+            a32 += dot(wa3, xa2) + dot(wb3, xb2);
+            let xa3 = x[x3 + 2u * i];
+            let xb3 = x[x3 + 2u * i + 1u];
+            a03 += dot(wa0, xa3) + dot(wb0, xb3);
+            a13 += dot(wa1, xa3) + dot(wb1, xb3);
+            a23 += dot(wa2, xa3) + dot(wb2, xb3);
+            a33 += dot(wa3, xa3) + dot(wb3, xb3);
+            let xa4 = x[x4 + 2u * i];
+            let xb4 = x[x4 + 2u * i + 1u];
+            a04 += dot(wa0, xa4) + dot(wb0, xb4);
+            a14 += dot(wa1, xa4) + dot(wb1, xb4);
+            a24 += dot(wa2, xa4) + dot(wb2, xb4);
+            a34 += dot(wa3, xa4) + dot(wb3, xb4);
+            let xa5 = x[x5 + 2u * i];
+            let xb5 = x[x5 + 2u * i + 1u];
+            a05 += dot(wa0, xa5) + dot(wb0, xb5);
+            a15 += dot(wa1, xa5) + dot(wb1, xb5);
+            a25 += dot(wa2, xa5) + dot(wb2, xb5);
+            a35 += dot(wa3, xa5) + dot(wb3, xb5);
+            let xa6 = x[x6 + 2u * i];
+            let xb6 = x[x6 + 2u * i + 1u];
+            a06 += dot(wa0, xa6) + dot(wb0, xb6);
+            a16 += dot(wa1, xa6) + dot(wb1, xb6);
+            a26 += dot(wa2, xa6) + dot(wb2, xb6);
+            a36 += dot(wa3, xa6) + dot(wb3, xb6);
+            let xa7 = x[x7 + 2u * i];
+            let xb7 = x[x7 + 2u * i + 1u];
+            a07 += dot(wa0, xa7) + dot(wb0, xb7);
+            a17 += dot(wa1, xa7) + dot(wb1, xb7);
+            a27 += dot(wa2, xa7) + dot(wb2, xb7);
+            a37 += dot(wa3, xa7) + dot(wb3, xb7);
+        }
+        if (r0 + 0u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 0u, a00);
+        }
+        if (r0 + 0u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 0u, a01);
+        }
+        if (r0 + 0u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 0u, a02);
+        }
+        if (r0 + 0u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 0u, a03);
+        }
+        if (r0 + 0u < p.rows && m0 + 4u < m_end) {
+            store(m0 + 4u, p.row_start + r0 + 0u, a04);
+        }
+        if (r0 + 0u < p.rows && m0 + 5u < m_end) {
+            store(m0 + 5u, p.row_start + r0 + 0u, a05);
+        }
+        if (r0 + 0u < p.rows && m0 + 6u < m_end) {
+            store(m0 + 6u, p.row_start + r0 + 0u, a06);
+        }
+        if (r0 + 0u < p.rows && m0 + 7u < m_end) {
+            store(m0 + 7u, p.row_start + r0 + 0u, a07);
+        }
+        if (r0 + 1u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 1u, a10);
+        }
+        if (r0 + 1u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 1u, a11);
+        }
+        if (r0 + 1u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 1u, a12);
+        }
+        if (r0 + 1u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 1u, a13);
+        }
+        if (r0 + 1u < p.rows && m0 + 4u < m_end) {
+            store(m0 + 4u, p.row_start + r0 + 1u, a14);
+        }
+        if (r0 + 1u < p.rows && m0 + 5u < m_end) {
+            store(m0 + 5u, p.row_start + r0 + 1u, a15);
+        }
+        if (r0 + 1u < p.rows && m0 + 6u < m_end) {
+            store(m0 + 6u, p.row_start + r0 + 1u, a16);
+        }
+        if (r0 + 1u < p.rows && m0 + 7u < m_end) {
+            store(m0 + 7u, p.row_start + r0 + 1u, a17);
+        }
+        if (r0 + 2u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 2u, a20);
+        }
+        if (r0 + 2u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 2u, a21);
+        }
+        if (r0 + 2u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 2u, a22);
+        }
+        if (r0 + 2u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 2u, a23);
+        }
+        if (r0 + 2u < p.rows && m0 + 4u < m_end) {
+            store(m0 + 4u, p.row_start + r0 + 2u, a24);
+        }
+        if (r0 + 2u < p.rows && m0 + 5u < m_end) {
+            store(m0 + 5u, p.row_start + r0 + 2u, a25);
+        }
+        if (r0 + 2u < p.rows && m0 + 6u < m_end) {
+            store(m0 + 6u, p.row_start + r0 + 2u, a26);
+        }
+        if (r0 + 2u < p.rows && m0 + 7u < m_end) {
+            store(m0 + 7u, p.row_start + r0 + 2u, a27);
+        }
+        if (r0 + 3u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 3u, a30);
+        }
+        if (r0 + 3u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 3u, a31);
+        }
+        if (r0 + 3u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 3u, a32);
+        }
+        if (r0 + 3u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 3u, a33);
+        }
+        if (r0 + 3u < p.rows && m0 + 4u < m_end) {
+            store(m0 + 4u, p.row_start + r0 + 3u, a34);
+        }
+        if (r0 + 3u < p.rows && m0 + 5u < m_end) {
+            store(m0 + 5u, p.row_start + r0 + 3u, a35);
+        }
+        if (r0 + 3u < p.rows && m0 + 6u < m_end) {
+            store(m0 + 6u, p.row_start + r0 + 3u, a36);
+        }
+        if (r0 + 3u < p.rows && m0 + 7u < m_end) {
+            store(m0 + 7u, p.row_start + r0 + 3u, a37);
+        }
     }
 }
 
 // Decode (m == 1): one row of x, ROWS_1 weight rows per invocation, so each pair of x loads
-// feeds 8 rows of weights; every invocation still streams its own contiguous weight rows.
+// feeds 8 rows of weights; every invocation still streams its own contiguous weight rows. The rows
+// are written out (not an array) so the accumulators stay in registers on CPU adapters.
 const ROWS_1: u32 = 8u;
 
 @compute @workgroup_size(64)
@@ -218,23 +371,57 @@ fn matmul_bf16_m1(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let k8 = p.k / 8u;
     // Rows past the chunk re-read its last row; their results are not stored.
-    var base: array<u32, ROWS_1>;
-    var acc: array<f32, ROWS_1>;
-    for (var j = 0u; j < ROWS_1; j++) {
-        base[j] = min(r0 + j, p.rows - 1u) * k8;
-        acc[j] = 0.0;
-    }
+    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
+    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
+    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
+    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
+    let w4 = min(r0 + 4u, p.rows - 1u) * k8;
+    let w5 = min(r0 + 5u, p.rows - 1u) * k8;
+    let w6 = min(r0 + 6u, p.rows - 1u) * k8;
+    let w7 = min(r0 + 7u, p.rows - 1u) * k8;
+    var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
     for (var i = 0u; i < k8; i++) {
         let xa = x[2u * i];
         let xb = x[2u * i + 1u];
-        for (var j = 0u; j < ROWS_1; j++) {
-            let q = w[base[j] + i];
-            acc[j] += dot(unpack_lo(q), xa) + dot(unpack_hi(q), xb);
-        }
+        let q0 = w[w0 + i];
+        a0 += dot(unpack_lo(q0), xa) + dot(unpack_hi(q0), xb);
+        let q1 = w[w1 + i];
+        a1 += dot(unpack_lo(q1), xa) + dot(unpack_hi(q1), xb);
+        let q2 = w[w2 + i];
+        a2 += dot(unpack_lo(q2), xa) + dot(unpack_hi(q2), xb);
+        let q3 = w[w3 + i];
+        a3 += dot(unpack_lo(q3), xa) + dot(unpack_hi(q3), xb);
+        let q4 = w[w4 + i];
+        a4 += dot(unpack_lo(q4), xa) + dot(unpack_hi(q4), xb);
+        let q5 = w[w5 + i];
+        a5 += dot(unpack_lo(q5), xa) + dot(unpack_hi(q5), xb);
+        let q6 = w[w6 + i];
+        a6 += dot(unpack_lo(q6), xa) + dot(unpack_hi(q6), xb);
+        let q7 = w[w7 + i];
+        a7 += dot(unpack_lo(q7), xa) + dot(unpack_hi(q7), xb);
     }
-    for (var j = 0u; j < ROWS_1; j++) {
-        if (r0 + j < p.rows) {
-            store(0u, p.row_start + r0 + j, acc[j]);
-        }
+    if (r0 + 0u < p.rows) {
+        store(0u, p.row_start + r0 + 0u, a0);
+    }
+    if (r0 + 1u < p.rows) {
+        store(0u, p.row_start + r0 + 1u, a1);
+    }
+    if (r0 + 2u < p.rows) {
+        store(0u, p.row_start + r0 + 2u, a2);
+    }
+    if (r0 + 3u < p.rows) {
+        store(0u, p.row_start + r0 + 3u, a3);
+    }
+    if (r0 + 4u < p.rows) {
+        store(0u, p.row_start + r0 + 4u, a4);
+    }
+    if (r0 + 5u < p.rows) {
+        store(0u, p.row_start + r0 + 5u, a5);
+    }
+    if (r0 + 6u < p.rows) {
+        store(0u, p.row_start + r0 + 6u, a6);
+    }
+    if (r0 + 7u < p.rows) {
+        store(0u, p.row_start + r0 + 7u, a7);
     }
 }

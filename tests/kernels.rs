@@ -7,10 +7,10 @@ mod common;
 use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::{
-    groups, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams,
+    groups, record_matmul, EmbedParams, HeadParams, MatmulParams, MatmulTile, PairParams, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
-use tokenmeter::gpu::{Kernel, Kernels, StepRecorder};
+use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
@@ -49,15 +49,21 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 #[test]
 fn matmul_matches_reference_across_chunks_and_accumulate() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    for tile in [MatmulTile::Four, MatmulTile::Eight] {
+        matmul_case(&g, tile);
+    }
+}
+
+fn matmul_case(g: &Gpu, tile: MatmulTile) {
+    let kernels = Kernels::with_matmul_tile(&g.device, tile);
     for (m, n, k, chunk_rows) in
         [(1, 1, 8, 1), (1, 1001, 64, 300), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50), (70, 37, 24, 37)]
     {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
-        let w = Matrix::with_chunk_rows(&g, "w", n, k, chunk_rows).unwrap();
-        w.write_rows(&g, 0, &w_bits);
+        let w = Matrix::with_chunk_rows(g, "w", n, k, chunk_rows).unwrap();
+        w.write_rows(g, 0, &w_bits);
         for accumulate in [false, true] {
             let xb = g.storage_with("x", bytes(&x));
             let yb = g.storage_with("y", bytes(&y0));
@@ -84,7 +90,8 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
-            assert_close(&format!("matmul m={m} n={n} k={k} acc={accumulate}"), &read(&yb, m * n), &want, 1e-5);
+            let name = format!("matmul {tile:?} m={m} n={n} k={k} acc={accumulate}");
+            assert_close(&name, &read(&yb, m * n), &want, 1e-5);
         }
     }
 }

@@ -29,6 +29,11 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
     pub limits: wgpu::Limits,
+    /// Held for the device's lifetime: in Chromium, once the instance behind a device is
+    /// garbage-collected, buffer mapping fails ("A valid external Instance reference no longer
+    /// exists"), at a moment that depends on the collector.
+    _instance: Option<wgpu::Instance>,
+    _wgpu_adapter: wgpu::Adapter,
 }
 
 impl Gpu {
@@ -38,10 +43,14 @@ impl Gpu {
         let adapter = wgpu::util::initialize_adapter_from_env_or_default(&instance, None)
             .await
             .map_err(|e| Error::NoAdapter(e.to_string()))?;
-        Self::from_adapter(adapter).await
+        Self::open(Some(instance), adapter).await
     }
 
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Gpu> {
+        Self::open(None, adapter).await
+    }
+
+    async fn open(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let supported = adapter.limits();
         let limits = wgpu::Limits {
@@ -69,7 +78,7 @@ impl Gpu {
         } else {
             info.name.clone()
         };
-        let adapter = AdapterSummary {
+        let summary = AdapterSummary {
             name,
             backend: format!("{:?}", info.backend),
             device_type: format!("{:?}", info.device_type),
@@ -79,7 +88,7 @@ impl Gpu {
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             features,
         };
-        Ok(Gpu { device, queue, adapter, limits })
+        Ok(Gpu { device, queue, adapter: summary, limits, _instance: instance, _wgpu_adapter: adapter })
     }
 
     /// Largest storage binding in bytes.

@@ -16,6 +16,8 @@ pub enum Kernel {
     Embed,
     RmsNorm,
     Matmul,
+    /// `Matmul` with an 8-token register tile (native CPU adapters; see [`MatmulTile`]).
+    MatmulWide,
     /// `Matmul` specialised for one row of x (decode at batch 1).
     MatmulM1,
     QkNormRope,
@@ -33,10 +35,11 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
+        Kernel::MatmulWide,
         Kernel::MatmulM1,
         Kernel::QkNormRope,
         Kernel::Attention,
@@ -51,6 +54,7 @@ impl Kernel {
             Kernel::Embed => ("embed.wgsl", "embed"),
             Kernel::RmsNorm => ("rmsnorm.wgsl", "rms_norm"),
             Kernel::Matmul => ("matmul.wgsl", "matmul_bf16"),
+            Kernel::MatmulWide => ("matmul.wgsl", "matmul_bf16_wide"),
             Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
             Kernel::Attention => ("attention.wgsl", "attention"),
@@ -89,7 +93,7 @@ impl Kernel {
         match self {
             Kernel::Embed => &[Read, Read, Write],
             Kernel::RmsNorm => &[Read, Read, Read, Write],
-            Kernel::Matmul | Kernel::MatmulM1 => &[Read, Read, Write],
+            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulM1 => &[Read, Read, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention => &[Read, Read, Read, Read, Read, Write],
             Kernel::SwiGlu => &[Read, Write],
@@ -180,8 +184,30 @@ impl RowSample {
     }
 }
 
+/// The token tile of the general matmul: 4 tokens per weight load everywhere it compiles, 8 on
+/// native adapters, where it is faster on lavapipe (0.6B decode at batch 16 and prefill, +25-30%).
+/// SwiftShader in Chromium does not finish compiling the 8-token kernel (the page stalls in pipeline
+/// creation), so the browser never builds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatmulTile {
+    Four,
+    Eight,
+}
+
+impl MatmulTile {
+    /// Eight natively, four in the browser; `TOKENMETER_MATMUL_TILE=4` forces four natively.
+    pub fn for_this_platform() -> MatmulTile {
+        #[cfg(not(target_arch = "wasm32"))]
+        if std::env::var("TOKENMETER_MATMUL_TILE").as_deref() != Ok("4") {
+            return MatmulTile::Eight;
+        }
+        MatmulTile::Four
+    }
+}
+
 pub struct Kernels {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    matmul: Kernel,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
     /// The per-step parameter arena (uniform, dynamic offsets).
     pub params: wgpu::Buffer,
@@ -189,9 +215,20 @@ pub struct Kernels {
 
 impl Kernels {
     pub fn new(device: &wgpu::Device) -> Kernels {
+        Self::with_matmul_tile(device, MatmulTile::for_this_platform())
+    }
+
+    pub fn with_matmul_tile(device: &wgpu::Device, tile: MatmulTile) -> Kernels {
+        let matmul = match tile {
+            MatmulTile::Four => Kernel::Matmul,
+            MatmulTile::Eight => Kernel::MatmulWide,
+        };
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
-        for kernel in Kernel::ALL {
+        // Only the general matmul in use is built (the other may not compile on this adapter).
+        for kernel in
+            Kernel::ALL.into_iter().filter(|&k| !matches!(k, Kernel::Matmul | Kernel::MatmulWide) || k == matmul)
+        {
             let (source, entry) = kernel.source();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
@@ -245,7 +282,12 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Kernels { pipelines, layouts, params }
+        Kernels { pipelines, matmul, layouts, params }
+    }
+
+    /// The general (any M) matmul this table was built with.
+    pub fn matmul(&self) -> Kernel {
+        self.matmul
     }
 
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
@@ -270,9 +312,20 @@ impl Kernels {
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),
-            layout: &self.layouts[&kernel],
+            layout: &self.layouts[&self.built(kernel)],
             entries: &entries,
         })
+    }
+}
+
+impl Kernels {
+    /// `kernel`, or the general matmul in use when asked for either variant (their bind groups
+    /// are interchangeable).
+    fn built(&self, kernel: Kernel) -> Kernel {
+        match kernel {
+            Kernel::Matmul | Kernel::MatmulWide => self.matmul,
+            k => k,
+        }
     }
 }
 
@@ -377,7 +430,7 @@ pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindG
         rec.dispatch(Kernel::MatmulM1, bind_group, p, [groups(rows, 64 * MATMUL_M1_ROWS), 1, 1]);
     } else {
         rec.dispatch(
-            Kernel::Matmul,
+            rec.kernels.matmul(),
             bind_group,
             p,
             [groups(rows, 64 * MATMUL_ROWS), groups(p.m as usize, MATMUL_M_CHUNK), 1],
