@@ -7,7 +7,8 @@ mod common;
 use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::{
-    groups, record_matmul, EmbedParams, HeadParams, MatmulParams, MatmulTile, PairParams, RmsNormParams,
+    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, MatmulParams, MatmulTile,
+    PairParams, RmsNormParams, ATTENTION_SPLITS,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
@@ -250,11 +251,30 @@ fn attention_over_paged_cache_with_gqa() {
     let qkvb = g.storage_with("qkv", bytes(&qkv));
     let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
     let (kb, vb) = (g.storage_with("k", bytes(&k_cache)), g.storage_with("v", bytes(&v_cache)));
-    let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
     let scale = 1.0 / (s.hd as f32).sqrt();
-    let wg = [groups(s.tokens.len() * s.n_heads, 64), 1, 1];
-    run(&kernels, Kernel::Attention, &[(vec![&qkvb, &tb, &btb, &kb, &vb, &out], s.params(scale), wg)]);
-    let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
+    // Both paths, through the engine's own recording: one invocation per (token, head), and the
+    // context split ATTENTION_SPLITS ways then merged (token 0's 71 positions fill every part but
+    // the last; the prefill tokens' 1..=5 leave most parts empty).
+    for split in [false, true] {
+        let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
+        let pairs = s.tokens.len() * s.n_heads;
+        let partials =
+            g.storage_buffer("partials", (pairs * ATTENTION_SPLITS * attention_part_floats(s.hd) * 4) as u64);
+        let whole = kernels.bind(&g.device, Kernel::Attention, "whole", &[&qkvb, &tb, &btb, &kb, &vb, &out]);
+        let parts = kernels.bind(&g.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]);
+        let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+        let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+        record_attention(&mut rec, &whole, split.then_some((&parts, &merge)), &s.params(scale));
+        let mut enc = g.device.create_command_encoder(&Default::default());
+        rec.encode(&g.queue, &mut enc);
+        g.queue.submit([enc.finish()]);
+        let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
+        check_attention(&s, &qkv, &k_cache, &v_cache, &got, split);
+    }
+}
+
+fn check_attention(s: &HeadSetup, qkv: &[f32], k_cache: &[f32], v_cache: &[f32], got: &[f32], split: bool) {
+    let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     for (t, tok) in s.tokens.iter().enumerate() {
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv);
@@ -265,12 +285,12 @@ fn attention_over_paged_cache_with_gqa() {
             };
             let want = reference::attention_head(
                 &qkv[t * width + h * s.hd..][..s.hd],
-                &gather(&k_cache),
-                &gather(&v_cache),
+                &gather(k_cache),
+                &gather(v_cache),
                 s.hd,
             );
             assert_close(
-                &format!("attention token {t} head {h}"),
+                &format!("attention (split {split}) token {t} head {h}"),
                 &got[(t * s.n_heads + h) * s.hd..][..s.hd],
                 &want,
                 1e-5,

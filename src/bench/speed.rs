@@ -11,6 +11,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 pub struct DecodeSpeed {
     pub batch: usize,
+    /// Tokens each sequence attends to (prompt + tokens decoded so far), at the median step.
+    pub context: usize,
     /// Median duration of steps that decoded the whole batch and nothing else.
     pub step_ms: f64,
     pub tokens_per_s: f64,
@@ -63,18 +65,19 @@ fn request(prompt_len: usize, new: usize, vocab: usize, salt: usize) -> Request 
     }
 }
 
-/// `batch` sequences of a 16-token prompt decoding `steps` tokens each.
+/// `batch` sequences of a `prompt`-token prompt decoding `steps` tokens each.
 /// With `profile`, one extra step in the middle runs kernel by kernel.
 pub async fn decode(
     engine: &mut Engine,
     roof: &Roofline,
     batch: usize,
+    prompt: usize,
     steps: usize,
     profile: bool,
 ) -> Result<DecodeSpeed> {
     let cfg = engine.model.cfg.clone();
     for s in 0..batch {
-        engine.submit(request(16, steps + 1 + profile as usize, cfg.vocab_size, s))?;
+        engine.submit(request(prompt, steps + 1 + profile as usize, cfg.vocab_size, s))?;
     }
     let mut times = Vec::new();
     let mut context = 0usize;
@@ -88,7 +91,7 @@ pub async fn decode(
                     profiled = true;
                 } else {
                     times.push(s.duration_s);
-                    context = 16 + times.len();
+                    context = prompt + times.len();
                     // Profile one full-batch step in the middle (kept out of the timings).
                     engine.profile_next = profile && !profiled && times.len() == steps / 2;
                 }
@@ -98,10 +101,12 @@ pub async fn decode(
     let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
     let step = median(times);
     let weights = cfg.params_per_token() as f64 * 2.0;
+    let context = prompt + context.saturating_sub(prompt).div_ceil(2);
     let kv = batch as f64 * context as f64 * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
     let gb_s = (weights + kv) / step / 1e9;
     Ok(DecodeSpeed {
         batch,
+        context,
         step_ms: step * 1e3,
         tokens_per_s: batch as f64 / step,
         gb_s,

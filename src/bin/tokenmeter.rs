@@ -59,6 +59,9 @@ mod cli {
         /// Decode steps per batch size.
         #[arg(long, default_value_t = 8)]
         steps: usize,
+        /// Prompt tokens per decoding sequence (decode speed at a longer context: try 2048).
+        #[arg(long, default_value_t = 16)]
+        context: usize,
         /// Also time one decode step per batch size kernel by kernel and print where it goes.
         #[arg(long)]
         profile: bool,
@@ -246,10 +249,10 @@ mod cli {
         let mut engine = Engine::new(model);
         let mut decode = Vec::new();
         for &b in &args.batches {
-            let d = speed::decode(&mut engine, &roof, b, args.steps, args.profile).await?;
+            let d = speed::decode(&mut engine, &roof, b, args.context, args.steps, args.profile).await?;
             eprintln!(
-                "decode batch {:>3}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
-                b, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
+                "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
+                b, d.context, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
             );
             let total: f64 = d.profile.iter().map(|k| k.ms).sum();
             for k in &d.profile {

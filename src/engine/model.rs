@@ -5,7 +5,10 @@
 use super::kv::KvCache;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
-use crate::gpu::kernels::{groups, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use crate::gpu::kernels::{
+    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams,
+    RmsNormParams, ATTENTION_SPLITS,
+};
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::model::reference::inv_freq;
@@ -60,6 +63,11 @@ pub struct Batch {
     pub sampling: Vec<RowSample>,
 }
 
+/// Split attention (flash-decoding) runs when a step has at most this many (token, head) pairs ...
+const SPLIT_MAX_PAIRS: usize = 512;
+/// ... and its longest context has at least this many tokens.
+const SPLIT_MIN_CONTEXT: usize = 128;
+
 struct Buffers {
     tokens: wgpu::Buffer,       // (max_tokens) vec4<u32>
     identity: wgpu::Buffer,     // (max_tokens) u32: 0, 1, 2, ...
@@ -70,6 +78,7 @@ struct Buffers {
     normed: wgpu::Buffer,       // (max_tokens, hidden)
     qkv: wgpu::Buffer,          // (max_tokens, q_dim + 2 kv_dim)
     attn: wgpu::Buffer,         // (max_tokens, q_dim)
+    partials: wgpu::Buffer,     // (SPLIT_MAX_PAIRS, ATTENTION_SPLITS, head_dim + 2): split attention
     gate_up: wgpu::Buffer,      // (max_tokens, 2 inter)
     act: wgpu::Buffer,          // (max_tokens, inter)
     final_h: wgpu::Buffer,      // (max_seqs, hidden)
@@ -83,6 +92,7 @@ struct LayerGroups {
     qkv: Vec<wgpu::BindGroup>,
     rope: wgpu::BindGroup,
     attention: wgpu::BindGroup,
+    attention_split: wgpu::BindGroup,
     o: Vec<wgpu::BindGroup>,
     norm_post: wgpu::BindGroup,
     gate_up: Vec<wgpu::BindGroup>,
@@ -93,6 +103,7 @@ struct LayerGroups {
 struct Groups {
     embed: Vec<wgpu::BindGroup>,
     layers: Vec<LayerGroups>,
+    attention_merge: wgpu::BindGroup,
     final_norm: wgpu::BindGroup,
     lm_head: Vec<wgpu::BindGroup>,
     argmax: wgpu::BindGroup,
@@ -154,6 +165,10 @@ impl Model {
             normed: gpu.storage_buffer("normed", t * h * f),
             qkv: gpu.storage_buffer("qkv", t * (q + 2 * kvd) * f),
             attn: gpu.storage_buffer("attention out", t * q * f),
+            partials: gpu.storage_buffer(
+                "split attention partials",
+                (SPLIT_MAX_PAIRS * ATTENTION_SPLITS * attention_part_floats(cfg.head_dim)) as u64 * f,
+            ),
             gate_up: gpu.storage_buffer("gate|up", t * 2 * i * f),
             act: gpu.storage_buffer("swiglu out", t * i * f),
             final_h: gpu.storage_buffer("final norm", s * h * f),
@@ -291,17 +306,16 @@ impl Model {
             max_blocks: lim.max_blocks_per_seq as u32,
             eps_or_scale,
         };
+        // Few (token, head) pairs over a long context: split each context so the whole adapter works.
+        let longest = batch.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
+        let split_attention = m * nh <= SPLIT_MAX_PAIRS && longest >= SPLIT_MIN_CONTEXT;
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
             matmul(&mut rec, &layer.qkv_proj, &lg.qkv, m, false);
             rec.dispatch(Kernel::QkNormRope, &lg.rope, &heads(eps), [groups(nh + 2 * nkv, 64), m as u32, 1]);
-            rec.dispatch(
-                Kernel::Attention,
-                &lg.attention,
-                &heads(1.0 / (hd as f32).sqrt()),
-                [groups(m * nh, 64), 1, 1],
-            );
+            let split = split_attention.then_some((&lg.attention_split, &g.attention_merge));
+            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()));
             matmul(&mut rec, &layer.o_proj, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_post, &norm, [m as u32, 1, 1]);
@@ -412,6 +426,12 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
                 &format!("L{l} attention"),
                 &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.attn],
             ),
+            attention_split: k.bind(
+                d,
+                Kernel::AttentionSplit,
+                &format!("L{l} attention split"),
+                &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.partials],
+            ),
             o: mm(&format!("L{l} o_proj"), &b.attn, &lw.o_proj, &b.x),
             norm_post: k.bind(
                 d,
@@ -432,6 +452,7 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, &c.buffer, &b.x]))
             .collect(),
         layers,
+        attention_merge: k.bind(d, Kernel::AttentionMerge, "attention merge", &[&b.partials, &b.attn]),
         final_norm: k.bind(d, Kernel::RmsNorm, "final norm", &[&b.x, &b.logit_rows, &w.norm, &b.final_h]),
         lm_head: mm("lm_head", &b.final_h, w.lm_head(), &b.logits),
         argmax: k.bind(d, Kernel::Argmax, "argmax", &[&b.logits, &b.ids]),

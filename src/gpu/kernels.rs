@@ -22,6 +22,10 @@ pub enum Kernel {
     MatmulM1,
     QkNormRope,
     Attention,
+    /// Attention with each token's context split [`ATTENTION_SPLITS`] ways (flash-decoding) ...
+    AttentionSplit,
+    /// ... and the pass that combines the parts.
+    AttentionMerge,
     SwiGlu,
     Argmax,
     Sample,
@@ -35,7 +39,7 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 12] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
@@ -43,6 +47,8 @@ impl Kernel {
         Kernel::MatmulM1,
         Kernel::QkNormRope,
         Kernel::Attention,
+        Kernel::AttentionSplit,
+        Kernel::AttentionMerge,
         Kernel::SwiGlu,
         Kernel::Argmax,
         Kernel::Sample,
@@ -58,6 +64,8 @@ impl Kernel {
             Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
             Kernel::Attention => ("attention.wgsl", "attention"),
+            Kernel::AttentionSplit => ("attention.wgsl", "attention_split"),
+            Kernel::AttentionMerge => ("attention_merge.wgsl", "attention_merge"),
             Kernel::SwiGlu => ("swiglu.wgsl", "swiglu"),
             Kernel::Argmax => ("argmax.wgsl", "argmax"),
             Kernel::Sample => ("sample.wgsl", "sample"),
@@ -80,6 +88,7 @@ impl Kernel {
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
+            "attention_merge.wgsl" => include_str!("../../shaders/attention_merge.wgsl"),
             "swiglu.wgsl" => include_str!("../../shaders/swiglu.wgsl"),
             "argmax.wgsl" => include_str!("../../shaders/argmax.wgsl"),
             "sample.wgsl" => include_str!("../../shaders/sample.wgsl"),
@@ -95,7 +104,8 @@ impl Kernel {
             Kernel::RmsNorm => &[Read, Read, Read, Write],
             Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulM1 => &[Read, Read, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
-            Kernel::Attention => &[Read, Read, Read, Read, Read, Write],
+            Kernel::Attention | Kernel::AttentionSplit => &[Read, Read, Read, Read, Read, Write],
+            Kernel::AttentionMerge => &[Read, Write],
             Kernel::SwiGlu => &[Read, Write],
             Kernel::Argmax => &[Read, Write],
             Kernel::Sample => &[Read, Read, Write],
@@ -414,6 +424,32 @@ impl StepRecorder<'_> {
             times.push((kernel, crate::clock::now_s() - start));
         }
         Ok(times)
+    }
+}
+
+/// Parts each token's context is split into by `attention_split` (mirrors SPLITS in the WGSL).
+pub const ATTENTION_SPLITS: usize = 16;
+/// Floats per part in the partials buffer: running max, running sum, then head_dim accumulators.
+pub fn attention_part_floats(head_dim: usize) -> usize {
+    head_dim + 2
+}
+
+/// Records attention for `n_tokens` tokens (`p.n_tokens`): one invocation per (token, head), or,
+/// with `split` (bind groups for the split pass and the merge), the context split
+/// [`ATTENTION_SPLITS`] ways and merged.
+pub fn record_attention<'a>(
+    rec: &mut StepRecorder<'a>,
+    whole: &'a wgpu::BindGroup,
+    split: Option<(&'a wgpu::BindGroup, &'a wgpu::BindGroup)>,
+    p: &HeadParams,
+) {
+    let pairs = (p.n_tokens * p.n_heads) as usize;
+    match split {
+        None => rec.dispatch(Kernel::Attention, whole, p, [groups(pairs, 64), 1, 1]),
+        Some((parts, merge)) => {
+            rec.dispatch(Kernel::AttentionSplit, parts, p, [groups(pairs * ATTENTION_SPLITS, 64), 1, 1]);
+            rec.dispatch(Kernel::AttentionMerge, merge, p, [groups(pairs * p.head_dim as usize, 64), 1, 1]);
+        }
     }
 }
 
