@@ -57,9 +57,15 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
 
 fn matmul_case(g: &Gpu, tile: MatmulTile) {
     let kernels = Kernels::with_matmul_tile(&g.device, tile);
-    for (m, n, k, chunk_rows) in
-        [(1, 1, 8, 1), (1, 1001, 64, 300), (5, 67, 1000, 67), (33, 1000, 48, 300), (4, 129, 16, 50), (70, 37, 24, 37)]
-    {
+    for (m, n, k, chunk_rows) in [
+        (1, 1, 8, 1),
+        (1, 1001, 64, 300),
+        (5, 67, 1000, 67),
+        (33, 1000, 48, 300),
+        (4, 129, 16, 50),
+        (70, 37, 24, 37),
+        (65, 1100, 40, 600),
+    ] {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);

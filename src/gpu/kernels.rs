@@ -18,6 +18,8 @@ pub enum Kernel {
     Matmul,
     /// `Matmul` with an 8-token register tile (native CPU adapters; see [`MatmulTile`]).
     MatmulWide,
+    /// `MatmulWide` with 8 weight rows per invocation, for prefill-sized M (native CPU adapters).
+    MatmulTall,
     /// `Matmul` specialised for one row of x (decode at batch 1).
     MatmulM1,
     QkNormRope,
@@ -39,11 +41,12 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
         Kernel::MatmulWide,
+        Kernel::MatmulTall,
         Kernel::MatmulM1,
         Kernel::QkNormRope,
         Kernel::Attention,
@@ -61,6 +64,7 @@ impl Kernel {
             Kernel::RmsNorm => ("rmsnorm.wgsl", "rms_norm"),
             Kernel::Matmul => ("matmul.wgsl", "matmul_bf16"),
             Kernel::MatmulWide => ("matmul.wgsl", "matmul_bf16_wide"),
+            Kernel::MatmulTall => ("matmul.wgsl", "matmul_bf16_tall"),
             Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
             Kernel::Attention => ("attention.wgsl", "attention"),
@@ -102,7 +106,7 @@ impl Kernel {
         match self {
             Kernel::Embed => &[Read, Read, Write],
             Kernel::RmsNorm => &[Read, Read, Read, Write],
-            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulM1 => &[Read, Read, Write],
+            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall | Kernel::MatmulM1 => &[Read, Read, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention | Kernel::AttentionSplit => &[Read, Read, Read, Read, Read, Write],
             Kernel::AttentionMerge => &[Read, Write],
@@ -218,6 +222,8 @@ impl MatmulTile {
 pub struct Kernels {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
     matmul: Kernel,
+    /// The prefill-sized variant, where built.
+    tall: Option<Kernel>,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
     /// The per-step parameter arena (uniform, dynamic offsets).
     pub params: wgpu::Buffer,
@@ -235,10 +241,10 @@ impl Kernels {
         };
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
-        // Only the general matmul in use is built (the other may not compile on this adapter).
-        for kernel in
-            Kernel::ALL.into_iter().filter(|&k| !matches!(k, Kernel::Matmul | Kernel::MatmulWide) || k == matmul)
-        {
+        // Only the general matmuls in use are built (the others may not compile on this adapter).
+        let tall = (tile == MatmulTile::Eight).then_some(Kernel::MatmulTall);
+        let general = |k: Kernel| matches!(k, Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall);
+        for kernel in Kernel::ALL.into_iter().filter(|&k| !general(k) || k == matmul || Some(k) == tall) {
             let (source, entry) = kernel.source();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
@@ -292,7 +298,7 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Kernels { pipelines, matmul, layouts, params }
+        Kernels { pipelines, matmul, tall, layouts, params }
     }
 
     /// The general (any M) matmul this table was built with.
@@ -333,7 +339,7 @@ impl Kernels {
     /// are interchangeable).
     fn built(&self, kernel: Kernel) -> Kernel {
         match kernel {
-            Kernel::Matmul | Kernel::MatmulWide => self.matmul,
+            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall => self.matmul,
             k => k,
         }
     }
@@ -458,19 +464,20 @@ pub fn record_attention<'a>(
 const MATMUL_ROWS: usize = 4;
 const MATMUL_M_CHUNK: usize = 32;
 const MATMUL_M1_ROWS: usize = 8;
+/// Rows per invocation of `matmul_bf16_tall`, and the M from which it is used.
+const MATMUL_TALL_ROWS: usize = 8;
+const MATMUL_TALL_MIN_M: u32 = 64;
 
 /// Records `y (+)= x W^T` over one weight chunk, picking the decode kernel when x has one row.
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
     let rows = p.rows as usize;
+    let m_groups = groups(p.m as usize, MATMUL_M_CHUNK);
     if p.m == 1 {
         rec.dispatch(Kernel::MatmulM1, bind_group, p, [groups(rows, 64 * MATMUL_M1_ROWS), 1, 1]);
+    } else if let Some(tall) = rec.kernels.tall.filter(|_| p.m >= MATMUL_TALL_MIN_M) {
+        rec.dispatch(tall, bind_group, p, [groups(rows, 64 * MATMUL_TALL_ROWS), m_groups, 1]);
     } else {
-        rec.dispatch(
-            rec.kernels.matmul(),
-            bind_group,
-            p,
-            [groups(rows, 64 * MATMUL_ROWS), groups(p.m as usize, MATMUL_M_CHUNK), 1],
-        );
+        rec.dispatch(rec.kernels.matmul(), bind_group, p, [groups(rows, 64 * MATMUL_ROWS), m_groups, 1]);
     }
 }
 
