@@ -80,7 +80,6 @@ pub async fn decode(
         engine.submit(request(prompt, steps + 1 + profile as usize, cfg.vocab_size, s))?;
     }
     let mut times = Vec::new();
-    let mut context = 0usize;
     let mut profiled = false;
     while engine.has_work() {
         let profiling = engine.profile_next;
@@ -91,7 +90,6 @@ pub async fn decode(
                     profiled = true;
                 } else {
                     times.push(s.duration_s);
-                    context = prompt + times.len();
                     // Profile one full-batch step in the middle (kept out of the timings).
                     engine.profile_next = profile && !profiled && times.len() == steps / 2;
                 }
@@ -99,9 +97,11 @@ pub async fn decode(
         }
     }
     let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
+    let timed = times.len();
     let step = median(times);
     let weights = cfg.params_per_token() as f64 * 2.0;
-    let context = prompt + context.saturating_sub(prompt).div_ceil(2);
+    // The median step's context: the prompt plus half of the timed steps.
+    let context = prompt + timed.div_ceil(2);
     let kv = batch as f64 * context as f64 * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
     let gb_s = (weights + kv) / step / 1e9;
     Ok(DecodeSpeed {

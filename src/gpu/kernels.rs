@@ -217,13 +217,29 @@ impl MatmulTile {
         }
         MatmulTile::Four
     }
+
+    /// Whether this tile builds `kernel` (every kernel but the general matmuls of other tiles).
+    fn builds(self, kernel: Kernel) -> bool {
+        match kernel {
+            Kernel::Matmul => self == MatmulTile::Four,
+            Kernel::MatmulWide | Kernel::MatmulTall => self == MatmulTile::Eight,
+            _ => true,
+        }
+    }
+
+    /// The general matmul for `m` tokens and its weight rows per invocation.
+    fn general_matmul(self, m: u32) -> (Kernel, usize) {
+        match self {
+            MatmulTile::Four => (Kernel::Matmul, MATMUL_ROWS),
+            MatmulTile::Eight if m >= MATMUL_TALL_MIN_M => (Kernel::MatmulTall, MATMUL_TALL_ROWS),
+            MatmulTile::Eight => (Kernel::MatmulWide, MATMUL_ROWS),
+        }
+    }
 }
 
 pub struct Kernels {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
-    matmul: Kernel,
-    /// The prefill-sized variant, where built.
-    tall: Option<Kernel>,
+    tile: MatmulTile,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
     /// The per-step parameter arena (uniform, dynamic offsets).
     pub params: wgpu::Buffer,
@@ -235,16 +251,10 @@ impl Kernels {
     }
 
     pub fn with_matmul_tile(device: &wgpu::Device, tile: MatmulTile) -> Kernels {
-        let matmul = match tile {
-            MatmulTile::Four => Kernel::Matmul,
-            MatmulTile::Eight => Kernel::MatmulWide,
-        };
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
-        // Only the general matmuls in use are built (the others may not compile on this adapter).
-        let tall = (tile == MatmulTile::Eight).then_some(Kernel::MatmulTall);
-        let general = |k: Kernel| matches!(k, Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall);
-        for kernel in Kernel::ALL.into_iter().filter(|&k| !general(k) || k == matmul || Some(k) == tall) {
+        // Only the general matmuls of this tile are built (the others may not compile on this adapter).
+        for kernel in Kernel::ALL.into_iter().filter(|&k| tile.builds(k)) {
             let (source, entry) = kernel.source();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
@@ -298,12 +308,13 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Kernels { pipelines, matmul, tall, layouts, params }
-    }
-
-    /// The general (any M) matmul this table was built with.
-    pub fn matmul(&self) -> Kernel {
-        self.matmul
+        // The general matmuls share one binding layout: a bind group made for any of them (callers
+        // use `Kernel::Matmul`) serves the one a step picks.
+        let general = layouts[&tile.general_matmul(1).0].clone();
+        for kernel in [Kernel::Matmul, Kernel::MatmulWide, Kernel::MatmulTall] {
+            layouts.entry(kernel).or_insert_with(|| general.clone());
+        }
+        Kernels { pipelines, tile, layouts, params }
     }
 
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
@@ -328,20 +339,9 @@ impl Kernels {
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),
-            layout: &self.layouts[&self.built(kernel)],
+            layout: &self.layouts[&kernel],
             entries: &entries,
         })
-    }
-}
-
-impl Kernels {
-    /// `kernel`, or the general matmul in use when asked for either variant (their bind groups
-    /// are interchangeable).
-    fn built(&self, kernel: Kernel) -> Kernel {
-        match kernel {
-            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall => self.matmul,
-            k => k,
-        }
     }
 }
 
@@ -468,16 +468,16 @@ const MATMUL_M1_ROWS: usize = 8;
 const MATMUL_TALL_ROWS: usize = 8;
 const MATMUL_TALL_MIN_M: u32 = 64;
 
-/// Records `y (+)= x W^T` over one weight chunk, picking the decode kernel when x has one row.
+/// Records `y (+)= x W^T` over one weight chunk: the decode kernel when x has one row, otherwise
+/// the general kernel of this table's tile for that many rows.
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
     let rows = p.rows as usize;
     let m_groups = groups(p.m as usize, MATMUL_M_CHUNK);
     if p.m == 1 {
         rec.dispatch(Kernel::MatmulM1, bind_group, p, [groups(rows, 64 * MATMUL_M1_ROWS), 1, 1]);
-    } else if let Some(tall) = rec.kernels.tall.filter(|_| p.m >= MATMUL_TALL_MIN_M) {
-        rec.dispatch(tall, bind_group, p, [groups(rows, 64 * MATMUL_TALL_ROWS), m_groups, 1]);
     } else {
-        rec.dispatch(rec.kernels.matmul(), bind_group, p, [groups(rows, 64 * MATMUL_ROWS), m_groups, 1]);
+        let (kernel, rows_per_invocation) = rec.kernels.tile.general_matmul(p.m);
+        rec.dispatch(kernel, bind_group, p, [groups(rows, 64 * rows_per_invocation), m_groups, 1]);
     }
 }
 
