@@ -7,8 +7,8 @@ mod common;
 use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::{
-    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, MatmulParams, MatmulTile,
-    PairParams, RmsNormParams, ATTENTION_SPLITS,
+    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, KernelOptions,
+    MatmulParams, MatmulTile, PairParams, RmsNormParams, ATTENTION_SPLITS,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
@@ -50,21 +50,31 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 #[test]
 fn matmul_matches_reference_across_chunks_and_accumulate() {
     let g = gpu();
+    // Subgroup kernels wherever the device has them (lavapipe does), and the plain ones always.
+    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
-        matmul_case(&g, tile);
+        for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+            matmul_case(&g, KernelOptions { tile, subgroups });
+        }
     }
 }
 
-fn matmul_case(g: &Gpu, tile: MatmulTile) {
-    let kernels = Kernels::with_matmul_tile(&g.device, tile);
+fn matmul_case(g: &Gpu, options: KernelOptions) {
+    let kernels = Kernels::with_options(&g.device, options);
+    // Shapes with k % 32 == 0 take the subgroup kernels when they are on: decode, the 8-token tile
+    // (m < 64) and the tall one (m >= 64, two row chunks).
     for (m, n, k, chunk_rows) in [
         (1, 1, 8, 1),
         (1, 1001, 64, 300),
+        (1, 77, 1024, 40),
         (5, 67, 1000, 67),
         (33, 1000, 48, 300),
+        (9, 130, 96, 70),
         (4, 129, 16, 50),
         (70, 37, 24, 37),
+        (70, 45, 128, 45),
         (65, 1100, 40, 600),
+        (66, 301, 64, 200),
     ] {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
@@ -97,7 +107,7 @@ fn matmul_case(g: &Gpu, tile: MatmulTile) {
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
-            let name = format!("matmul {tile:?} m={m} n={n} k={k} acc={accumulate}");
+            let name = format!("matmul {options:?} m={m} n={n} k={k} acc={accumulate}");
             assert_close(&name, &read(&yb, m * n), &want, 1e-5);
         }
     }

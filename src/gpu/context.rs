@@ -36,6 +36,19 @@ pub struct Gpu {
     _wgpu_adapter: wgpu::Adapter,
 }
 
+/// Optional features the engine uses where the adapter has them: subgroups (the matmuls share x
+/// across lanes) natively, unless `TOKENMETER_SUBGROUPS=0`. The browser does not ask for them yet:
+/// SwiftShader, the only browser adapter the tests run on, stalls on some large kernels, and the
+/// subgroup kernels have not been tried on a browser's GPU.
+fn wanted_features(adapter: &wgpu::Adapter) -> wgpu::Features {
+    let mut wanted = wgpu::Features::empty();
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("TOKENMETER_SUBGROUPS").as_deref() != Ok("0") {
+        wanted |= wgpu::Features::SUBGROUP;
+    }
+    wanted & adapter.features()
+}
+
 impl Gpu {
     /// The first adapter the platform offers (lavapipe on these machines, the browser's GPU on the web).
     pub async fn new() -> Result<Gpu> {
@@ -62,7 +75,7 @@ impl Gpu {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenmeter device"),
-                required_features: wgpu::Features::empty(),
+                required_features: wanted_features(&adapter),
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,

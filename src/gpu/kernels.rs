@@ -22,6 +22,11 @@ pub enum Kernel {
     MatmulTall,
     /// `Matmul` specialised for one row of x (decode at batch 1).
     MatmulM1,
+    /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
+    /// with the `subgroups` feature; see [`KernelOptions`]).
+    MatmulM1Subgroup,
+    MatmulWideSubgroup,
+    MatmulTallSubgroup,
     QkNormRope,
     Attention,
     /// Attention with each token's context split [`ATTENTION_SPLITS`] ways (flash-decoding) ...
@@ -41,13 +46,16 @@ enum Access {
 use Access::{Read, Write};
 
 impl Kernel {
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
         Kernel::MatmulWide,
         Kernel::MatmulTall,
         Kernel::MatmulM1,
+        Kernel::MatmulM1Subgroup,
+        Kernel::MatmulWideSubgroup,
+        Kernel::MatmulTallSubgroup,
         Kernel::QkNormRope,
         Kernel::Attention,
         Kernel::AttentionSplit,
@@ -66,6 +74,9 @@ impl Kernel {
             Kernel::MatmulWide => ("matmul.wgsl", "matmul_bf16_wide"),
             Kernel::MatmulTall => ("matmul.wgsl", "matmul_bf16_tall"),
             Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
+            Kernel::MatmulM1Subgroup => ("matmul_subgroup.wgsl", "matmul_bf16_m1_sg"),
+            Kernel::MatmulWideSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_wide_sg"),
+            Kernel::MatmulTallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_tall_sg"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
             Kernel::Attention => ("attention.wgsl", "attention"),
             Kernel::AttentionSplit => ("attention.wgsl", "attention_split"),
@@ -76,20 +87,33 @@ impl Kernel {
         }
     }
 
-    /// The kernel's WGSL: compiled in, or (native, for kernel work without rebuilding) read from
-    /// `$TOKENMETER_SHADER_DIR` when that is set.
+    /// The kernel's WGSL. The subgroup matmuls are matmul.wgsl (their parameters, bindings and
+    /// helpers), then matmul_subgroup.wgsl; browsers need `enable subgroups;` first, while naga
+    /// rejects it and takes the device feature as the permission.
     fn source(self) -> (std::borrow::Cow<'static, str>, &'static str) {
         let (file, entry) = self.file_and_entry();
+        if file == "matmul_subgroup.wgsl" {
+            let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
+            let text = format!("{enable}{}\n{}", Self::file_text("matmul.wgsl"), Self::file_text(file));
+            return (text.into(), entry);
+        }
+        (Self::file_text(file), entry)
+    }
+
+    /// A WGSL file of shaders/: compiled in, or (native, for kernel work without rebuilding) read
+    /// from `$TOKENMETER_SHADER_DIR` when that is set.
+    fn file_text(file: &str) -> std::borrow::Cow<'static, str> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(dir) = std::env::var_os("TOKENMETER_SHADER_DIR") {
             let path = std::path::Path::new(&dir).join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            return (text.into(), entry);
+            return text.into();
         }
         let text = match file {
             "embed.wgsl" => include_str!("../../shaders/embed.wgsl"),
             "rmsnorm.wgsl" => include_str!("../../shaders/rmsnorm.wgsl"),
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
+            "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
             "attention_merge.wgsl" => include_str!("../../shaders/attention_merge.wgsl"),
@@ -98,7 +122,7 @@ impl Kernel {
             "sample.wgsl" => include_str!("../../shaders/sample.wgsl"),
             _ => unreachable!("every kernel file is listed"),
         };
-        (text.into(), entry)
+        text.into()
     }
 
     /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
@@ -106,7 +130,13 @@ impl Kernel {
         match self {
             Kernel::Embed => &[Read, Read, Write],
             Kernel::RmsNorm => &[Read, Read, Read, Write],
-            Kernel::Matmul | Kernel::MatmulWide | Kernel::MatmulTall | Kernel::MatmulM1 => &[Read, Read, Write],
+            Kernel::Matmul
+            | Kernel::MatmulWide
+            | Kernel::MatmulTall
+            | Kernel::MatmulM1
+            | Kernel::MatmulM1Subgroup
+            | Kernel::MatmulWideSubgroup
+            | Kernel::MatmulTallSubgroup => &[Read, Read, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention | Kernel::AttentionSplit => &[Read, Read, Read, Read, Read, Write],
             Kernel::AttentionMerge => &[Read, Write],
@@ -217,29 +247,59 @@ impl MatmulTile {
         }
         MatmulTile::Four
     }
+}
 
-    /// Whether this tile builds `kernel` (every kernel but the general matmuls of other tiles).
+/// Which matmul kernels a [`Kernels`] table builds and dispatches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelOptions {
+    pub tile: MatmulTile,
+    /// Share x across subgroup lanes (matmul_subgroup.wgsl). Needs a device opened with
+    /// `Features::SUBGROUP`; the browser's 4-token tile has no subgroup variant, only decode does.
+    pub subgroups: bool,
+}
+
+impl KernelOptions {
+    /// This platform's tile, and subgroups wherever the device has them.
+    pub fn for_device(device: &wgpu::Device) -> KernelOptions {
+        KernelOptions {
+            tile: MatmulTile::for_this_platform(),
+            subgroups: device.features().contains(wgpu::Features::SUBGROUP),
+        }
+    }
+
+    /// Whether these options build `kernel` (every kernel but the general matmuls of other tiles
+    /// and, without subgroups, the subgroup variants).
     fn builds(self, kernel: Kernel) -> bool {
+        let eight = self.tile == MatmulTile::Eight;
         match kernel {
-            Kernel::Matmul => self == MatmulTile::Four,
-            Kernel::MatmulWide | Kernel::MatmulTall => self == MatmulTile::Eight,
+            Kernel::Matmul => !eight,
+            Kernel::MatmulWide | Kernel::MatmulTall => eight,
+            Kernel::MatmulM1Subgroup => self.subgroups,
+            Kernel::MatmulWideSubgroup | Kernel::MatmulTallSubgroup => self.subgroups && eight,
             _ => true,
         }
     }
 
-    /// The general matmul for `m` tokens and its weight rows per invocation.
-    fn general_matmul(self, m: u32) -> (Kernel, usize) {
-        match self {
-            MatmulTile::Four => (Kernel::Matmul, MATMUL_ROWS),
-            MatmulTile::Eight if m >= MATMUL_TALL_MIN_M => (Kernel::MatmulTall, MATMUL_TALL_ROWS),
-            MatmulTile::Eight => (Kernel::MatmulWide, MATMUL_ROWS),
+    /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its weight
+    /// rows per invocation.
+    fn matmul(self, m: u32, k: u32) -> (Kernel, usize) {
+        let shared_x = self.subgroups && k % MATMUL_SUBGROUP_K == 0;
+        let tall = m >= MATMUL_TALL_MIN_M;
+        match (self.tile, m) {
+            (_, 1) if shared_x => (Kernel::MatmulM1Subgroup, MATMUL_M1_ROWS),
+            (_, 1) => (Kernel::MatmulM1, MATMUL_M1_ROWS),
+            (MatmulTile::Four, _) => (Kernel::Matmul, MATMUL_ROWS),
+            (MatmulTile::Eight, _) if tall && shared_x => (Kernel::MatmulTallSubgroup, MATMUL_TALL_ROWS),
+            (MatmulTile::Eight, _) if tall => (Kernel::MatmulTall, MATMUL_TALL_ROWS),
+            (MatmulTile::Eight, _) if shared_x => (Kernel::MatmulWideSubgroup, MATMUL_ROWS),
+            (MatmulTile::Eight, _) => (Kernel::MatmulWide, MATMUL_ROWS),
         }
     }
 }
 
 pub struct Kernels {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
-    tile: MatmulTile,
+    options: KernelOptions,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
     /// The per-step parameter arena (uniform, dynamic offsets).
     pub params: wgpu::Buffer,
@@ -247,14 +307,14 @@ pub struct Kernels {
 
 impl Kernels {
     pub fn new(device: &wgpu::Device) -> Kernels {
-        Self::with_matmul_tile(device, MatmulTile::for_this_platform())
+        Self::with_options(device, KernelOptions::for_device(device))
     }
 
-    pub fn with_matmul_tile(device: &wgpu::Device, tile: MatmulTile) -> Kernels {
+    pub fn with_options(device: &wgpu::Device, options: KernelOptions) -> Kernels {
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
-        // Only the general matmuls of this tile are built (the others may not compile on this adapter).
-        for kernel in Kernel::ALL.into_iter().filter(|&k| tile.builds(k)) {
+        // Only the matmuls these options use are built (the others may not compile on this adapter).
+        for kernel in Kernel::ALL.into_iter().filter(|&k| options.builds(k)) {
             let (source, entry) = kernel.source();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
@@ -308,13 +368,17 @@ impl Kernels {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        // The general matmuls share one binding layout: a bind group made for any of them (callers
-        // use `Kernel::Matmul`) serves the one a step picks.
-        let general = layouts[&tile.general_matmul(1).0].clone();
+        // The matmuls share one binding layout: a bind group made for any of them (callers use
+        // `Kernel::Matmul`) serves the one a step picks.
+        let general = layouts[&Kernel::MatmulM1].clone();
         for kernel in [Kernel::Matmul, Kernel::MatmulWide, Kernel::MatmulTall] {
             layouts.entry(kernel).or_insert_with(|| general.clone());
         }
-        Kernels { pipelines, tile, layouts, params }
+        Kernels { pipelines, options, layouts, params }
+    }
+
+    pub fn options(&self) -> KernelOptions {
+        self.options
     }
 
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
@@ -462,6 +526,8 @@ pub fn record_attention<'a>(
 /// Weight rows per invocation and tokens per workgroup of `matmul_bf16`, and rows per invocation
 /// of `matmul_bf16_m1` (mirrors the constants in matmul.wgsl).
 const MATMUL_ROWS: usize = 4;
+/// The subgroup matmuls need k to be a multiple of this (8 weights per load x `X_SHARE` lanes).
+const MATMUL_SUBGROUP_K: u32 = 32;
 const MATMUL_M_CHUNK: usize = 32;
 const MATMUL_M1_ROWS: usize = 8;
 /// Rows per invocation of `matmul_bf16_tall`, and the M from which it is used.
@@ -469,16 +535,11 @@ const MATMUL_TALL_ROWS: usize = 8;
 const MATMUL_TALL_MIN_M: u32 = 64;
 
 /// Records `y (+)= x W^T` over one weight chunk: the decode kernel when x has one row, otherwise
-/// the general kernel of this table's tile for that many rows.
+/// the general kernel of this table's tile for that many rows (each with shared x where it can).
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
-    let rows = p.rows as usize;
+    let (kernel, rows_per_invocation) = rec.kernels.options.matmul(p.m, p.k);
     let m_groups = groups(p.m as usize, MATMUL_M_CHUNK);
-    if p.m == 1 {
-        rec.dispatch(Kernel::MatmulM1, bind_group, p, [groups(rows, 64 * MATMUL_M1_ROWS), 1, 1]);
-    } else {
-        let (kernel, rows_per_invocation) = rec.kernels.tile.general_matmul(p.m);
-        rec.dispatch(kernel, bind_group, p, [groups(rows, 64 * rows_per_invocation), m_groups, 1]);
-    }
+    rec.dispatch(kernel, bind_group, p, [groups(p.rows as usize, 64 * rows_per_invocation), m_groups, 1]);
 }
 
 pub fn groups(n: usize, size: usize) -> u32 {
