@@ -22,7 +22,7 @@ async fn run() {
     let gpu = Gpu::new().await.expect("adapter");
     let roof = roofline::measure(&gpu, 5).await.expect("roofline");
     println!("adapter: {}  copy {:.2} GB/s  fma {:.1} GFLOP/s", gpu.adapter.name, roof.copy_gb_s, roof.fma_gflop_s);
-    let kernels = Kernels::new(&gpu.device);
+    let kernels = Kernels::new(&gpu);
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     for (name, m, n, k) in [
         ("lm_head decode", 1, 151_936, 1024),
@@ -39,7 +39,7 @@ async fn run() {
         let x = gpu.storage_buffer("x", (m * k * 4) as u64);
         let y = gpu.storage_buffer("y", (m * n * 4) as u64);
         let binds: Vec<_> =
-            w.chunks.iter().map(|c| kernels.bind(&gpu.device, Kernel::Matmul, "bench", &[&x, &c.buffer, &y])).collect();
+            w.chunks.iter().map(|c| kernels.bind(&gpu.device, Kernel::Matmul, "bench", &[&x, c, &y])).collect();
         let mut times = Vec::new();
         for i in 0..6 {
             let mut rec = StepRecorder::new(&kernels, 65_535);

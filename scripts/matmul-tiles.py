@@ -36,13 +36,13 @@ def kernel(name, comment, rows_const, rows, tokens):
            f"    let r0 = gid.x * {rows_const};",
            "    let m_begin = wg.y * M_CHUNK;\n    if (r0 >= p.rows || m_begin >= p.m) {\n        return;\n    }",
            "    let m_end = min(m_begin + M_CHUNK, p.m);\n    let k4 = p.k / 4u;\n    let k8 = p.k / 8u;"]
-    out += [f"    let w{j} = min(r0 + {j}u, p.rows - 1u) * k8;" for j in range(rows)]
+    out += [f"    let w{j} = min(r0 + {j}u, p.rows - 1u);" for j in range(rows)]
     out.append("    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {")
     out += [f"        let x{t} = min(m0 + {t}u, p.m - 1u) * k4;" for t in range(tokens)]
     out += ["        " + " ".join(f"var a{j}{t} = 0.0;" for t in range(tokens)) for j in range(rows)]
     out.append("        for (var i = 0u; i < k8; i++) {")
     for j in range(rows):
-        out.append(f"            let q{j} = w[w{j} + i];\n            let wa{j} = unpack_lo(q{j});\n"
+        out.append(f"            let q{j} = weights(w{j}, i, k8);\n            let wa{j} = unpack_lo(q{j});\n"
                    f"            let wb{j} = unpack_hi(q{j});")
     for t in range(tokens):
         out.append(f"            let xa{t} = x[x{t} + 2u * i];\n            let xb{t} = x[x{t} + 2u * i + 1u];")
@@ -89,7 +89,7 @@ def subgroup_kernel(name, rows, tokens, share):
         out.append("    let m_begin = wg.y * M_CHUNK;\n    if (m_begin >= p.m) {\n        return;\n    }")
         out.append("    let m_end = min(m_begin + M_CHUNK, p.m);\n    let k4 = p.k / 4u;")
     out.append("    let k8 = p.k / 8u;\n    let part = lane % X_SHARE;")
-    out += [f"    let w{j} = min(r0 + {j}u, p.rows - 1u) * k8;" for j in range(rows)]
+    out += [f"    let w{j} = min(r0 + {j}u, p.rows - 1u);" for j in range(rows)]
     ind = "    "
     if decode:
         out.append("    let x0 = 0u;")
@@ -104,7 +104,7 @@ def subgroup_kernel(name, rows, tokens, share):
         out.append(f"{body}let xa{t}_own = x[x{t} + 2u * (i + part)];\n{body}let xb{t}_own = x[x{t} + 2u * (i + part) + 1u];")
     for s in range(share):
         for j in range(rows):
-            out.append(f"{body}let q{j}_{s} = w[w{j} + i + {s}u];")
+            out.append(f"{body}let q{j}_{s} = weights(w{j}, i + {s}u, k8);")
         for t in range(tokens):
             out.append(f"{body}let xa{t}_{s} = subgroupBroadcast(xa{t}_own, {s}u);\n"
                        f"{body}let xb{t}_{s} = subgroupBroadcast(xb{t}_own, {s}u);")

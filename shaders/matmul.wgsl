@@ -18,7 +18,13 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // (m, k / 4)
+// BEGIN weights (weights_texture.wgsl replaces this block where weights live in textures)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (rows, k / 8) bf16 x 8
+// Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
+fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
+    return w[row * texels + i];
+}
+// END weights
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;      // (m, n)
 
 // Register blocking: an invocation owns ROWS weight rows and walks its chunk of up to M_CHUNK tokens
@@ -68,10 +74,10 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
     let k8 = p.k / 8u;
     // Rows past the chunk, and tokens past the end, re-read the last one; their results are not stored.
     // The 4 x 4 register tile is written out by hand: compilers keep scalars in registers.
-    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
-    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
-    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
-    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
+    let w0 = min(r0 + 0u, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
     for (var m0 = m_begin; m0 < m_end; m0 += TILE_M) {
         let x0 = min(m0 + 0u, p.m - 1u) * k4;
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
@@ -82,16 +88,16 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
         var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0;
         var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0;
         for (var i = 0u; i < k8; i++) {
-            let q0 = w[w0 + i];
+            let q0 = weights(w0, i, k8);
             let wa0 = unpack_lo(q0);
             let wb0 = unpack_hi(q0);
-            let q1 = w[w1 + i];
+            let q1 = weights(w1, i, k8);
             let wa1 = unpack_lo(q1);
             let wb1 = unpack_hi(q1);
-            let q2 = w[w2 + i];
+            let q2 = weights(w2, i, k8);
             let wa2 = unpack_lo(q2);
             let wb2 = unpack_hi(q2);
-            let q3 = w[w3 + i];
+            let q3 = weights(w3, i, k8);
             let wa3 = unpack_lo(q3);
             let wb3 = unpack_hi(q3);
             let xa0 = x[x0 + 2u * i];
@@ -183,10 +189,10 @@ fn matmul_bf16_wide(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(work
     let m_end = min(m_begin + M_CHUNK, p.m);
     let k4 = p.k / 4u;
     let k8 = p.k / 8u;
-    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
-    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
-    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
-    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
+    let w0 = min(r0 + 0u, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
     for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {
         let x0 = min(m0 + 0u, p.m - 1u) * k4;
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
@@ -201,16 +207,16 @@ fn matmul_bf16_wide(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(work
         var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0; var a24 = 0.0; var a25 = 0.0; var a26 = 0.0; var a27 = 0.0;
         var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0; var a34 = 0.0; var a35 = 0.0; var a36 = 0.0; var a37 = 0.0;
         for (var i = 0u; i < k8; i++) {
-            let q0 = w[w0 + i];
+            let q0 = weights(w0, i, k8);
             let wa0 = unpack_lo(q0);
             let wb0 = unpack_hi(q0);
-            let q1 = w[w1 + i];
+            let q1 = weights(w1, i, k8);
             let wa1 = unpack_lo(q1);
             let wb1 = unpack_hi(q1);
-            let q2 = w[w2 + i];
+            let q2 = weights(w2, i, k8);
             let wa2 = unpack_lo(q2);
             let wb2 = unpack_hi(q2);
-            let q3 = w[w3 + i];
+            let q3 = weights(w3, i, k8);
             let wa3 = unpack_lo(q3);
             let wb3 = unpack_hi(q3);
             let xa0 = x[x0 + 2u * i];
@@ -373,14 +379,14 @@ fn matmul_bf16_tall(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(work
     let m_end = min(m_begin + M_CHUNK, p.m);
     let k4 = p.k / 4u;
     let k8 = p.k / 8u;
-    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
-    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
-    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
-    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
-    let w4 = min(r0 + 4u, p.rows - 1u) * k8;
-    let w5 = min(r0 + 5u, p.rows - 1u) * k8;
-    let w6 = min(r0 + 6u, p.rows - 1u) * k8;
-    let w7 = min(r0 + 7u, p.rows - 1u) * k8;
+    let w0 = min(r0 + 0u, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
+    let w4 = min(r0 + 4u, p.rows - 1u);
+    let w5 = min(r0 + 5u, p.rows - 1u);
+    let w6 = min(r0 + 6u, p.rows - 1u);
+    let w7 = min(r0 + 7u, p.rows - 1u);
     for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {
         let x0 = min(m0 + 0u, p.m - 1u) * k4;
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
@@ -399,28 +405,28 @@ fn matmul_bf16_tall(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(work
         var a60 = 0.0; var a61 = 0.0; var a62 = 0.0; var a63 = 0.0; var a64 = 0.0; var a65 = 0.0; var a66 = 0.0; var a67 = 0.0;
         var a70 = 0.0; var a71 = 0.0; var a72 = 0.0; var a73 = 0.0; var a74 = 0.0; var a75 = 0.0; var a76 = 0.0; var a77 = 0.0;
         for (var i = 0u; i < k8; i++) {
-            let q0 = w[w0 + i];
+            let q0 = weights(w0, i, k8);
             let wa0 = unpack_lo(q0);
             let wb0 = unpack_hi(q0);
-            let q1 = w[w1 + i];
+            let q1 = weights(w1, i, k8);
             let wa1 = unpack_lo(q1);
             let wb1 = unpack_hi(q1);
-            let q2 = w[w2 + i];
+            let q2 = weights(w2, i, k8);
             let wa2 = unpack_lo(q2);
             let wb2 = unpack_hi(q2);
-            let q3 = w[w3 + i];
+            let q3 = weights(w3, i, k8);
             let wa3 = unpack_lo(q3);
             let wb3 = unpack_hi(q3);
-            let q4 = w[w4 + i];
+            let q4 = weights(w4, i, k8);
             let wa4 = unpack_lo(q4);
             let wb4 = unpack_hi(q4);
-            let q5 = w[w5 + i];
+            let q5 = weights(w5, i, k8);
             let wa5 = unpack_lo(q5);
             let wb5 = unpack_hi(q5);
-            let q6 = w[w6 + i];
+            let q6 = weights(w6, i, k8);
             let wa6 = unpack_lo(q6);
             let wb6 = unpack_hi(q6);
-            let q7 = w[w7 + i];
+            let q7 = weights(w7, i, k8);
             let wa7 = unpack_lo(q7);
             let wb7 = unpack_hi(q7);
             let xa0 = x[x0 + 2u * i];
@@ -714,33 +720,33 @@ fn matmul_bf16_m1(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let k8 = p.k / 8u;
     // Rows past the chunk re-read its last row; their results are not stored.
-    let w0 = min(r0 + 0u, p.rows - 1u) * k8;
-    let w1 = min(r0 + 1u, p.rows - 1u) * k8;
-    let w2 = min(r0 + 2u, p.rows - 1u) * k8;
-    let w3 = min(r0 + 3u, p.rows - 1u) * k8;
-    let w4 = min(r0 + 4u, p.rows - 1u) * k8;
-    let w5 = min(r0 + 5u, p.rows - 1u) * k8;
-    let w6 = min(r0 + 6u, p.rows - 1u) * k8;
-    let w7 = min(r0 + 7u, p.rows - 1u) * k8;
+    let w0 = min(r0 + 0u, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
+    let w4 = min(r0 + 4u, p.rows - 1u);
+    let w5 = min(r0 + 5u, p.rows - 1u);
+    let w6 = min(r0 + 6u, p.rows - 1u);
+    let w7 = min(r0 + 7u, p.rows - 1u);
     var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
     for (var i = 0u; i < k8; i++) {
         let xa = x[2u * i];
         let xb = x[2u * i + 1u];
-        let q0 = w[w0 + i];
+        let q0 = weights(w0, i, k8);
         a0 += dot(unpack_lo(q0), xa) + dot(unpack_hi(q0), xb);
-        let q1 = w[w1 + i];
+        let q1 = weights(w1, i, k8);
         a1 += dot(unpack_lo(q1), xa) + dot(unpack_hi(q1), xb);
-        let q2 = w[w2 + i];
+        let q2 = weights(w2, i, k8);
         a2 += dot(unpack_lo(q2), xa) + dot(unpack_hi(q2), xb);
-        let q3 = w[w3 + i];
+        let q3 = weights(w3, i, k8);
         a3 += dot(unpack_lo(q3), xa) + dot(unpack_hi(q3), xb);
-        let q4 = w[w4 + i];
+        let q4 = weights(w4, i, k8);
         a4 += dot(unpack_lo(q4), xa) + dot(unpack_hi(q4), xb);
-        let q5 = w[w5 + i];
+        let q5 = weights(w5, i, k8);
         a5 += dot(unpack_lo(q5), xa) + dot(unpack_hi(q5), xb);
-        let q6 = w[w6 + i];
+        let q6 = weights(w6, i, k8);
         a6 += dot(unpack_lo(q6), xa) + dot(unpack_hi(q6), xb);
-        let q7 = w[w7 + i];
+        let q7 = weights(w7, i, k8);
         a7 += dot(unpack_lo(q7), xa) + dot(unpack_hi(q7), xb);
     }
     if (r0 + 0u < p.rows) {

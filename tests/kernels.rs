@@ -6,12 +6,13 @@ mod common;
 
 use bytemuck::Pod;
 use common::*;
+use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, KernelOptions,
     MatmulParams, MatmulTile, PairParams, RmsNormParams, ATTENTION_SPLITS,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
-use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
+use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
@@ -21,9 +22,15 @@ fn bytes<T: Pod>(v: &[T]) -> &[u8] {
 }
 
 /// Runs one dispatch per (bind group buffers, params, workgroups).
-fn run<P: Pod>(kernels: &Kernels, kernel: Kernel, calls: &[(Vec<&wgpu::Buffer>, P, [u32; 3])]) {
+fn run<P: Pod, B: Bind + ?Sized>(kernels: &Kernels, kernel: Kernel, calls: &[(Vec<&B>, P, [u32; 3])]) {
     let g = gpu();
-    let bind_groups: Vec<_> = calls.iter().map(|(b, _, _)| kernels.bind(&g.device, kernel, "test", b)).collect();
+    let bind_groups: Vec<_> = calls
+        .iter()
+        .map(|(b, _, _)| {
+            let b: Vec<&dyn Bind> = b.iter().map(|x| x as &dyn Bind).collect();
+            kernels.bind(&g.device, kernel, "test", &b)
+        })
+        .collect();
     let mut rec = StepRecorder::new(kernels, g.limits.max_compute_workgroups_per_dimension);
     for ((_, p, wg), bg) in calls.iter().zip(&bind_groups) {
         rec.dispatch(kernel, bg, p, *wg);
@@ -54,7 +61,9 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
     let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
-            matmul_case(&g, KernelOptions { tile, subgroups });
+            for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+                matmul_case(&g, KernelOptions { tile, subgroups, weights });
+            }
         }
     }
 }
@@ -79,14 +88,14 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
-        let w = Matrix::with_chunk_rows(g, "w", n, k, chunk_rows).unwrap();
+        let w = Matrix::with_storage(g, "w", n, k, chunk_rows, options.weights).unwrap();
         w.write_rows(g, 0, &w_bits);
         for accumulate in [false, true] {
             let xb = g.storage_with("x", bytes(&x));
             let yb = g.storage_with("y", bytes(&y0));
             // Through the engine's own dispatch choice: the m = 1 kernel or the tiled one.
             let binds: Vec<_> =
-                w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, &c.buffer, &yb])).collect();
+                w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
             let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
             for (c, bind) in w.chunks.iter().zip(&binds) {
                 let p = MatmulParams {
@@ -115,11 +124,17 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
 
 #[test]
 fn embedding_gather_over_chunks() {
+    for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+        embedding_case(weights);
+    }
+}
+
+fn embedding_case(weights: WeightStorage) {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::with_options(&g.device, KernelOptions { weights, ..KernelOptions::for_gpu(&g) });
     let (vocab, hidden) = (1001, 24);
     let table_bits = bf16(&random(4, vocab * hidden));
-    let table = Matrix::with_chunk_rows(&g, "embed", vocab, hidden, 300).unwrap();
+    let table = Matrix::with_storage(&g, "embed", vocab, hidden, 300, weights).unwrap();
     table.write_rows(&g, 0, &table_bits);
     let ids = [0u32, 1000, 299, 300, 601, 5, 5];
     let tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
@@ -135,7 +150,7 @@ fn embedding_gather_over_chunks() {
                 row_start: c.row_start as u32,
                 row_count: c.rows as u32,
             };
-            (vec![&tb, &c.buffer, &xb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
+            (vec![&tb as &dyn Bind, c, &xb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
         })
         .collect();
     run(&kernels, Kernel::Embed, &calls);
@@ -143,13 +158,13 @@ fn embedding_gather_over_chunks() {
         .iter()
         .flat_map(|&id| table_bits[id as usize * hidden..][..hidden].iter().map(|&b| bf16_to_f32(b)))
         .collect();
-    assert_close("embed", &read(&xb, ids.len() * hidden), &want, 0.0);
+    assert_close(&format!("embed {weights:?}"), &read(&xb, ids.len() * hidden), &want, 0.0);
 }
 
 #[test]
 fn rms_norm_with_row_gather() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     let (rows_in, width) = (5, 1000);
     let x = random(5, rows_in * width);
     let weight: Vec<f32> = random(6, width).iter().map(|v| 1.0 + v * 0.5).collect();
@@ -195,7 +210,7 @@ impl HeadSetup {
 #[test]
 fn qk_norm_rope_and_cache_write() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     // Positions up to 40,000 check the angle reduction at theta = 1e6.
     let s = HeadSetup {
         n_heads: 6,
@@ -249,7 +264,7 @@ fn qk_norm_rope_and_cache_write() {
 #[test]
 fn attention_over_paged_cache_with_gqa() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     let s = HeadSetup {
         n_heads: 6,
         n_kv: 2,
@@ -318,7 +333,7 @@ fn check_attention(s: &HeadSetup, qkv: &[f32], k_cache: &[f32], v_cache: &[f32],
 #[test]
 fn swiglu_matches_reference() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     let (t, inter) = (3, 1001);
     let gate_up: Vec<f32> = random(12, t * 2 * inter).iter().map(|v| v * 8.0).collect();
     let (gb, ab) = (g.storage_with("gate_up", bytes(&gate_up)), g.storage_buffer("act", (t * inter * 4) as u64));
@@ -336,7 +351,7 @@ fn swiglu_matches_reference() {
 #[test]
 fn argmax_picks_the_first_maximum() {
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     let width = 151_936;
     let mut logits = random(13, 3 * width);
     logits[width + 77_777] = 5.0; // row 1: a unique maximum
@@ -367,7 +382,7 @@ fn param_structs_match_wgsl_sizes() {
 fn sampling_matches_reference() {
     use tokenmeter::gpu::kernels::RowSample;
     let g = gpu();
-    let kernels = Kernels::new(&g.device);
+    let kernels = Kernels::new(&g);
     let width = 5003;
     let mut rows = Vec::new();
     for (i, (temperature, top_k, top_p)) in

@@ -149,7 +149,7 @@ impl Model {
         let limits = plan(&gpu, &cfg, options)?;
         let weights = weights::upload(&gpu, src, progress).await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
-        let kernels = Kernels::new(&gpu.device);
+        let kernels = Kernels::new(&gpu);
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_seqs as u64);
         let f = 4u64;
         let (h, q, kvd, i) =
@@ -400,7 +400,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &ModelOptions) -> Result<EngineLimits> 
 fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers) -> Groups {
     let d = &gpu.device;
     let mm = |label: &str, x: &wgpu::Buffer, m: &Matrix, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
-        m.chunks.iter().map(|c| k.bind(d, Kernel::Matmul, label, &[x, &c.buffer, y])).collect()
+        m.chunks.iter().map(|c| k.bind(d, Kernel::Matmul, label, &[x, c, y])).collect()
     };
     let layers = w
         .layers
@@ -449,7 +449,7 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             .embed_tokens
             .chunks
             .iter()
-            .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, &c.buffer, &b.x]))
+            .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, c, &b.x]))
             .collect(),
         layers,
         attention_merge: k.bind(d, Kernel::AttentionMerge, "attention merge", &[&b.partials, &b.attn]),

@@ -3,6 +3,7 @@
 //! per-step parameter arena, so bind groups are built once and a step is one `write_buffer`
 //! (the arena) plus one command buffer.
 
+use super::WeightStorage;
 use bytemuck::{Pod, Zeroable};
 use std::collections::HashMap;
 
@@ -42,8 +43,27 @@ pub enum Kernel {
 enum Access {
     Read,
     Write,
+    /// bf16 weights: a read-only storage buffer or an `rgba32uint` texture ([`WeightStorage`]).
+    Weights,
 }
-use Access::{Read, Write};
+use Access::{Read, Weights, Write};
+
+/// Something a kernel binding can be: a buffer, or a weight chunk (buffer or texture).
+pub trait Bind {
+    fn resource(&self) -> wgpu::BindingResource<'_>;
+}
+
+impl Bind for wgpu::Buffer {
+    fn resource(&self) -> wgpu::BindingResource<'_> {
+        self.as_entire_binding()
+    }
+}
+
+impl<T: Bind + ?Sized> Bind for &T {
+    fn resource(&self) -> wgpu::BindingResource<'_> {
+        (**self).resource()
+    }
+}
 
 impl Kernel {
     pub const ALL: [Kernel; 16] = [
@@ -89,15 +109,21 @@ impl Kernel {
 
     /// The kernel's WGSL. The subgroup matmuls are matmul.wgsl (their parameters, bindings and
     /// helpers), then matmul_subgroup.wgsl; browsers need `enable subgroups;` first, while naga
-    /// rejects it and takes the device feature as the permission.
-    fn source(self) -> (std::borrow::Cow<'static, str>, &'static str) {
+    /// rejects it and takes the device feature as the permission. With weights in textures, the
+    /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl.
+    fn source(self, weights: WeightStorage) -> (String, &'static str) {
         let (file, entry) = self.file_and_entry();
+        let mut text = Self::file_text(file).into_owned();
         if file == "matmul_subgroup.wgsl" {
             let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
-            let text = format!("{enable}{}\n{}", Self::file_text("matmul.wgsl"), Self::file_text(file));
-            return (text.into(), entry);
+            text = format!("{enable}{}\n{text}", Self::file_text("matmul.wgsl"));
         }
-        (Self::file_text(file), entry)
+        if weights == WeightStorage::Texture && self.bindings().contains(&Weights) {
+            let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
+            let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
+            text.replace_range(begin..end, &Self::file_text("weights_texture.wgsl"));
+        }
+        (text, entry)
     }
 
     /// A WGSL file of shaders/: compiled in, or (native, for kernel work without rebuilding) read
@@ -114,6 +140,7 @@ impl Kernel {
             "rmsnorm.wgsl" => include_str!("../../shaders/rmsnorm.wgsl"),
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
+            "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
             "attention_merge.wgsl" => include_str!("../../shaders/attention_merge.wgsl"),
@@ -128,7 +155,7 @@ impl Kernel {
     /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
     fn bindings(self) -> &'static [Access] {
         match self {
-            Kernel::Embed => &[Read, Read, Write],
+            Kernel::Embed => &[Read, Weights, Write],
             Kernel::RmsNorm => &[Read, Read, Read, Write],
             Kernel::Matmul
             | Kernel::MatmulWide
@@ -136,7 +163,7 @@ impl Kernel {
             | Kernel::MatmulM1
             | Kernel::MatmulM1Subgroup
             | Kernel::MatmulWideSubgroup
-            | Kernel::MatmulTallSubgroup => &[Read, Read, Write],
+            | Kernel::MatmulTallSubgroup => &[Read, Weights, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention | Kernel::AttentionSplit => &[Read, Read, Read, Read, Read, Write],
             Kernel::AttentionMerge => &[Read, Write],
@@ -150,6 +177,11 @@ impl Kernel {
         self.file_and_entry().1
     }
 }
+
+/// The storage-buffer weights block of matmul.wgsl and embed.wgsl (binding and `weights()`), which
+/// weights_texture.wgsl replaces.
+const WEIGHTS_BEGIN: &str = "// BEGIN weights";
+const WEIGHTS_END: &str = "// END weights\n";
 
 // Parameter blocks, mirrored field for field in the WGSL `Params` structs.
 
@@ -256,14 +288,17 @@ pub struct KernelOptions {
     /// Share x across subgroup lanes (matmul_subgroup.wgsl). Needs a device opened with
     /// `Features::SUBGROUP`; the browser's 4-token tile has no subgroup variant, only decode does.
     pub subgroups: bool,
+    /// Where the matmul and embedding kernels find their weights (as the `Matrix`es were made).
+    pub weights: WeightStorage,
 }
 
 impl KernelOptions {
-    /// This platform's tile, and subgroups wherever the device has them.
-    pub fn for_device(device: &wgpu::Device) -> KernelOptions {
+    /// This platform's tile, subgroups wherever the device has them, and the GPU's weight storage.
+    pub fn for_gpu(gpu: &super::Gpu) -> KernelOptions {
         KernelOptions {
             tile: MatmulTile::for_this_platform(),
-            subgroups: device.features().contains(wgpu::Features::SUBGROUP),
+            subgroups: gpu.device.features().contains(wgpu::Features::SUBGROUP),
+            weights: gpu.weight_storage,
         }
     }
 
@@ -283,7 +318,7 @@ impl KernelOptions {
     /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its weight
     /// rows per invocation.
     fn matmul(self, m: u32, k: u32) -> (Kernel, usize) {
-        let shared_x = self.subgroups && k % MATMUL_SUBGROUP_K == 0;
+        let shared_x = self.subgroups && k.is_multiple_of(MATMUL_SUBGROUP_K);
         let tall = m >= MATMUL_TALL_MIN_M;
         match (self.tile, m) {
             (_, 1) if shared_x => (Kernel::MatmulM1Subgroup, MATMUL_M1_ROWS),
@@ -306,8 +341,8 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    pub fn new(device: &wgpu::Device) -> Kernels {
-        Self::with_options(device, KernelOptions::for_device(device))
+    pub fn new(gpu: &super::Gpu) -> Kernels {
+        Self::with_options(&gpu.device, KernelOptions::for_gpu(gpu))
     }
 
     pub fn with_options(device: &wgpu::Device, options: KernelOptions) -> Kernels {
@@ -315,7 +350,7 @@ impl Kernels {
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
         for kernel in Kernel::ALL.into_iter().filter(|&k| options.builds(k)) {
-            let (source, entry) = kernel.source();
+            let (source, entry) = kernel.source(options.weights);
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -326,21 +361,30 @@ impl Kernels {
                 },
                 count: None,
             }];
-            for (i, access) in kernel.bindings().iter().enumerate() {
-                entries.push(wgpu::BindGroupLayoutEntry {
-                    binding: i as u32 + 1,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage { read_only: matches!(access, Read) },
+            for (i, &access) in kernel.bindings().iter().enumerate() {
+                let ty = match access {
+                    Weights if options.weights == WeightStorage::Texture => wgpu::BindingType::Texture {
+                        sample_type: wgpu::TextureSampleType::Uint,
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                        multisampled: false,
+                    },
+                    _ => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: access != Write },
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
+                };
+                entries.push(wgpu::BindGroupLayoutEntry {
+                    binding: i as u32 + 1,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty,
                     count: None,
                 });
             }
             let layout = device
                 .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(entry), entries: &entries });
-            let desc = wgpu::ShaderModuleDescriptor { label: Some(entry), source: wgpu::ShaderSource::Wgsl(source) };
+            let desc =
+                wgpu::ShaderModuleDescriptor { label: Some(entry), source: wgpu::ShaderSource::Wgsl(source.into()) };
             let module = if std::env::var_os("TOKENMETER_UNCHECKED").is_some() {
                 unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
             } else {
@@ -381,14 +425,9 @@ impl Kernels {
         self.options
     }
 
-    /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order).
-    pub fn bind(
-        &self,
-        device: &wgpu::Device,
-        kernel: Kernel,
-        label: &str,
-        buffers: &[&wgpu::Buffer],
-    ) -> wgpu::BindGroup {
+    /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order; weights are a
+    /// `weights::Chunk`).
+    pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&dyn Bind]) -> wgpu::BindGroup {
         assert_eq!(buffers.len(), kernel.bindings().len(), "{}: wrong number of buffers", kernel.name());
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
@@ -399,7 +438,7 @@ impl Kernels {
             }),
         }];
         for (i, buffer) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.resource() });
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),

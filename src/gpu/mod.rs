@@ -7,5 +7,5 @@ pub mod kernels;
 pub mod readback;
 pub mod roofline;
 
-pub use context::{Gpu, SharedGpu};
+pub use context::{Gpu, SharedGpu, WeightStorage};
 pub use kernels::{Kernel, Kernels, StepRecorder};

@@ -1,20 +1,67 @@
-//! Uploading weights to GPU buffers, tensor by tensor and in row pieces, so a checkpoint is never
-//! held whole in (wasm) memory. Matmul weights stay bf16, two per `u32`; norm weights become f32.
-//! A matrix larger than one storage binding is split by rows into chunks that each fit.
+//! Uploading weights to the GPU, tensor by tensor and in row pieces, so a checkpoint is never
+//! held whole in (wasm) memory. Matmul weights stay bf16, two per `u32`, in storage buffers or (CPU
+//! adapters, see [`WeightStorage`]) `rgba32uint` textures of `cols / 8` texels per row; norm
+//! weights become f32. A matrix larger than one binding (or texture) is split by rows into chunks.
 
 use super::checkpoint::TensorProvider;
 use crate::error::{Error, Result};
 use crate::gpu::fill::RandomFill;
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, WeightStorage};
 
 /// Rows read from the source per piece (bounds host memory during upload).
 const PIECE_BYTES: usize = 16 << 20;
 
-/// One row-range of a bf16 matrix, in its own buffer.
+/// Where one chunk's bf16 rows live.
+pub enum ChunkStore {
+    Buffer(wgpu::Buffer),
+    /// `rows` texels high, `cols / 8` wide; the view is what kernels bind.
+    Texture(wgpu::Texture, wgpu::TextureView),
+}
+
+/// One row-range of a bf16 matrix, in its own buffer or texture.
 pub struct Chunk {
-    pub buffer: wgpu::Buffer,
+    pub store: ChunkStore,
     pub row_start: usize,
     pub rows: usize,
+}
+
+/// The chunk as a kernel binding (a storage buffer or a sampled texture).
+impl crate::gpu::kernels::Bind for Chunk {
+    fn resource(&self) -> wgpu::BindingResource<'_> {
+        match &self.store {
+            ChunkStore::Buffer(buffer) => buffer.as_entire_binding(),
+            ChunkStore::Texture(_, view) => wgpu::BindingResource::TextureView(view),
+        }
+    }
+}
+
+impl Chunk {
+    /// Writes `bits` (whole rows) from chunk row `row` on.
+    fn write(&self, gpu: &Gpu, row: usize, cols: usize, bits: &[u16]) {
+        match &self.store {
+            ChunkStore::Buffer(buffer) => {
+                gpu.queue.write_buffer(buffer, (row * cols * 2) as u64, bytemuck::cast_slice(bits));
+            }
+            ChunkStore::Texture(texture, _) => {
+                let rows = bits.len() / cols;
+                gpu.queue.write_texture(
+                    wgpu::TexelCopyTextureInfo {
+                        texture,
+                        mip_level: 0,
+                        origin: wgpu::Origin3d { x: 0, y: row as u32, z: 0 },
+                        aspect: wgpu::TextureAspect::All,
+                    },
+                    bytemuck::cast_slice(bits),
+                    wgpu::TexelCopyBufferLayout {
+                        offset: 0,
+                        bytes_per_row: Some(cols as u32 * 2),
+                        rows_per_image: None,
+                    },
+                    wgpu::Extent3d { width: cols as u32 / 8, height: rows as u32, depth_or_array_layers: 1 },
+                );
+            }
+        }
+    }
 }
 
 /// A `[rows x cols]` bf16 matrix (the checkpoint's `[out_features, in_features]`).
@@ -26,25 +73,58 @@ pub struct Matrix {
 
 impl Matrix {
     pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize) -> Result<Matrix> {
-        let max_rows = (gpu.max_binding() / (cols as u64 * 2)) as usize;
-        Self::with_chunk_rows(gpu, label, rows, cols, max_rows)
+        Self::with_storage(gpu, label, rows, cols, usize::MAX, gpu.weight_storage)
     }
 
-    /// As [`Matrix::new`] with at most `max_rows` rows per chunk (tests use it to force splits).
-    pub fn with_chunk_rows(gpu: &Gpu, label: &str, rows: usize, cols: usize, max_rows: usize) -> Result<Matrix> {
+    /// As [`Matrix::new`] in `storage`, with at most `max_rows` rows per chunk (tests use it to
+    /// force splits) and fewer where the adapter's limits say so.
+    pub fn with_storage(
+        gpu: &Gpu,
+        label: &str,
+        rows: usize,
+        cols: usize,
+        max_rows: usize,
+        storage: WeightStorage,
+    ) -> Result<Matrix> {
         let row_bytes = cols as u64 * 2;
-        if max_rows == 0 {
+        let texture_side = gpu.limits.max_texture_dimension_2d as usize;
+        let limit_rows = match storage {
+            WeightStorage::Buffer => (gpu.max_binding() / row_bytes) as usize,
+            WeightStorage::Texture if cols / 8 > texture_side => 0,
+            WeightStorage::Texture => texture_side,
+        };
+        if limit_rows == 0 {
             return Err(Error::AdapterLimit(format!(
-                "{label}: one row is {row_bytes} bytes, above maxStorageBufferBindingSize {}",
-                gpu.max_binding()
+                "{label}: one row is {row_bytes} bytes, above maxStorageBufferBindingSize {} \
+                 (or {} texels of maxTextureDimension2D {texture_side})",
+                gpu.max_binding(),
+                cols / 8
             )));
         }
+        let chunk_rows = max_rows.min(limit_rows).max(1);
         let mut chunks = Vec::new();
         let mut row_start = 0;
         while row_start < rows {
-            let n = max_rows.min(rows - row_start);
+            let n = chunk_rows.min(rows - row_start);
             let name = format!("{label} rows {row_start}..{}", row_start + n);
-            chunks.push(Chunk { buffer: gpu.storage_buffer(&name, n as u64 * row_bytes), row_start, rows: n });
+            let store = match storage {
+                WeightStorage::Buffer => ChunkStore::Buffer(gpu.storage_buffer(&name, n as u64 * row_bytes)),
+                WeightStorage::Texture => {
+                    let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
+                        label: Some(&name),
+                        size: wgpu::Extent3d { width: (cols / 8) as u32, height: n as u32, depth_or_array_layers: 1 },
+                        mip_level_count: 1,
+                        sample_count: 1,
+                        dimension: wgpu::TextureDimension::D2,
+                        format: wgpu::TextureFormat::Rgba32Uint,
+                        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                        view_formats: &[],
+                    });
+                    let view = texture.create_view(&Default::default());
+                    ChunkStore::Texture(texture, view)
+                }
+            };
+            chunks.push(Chunk { store, row_start, rows: n });
             row_start += n;
         }
         Ok(Matrix { rows, cols, chunks })
@@ -62,8 +142,7 @@ impl Matrix {
                 continue;
             }
             let src = &bits[(lo - row) * self.cols..(hi - row) * self.cols];
-            let offset = ((lo - chunk.row_start) * self.cols * 2) as u64;
-            gpu.queue.write_buffer(&chunk.buffer, offset, bytemuck::cast_slice(src));
+            chunk.write(gpu, lo - chunk.row_start, self.cols, src);
         }
     }
 
@@ -197,8 +276,15 @@ impl<P: TensorProvider> Uploader<'_, P> {
                 let lo = row_offset.max(chunk.row_start);
                 let hi = (row_offset + rows).min(chunk.row_start + chunk.rows);
                 if lo < hi {
-                    let byte_offset = ((lo - chunk.row_start) * m.cols * 2) as u64;
-                    fill.fill(self.gpu, &chunk.buffer, byte_offset, spec, lo - row_offset..hi - row_offset, m.cols);
+                    fill_chunk(
+                        self.gpu,
+                        fill,
+                        chunk,
+                        lo - chunk.row_start,
+                        spec,
+                        lo - row_offset..hi - row_offset,
+                        m.cols,
+                    );
                 }
             }
             self.advance((rows * m.cols * 2) as u64);
@@ -217,4 +303,72 @@ impl<P: TensorProvider> Uploader<'_, P> {
         }
         Ok(())
     }
+}
+
+/// Writes tensor rows `rows` of a generated tensor into `chunk` from chunk row `at` on: the GPU
+/// writes them straight into a buffer, or into a scratch buffer copied to a texture. Texture copies
+/// need rows of a multiple of 256 bytes; other widths are generated on the host.
+fn fill_chunk(
+    gpu: &Gpu,
+    fill: &RandomFill,
+    chunk: &Chunk,
+    at: usize,
+    spec: crate::gpu::fill::RandomSpec,
+    rows: std::ops::Range<usize>,
+    cols: usize,
+) {
+    let row_bytes = cols * 2;
+    match &chunk.store {
+        ChunkStore::Buffer(buffer) => fill.fill(gpu, buffer, (at * row_bytes) as u64, spec, rows, cols),
+        ChunkStore::Texture(texture, _) if row_bytes.is_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as usize) => {
+            // In pieces, so the scratch buffer stays well inside one binding.
+            let piece = (PIECE_BYTES * 2 / row_bytes).max(1);
+            let mut r = rows.start;
+            while r < rows.end {
+                let n = piece.min(rows.end - r);
+                fill_texture_rows(gpu, fill, texture, at + (r - rows.start), spec, r..r + n, cols);
+                r += n;
+            }
+        }
+        ChunkStore::Texture(..) => {
+            let bits: Vec<u16> = rows
+                .flat_map(|r| (0..cols).map(move |c| crate::gpu::fill::random_bf16(spec, r as u32, c as u32)))
+                .collect();
+            chunk.write(gpu, at, cols, &bits);
+        }
+    }
+}
+
+/// Generated rows `rows` into texture rows `at..`, through a scratch buffer.
+fn fill_texture_rows(
+    gpu: &Gpu,
+    fill: &RandomFill,
+    texture: &wgpu::Texture,
+    at: usize,
+    spec: crate::gpu::fill::RandomSpec,
+    rows: std::ops::Range<usize>,
+    cols: usize,
+) {
+    let (n, row_bytes) = (rows.len(), cols * 2);
+    let scratch = gpu.storage_buffer("fill scratch", (n * row_bytes) as u64);
+    fill.fill(gpu, &scratch, 0, spec, rows, cols);
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_texture(
+        wgpu::TexelCopyBufferInfo {
+            buffer: &scratch,
+            layout: wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(row_bytes as u32),
+                rows_per_image: None,
+            },
+        },
+        wgpu::TexelCopyTextureInfo {
+            texture,
+            mip_level: 0,
+            origin: wgpu::Origin3d { x: 0, y: at as u32, z: 0 },
+            aspect: wgpu::TextureAspect::All,
+        },
+        wgpu::Extent3d { width: (cols / 8) as u32, height: n as u32, depth_or_array_layers: 1 },
+    );
+    gpu.queue.submit([encoder.finish()]);
 }
