@@ -62,16 +62,19 @@ pub struct Gpu {
     _wgpu_adapter: wgpu::Adapter,
 }
 
-/// Optional features the engine uses where the adapter has them: subgroups (the matmuls share x
-/// across lanes) natively, unless `TOKENMETER_SUBGROUPS=0`. The browser does not ask for them yet:
-/// SwiftShader, the only browser adapter the tests run on, stalls on some large kernels, and the
-/// subgroup kernels have not been tried on a browser's GPU.
+/// Optional features the engine uses where the adapter has them, natively: subgroups (the matmuls
+/// share x across lanes; `TOKENMETER_SUBGROUPS=0` turns them off) and timestamp queries (per-kernel
+/// GPU time for `--profile`). The browser does not ask for them yet: SwiftShader, the only browser
+/// adapter the tests run on, stalls on some large kernels, and the subgroup kernels have not been
+/// tried on a browser's GPU.
 fn wanted_features(adapter: &wgpu::Adapter) -> wgpu::Features {
-    let mut wanted = wgpu::Features::empty();
+    #[cfg(target_arch = "wasm32")]
+    let wanted = wgpu::Features::empty();
     #[cfg(not(target_arch = "wasm32"))]
-    if std::env::var("TOKENMETER_SUBGROUPS").as_deref() != Ok("0") {
-        wanted |= wgpu::Features::SUBGROUP;
-    }
+    let wanted = match std::env::var("TOKENMETER_SUBGROUPS").as_deref() {
+        Ok("0") => wgpu::Features::TIMESTAMP_QUERY,
+        _ => wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP,
+    };
     wanted & adapter.features()
 }
 

@@ -509,15 +509,23 @@ impl<'a> StepRecorder<'a> {
     }
 }
 
+/// Timestamp queries in one query set (wgpu's cap); longer steps are profiled by wall time.
+const MAX_QUERIES: usize = 4096;
+
 impl StepRecorder<'_> {
-    /// Runs every dispatch alone (one submit each, waiting for the GPU in between) and returns the
-    /// wall time of each, by kernel, in recording order. Slower than [`StepRecorder::encode`] by the
-    /// submits, but it works on every adapter (lavapipe, browsers without timestamp queries).
+    /// Seconds each dispatch took, by kernel, in recording order. With timestamp queries (the device
+    /// was opened with `TIMESTAMP_QUERY`), the step runs as one submit with a timestamp before and
+    /// after each dispatch, each in its own compute pass; otherwise every dispatch runs alone (one
+    /// submit each, waiting in between) and its wall time is kept, which works on every adapter.
     pub async fn profile(self, gpu: &super::Gpu) -> crate::error::Result<Vec<(Kernel, f64)>> {
         if !self.arena.is_empty() {
             gpu.queue.write_buffer(&self.kernels.params, 0, &self.arena);
         }
         super::roofline::wait_idle(gpu).await?;
+        let timestamps = gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        if timestamps && !self.dispatches.is_empty() && 2 * self.dispatches.len() <= MAX_QUERIES {
+            return self.profile_with_timestamps(gpu).await;
+        }
         let mut times = Vec::with_capacity(self.dispatches.len());
         for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
@@ -533,6 +541,48 @@ impl StepRecorder<'_> {
             times.push((kernel, crate::clock::now_s() - start));
         }
         Ok(times)
+    }
+
+    async fn profile_with_timestamps(self, gpu: &super::Gpu) -> crate::error::Result<Vec<(Kernel, f64)>> {
+        let queries = 2 * self.dispatches.len() as u32;
+        let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: queries,
+        });
+        let bytes = queries as u64 * 8;
+        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("profile timestamps"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        for (i, (kernel, bind_group, offset, [x, y, z])) in self.dispatches.iter().enumerate() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(kernel.name()),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &set,
+                    beginning_of_pass_write_index: Some(2 * i as u32),
+                    end_of_pass_write_index: Some(2 * i as u32 + 1),
+                }),
+            });
+            pass.set_pipeline(&self.kernels.pipelines[kernel]);
+            pass.set_bind_group(0, *bind_group, &[*offset]);
+            pass.dispatch_workgroups(*x, *y, *z);
+        }
+        encoder.resolve_query_set(&set, 0..queries, &resolved, 0);
+        gpu.queue.submit([encoder.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(
+            &super::readback::read_buffer(&gpu.device, &gpu.queue, &resolved, bytes).await?,
+        );
+        let seconds_per_tick = gpu.queue.get_timestamp_period() as f64 * 1e-9;
+        Ok(self
+            .dispatches
+            .iter()
+            .zip(ticks.chunks(2))
+            .map(|((kernel, ..), t)| (*kernel, t[1].saturating_sub(t[0]) as f64 * seconds_per_tick))
+            .collect())
     }
 }
 
