@@ -243,8 +243,12 @@ mod cli {
         let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
         let host = host_copy_gb_s();
         eprintln!(
-            "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}), FMA {:.1} GFLOP/s; host memcpy {host:.2} GB/s",
-            roof.copy_gb_s, roof.copy_blocked_gb_s, roof.copy_strided_gb_s, roof.fma_gflop_s
+            "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}), FMA {:.1} GFLOP/s; host memcpy {host:.2} GB/s",
+            roof.copy_gb_s,
+            roof.copy_blocked_gb_s,
+            roof.copy_strided_gb_s,
+            roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
+            roof.fma_gflop_s
         );
         let mut engine = Engine::new(model);
         let mut decode = Vec::new();

@@ -1,8 +1,9 @@
 //! The roofline probe: the adapter's own copy bandwidth and FMA rate, measured with WGSL
 //! microkernels, so engine figures can be reported as a fraction of what this adapter can do.
-//! Median of repeats; the best read pattern of the two is the bandwidth figure.
+//! Median of repeats; the best read pattern is the bandwidth figure: a storage buffer read per
+//! invocation in blocks or grid-strided and, where weights live in textures, a texture read.
 
-use super::Gpu;
+use super::{Gpu, WeightStorage};
 use crate::clock::now_s;
 use crate::error::Result;
 use serde::Serialize;
@@ -13,6 +14,8 @@ pub struct Roofline {
     pub copy_gb_s: f64,
     pub copy_blocked_gb_s: f64,
     pub copy_strided_gb_s: f64,
+    /// Reading an `rgba32uint` texture instead (measured where weights live in textures).
+    pub copy_texture_gb_s: Option<f64>,
     pub fma_gflop_s: f64,
     pub buffer_bytes: u64,
 }
@@ -115,11 +118,86 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     let moved = 2.0 * bytes as f64;
     let copy_blocked_gb_s = moved / blocked / 1e9;
     let copy_strided_gb_s = moved / strided / 1e9;
+    let copy_texture_gb_s = match gpu.weight_storage {
+        WeightStorage::Texture => Some(texture_copy_gb_s(gpu, &dst, n, repeats).await?),
+        WeightStorage::Buffer => None,
+    };
     Ok(Roofline {
-        copy_gb_s: copy_blocked_gb_s.max(copy_strided_gb_s),
+        copy_gb_s: copy_blocked_gb_s.max(copy_strided_gb_s).max(copy_texture_gb_s.unwrap_or(0.0)),
         copy_blocked_gb_s,
         copy_strided_gb_s,
+        copy_texture_gb_s,
         fma_gflop_s: (groups as f64 * 64.0 * iters as f64 * 64.0) / fma / 1e9,
         buffer_bytes: bytes,
     })
+}
+
+/// Texels per row of the probe texture (mirrors TEXTURE_WIDTH in roofline_texture.wgsl).
+const TEXTURE_WIDTH: u32 = 4096;
+
+/// Bytes read + written per second (GB/s, median) copying up to `n` texels, blocked as in
+/// `copy_blocked`, from a texture into `dst`.
+async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize) -> Result<f64> {
+    let d = &gpu.device;
+    let height = n / TEXTURE_WIDTH;
+    let n = height * TEXTURE_WIDTH;
+    let texture = d.create_texture(&wgpu::TextureDescriptor {
+        label: Some("roofline texture"),
+        size: wgpu::Extent3d { width: TEXTURE_WIDTH, height, depth_or_array_layers: 1 },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba32Uint,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING,
+        view_formats: &[],
+    });
+    let view = texture.create_view(&Default::default());
+    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("roofline texture"),
+        source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/roofline_texture.wgsl").into()),
+    });
+    let pipe = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("copy_texture"),
+        layout: None,
+        module: &module,
+        entry_point: Some("copy_texture"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let lanes = 64 * 64;
+    let p = Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 };
+    let params = d.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("roofline texture params"),
+        size: 16,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
+    let bind = d.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("roofline texture"),
+        layout: &pipe.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::TextureView(&view) },
+            wgpu::BindGroupEntry { binding: 2, resource: dst.as_entire_binding() },
+        ],
+    });
+    let mut times = Vec::new();
+    for i in 0..repeats + 1 {
+        let mut enc = d.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipe);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(64, 1, 1);
+        }
+        wait_idle(gpu).await?;
+        let t = now_s();
+        gpu.queue.submit([enc.finish()]);
+        wait_idle(gpu).await?;
+        if i > 0 {
+            times.push(now_s() - t);
+        }
+    }
+    Ok(2.0 * 16.0 * n as f64 / median(times) / 1e9)
 }
