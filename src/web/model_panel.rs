@@ -278,10 +278,26 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
     }
 }
 
-/// What the page runs on: the adapter's name, backend, limits and features, and the timer.
+/// What the page runs on: the adapter's name, backend, limits and features, the timer, and (on
+/// request) the adapter's roofline: copy bandwidth and FMA rate from the same probe as
+/// `tokenmeter roofline`.
 #[component]
 pub fn AdapterPanel(state: AppState) -> impl IntoView {
     let t = use_text();
+    // None: not measured; Some(Err): the probe failed (shown as text).
+    let roofline = RwSignal::new(None::<Result<crate::gpu::roofline::Roofline, String>>);
+    let measuring = RwSignal::new(false);
+    let measure = move |_| {
+        let Some(gpu) = state.gpu.get_value() else { return };
+        measuring.set(true);
+        state.phase.set(Phase::Measuring);
+        wasm_bindgen_futures::spawn_local(async move {
+            let result = crate::gpu::roofline::measure(&gpu, 3).await.map_err(|e| e.to_string());
+            roofline.set(Some(result));
+            measuring.set(false);
+            state.phase.set(Phase::Idle);
+        });
+    };
     let rows = move || {
         let t = t();
         let mut rows = Vec::new();
@@ -297,12 +313,28 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
         if let Some(ms) = state.timer_resolution_ms.get() {
             rows.push((t.timer_resolution, timer_text(ms, cross_origin_isolated())));
         }
+        match roofline.get() {
+            Some(Ok(r)) => {
+                rows.push((t.roofline_copy, format!("{:.2} GB/s", r.copy_gb_s)));
+                rows.push((t.roofline_fma, format!("{:.1} GFLOP/s", r.fma_gflop_s)));
+            }
+            Some(Err(e)) => rows.push((t.roofline_copy, e)),
+            None => {}
+        }
         rows
     };
     view! {
         <section class="card" aria-labelledby="adapter-title" data-testid="adapter">
             <div class="card-head">
                 <h2 id="adapter-title">{move || t().adapter}</h2>
+                <button
+                    class="small ghost"
+                    data-testid="roofline-measure"
+                    disabled=move || measuring.get() || state.phase.get() != Phase::Idle || state.adapter.get().is_none()
+                    on:click=measure
+                >
+                    {move || if measuring.get() { t().roofline_measuring } else { t().roofline_measure }}
+                </button>
             </div>
             <dl class="facts wide">
                 {move || {

@@ -139,6 +139,8 @@ pub enum Phase {
     Loading,
     Running,
     Generating,
+    /// The roofline probe (adapter card).
+    Measuring,
 }
 
 /// Progress of a benchmark run.
