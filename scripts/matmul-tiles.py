@@ -57,8 +57,10 @@ def kernel(name, comment, rows_const, rows, tokens):
 
 
 # Subgroup variants: (entry point, rows per invocation, tokens per tile; 1 = the decode kernel).
+# `small` serves steps of 2-4 tokens, where the 8-token tile would multiply 4+ clamped repeats.
 SUBGROUP_KERNELS = [
     ("matmul_bf16_m1_sg", 8, 1),
+    ("matmul_bf16_small_sg", 8, 4),
     ("matmul_bf16_wide_sg", 4, 8),
     ("matmul_bf16_tall_sg", 8, 8),
 ]
@@ -94,7 +96,7 @@ def subgroup_kernel(name, rows, tokens, share):
     if decode:
         out.append("    let x0 = 0u;")
     else:
-        out.append("    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {")
+        out.append(f"    for (var m0 = m_begin; m0 < m_end; m0 += {tokens}u) {{")
         ind = "        "
         out += [f"{ind}let x{t} = min(m0 + {t}u, p.m - 1u) * k4;" for t in range(tokens)]
     out += [ind + " ".join(f"var a{j}{t} = 0.0;" for t in range(tokens)) for j in range(rows)]

@@ -136,6 +136,339 @@ fn matmul_bf16_m1_sg(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(sub
 }
 
 @compute @workgroup_size(64)
+fn matmul_bf16_small_sg(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
+    let r0 = gid.x * 8u;
+    let m_begin = wg.y * M_CHUNK;
+    if (m_begin >= p.m) {
+        return;
+    }
+    let m_end = min(m_begin + M_CHUNK, p.m);
+    let k4 = p.k / 4u;
+    let k8 = p.k / 8u;
+    let part = lane % X_SHARE;
+    let w0 = min(r0 + 0u, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
+    let w4 = min(r0 + 4u, p.rows - 1u);
+    let w5 = min(r0 + 5u, p.rows - 1u);
+    let w6 = min(r0 + 6u, p.rows - 1u);
+    let w7 = min(r0 + 7u, p.rows - 1u);
+    for (var m0 = m_begin; m0 < m_end; m0 += 4u) {
+        let x0 = min(m0 + 0u, p.m - 1u) * k4;
+        let x1 = min(m0 + 1u, p.m - 1u) * k4;
+        let x2 = min(m0 + 2u, p.m - 1u) * k4;
+        let x3 = min(m0 + 3u, p.m - 1u) * k4;
+        var a00 = 0.0; var a01 = 0.0; var a02 = 0.0; var a03 = 0.0;
+        var a10 = 0.0; var a11 = 0.0; var a12 = 0.0; var a13 = 0.0;
+        var a20 = 0.0; var a21 = 0.0; var a22 = 0.0; var a23 = 0.0;
+        var a30 = 0.0; var a31 = 0.0; var a32 = 0.0; var a33 = 0.0;
+        var a40 = 0.0; var a41 = 0.0; var a42 = 0.0; var a43 = 0.0;
+        var a50 = 0.0; var a51 = 0.0; var a52 = 0.0; var a53 = 0.0;
+        var a60 = 0.0; var a61 = 0.0; var a62 = 0.0; var a63 = 0.0;
+        var a70 = 0.0; var a71 = 0.0; var a72 = 0.0; var a73 = 0.0;
+        for (var i = 0u; i < k8; i += X_SHARE) {
+            let xa0_own = x[x0 + 2u * (i + part)];
+            let xb0_own = x[x0 + 2u * (i + part) + 1u];
+            let xa1_own = x[x1 + 2u * (i + part)];
+            let xb1_own = x[x1 + 2u * (i + part) + 1u];
+            let xa2_own = x[x2 + 2u * (i + part)];
+            let xb2_own = x[x2 + 2u * (i + part) + 1u];
+            let xa3_own = x[x3 + 2u * (i + part)];
+            let xb3_own = x[x3 + 2u * (i + part) + 1u];
+            let q0_0 = weights(w0, i + 0u, k8);
+            let q1_0 = weights(w1, i + 0u, k8);
+            let q2_0 = weights(w2, i + 0u, k8);
+            let q3_0 = weights(w3, i + 0u, k8);
+            let q4_0 = weights(w4, i + 0u, k8);
+            let q5_0 = weights(w5, i + 0u, k8);
+            let q6_0 = weights(w6, i + 0u, k8);
+            let q7_0 = weights(w7, i + 0u, k8);
+            let xa0_0 = subgroupBroadcast(xa0_own, 0u);
+            let xb0_0 = subgroupBroadcast(xb0_own, 0u);
+            a00 += dot(unpack_lo(q0_0), xa0_0) + dot(unpack_hi(q0_0), xb0_0);
+            a10 += dot(unpack_lo(q1_0), xa0_0) + dot(unpack_hi(q1_0), xb0_0);
+            a20 += dot(unpack_lo(q2_0), xa0_0) + dot(unpack_hi(q2_0), xb0_0);
+            a30 += dot(unpack_lo(q3_0), xa0_0) + dot(unpack_hi(q3_0), xb0_0);
+            a40 += dot(unpack_lo(q4_0), xa0_0) + dot(unpack_hi(q4_0), xb0_0);
+            a50 += dot(unpack_lo(q5_0), xa0_0) + dot(unpack_hi(q5_0), xb0_0);
+            a60 += dot(unpack_lo(q6_0), xa0_0) + dot(unpack_hi(q6_0), xb0_0);
+            a70 += dot(unpack_lo(q7_0), xa0_0) + dot(unpack_hi(q7_0), xb0_0);
+            let xa1_0 = subgroupBroadcast(xa1_own, 0u);
+            let xb1_0 = subgroupBroadcast(xb1_own, 0u);
+            a01 += dot(unpack_lo(q0_0), xa1_0) + dot(unpack_hi(q0_0), xb1_0);
+            a11 += dot(unpack_lo(q1_0), xa1_0) + dot(unpack_hi(q1_0), xb1_0);
+            a21 += dot(unpack_lo(q2_0), xa1_0) + dot(unpack_hi(q2_0), xb1_0);
+            a31 += dot(unpack_lo(q3_0), xa1_0) + dot(unpack_hi(q3_0), xb1_0);
+            a41 += dot(unpack_lo(q4_0), xa1_0) + dot(unpack_hi(q4_0), xb1_0);
+            a51 += dot(unpack_lo(q5_0), xa1_0) + dot(unpack_hi(q5_0), xb1_0);
+            a61 += dot(unpack_lo(q6_0), xa1_0) + dot(unpack_hi(q6_0), xb1_0);
+            a71 += dot(unpack_lo(q7_0), xa1_0) + dot(unpack_hi(q7_0), xb1_0);
+            let xa2_0 = subgroupBroadcast(xa2_own, 0u);
+            let xb2_0 = subgroupBroadcast(xb2_own, 0u);
+            a02 += dot(unpack_lo(q0_0), xa2_0) + dot(unpack_hi(q0_0), xb2_0);
+            a12 += dot(unpack_lo(q1_0), xa2_0) + dot(unpack_hi(q1_0), xb2_0);
+            a22 += dot(unpack_lo(q2_0), xa2_0) + dot(unpack_hi(q2_0), xb2_0);
+            a32 += dot(unpack_lo(q3_0), xa2_0) + dot(unpack_hi(q3_0), xb2_0);
+            a42 += dot(unpack_lo(q4_0), xa2_0) + dot(unpack_hi(q4_0), xb2_0);
+            a52 += dot(unpack_lo(q5_0), xa2_0) + dot(unpack_hi(q5_0), xb2_0);
+            a62 += dot(unpack_lo(q6_0), xa2_0) + dot(unpack_hi(q6_0), xb2_0);
+            a72 += dot(unpack_lo(q7_0), xa2_0) + dot(unpack_hi(q7_0), xb2_0);
+            let xa3_0 = subgroupBroadcast(xa3_own, 0u);
+            let xb3_0 = subgroupBroadcast(xb3_own, 0u);
+            a03 += dot(unpack_lo(q0_0), xa3_0) + dot(unpack_hi(q0_0), xb3_0);
+            a13 += dot(unpack_lo(q1_0), xa3_0) + dot(unpack_hi(q1_0), xb3_0);
+            a23 += dot(unpack_lo(q2_0), xa3_0) + dot(unpack_hi(q2_0), xb3_0);
+            a33 += dot(unpack_lo(q3_0), xa3_0) + dot(unpack_hi(q3_0), xb3_0);
+            a43 += dot(unpack_lo(q4_0), xa3_0) + dot(unpack_hi(q4_0), xb3_0);
+            a53 += dot(unpack_lo(q5_0), xa3_0) + dot(unpack_hi(q5_0), xb3_0);
+            a63 += dot(unpack_lo(q6_0), xa3_0) + dot(unpack_hi(q6_0), xb3_0);
+            a73 += dot(unpack_lo(q7_0), xa3_0) + dot(unpack_hi(q7_0), xb3_0);
+            let q0_1 = weights(w0, i + 1u, k8);
+            let q1_1 = weights(w1, i + 1u, k8);
+            let q2_1 = weights(w2, i + 1u, k8);
+            let q3_1 = weights(w3, i + 1u, k8);
+            let q4_1 = weights(w4, i + 1u, k8);
+            let q5_1 = weights(w5, i + 1u, k8);
+            let q6_1 = weights(w6, i + 1u, k8);
+            let q7_1 = weights(w7, i + 1u, k8);
+            let xa0_1 = subgroupBroadcast(xa0_own, 1u);
+            let xb0_1 = subgroupBroadcast(xb0_own, 1u);
+            a00 += dot(unpack_lo(q0_1), xa0_1) + dot(unpack_hi(q0_1), xb0_1);
+            a10 += dot(unpack_lo(q1_1), xa0_1) + dot(unpack_hi(q1_1), xb0_1);
+            a20 += dot(unpack_lo(q2_1), xa0_1) + dot(unpack_hi(q2_1), xb0_1);
+            a30 += dot(unpack_lo(q3_1), xa0_1) + dot(unpack_hi(q3_1), xb0_1);
+            a40 += dot(unpack_lo(q4_1), xa0_1) + dot(unpack_hi(q4_1), xb0_1);
+            a50 += dot(unpack_lo(q5_1), xa0_1) + dot(unpack_hi(q5_1), xb0_1);
+            a60 += dot(unpack_lo(q6_1), xa0_1) + dot(unpack_hi(q6_1), xb0_1);
+            a70 += dot(unpack_lo(q7_1), xa0_1) + dot(unpack_hi(q7_1), xb0_1);
+            let xa1_1 = subgroupBroadcast(xa1_own, 1u);
+            let xb1_1 = subgroupBroadcast(xb1_own, 1u);
+            a01 += dot(unpack_lo(q0_1), xa1_1) + dot(unpack_hi(q0_1), xb1_1);
+            a11 += dot(unpack_lo(q1_1), xa1_1) + dot(unpack_hi(q1_1), xb1_1);
+            a21 += dot(unpack_lo(q2_1), xa1_1) + dot(unpack_hi(q2_1), xb1_1);
+            a31 += dot(unpack_lo(q3_1), xa1_1) + dot(unpack_hi(q3_1), xb1_1);
+            a41 += dot(unpack_lo(q4_1), xa1_1) + dot(unpack_hi(q4_1), xb1_1);
+            a51 += dot(unpack_lo(q5_1), xa1_1) + dot(unpack_hi(q5_1), xb1_1);
+            a61 += dot(unpack_lo(q6_1), xa1_1) + dot(unpack_hi(q6_1), xb1_1);
+            a71 += dot(unpack_lo(q7_1), xa1_1) + dot(unpack_hi(q7_1), xb1_1);
+            let xa2_1 = subgroupBroadcast(xa2_own, 1u);
+            let xb2_1 = subgroupBroadcast(xb2_own, 1u);
+            a02 += dot(unpack_lo(q0_1), xa2_1) + dot(unpack_hi(q0_1), xb2_1);
+            a12 += dot(unpack_lo(q1_1), xa2_1) + dot(unpack_hi(q1_1), xb2_1);
+            a22 += dot(unpack_lo(q2_1), xa2_1) + dot(unpack_hi(q2_1), xb2_1);
+            a32 += dot(unpack_lo(q3_1), xa2_1) + dot(unpack_hi(q3_1), xb2_1);
+            a42 += dot(unpack_lo(q4_1), xa2_1) + dot(unpack_hi(q4_1), xb2_1);
+            a52 += dot(unpack_lo(q5_1), xa2_1) + dot(unpack_hi(q5_1), xb2_1);
+            a62 += dot(unpack_lo(q6_1), xa2_1) + dot(unpack_hi(q6_1), xb2_1);
+            a72 += dot(unpack_lo(q7_1), xa2_1) + dot(unpack_hi(q7_1), xb2_1);
+            let xa3_1 = subgroupBroadcast(xa3_own, 1u);
+            let xb3_1 = subgroupBroadcast(xb3_own, 1u);
+            a03 += dot(unpack_lo(q0_1), xa3_1) + dot(unpack_hi(q0_1), xb3_1);
+            a13 += dot(unpack_lo(q1_1), xa3_1) + dot(unpack_hi(q1_1), xb3_1);
+            a23 += dot(unpack_lo(q2_1), xa3_1) + dot(unpack_hi(q2_1), xb3_1);
+            a33 += dot(unpack_lo(q3_1), xa3_1) + dot(unpack_hi(q3_1), xb3_1);
+            a43 += dot(unpack_lo(q4_1), xa3_1) + dot(unpack_hi(q4_1), xb3_1);
+            a53 += dot(unpack_lo(q5_1), xa3_1) + dot(unpack_hi(q5_1), xb3_1);
+            a63 += dot(unpack_lo(q6_1), xa3_1) + dot(unpack_hi(q6_1), xb3_1);
+            a73 += dot(unpack_lo(q7_1), xa3_1) + dot(unpack_hi(q7_1), xb3_1);
+            let q0_2 = weights(w0, i + 2u, k8);
+            let q1_2 = weights(w1, i + 2u, k8);
+            let q2_2 = weights(w2, i + 2u, k8);
+            let q3_2 = weights(w3, i + 2u, k8);
+            let q4_2 = weights(w4, i + 2u, k8);
+            let q5_2 = weights(w5, i + 2u, k8);
+            let q6_2 = weights(w6, i + 2u, k8);
+            let q7_2 = weights(w7, i + 2u, k8);
+            let xa0_2 = subgroupBroadcast(xa0_own, 2u);
+            let xb0_2 = subgroupBroadcast(xb0_own, 2u);
+            a00 += dot(unpack_lo(q0_2), xa0_2) + dot(unpack_hi(q0_2), xb0_2);
+            a10 += dot(unpack_lo(q1_2), xa0_2) + dot(unpack_hi(q1_2), xb0_2);
+            a20 += dot(unpack_lo(q2_2), xa0_2) + dot(unpack_hi(q2_2), xb0_2);
+            a30 += dot(unpack_lo(q3_2), xa0_2) + dot(unpack_hi(q3_2), xb0_2);
+            a40 += dot(unpack_lo(q4_2), xa0_2) + dot(unpack_hi(q4_2), xb0_2);
+            a50 += dot(unpack_lo(q5_2), xa0_2) + dot(unpack_hi(q5_2), xb0_2);
+            a60 += dot(unpack_lo(q6_2), xa0_2) + dot(unpack_hi(q6_2), xb0_2);
+            a70 += dot(unpack_lo(q7_2), xa0_2) + dot(unpack_hi(q7_2), xb0_2);
+            let xa1_2 = subgroupBroadcast(xa1_own, 2u);
+            let xb1_2 = subgroupBroadcast(xb1_own, 2u);
+            a01 += dot(unpack_lo(q0_2), xa1_2) + dot(unpack_hi(q0_2), xb1_2);
+            a11 += dot(unpack_lo(q1_2), xa1_2) + dot(unpack_hi(q1_2), xb1_2);
+            a21 += dot(unpack_lo(q2_2), xa1_2) + dot(unpack_hi(q2_2), xb1_2);
+            a31 += dot(unpack_lo(q3_2), xa1_2) + dot(unpack_hi(q3_2), xb1_2);
+            a41 += dot(unpack_lo(q4_2), xa1_2) + dot(unpack_hi(q4_2), xb1_2);
+            a51 += dot(unpack_lo(q5_2), xa1_2) + dot(unpack_hi(q5_2), xb1_2);
+            a61 += dot(unpack_lo(q6_2), xa1_2) + dot(unpack_hi(q6_2), xb1_2);
+            a71 += dot(unpack_lo(q7_2), xa1_2) + dot(unpack_hi(q7_2), xb1_2);
+            let xa2_2 = subgroupBroadcast(xa2_own, 2u);
+            let xb2_2 = subgroupBroadcast(xb2_own, 2u);
+            a02 += dot(unpack_lo(q0_2), xa2_2) + dot(unpack_hi(q0_2), xb2_2);
+            a12 += dot(unpack_lo(q1_2), xa2_2) + dot(unpack_hi(q1_2), xb2_2);
+            a22 += dot(unpack_lo(q2_2), xa2_2) + dot(unpack_hi(q2_2), xb2_2);
+            a32 += dot(unpack_lo(q3_2), xa2_2) + dot(unpack_hi(q3_2), xb2_2);
+            a42 += dot(unpack_lo(q4_2), xa2_2) + dot(unpack_hi(q4_2), xb2_2);
+            a52 += dot(unpack_lo(q5_2), xa2_2) + dot(unpack_hi(q5_2), xb2_2);
+            a62 += dot(unpack_lo(q6_2), xa2_2) + dot(unpack_hi(q6_2), xb2_2);
+            a72 += dot(unpack_lo(q7_2), xa2_2) + dot(unpack_hi(q7_2), xb2_2);
+            let xa3_2 = subgroupBroadcast(xa3_own, 2u);
+            let xb3_2 = subgroupBroadcast(xb3_own, 2u);
+            a03 += dot(unpack_lo(q0_2), xa3_2) + dot(unpack_hi(q0_2), xb3_2);
+            a13 += dot(unpack_lo(q1_2), xa3_2) + dot(unpack_hi(q1_2), xb3_2);
+            a23 += dot(unpack_lo(q2_2), xa3_2) + dot(unpack_hi(q2_2), xb3_2);
+            a33 += dot(unpack_lo(q3_2), xa3_2) + dot(unpack_hi(q3_2), xb3_2);
+            a43 += dot(unpack_lo(q4_2), xa3_2) + dot(unpack_hi(q4_2), xb3_2);
+            a53 += dot(unpack_lo(q5_2), xa3_2) + dot(unpack_hi(q5_2), xb3_2);
+            a63 += dot(unpack_lo(q6_2), xa3_2) + dot(unpack_hi(q6_2), xb3_2);
+            a73 += dot(unpack_lo(q7_2), xa3_2) + dot(unpack_hi(q7_2), xb3_2);
+            let q0_3 = weights(w0, i + 3u, k8);
+            let q1_3 = weights(w1, i + 3u, k8);
+            let q2_3 = weights(w2, i + 3u, k8);
+            let q3_3 = weights(w3, i + 3u, k8);
+            let q4_3 = weights(w4, i + 3u, k8);
+            let q5_3 = weights(w5, i + 3u, k8);
+            let q6_3 = weights(w6, i + 3u, k8);
+            let q7_3 = weights(w7, i + 3u, k8);
+            let xa0_3 = subgroupBroadcast(xa0_own, 3u);
+            let xb0_3 = subgroupBroadcast(xb0_own, 3u);
+            a00 += dot(unpack_lo(q0_3), xa0_3) + dot(unpack_hi(q0_3), xb0_3);
+            a10 += dot(unpack_lo(q1_3), xa0_3) + dot(unpack_hi(q1_3), xb0_3);
+            a20 += dot(unpack_lo(q2_3), xa0_3) + dot(unpack_hi(q2_3), xb0_3);
+            a30 += dot(unpack_lo(q3_3), xa0_3) + dot(unpack_hi(q3_3), xb0_3);
+            a40 += dot(unpack_lo(q4_3), xa0_3) + dot(unpack_hi(q4_3), xb0_3);
+            a50 += dot(unpack_lo(q5_3), xa0_3) + dot(unpack_hi(q5_3), xb0_3);
+            a60 += dot(unpack_lo(q6_3), xa0_3) + dot(unpack_hi(q6_3), xb0_3);
+            a70 += dot(unpack_lo(q7_3), xa0_3) + dot(unpack_hi(q7_3), xb0_3);
+            let xa1_3 = subgroupBroadcast(xa1_own, 3u);
+            let xb1_3 = subgroupBroadcast(xb1_own, 3u);
+            a01 += dot(unpack_lo(q0_3), xa1_3) + dot(unpack_hi(q0_3), xb1_3);
+            a11 += dot(unpack_lo(q1_3), xa1_3) + dot(unpack_hi(q1_3), xb1_3);
+            a21 += dot(unpack_lo(q2_3), xa1_3) + dot(unpack_hi(q2_3), xb1_3);
+            a31 += dot(unpack_lo(q3_3), xa1_3) + dot(unpack_hi(q3_3), xb1_3);
+            a41 += dot(unpack_lo(q4_3), xa1_3) + dot(unpack_hi(q4_3), xb1_3);
+            a51 += dot(unpack_lo(q5_3), xa1_3) + dot(unpack_hi(q5_3), xb1_3);
+            a61 += dot(unpack_lo(q6_3), xa1_3) + dot(unpack_hi(q6_3), xb1_3);
+            a71 += dot(unpack_lo(q7_3), xa1_3) + dot(unpack_hi(q7_3), xb1_3);
+            let xa2_3 = subgroupBroadcast(xa2_own, 3u);
+            let xb2_3 = subgroupBroadcast(xb2_own, 3u);
+            a02 += dot(unpack_lo(q0_3), xa2_3) + dot(unpack_hi(q0_3), xb2_3);
+            a12 += dot(unpack_lo(q1_3), xa2_3) + dot(unpack_hi(q1_3), xb2_3);
+            a22 += dot(unpack_lo(q2_3), xa2_3) + dot(unpack_hi(q2_3), xb2_3);
+            a32 += dot(unpack_lo(q3_3), xa2_3) + dot(unpack_hi(q3_3), xb2_3);
+            a42 += dot(unpack_lo(q4_3), xa2_3) + dot(unpack_hi(q4_3), xb2_3);
+            a52 += dot(unpack_lo(q5_3), xa2_3) + dot(unpack_hi(q5_3), xb2_3);
+            a62 += dot(unpack_lo(q6_3), xa2_3) + dot(unpack_hi(q6_3), xb2_3);
+            a72 += dot(unpack_lo(q7_3), xa2_3) + dot(unpack_hi(q7_3), xb2_3);
+            let xa3_3 = subgroupBroadcast(xa3_own, 3u);
+            let xb3_3 = subgroupBroadcast(xb3_own, 3u);
+            a03 += dot(unpack_lo(q0_3), xa3_3) + dot(unpack_hi(q0_3), xb3_3);
+            a13 += dot(unpack_lo(q1_3), xa3_3) + dot(unpack_hi(q1_3), xb3_3);
+            a23 += dot(unpack_lo(q2_3), xa3_3) + dot(unpack_hi(q2_3), xb3_3);
+            a33 += dot(unpack_lo(q3_3), xa3_3) + dot(unpack_hi(q3_3), xb3_3);
+            a43 += dot(unpack_lo(q4_3), xa3_3) + dot(unpack_hi(q4_3), xb3_3);
+            a53 += dot(unpack_lo(q5_3), xa3_3) + dot(unpack_hi(q5_3), xb3_3);
+            a63 += dot(unpack_lo(q6_3), xa3_3) + dot(unpack_hi(q6_3), xb3_3);
+            a73 += dot(unpack_lo(q7_3), xa3_3) + dot(unpack_hi(q7_3), xb3_3);
+        }
+        if (r0 + 0u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 0u, a00);
+        }
+        if (r0 + 0u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 0u, a01);
+        }
+        if (r0 + 0u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 0u, a02);
+        }
+        if (r0 + 0u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 0u, a03);
+        }
+        if (r0 + 1u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 1u, a10);
+        }
+        if (r0 + 1u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 1u, a11);
+        }
+        if (r0 + 1u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 1u, a12);
+        }
+        if (r0 + 1u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 1u, a13);
+        }
+        if (r0 + 2u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 2u, a20);
+        }
+        if (r0 + 2u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 2u, a21);
+        }
+        if (r0 + 2u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 2u, a22);
+        }
+        if (r0 + 2u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 2u, a23);
+        }
+        if (r0 + 3u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 3u, a30);
+        }
+        if (r0 + 3u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 3u, a31);
+        }
+        if (r0 + 3u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 3u, a32);
+        }
+        if (r0 + 3u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 3u, a33);
+        }
+        if (r0 + 4u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 4u, a40);
+        }
+        if (r0 + 4u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 4u, a41);
+        }
+        if (r0 + 4u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 4u, a42);
+        }
+        if (r0 + 4u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 4u, a43);
+        }
+        if (r0 + 5u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 5u, a50);
+        }
+        if (r0 + 5u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 5u, a51);
+        }
+        if (r0 + 5u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 5u, a52);
+        }
+        if (r0 + 5u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 5u, a53);
+        }
+        if (r0 + 6u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 6u, a60);
+        }
+        if (r0 + 6u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 6u, a61);
+        }
+        if (r0 + 6u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 6u, a62);
+        }
+        if (r0 + 6u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 6u, a63);
+        }
+        if (r0 + 7u < p.rows && m0 + 0u < m_end) {
+            store(m0 + 0u, p.row_start + r0 + 7u, a70);
+        }
+        if (r0 + 7u < p.rows && m0 + 1u < m_end) {
+            store(m0 + 1u, p.row_start + r0 + 7u, a71);
+        }
+        if (r0 + 7u < p.rows && m0 + 2u < m_end) {
+            store(m0 + 2u, p.row_start + r0 + 7u, a72);
+        }
+        if (r0 + 7u < p.rows && m0 + 3u < m_end) {
+            store(m0 + 3u, p.row_start + r0 + 7u, a73);
+        }
+    }
+}
+
+@compute @workgroup_size(64)
 fn matmul_bf16_wide_sg(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
     let r0 = gid.x * 4u;
     let m_begin = wg.y * M_CHUNK;
@@ -150,7 +483,7 @@ fn matmul_bf16_wide_sg(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(w
     let w1 = min(r0 + 1u, p.rows - 1u);
     let w2 = min(r0 + 2u, p.rows - 1u);
     let w3 = min(r0 + 3u, p.rows - 1u);
-    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {
+    for (var m0 = m_begin; m0 < m_end; m0 += 8u) {
         let x0 = min(m0 + 0u, p.m - 1u) * k4;
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
         let x2 = min(m0 + 2u, p.m - 1u) * k4;
@@ -507,7 +840,7 @@ fn matmul_bf16_tall_sg(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(w
     let w5 = min(r0 + 5u, p.rows - 1u);
     let w6 = min(r0 + 6u, p.rows - 1u);
     let w7 = min(r0 + 7u, p.rows - 1u);
-    for (var m0 = m_begin; m0 < m_end; m0 += TILE_M_WIDE) {
+    for (var m0 = m_begin; m0 < m_end; m0 += 8u) {
         let x0 = min(m0 + 0u, p.m - 1u) * k4;
         let x1 = min(m0 + 1u, p.m - 1u) * k4;
         let x2 = min(m0 + 2u, p.m - 1u) * k4;

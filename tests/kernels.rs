@@ -70,8 +70,8 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
 
 fn matmul_case(g: &Gpu, options: KernelOptions) {
     let kernels = Kernels::with_options(&g.device, options);
-    // Shapes with k % 32 == 0 take the subgroup kernels when they are on: decode, the 8-token tile
-    // (m < 64) and the tall one (m >= 64, two row chunks).
+    // Shapes with k % 32 == 0 take the subgroup kernels when they are on: decode, the 4-token tile
+    // (m <= 4), the 8-token tile (m < 64) and the tall one (m >= 64, two row chunks).
     for (m, n, k, chunk_rows) in [
         (1, 1, 8, 1),
         (1, 1001, 64, 300),
@@ -80,6 +80,8 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
         (33, 1000, 48, 300),
         (9, 130, 96, 70),
         (4, 129, 16, 50),
+        (3, 130, 64, 70),
+        (4, 1001, 96, 600),
         (70, 37, 24, 37),
         (70, 45, 128, 45),
         (65, 1100, 40, 600),

@@ -26,6 +26,8 @@ pub enum Kernel {
     /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
     /// with the `subgroups` feature; see [`KernelOptions`]).
     MatmulM1Subgroup,
+    /// 8 rows x 4 tokens with shared x, for steps of 2-4 tokens (native, with subgroups).
+    MatmulSmallSubgroup,
     MatmulWideSubgroup,
     MatmulTallSubgroup,
     QkNormRope,
@@ -66,7 +68,7 @@ impl<T: Bind + ?Sized> Bind for &T {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 17] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
@@ -74,6 +76,7 @@ impl Kernel {
         Kernel::MatmulTall,
         Kernel::MatmulM1,
         Kernel::MatmulM1Subgroup,
+        Kernel::MatmulSmallSubgroup,
         Kernel::MatmulWideSubgroup,
         Kernel::MatmulTallSubgroup,
         Kernel::QkNormRope,
@@ -95,6 +98,7 @@ impl Kernel {
             Kernel::MatmulTall => ("matmul.wgsl", "matmul_bf16_tall"),
             Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
             Kernel::MatmulM1Subgroup => ("matmul_subgroup.wgsl", "matmul_bf16_m1_sg"),
+            Kernel::MatmulSmallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_small_sg"),
             Kernel::MatmulWideSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_wide_sg"),
             Kernel::MatmulTallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_tall_sg"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
@@ -162,6 +166,7 @@ impl Kernel {
             | Kernel::MatmulTall
             | Kernel::MatmulM1
             | Kernel::MatmulM1Subgroup
+            | Kernel::MatmulSmallSubgroup
             | Kernel::MatmulWideSubgroup
             | Kernel::MatmulTallSubgroup => &[Read, Weights, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
@@ -310,7 +315,9 @@ impl KernelOptions {
             Kernel::Matmul => !eight,
             Kernel::MatmulWide | Kernel::MatmulTall => eight,
             Kernel::MatmulM1Subgroup => self.subgroups,
-            Kernel::MatmulWideSubgroup | Kernel::MatmulTallSubgroup => self.subgroups && eight,
+            Kernel::MatmulSmallSubgroup | Kernel::MatmulWideSubgroup | Kernel::MatmulTallSubgroup => {
+                self.subgroups && eight
+            }
             _ => true,
         }
     }
@@ -326,6 +333,9 @@ impl KernelOptions {
             (MatmulTile::Four, _) => (Kernel::Matmul, MATMUL_ROWS),
             (MatmulTile::Eight, _) if tall && shared_x => (Kernel::MatmulTallSubgroup, MATMUL_TALL_ROWS),
             (MatmulTile::Eight, _) if tall => (Kernel::MatmulTall, MATMUL_TALL_ROWS),
+            (MatmulTile::Eight, _) if shared_x && m <= MATMUL_SMALL_MAX_M => {
+                (Kernel::MatmulSmallSubgroup, MATMUL_SMALL_ROWS)
+            }
             (MatmulTile::Eight, _) if shared_x => (Kernel::MatmulWideSubgroup, MATMUL_ROWS),
             (MatmulTile::Eight, _) => (Kernel::MatmulWide, MATMUL_ROWS),
         }
@@ -618,6 +628,9 @@ pub fn record_attention<'a>(
 /// Weight rows per invocation and tokens per workgroup of `matmul_bf16`, and rows per invocation
 /// of `matmul_bf16_m1` (mirrors the constants in matmul.wgsl).
 const MATMUL_ROWS: usize = 4;
+/// Rows per invocation of `matmul_bf16_small_sg`, and the largest M it serves.
+const MATMUL_SMALL_ROWS: usize = 8;
+const MATMUL_SMALL_MAX_M: u32 = 4;
 /// The subgroup matmuls need k to be a multiple of this (8 weights per load x `X_SHARE` lanes).
 const MATMUL_SUBGROUP_K: u32 = 32;
 const MATMUL_M_CHUNK: usize = 32;
