@@ -431,10 +431,6 @@ impl Kernels {
         Kernels { pipelines, options, layouts, params }
     }
 
-    pub fn options(&self) -> KernelOptions {
-        self.options
-    }
-
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order; weights are a
     /// `weights::Chunk`).
     pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&dyn Bind]) -> wgpu::BindGroup {

@@ -74,7 +74,7 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
             cache: None,
         })
     };
-    let time = |pipe: &wgpu::ComputePipeline, p: Params, groups: u32| {
+    let run = async |pipe: &wgpu::ComputePipeline, p: Params, groups: u32| -> Result<f64> {
         let bind = d.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("roofline"),
             layout: &pipe.get_bind_group_layout(0),
@@ -85,28 +85,7 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
             ],
         });
         gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
-        let mut enc = d.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(pipe);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(groups, 1, 1);
-        }
-        enc.finish()
-    };
-    let run = async |pipe: &wgpu::ComputePipeline, p: Params, groups: u32| -> Result<f64> {
-        let mut times = Vec::new();
-        for i in 0..repeats + 1 {
-            let cmd = time(pipe, p, groups);
-            wait_idle(gpu).await?;
-            let t = now_s();
-            gpu.queue.submit([cmd]);
-            wait_idle(gpu).await?;
-            if i > 0 {
-                times.push(now_s() - t);
-            }
-        }
-        Ok(median(times))
+        median_seconds(gpu, pipe, &bind, groups, repeats).await
     };
     // Blocked: 64 workgroups of 64 lanes, each lane a contiguous run.
     let lanes = 64 * 64;
@@ -141,17 +120,7 @@ async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize
     let d = &gpu.device;
     let height = n / TEXTURE_WIDTH;
     let n = height * TEXTURE_WIDTH;
-    let texture = d.create_texture(&wgpu::TextureDescriptor {
-        label: Some("roofline texture"),
-        size: wgpu::Extent3d { width: TEXTURE_WIDTH, height, depth_or_array_layers: 1 },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: wgpu::TextureDimension::D2,
-        format: wgpu::TextureFormat::Rgba32Uint,
-        usage: wgpu::TextureUsages::TEXTURE_BINDING,
-        view_formats: &[],
-    });
-    let view = texture.create_view(&Default::default());
+    let (_texture, view) = gpu.texel_texture("roofline texture", TEXTURE_WIDTH, height);
     let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("roofline texture"),
         source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/roofline_texture.wgsl").into()),
@@ -182,14 +151,26 @@ async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize
             wgpu::BindGroupEntry { binding: 2, resource: dst.as_entire_binding() },
         ],
     });
+    Ok(2.0 * 16.0 * n as f64 / median_seconds(gpu, &pipe, &bind, 64, repeats).await? / 1e9)
+}
+
+/// Median wall time of `repeats` runs (after one warm-up) of `groups` workgroups of `pipe`, each
+/// submitted alone on an idle queue.
+async fn median_seconds(
+    gpu: &Gpu,
+    pipe: &wgpu::ComputePipeline,
+    bind: &wgpu::BindGroup,
+    groups: u32,
+    repeats: usize,
+) -> Result<f64> {
     let mut times = Vec::new();
     for i in 0..repeats + 1 {
-        let mut enc = d.create_command_encoder(&Default::default());
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipe);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(64, 1, 1);
+            pass.set_pipeline(pipe);
+            pass.set_bind_group(0, bind, &[]);
+            pass.dispatch_workgroups(groups, 1, 1);
         }
         wait_idle(gpu).await?;
         let t = now_s();
@@ -199,5 +180,5 @@ async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize
             times.push(now_s() - t);
         }
     }
-    Ok(2.0 * 16.0 * n as f64 / median(times) / 1e9)
+    Ok(median(times))
 }

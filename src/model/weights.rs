@@ -110,17 +110,7 @@ impl Matrix {
             let store = match storage {
                 WeightStorage::Buffer => ChunkStore::Buffer(gpu.storage_buffer(&name, n as u64 * row_bytes)),
                 WeightStorage::Texture => {
-                    let texture = gpu.device.create_texture(&wgpu::TextureDescriptor {
-                        label: Some(&name),
-                        size: wgpu::Extent3d { width: (cols / 8) as u32, height: n as u32, depth_or_array_layers: 1 },
-                        mip_level_count: 1,
-                        sample_count: 1,
-                        dimension: wgpu::TextureDimension::D2,
-                        format: wgpu::TextureFormat::Rgba32Uint,
-                        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-                        view_formats: &[],
-                    });
-                    let view = texture.create_view(&Default::default());
+                    let (texture, view) = gpu.texel_texture(&name, (cols / 8) as u32, n as u32);
                     ChunkStore::Texture(texture, view)
                 }
             };
