@@ -286,15 +286,13 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
     let t = use_text();
     // None: not measured; Some(Err): the probe failed (shown as text).
     let roofline = RwSignal::new(None::<Result<crate::gpu::roofline::Roofline, String>>);
-    let measuring = RwSignal::new(false);
+    let measuring = move || state.phase.get() == Phase::Measuring;
     let measure = move |_| {
         let Some(gpu) = state.gpu.get_value() else { return };
-        measuring.set(true);
         state.phase.set(Phase::Measuring);
         wasm_bindgen_futures::spawn_local(async move {
             let result = crate::gpu::roofline::measure(&gpu, 3).await.map_err(|e| e.to_string());
             roofline.set(Some(result));
-            measuring.set(false);
             state.phase.set(Phase::Idle);
         });
     };
@@ -330,10 +328,10 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
                 <button
                     class="small ghost"
                     data-testid="roofline-measure"
-                    disabled=move || measuring.get() || state.phase.get() != Phase::Idle || state.adapter.get().is_none()
+                    disabled=move || state.phase.get() != Phase::Idle || state.adapter.get().is_none()
                     on:click=measure
                 >
-                    {move || if measuring.get() { t().roofline_measuring } else { t().roofline_measure }}
+                    {move || if measuring() { t().roofline_measuring } else { t().roofline_measure }}
                 </button>
             </div>
             <dl class="facts wide">
