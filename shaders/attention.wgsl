@@ -1,8 +1,14 @@
-// Causal attention over the paged KV cache with grouped-query heads.
-// One invocation per (token, q head): q head h reads kv head h / (n_heads / n_kv_heads), attends to
-// positions 0..=pos of its own sequence (the cache already holds this step's keys), scores scaled by
-// 1/sqrt(head_dim), softmax in f32 computed online (running max and sum).
+// Causal attention over the paged KV cache with grouped-query heads, for the tokens
+// token_begin .. token_begin + n_tokens of the step.
+// Token t's q head h reads kv head h / (n_heads / n_kv_heads), attends to positions 0..=pos of its
+// own sequence (the cache already holds this step's keys), scores scaled by 1/sqrt(head_dim),
+// softmax in f32 computed online (running max and sum).
 // out[t, h * head_dim + d] = sum_j softmax_j * V[j, d].
+//
+// No invocation walks more than a bounded number of positions: Mesa's llvmpipe (lavapipe) ends
+// every loop of an invocation once that invocation has run 65,535 loop iterations in all, so a
+// longer walk would silently stop early. The host splits longer contexts (`attention_split`).
+// head_dim must be a multiple of 4 (q, k and v are read as vec4).
 
 struct Params {
     n_tokens: u32,
@@ -13,62 +19,78 @@ struct Params {
     block_size: u32,
     max_blocks: u32,
     scale: f32,
+    splits: u32,       // attention_split: parts each context is split into
+    token_begin: u32,  // first token of this dispatch
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;          // (n_tokens, qkv_width), q first
-@group(0) @binding(2) var<storage, read> tokens: array<vec4<u32>>; // (n_tokens): (id, position, seq, _)
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;    // (step tokens, qkv_width / 4), q first
+@group(0) @binding(2) var<storage, read> tokens: array<vec4<u32>>; // (step tokens): (id, position, seq, _)
 @group(0) @binding(3) var<storage, read> block_tables: array<u32>; // (seqs, max_blocks)
-@group(0) @binding(4) var<storage, read> k_cache: array<f32>;      // (blocks * block_size, n_kv_heads, head_dim)
-@group(0) @binding(5) var<storage, read> v_cache: array<f32>;      // (blocks * block_size, n_kv_heads, head_dim)
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;    // (n_tokens, n_heads * head_dim)
+@group(0) @binding(4) var<storage, read> k_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
+@group(0) @binding(5) var<storage, read> v_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
+// attention: (step tokens, n_heads * head_dim); attention_split: (n_tokens, n_heads, splits, head_dim + 2)
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-const MAX_HEAD_DIM: u32 = 256u;
+const MAX_HEAD_DIM4: u32 = 64u;  // MAX_HEAD_DIM / 4
 
 // Online softmax of token t's q head h over context positions begin..end. With `parts`, writes the
 // unnormalised partial result [running max, running sum, acc[0..head_dim]] at `o_base`;
 // otherwise the normalised head output at `o_base`.
+// Loop iterations per invocation: head_dim / 2 + 1 per position, + head_dim / 2 around them.
 fn attend(t: u32, h: u32, begin: u32, end: u32, o_base: u32, parts: bool) {
-    let hd = p.head_dim;
+    let hd4 = p.head_dim / 4u;
     let kv_head = h / (p.n_heads / p.n_kv_heads);
     let table = tokens[t].z * p.max_blocks;
 
-    var q: array<f32, MAX_HEAD_DIM>;
-    var acc: array<f32, MAX_HEAD_DIM>;
-    let q_base = t * p.qkv_width + h * hd;
-    for (var d = 0u; d < hd; d++) {
+    var q: array<vec4<f32>, MAX_HEAD_DIM4>;
+    var acc: array<vec4<f32>, MAX_HEAD_DIM4>;
+    let q_base = t * (p.qkv_width / 4u) + h * hd4;
+    for (var d = 0u; d < hd4; d++) {
         q[d] = qkv[q_base + d] * p.scale;
-        acc[d] = 0.0;
+        acc[d] = vec4<f32>(0.0);
     }
     var running_max = -3.4e38;
     var running_sum = 0.0;
     for (var j = begin; j < end; j++) {
         let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
-        let base = (slot * p.n_kv_heads + kv_head) * hd;
-        var score = 0.0;
-        for (var d = 0u; d < hd; d++) {
-            score += q[d] * k_cache[base + d];
+        let base = (slot * p.n_kv_heads + kv_head) * hd4;
+        var score4 = vec4<f32>(0.0);
+        for (var d = 0u; d < hd4; d++) {
+            score4 += q[d] * k_cache[base + d];
         }
+        let score = (score4.x + score4.y) + (score4.z + score4.w);
         let new_max = max(running_max, score);
         let correction = exp(running_max - new_max);
         let weight = exp(score - new_max);
         running_sum = running_sum * correction + weight;
-        for (var d = 0u; d < hd; d++) {
+        for (var d = 0u; d < hd4; d++) {
             acc[d] = acc[d] * correction + weight * v_cache[base + d];
         }
         running_max = new_max;
     }
     if (parts) {
-        // An empty range (context shorter than SPLITS) leaves sum 0: it adds nothing in the merge.
+        // An empty range (context shorter than the splits) leaves sum 0: it adds nothing in the merge.
         out[o_base] = running_max;
         out[o_base + 1u] = running_sum;
-        for (var d = 0u; d < hd; d++) {
-            out[o_base + 2u + d] = acc[d];
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 2u + 4u * d;
+            out[o] = acc[d].x;
+            out[o + 1u] = acc[d].y;
+            out[o + 2u] = acc[d].z;
+            out[o + 3u] = acc[d].w;
         }
     } else {
         let inv = 1.0 / running_sum;
-        for (var d = 0u; d < hd; d++) {
-            out[o_base + d] = acc[d] * inv;
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 4u * d;
+            let v = acc[d] * inv;
+            out[o] = v.x;
+            out[o + 1u] = v.y;
+            out[o + 2u] = v.z;
+            out[o + 3u] = v.w;
         }
     }
 }
@@ -79,29 +101,27 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (idx >= p.n_tokens * p.n_heads) {
         return;
     }
-    let t = idx / p.n_heads;
+    let t = p.token_begin + idx / p.n_heads;
     let h = idx % p.n_heads;
-    attend(t, h, 0u, tokens[t].y + 1u, idx * p.head_dim, false);
+    attend(t, h, 0u, tokens[t].y + 1u, (p.token_begin * p.n_heads + idx) * p.head_dim, false);
 }
 
-// Split-context attention (flash-decoding) for steps with few (token, head) pairs and long
-// contexts, where one invocation per pair would leave most of the adapter idle: invocation
-// (t, h, s) attends to the s-th of SPLITS equal parts of token t's context and writes its partial
-// result to `out` (here the partials buffer) at ((t * n_heads + h) * SPLITS + s) * (head_dim + 2).
-// `attention_merge` combines them.
-const SPLITS: u32 = 16u;
-
+// Split-context attention (flash-decoding), for contexts longer than one invocation may walk and
+// for steps with few (token, head) pairs over long contexts, where one invocation per pair would
+// leave most of the adapter idle: invocation (t, h, s) attends to the s-th of `splits` equal parts
+// of token t's context and writes its partial result to `out` (here the partials buffer) at
+// (((t - token_begin) * n_heads + h) * splits + s) * (head_dim + 2). `attention_merge` combines them.
 @compute @workgroup_size(64)
 fn attention_split(@builtin(global_invocation_id) gid: vec3<u32>) {
     let idx = gid.x;
-    if (idx >= p.n_tokens * p.n_heads * SPLITS) {
+    if (idx >= p.n_tokens * p.n_heads * p.splits) {
         return;
     }
-    let s = idx % SPLITS;
-    let pair = idx / SPLITS;
-    let t = pair / p.n_heads;
+    let s = idx % p.splits;
+    let pair = idx / p.splits;
+    let t = p.token_begin + pair / p.n_heads;
     let ctx = tokens[t].y + 1u;
-    let part = (ctx + SPLITS - 1u) / SPLITS;
+    let part = (ctx + p.splits - 1u) / p.splits;
     let begin = min(s * part, ctx);
     attend(t, pair % p.n_heads, begin, min(begin + part, ctx), idx * (p.head_dim + 2u), true);
 }

@@ -1,5 +1,5 @@
 // Second pass of split-context attention (see `attention_split` in attention.wgsl): one invocation
-// per (token, q head, dimension) rescales the SPLITS partial results to their common maximum and
+// per (token, q head, dimension) rescales the `splits` partial results to their common maximum and
 // normalises: out[t, h * head_dim + d] = sum_s acc_s[d] e^(m_s - M) / sum_s l_s e^(m_s - M).
 
 struct Params {
@@ -11,13 +11,15 @@ struct Params {
     block_size: u32,
     max_blocks: u32,
     scale: f32,
+    splits: u32,
+    token_begin: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> partials: array<f32>;  // (n_tokens, n_heads, SPLITS, head_dim + 2)
-@group(0) @binding(2) var<storage, read_write> out: array<f32>; // (n_tokens, n_heads * head_dim)
-
-const SPLITS: u32 = 16u;
+@group(0) @binding(1) var<storage, read> partials: array<f32>;  // (n_tokens, n_heads, splits, head_dim + 2)
+@group(0) @binding(2) var<storage, read_write> out: array<f32>; // (step tokens, n_heads * head_dim)
 
 @compute @workgroup_size(64)
 fn attention_merge(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -29,18 +31,18 @@ fn attention_merge(@builtin(global_invocation_id) gid: vec3<u32>) {
     let d = idx % hd;
     let pair = idx / hd;
     let stride = hd + 2u;
-    let first = pair * SPLITS * stride;
+    let first = pair * p.splits * stride;
     var m = -3.4e38;
-    for (var s = 0u; s < SPLITS; s++) {
+    for (var s = 0u; s < p.splits; s++) {
         m = max(m, partials[first + s * stride]);
     }
     var sum = 0.0;
     var acc = 0.0;
-    for (var s = 0u; s < SPLITS; s++) {
+    for (var s = 0u; s < p.splits; s++) {
         let base = first + s * stride;
         let scale = exp(partials[base] - m);
         sum += partials[base + 1u] * scale;
         acc += partials[base + 2u + d] * scale;
     }
-    out[pair * hd + d] = acc / sum;
+    out[(p.token_begin * p.n_heads + pair) * hd + d] = acc / sum;
 }

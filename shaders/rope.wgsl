@@ -14,6 +14,10 @@ struct Params {
     block_size: u32,
     max_blocks: u32,  // row stride of block_tables
     eps: f32,
+    _unused0: u32,    // attention's splits and token_begin (the struct is shared)
+    _unused1: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

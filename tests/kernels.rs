@@ -8,8 +8,8 @@ use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, KernelOptions,
-    MatmulParams, MatmulTile, PairParams, RmsNormParams, ATTENTION_SPLITS,
+    attention_max_positions, attention_splits, groups, record_attention, record_attention_split, record_matmul,
+    EmbedParams, HeadParams, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -205,6 +205,9 @@ impl HeadSetup {
             block_size: self.block_size as u32,
             max_blocks: self.max_blocks as u32,
             eps_or_scale: last,
+            splits: 1,
+            token_begin: 0,
+            _pad: [0; 2],
         }
     }
 }
@@ -265,8 +268,6 @@ fn qk_norm_rope_and_cache_write() {
 
 #[test]
 fn attention_over_paged_cache_with_gqa() {
-    let g = gpu();
-    let kernels = Kernels::new(&g);
     let s = HeadSetup {
         n_heads: 6,
         n_kv: 2,
@@ -277,56 +278,119 @@ fn attention_over_paged_cache_with_gqa() {
         tokens: [[0, 70, 0, 0]].into_iter().chain((0..5).map(|p| [0, p, 1, 0])).collect(),
         tables: (0..60u32).rev().collect(),
     };
+    // One invocation per (token, head); the context split 16 ways then merged (token 0's 71
+    // positions fill every part but the last; the prefill tokens' 1..=5 leave most parts empty);
+    // split 3 ways through a partials buffer that holds two tokens at a time (three token ranges).
+    let pairs = s.tokens.len() * s.n_heads;
+    for (splits, partials) in [(1, 0), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))] {
+        attention_case(&s, 60, Some(splits), partials, 1e-5);
+    }
+}
+
+/// Attention at Qwen3's widths (head_dim 128, 16 / 8 heads) through the engine's own choice of
+/// path: one invocation per (token, head) up to `attention_max_positions` (503) positions, split
+/// beyond, with the partials of long prefill chunks in several token ranges; contexts up to 4,096
+/// and 2,048 tokens in one step.
+#[test]
+fn attention_at_real_widths() {
+    let max = attention_max_positions(128);
+    assert_eq!(max, 503);
+    // Whole-path boundary: a 300-token prefill chunk (positions 0..300) and two decodes in one
+    // step: contexts of max (still whole) and max + 1 (split), 16 heads.
+    let s = HeadSetup {
+        n_heads: 16,
+        n_kv: 8,
+        hd: 128,
+        block_size: 16,
+        max_blocks: 40,
+        tokens: (0..300).map(|p| [0, p, 0, 0]).chain([[0, max as u32 - 1, 1, 0], [0, max as u32, 2, 0]]).collect(),
+        tables: (0..120u32).map(|i| (i * 37) % 120).collect(),
+    };
+    assert_eq!(attention_splits(302, 16, 128, 300), 1);
+    attention_case(&s, 120, None, 4 << 20, 2e-5);
+    assert_eq!(attention_splits(2, 16, 128, max + 1), 16);
+    let decodes = HeadSetup { tokens: s.tokens[300..].to_vec(), ..s };
+    attention_case(&decodes, 120, None, 4 << 20, 2e-5);
+    // Long prefill: 2,048 tokens (positions 2,048..4,095 of one sequence) plus a decode at context
+    // 4,096 of another, 2 heads / 1 KV head so the CPU reference stays quick; a 1 MiB partials
+    // buffer forces several token ranges.
+    let long = HeadSetup {
+        n_heads: 2,
+        n_kv: 1,
+        hd: 128,
+        block_size: 16,
+        max_blocks: 256,
+        tokens: (2048..4096).map(|p| [0, p, 0, 0]).chain([[0, 4095, 1, 0]]).collect(),
+        tables: (0..512u32).map(|i| (i * 101) % 512).collect(),
+    };
+    assert_eq!(attention_splits(2049, 2, 128, 4096), 9);
+    attention_case(&long, 512, None, 1 << 18, 2e-5);
+}
+
+/// Runs attention over random q, K and V for `s` (a cache of `blocks` blocks) with `splits` parts
+/// (None: the engine's choice) and checks every (token, head) against the CPU reference.
+fn attention_case(s: &HeadSetup, blocks: usize, splits: Option<usize>, partials_floats: usize, tol: f32) {
+    let g = gpu();
+    let kernels = Kernels::new(&g);
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(9, s.tokens.len() * width);
-    let cache_len = 60 * s.block_size * s.n_kv * s.hd;
+    let cache_len = blocks * s.block_size * s.n_kv * s.hd;
     let (k_cache, v_cache) = (random(10, cache_len), random(11, cache_len));
     let qkvb = g.storage_with("qkv", bytes(&qkv));
     let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
     let (kb, vb) = (g.storage_with("k", bytes(&k_cache)), g.storage_with("v", bytes(&v_cache)));
     let scale = 1.0 / (s.hd as f32).sqrt();
-    // Both paths, through the engine's own recording: one invocation per (token, head), and the
-    // context split ATTENTION_SPLITS ways then merged (token 0's 71 positions fill every part but
-    // the last; the prefill tokens' 1..=5 leave most parts empty).
-    for split in [false, true] {
-        let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
-        let pairs = s.tokens.len() * s.n_heads;
-        let partials =
-            g.storage_buffer("partials", (pairs * ATTENTION_SPLITS * attention_part_floats(s.hd) * 4) as u64);
-        let whole = kernels.bind(&g.device, Kernel::Attention, "whole", &[&qkvb, &tb, &btb, &kb, &vb, &out]);
-        let parts = kernels.bind(&g.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]);
-        let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
-        let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-        record_attention(&mut rec, &whole, split.then_some((&parts, &merge)), &s.params(scale));
-        let mut enc = g.device.create_command_encoder(&Default::default());
-        rec.encode(&g.queue, &mut enc);
-        g.queue.submit([enc.finish()]);
-        let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
-        check_attention(&s, &qkv, &k_cache, &v_cache, &got, split);
+    let out = g.storage_buffer("out", (s.tokens.len() * s.n_heads * s.hd * 4) as u64);
+    let partials = g.storage_buffer("partials", (partials_floats.max(1) * 4) as u64);
+    let whole = kernels.bind(&g.device, Kernel::Attention, "whole", &[&qkvb, &tb, &btb, &kb, &vb, &out]);
+    let parts = kernels.bind(&g.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]);
+    let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+    let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+    let longest = s.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap();
+    let p = s.params(scale);
+    match splits {
+        Some(n) => record_attention_split(&mut rec, &whole, (&parts, &merge), &p, n, partials_floats),
+        None => record_attention(&mut rec, &whole, (&parts, &merge), &p, longest, partials_floats),
     }
+    let mut enc = g.device.create_command_encoder(&Default::default());
+    rec.encode(&g.queue, &mut enc);
+    g.queue.submit([enc.finish()]);
+    let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
+    let chosen = splits.unwrap_or_else(|| attention_splits(s.tokens.len(), s.n_heads, s.hd, longest));
+    check_attention(s, &qkv, &k_cache, &v_cache, &got, chosen, tol);
 }
 
-fn check_attention(s: &HeadSetup, qkv: &[f32], k_cache: &[f32], v_cache: &[f32], got: &[f32], split: bool) {
+/// Every (token, head) against `reference::attention_head`. The tolerance: outputs are convex
+/// combinations of V rows (|v| <= 1), so an absolute f32 error of a few ulps times the number of
+/// online-softmax rescalings stays far below 2e-5 for contexts of thousands.
+fn check_attention(s: &HeadSetup, qkv: &[f32], k_cache: &[f32], v_cache: &[f32], got: &[f32], splits: usize, tol: f32) {
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
+    // Each (sequence, kv head)'s keys and values in position order, gathered once.
+    let mut gathered: std::collections::HashMap<(u32, usize), (Vec<f32>, Vec<f32>)> = Default::default();
     for (t, tok) in s.tokens.iter().enumerate() {
+        let ctx = tok[1] as usize + 1;
         for h in 0..s.n_heads {
             let kvh = h / (s.n_heads / s.n_kv);
-            let gather = |cache: &[f32]| -> Vec<f32> {
-                (0..=tok[1] as usize)
-                    .flat_map(|p| cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec())
-                    .collect()
-            };
+            let longest = s.tokens.iter().filter(|o| o[2] == tok[2]).map(|o| o[1] as usize + 1).max().unwrap();
+            let (keys, values) = gathered.entry((tok[2], kvh)).or_insert_with(|| {
+                let gather = |cache: &[f32]| -> Vec<f32> {
+                    (0..longest)
+                        .flat_map(|p| cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec())
+                        .collect()
+                };
+                (gather(k_cache), gather(v_cache))
+            });
             let want = reference::attention_head(
                 &qkv[t * width + h * s.hd..][..s.hd],
-                &gather(k_cache),
-                &gather(v_cache),
+                &keys[..ctx * s.hd],
+                &values[..ctx * s.hd],
                 s.hd,
             );
             assert_close(
-                &format!("attention (split {split}) token {t} head {h}"),
+                &format!("attention (head_dim {}, {splits} splits) token {t} (position {}) head {h}", s.hd, tok[1]),
                 &got[(t * s.n_heads + h) * s.hd..][..s.hd],
                 &want,
-                1e-5,
+                tol,
             );
         }
     }
@@ -372,12 +436,12 @@ fn argmax_picks_the_first_maximum() {
 
 #[test]
 fn param_structs_match_wgsl_sizes() {
-    // The WGSL `Params` structs are 16 (embed, rmsnorm, swiglu, argmax) or 32 bytes (matmul, heads).
+    // The WGSL `Params` structs are 16 (embed, rmsnorm, swiglu, argmax), 32 (matmul) or 48 bytes (heads).
     assert_eq!(std::mem::size_of::<EmbedParams>(), 16);
     assert_eq!(std::mem::size_of::<RmsNormParams>(), 16);
     assert_eq!(std::mem::size_of::<PairParams>(), 16);
     assert_eq!(std::mem::size_of::<MatmulParams>(), 32);
-    assert_eq!(std::mem::size_of::<HeadParams>(), 32);
+    assert_eq!(std::mem::size_of::<HeadParams>(), 48);
 }
 
 #[test]

@@ -6,8 +6,8 @@ use super::kv::KvCache;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
-    attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams, MatmulParams, PairParams,
-    RmsNormParams, ATTENTION_SPLITS,
+    attention_min_partials, attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams,
+    MatmulParams, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
@@ -63,10 +63,9 @@ pub struct Batch {
     pub sampling: Vec<RowSample>,
 }
 
-/// Split attention (flash-decoding) runs when a step has at most this many (token, head) pairs ...
-const SPLIT_MAX_PAIRS: usize = 512;
-/// ... and its longest context has at least this many tokens.
-const SPLIT_MIN_CONTEXT: usize = 128;
+/// Floats of the split-attention partials buffer (16 MiB): long prefill chunks are split over as
+/// many token ranges as it takes (`record_attention`).
+const PARTIALS_FLOATS: usize = 4 << 20;
 
 struct Buffers {
     tokens: wgpu::Buffer,       // (max_tokens) vec4<u32>
@@ -78,7 +77,7 @@ struct Buffers {
     normed: wgpu::Buffer,       // (max_tokens, hidden)
     qkv: wgpu::Buffer,          // (max_tokens, q_dim + 2 kv_dim)
     attn: wgpu::Buffer,         // (max_tokens, q_dim)
-    partials: wgpu::Buffer,     // (SPLIT_MAX_PAIRS, ATTENTION_SPLITS, head_dim + 2): split attention
+    partials: wgpu::Buffer,     // (partials_floats): (tokens, heads, splits, head_dim + 2), split attention
     gate_up: wgpu::Buffer,      // (max_tokens, 2 inter)
     act: wgpu::Buffer,          // (max_tokens, inter)
     final_h: wgpu::Buffer,      // (max_seqs, hidden)
@@ -165,10 +164,7 @@ impl Model {
             normed: gpu.storage_buffer("normed", t * h * f),
             qkv: gpu.storage_buffer("qkv", t * (q + 2 * kvd) * f),
             attn: gpu.storage_buffer("attention out", t * q * f),
-            partials: gpu.storage_buffer(
-                "split attention partials",
-                (SPLIT_MAX_PAIRS * ATTENTION_SPLITS * attention_part_floats(cfg.head_dim)) as u64 * f,
-            ),
+            partials: gpu.storage_buffer("split attention partials", partials_floats(&cfg) as u64 * f),
             gate_up: gpu.storage_buffer("gate|up", t * 2 * i * f),
             act: gpu.storage_buffer("swiglu out", t * i * f),
             final_h: gpu.storage_buffer("final norm", s * h * f),
@@ -305,17 +301,21 @@ impl Model {
             block_size: lim.block_size as u32,
             max_blocks: lim.max_blocks_per_seq as u32,
             eps_or_scale,
+            splits: 1,
+            token_begin: 0,
+            _pad: [0; 2],
         };
-        // Few (token, head) pairs over a long context: split each context so the whole adapter works.
+        // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
+        // split (flash-decoding) and merged.
         let longest = batch.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
-        let split_attention = m * nh <= SPLIT_MAX_PAIRS && longest >= SPLIT_MIN_CONTEXT;
+        let partials = partials_floats(cfg);
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
             matmul(&mut rec, &layer.qkv_proj, &lg.qkv, m, false);
             rec.dispatch(Kernel::QkNormRope, &lg.rope, &heads(eps), [groups(nh + 2 * nkv, 64), m as u32, 1]);
-            let split = split_attention.then_some((&lg.attention_split, &g.attention_merge));
-            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()));
+            let split = (&lg.attention_split, &g.attention_merge);
+            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), longest, partials);
             matmul(&mut rec, &layer.o_proj, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_post, &norm, [m as u32, 1, 1]);
@@ -343,6 +343,14 @@ impl Model {
         }
         Ok(rec)
     }
+}
+
+/// Floats of the split-attention partials buffer: [`PARTIALS_FLOATS`], or more where one token's
+/// parts at the longest context need it, and at least a decode step's worth of split pairs.
+fn partials_floats(cfg: &Qwen3Config) -> usize {
+    let one_token = attention_min_partials(cfg.num_attention_heads, cfg.head_dim, cfg.max_position_embeddings);
+    let decode = SPLIT_MAX_PAIRS * SPLITS_FOR_PARALLELISM * attention_part_floats(cfg.head_dim);
+    PARTIALS_FLOATS.max(one_token).max(decode)
 }
 
 /// `y (+)= x W^T` over every row chunk of `w`.

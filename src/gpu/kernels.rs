@@ -220,7 +220,8 @@ pub struct MatmulParams {
     pub _pad: [u32; 2],
 }
 
-/// Shared by `qk_norm_rope` (last field: eps) and `attention` (last field: scale).
+/// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels
+/// (scale; [`record_attention`] sets `splits`, `token_begin` and `n_tokens` per dispatch).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug)]
 pub struct HeadParams {
@@ -232,6 +233,9 @@ pub struct HeadParams {
     pub block_size: u32,
     pub max_blocks: u32,
     pub eps_or_scale: f32,
+    pub splits: u32,
+    pub token_begin: u32,
+    pub _pad: [u32; 2],
 }
 
 /// `swiglu` (n_tokens, inter) and `argmax` (n_rows, width).
@@ -595,29 +599,88 @@ impl StepRecorder<'_> {
     }
 }
 
-/// Parts each token's context is split into by `attention_split` (mirrors SPLITS in the WGSL).
-pub const ATTENTION_SPLITS: usize = 16;
+/// Loop iterations one shader invocation may run on Mesa's llvmpipe (lavapipe): its
+/// `loop_limiter` (`LP_MAX_TGSI_LOOP_ITERATIONS`, gallivm) is one counter per invocation, set to
+/// 65,535 and decremented at the end of every iteration of every loop; at zero every loop exits
+/// early, silently. Kernels keep their iterations per invocation under half of it.
+pub const LLVMPIPE_LOOP_BUDGET: usize = 65_535 / 2;
+
+/// Context positions one attention invocation may walk: each position costs head_dim / 2 + 1
+/// loop iterations (attention.wgsl, vec4 loops), plus head_dim / 2 around the walk.
+/// (Qwen3, head_dim 128: 503 positions.) Longer contexts are split.
+pub fn attention_max_positions(head_dim: usize) -> usize {
+    (LLVMPIPE_LOOP_BUDGET - head_dim / 2) / (head_dim / 2 + 1)
+}
+
+/// Steps with at most this many (token, head) pairs split contexts of [`SPLIT_MIN_CONTEXT`]+
+/// positions [`SPLITS_FOR_PARALLELISM`] ways, so that the whole adapter works on a decode step.
+pub const SPLIT_MAX_PAIRS: usize = 512;
+pub const SPLIT_MIN_CONTEXT: usize = 128;
+pub const SPLITS_FOR_PARALLELISM: usize = 16;
+
 /// Floats per part in the partials buffer: running max, running sum, then head_dim accumulators.
 pub fn attention_part_floats(head_dim: usize) -> usize {
     head_dim + 2
 }
 
-/// Records attention for `n_tokens` tokens (`p.n_tokens`): one invocation per (token, head), or,
-/// with `split` (bind groups for the split pass and the merge), the context split
-/// [`ATTENTION_SPLITS`] ways and merged.
+/// Parts each context of a step is split into: 1 (one invocation per (token, head)) unless the
+/// longest context is too long for one invocation or the step has few pairs over a long context.
+pub fn attention_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
+    let needed = longest_context.div_ceil(attention_max_positions(head_dim)).max(1);
+    let for_parallelism = if n_tokens * n_heads <= SPLIT_MAX_PAIRS && longest_context >= SPLIT_MIN_CONTEXT {
+        SPLITS_FOR_PARALLELISM
+    } else {
+        1
+    };
+    needed.max(for_parallelism)
+}
+
+/// Partials-buffer floats a model needs at least: one token's parts at the longest context.
+pub fn attention_min_partials(n_heads: usize, head_dim: usize, max_context: usize) -> usize {
+    let splits = attention_splits(1, n_heads, head_dim, max_context);
+    n_heads * splits * attention_part_floats(head_dim)
+}
+
+/// Records attention for the step's `p.n_tokens` tokens whose longest context is
+/// `longest_context`, split as [`attention_splits`] says.
 pub fn record_attention<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
-    split: Option<(&'a wgpu::BindGroup, &'a wgpu::BindGroup)>,
+    split: (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
     p: &HeadParams,
+    longest_context: usize,
+    partials_floats: usize,
 ) {
-    let pairs = (p.n_tokens * p.n_heads) as usize;
-    match split {
-        None => rec.dispatch(Kernel::Attention, whole, p, [groups(pairs, 64), 1, 1]),
-        Some((parts, merge)) => {
-            rec.dispatch(Kernel::AttentionSplit, parts, p, [groups(pairs * ATTENTION_SPLITS, 64), 1, 1]);
-            rec.dispatch(Kernel::AttentionMerge, merge, p, [groups(pairs * p.head_dim as usize, 64), 1, 1]);
-        }
+    let splits = attention_splits(p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize, longest_context);
+    record_attention_split(rec, whole, split, p, splits, partials_floats);
+}
+
+/// Records attention with each context split `splits` ways: 1 is one invocation per (token, head)
+/// (`attention`); more is split-and-merge through the partials buffer (`partials_floats` long),
+/// over as many token ranges as it takes to fit. The caller keeps each part within
+/// [`attention_max_positions`].
+pub fn record_attention_split<'a>(
+    rec: &mut StepRecorder<'a>,
+    whole: &'a wgpu::BindGroup,
+    (parts, merge): (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
+    p: &HeadParams,
+    splits: usize,
+    partials_floats: usize,
+) {
+    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
+    if splits <= 1 {
+        let p = HeadParams { splits: 1, token_begin: 0, ..*p };
+        rec.dispatch(Kernel::Attention, whole, &p, [groups(n_tokens * n_heads, 64), 1, 1]);
+        return;
+    }
+    let per_token = n_heads * splits * attention_part_floats(head_dim);
+    let range = partials_floats / per_token;
+    assert!(range > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
+    for begin in (0..n_tokens).step_by(range) {
+        let count = range.min(n_tokens - begin);
+        let p = HeadParams { n_tokens: count as u32, splits: splits as u32, token_begin: begin as u32, ..*p };
+        rec.dispatch(Kernel::AttentionSplit, parts, &p, [groups(count * n_heads * splits, 64), 1, 1]);
+        rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
     }
 }
 

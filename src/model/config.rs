@@ -132,9 +132,10 @@ impl Qwen3Config {
                 self.num_attention_heads, self.num_key_value_heads
             )));
         }
-        if !self.head_dim.is_multiple_of(2) || self.head_dim > MAX_HEAD_DIM {
+        // The attention kernels read heads as vec4 (every published Qwen3 has head_dim 128).
+        if self.head_dim == 0 || !self.head_dim.is_multiple_of(4) || self.head_dim > MAX_HEAD_DIM {
             return Err(Error::Config(format!(
-                "head_dim {} is not supported (must be even and at most {MAX_HEAD_DIM})",
+                "head_dim {} is not supported (must be a multiple of 4 and at most {MAX_HEAD_DIM})",
                 self.head_dim
             )));
         }

@@ -1,6 +1,8 @@
 //! Shared by the native tests: one GPU device for the whole test binary, fixture loading.
 #![allow(dead_code)]
 
+pub mod generated;
+
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

@@ -1,0 +1,99 @@
+//! Qwen3 at the published widths: head_dim 128 with 16 / 8 heads, and Qwen3-0.6B's exact layer
+//! shapes, on prompts of 1 to 1,531 tokens, against the independent float64 reference
+//! (`tests/fixtures/make_real.py`): greedy tokens prefilled in one chunk, in many, and batched.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use common::generated::*;
+use common::*;
+use tokenmeter::engine::{generate, Engine, Model, ModelOptions, Request, SamplingParams};
+use tokenmeter::model::checkpoint::Checkpoint;
+
+fn real_reference(name: &str) -> RealReference {
+    let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
+    serde_json::from_str(&text).expect("reference.json parses")
+}
+
+async fn load_real(name: &str, options: &ModelOptions) -> (Engine, RealReference) {
+    let reference = real_reference(name);
+    let config = std::fs::read_to_string(fixture_dir(name).join("config.json")).unwrap();
+    let store = real_store(name, &config, &reference);
+    let ckpt = Checkpoint::open(&store).await.unwrap();
+    let model = Model::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
+    (Engine::new(model), reference)
+}
+
+fn request(case: &RealCase) -> Request {
+    Request {
+        prompt: case.prompt_ids.clone(),
+        max_new_tokens: case.max_new_tokens,
+        sampling: SamplingParams::default(),
+        stop_ids: vec![],
+        ignore_eos: true,
+    }
+}
+
+/// Runs the fixture's cases whose prompts have at least `min_prompt` tokens through the engine,
+/// `together` at once (they share steps) or one after another, and checks each against the float64
+/// reference's greedy tokens.
+async fn check(name: &str, options: ModelOptions, min_prompt: usize, together: bool, how: &str) {
+    let (mut engine, reference) = load_real(name, &options).await;
+    let cases: Vec<&RealCase> = reference.cases.iter().filter(|c| c.prompt_ids.len() >= min_prompt).collect();
+    let outputs = if together {
+        generate(&mut engine, cases.iter().map(|c| request(c)).collect(), &mut |_| {}).await.unwrap()
+    } else {
+        let mut out = Vec::new();
+        for case in &cases {
+            out.extend(generate(&mut engine, vec![request(case)], &mut |_| {}).await.unwrap());
+        }
+        out
+    };
+    for (case, got) in cases.iter().zip(&outputs) {
+        let want = case.decided_tokens();
+        assert_eq!(
+            &got.tokens[..want.len()],
+            want,
+            "{name}, {how}: prompt of {} tokens: greedy tokens differ from the float64 reference \
+             (its smallest margin over these steps: {:.4})",
+            case.prompt_ids.len(),
+            case.margins[..want.len()].iter().cloned().fold(f64::INFINITY, f64::min)
+        );
+    }
+}
+
+#[test]
+fn greedy_tokens_equal_the_float64_reference_prefilled_in_one_chunk() {
+    // Every prompt (1 to 1,531 tokens) in one step.
+    let options = ModelOptions { max_batched_tokens: 2048, ..ModelOptions::default() };
+    pollster::block_on(async {
+        for name in REAL_FIXTURES {
+            check(name, options.clone(), 0, false, "one chunk").await;
+        }
+    });
+}
+
+#[test]
+fn greedy_tokens_equal_the_float64_reference_prefilled_in_chunks() {
+    // Prompts longer than a chunk, in chunks of 64 (1,531 tokens: 24 chunks); and in chunks of
+    // 200 with blocks of 4, so that chunk and block boundaries fall everywhere.
+    pollster::block_on(async {
+        for name in REAL_FIXTURES {
+            let options = ModelOptions { max_batched_tokens: 64, ..ModelOptions::default() };
+            check(name, options, 65, false, "chunks of 64").await;
+        }
+        let options = ModelOptions { max_batched_tokens: 200, block_size: 4, ..ModelOptions::default() };
+        check(REAL_FIXTURES[0], options, 201, false, "chunks of 200, blocks of 4").await;
+    });
+}
+
+#[test]
+fn greedy_tokens_equal_the_float64_reference_batched() {
+    // Every prompt at once through the continuous batcher (512 tokens a step): prefill chunks share
+    // steps with other requests' prefills and decodes.
+    pollster::block_on(async {
+        for name in REAL_FIXTURES {
+            check(name, ModelOptions::default(), 0, true, "all prompts at once").await;
+        }
+    });
+}
