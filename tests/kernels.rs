@@ -124,6 +124,82 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
     }
 }
 
+/// The matmuls of Qwen3-0.6B/1.7B at their real widths — lm_head over the 151,936-word vocabulary
+/// (row chunks as the adapter's limits make them), hidden 1,024/2,048, intermediate 3,072/6,144 —
+/// for decode (M = 1), small batches, and prefill chunks up to 2,048 tokens, on every kernel path.
+/// Each output is checked against the f32 error bound of a K-term dot product, whatever the
+/// summation order: |y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k| (both sides round; see Higham,
+/// "Accuracy and Stability of Numerical Algorithms", 3.1), plus 1e-30 for exact zeros.
+#[test]
+fn matmul_at_real_widths() {
+    let g = gpu();
+    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let mut paths = Vec::new();
+    for tile in [MatmulTile::Four, MatmulTile::Eight] {
+        for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+            for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+                paths.push(KernelOptions { tile, subgroups, weights });
+            }
+        }
+    }
+    //  (m, n, k): lm_head decode (0.6B), gate|up of 1.7B at batch 4, down_proj of 1.7B at batch 1
+    //  and 37, q|k|v of 0.6B for a 64-token chunk (tall tile), o_proj-shaped 2,048-token chunk.
+    for (m, n, k) in
+        [(1, 151_936, 1024), (4, 12_288, 2048), (1, 2048, 6144), (37, 1024, 6144), (64, 4096, 1024), (2048, 192, 1024)]
+    {
+        let w_bits = bf16(&random(21, n * k));
+        let x = random(22, m * k);
+        let want = reference::matmul(&x, m, k, &w_bits, n);
+        let w_abs: Vec<f32> = w_bits.iter().map(|&b| bf16_to_f32(b).abs()).collect();
+        let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let bound_scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24);
+        let bounds: Vec<f32> = (0..m * n)
+            .map(|i| {
+                let (xr, wr) = (&x_abs[i / n * k..][..k], &w_abs[i % n * k..][..k]);
+                xr.iter().zip(wr).map(|(a, b)| a * b).sum::<f32>() * bound_scale * 1.01 + 1e-30
+            })
+            .collect();
+        for &options in &paths {
+            let kernels = Kernels::with_options(&g.device, options);
+            let w = Matrix::with_storage(&g, "w", n, k, usize::MAX, options.weights).unwrap();
+            w.write_rows(&g, 0, &w_bits);
+            let xb = g.storage_with("x", bytes(&x));
+            let yb = g.storage_buffer("y", (m * n * 4) as u64);
+            let binds: Vec<_> =
+                w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
+            let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+            for (c, bind) in w.chunks.iter().zip(&binds) {
+                let p = MatmulParams {
+                    m: m as u32,
+                    n: n as u32,
+                    k: k as u32,
+                    row_start: c.row_start as u32,
+                    rows: c.rows as u32,
+                    accumulate: 0,
+                    _pad: [0; 2],
+                };
+                record_matmul(&mut rec, bind, &p);
+            }
+            let mut enc = g.device.create_command_encoder(&Default::default());
+            rec.encode(&g.queue, &mut enc);
+            g.queue.submit([enc.finish()]);
+            let got = read(&yb, m * n);
+            let over = (0..m * n).find(|&i| (got[i] - want[i]).abs() > bounds[i]);
+            if let Some(i) = over {
+                panic!(
+                    "matmul {options:?} m={m} n={n} k={k} ({} chunks): y[{}, {}] = {} vs {} (bound {:.2e})",
+                    w.chunks.len(),
+                    i / n,
+                    i % n,
+                    got[i],
+                    want[i],
+                    bounds[i]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn embedding_gather_over_chunks() {
     for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
@@ -165,9 +241,16 @@ fn embedding_case(weights: WeightStorage) {
 
 #[test]
 fn rms_norm_with_row_gather() {
+    // An awkward width, and Qwen3-0.6B's and 1.7B's hidden sizes.
+    for width in [1000, 1024, 2048] {
+        rms_norm_case(width);
+    }
+}
+
+fn rms_norm_case(width: usize) {
     let g = gpu();
     let kernels = Kernels::new(&g);
-    let (rows_in, width) = (5, 1000);
+    let rows_in = 5;
     let x = random(5, rows_in * width);
     let weight: Vec<f32> = random(6, width).iter().map(|v| 1.0 + v * 0.5).collect();
     let rows = [4u32, 0, 2];
@@ -178,7 +261,7 @@ fn rms_norm_with_row_gather() {
     run(&kernels, Kernel::RmsNorm, &[(vec![&xb, &rb, &wb, &yb], p, [rows.len() as u32, 1, 1])]);
     let gathered: Vec<f32> = rows.iter().flat_map(|&r| x[r as usize * width..][..width].to_vec()).collect();
     let want = reference::rms_norm(&gathered, width, &weight, 1e-6);
-    assert_close("rms_norm", &read(&yb, rows.len() * width), &want, 1e-5);
+    assert_close(&format!("rms_norm width {width}"), &read(&yb, rows.len() * width), &want, 1e-5);
 }
 
 struct HeadSetup {
@@ -214,23 +297,32 @@ impl HeadSetup {
 
 #[test]
 fn qk_norm_rope_and_cache_write() {
+    // An awkward shape, and Qwen3's (16 / 8 heads of 128).
+    for (n_heads, n_kv, hd) in [(6, 2, 24), (16, 8, 128)] {
+        qk_norm_rope_case(n_heads, n_kv, hd);
+    }
+}
+
+fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize) {
     let g = gpu();
     let kernels = Kernels::new(&g);
+    // Physical KV blocks: a cache within one 128 MiB binding (the tokens' blocks stay distinct).
+    let physical = if hd > 64 { 1024 } else { 5200 };
     // Positions up to 40,000 check the angle reduction at theta = 1e6.
     let s = HeadSetup {
-        n_heads: 6,
-        n_kv: 2,
-        hd: 24,
+        n_heads,
+        n_kv,
+        hd,
         block_size: 16,
         max_blocks: 2600,
         tokens: vec![[0, 0, 0, 0], [0, 7, 0, 0], [0, 40_000, 1, 0], [0, 12_345, 1, 0], [0, 1, 0, 0]],
-        tables: (0..2 * 2600u32).map(|i| (i * 7919) % 5200).collect(),
+        tables: (0..2 * 2600u32).map(|i| (i * 7919) % physical).collect(),
     };
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(7, s.tokens.len() * width);
     let norms: Vec<f32> = random(8, 2 * s.hd).iter().map(|v| 1.0 + 0.5 * v).collect();
     let freqs = reference::inv_freq(s.hd, 1e6);
-    let cache_len = 5200 * s.block_size * s.n_kv * s.hd;
+    let cache_len = physical as usize * s.block_size * s.n_kv * s.hd;
     let qkvb = g.storage_with("qkv", bytes(&qkv));
     let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
     let (nb, fb) = (g.storage_with("norms", bytes(&norms)), g.storage_with("freqs", bytes(&freqs)));
@@ -398,9 +490,13 @@ fn check_attention(s: &HeadSetup, qkv: &[f32], k_cache: &[f32], v_cache: &[f32],
 
 #[test]
 fn swiglu_matches_reference() {
+    swiglu_case(3, 1001);
+    swiglu_case(5, 6144); // Qwen3-1.7B's intermediate size
+}
+
+fn swiglu_case(t: usize, inter: usize) {
     let g = gpu();
     let kernels = Kernels::new(&g);
-    let (t, inter) = (3, 1001);
     let gate_up: Vec<f32> = random(12, t * 2 * inter).iter().map(|v| v * 8.0).collect();
     let (gb, ab) = (g.storage_with("gate_up", bytes(&gate_up)), g.storage_buffer("act", (t * inter * 4) as u64));
     let p = PairParams { a: t as u32, b: inter as u32, _pad: [0; 2] };
