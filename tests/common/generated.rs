@@ -95,7 +95,7 @@ pub fn safetensors_bytes(tensors: &[(String, Vec<usize>, Vec<u16>)]) -> Vec<u8> 
     }
     header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
     let mut text = serde_json::to_string(&header).unwrap().into_bytes();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = Vec::with_capacity(8 + text.len() + offset);
