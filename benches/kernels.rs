@@ -4,7 +4,6 @@
 
 #![cfg_attr(target_arch = "wasm32", allow(unused_imports))]
 use tokenmeter::clock::now_s;
-use tokenmeter::gpu::kernels::{record_matmul, MatmulParams};
 use tokenmeter::gpu::roofline::{self, wait_idle};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
 use tokenmeter::model::weights::Matrix;
@@ -43,18 +42,7 @@ async fn run() {
         let mut times = Vec::new();
         for i in 0..6 {
             let mut rec = StepRecorder::new(&kernels, 65_535);
-            for (c, b) in w.chunks.iter().zip(&binds) {
-                let p = MatmulParams {
-                    m: m as u32,
-                    n: n as u32,
-                    k: k as u32,
-                    row_start: c.row_start as u32,
-                    rows: c.rows as u32,
-                    accumulate: 0,
-                    _pad: [0; 2],
-                };
-                record_matmul(&mut rec, b, &p);
-            }
+            w.record_matmul(&mut rec, &binds, m, false);
             let mut enc = gpu.device.create_command_encoder(&Default::default());
             rec.encode(&gpu.queue, &mut enc);
             wait_idle(&gpu).await.unwrap();

@@ -8,8 +8,8 @@ use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_max_positions, attention_splits, groups, record_attention, record_attention_split, record_matmul,
-    EmbedParams, HeadParams, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
+    attention_max_positions, attention_splits, groups, record_attention, record_attention_split, EmbedParams,
+    HeadParams, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -99,18 +99,7 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
             let binds: Vec<_> =
                 w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
             let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-            for (c, bind) in w.chunks.iter().zip(&binds) {
-                let p = MatmulParams {
-                    m: m as u32,
-                    n: n as u32,
-                    k: k as u32,
-                    row_start: c.row_start as u32,
-                    rows: c.rows as u32,
-                    accumulate: accumulate as u32,
-                    _pad: [0; 2],
-                };
-                record_matmul(&mut rec, bind, &p);
-            }
+            w.record_matmul(&mut rec, &binds, m, accumulate);
             let mut enc = g.device.create_command_encoder(&Default::default());
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
@@ -159,7 +148,16 @@ fn matmul_at_real_widths() {
                 xr.iter().zip(wr).map(|(a, b)| a * b).sum::<f32>() * bound_scale * 1.01 + 1e-30
             })
             .collect();
+        // Paths that pick the same kernel for this shape run once: M = 1 takes the decode kernel
+        // whatever the tile, and the 4-token tile has no subgroup variant.
+        let mut seen = Vec::new();
         for &options in &paths {
+            let tile = (m > 1).then_some(options.tile);
+            let subgroups = options.subgroups && (m == 1 || options.tile == MatmulTile::Eight);
+            if seen.contains(&(tile, subgroups, options.weights)) {
+                continue;
+            }
+            seen.push((tile, subgroups, options.weights));
             let kernels = Kernels::with_options(&g.device, options);
             let w = Matrix::with_storage(&g, "w", n, k, usize::MAX, options.weights).unwrap();
             w.write_rows(&g, 0, &w_bits);
@@ -168,18 +166,7 @@ fn matmul_at_real_widths() {
             let binds: Vec<_> =
                 w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
             let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-            for (c, bind) in w.chunks.iter().zip(&binds) {
-                let p = MatmulParams {
-                    m: m as u32,
-                    n: n as u32,
-                    k: k as u32,
-                    row_start: c.row_start as u32,
-                    rows: c.rows as u32,
-                    accumulate: 0,
-                    _pad: [0; 2],
-                };
-                record_matmul(&mut rec, bind, &p);
-            }
+            w.record_matmul(&mut rec, &binds, m, false);
             let mut enc = g.device.create_command_encoder(&Default::default());
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
@@ -603,4 +590,72 @@ fn gpu_random_fill_matches_the_host_generator_bit_for_bit() {
     assert!(distinct.len() > 200, "only {} distinct values", distinct.len());
     let bound = 127.5 * spec.scale * 1.01;
     assert!(got[skip * cols..].iter().all(|&b| bf16_to_f32(b).abs() <= bound));
+}
+
+/// The cause of the head_dim-128 attention bug, measured on this adapter: the loop iterations one
+/// invocation completes before its loops are cut short (llvmpipe: one counter of 65,535 for all
+/// loops of an invocation; GPUs: none, the probe's 200,000 all run), and that attention's longest
+/// walk — `attention_max_positions` positions of head_dim / 2 + 1 iterations, + head_dim / 2 —
+/// stays within it at every supported head_dim.
+#[test]
+fn attention_walk_fits_the_adapters_loop_budget() {
+    let g = gpu();
+    const PROBE: &str = r#"
+@group(0) @binding(0) var<storage, read> limit: array<u32>;      // (2): outer, inner trip counts
+@group(0) @binding(1) var<storage, read_write> done: array<u32>; // (1): inner iterations completed
+@compute @workgroup_size(1)
+fn probe() {
+    var n = 0u;
+    for (var j = 0u; j < limit[0]; j++) {
+        for (var d = 0u; d < limit[1]; d++) {
+            n += 1u;
+        }
+    }
+    done[0] = n;
+}"#;
+    let module = g.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("loop budget probe"),
+        source: wgpu::ShaderSource::Wgsl(PROBE.into()),
+    });
+    let pipeline = g.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("loop budget probe"),
+        layout: None,
+        module: &module,
+        entry_point: Some("probe"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    // 2,000 x 64 inner iterations: 2,000 * 65 = 130,000 loop iterations in all.
+    let (outer, inner) = (2000u32, 64u32);
+    let limit = g.storage_with("limit", bytes(&[outer, inner]));
+    let done = g.storage_buffer("done", 4);
+    let bind = g.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("loop budget probe"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: limit.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: done.as_entire_binding() },
+        ],
+    });
+    let mut enc = g.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    g.queue.submit([enc.finish()]);
+    let completed = pollster::block_on(read_buffer(&g.device, &g.queue, &done, 4)).unwrap();
+    let completed = u32::from_le_bytes(completed[..4].try_into().unwrap()) as usize;
+    // Inner iterations completed -> loop iterations (each outer iteration adds one of its own).
+    let budget =
+        if completed == (outer * inner) as usize { usize::MAX } else { completed + completed / inner as usize };
+    eprintln!("{}: {completed} of {} inner iterations ran; loop budget {budget}", g.adapter.name, outer * inner);
+    for head_dim in (4..=256).step_by(4) {
+        let walk = attention_max_positions(head_dim) * (head_dim / 2 + 1) + head_dim / 2;
+        assert!(
+            walk <= budget,
+            "head_dim {head_dim}: attention walks {walk} loop iterations; the adapter allows {budget}"
+        );
+    }
 }

@@ -6,8 +6,8 @@ use super::kv::KvCache;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
-    attention_min_partials, attention_part_floats, groups, record_attention, record_matmul, EmbedParams, HeadParams,
-    MatmulParams, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    attention_min_partials, attention_part_floats, groups, record_attention, EmbedParams, HeadParams, PairParams,
+    RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
@@ -312,14 +312,14 @@ impl Model {
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
-            matmul(&mut rec, &layer.qkv_proj, &lg.qkv, m, false);
+            layer.qkv_proj.record_matmul(&mut rec, &lg.qkv, m, false);
             rec.dispatch(Kernel::QkNormRope, &lg.rope, &heads(eps), [groups(nh + 2 * nkv, 64), m as u32, 1]);
             let split = (&lg.attention_split, &g.attention_merge);
             record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), longest, partials);
-            matmul(&mut rec, &layer.o_proj, &lg.o, m, true);
+            layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_post, &norm, [m as u32, 1, 1]);
-            matmul(&mut rec, &layer.gate_up_proj, &lg.gate_up, m, false);
+            layer.gate_up_proj.record_matmul(&mut rec, &lg.gate_up, m, false);
             let inter = cfg.intermediate_size;
             rec.dispatch(
                 Kernel::SwiGlu,
@@ -327,13 +327,13 @@ impl Model {
                 &PairParams { a: m as u32, b: inter as u32, _pad: [0; 2] },
                 [groups(inter, 64), m as u32, 1],
             );
-            matmul(&mut rec, &layer.down_proj, &lg.down, m, true);
+            layer.down_proj.record_matmul(&mut rec, &lg.down, m, true);
         }
         // 4. Final norm of the rows that need logits, lm_head, argmax.
         if r > 0 {
             let p = RmsNormParams { n_rows: r as u32, width: h as u32, eps, _pad: 0 };
             rec.dispatch(Kernel::RmsNorm, &g.final_norm, &p, [r as u32, 1, 1]);
-            matmul(&mut rec, w.lm_head(), &g.lm_head, r, false);
+            w.lm_head().record_matmul(&mut rec, &g.lm_head, r, false);
             let p = PairParams { a: r as u32, b: cfg.vocab_size as u32, _pad: [0; 2] };
             if greedy {
                 rec.dispatch(Kernel::Argmax, &g.argmax, &p, [r as u32, 1, 1]);
@@ -351,22 +351,6 @@ fn partials_floats(cfg: &Qwen3Config) -> usize {
     let one_token = attention_min_partials(cfg.num_attention_heads, cfg.head_dim, cfg.max_position_embeddings);
     let decode = SPLIT_MAX_PAIRS * SPLITS_FOR_PARALLELISM * attention_part_floats(cfg.head_dim);
     PARTIALS_FLOATS.max(one_token).max(decode)
-}
-
-/// `y (+)= x W^T` over every row chunk of `w`.
-fn matmul<'a>(rec: &mut StepRecorder<'a>, w: &Matrix, bind: &'a [wgpu::BindGroup], m: usize, accumulate: bool) {
-    for (chunk, group) in w.chunks.iter().zip(bind) {
-        let p = MatmulParams {
-            m: m as u32,
-            n: w.rows as u32,
-            k: w.cols as u32,
-            row_start: chunk.row_start as u32,
-            rows: chunk.rows as u32,
-            accumulate: accumulate as u32,
-            _pad: [0; 2],
-        };
-        record_matmul(rec, group, &p);
-    }
 }
 
 /// Engine sizes from the options, lowered to what the adapter's limits allow.

@@ -72,6 +72,29 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// Records `y (+)= x W^T` for `m` rows of x over every row chunk, with `binds[i]` binding
+    /// x, chunk i and y (the engine's matmuls, the kernel tests and the benchmark all go through it).
+    pub fn record_matmul<'a>(
+        &self,
+        rec: &mut crate::gpu::StepRecorder<'a>,
+        binds: &'a [wgpu::BindGroup],
+        m: usize,
+        accumulate: bool,
+    ) {
+        for (chunk, bind) in self.chunks.iter().zip(binds) {
+            let p = crate::gpu::kernels::MatmulParams {
+                m: m as u32,
+                n: self.rows as u32,
+                k: self.cols as u32,
+                row_start: chunk.row_start as u32,
+                rows: chunk.rows as u32,
+                accumulate: accumulate as u32,
+                _pad: [0; 2],
+            };
+            crate::gpu::kernels::record_matmul(rec, bind, &p);
+        }
+    }
+
     pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize) -> Result<Matrix> {
         Self::with_storage(gpu, label, rows, cols, usize::MAX, gpu.weight_storage)
     }
