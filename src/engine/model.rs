@@ -308,7 +308,7 @@ impl Model {
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
         // split (flash-decoding) and merged.
         let longest = batch.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
-        let partials = partials_floats(cfg);
+        let partials = (b.partials.size() / 4) as usize;
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
