@@ -16,8 +16,12 @@ pub fn gpu() -> Arc<Gpu> {
     .clone()
 }
 
+/// `tests/fixtures/<name>` of the checkout the tests were built in, or of `TOKENMETER_REPO` (a test
+/// binary built here and run on another machine: `scripts/device-check`).
 pub fn fixture_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    let repo =
+        std::env::var_os("TOKENMETER_REPO").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    repo.join("tests/fixtures").join(name)
 }
 
 pub const FIXTURES: [&str; 3] = ["tiny-gqa-tied", "tiny-untied", "tiny-mha"];
