@@ -125,3 +125,108 @@ fn attention_split(@builtin(global_invocation_id) gid: vec3<u32>) {
     let begin = min(s * part, ctx);
     attend(t, pair % p.n_heads, begin, min(begin + part, ctx), idx * (p.head_dim + 2u), true);
 }
+
+// The GPU family's split attention: one workgroup of 64 per (token, head, split) instead of one
+// invocation, same partial results. Lanes take the part's positions in turn for the scores
+// (q . k, at most GPU_PART positions, kept in workgroup memory), the workgroup reduces max and
+// sum, then each lane owns one vec4 of head dimensions for a phase of the positions and the phases
+// are added: V is read a row at a time by neighbouring lanes. Workgroups are numbered
+// wg.x + wg.y * num_workgroups.x (more than 65,535 of them: long prefill chunks).
+const GPU_LANES: u32 = 64u;
+const GPU_PART: u32 = 512u;
+var<workgroup> gpu_scores: array<f32, GPU_PART>;
+var<workgroup> gpu_reduce: array<f32, GPU_LANES>;
+var<workgroup> gpu_acc: array<vec4<f32>, GPU_LANES>;
+
+fn kv_base(table: u32, j: u32, kv_head: u32, hd4: u32) -> u32 {
+    let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
+    return (slot * p.n_kv_heads + kv_head) * hd4;
+}
+
+@compute @workgroup_size(64)
+fn attention_split_gpu(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let idx = wg.x + wg.y * nwg.x;
+    if (idx >= p.n_tokens * p.n_heads * p.splits) {
+        return;
+    }
+    let s = idx % p.splits;
+    let pair = idx / p.splits;
+    let t = p.token_begin + pair / p.n_heads;
+    let h = pair % p.n_heads;
+    let ctx = tokens[t].y + 1u;
+    let part = (ctx + p.splits - 1u) / p.splits;
+    let begin = min(s * part, ctx);
+    let n = min(begin + part, ctx) - begin;
+    let hd4 = p.head_dim / 4u;
+    let kv_head = h / (p.n_heads / p.n_kv_heads);
+    let table = tokens[t].z * p.max_blocks;
+    let q_base = t * (p.qkv_width / 4u) + h * hd4;
+
+    var local_max = -3.4e38;
+    for (var j = li; j < n; j += GPU_LANES) {
+        let base = kv_base(table, begin + j, kv_head, hd4);
+        var s4 = vec4<f32>(0.0);
+        for (var d = 0u; d < hd4; d++) {
+            s4 += qkv[q_base + d] * k_cache[base + d];
+        }
+        let score = ((s4.x + s4.y) + (s4.z + s4.w)) * p.scale;
+        gpu_scores[j] = score;
+        local_max = max(local_max, score);
+    }
+    gpu_reduce[li] = local_max;
+    workgroupBarrier();
+    for (var w = GPU_LANES / 2u; w > 0u; w /= 2u) {
+        if (li < w) {
+            gpu_reduce[li] = max(gpu_reduce[li], gpu_reduce[li + w]);
+        }
+        workgroupBarrier();
+    }
+    let part_max = gpu_reduce[0];
+    workgroupBarrier();
+    var local_sum = 0.0;
+    for (var j = li; j < n; j += GPU_LANES) {
+        let e = exp(gpu_scores[j] - part_max);
+        gpu_scores[j] = e;
+        local_sum += e;
+    }
+    gpu_reduce[li] = local_sum;
+    workgroupBarrier();
+    for (var w = GPU_LANES / 2u; w > 0u; w /= 2u) {
+        if (li < w) {
+            gpu_reduce[li] += gpu_reduce[li + w];
+        }
+        workgroupBarrier();
+    }
+    let part_sum = gpu_reduce[0];
+
+    let phases = GPU_LANES / hd4;
+    let c = li % hd4;
+    let phase = li / hd4;
+    var acc = vec4<f32>(0.0);
+    if (phase < phases) {
+        for (var j = phase; j < n; j += phases) {
+            acc += gpu_scores[j] * v_cache[kv_base(table, begin + j, kv_head, hd4) + c];
+        }
+    }
+    gpu_acc[li] = acc;
+    workgroupBarrier();
+    if (phase == 0u) {
+        for (var f = 1u; f < phases; f++) {
+            acc += gpu_acc[f * hd4 + c];
+        }
+        let o_base = idx * (p.head_dim + 2u);
+        if (li == 0u) {
+            out[o_base] = part_max;
+            out[o_base + 1u] = part_sum;
+        }
+        let o = o_base + 2u + 4u * c;
+        out[o] = acc.x;
+        out[o + 1u] = acc.y;
+        out[o + 2u] = acc.z;
+        out[o + 3u] = acc.w;
+    }
+}

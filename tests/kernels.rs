@@ -8,8 +8,8 @@ use bytemuck::Pod;
 use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_max_positions, attention_splits, groups, record_attention, record_attention_split, EmbedParams,
-    HeadParams, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
+    attention_max_positions, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_split,
+    EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -62,9 +62,15 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                matmul_case(&g, KernelOptions { tile, subgroups, weights });
+                matmul_case(&g, KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights });
             }
         }
+    }
+    // The GPU family (GEMV up to 4 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
+    // to the CPU family's kernels) in both weight storages.
+    for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+        let options = KernelOptions { family: KernelFamily::Gpu, tile: MatmulTile::Eight, subgroups: false, weights };
+        matmul_case(&g, options);
     }
 }
 
@@ -127,10 +133,18 @@ fn matmul_at_real_widths() {
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { tile, subgroups, weights });
+                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights });
             }
         }
     }
+    // The GPU family keeps weights in buffers (textures are for CPU adapters; the awkward-shape
+    // test above covers both).
+    paths.push(KernelOptions {
+        family: KernelFamily::Gpu,
+        tile: MatmulTile::Eight,
+        subgroups: false,
+        weights: WeightStorage::Buffer,
+    });
     //  (m, n, k): lm_head decode (0.6B), gate|up of 1.7B at batch 4, down_proj of 1.7B at batch 1
     //  and 37, q|k|v of 0.6B for a 64-token chunk (tall tile), o_proj-shaped 2,048-token chunk.
     for (m, n, k) in
@@ -152,12 +166,13 @@ fn matmul_at_real_widths() {
         // whatever the tile, and the 4-token tile has no subgroup variant.
         let mut seen = Vec::new();
         for &options in &paths {
-            let tile = (m > 1).then_some(options.tile);
-            let subgroups = options.subgroups && (m == 1 || options.tile == MatmulTile::Eight);
-            if seen.contains(&(tile, subgroups, options.weights)) {
+            let gpu_family = options.family == KernelFamily::Gpu;
+            let tile = (m > 1 && !gpu_family).then_some(options.tile);
+            let subgroups = !gpu_family && options.subgroups && (m == 1 || options.tile == MatmulTile::Eight);
+            if seen.contains(&(gpu_family, tile, subgroups, options.weights)) {
                 continue;
             }
-            seen.push((tile, subgroups, options.weights));
+            seen.push((gpu_family, tile, subgroups, options.weights));
             let kernels = Kernels::with_options(&g.device, options);
             let w = Matrix::with_storage(&g, "w", n, k, usize::MAX, options.weights).unwrap();
             w.write_rows(&g, 0, &w_bits);
@@ -251,6 +266,7 @@ fn rms_norm_case(width: usize) {
     assert_close(&format!("rms_norm width {width}"), &read(&yb, rows.len() * width), &want, 1e-5);
 }
 
+#[derive(Clone)]
 struct HeadSetup {
     n_heads: usize,
     n_kv: usize,
@@ -362,7 +378,14 @@ fn attention_over_paged_cache_with_gqa() {
     // split 3 ways through a partials buffer that holds two tokens at a time (three token ranges).
     let pairs = s.tokens.len() * s.n_heads;
     for (splits, partials) in [(1, 0), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))] {
-        attention_case(&s, 60, Some(splits), partials, 1e-5);
+        attention_case(&s, 60, Some(splits), partials, 1e-5, KernelFamily::Cpu);
+    }
+    // The GPU family's workgroup-per-part kernel: unsplit (still through the partials), 16 ways,
+    // and 3 ways over three token ranges.
+    for (splits, partials) in
+        [(1, pairs * (s.hd + 2)), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))]
+    {
+        attention_case(&s, 60, Some(splits), partials, 1e-5, KernelFamily::Gpu);
     }
 }
 
@@ -386,10 +409,12 @@ fn attention_at_real_widths() {
         tables: (0..120u32).map(|i| (i * 37) % 120).collect(),
     };
     assert_eq!(attention_splits(302, 16, 128, 300), 1);
-    attention_case(&s, 120, None, 4 << 20, 2e-5);
     assert_eq!(attention_splits(2, 16, 128, max + 1), 16);
-    let decodes = HeadSetup { tokens: s.tokens[300..].to_vec(), ..s };
-    attention_case(&decodes, 120, None, 4 << 20, 2e-5);
+    let decodes = HeadSetup { tokens: s.tokens[300..].to_vec(), ..s.clone() };
+    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+        attention_case(&s, 120, None, 4 << 20, 2e-5, family);
+        attention_case(&decodes, 120, None, 4 << 20, 2e-5, family);
+    }
     // Long prefill: 2,048 tokens (positions 2,048..4,095 of one sequence) plus a decode at context
     // 4,096 of another, 2 heads / 1 KV head so the CPU reference stays quick; a 1 MiB partials
     // buffer forces several token ranges.
@@ -403,14 +428,24 @@ fn attention_at_real_widths() {
         tables: (0..512u32).map(|i| (i * 101) % 512).collect(),
     };
     assert_eq!(attention_splits(2049, 2, 128, 4096), 9);
-    attention_case(&long, 512, None, 1 << 18, 2e-5);
+    assert_eq!(attention_splits_gpu(2049, 2, 128, 4096), 9);
+    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+        attention_case(&long, 512, None, 1 << 18, 2e-5, family);
+    }
 }
 
 /// Runs attention over random q, K and V for `s` (a cache of `blocks` blocks) with `splits` parts
 /// (None: the engine's choice) and checks every (token, head) against the CPU reference.
-fn attention_case(s: &HeadSetup, blocks: usize, splits: Option<usize>, partials_floats: usize, tol: f32) {
+fn attention_case(
+    s: &HeadSetup,
+    blocks: usize,
+    splits: Option<usize>,
+    partials_floats: usize,
+    tol: f32,
+    family: KernelFamily,
+) {
     let g = gpu();
-    let kernels = Kernels::new(&g);
+    let kernels = Kernels::with_options(&g.device, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(9, s.tokens.len() * width);
     let cache_len = blocks * s.block_size * s.n_kv * s.hd;
@@ -435,7 +470,10 @@ fn attention_case(s: &HeadSetup, blocks: usize, splits: Option<usize>, partials_
     rec.encode(&g.queue, &mut enc);
     g.queue.submit([enc.finish()]);
     let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
-    let chosen = splits.unwrap_or_else(|| attention_splits(s.tokens.len(), s.n_heads, s.hd, longest));
+    let chosen = splits.unwrap_or_else(|| match family {
+        KernelFamily::Cpu => attention_splits(s.tokens.len(), s.n_heads, s.hd, longest),
+        KernelFamily::Gpu => attention_splits_gpu(s.tokens.len(), s.n_heads, s.hd, longest),
+    });
     check_attention(s, &qkv, &k_cache, &v_cache, &got, chosen, tol);
 }
 

@@ -285,6 +285,7 @@ mod cli {
         }
         let out = serde_json::json!({
             "adapter": engine.model.gpu.adapter.name,
+            "kernel_family": engine.model.gpu.kernel_family,
             "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
             "roofline": roof,
             "host_copy_gb_s": host,

@@ -2,6 +2,7 @@
 //! adapter's largest storage binding and buffer, not WebGPU's defaults).
 
 use crate::error::{Error, Result};
+use crate::gpu::kernels::KernelFamily;
 use serde::Serialize;
 
 /// What the user is told about the adapter.
@@ -15,6 +16,8 @@ pub struct AdapterSummary {
     pub max_buffer_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
     pub features: Vec<String>,
+    /// The matmul kernels this device runs (`gpu` or `cpu`, see [`KernelFamily`]).
+    pub kernel_family: KernelFamily,
 }
 
 /// A shared handle to the device: `Arc` natively (tests share one device across threads),
@@ -55,6 +58,7 @@ pub struct Gpu {
     pub adapter: AdapterSummary,
     pub limits: wgpu::Limits,
     pub weight_storage: WeightStorage,
+    pub kernel_family: KernelFamily,
     /// Held for the device's lifetime: in Chromium, once the instance behind a device is
     /// garbage-collected, buffer mapping fails ("A valid external Instance reference no longer
     /// exists"), at a moment that depends on the collector.
@@ -122,6 +126,8 @@ impl Gpu {
         } else {
             info.name.clone()
         };
+        let kernel_family =
+            KernelFamily::for_adapter(&format!("{:?}", info.device_type), &format!("{} {}", name, info.driver));
         let summary = AdapterSummary {
             name,
             backend: format!("{:?}", info.backend),
@@ -131,9 +137,19 @@ impl Gpu {
             max_buffer_size: limits.max_buffer_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             features,
+            kernel_family,
         };
         let weight_storage = WeightStorage::for_adapter(&info);
-        Ok(Gpu { device, queue, adapter: summary, limits, weight_storage, _instance: instance, _wgpu_adapter: adapter })
+        Ok(Gpu {
+            device,
+            queue,
+            adapter: summary,
+            limits,
+            weight_storage,
+            kernel_family,
+            _instance: instance,
+            _wgpu_adapter: adapter,
+        })
     }
 
     /// Largest storage binding in bytes.

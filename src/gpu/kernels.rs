@@ -30,10 +30,17 @@ pub enum Kernel {
     MatmulSmallSubgroup,
     MatmulWideSubgroup,
     MatmulTallSubgroup,
+    /// The GPU family's matmuls ([`KernelFamily::Gpu`], matmul_gpu.wgsl): coalesced decode GEMV for
+    /// steps of 1-4 tokens ...
+    MatmulGemv,
+    /// ... and a 64 x 64 workgroup-memory tile for more.
+    MatmulTiled,
     QkNormRope,
     Attention,
     /// Attention with each token's context split [`ATTENTION_SPLITS`] ways (flash-decoding) ...
     AttentionSplit,
+    /// `AttentionSplit` with a workgroup per part (the GPU family; always used there, even unsplit).
+    AttentionSplitGpu,
     /// ... and the pass that combines the parts.
     AttentionMerge,
     SwiGlu,
@@ -68,7 +75,7 @@ impl<T: Bind + ?Sized> Bind for &T {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 17] = [
+    pub const ALL: [Kernel; 20] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
@@ -79,9 +86,12 @@ impl Kernel {
         Kernel::MatmulSmallSubgroup,
         Kernel::MatmulWideSubgroup,
         Kernel::MatmulTallSubgroup,
+        Kernel::MatmulGemv,
+        Kernel::MatmulTiled,
         Kernel::QkNormRope,
         Kernel::Attention,
         Kernel::AttentionSplit,
+        Kernel::AttentionSplitGpu,
         Kernel::AttentionMerge,
         Kernel::SwiGlu,
         Kernel::Argmax,
@@ -101,9 +111,12 @@ impl Kernel {
             Kernel::MatmulSmallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_small_sg"),
             Kernel::MatmulWideSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_wide_sg"),
             Kernel::MatmulTallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_tall_sg"),
+            Kernel::MatmulGemv => ("matmul_gpu.wgsl", "matmul_bf16_gemv"),
+            Kernel::MatmulTiled => ("matmul_gpu.wgsl", "matmul_bf16_tiled"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
             Kernel::Attention => ("attention.wgsl", "attention"),
             Kernel::AttentionSplit => ("attention.wgsl", "attention_split"),
+            Kernel::AttentionSplitGpu => ("attention.wgsl", "attention_split_gpu"),
             Kernel::AttentionMerge => ("attention_merge.wgsl", "attention_merge"),
             Kernel::SwiGlu => ("swiglu.wgsl", "swiglu"),
             Kernel::Argmax => ("argmax.wgsl", "argmax"),
@@ -121,6 +134,9 @@ impl Kernel {
         if file == "matmul_subgroup.wgsl" {
             let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
             text = format!("{enable}{}\n{text}", Self::file_text("matmul.wgsl"));
+        }
+        if file == "matmul_gpu.wgsl" {
+            text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
         }
         if weights == WeightStorage::Texture && self.bindings().contains(&Weights) {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
@@ -144,6 +160,7 @@ impl Kernel {
             "rmsnorm.wgsl" => include_str!("../../shaders/rmsnorm.wgsl"),
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
+            "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
             "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
@@ -168,9 +185,13 @@ impl Kernel {
             | Kernel::MatmulM1Subgroup
             | Kernel::MatmulSmallSubgroup
             | Kernel::MatmulWideSubgroup
-            | Kernel::MatmulTallSubgroup => &[Read, Weights, Write],
+            | Kernel::MatmulTallSubgroup
+            | Kernel::MatmulGemv
+            | Kernel::MatmulTiled => &[Read, Weights, Write],
             Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
-            Kernel::Attention | Kernel::AttentionSplit => &[Read, Read, Read, Read, Read, Write],
+            Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu => {
+                &[Read, Read, Read, Read, Read, Write]
+            }
             Kernel::AttentionMerge => &[Read, Write],
             Kernel::SwiGlu => &[Read, Write],
             Kernel::Argmax => &[Read, Write],
@@ -290,9 +311,65 @@ impl MatmulTile {
     }
 }
 
+/// Which shape of matmul kernel suits the adapter. The CPU family (lavapipe, SwiftShader: an
+/// invocation is a SIMD lane of a CPU core) gives each invocation its own weight rows; the GPU
+/// family has neighbouring invocations read neighbouring weights (coalesced) and stages tiles in
+/// workgroup memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelFamily {
+    Cpu,
+    Gpu,
+}
+
+impl KernelFamily {
+    /// GPU for discrete, integrated and virtual GPUs, CPU for CPU adapters and SwiftShader;
+    /// `TOKENMETER_KERNELS=gpu|cpu` natively (and [`KernelFamily::force`] in the page) overrides.
+    pub fn for_adapter(device_type: &str, name: &str) -> KernelFamily {
+        if let Some(forced) = Self::forced() {
+            return forced;
+        }
+        let software = device_type == "Cpu" || name.to_ascii_lowercase().contains("swiftshader");
+        if software {
+            KernelFamily::Cpu
+        } else {
+            KernelFamily::Gpu
+        }
+    }
+
+    /// Parses "gpu" or "cpu".
+    pub fn parse(s: &str) -> Option<KernelFamily> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gpu" => Some(KernelFamily::Gpu),
+            "cpu" => Some(KernelFamily::Cpu),
+            _ => None,
+        }
+    }
+
+    /// Forces a family for devices opened from now on (the page's `?kernels=`); `None` clears it.
+    pub fn force(family: Option<KernelFamily>) {
+        FORCED_FAMILY.store(family.map_or(0, |f| f as u8 + 1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn forced() -> Option<KernelFamily> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(f) = std::env::var("TOKENMETER_KERNELS").ok().as_deref().and_then(Self::parse) {
+            return Some(f);
+        }
+        match FORCED_FAMILY.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => Some(KernelFamily::Cpu),
+            2 => Some(KernelFamily::Gpu),
+            _ => None,
+        }
+    }
+}
+
+static FORCED_FAMILY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
 /// Which matmul kernels a [`Kernels`] table builds and dispatches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelOptions {
+    pub family: KernelFamily,
     pub tile: MatmulTile,
     /// Share x across subgroup lanes (matmul_subgroup.wgsl). Needs a device opened with
     /// `Features::SUBGROUP`; the browser's 4-token tile has no subgroup variant, only decode does.
@@ -305,6 +382,7 @@ impl KernelOptions {
     /// This platform's tile, subgroups wherever the device has them, and the GPU's weight storage.
     pub fn for_gpu(gpu: &super::Gpu) -> KernelOptions {
         KernelOptions {
+            family: gpu.kernel_family,
             tile: MatmulTile::for_this_platform(),
             subgroups: gpu.device.features().contains(wgpu::Features::SUBGROUP),
             weights: gpu.weight_storage,
@@ -316,6 +394,7 @@ impl KernelOptions {
     fn builds(self, kernel: Kernel) -> bool {
         let eight = self.tile == MatmulTile::Eight;
         match kernel {
+            Kernel::MatmulGemv | Kernel::MatmulTiled | Kernel::AttentionSplitGpu => self.family == KernelFamily::Gpu,
             Kernel::Matmul => !eight,
             Kernel::MatmulWide | Kernel::MatmulTall => eight,
             Kernel::MatmulM1Subgroup => self.subgroups,
@@ -326,9 +405,25 @@ impl KernelOptions {
         }
     }
 
-    /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its weight
-    /// rows per invocation.
-    fn matmul(self, m: u32, k: u32) -> (Kernel, usize) {
+    /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its
+    /// workgroup counts for `rows` weight rows.
+    fn matmul(self, m: u32, k: u32, rows: u32) -> (Kernel, [u32; 3]) {
+        let (m, rows) = (m as usize, rows as usize);
+        if self.family == KernelFamily::Gpu {
+            if m <= gemv_max_m() {
+                return (Kernel::MatmulGemv, [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]);
+            }
+            if k.is_multiple_of(TILED_K) {
+                return (Kernel::MatmulTiled, [groups(rows, TILED), groups(m, TILED), 1]);
+            }
+        }
+        let (kernel, rows_per_invocation) = self.cpu_matmul(m as u32, k);
+        (kernel, [groups(rows, 64 * rows_per_invocation), groups(m, MATMUL_M_CHUNK), 1])
+    }
+
+    /// The CPU family's kernel and its weight rows per invocation (also the GPU family's fallback
+    /// where K is not a multiple of 16).
+    fn cpu_matmul(self, m: u32, k: u32) -> (Kernel, usize) {
         let shared_x = self.subgroups && k.is_multiple_of(MATMUL_SUBGROUP_K);
         let tall = m >= MATMUL_TALL_MIN_M;
         match (self.tile, m) {
@@ -623,8 +718,14 @@ pub fn attention_part_floats(head_dim: usize) -> usize {
     head_dim + 2
 }
 
-/// Parts each context of a step is split into: 1 (one invocation per (token, head)) unless the
-/// longest context is too long for one invocation or the step has few pairs over a long context.
+/// Positions one workgroup of `attention_split_gpu` scores (its workgroup memory, attention.wgsl).
+pub const ATTENTION_GPU_PART: usize = 512;
+/// The GPU family splits a context so that each part has at least this many positions.
+pub const ATTENTION_GPU_MIN_PART: usize = 64;
+
+/// Parts each context of a step is split into, for the CPU family: 1 (one invocation per
+/// (token, head)) unless the longest context is too long for one invocation or the step has few
+/// pairs over a long context.
 pub fn attention_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
     let needed = longest_context.div_ceil(attention_max_positions(head_dim)).max(1);
     let for_parallelism = if n_tokens * n_heads <= SPLIT_MAX_PAIRS && longest_context >= SPLIT_MIN_CONTEXT {
@@ -635,9 +736,29 @@ pub fn attention_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longes
     needed.max(for_parallelism)
 }
 
-/// Partials-buffer floats a model needs at least: one token's parts at the longest context.
+/// Parts for the GPU family (a workgroup each): no part over [`ATTENTION_GPU_PART`] positions (nor
+/// the loop budget's limit), and, for steps of few pairs, up to [`SPLITS_FOR_PARALLELISM`] parts
+/// of at least [`ATTENTION_GPU_MIN_PART`] positions.
+pub fn attention_splits_gpu(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
+    let part = attention_max_positions(head_dim).min(ATTENTION_GPU_PART);
+    let needed = longest_context.div_ceil(part).max(1);
+    let for_parallelism = if n_tokens * n_heads <= SPLIT_MAX_PAIRS {
+        longest_context.div_ceil(ATTENTION_GPU_MIN_PART).min(SPLITS_FOR_PARALLELISM)
+    } else {
+        1
+    };
+    needed.max(for_parallelism)
+}
+
+/// Partials-buffer floats a model needs at least: one token's parts at the longest context, in
+/// either family.
 pub fn attention_min_partials(n_heads: usize, head_dim: usize, max_context: usize) -> usize {
-    let splits = attention_splits(1, n_heads, head_dim, max_context);
+    let splits = attention_splits(1, n_heads, head_dim, max_context).max(attention_splits_gpu(
+        1,
+        n_heads,
+        head_dim,
+        max_context,
+    ));
     n_heads * splits * attention_part_floats(head_dim)
 }
 
@@ -651,14 +772,19 @@ pub fn record_attention<'a>(
     longest_context: usize,
     partials_floats: usize,
 ) {
-    let splits = attention_splits(p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize, longest_context);
+    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
+    let splits = match rec.kernels.options.family {
+        KernelFamily::Cpu => attention_splits(n_tokens, n_heads, head_dim, longest_context),
+        KernelFamily::Gpu => attention_splits_gpu(n_tokens, n_heads, head_dim, longest_context),
+    };
     record_attention_split(rec, whole, split, p, splits, partials_floats);
 }
 
 /// Records attention with each context split `splits` ways: 1 is one invocation per (token, head)
 /// (`attention`); more is split-and-merge through the partials buffer (`partials_floats` long),
-/// over as many token ranges as it takes to fit. The caller keeps each part within
-/// [`attention_max_positions`].
+/// over as many token ranges as it takes to fit. The GPU family always splits and merges, with a
+/// workgroup per part (`attention_split_gpu`). The caller keeps each part within
+/// [`attention_max_positions`] (and [`ATTENTION_GPU_PART`] for the GPU family).
 pub fn record_attention_split<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -668,7 +794,8 @@ pub fn record_attention_split<'a>(
     partials_floats: usize,
 ) {
     let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
-    if splits <= 1 {
+    let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
+    if splits <= 1 && !gpu_family {
         let p = HeadParams { splits: 1, token_begin: 0, ..*p };
         rec.dispatch(Kernel::Attention, whole, &p, [groups(n_tokens * n_heads, 64), 1, 1]);
         return;
@@ -679,7 +806,14 @@ pub fn record_attention_split<'a>(
     for begin in (0..n_tokens).step_by(range) {
         let count = range.min(n_tokens - begin);
         let p = HeadParams { n_tokens: count as u32, splits: splits as u32, token_begin: begin as u32, ..*p };
-        rec.dispatch(Kernel::AttentionSplit, parts, &p, [groups(count * n_heads * splits, 64), 1, 1]);
+        if gpu_family {
+            // One workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
+            let n = count * n_heads * splits;
+            let x = n.min(rec.max_groups as usize);
+            rec.dispatch(Kernel::AttentionSplitGpu, parts, &p, [x as u32, groups(n, x), 1]);
+        } else {
+            rec.dispatch(Kernel::AttentionSplit, parts, &p, [groups(count * n_heads * splits, 64), 1, 1]);
+        }
         rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
     }
 }
@@ -697,13 +831,29 @@ const MATMUL_M1_ROWS: usize = 8;
 /// Rows per invocation of `matmul_bf16_tall`, and the M from which it is used.
 const MATMUL_TALL_ROWS: usize = 8;
 const MATMUL_TALL_MIN_M: u32 = 64;
+/// matmul_gpu.wgsl: rows and tokens per workgroup of `matmul_bf16_gemv`; the output tile of
+/// `matmul_bf16_tiled` and the multiple of K it needs.
+const GEMV_ROWS: usize = 8;
+const GEMV_TOKENS: usize = 4;
+
+/// The most tokens the GPU family's GEMV serves (it re-reads each weight row once per 4 tokens,
+/// from cache where the rows' workgroups run together); the 64 x 64 tile takes larger steps.
+/// `TOKENMETER_GEMV_MAX_M` overrides natively (for measuring the crossover).
+fn gemv_max_m() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(m) = std::env::var("TOKENMETER_GEMV_MAX_M").ok().and_then(|v| v.parse().ok()) {
+        return m;
+    }
+    16
+}
+const TILED: usize = 64;
+const TILED_K: u32 = 16;
 
 /// Records `y (+)= x W^T` over one weight chunk: the decode kernel when x has one row, otherwise
 /// the general kernel of this table's tile for that many rows (each with shared x where it can).
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
-    let (kernel, rows_per_invocation) = rec.kernels.options.matmul(p.m, p.k);
-    let m_groups = groups(p.m as usize, MATMUL_M_CHUNK);
-    rec.dispatch(kernel, bind_group, p, [groups(p.rows as usize, 64 * rows_per_invocation), m_groups, 1]);
+    let (kernel, workgroups) = rec.kernels.options.matmul(p.m, p.k, p.rows);
+    rec.dispatch(kernel, bind_group, p, workgroups);
 }
 
 pub fn groups(n: usize, size: usize) -> u32 {

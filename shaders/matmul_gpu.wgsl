@@ -1,0 +1,142 @@
+// The matmuls of the GPU kernel family (discrete and integrated GPUs; `TOKENMETER_KERNELS=gpu` or
+// `?kernels=gpu` force them anywhere). The engine compiles this file after matmul.wgsl (Params,
+// bindings, `weights`, unpacking and `store` come from there).
+//
+// On a GPU, neighbouring invocations must read neighbouring addresses: the CPU family's kernels,
+// where each invocation walks its own weight rows, read addresses a whole row apart.
+// - `matmul_bf16_gemv` (steps of 1-4 tokens): 32 lanes share one weight row and stride along K
+//   together, one vec4<u32> (8 bf16) each per load, so a team reads 512 contiguous bytes at a time;
+//   8 teams (8 rows) per workgroup; the lanes' partial sums meet in workgroup memory. Workgroup x
+//   is the group of 4 tokens and y the 8 rows, so the workgroups that share rows run together and
+//   re-read them from cache.
+// - `matmul_bf16_tiled` (more tokens): a 64-token x 64-row output tile per workgroup, x and W
+//   staged in workgroup memory 16 columns of K at a time (as f32), each invocation owning a
+//   4 x 4 register block; W is read once per 64 tokens instead of once per token.
+// Rows past the chunk and tokens past the step re-read the last one; only the stores are guarded,
+// so every invocation reaches every barrier.
+
+const GEMV_LANES: u32 = 32u;
+const GEMV_TEAMS: u32 = 8u;
+const GEMV_TOKENS: u32 = 4u;
+
+var<workgroup> gemv_sums: array<vec4<f32>, 256>;
+
+@compute @workgroup_size(256)
+fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let lane = li % GEMV_LANES;
+    let team = li / GEMV_LANES;
+    let row = wg.y * GEMV_TEAMS + team;
+    let w_row = min(row, p.rows - 1u);
+    let m0 = wg.x * GEMV_TOKENS;
+    let k8 = p.k / 8u;
+    let k4 = p.k / 4u;
+    // x rows of the (up to) four tokens, clamped to the step's last token.
+    let t0 = min(m0, p.m - 1u) * k4;
+    let t1 = min(m0 + 1u, p.m - 1u) * k4;
+    let t2 = min(m0 + 2u, p.m - 1u) * k4;
+    let t3 = min(m0 + 3u, p.m - 1u) * k4;
+    var acc = vec4<f32>(0.0);
+    for (var i = lane; i < k8; i += GEMV_LANES) {
+        let q = weights(w_row, i, k8);
+        let wl = unpack_lo(q);
+        let wh = unpack_hi(q);
+        let j = 2u * i;
+        acc.x += dot(wl, x[t0 + j]) + dot(wh, x[t0 + j + 1u]);
+        acc.y += dot(wl, x[t1 + j]) + dot(wh, x[t1 + j + 1u]);
+        acc.z += dot(wl, x[t2 + j]) + dot(wh, x[t2 + j + 1u]);
+        acc.w += dot(wl, x[t3 + j]) + dot(wh, x[t3 + j + 1u]);
+    }
+    gemv_sums[li] = acc;
+    workgroupBarrier();
+    for (var s = GEMV_LANES / 2u; s > 0u; s /= 2u) {
+        if (lane < s) {
+            gemv_sums[li] += gemv_sums[li + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < p.rows) {
+        let sum = gemv_sums[li];
+        let col = p.row_start + row;
+        for (var t = 0u; t < GEMV_TOKENS; t++) {
+            if (m0 + t < p.m) {
+                store(m0 + t, col, sum[t]);
+            }
+        }
+    }
+}
+
+const TILE: u32 = 64u;      // tokens and rows per workgroup
+const TILE_K: u32 = 16u;    // columns of K staged per round
+
+// tile_x[kk * 16 + g] = x at column kk of the round for tokens 4g .. 4g + 3; tile_w likewise for
+// rows. 2 x 16 x 16 vec4 = 8 KiB.
+var<workgroup> tile_x: array<vec4<f32>, 256>;
+var<workgroup> tile_w: array<vec4<f32>, 256>;
+
+@compute @workgroup_size(256)
+fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let r_base = wg.x * TILE;
+    let m_base = wg.y * TILE;
+    let tr = li % 16u;  // rows 4 tr .. 4 tr + 3 of the tile
+    let tm = li / 16u;  // tokens 4 tm .. 4 tm + 3
+    let k4 = p.k / 4u;
+    let k8 = p.k / 8u;
+    // Loaders: x, invocation li brings 4 columns of one token; W, invocations 0..127 bring 8
+    // columns of one row.
+    let x_token = li / 4u;
+    let x_part = li % 4u;
+    let x_row = min(m_base + x_token, p.m - 1u) * k4;
+    let w_local = li / 2u;
+    let w_part = li % 2u;
+    let w_row = min(r_base + w_local, p.rows - 1u);
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
+    for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+        let xv = x[x_row + k0 / 4u + x_part];
+        let xk = x_part * 4u;
+        tile_x[(xk + 0u) * 16u + x_token / 4u][x_token % 4u] = xv.x;
+        tile_x[(xk + 1u) * 16u + x_token / 4u][x_token % 4u] = xv.y;
+        tile_x[(xk + 2u) * 16u + x_token / 4u][x_token % 4u] = xv.z;
+        tile_x[(xk + 3u) * 16u + x_token / 4u][x_token % 4u] = xv.w;
+        if (li < 128u) {
+            let q = weights(w_row, k0 / 8u + w_part, k8);
+            let lo4 = unpack_lo(q);
+            let hi4 = unpack_hi(q);
+            let wk = w_part * 8u;
+            let g = w_local / 4u;
+            let c = w_local % 4u;
+            tile_w[(wk + 0u) * 16u + g][c] = lo4.x;
+            tile_w[(wk + 1u) * 16u + g][c] = lo4.y;
+            tile_w[(wk + 2u) * 16u + g][c] = lo4.z;
+            tile_w[(wk + 3u) * 16u + g][c] = lo4.w;
+            tile_w[(wk + 4u) * 16u + g][c] = hi4.x;
+            tile_w[(wk + 5u) * 16u + g][c] = hi4.y;
+            tile_w[(wk + 6u) * 16u + g][c] = hi4.z;
+            tile_w[(wk + 7u) * 16u + g][c] = hi4.w;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < TILE_K; kk++) {
+            let a = tile_x[kk * 16u + tm];
+            let b = tile_w[kk * 16u + tr];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        workgroupBarrier();
+    }
+    let row = r_base + 4u * tr;
+    let m = m_base + 4u * tm;
+    var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+    for (var t = 0u; t < 4u; t++) {
+        if (m + t < p.m) {
+            for (var r = 0u; r < 4u; r++) {
+                if (row + r < p.rows) {
+                    store(m + t, p.row_start + row + r, accs[t][r]);
+                }
+            }
+        }
+    }
+}
