@@ -5,6 +5,7 @@
 use serde::Deserialize;
 use std::rc::Rc;
 use tokenmeter::engine::{generate_greedy, Engine, Model, ModelOptions};
+use tokenmeter::gpu::kernels::KernelFamily;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::MemStore;
@@ -63,6 +64,21 @@ async fn greedy_tokens_equal_transformers_in_the_browser() {
             "model-00003-of-00003.safetensors"
         ]
     );
+    check(store, reference, gpu.clone()).await;
+    let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);
+    check(store, reference, gpu).await;
+}
+
+/// The GPU kernel family (coalesced GEMV, 64 x 64 tile, a workgroup per attention part), forced on
+/// the browser's adapter as `?kernels=gpu` does, against transformers' greedy tokens.
+#[wasm_bindgen_test]
+async fn greedy_tokens_equal_transformers_with_the_gpu_kernel_family_in_the_browser() {
+    KernelFamily::force(Some(KernelFamily::Gpu));
+    let gpu = Gpu::new().await;
+    KernelFamily::force(None);
+    let gpu = Rc::new(gpu.expect("WebGPU adapter"));
+    assert_eq!(gpu.kernel_family, KernelFamily::Gpu);
+    let (store, reference) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
     check(store, reference, gpu.clone()).await;
     let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);
     check(store, reference, gpu).await;

@@ -337,6 +337,13 @@ impl KernelFamily {
         }
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelFamily::Cpu => "cpu",
+            KernelFamily::Gpu => "gpu",
+        }
+    }
+
     /// Parses "gpu" or "cpu".
     pub fn parse(s: &str) -> Option<KernelFamily> {
         match s.trim().to_ascii_lowercase().as_str() {
@@ -838,13 +845,14 @@ const GEMV_TOKENS: usize = 4;
 
 /// The most tokens the GPU family's GEMV serves (it re-reads each weight row once per 4 tokens,
 /// from cache where the rows' workgroups run together); the 64 x 64 tile takes larger steps.
-/// `TOKENMETER_GEMV_MAX_M` overrides natively (for measuring the crossover).
+/// On an H200, 0.6B decode at batch 64 took 17.3 ms a step through the GEMV and 30.0 ms through
+/// the tile (BENCHMARKS.md). `TOKENMETER_GEMV_MAX_M` overrides natively (to measure the crossover).
 fn gemv_max_m() -> usize {
     #[cfg(not(target_arch = "wasm32"))]
     if let Some(m) = std::env::var("TOKENMETER_GEMV_MAX_M").ok().and_then(|v| v.parse().ok()) {
         return m;
     }
-    16
+    64
 }
 const TILED: usize = 64;
 const TILED_K: u32 = 16;

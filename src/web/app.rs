@@ -15,6 +15,7 @@ use super::state::{AppState, ModelChoice, ModelSource, Phase};
 use super::sweep::SweepPanel;
 use super::target::TargetPanel;
 use crate::bench::Lang;
+use crate::gpu::kernels::KernelFamily;
 use leptos::prelude::*;
 
 #[component]
@@ -23,6 +24,9 @@ pub fn App() -> impl IntoView {
     let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
     let choice =
         query("model").and_then(|m| ModelSource::from_key(&m)).unwrap_or(ModelSource::Preset(ModelChoice::Embedded));
+    // `?kernels=gpu|cpu` forces a kernel family for the device opened later (and stays in links).
+    let kernels = query("kernels").and_then(|k| KernelFamily::parse(&k));
+    KernelFamily::force(kernels);
     let state = AppState::new(lang, choice, history::load());
     provide_context(UiLang(state.lang));
     let t = use_text();
@@ -39,6 +43,9 @@ pub fn App() -> impl IntoView {
         }
         if state.lang.get() != Lang::En {
             pairs.push(("lang", "zh".to_string()));
+        }
+        if let Some(family) = kernels {
+            pairs.push(("kernels", family.name().to_string()));
         }
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);

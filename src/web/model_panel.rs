@@ -302,7 +302,10 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
         if let Some(a) = state.adapter.get() {
             let name = if a.name.is_empty() { "–".to_string() } else { a.name.clone() };
             rows.push((t.adapter_name, name));
-            rows.push((t.adapter_backend, format!("{} · {}", a.backend, a.device_type)));
+            rows.push((
+                t.adapter_backend,
+                format!("{} · {} · {} kernels", a.backend, a.device_type, a.kernel_family.name()),
+            ));
             rows.push(("maxStorageBufferBindingSize", mb(a.max_storage_buffer_binding_size)));
             rows.push(("maxBufferSize", mb(a.max_buffer_size)));
             let features = if a.features.is_empty() { "–".to_string() } else { a.features.join(", ") };
