@@ -85,3 +85,79 @@ fn concurrent_decodes_overlap_when_the_batch_allows() {
         assert!(!overlaps(&serial), "with max_batch 1 they cannot");
     });
 }
+
+/// One session over the engine: the baseline, one result per rate with its run record, events in
+/// order, and a cancel during the first rate that ends the session after it.
+#[test]
+fn a_session_records_what_ran_and_stops_when_cancelled() {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+    use tokenmeter::bench::session::{self, EngineTarget, Event, Listener};
+    use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
+    pollster::block_on(async {
+        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+        let ckpt = Checkpoint::open(&store).await.unwrap();
+        let mut engine =
+            Engine::new(Model::load(gpu(), &ckpt, &ModelOptions::default(), &mut |_, _| {}).await.unwrap());
+        let workload = spec(Arrival::Poisson, 50.0);
+        let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
+        let mut target = EngineTarget {
+            engine: &mut engine,
+            prompt: &prompt,
+            sampling: SamplingParams::default(),
+            describe: RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
+        };
+        let rates = [50.0, f64::INFINITY];
+        let s = SessionSpec {
+            spec: &workload,
+            rates: &rates,
+            slo: None,
+            slo_text: Some("ttft_ms=500"),
+            lang: Lang::En,
+            baseline: true,
+            ignore_eos: true,
+        };
+        let events = Rc::new(RefCell::new(Vec::new()));
+        let log = events.clone();
+        let listener: Listener = Rc::new(move |e| {
+            log.borrow_mut().push(match e {
+                Event::Baseline(b) => format!("baseline {}", b.ttft_ms > 0.0 && b.tpot_ms > 0.0),
+                Event::RateStarted { rate, requests } => format!("start {rate} {requests}"),
+                Event::Progress(_) => "progress".into(),
+                Event::RateDone { rate, result } => format!("done {rate} {}", result.requests.len()),
+            })
+        });
+        let cancel = Rc::new(Cell::new(false));
+        let results = session::run(&mut target, &s, &listener, &cancel).await.unwrap();
+        assert_eq!(results.len(), 2);
+        for (result, rate) in results.iter().zip(rates) {
+            let rc = &result.config;
+            assert_eq!(rc.target, "local");
+            assert_eq!(rc.workload.as_ref().unwrap().rate, rate);
+            assert_eq!(rc.slo.as_deref(), Some("ttft_ms=500"));
+            assert_eq!(rc.adapter.as_ref().unwrap().name, gpu().adapter.name);
+            assert_eq!(rc.kernels.as_ref().unwrap().family, gpu().kernel_family.name());
+            assert!(rc.engine.as_ref().unwrap().max_seqs > 0 && rc.tool_version.is_some());
+            assert!(result.baseline.is_some() && result.diagnosis.is_some());
+            assert_eq!(result.metrics.completed, 12);
+        }
+        let events = events.borrow().clone();
+        let order: Vec<&str> = events.iter().filter(|e| *e != "progress").map(String::as_str).collect();
+        assert_eq!(order, ["baseline true", "start 50 12", "done 50 12", "start inf 12", "done inf 12"]);
+
+        // Cancelled during the first rate: that rate's result holds what was sent, and no second.
+        let cancel_now = cancel.clone();
+        let listener: Listener = Rc::new(move |e| {
+            if let Event::Progress(p) = e {
+                if p.finished >= 2 {
+                    cancel_now.set(true);
+                }
+            }
+        });
+        cancel.set(false);
+        let results = session::run(&mut target, &s, &listener, &cancel).await.unwrap();
+        assert_eq!(results.len(), 1);
+        assert!(results[0].requests.iter().all(|r| r.arrival_s.is_finite()));
+        assert!(results[0].metrics.completed < 12, "{} completed after the cancel", results[0].metrics.completed);
+    });
+}

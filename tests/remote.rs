@@ -328,8 +328,8 @@ fn the_api_key_is_sent_but_never_shown() {
         assert!(!text.contains(key), "the key shows in {name}");
     }
     let result: serde_json::Value = serde_json::from_str(&json_text).unwrap();
-    assert_eq!(result["config"]["target"]["model"], "mock-model"); // from GET /v1/models
-    assert_eq!(result["config"]["target"]["api_key"], "set (not recorded)");
+    assert_eq!(result["run_config"]["target"]["model"], "mock-model"); // from GET /v1/models
+    assert_eq!(result["run_config"]["target"]["api_key"], "set (not recorded)");
 }
 
 #[test]
@@ -472,7 +472,7 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
     for (name, text) in [("stdout", &stdout), ("stderr + csv", &stderr), ("json", &result.to_string())] {
         assert!(!text.contains(key), "the key shows in {name}");
     }
-    assert_eq!(result["config"]["target"]["model"], "qwen3-tiny");
+    assert_eq!(result["run_config"]["target"]["model"], "qwen3-tiny");
     let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
     assert_eq!(records.len(), 24);
     for r in &records {
@@ -549,8 +549,8 @@ fn llama_server_chat_with_text_prompts() {
     let (result, stdout, _) =
         bench_cli(&peer.url, "chat", &[&args[..], &["--input-len", "24", "--output-len", "16"]].concat(), &[]);
     assert!(stdout.contains("Failed: 0"), "{stdout}");
-    assert_eq!(result["config"]["target"]["api"], "chat");
-    assert_eq!(result["config"]["target"]["prompts"], "text");
+    assert_eq!(result["run_config"]["target"]["api"], "chat");
+    assert_eq!(result["run_config"]["prompts"], "text");
     let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
     for r in &records {
         assert_eq!(r.output_len, 16);

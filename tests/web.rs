@@ -408,7 +408,7 @@ async fn sweep_view_marks_the_knee() {
         metrics.output_throughput = throughput;
         metrics.ttft_ms.p99 = ttft_p99;
         tokenmeter::bench::BenchResult {
-            config: serde_json::json!({}),
+            config: tokenmeter::bench::RunConfig::default(),
             metrics,
             diagnosis: None,
             baseline: None,
@@ -527,7 +527,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     }
     let metrics = tokenmeter::bench::summarize(&records, &[], None, 0.25);
     let result = tokenmeter::bench::BenchResult {
-        config: serde_json::json!({ "target": endpoint.describe() }),
+        config: tokenmeter::bench::RunConfig { target: endpoint.describe(), ..Default::default() },
         metrics,
         diagnosis: None,
         baseline: None,

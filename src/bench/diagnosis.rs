@@ -109,6 +109,7 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
     );
     let busy = m.gpu_busy_fraction * 100.0;
     let busy_line = say(format!("GPU busy {busy:.0}% of the run"), format!("GPU 忙碌时间占 {busy:.0}%"));
+    let unmeasured_busy = busy.is_nan().then(|| busy_line.clone());
 
     let (verdict, evidence) = if let Some(q) = queue_growth(&m.series).filter(|q| q.is_growing()) {
         let (first, last, slope) = (q.first, q.last, q.slope);
@@ -129,6 +130,11 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
     } else {
         (Verdict::Healthy, vec![ttft_line, tpot_line, busy_line])
     };
+    // A target that does not report its GPU's busy time (a server) has no busy line to show.
+    let mut evidence = evidence;
+    if let Some(line) = unmeasured_busy {
+        evidence.retain(|l| *l != line);
+    }
     // Requests per second the engine sustained: output tok/s over the mean output length.
     let capacity = m.output_throughput / (m.total_output_tokens as f64 / m.completed as f64);
     Diagnosis { verdict, evidence, advice: advice(verdict, lang, capacity) }

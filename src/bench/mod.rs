@@ -11,6 +11,8 @@
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
+//!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
 pub mod diagnosis;
 pub mod driver;
@@ -18,6 +20,7 @@ pub mod metrics;
 pub mod prompts;
 pub mod record;
 pub mod report;
+pub mod session;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
@@ -28,5 +31,6 @@ pub use metrics::{summarize, BenchmarkMetrics, Slo, TimePoint};
 pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, text_report, BenchResult};
+pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};
 pub use workload::{plan, Arrival, LenRange, PlannedRequest, WorkloadSpec};

@@ -10,8 +10,10 @@ use crate::bench::record::{RequestRecord, StepSample};
 /// Everything about one run; the raw records stay so any figure can be recomputed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchResult {
-    /// The settings, as the caller chooses to describe them (workload, engine, model, device).
-    pub config: serde_json::Value,
+    /// What ran: target, model, adapter, kernel path, engine limits, workload, SLOs, version
+    /// (`run_config`; results saved before it was typed have `config`, which still loads).
+    #[serde(rename = "run_config", alias = "config")]
+    pub config: crate::bench::session::RunConfig,
     #[serde(rename = "summary")]
     pub metrics: BenchmarkMetrics,
     pub diagnosis: Option<Diagnosis>,
@@ -319,8 +321,20 @@ mod tests {
 
     #[test]
     fn result_json_round_trips_with_nan_as_null() {
+        let config = crate::bench::RunConfig {
+            target: "local".into(),
+            model: Some("qwen3-0.6b".into()),
+            kernels: Some(crate::bench::session::KernelPath {
+                family: "gpu".into(),
+                tile: 8,
+                subgroups: false,
+                weights: "buffer".into(),
+                weight_format: "bf16".into(),
+            }),
+            ..crate::bench::RunConfig::default()
+        };
         let result = BenchResult {
-            config: serde_json::json!({ "rate": 4.0 }),
+            config,
             metrics: metrics(),
             diagnosis: None,
             baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN }),
@@ -329,9 +343,55 @@ mod tests {
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
+        assert!(json.contains("\"run_config\":{\"target\":\"local\""), "{json}");
+        assert!(!json.contains("\"adapter\""), "absent fields are left out: {json}");
         let back: BenchResult = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.config.kernels, result.config.kernels);
         assert!(back.baseline.unwrap().tpot_ms.is_nan());
         assert_eq!(back.requests, result.requests);
         assert_eq!(back.metrics.itl_ms.count, 2);
+    }
+
+    /// Results saved before the run record was typed (`config`, an adapter without its kernel
+    /// family, a server's `target` object) still load.
+    #[test]
+    fn results_saved_with_the_untyped_config_still_load() {
+        let mut json = serde_json::to_value(BenchResult {
+            config: crate::bench::RunConfig::default(),
+            metrics: metrics(),
+            diagnosis: None,
+            baseline: None,
+            requests: records(),
+            steps: vec![],
+        })
+        .unwrap();
+        let object = json.as_object_mut().unwrap();
+        object.remove("run_config");
+        object.insert(
+            "config".into(),
+            serde_json::json!({
+                "target": "browser",
+                "model": "embedded",
+                "adapter": {
+                    "name": "SwiftShader", "backend": "BrowserWebGpu", "device_type": "Other", "driver": "",
+                    "max_storage_buffer_binding_size": 134217728, "max_buffer_size": 268435456,
+                    "max_compute_workgroups_per_dimension": 65535, "features": []
+                },
+                "engine": { "max_batched_tokens": 512, "max_seqs": 16, "block_size": 16, "num_blocks": 64,
+                            "max_blocks_per_seq": 256 },
+                "slo": null,
+                "prompts": "random",
+                "timer_resolution_ms": 0.1,
+                "cross_origin_isolated": false
+            }),
+        );
+        let back: BenchResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back.config.target, "browser");
+        assert_eq!(back.config.adapter.unwrap().kernel_family, crate::gpu::kernels::KernelFamily::Cpu);
+        assert_eq!(back.config.engine.unwrap().max_seqs, 16);
+        assert_eq!(back.config.timer_resolution_ms, Some(0.1));
+        let server = serde_json::json!({ "target": { "kind": "openai", "base_url": "http://h/v1/" } });
+        let back: crate::bench::RunConfig = serde_json::from_value(server).unwrap();
+        assert_eq!(back.target["kind"], "openai");
     }
 }

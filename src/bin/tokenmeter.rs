@@ -14,7 +14,10 @@ mod cli {
     mod remote;
 
     use clap::{Args, Parser, Subcommand};
+    use std::cell::Cell;
+    use std::rc::Rc;
     use std::sync::Arc;
+    use tokenmeter::bench::session::{Event, Listener};
     use tokenmeter::engine::{
         generate as run_requests, Engine, EventKind, Model, ModelOptions, Request, SamplingParams,
     };
@@ -468,7 +471,8 @@ mod cli {
     }
 
     async fn bench(args: BenchArgs) -> Result<()> {
-        use tokenmeter::bench::{self, driver, Arrival, LenRange, Slo, WorkloadSpec};
+        use tokenmeter::bench::session::EngineTarget;
+        use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, SessionSpec, Slo, WorkloadSpec};
         let rates = args
             .rate
             .split(',')
@@ -493,23 +497,23 @@ mod cli {
         }
         let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
         let lang = args.lang.parse::<bench::Lang>()?;
+        let session = SessionSpec {
+            spec: &spec,
+            rates: &rates,
+            slo: slo.as_ref(),
+            slo_text: args.slo.as_deref(),
+            lang,
+            baseline: !args.no_baseline,
+            ignore_eos: !args.respect_eos,
+        };
+        let listener = terminal_listener(lang);
         if let Some(url) = &args.remote.endpoint {
             if args.model.model.is_some() || args.model.synthetic.is_some() {
                 return Err(Error::Invalid(
                     "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
                 ));
             }
-            let shared = remote::Shared {
-                spec: &spec,
-                rates: &rates,
-                slo: slo.as_ref(),
-                slo_text: args.slo.as_deref(),
-                lang,
-                ignore_eos: !args.respect_eos,
-                random_prompts: args.random_prompts,
-                baseline: !args.no_baseline,
-            };
-            let results = remote::run(&args.remote, url, &shared)?;
+            let results = remote::run(&args.remote, url, &session, args.random_prompts, &listener).await?;
             return write_results(&args, &rates, &results, slo.as_ref());
         }
         let loaded = open(&args.model).await?;
@@ -537,67 +541,46 @@ mod cli {
             }
         };
         let mut engine = Engine::new(model);
-        let baseline = if args.no_baseline {
-            None
-        } else {
-            let p = bench::PlannedRequest {
-                id: u64::MAX,
-                arrival_s: None,
-                prompt_len: spec.input_len.max,
-                output_len: spec.output_len.max,
-            };
-            let b = driver::baseline(&mut engine, prompt(&p)?, p.output_len).await?;
-            eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms);
-            Some(b)
-        };
-        let options = driver::DriverOptions {
-            spec: &spec,
-            sampling: SamplingParams::default(),
-            ignore_eos: !args.respect_eos,
+        let mut target = EngineTarget {
+            engine: &mut engine,
             prompt: &prompt,
+            sampling: SamplingParams::default(),
+            describe: RunConfig {
+                target: "local".into(),
+                model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+                prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
+                ..RunConfig::default()
+            },
         };
-        let mut results = Vec::new();
-        for &rate in &rates {
-            let spec = WorkloadSpec { rate, ..spec.clone() };
-            let plan = bench::plan(&spec)?;
-            let options = driver::DriverOptions { spec: &spec, ..options };
-            let mut last_shown = usize::MAX;
-            let (records, steps) = driver::run(
-                &mut engine,
-                &plan,
-                &options,
-                &mut |p| {
-                    if p.finished != last_shown {
-                        last_shown = p.finished;
-                        let bar = "#".repeat(30 * p.finished / p.total.max(1));
-                        eprint!("\rrate {rate}: [{bar:<30}] {}/{}", p.finished, p.total);
-                    }
-                },
-                &|| false,
-            )
-            .await?;
-            eprintln!();
-            let metrics = bench::summarize(&records, &steps, slo.as_ref(), 0.25);
-            let diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, lang));
-            print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), lang));
-            let config = serde_json::json!({
-                "target": "local",
-                "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-                "adapter": engine.model.gpu.adapter,
-                "engine": engine.model.limits,
-                "workload": spec,
-                "slo": args.slo,
-            });
-            results.push(bench::BenchResult {
-                config,
-                metrics,
-                diagnosis,
-                baseline: baseline.clone(),
-                requests: records,
-                steps,
-            });
-        }
+        let cancel = Rc::new(Cell::new(false));
+        let results = bench::session::run(&mut target, &session, &listener, &cancel).await?;
         write_results(&args, &rates, &results, slo.as_ref())
+    }
+
+    /// Prints the baseline, a progress bar per rate and each rate's report, as a session goes.
+    fn terminal_listener(lang: tokenmeter::bench::Lang) -> Listener {
+        let rate = Cell::new(0.0);
+        let last_shown = Cell::new(usize::MAX);
+        Rc::new(move |event| match event {
+            Event::Baseline(b) => {
+                eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms)
+            }
+            Event::RateStarted { rate: r, .. } => {
+                rate.set(r);
+                last_shown.set(usize::MAX);
+            }
+            Event::Progress(p) => {
+                if p.finished != last_shown.get() {
+                    last_shown.set(p.finished);
+                    let bar = "#".repeat(30 * p.finished / p.total.max(1));
+                    eprint!("\rrate {}: [{bar:<30}] {}/{}", rate.get(), p.finished, p.total);
+                }
+            }
+            Event::RateDone { result, .. } => {
+                eprintln!();
+                print!("{}", tokenmeter::bench::text_report(&result.metrics, result.diagnosis.as_ref(), lang));
+            }
+        })
     }
 
     /// The sweep table (several rates), the results JSON and the per-request CSV.

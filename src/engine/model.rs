@@ -42,7 +42,7 @@ impl Default for ModelOptions {
 }
 
 /// The sizes actually in force.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EngineLimits {
     pub max_batched_tokens: usize,
     pub max_seqs: usize,
@@ -193,6 +193,11 @@ impl Model {
     }
 
     /// Runs one step and returns the greedy next id of each logit row.
+    /// The kernel choices this model runs with (for the run record).
+    pub fn kernel_options(&self) -> crate::gpu::kernels::KernelOptions {
+        self.kernels.options()
+    }
+
     pub async fn step(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         let n = batch.logit_rows.len();
         let mut encoder = self.record(batch)?;

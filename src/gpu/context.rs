@@ -6,7 +6,7 @@ use crate::gpu::kernels::KernelFamily;
 use serde::Serialize;
 
 /// What the user is told about the adapter.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct AdapterSummary {
     pub name: String,
     pub backend: String,
@@ -16,7 +16,9 @@ pub struct AdapterSummary {
     pub max_buffer_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
     pub features: Vec<String>,
-    /// The matmul kernels this device runs (`gpu` or `cpu`, see [`KernelFamily`]).
+    /// The matmul kernels this device runs (`gpu` or `cpu`, see [`KernelFamily`]); results saved
+    /// before it was recorded ran the CPU family.
+    #[serde(default = "KernelFamily::cpu")]
     pub kernel_family: KernelFamily,
 }
 

@@ -315,7 +315,7 @@ impl MatmulTile {
 /// invocation is a SIMD lane of a CPU core) gives each invocation its own weight rows; the GPU
 /// family has neighbouring invocations read neighbouring weights (coalesced) and stages tiles in
 /// workgroup memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelFamily {
     Cpu,
@@ -335,6 +335,11 @@ impl KernelFamily {
         } else {
             KernelFamily::Gpu
         }
+    }
+
+    /// The family every run used before there were two (old saved results).
+    pub fn cpu() -> KernelFamily {
+        KernelFamily::Cpu
     }
 
     pub fn name(self) -> &'static str {
@@ -459,6 +464,11 @@ pub struct Kernels {
 impl Kernels {
     pub fn new(gpu: &super::Gpu) -> Kernels {
         Self::with_options(&gpu.device, KernelOptions::for_gpu(gpu))
+    }
+
+    /// The kernel choices this table was built with.
+    pub fn options(&self) -> KernelOptions {
+        self.options
     }
 
     pub fn with_options(device: &wgpu::Device, options: KernelOptions) -> Kernels {

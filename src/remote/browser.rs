@@ -16,10 +16,12 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
-use crate::bench::{Arrival, RequestRecord, WorkloadSpec};
+use crate::bench::driver::Progress;
+use crate::bench::session::{Event, Listener};
+use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
-use crate::remote::{Endpoint, RemoteRequest, StreamRecorder};
+use crate::remote::{Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
 /// Connections Chromium (and Firefox, Safari) open to one HTTP/1.1 origin at most.
 pub const HTTP1_CONNECTIONS: usize = 6;
@@ -346,5 +348,41 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+/// A server as the benchmark's [`Target`], from the page: the planned requests through this
+/// client; setting `cancel` stops sending and aborts the requests in flight.
+pub struct RemoteTarget<'a> {
+    pub client: &'a Client,
+    pub setup: RemoteSetup<'a>,
+}
+
+impl Target for RemoteTarget<'_> {
+    fn run_config(&self) -> RunConfig {
+        self.setup.run_config(self.client.endpoint())
+    }
+
+    fn reports_steps(&self) -> bool {
+        false
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+        let requests = super::requests(plan, self.setup.prompt)?;
+        let options =
+            RunOptions { ignore_eos, timeout_s: self.setup.timeout_s, closed_loop: super::closed_loop_limit(spec) };
+        let listener = listener.clone();
+        let on_progress = Rc::new(move |finished, total| {
+            listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }))
+        });
+        let records = self.client.run(&requests, &options, on_progress, cancel.clone()).await;
+        Ok((records, Vec::new()))
     }
 }

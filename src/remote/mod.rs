@@ -26,7 +26,7 @@ pub mod browser;
 
 use serde_json::{json, Value};
 
-use crate::bench::{Arrival, PlannedRequest, WorkloadSpec};
+use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
 use crate::error::Result;
 pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
 pub use stream::StreamRecorder;
@@ -42,7 +42,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// For `config.target` of the results JSON: everything but the key.
+    /// For `run_config.target` of the results JSON: everything but the key.
     pub fn describe(&self) -> Value {
         json!({
             "kind": "openai",
@@ -51,6 +51,27 @@ impl Endpoint {
             "api": self.api,
             "api_key": if self.api_key.is_some() { "set (not recorded)" } else { "none" },
         })
+    }
+}
+
+/// What both clients' [`Target`](crate::bench::Target)s share: how prompts are made, the
+/// per-request timeout, and the run record's target.
+pub struct RemoteSetup<'a> {
+    pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Prompt>,
+    pub timeout_s: f64,
+    /// "text" or "token ids", for the record.
+    pub prompts: &'static str,
+    /// "native" (the CLI) or "browser" (the page), for the record.
+    pub client: &'static str,
+}
+
+impl RemoteSetup<'_> {
+    /// The target's part of the run record: the endpoint without its key, the client, the timeout.
+    pub fn run_config(&self, endpoint: &Endpoint) -> RunConfig {
+        let mut target = endpoint.describe();
+        target["client"] = self.client.into();
+        target["timeout_s"] = self.timeout_s.into();
+        RunConfig { target, prompts: Some(self.prompts.to_string()), ..RunConfig::default() }
     }
 }
 

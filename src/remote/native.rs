@@ -8,10 +8,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::bench::RequestRecord;
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::bench::driver::Progress;
+use crate::bench::session::{Event, Listener};
+use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
-use crate::remote::{Endpoint, RemoteRequest, StreamRecorder};
+use crate::remote::{Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
 /// How requests are sent.
 #[derive(Clone, Debug)]
@@ -252,4 +257,38 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// A server as the benchmark's [`Target`]: the planned requests through this client (no
+/// cancelling natively; the CLI runs to the end).
+pub struct RemoteTarget<'a> {
+    pub client: &'a Client,
+    pub setup: RemoteSetup<'a>,
+}
+
+impl Target for RemoteTarget<'_> {
+    fn run_config(&self) -> RunConfig {
+        self.setup.run_config(self.client.endpoint())
+    }
+
+    fn reports_steps(&self) -> bool {
+        false
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        _cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+        let requests = super::requests(plan, self.setup.prompt)?;
+        let options =
+            RunOptions { ignore_eos, timeout_s: self.setup.timeout_s, closed_loop: super::closed_loop_limit(spec) };
+        let records = self.client.run(&requests, &options, &mut |finished, total| {
+            listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }))
+        });
+        Ok((records, Vec::new()))
+    }
 }

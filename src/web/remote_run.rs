@@ -2,13 +2,12 @@
 //! alone for the baseline, then the workload per rate through [`crate::remote::browser`]; the
 //! results go to the same report, charts and history as the engine's.
 
-use super::charts::ChartData;
 use super::settings::RunConfig;
-use super::state::{AppState, RunProgress};
-use crate::bench::{self, BenchResult, PlannedRequest, WorkloadSpec};
+use super::state::AppState;
+use crate::bench::{self, BenchResult, PlannedRequest};
 use crate::model::Tokenizer;
-use crate::remote::browser::{Client, RunOptions};
-use crate::remote::{self, Api, Endpoint, Prompt};
+use crate::remote::browser::{Client, RemoteTarget};
+use crate::remote::{Api, Endpoint, Prompt, RemoteSetup};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::rc::Rc;
@@ -35,9 +34,8 @@ async fn benchmark(
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Vec<(f64, BenchResult)>> {
     let spec = &config.spec;
-    let endpoint = client.endpoint();
     // Text prompts through the page's tokenizer (the server re-tokenizes them); chat needs text.
-    let text = match endpoint.api {
+    let text = match client.endpoint().api {
         Api::Chat => Some(tokenizer.ok_or_else(|| Error::Invalid("chat sends text: no tokenizer is loaded".into()))?),
         Api::Completions => tokenizer.filter(|_| !config.random_prompts),
     };
@@ -48,68 +46,43 @@ async fn benchmark(
             None => Ok(Prompt::Ids(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab))),
         }
     };
-    let cancel = state.cancel.get_value();
-    let options = RunOptions { ignore_eos: true, timeout_s: TIMEOUT_S, closed_loop: None };
-
-    // 1. One request alone: the latencies the loaded runs are judged against.
-    let alone = PlannedRequest {
-        id: u64::MAX,
-        arrival_s: Some(0.0),
-        prompt_len: spec.input_len.max,
-        output_len: spec.output_len.max.max(2),
+    let setup = RemoteSetup {
+        prompt: &prompt,
+        timeout_s: TIMEOUT_S,
+        prompts: if text.is_some() { "text" } else { "token ids" },
+        client: "browser",
     };
-    let records = client.run(&remote::requests(&[alone], &prompt)?, &options, Rc::new(|_, _| {}), cancel.clone()).await;
-    let first = records.first().ok_or_else(|| Error::Invalid("cancelled".into()))?;
-    if let Some(e) = &first.error {
-        return Err(Error::Invalid(format!("the first request (the baseline, one request alone) failed: {e}")));
-    }
-    let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
-    let baseline = bench::Baseline { ttft_ms: ms(first.ttft_s()), tpot_ms: ms(first.tpot_s()) };
+    let mut target = PageRemote { inner: RemoteTarget { client, setup }, page: super::run::page_record(state) };
+    let session = super::run::session_spec(config, state.lang.get_untracked());
+    let cancel = state.cancel.get_value();
+    let results = bench::session::run(&mut target, &session, &super::run::listener(state), &cancel).await?;
+    Ok(config.rates.iter().copied().zip(results).collect())
+}
 
-    let mut target = endpoint.describe();
-    target["prompts"] = if text.is_some() { "text" } else { "token ids" }.into();
-    target["ignore_eos"] = true.into();
-    target["timeout_s"] = TIMEOUT_S.into();
-    target["client"] = "browser".into();
-    let mut results = Vec::new();
-    for &rate in &config.rates {
-        let spec = WorkloadSpec { rate, ..spec.clone() };
-        let requests = remote::requests(&bench::plan(&spec)?, &prompt)?;
-        state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests.len() }));
-        state.charts.set(ChartData::default());
-        let options = RunOptions { closed_loop: remote::closed_loop_limit(&spec), ..options.clone() };
-        let on_progress = Rc::new(move |finished, total| {
-            state.progress.set(Some(RunProgress::Requests { finished, total }));
-        });
-        let records = client.run(&requests, &options, on_progress, cancel.clone()).await;
+/// The browser client's target with the page's own part of the record (timer resolution).
+struct PageRemote<'a> {
+    inner: RemoteTarget<'a>,
+    page: bench::RunConfig,
+}
 
-        let mut metrics = bench::summarize(&records, &[], config.slo.as_ref(), super::charts::BUCKET_S);
-        metrics.gpu_busy_fraction = f64::NAN; // not measured on a server
-        let mut diagnosis = bench::diagnose_in(&metrics, &baseline, state.lang.get_untracked());
-        diagnosis.evidence.retain(|line| !line.contains("NaN"));
-        let config_json = serde_json::json!({
-            "target": target,
-            "workload": spec,
-            "slo": config.slo_text,
-            "timer_resolution_ms": state.timer_resolution_ms.get_untracked(),
-        });
-        let result = BenchResult {
-            config: config_json,
-            metrics,
-            diagnosis: Some(diagnosis),
-            baseline: Some(baseline.clone()),
-            requests: records,
-            steps: Vec::new(),
-        };
-        state.sweep.update(|s| {
-            if let Some(s) = s {
-                s.push(rate, &result);
-            }
-        });
-        results.push((rate, result));
-        if cancel.get() {
-            break;
-        }
+impl bench::Target for PageRemote<'_> {
+    fn run_config(&self) -> bench::RunConfig {
+        let own = self.inner.run_config();
+        bench::RunConfig { target: own.target, prompts: own.prompts, ..self.page.clone() }
     }
-    Ok(results)
+
+    fn reports_steps(&self) -> bool {
+        self.inner.reports_steps()
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &bench::WorkloadSpec,
+        ignore_eos: bool,
+        listener: &bench::session::Listener,
+        cancel: &Rc<std::cell::Cell<bool>>,
+    ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
+        self.inner.run(plan, spec, ignore_eos, listener, cancel).await
+    }
 }

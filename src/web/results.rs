@@ -175,12 +175,11 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
                 }
             })}
         // Saved with the run: how finely its timestamps could be taken.
-        {let isolated = entry.result.config.get("cross_origin_isolated").and_then(|v| v.as_bool()).unwrap_or(false);
+        {let isolated = entry.result.config.cross_origin_isolated.unwrap_or(false);
         entry
             .result
             .config
-            .get("timer_resolution_ms")
-            .and_then(|v| v.as_f64())
+            .timer_resolution_ms
             .map(|ms| {
                 view! {
                     <p class="note num" data-testid="timer-resolution">

@@ -8,12 +8,13 @@ use super::i18n::use_text;
 use super::settings::{self, Problems, RunConfig};
 use super::state::{AppState, Loaded, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
-use crate::bench::{self, driver, BenchResult, PlannedRequest, WorkloadSpec};
+use crate::bench::session::{EngineTarget, Event, Listener};
+use crate::bench::{self, BenchResult, PlannedRequest, SessionSpec, WorkloadSpec};
 use crate::engine::{Engine, SamplingParams};
 use crate::model::Tokenizer;
 use crate::Result;
 use leptos::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings.
@@ -119,6 +120,71 @@ struct Frame {
     requested: bool,
 }
 
+/// The page's view of a session (local or remote): progress and live charts (built at most once
+/// per animation frame), the sweep as each rate ends.
+pub(super) fn listener(state: AppState) -> Listener {
+    let frame = Rc::new(RefCell::new(Frame::default()));
+    Rc::new(move |event| match event {
+        Event::Baseline(_) => {}
+        Event::RateStarted { requests, .. } => {
+            *frame.borrow_mut() = Frame::default();
+            state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
+            state.charts.set(ChartData::default());
+        }
+        Event::Progress(p) if p.records.is_empty() => {
+            // A server: no live records, only how many requests have ended.
+            state.progress.set(Some(RunProgress::Requests { finished: p.finished, total: p.total }));
+        }
+        Event::Progress(p) => {
+            // Only the first step after a shown frame builds a snapshot; later ones wait for it.
+            if frame.borrow().requested {
+                return;
+            }
+            let snapshot = (ChartData::live(p.records, p.steps), p.finished, p.total);
+            *frame.borrow_mut() = Frame { pending: Some(snapshot), requested: true };
+            let frame = frame.clone();
+            request_animation_frame(move || {
+                let pending = std::mem::take(&mut *frame.borrow_mut()).pending;
+                if let Some((data, finished, total)) = pending {
+                    state.charts.set(data);
+                    state.progress.set(Some(RunProgress::Requests { finished, total }));
+                }
+            });
+        }
+        Event::RateDone { rate, result } => {
+            // A frame still pending would show a stale snapshot over the final one.
+            frame.borrow_mut().pending = None;
+            state.sweep.update(|s| {
+                if let Some(s) = s {
+                    s.push(rate, result);
+                }
+            });
+        }
+    })
+}
+
+/// The session's settings from the page's.
+pub(super) fn session_spec(config: &RunConfig, lang: bench::Lang) -> SessionSpec<'_> {
+    SessionSpec {
+        spec: &config.spec,
+        rates: &config.rates,
+        slo: config.slo.as_ref(),
+        slo_text: config.slo_text.as_deref(),
+        lang,
+        baseline: true,
+        ignore_eos: true,
+    }
+}
+
+/// The page's part of every run record: how finely it can take timestamps.
+pub(super) fn page_record(state: AppState) -> bench::RunConfig {
+    bench::RunConfig {
+        timer_resolution_ms: state.timer_resolution_ms.get_untracked(),
+        cross_origin_isolated: Some(super::model_panel::cross_origin_isolated()),
+        ..bench::RunConfig::default()
+    }
+}
+
 /// What every rate of a run shares.
 struct RunContext<'a> {
     state: AppState,
@@ -141,90 +207,20 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> Result<Vec<(f64,
             None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
         }
     };
-    for &rate in &config.rates {
-        bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
-    }
-    // 1. One request alone: the latencies the loaded runs are judged against.
-    let probe = PlannedRequest {
-        id: u64::MAX,
-        arrival_s: None,
-        prompt_len: spec.input_len.max,
-        output_len: spec.output_len.max,
+    let mut target = EngineTarget {
+        engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe: bench::RunConfig {
+            target: "browser".into(),
+            model: Some(cx.model_name.to_string()),
+            prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
+            ..page_record(state)
+        },
     };
-    let baseline = driver::baseline(engine, prompt(&probe)?, probe.output_len).await?;
-
-    let cancel: Rc<Cell<bool>> = state.cancel.get_value();
-    let mut results = Vec::new();
-    for &rate in &config.rates {
-        let spec = WorkloadSpec { rate, ..spec.clone() };
-        let plan = bench::plan(&spec)?;
-        state.progress.set(Some(RunProgress::Requests { finished: 0, total: plan.len() }));
-        state.charts.set(ChartData::default());
-
-        // 2. The workload, with live charts.
-        let options = driver::DriverOptions {
-            spec: &spec,
-            sampling: SamplingParams::default(),
-            ignore_eos: true,
-            prompt: &prompt,
-        };
-        let frame = Rc::new(RefCell::new(Frame::default()));
-        let on_progress = &mut |p: &driver::Progress| {
-            // Only the first step after a shown frame builds a snapshot; later ones wait for it.
-            if frame.borrow().requested {
-                return;
-            }
-            let snapshot = (ChartData::live(p.records, p.steps), p.finished, p.total);
-            *frame.borrow_mut() = Frame { pending: Some(snapshot), requested: true };
-            let frame = frame.clone();
-            request_animation_frame(move || {
-                let pending = std::mem::take(&mut *frame.borrow_mut()).pending;
-                if let Some((data, finished, total)) = pending {
-                    state.charts.set(data);
-                    state.progress.set(Some(RunProgress::Requests { finished, total }));
-                }
-            });
-        };
-        let (mut records, steps) = driver::run(engine, &plan, &options, on_progress, &|| cancel.get()).await?;
-        // A frame still pending would show a stale snapshot over the final one.
-        frame.borrow_mut().pending = None;
-        // A cancelled run reports the requests it sent; those never released have no arrival time
-        // (NaN, which JSON cannot hold, so the saved run could not be read back).
-        records.retain(|r| r.arrival_s.is_finite());
-
-        // 3. Aggregate, diagnose, keep everything.
-        let metrics = bench::summarize(&records, &steps, config.slo.as_ref(), super::charts::BUCKET_S);
-        let diagnosis = Some(bench::diagnose_in(&metrics, &baseline, cx.lang));
-        let config_json = serde_json::json!({
-            "target": "browser",
-            "model": cx.model_name,
-            "adapter": engine.model.gpu.adapter,
-            "engine": engine.model.limits,
-            "workload": spec,
-            "slo": config.slo_text,
-            "prompts": if text.is_some() { "text" } else { "random" },
-            "timer_resolution_ms": state.timer_resolution_ms.get_untracked(),
-            "cross_origin_isolated": super::model_panel::cross_origin_isolated(),
-        });
-        let result = BenchResult {
-            config: config_json,
-            metrics,
-            diagnosis,
-            baseline: Some(baseline.clone()),
-            requests: records,
-            steps,
-        };
-        state.sweep.update(|s| {
-            if let Some(s) = s {
-                s.push(rate, &result);
-            }
-        });
-        results.push((rate, result));
-        if cancel.get() {
-            break;
-        }
-    }
-    Ok(results)
+    let cancel = state.cancel.get_value();
+    let results = bench::session::run(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel).await?;
+    Ok(config.rates.iter().copied().zip(results).collect())
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.

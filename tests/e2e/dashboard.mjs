@@ -139,10 +139,15 @@ await page.screenshot({ path: shot, fullPage: true });
 // 4. Downloads: the CLI's JSON schema and the CSV.
 const [json] = await Promise.all([page.waitForEvent('download'), byId('download-json').click()]);
 const result = JSON.parse(await readFile(await json.path(), 'utf8'));
-for (const key of ['config', 'summary', 'diagnosis', 'baseline', 'requests', 'steps']) {
+for (const key of ['run_config', 'summary', 'diagnosis', 'baseline', 'requests', 'steps']) {
   await check(key in result, `JSON has no ${key}`);
 }
-await check(result.requests.length === 8 && result.config.workload.num_requests === 8, 'JSON has the wrong requests');
+await check(result.requests.length === 8 && result.run_config.workload.num_requests === 8, 'JSON has the wrong requests');
+// The run record says what ran: the page's engine, its adapter and kernel path, the timer.
+const rc = result.run_config;
+await check(rc.target === 'browser' && rc.adapter?.name && ['gpu', 'cpu'].includes(rc.kernels?.family)
+  && rc.engine?.max_seqs > 0 && typeof rc.timer_resolution_ms === 'number' && rc.tool_version,
+  `run_config is incomplete: ${JSON.stringify({ ...rc, adapter: rc.adapter?.name })}`);
 const [csv] = await Promise.all([page.waitForEvent('download'), byId('download-csv').click()]);
 const rows = (await readFile(await csv.path(), 'utf8')).trim().split('\r\n');
 await check(rows.length === 9 && rows[0].startsWith('id,arrival_s'), `CSV has ${rows.length} rows`);

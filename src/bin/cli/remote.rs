@@ -2,10 +2,13 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
-use tokenmeter::bench::{self, Lang, PlannedRequest, Slo, WorkloadSpec};
+use std::cell::Cell;
+use std::rc::Rc;
+use tokenmeter::bench::session::Listener;
+use tokenmeter::bench::{self, PlannedRequest, SessionSpec};
 use tokenmeter::model::Tokenizer;
-use tokenmeter::remote::native::{Client, RunOptions};
-use tokenmeter::remote::{self, Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteRequest};
+use tokenmeter::remote::native::{Client, RemoteTarget};
+use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteSetup};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -35,19 +38,15 @@ pub struct RemoteArgs {
     pub vocab_size: Option<usize>,
 }
 
-/// What the rest of `bench` already parsed.
-pub struct Shared<'a> {
-    pub spec: &'a WorkloadSpec,
-    pub rates: &'a [f64],
-    pub slo: Option<&'a Slo>,
-    pub slo_text: Option<&'a str>,
-    pub lang: Lang,
-    pub ignore_eos: bool,
-    pub random_prompts: bool,
-    pub baseline: bool,
-}
-
-pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::BenchResult>> {
+/// The session against the server at `url`: the CLI's part is parsing the flags, building the
+/// prompts and naming the model; the run itself is [`bench::session::run`].
+pub async fn run(
+    args: &RemoteArgs,
+    url: &str,
+    session: &SessionSpec<'_>,
+    random_prompts: bool,
+    listener: &Listener,
+) -> Result<Vec<bench::BenchResult>> {
     let base_url = BaseUrl::parse(url)?;
     if base_url.as_str().starts_with("https://") {
         // The native client is built without a TLS stack (it keeps the build small and C-free).
@@ -84,7 +83,7 @@ pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::B
             ))
         }
         (Api::Chat, Some(tok)) => Some(tok),
-        (Api::Completions, tok) => tok.as_ref().filter(|_| !shared.random_prompts),
+        (Api::Completions, tok) => tok.as_ref().filter(|_| !random_prompts),
     };
     let vocab = args
         .vocab_size
@@ -94,7 +93,7 @@ pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::B
     if vocab == 0 {
         return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
     }
-    let seed = shared.spec.seed;
+    let seed = session.spec.seed;
     let prompt = |p: &PlannedRequest| -> Result<Prompt> {
         match text {
             Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
@@ -106,67 +105,16 @@ pub fn run(args: &RemoteArgs, url: &str, shared: &Shared) -> Result<Vec<bench::B
     let model = served_model(&client, args)?;
     client.set_model(model.clone());
     eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
-    let options = RunOptions { ignore_eos: shared.ignore_eos, timeout_s: args.timeout_s, closed_loop: None };
-
-    let baseline = if shared.baseline {
-        let alone = PlannedRequest {
-            id: u64::MAX,
-            arrival_s: Some(0.0),
-            prompt_len: shared.spec.input_len.max,
-            output_len: shared.spec.output_len.max.max(2),
-        };
-        let records = client.run(&remote::requests(&[alone], &prompt)?, &options, &mut |_, _| {});
-        let r = &records[0];
-        if let Some(e) = &r.error {
-            return Err(Error::Invalid(format!("the first request (the baseline, one request alone) failed: {e}")));
-        }
-        let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
-        let b = bench::Baseline { ttft_ms: ms(r.ttft_s()), tpot_ms: ms(r.tpot_s()) };
-        eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms);
-        Some(b)
-    } else {
-        None
+    let setup = RemoteSetup {
+        prompt: &prompt,
+        timeout_s: args.timeout_s,
+        prompts: if text.is_some() { "text" } else { "token ids" },
+        client: "native",
     };
-
-    let prompts = match text {
-        Some(_) => "text",
-        None => "token ids",
-    };
-    let mut results = Vec::new();
-    for &rate in shared.rates {
-        let spec = WorkloadSpec { rate, ..shared.spec.clone() };
-        let requests: Vec<RemoteRequest> = remote::requests(&bench::plan(&spec)?, &prompt)?;
-        let options = RunOptions { closed_loop: remote::closed_loop_limit(&spec), ..options.clone() };
-        let mut last_shown = usize::MAX;
-        let records = client.run(&requests, &options, &mut |finished, total| {
-            if finished != last_shown {
-                last_shown = finished;
-                let bar = "#".repeat(30 * finished / total.max(1));
-                eprint!("\rrate {rate}: [{bar:<30}] {finished}/{total}");
-            }
-        });
-        eprintln!();
-        warn_about_usage(&records, text.is_none());
-        let mut metrics = bench::summarize(&records, &[], shared.slo, 0.25);
-        metrics.gpu_busy_fraction = f64::NAN; // not measured on a server
-        let mut diagnosis = baseline.as_ref().map(|b| bench::diagnose_in(&metrics, b, shared.lang));
-        if let Some(d) = &mut diagnosis {
-            d.evidence.retain(|line| !line.contains("NaN")); // the GPU-busy line: nothing to say here
-        }
-        print!("{}", bench::text_report(&metrics, diagnosis.as_ref(), shared.lang));
-        let mut target = client.endpoint().describe();
-        target["prompts"] = prompts.into();
-        target["ignore_eos"] = shared.ignore_eos.into();
-        target["timeout_s"] = args.timeout_s.into();
-        let config = serde_json::json!({ "target": target, "workload": spec, "slo": shared.slo_text });
-        results.push(bench::BenchResult {
-            config,
-            metrics,
-            diagnosis,
-            baseline: baseline.clone(),
-            requests: records,
-            steps: Vec::new(),
-        });
+    let mut target = RemoteTarget { client: &client, setup };
+    let results = bench::session::run(&mut target, session, listener, &Rc::new(Cell::new(false))).await?;
+    for r in &results {
+        warn_about_usage(&r.requests, text.is_none());
     }
     Ok(results)
 }

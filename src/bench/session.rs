@@ -1,0 +1,245 @@
+//! One benchmark session, whatever the target: the baseline (one request alone), then for each
+//! rate the planned workload, its summary, its diagnosis against the baseline and a
+//! [`BenchResult`] that records what ran ([`RunConfig`]). The CLI and the page only parse their
+//! inputs, pick a [`Target`] — the engine in this process ([`EngineTarget`]) or a server
+//! (`remote::native::RemoteTarget`, `remote::browser::RemoteTarget`) — and present the results.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+
+use super::driver::{self, Progress};
+use super::record::{RequestRecord, StepSample};
+use super::workload::{plan, PlannedRequest, WorkloadSpec};
+use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
+use crate::engine::model::EngineLimits;
+use crate::engine::{Engine, SamplingParams};
+use crate::error::{Error, Result};
+use crate::gpu::context::AdapterSummary;
+use crate::gpu::kernels::KernelOptions;
+
+/// Width of the output-throughput buckets of the time series (and of the page's live chart).
+pub const THROUGHPUT_BUCKET_S: f64 = 0.25;
+
+/// What a session tells its caller as it goes. `Progress` comes after every engine step (or
+/// every finished request, from a server).
+pub enum Event<'a> {
+    Baseline(&'a Baseline),
+    RateStarted { rate: f64, requests: usize },
+    Progress(&'a Progress<'a>),
+    RateDone { rate: f64, result: &'a BenchResult },
+}
+
+/// The caller's listener: shared, so that a target may hand it to tasks it spawns.
+pub type Listener = Rc<dyn Fn(Event)>;
+
+/// Something the benchmark can load with requests.
+#[allow(async_fn_in_trait)] // used generically (no `dyn`), on one thread in the browser
+pub trait Target {
+    /// This target's part of the run record: what ran, where, with which settings.
+    fn run_config(&self) -> RunConfig;
+
+    /// Whether the target reports its own steps (the engine does; a server does not), which the
+    /// GPU-busy fraction needs.
+    fn reports_steps(&self) -> bool;
+
+    /// Sends `plan` (requests at their arrival times, or closed-loop as `spec` says) and records
+    /// what happens. `ignore_eos`: generate exactly each request's output length. Requests not
+    /// sent because `cancel` was set have no finite arrival time and are dropped by the session.
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)>;
+}
+
+/// What a session runs: the workload (its rate replaced by each of `rates`), the SLOs, the report
+/// language, whether to measure the baseline, and whether requests ignore EOS.
+pub struct SessionSpec<'a> {
+    pub spec: &'a WorkloadSpec,
+    pub rates: &'a [f64],
+    pub slo: Option<&'a Slo>,
+    /// The SLOs as the user wrote them, for the record.
+    pub slo_text: Option<&'a str>,
+    pub lang: Lang,
+    pub baseline: bool,
+    pub ignore_eos: bool,
+}
+
+/// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
+/// was set (that result holds the requests sent until then).
+pub async fn run<T: Target>(
+    target: &mut T,
+    s: &SessionSpec<'_>,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+) -> Result<Vec<BenchResult>> {
+    // Every rate's plan is checked before anything runs.
+    for &rate in s.rates {
+        plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
+    }
+    let baseline = if s.baseline { Some(baseline(target, s.spec, cancel).await?) } else { None };
+    if let Some(b) = &baseline {
+        listener(Event::Baseline(b));
+    }
+    let mut results = Vec::new();
+    for &rate in s.rates {
+        if cancel.get() {
+            break;
+        }
+        let spec = WorkloadSpec { rate, ..s.spec.clone() };
+        let planned = plan(&spec)?;
+        listener(Event::RateStarted { rate, requests: planned.len() });
+        let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
+        // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
+        // hold, so the saved run could not be read back.
+        requests.retain(|r| r.arrival_s.is_finite());
+        let mut metrics = summarize(&requests, &steps, s.slo, THROUGHPUT_BUCKET_S);
+        if !target.reports_steps() {
+            metrics.gpu_busy_fraction = f64::NAN;
+        }
+        let diagnosis = baseline.as_ref().map(|b| diagnose_in(&metrics, b, s.lang));
+        let run_config = RunConfig {
+            workload: Some(spec),
+            slo: s.slo_text.map(String::from),
+            ignore_eos: Some(s.ignore_eos),
+            tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            ..target.run_config()
+        };
+        let result =
+            BenchResult { config: run_config, metrics, diagnosis, baseline: baseline.clone(), requests, steps };
+        listener(Event::RateDone { rate, result: &result });
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// One request alone, at the workload's longest prompt and output (at least 2 tokens, so that it
+/// has a TPOT), ignoring EOS: the latencies a loaded run is judged against. Measured with the same
+/// definitions as every request of the run ([`RequestRecord::ttft_s`], [`RequestRecord::tpot_s`]).
+async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<Baseline> {
+    let alone = PlannedRequest {
+        id: u64::MAX,
+        arrival_s: Some(0.0),
+        prompt_len: spec.input_len.max,
+        output_len: spec.output_len.max.max(2),
+    };
+    let alone_spec = WorkloadSpec { num_requests: 1, ..spec.clone() };
+    // Progress of the baseline is not the run's: the listener hears about it as `Baseline`.
+    let quiet: Listener = Rc::new(|_| {});
+    let (records, _) = target.run(std::slice::from_ref(&alone), &alone_spec, true, &quiet, cancel).await?;
+    let first =
+        records.first().filter(|r| r.arrival_s.is_finite()).ok_or_else(|| Error::Invalid("cancelled".into()))?;
+    if let Some(e) = &first.error {
+        return Err(Error::Invalid(format!("the first request (the baseline, one request alone) failed: {e}")));
+    }
+    let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
+    Ok(Baseline { ttft_ms: ms(first.ttft_s()), tpot_ms: ms(first.tpot_s()) })
+}
+
+/// What ran, in every results JSON (`run_config`; results saved before it was typed call it
+/// `config` and still load). The target fills in what it knows; the session adds the workload,
+/// the SLOs and the tool's version. Fields a target cannot know are absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    /// "local" (the CLI's engine), "browser" (the page's engine), or a server's description
+    /// (`{"kind": "openai-compatible", "base_url", "model", "api", "client", …}`).
+    pub target: serde_json::Value,
+    /// The model: a folder, a synthetic shape, the page's choice (engine targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<AdapterSummary>,
+    /// The kernel path that ran (engine targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<KernelPath>,
+    /// The engine's limits in force: batch, tokens per step, KV blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineLimits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
+    /// "text" (built-in texts through the tokenizer) or "token ids" (seeded random ids).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    /// tokenmeter's version (Cargo.toml).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// The page's timer resolution (coarser without cross-origin isolation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_resolution_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_origin_isolated: Option<bool>,
+}
+
+/// The kernels an engine ran: family (`gpu`/`cpu`), token tile, subgroups requested, weight
+/// storage, weight format.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct KernelPath {
+    pub family: String,
+    pub tile: u32,
+    pub subgroups: bool,
+    pub weights: String,
+    pub weight_format: String,
+}
+
+impl KernelPath {
+    pub fn of(options: &KernelOptions) -> KernelPath {
+        KernelPath {
+            family: options.family.name().to_string(),
+            tile: match options.tile {
+                crate::gpu::kernels::MatmulTile::Four => 4,
+                crate::gpu::kernels::MatmulTile::Eight => 8,
+            },
+            subgroups: options.subgroups,
+            weights: format!("{:?}", options.weights).to_lowercase(),
+            weight_format: "bf16".to_string(),
+        }
+    }
+}
+
+/// The engine in this process as a target, with its prompts (text through a tokenizer, or
+/// seeded random ids) and sampling.
+pub struct EngineTarget<'a> {
+    pub engine: &'a mut Engine,
+    pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    pub sampling: SamplingParams,
+    /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
+    pub describe: RunConfig,
+}
+
+impl Target for EngineTarget<'_> {
+    fn run_config(&self) -> RunConfig {
+        let model = &self.engine.model;
+        RunConfig {
+            adapter: Some(model.gpu.adapter.clone()),
+            kernels: Some(KernelPath::of(&model.kernel_options())),
+            engine: Some(model.limits.clone()),
+            ..self.describe.clone()
+        }
+    }
+
+    fn reports_steps(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+        let options = driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt };
+        driver::run(self.engine, plan, &options, &mut |p| listener(Event::Progress(p)), &|| cancel.get()).await
+    }
+}
