@@ -34,7 +34,7 @@ struct Params {
 // attention: (step tokens, n_heads * head_dim); attention_split: (n_tokens, n_heads, splits, head_dim + 2)
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-const MAX_HEAD_DIM4: u32 = 64u;  // MAX_HEAD_DIM / 4
+// MAX_HEAD_DIM4 (MAX_HEAD_DIM / 4) and GPU_PART come from the prelude (src/gpu/kernels.rs).
 
 // Online softmax of token t's q head h over context positions begin..end. With `parts`, writes the
 // unnormalised partial result [running max, running sum, acc[0..head_dim]] at `o_base`;
@@ -133,7 +133,6 @@ fn attention_split(@builtin(global_invocation_id) gid: vec3<u32>) {
 // are added: V is read a row at a time by neighbouring lanes. Workgroups are numbered
 // wg.x + wg.y * num_workgroups.x (more than 65,535 of them: long prefill chunks).
 const GPU_LANES: u32 = 64u;
-const GPU_PART: u32 = 512u;
 var<workgroup> gpu_scores: array<f32, GPU_PART>;
 var<workgroup> gpu_reduce: array<f32, GPU_LANES>;
 var<workgroup> gpu_acc: array<vec4<f32>, GPU_LANES>;

@@ -15,9 +15,8 @@
 // Rows past the chunk and tokens past the step re-read the last one; only the stores are guarded,
 // so every invocation reaches every barrier.
 
+// GEMV_TEAMS, GEMV_TOKENS, TILE and TILE_K come from the prelude (src/gpu/kernels.rs).
 const GEMV_LANES: u32 = 32u;
-const GEMV_TEAMS: u32 = 8u;
-const GEMV_TOKENS: u32 = 4u;
 
 var<workgroup> gemv_sums: array<vec4<f32>, 256>;
 
@@ -65,8 +64,6 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
     }
 }
 
-const TILE: u32 = 64u;      // tokens and rows per workgroup
-const TILE_K: u32 = 16u;    // columns of K staged per round
 
 // tile_x[kk * 16 + g] = x at column kk of the round for tokens 4g .. 4g + 3; tile_w likewise for
 // rows. 2 x 16 x 16 vec4 = 8 KiB.

@@ -128,12 +128,15 @@ impl Kernel {
     /// helpers), then matmul_subgroup.wgsl; browsers need `enable subgroups;` first, while naga
     /// rejects it and takes the device feature as the permission. With weights in textures, the
     /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl.
-    fn source(self, weights: WeightStorage) -> (String, &'static str) {
+    /// Every kernel's WGSL starts with [`wgsl_prelude`] (after any `enable`), the constants the
+    /// host sizes dispatches and buffers with.
+    pub fn source(self, weights: WeightStorage) -> (String, &'static str) {
         let (file, entry) = self.file_and_entry();
         let mut text = Self::file_text(file).into_owned();
+        let mut enable = "";
         if file == "matmul_subgroup.wgsl" {
-            let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
-            text = format!("{enable}{}\n{text}", Self::file_text("matmul.wgsl"));
+            enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
+            text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
         }
         if file == "matmul_gpu.wgsl" {
             text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
@@ -143,7 +146,7 @@ impl Kernel {
             let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
             text.replace_range(begin..end, &Self::file_text("weights_texture.wgsl"));
         }
-        (text, entry)
+        (format!("{enable}{}{text}", wgsl_prelude()), entry)
     }
 
     /// A WGSL file of shaders/: compiled in, or (native, for kernel work without rebuilding) read
@@ -202,6 +205,24 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         self.file_and_entry().1
     }
+}
+
+/// The constants both sides depend on, from their Rust definitions: the kernels declare none of
+/// these themselves, so a change here reaches the WGSL and the host's dispatch sizes together.
+pub fn wgsl_prelude() -> String {
+    let constants: [(&str, usize, &str); 6] = [
+        ("MAX_HEAD_DIM4", crate::model::config::MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
+        ("GPU_PART", ATTENTION_GPU_PART, "attention_split_gpu: positions a workgroup scores"),
+        ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),
+        ("GEMV_TOKENS", GEMV_TOKENS, "matmul_bf16_gemv: tokens per workgroup"),
+        ("TILE", TILED, "matmul_bf16_tiled: tokens and rows per workgroup"),
+        ("TILE_K", TILED_K as usize, "matmul_bf16_tiled: columns of K staged per round"),
+    ];
+    let mut out = String::from("// Prepended by src/gpu/kernels.rs (wgsl_prelude): shared with the host.\n");
+    for (name, value, what) in constants {
+        out += &format!("const {name}: u32 = {value}u; // {what}\n");
+    }
+    out + "\n"
 }
 
 /// The storage-buffer weights block of matmul.wgsl and embed.wgsl (binding and `weights()`), which
@@ -866,6 +887,11 @@ fn gemv_max_m() -> usize {
 }
 const TILED: usize = 64;
 const TILED_K: u32 = 16;
+// The kernels' shapes are built around these values (GEMV: 8 teams x 32 lanes = the workgroup of
+// 256, a vec4 accumulator of 4 tokens; tiled: 256 invocations load a 64 x 16 slice of x and of W
+// per round and own 4 x 4 outputs each). They reach the WGSL through the prelude; changing one
+// means rewriting the kernel, which these assertions say.
+const _: () = assert!(GEMV_ROWS == 8 && GEMV_TOKENS == 4 && TILED == 64 && TILED_K == 16);
 
 /// Records `y (+)= x W^T` over one weight chunk: the decode kernel when x has one row, otherwise
 /// the general kernel of this table's tile for that many rows (each with shared x where it can).

@@ -1,0 +1,145 @@
+//! Rust <-> WGSL contracts that cannot drift silently: every kernel's parameter block, as naga
+//! parses the kernel's WGSL, against the Rust struct the engine writes into the uniform arena.
+//! Each WGSL member must sit at the offset, with the scalar type, of the Rust field the engine
+//! fills for it, and the blocks must be the same size. Each Rust struct is filled with distinct
+//! values, and every named WGSL member is read back from those bytes at its own offset.
+#![cfg(not(target_arch = "wasm32"))]
+
+use naga::{ScalarKind, TypeInner};
+use tokenmeter::gpu::kernels::{EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use tokenmeter::gpu::{Kernel, WeightStorage};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum V {
+    U(u32),
+    F(f32),
+}
+
+/// The bytes the engine writes for `kernel` and the value each WGSL member must read from them.
+fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
+    use V::{F, U};
+    let bytes = |b: &[u8]| b.to_vec();
+    let head = HeadParams {
+        n_tokens: 1,
+        n_heads: 2,
+        n_kv_heads: 3,
+        head_dim: 4,
+        qkv_width: 5,
+        block_size: 6,
+        max_blocks: 7,
+        eps_or_scale: 0.5,
+        splits: 9,
+        token_begin: 10,
+        _pad: [0; 2],
+    };
+    let head_fields = |last: (&'static str, V), more: &[(&'static str, V)]| {
+        let mut f = vec![
+            ("n_tokens", U(1)),
+            ("n_heads", U(2)),
+            ("n_kv_heads", U(3)),
+            ("head_dim", U(4)),
+            ("qkv_width", U(5)),
+            ("block_size", U(6)),
+            ("max_blocks", U(7)),
+            last,
+        ];
+        f.extend_from_slice(more);
+        f
+    };
+    let pair = PairParams { a: 11, b: 22, _pad: [0; 2] };
+    match kernel {
+        Kernel::Embed => (
+            bytes(bytemuck::bytes_of(&EmbedParams { n_tokens: 1, hidden: 2, row_start: 3, row_count: 4 })),
+            vec![("n_tokens", U(1)), ("hidden", U(2)), ("row_start", U(3)), ("row_count", U(4))],
+        ),
+        Kernel::RmsNorm => (
+            bytes(bytemuck::bytes_of(&RmsNormParams { n_rows: 1, width: 2, eps: 0.25, _pad: 0 })),
+            vec![("n_rows", U(1)), ("width", U(2)), ("eps", F(0.25))],
+        ),
+        Kernel::Matmul
+        | Kernel::MatmulWide
+        | Kernel::MatmulTall
+        | Kernel::MatmulM1
+        | Kernel::MatmulM1Subgroup
+        | Kernel::MatmulSmallSubgroup
+        | Kernel::MatmulWideSubgroup
+        | Kernel::MatmulTallSubgroup
+        | Kernel::MatmulGemv
+        | Kernel::MatmulTiled => (
+            bytes(bytemuck::bytes_of(&MatmulParams {
+                m: 1,
+                n: 2,
+                k: 3,
+                row_start: 4,
+                rows: 5,
+                accumulate: 6,
+                _pad: [0; 2],
+            })),
+            vec![("m", U(1)), ("n", U(2)), ("k", U(3)), ("row_start", U(4)), ("rows", U(5)), ("accumulate", U(6))],
+        ),
+        Kernel::QkNormRope => (bytes(bytemuck::bytes_of(&head)), head_fields(("eps", F(0.5)), &[])),
+        Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu | Kernel::AttentionMerge => (
+            bytes(bytemuck::bytes_of(&head)),
+            head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10))]),
+        ),
+        Kernel::SwiGlu => (bytes(bytemuck::bytes_of(&pair)), vec![("n_tokens", U(11)), ("inter", U(22))]),
+        Kernel::Argmax | Kernel::Sample => {
+            (bytes(bytemuck::bytes_of(&pair)), vec![("n_rows", U(11)), ("width", U(22))])
+        }
+    }
+}
+
+#[test]
+fn every_kernels_parameter_block_matches_its_rust_struct() {
+    for kernel in Kernel::ALL {
+        let (source, entry) = kernel.source(WeightStorage::Buffer);
+        let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{entry}: {e}"));
+        assert!(module.entry_points.iter().any(|e| e.name == entry), "{entry}: no such entry point");
+        let uniform = module
+            .global_variables
+            .iter()
+            .map(|(_, v)| v)
+            .find(|v| v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding == 0))
+            .unwrap_or_else(|| panic!("{entry}: no parameter block at @group(0) @binding(0)"));
+        let TypeInner::Struct { members, span } = &module.types[uniform.ty].inner else {
+            panic!("{entry}: the parameter block is not a struct")
+        };
+        let (bytes, fields) = rust_side(kernel);
+        assert_eq!(
+            *span as usize,
+            bytes.len(),
+            "{entry}: WGSL Params is {span} bytes, the Rust struct {}",
+            bytes.len()
+        );
+        let mut named = Vec::new();
+        for m in members {
+            let name = m.name.clone().unwrap_or_default();
+            if name.starts_with('_') {
+                continue; // padding, or a shared struct's fields this kernel does not read
+            }
+            let at = m.offset as usize;
+            let word: [u8; 4] = bytes[at..at + 4].try_into().unwrap();
+            let got = match &module.types[m.ty].inner {
+                TypeInner::Scalar(s) if s.kind == ScalarKind::Uint && s.width == 4 => V::U(u32::from_le_bytes(word)),
+                TypeInner::Scalar(s) if s.kind == ScalarKind::Float && s.width == 4 => V::F(f32::from_le_bytes(word)),
+                other => panic!("{entry}: member {name} has type {other:?} (parameter blocks hold u32 and f32)"),
+            };
+            let want = fields
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("{entry}: WGSL member {name} has no Rust counterpart"))
+                .1;
+            assert_eq!(
+                got, want,
+                "{entry}: member {name} at offset {at} reads {got:?} from the Rust bytes, not {want:?}"
+            );
+            named.push(name);
+        }
+        for (name, _) in &fields {
+            assert!(
+                named.iter().any(|n| n == name),
+                "{entry}: the Rust side fills {name}, which the WGSL does not declare"
+            );
+        }
+    }
+}
