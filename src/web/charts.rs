@@ -36,8 +36,9 @@ pub struct ChartData {
     pub kv: Vec<Point>,
 }
 
-/// Bucket width of the throughput series, as the CLI's `summarize(.., 0.25)`.
-pub const BUCKET_S: f64 = 0.25;
+/// Bucket width of the live throughput chart: the session's, so that the live chart and the
+/// saved time series agree.
+pub const BUCKET_S: f64 = crate::bench::session::THROUGHPUT_BUCKET_S;
 /// Steps drawn at most; longer runs are thinned evenly (the last step always kept).
 const MAX_STEP_POINTS: usize = 600;
 
