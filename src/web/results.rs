@@ -174,6 +174,9 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
                     </p>
                 }
             })}
+        // Saved with the run: what ran (the run record).
+        {let ran = ran_text(&entry.result.config);
+        (!ran.is_empty()).then(|| view! { <p class="note num" data-testid="ran">{move || t().ran_on} ": " {ran}</p> })}
         // Saved with the run: how finely its timestamps could be taken.
         {let isolated = entry.result.config.cross_origin_isolated.unwrap_or(false);
         entry
@@ -188,6 +191,31 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
                 }
             })}
     }
+}
+
+/// One line from a run record: the adapter and kernel path of an engine, or the server and API
+/// of a remote target (plain text: the record came from a file or a server).
+fn ran_text(rc: &crate::bench::RunConfig) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = &rc.adapter {
+        parts.push(format!("{} ({})", a.name, a.backend));
+    }
+    if let Some(k) = &rc.kernels {
+        let subgroups = if k.subgroups { " · subgroups" } else { "" };
+        parts.push(format!(
+            "{} kernels · tile {}{subgroups} · {} weights in {}s",
+            k.family, k.tile, k.weight_format, k.weights
+        ));
+    }
+    if let Some(url) = rc.target.get("base_url").and_then(|v| v.as_str()) {
+        let api = rc.target.get("api").and_then(|v| v.as_str()).unwrap_or("");
+        let model = rc.target.get("model").and_then(|v| v.as_str()).unwrap_or("");
+        parts.push(format!("{url} · {model} · {api}"));
+    }
+    if let Some(v) = &rc.tool_version {
+        parts.push(format!("tokenmeter {v}"));
+    }
+    parts.join(" · ")
 }
 
 /// The report of the run in `shown`.

@@ -119,6 +119,9 @@ await check(ttftP50 > 0, `TTFT p50 is ${ttftP50}`);
 const timer = await text('timer-resolution');
 console.log(`report: ${await stat(4)} tok/s, TTFT p50 ${ttftP50} ms; ${timer}`);
 await check(/µs \(cross-origin isolated\)/.test(timer), `timer resolution not fine-grained: ${timer}`);
+const ran = await text('ran');
+console.log(ran);
+await check(/(cpu|gpu) kernels · tile \d/.test(ran) && /tokenmeter \d/.test(ran), `the report does not say what ran: ${ran}`);
 await check(/maxStorageBufferBindingSize/.test(await text('adapter')), 'adapter limits not shown');
 // The roofline probe from the adapter card: copy bandwidth and FMA rate, as positive numbers.
 await byId('roofline-measure').click();

@@ -42,6 +42,7 @@ pub const EN: Text = Text {
     adapter_name: "Name",
     adapter_backend: "Backend · type",
     adapter_features: "Features",
+    ran_on: "Ran on",
     timer_resolution: "Timer resolution",
     roofline_measure: "Measure roofline",
     roofline_measuring: "Measuring…",

@@ -50,6 +50,7 @@ pub struct Text {
     pub adapter_name: &'static str,
     pub adapter_backend: &'static str,
     pub adapter_features: &'static str,
+    pub ran_on: &'static str,
     pub timer_resolution: &'static str,
     pub roofline_measure: &'static str,
     pub roofline_measuring: &'static str,

@@ -42,6 +42,7 @@ pub const ZH: Text = Text {
     adapter_name: "名称",
     adapter_backend: "后端 · 类型",
     adapter_features: "特性",
+    ran_on: "运行环境",
     timer_resolution: "计时器分辨率",
     roofline_measure: "测量屋顶线",
     roofline_measuring: "测量中…",
