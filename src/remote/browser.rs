@@ -16,26 +16,16 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
-use crate::bench::driver::Progress;
-use crate::bench::session::{Event, Listener};
+use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
-use crate::remote::{Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
+use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
 /// Connections Chromium (and Firefox, Safari) open to one HTTP/1.1 origin at most.
 pub const HTTP1_CONNECTIONS: usize = 6;
 
-/// How requests are sent (as natively).
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// Send `"ignore_eos": true`, so outputs have the planned lengths.
-    pub ignore_eos: bool,
-    /// Per request, from `fetch()` to the end of the stream.
-    pub timeout_s: f64,
-    /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
-    pub closed_loop: Option<usize>,
-}
+pub use crate::remote::RunOptions;
 
 /// Requests the workload keeps in flight, roughly: the closed loop's N, or for open loops the
 /// rate times `request_s` (the expected duration of one request), never more than the requests.
@@ -375,13 +365,9 @@ impl Target for RemoteTarget<'_> {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let requests = super::requests(plan, self.setup.prompt)?;
-        let options =
-            RunOptions { ignore_eos, timeout_s: self.setup.timeout_s, closed_loop: super::closed_loop_limit(spec) };
+        let (requests, options) = self.setup.prepare(plan, spec, ignore_eos)?;
         let listener = listener.clone();
-        let on_progress = Rc::new(move |finished, total| {
-            listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }))
-        });
+        let on_progress = Rc::new(move |finished, total| report(&listener, finished, total));
         let records = self.client.run(&requests, &options, on_progress, cancel.clone()).await;
         Ok((records, Vec::new()))
     }

@@ -26,6 +26,8 @@ pub mod browser;
 
 use serde_json::{json, Value};
 
+use crate::bench::driver::Progress;
+use crate::bench::session::{Event, Listener};
 use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
 use crate::error::Result;
 pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
@@ -65,7 +67,29 @@ pub struct RemoteSetup<'a> {
     pub client: &'static str,
 }
 
+/// How requests are sent, by either client.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Send `"ignore_eos": true`, so outputs have the planned lengths.
+    pub ignore_eos: bool,
+    /// Per request, from sending (`fetch()` in the page) to the end of the stream.
+    pub timeout_s: f64,
+    /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
+    pub closed_loop: Option<usize>,
+}
+
 impl RemoteSetup<'_> {
+    /// The plan's requests with their prompts, and how to send them.
+    pub fn prepare(
+        &self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+    ) -> Result<(Vec<RemoteRequest>, RunOptions)> {
+        let options = RunOptions { ignore_eos, timeout_s: self.timeout_s, closed_loop: closed_loop_limit(spec) };
+        Ok((requests(plan, self.prompt)?, options))
+    }
+
     /// The target's part of the run record: the endpoint without its key, the client, the timeout.
     pub fn run_config(&self, endpoint: &Endpoint) -> RunConfig {
         let mut target = endpoint.describe();
@@ -73,6 +97,12 @@ impl RemoteSetup<'_> {
         target["timeout_s"] = self.timeout_s.into();
         RunConfig { target, prompts: Some(self.prompts.to_string()), ..RunConfig::default() }
     }
+}
+
+/// A client's progress (requests ended so far) as the session's event: a server has no live
+/// records to chart.
+pub fn report(listener: &Listener, finished: usize, total: usize) {
+    listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }));
 }
 
 /// One planned request, ready to send.

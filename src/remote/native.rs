@@ -11,23 +11,13 @@ use tokio::sync::{mpsc, Semaphore};
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::driver::Progress;
-use crate::bench::session::{Event, Listener};
+use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
-use crate::remote::{Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
+use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
-/// How requests are sent.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// Send `"ignore_eos": true`, so outputs have the planned lengths.
-    pub ignore_eos: bool,
-    /// Per request, from sending to the end of the stream.
-    pub timeout_s: f64,
-    /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
-    pub closed_loop: Option<usize>,
-}
+pub use crate::remote::RunOptions;
 
 pub struct Client {
     endpoint: Endpoint,
@@ -283,12 +273,8 @@ impl Target for RemoteTarget<'_> {
         listener: &Listener,
         _cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let requests = super::requests(plan, self.setup.prompt)?;
-        let options =
-            RunOptions { ignore_eos, timeout_s: self.setup.timeout_s, closed_loop: super::closed_loop_limit(spec) };
-        let records = self.client.run(&requests, &options, &mut |finished, total| {
-            listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }))
-        });
+        let (requests, options) = self.setup.prepare(plan, spec, ignore_eos)?;
+        let records = self.client.run(&requests, &options, &mut |finished, total| report(listener, finished, total));
         Ok((records, Vec::new()))
     }
 }
