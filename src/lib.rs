@@ -1,19 +1,21 @@
 //! tokenmeter: an LLM inference benchmark lab. Qwen3 runs through WGSL compute shaders on WebGPU
 //! (in the browser) or Vulkan (natively); the same code serves the CLI and the app.
 //!
-//! Module map (arrows go one way: ui -> engine -> model/gpu):
+//! Module map; each uses only those above it (`clock`, `error` and `latency` everywhere):
+//! - [`gpu`]: device, the kernel table (one WGSL file per family, the shared constants), readback.
 //! - [`model`]: config, validated safetensors, byte sources, weight upload, tokenizer, CPU reference.
-//! - [`gpu`]: device, the kernel table (one WGSL file per family), readback.
-//! - [`engine`]: the forward pass over a paged KV cache, generation.
-//! - [`clock`]: monotonic seconds on both targets.
-//! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records; native client).
-//! - `web` (wasm only): the page.
+//! - [`engine`]: the forward pass over a paged KV cache, the scheduler, generation.
+//! - [`bench`]: workloads, records, metrics, diagnosis, reports, and the one benchmark session.
+//! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records, clients).
+//! - `web` (wasm only): the page; `src/bin`: the CLI.
+//! - [`clock`]: monotonic seconds on both targets; [`latency`]: the TTFT and TPOT definitions.
 
 pub mod bench;
 pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod gpu;
+pub mod latency;
 pub mod model;
 pub mod remote;
 #[cfg(target_arch = "wasm32")]

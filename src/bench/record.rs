@@ -41,18 +41,15 @@ impl RequestRecord {
         self.error.is_none() && self.finish_s.is_some()
     }
 
-    /// Time to first token: first token − arrival.
+    /// Time to first token ([`crate::latency::ttft_s`]).
     pub fn ttft_s(&self) -> Option<f64> {
-        Some(self.first_token_s? - self.arrival_s)
+        crate::latency::ttft_s(self.arrival_s, self.first_token_s)
     }
 
-    /// Time per output token after the first: (finish − first token) / (output_len − 1),
-    /// defined only for more than one output token.
+    /// Time per output token after the first ([`crate::latency::tpot_s`]), from the first token to
+    /// the finish (the last token, or a stream's last chunk) over `output_len` tokens.
     pub fn tpot_s(&self) -> Option<f64> {
-        if self.output_len < 2 {
-            return None;
-        }
-        Some((self.finish_s? - self.first_token_s?) / (self.output_len - 1) as f64)
+        crate::latency::tpot_s(self.first_token_s, self.finish_s, self.output_len)
     }
 
     /// End-to-end latency: finish − arrival.

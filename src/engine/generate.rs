@@ -21,17 +21,15 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// [`crate::latency::ttft_s`] from submission; NaN before the first token.
     pub fn ttft_ms(&self) -> f64 {
-        self.token_times_s.first().map_or(f64::NAN, |t| (t - self.start_s) * 1e3)
+        crate::latency::ttft_s(self.start_s, self.token_times_s.first().copied()).map_or(f64::NAN, |s| s * 1e3)
     }
 
-    /// (last - first) / (n - 1); NaN with fewer than two tokens.
+    /// [`crate::latency::tpot_s`] over the tokens so far; NaN with fewer than two.
     pub fn tpot_ms(&self) -> f64 {
-        let n = self.token_times_s.len();
-        if n < 2 {
-            return f64::NAN;
-        }
-        (self.token_times_s[n - 1] - self.token_times_s[0]) / (n - 1) as f64 * 1e3
+        let times = &self.token_times_s;
+        crate::latency::tpot_s(times.first().copied(), times.last().copied(), times.len()).map_or(f64::NAN, |s| s * 1e3)
     }
 }
 

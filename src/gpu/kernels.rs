@@ -207,11 +207,15 @@ impl Kernel {
     }
 }
 
+/// The largest head_dim the attention kernels hold (their private q and accumulator arrays);
+/// the config check rejects larger ones (`model::config`).
+pub const MAX_HEAD_DIM: usize = 256;
+
 /// The constants both sides depend on, from their Rust definitions: the kernels declare none of
 /// these themselves, so a change here reaches the WGSL and the host's dispatch sizes together.
 pub fn wgsl_prelude() -> String {
     let constants: [(&str, usize, &str); 6] = [
-        ("MAX_HEAD_DIM4", crate::model::config::MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
+        ("MAX_HEAD_DIM4", MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
         ("GPU_PART", ATTENTION_GPU_PART, "attention_split_gpu: positions a workgroup scores"),
         ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),
         ("GEMV_TOKENS", GEMV_TOKENS, "matmul_bf16_gemv: tokens per workgroup"),

@@ -27,7 +27,7 @@ pub struct Qwen3Config {
 }
 
 /// Longest head the attention kernel accepts (it keeps one head's accumulator in registers).
-pub const MAX_HEAD_DIM: usize = 256;
+pub use crate::gpu::kernels::MAX_HEAD_DIM;
 
 impl Qwen3Config {
     pub fn from_json(text: &str) -> Result<Self> {
