@@ -3,7 +3,7 @@
 //! Decode is reported as weight bytes streamed per second (memory-bound), prefill as FLOP/s
 //! (compute-bound), each next to the probe's copy bandwidth and FMA rate measured in the same run.
 
-use crate::engine::{Engine, Request, SamplingParams};
+use crate::engine::{Engine, EventKind, Request, SamplingParams};
 use crate::error::Result;
 use crate::gpu::roofline::{median, Roofline};
 use serde::Serialize;
@@ -65,8 +65,12 @@ fn request(prompt_len: usize, new: usize, vocab: usize, salt: usize) -> Request 
     }
 }
 
-/// `batch` sequences of a `prompt`-token prompt decoding `steps` tokens each.
-/// With `profile`, one extra step in the middle runs kernel by kernel.
+/// `batch` sequences of a `prompt`-token prompt, timed over `steps` steps that decode the whole
+/// batch and nothing else. Prompts longer than a step's token budget prefill over several steps,
+/// while the first ones already decode: each request may generate enough tokens to outlast that
+/// (it is cancelled once the timed steps are done). With `profile`, one extra full-batch step in
+/// the middle runs kernel by kernel. The context reported is the mean over the batch, at the
+/// middle timed step, of prompt + tokens generated, counted from the engine's events.
 pub async fn decode(
     engine: &mut Engine,
     roof: &Roofline,
@@ -76,37 +80,55 @@ pub async fn decode(
     profile: bool,
 ) -> Result<DecodeSpeed> {
     let cfg = engine.model.cfg.clone();
+    let per_step = engine.model.limits.max_batched_tokens.max(1);
+    let prefill_steps = (batch * prompt).div_ceil(per_step) + batch;
+    let max_new = steps + 1 + profile as usize + prefill_steps;
+    let mut ids = Vec::with_capacity(batch);
     for s in 0..batch {
-        engine.submit(request(prompt, steps + 1 + profile as usize, cfg.vocab_size, s))?;
+        ids.push(engine.submit(request(prompt, max_new, cfg.vocab_size, s))?);
     }
+    let mut generated = vec![0usize; batch];
     let mut times = Vec::new();
+    let mut contexts = Vec::new();
     let mut profiled = false;
     while engine.has_work() {
         let profiling = engine.profile_next;
-        let (_, stats) = engine.step().await?;
+        let context = prompt as f64 + generated.iter().sum::<usize>() as f64 / batch as f64;
+        let (events, stats) = engine.step().await?;
+        for e in &events {
+            if let (Some(i), EventKind::FirstToken { .. } | EventKind::Token { .. }) =
+                (ids.iter().position(|&id| id == e.id), &e.kind)
+            {
+                generated[i] += 1;
+            }
+        }
         if let Some(s) = stats {
             if s.decode_tokens == batch && s.batched_tokens == batch {
                 if profiling {
                     profiled = true;
-                } else {
+                } else if times.len() < steps {
                     times.push(s.duration_s);
+                    contexts.push(context);
                     // Profile one full-batch step in the middle (kept out of the timings).
                     engine.profile_next = profile && !profiled && times.len() == steps / 2;
                 }
             }
         }
+        if times.len() >= steps && (profiled || !profile) {
+            for &id in &ids {
+                engine.cancel(id);
+            }
+        }
     }
     let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
-    let timed = times.len();
+    let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
     let step = median(times);
     let weights = cfg.params_per_token() as f64 * 2.0;
-    // The median step's context: the prompt plus half of the timed steps.
-    let context = prompt + timed.div_ceil(2);
-    let kv = batch as f64 * context as f64 * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
+    let kv = batch as f64 * context * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
     let gb_s = (weights + kv) / step / 1e9;
     Ok(DecodeSpeed {
         batch,
-        context,
+        context: context.round() as usize,
         step_ms: step * 1e3,
         tokens_per_s: batch as f64 / step,
         gb_s,
