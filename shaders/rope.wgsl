@@ -101,3 +101,75 @@ fn qk_norm_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
 }
+
+// The GPU family's form: one workgroup of 64 per (head, token) instead of one invocation, so a
+// head's dimensions are read by neighbouring lanes and its sum of squares is reduced in workgroup
+// memory. Each lane rotates the pairs (d, d + head_dim / 2) it owns: no lane reads what another
+// writes. Workgroup x is the head, y the token.
+var<workgroup> rope_sums: array<f32, 64>;
+
+@compute @workgroup_size(64)
+fn qk_norm_rope_gpu(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let heads_total = p.n_heads + 2u * p.n_kv_heads;
+    let head = wg.x;
+    let t = wg.y;
+    if (head >= heads_total || t >= p.n_tokens) {
+        return;
+    }
+    let tok = tokens[t];
+    let pos = tok.y;
+    let block = block_tables[tok.z * p.max_blocks + pos / p.block_size];
+    let slot = block * p.block_size + pos % p.block_size;
+    let hd = p.head_dim;
+    let q_dim = p.n_heads * hd;
+    let kv_dim = p.n_kv_heads * hd;
+    let row = t * p.qkv_width;
+    if (head >= p.n_heads + p.n_kv_heads) {
+        let j = head - p.n_heads - p.n_kv_heads;
+        let src = row + q_dim + kv_dim + j * hd;
+        let dst = (slot * p.n_kv_heads + j) * hd;
+        for (var d = li; d < hd; d += 64u) {
+            v_cache[dst + d] = qkv[src + d];
+        }
+        return;
+    }
+    let is_q = head < p.n_heads;
+    var src = row + head * hd;
+    var norm_base = 0u;
+    if (!is_q) {
+        src = row + q_dim + (head - p.n_heads) * hd;
+        norm_base = hd;
+    }
+    var sum = 0.0;
+    for (var d = li; d < hd; d += 64u) {
+        let v = qkv[src + d];
+        sum += v * v;
+    }
+    rope_sums[li] = sum;
+    workgroupBarrier();
+    for (var w = 32u; w > 0u; w /= 2u) {
+        if (li < w) {
+            rope_sums[li] += rope_sums[li + w];
+        }
+        workgroupBarrier();
+    }
+    let scale = inverseSqrt(rope_sums[0] / f32(hd) + p.eps);
+    let half = hd / 2u;
+    let dst = (slot * p.n_kv_heads + (head - p.n_heads)) * hd;
+    for (var d = li; d < half; d += 64u) {
+        let x1 = norms[norm_base + d] * (qkv[src + d] * scale);
+        let x2 = norms[norm_base + d + half] * (qkv[src + d + half] * scale);
+        let angle = reduce_angle(f32(pos) * inv_freq[d]);
+        let c = cos(angle);
+        let s = sin(angle);
+        let o1 = x1 * c - x2 * s;
+        let o2 = x2 * c + x1 * s;
+        if (is_q) {
+            qkv[src + d] = o1;
+            qkv[src + d + half] = o2;
+        } else {
+            k_cache[dst + d] = o1;
+            k_cache[dst + d + half] = o2;
+        }
+    }
+}

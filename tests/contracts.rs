@@ -77,7 +77,9 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
             })),
             vec![("m", U(1)), ("n", U(2)), ("k", U(3)), ("row_start", U(4)), ("rows", U(5)), ("accumulate", U(6))],
         ),
-        Kernel::QkNormRope => (bytes(bytemuck::bytes_of(&head)), head_fields(("eps", F(0.5)), &[])),
+        Kernel::QkNormRope | Kernel::QkNormRopeGpu => {
+            (bytes(bytemuck::bytes_of(&head)), head_fields(("eps", F(0.5)), &[]))
+        }
         Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu | Kernel::AttentionMerge => (
             bytes(bytemuck::bytes_of(&head)),
             head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10))]),

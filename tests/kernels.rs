@@ -9,7 +9,8 @@ use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_max_positions, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_split,
-    EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams, RmsNormParams,
+    record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams,
+    RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -301,14 +302,18 @@ impl HeadSetup {
 #[test]
 fn qk_norm_rope_and_cache_write() {
     // An awkward shape, and Qwen3's (16 / 8 heads of 128).
-    for (n_heads, n_kv, hd) in [(6, 2, 24), (16, 8, 128)] {
-        qk_norm_rope_case(n_heads, n_kv, hd);
+    // An awkward shape, and Qwen3's (16 / 8 heads of 128); head_dim 160 gives some lanes of the
+    // GPU family's workgroup two pairs to rotate. Both kernel families.
+    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+        for (n_heads, n_kv, hd) in [(6, 2, 24), (16, 8, 128), (4, 2, 160)] {
+            qk_norm_rope_case(n_heads, n_kv, hd, family);
+        }
     }
 }
 
-fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize) {
+fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize, family: KernelFamily) {
     let g = gpu();
-    let kernels = Kernels::new(&g);
+    let kernels = Kernels::with_options(&g.device, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
     // Physical KV blocks: a cache within one 128 MiB binding (the tokens' blocks stay distinct).
     let physical = if hd > 64 { 1024 } else { 5200 };
     // Positions up to 40,000 check the angle reduction at theta = 1e6.
@@ -330,8 +335,12 @@ fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize) {
     let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
     let (nb, fb) = (g.storage_with("norms", bytes(&norms)), g.storage_with("freqs", bytes(&freqs)));
     let (kb, vb) = (g.storage_buffer("k", (cache_len * 4) as u64), g.storage_buffer("v", (cache_len * 4) as u64));
-    let wg = [groups(s.n_heads + 2 * s.n_kv, 64), s.tokens.len() as u32, 1];
-    run(&kernels, Kernel::QkNormRope, &[(vec![&qkvb, &tb, &btb, &nb, &fb, &kb, &vb], s.params(1e-6), wg)]);
+    let bind = kernels.bind(&g.device, Kernel::QkNormRope, "rope", &[&qkvb, &tb, &btb, &nb, &fb, &kb, &vb]);
+    let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+    record_qk_norm_rope(&mut rec, &bind, &s.params(1e-6));
+    let mut enc = g.device.create_command_encoder(&Default::default());
+    rec.encode(&g.queue, &mut enc);
+    g.queue.submit([enc.finish()]);
     let got_qkv = read(&qkvb, qkv.len());
     let (k_cache, v_cache) = (read(&kb, cache_len), read(&vb, cache_len));
     for (t, tok) in s.tokens.iter().enumerate() {

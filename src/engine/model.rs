@@ -6,8 +6,8 @@ use super::kv::KvCache;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
-    attention_min_partials, attention_part_floats, groups, record_attention, EmbedParams, HeadParams, PairParams,
-    RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    attention_min_partials, attention_part_floats, groups, record_attention, record_qk_norm_rope, EmbedParams,
+    HeadParams, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
@@ -318,7 +318,7 @@ impl Model {
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
             rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
             layer.qkv_proj.record_matmul(&mut rec, &lg.qkv, m, false);
-            rec.dispatch(Kernel::QkNormRope, &lg.rope, &heads(eps), [groups(nh + 2 * nkv, 64), m as u32, 1]);
+            record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
             let split = (&lg.attention_split, &g.attention_merge);
             record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), longest, partials);
             layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);

@@ -36,6 +36,8 @@ pub enum Kernel {
     /// ... and a 64 x 64 workgroup-memory tile for more.
     MatmulTiled,
     QkNormRope,
+    /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
+    QkNormRopeGpu,
     Attention,
     /// Attention with each token's context split [`ATTENTION_SPLITS`] ways (flash-decoding) ...
     AttentionSplit,
@@ -75,7 +77,7 @@ impl<T: Bind + ?Sized> Bind for &T {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 20] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matmul,
@@ -89,6 +91,7 @@ impl Kernel {
         Kernel::MatmulGemv,
         Kernel::MatmulTiled,
         Kernel::QkNormRope,
+        Kernel::QkNormRopeGpu,
         Kernel::Attention,
         Kernel::AttentionSplit,
         Kernel::AttentionSplitGpu,
@@ -114,6 +117,7 @@ impl Kernel {
             Kernel::MatmulGemv => ("matmul_gpu.wgsl", "matmul_bf16_gemv"),
             Kernel::MatmulTiled => ("matmul_gpu.wgsl", "matmul_bf16_tiled"),
             Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
+            Kernel::QkNormRopeGpu => ("rope.wgsl", "qk_norm_rope_gpu"),
             Kernel::Attention => ("attention.wgsl", "attention"),
             Kernel::AttentionSplit => ("attention.wgsl", "attention_split"),
             Kernel::AttentionSplitGpu => ("attention.wgsl", "attention_split_gpu"),
@@ -191,7 +195,7 @@ impl Kernel {
             | Kernel::MatmulTallSubgroup
             | Kernel::MatmulGemv
             | Kernel::MatmulTiled => &[Read, Weights, Write],
-            Kernel::QkNormRope => &[Write, Read, Read, Read, Read, Write, Write],
+            Kernel::QkNormRope | Kernel::QkNormRopeGpu => &[Write, Read, Read, Read, Read, Write, Write],
             Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu => {
                 &[Read, Read, Read, Read, Read, Write]
             }
@@ -431,7 +435,9 @@ impl KernelOptions {
     fn builds(self, kernel: Kernel) -> bool {
         let eight = self.tile == MatmulTile::Eight;
         match kernel {
-            Kernel::MatmulGemv | Kernel::MatmulTiled | Kernel::AttentionSplitGpu => self.family == KernelFamily::Gpu,
+            Kernel::MatmulGemv | Kernel::MatmulTiled | Kernel::AttentionSplitGpu | Kernel::QkNormRopeGpu => {
+                self.family == KernelFamily::Gpu
+            }
             Kernel::Matmul => !eight,
             Kernel::MatmulWide | Kernel::MatmulTall => eight,
             Kernel::MatmulM1Subgroup => self.subgroups,
@@ -902,6 +908,16 @@ const _: () = assert!(GEMV_ROWS == 8 && GEMV_TOKENS == 4 && TILED == 64 && TILED
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
     let (kernel, workgroups) = rec.kernels.options.matmul(p.m, p.k, p.rows);
     rec.dispatch(kernel, bind_group, p, workgroups);
+}
+
+/// Records the per-head q/k RMSNorm, RoPE and KV-cache write for the step's `p.n_tokens` tokens:
+/// an invocation per (token, head) in the CPU family, a workgroup per (head, token) in the GPU one.
+pub fn record_qk_norm_rope<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &HeadParams) {
+    let heads = (p.n_heads + 2 * p.n_kv_heads) as usize;
+    match rec.kernels.options.family {
+        KernelFamily::Cpu => rec.dispatch(Kernel::QkNormRope, bind_group, p, [groups(heads, 64), p.n_tokens, 1]),
+        KernelFamily::Gpu => rec.dispatch(Kernel::QkNormRopeGpu, bind_group, p, [heads as u32, p.n_tokens, 1]),
+    }
 }
 
 pub fn groups(n: usize, size: usize) -> u32 {
