@@ -39,66 +39,77 @@ fn reduce_angle(a: f32) -> f32 {
     return (a - n * TWO_PI_HI) - n * TWO_PI_LO;
 }
 
-@compute @workgroup_size(64)
-fn qk_norm_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let heads_total = p.n_heads + 2u * p.n_kv_heads;
-    let head = gid.x;
-    let t = gid.y;
-    if (head >= heads_total || t >= p.n_tokens) {
-        return;
-    }
+// Where one head of token t lives: its source in qkv, and its destination in the cache (k and v
+// heads) — `dst` is unused for q heads, which are rotated in place.
+struct HeadPlace {
+    pos: u32,
+    src: u32,
+    dst: u32,
+    norm_base: u32,  // 0: q_norm, head_dim: k_norm
+    kind: u32,       // 0: q, 1: k, 2: v
+}
+
+fn head_place(t: u32, head: u32) -> HeadPlace {
     let tok = tokens[t];
     let pos = tok.y;
     let block = block_tables[tok.z * p.max_blocks + pos / p.block_size];
     let slot = block * p.block_size + pos % p.block_size;
     let hd = p.head_dim;
-    let q_dim = p.n_heads * hd;
-    let kv_dim = p.n_kv_heads * hd;
     let row = t * p.qkv_width;
+    if (head < p.n_heads) {
+        return HeadPlace(pos, row + head * hd, 0u, 0u, 0u);
+    }
+    let j = head - p.n_heads;  // k heads, then v heads
+    if (j < p.n_kv_heads) {
+        return HeadPlace(pos, row + (p.n_heads + j) * hd, (slot * p.n_kv_heads + j) * hd, hd, 1u);
+    }
+    let v = j - p.n_kv_heads;
+    return HeadPlace(pos, row + (p.n_heads + p.n_kv_heads + v) * hd, (slot * p.n_kv_heads + v) * hd, 0u, 2u);
+}
 
-    if (head >= p.n_heads + p.n_kv_heads) {
-        let j = head - p.n_heads - p.n_kv_heads;
-        let src = row + q_dim + kv_dim + j * hd;
-        let dst = (slot * p.n_kv_heads + j) * hd;
+// Normalises (by `scale` and the norm weights) and rotates the pair (d, d + head_dim / 2) of a q
+// or k head, writing it back in place (q) or to the cache (k).
+fn rotate_pair(h: HeadPlace, d: u32, scale: f32) {
+    let half = p.head_dim / 2u;
+    let x1 = norms[h.norm_base + d] * (qkv[h.src + d] * scale);
+    let x2 = norms[h.norm_base + d + half] * (qkv[h.src + d + half] * scale);
+    let angle = reduce_angle(f32(h.pos) * inv_freq[d]);
+    let c = cos(angle);
+    let s = sin(angle);
+    let o1 = x1 * c - x2 * s;
+    let o2 = x2 * c + x1 * s;
+    if (h.kind == 0u) {
+        qkv[h.src + d] = o1;
+        qkv[h.src + d + half] = o2;
+    } else {
+        k_cache[h.dst + d] = o1;
+        k_cache[h.dst + d + half] = o2;
+    }
+}
+
+@compute @workgroup_size(64)
+fn qk_norm_rope(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let head = gid.x;
+    let t = gid.y;
+    if (head >= p.n_heads + 2u * p.n_kv_heads || t >= p.n_tokens) {
+        return;
+    }
+    let h = head_place(t, head);
+    let hd = p.head_dim;
+    if (h.kind == 2u) {
         for (var d = 0u; d < hd; d++) {
-            v_cache[dst + d] = qkv[src + d];
+            v_cache[h.dst + d] = qkv[h.src + d];
         }
         return;
     }
-
-    let is_q = head < p.n_heads;
-    var src: u32;
-    var norm_base: u32;
-    if (is_q) {
-        src = row + head * hd;
-        norm_base = 0u;
-    } else {
-        src = row + q_dim + (head - p.n_heads) * hd;
-        norm_base = hd;
-    }
     var sum = 0.0;
     for (var d = 0u; d < hd; d++) {
-        let v = qkv[src + d];
+        let v = qkv[h.src + d];
         sum += v * v;
     }
     let scale = inverseSqrt(sum / f32(hd) + p.eps);
-    let half = hd / 2u;
-    let dst = (slot * p.n_kv_heads + (head - p.n_heads)) * hd;
-    for (var d = 0u; d < half; d++) {
-        let x1 = norms[norm_base + d] * (qkv[src + d] * scale);
-        let x2 = norms[norm_base + d + half] * (qkv[src + d + half] * scale);
-        let angle = reduce_angle(f32(pos) * inv_freq[d]);
-        let c = cos(angle);
-        let s = sin(angle);
-        let o1 = x1 * c - x2 * s;
-        let o2 = x2 * c + x1 * s;
-        if (is_q) {
-            qkv[src + d] = o1;
-            qkv[src + d + half] = o2;
-        } else {
-            k_cache[dst + d] = o1;
-            k_cache[dst + d + half] = o2;
-        }
+    for (var d = 0u; d < hd / 2u; d++) {
+        rotate_pair(h, d, scale);
     }
 }
 
@@ -110,39 +121,22 @@ var<workgroup> rope_sums: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn qk_norm_rope_gpu(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let heads_total = p.n_heads + 2u * p.n_kv_heads;
     let head = wg.x;
     let t = wg.y;
-    if (head >= heads_total || t >= p.n_tokens) {
+    if (head >= p.n_heads + 2u * p.n_kv_heads || t >= p.n_tokens) {
         return;
     }
-    let tok = tokens[t];
-    let pos = tok.y;
-    let block = block_tables[tok.z * p.max_blocks + pos / p.block_size];
-    let slot = block * p.block_size + pos % p.block_size;
+    let h = head_place(t, head);
     let hd = p.head_dim;
-    let q_dim = p.n_heads * hd;
-    let kv_dim = p.n_kv_heads * hd;
-    let row = t * p.qkv_width;
-    if (head >= p.n_heads + p.n_kv_heads) {
-        let j = head - p.n_heads - p.n_kv_heads;
-        let src = row + q_dim + kv_dim + j * hd;
-        let dst = (slot * p.n_kv_heads + j) * hd;
+    if (h.kind == 2u) {
         for (var d = li; d < hd; d += 64u) {
-            v_cache[dst + d] = qkv[src + d];
+            v_cache[h.dst + d] = qkv[h.src + d];
         }
         return;
     }
-    let is_q = head < p.n_heads;
-    var src = row + head * hd;
-    var norm_base = 0u;
-    if (!is_q) {
-        src = row + q_dim + (head - p.n_heads) * hd;
-        norm_base = hd;
-    }
     var sum = 0.0;
     for (var d = li; d < hd; d += 64u) {
-        let v = qkv[src + d];
+        let v = qkv[h.src + d];
         sum += v * v;
     }
     rope_sums[li] = sum;
@@ -154,22 +148,7 @@ fn qk_norm_rope_gpu(@builtin(local_invocation_index) li: u32, @builtin(workgroup
         workgroupBarrier();
     }
     let scale = inverseSqrt(rope_sums[0] / f32(hd) + p.eps);
-    let half = hd / 2u;
-    let dst = (slot * p.n_kv_heads + (head - p.n_heads)) * hd;
-    for (var d = li; d < half; d += 64u) {
-        let x1 = norms[norm_base + d] * (qkv[src + d] * scale);
-        let x2 = norms[norm_base + d + half] * (qkv[src + d + half] * scale);
-        let angle = reduce_angle(f32(pos) * inv_freq[d]);
-        let c = cos(angle);
-        let s = sin(angle);
-        let o1 = x1 * c - x2 * s;
-        let o2 = x2 * c + x1 * s;
-        if (is_q) {
-            qkv[src + d] = o1;
-            qkv[src + d + half] = o2;
-        } else {
-            k_cache[dst + d] = o1;
-            k_cache[dst + d + half] = o2;
-        }
+    for (var d = li; d < hd / 2u; d += 64u) {
+        rotate_pair(h, d, scale);
     }
 }
