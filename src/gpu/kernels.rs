@@ -137,12 +137,9 @@ impl Kernel {
     pub fn source(self, weights: WeightStorage) -> (String, &'static str) {
         let (file, entry) = self.file_and_entry();
         let mut text = Self::file_text(file).into_owned();
-        let mut enable = "";
-        if file == "matmul_subgroup.wgsl" {
-            enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n\n" } else { "" };
-            text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
-        }
-        if file == "matmul_gpu.wgsl" {
+        let subgroups = file == "matmul_subgroup.wgsl" && cfg!(target_arch = "wasm32");
+        let enable = if subgroups { "enable subgroups;\n\n" } else { "" };
+        if matches!(file, "matmul_subgroup.wgsl" | "matmul_gpu.wgsl") {
             text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
         }
         if weights == WeightStorage::Texture && self.bindings().contains(&Weights) {
@@ -888,12 +885,16 @@ const GEMV_TOKENS: usize = 4;
 /// from cache where the rows' workgroups run together); the 64 x 64 tile takes larger steps.
 /// On an H200, 0.6B decode at batch 64 took 17.3 ms a step through the GEMV and 30.0 ms through
 /// the tile (BENCHMARKS.md). `TOKENMETER_GEMV_MAX_M` overrides natively (to measure the crossover).
+/// Read once: the choice is made for every matmul of every step.
 fn gemv_max_m() -> usize {
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Some(m) = std::env::var("TOKENMETER_GEMV_MAX_M").ok().and_then(|v| v.parse().ok()) {
-        return m;
-    }
-    64
+    static MAX_M: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX_M.get_or_init(|| {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(m) = std::env::var("TOKENMETER_GEMV_MAX_M").ok().and_then(|v| v.parse().ok()) {
+            return m;
+        }
+        64
+    })
 }
 const TILED: usize = 64;
 const TILED_K: u32 = 16;
