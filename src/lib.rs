@@ -4,7 +4,8 @@
 //! Module map; each uses only those above it (`clock`, `error` and `latency` everywhere):
 //! - [`gpu`]: device, the kernel table (one WGSL file per family, the shared constants), readback.
 //! - [`model`]: config, validated safetensors, byte sources, weight upload, tokenizer, CPU reference.
-//! - [`engine`]: the forward pass over a paged KV cache, the scheduler, generation.
+//! - [`engine`]: the forward pass over a paged KV cache, the continuous batcher, its scheduler,
+//!   generation.
 //! - [`bench`]: workloads, records, metrics, diagnosis, reports, and the one benchmark session.
 //! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records, clients).
 //! - `web` (wasm only): the page; `src/bin`: the CLI.

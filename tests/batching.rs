@@ -5,14 +5,14 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{generate, Engine, FinishReason, Model, ModelOptions, Request, SamplingParams};
+use tokenmeter::engine::{generate, Engine, EngineOptions, FinishReason, ForwardPass, Request, SamplingParams};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
 
-async fn engine(name: &str, options: ModelOptions) -> Engine {
+async fn engine(name: &str, options: EngineOptions) -> Engine {
     let store = DirStore::new(fixture_dir(name)).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
-    Engine::new(Model::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
+    Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
 }
 
 fn greedy(prompt: &[u32], n: usize) -> Request {
@@ -31,7 +31,7 @@ fn requests_submitted_together_equal_transformers() {
         for name in ["tiny-gqa-tied", "tiny-untied"] {
             // 64 tokens per step: the 300-token prompt is prefilled in chunks while the others decode.
             let mut e =
-                engine(name, ModelOptions { max_batched_tokens: 64, block_size: 8, ..Default::default() }).await;
+                engine(name, EngineOptions { max_batched_tokens: 64, block_size: 8, ..Default::default() }).await;
             let cases = reference(name).cases;
             let mut requests: Vec<Request> = cases.iter().map(|c| greedy(&c.prompt_ids, c.max_new_tokens)).collect();
             requests.push(greedy(&cases[1].prompt_ids, cases[1].max_new_tokens)); // the same prompt twice
@@ -68,7 +68,7 @@ fn kv_exhaustion_preempts_and_recomputes_exactly() {
         // 48 blocks of 8 tokens (384 slots): the 332-token request and the others cannot all fit.
         let mut e = engine(
             name,
-            ModelOptions { max_batched_tokens: 64, block_size: 8, kv_blocks: Some(48), ..Default::default() },
+            EngineOptions { max_batched_tokens: 64, block_size: 8, kv_blocks: Some(48), ..Default::default() },
         )
         .await;
         let requests: Vec<Request> = cases.iter().map(|c| greedy(&c.prompt_ids, c.max_new_tokens)).collect();
@@ -87,7 +87,7 @@ fn seeded_sampling_is_reproducible_and_top_k_1_is_greedy() {
     pollster::block_on(async {
         let name = "tiny-mha";
         let case = &reference(name).cases[1];
-        let mut e = engine(name, ModelOptions::default()).await;
+        let mut e = engine(name, EngineOptions::default()).await;
         let sampled = |seed| Request {
             sampling: SamplingParams { temperature: 6.0, top_k: 50, top_p: 0.95, seed },
             ..greedy(&case.prompt_ids, 32)
@@ -109,7 +109,7 @@ fn stop_ids_end_generation_unless_ignored() {
     pollster::block_on(async {
         let name = "tiny-mha";
         let case = &reference(name).cases[0];
-        let mut e = engine(name, ModelOptions::default()).await;
+        let mut e = engine(name, EngineOptions::default()).await;
         let stop = case.tokens[3];
         let first = case.tokens.iter().position(|&t| t == stop).unwrap();
         let with_stop = Request { stop_ids: vec![stop], ignore_eos: false, ..greedy(&case.prompt_ids, 32) };

@@ -6,15 +6,15 @@ mod common;
 
 use common::*;
 use tokenmeter::bench::{self, driver, Arrival, LenRange, WorkloadSpec};
-use tokenmeter::engine::{Engine, Model, ModelOptions, SamplingParams};
+use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
 
 async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
     let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
-    let options = ModelOptions { max_seqs, ..Default::default() };
-    let mut engine = Engine::new(Model::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
+    let options = EngineOptions { max_seqs, ..Default::default() };
+    let mut engine = Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
     let options =
@@ -98,7 +98,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
         let ckpt = Checkpoint::open(&store).await.unwrap();
         let mut engine =
-            Engine::new(Model::load(gpu(), &ckpt, &ModelOptions::default(), &mut |_, _| {}).await.unwrap());
+            Engine::new(ForwardPass::load(gpu(), &ckpt, &EngineOptions::default(), &mut |_, _| {}).await.unwrap());
         let workload = spec(Arrival::Poisson, 50.0);
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target = EngineTarget {

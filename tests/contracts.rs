@@ -2,11 +2,14 @@
 //! parses the kernel's WGSL, against the Rust struct the engine writes into the uniform arena.
 //! Each WGSL member must sit at the offset, with the scalar type, of the Rust field the engine
 //! fills for it, and the blocks must be the same size. Each Rust struct is filled with distinct
-//! values, and every named WGSL member is read back from those bytes at its own offset.
+//! values, and every named WGSL member is read back from those bytes at its own offset. And every
+//! kernel's declared storage bindings (`Kernel::bindings`, from the one list in `gpu::kernels`)
+//! against the globals its entry point uses, with their access.
 #![cfg(not(target_arch = "wasm32"))]
 
-use naga::{ScalarKind, TypeInner};
-use tokenmeter::gpu::kernels::{EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use naga::valid::{Capabilities, GlobalUse, ValidationFlags, Validator};
+use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
+use tokenmeter::gpu::kernels::{Access, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
 use tokenmeter::gpu::{Kernel, WeightStorage};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,7 +96,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
 
 #[test]
 fn every_kernels_parameter_block_matches_its_rust_struct() {
-    for kernel in Kernel::ALL {
+    for &kernel in Kernel::ALL {
         let (source, entry) = kernel.source(WeightStorage::Buffer);
         let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{entry}: {e}"));
         assert!(module.entry_points.iter().any(|e| e.name == entry), "{entry}: no such entry point");
@@ -142,6 +145,53 @@ fn every_kernels_parameter_block_matches_its_rust_struct() {
                 named.iter().any(|n| n == name),
                 "{entry}: the Rust side fills {name}, which the WGSL does not declare"
             );
+        }
+    }
+}
+
+#[test]
+fn every_kernels_declared_bindings_match_what_its_entry_point_uses() {
+    for &kernel in Kernel::ALL {
+        let (source, entry) = kernel.source(WeightStorage::Buffer);
+        let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{entry}: {e}"));
+        let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{entry}: {e:?}"));
+        let index = module.entry_points.iter().position(|e| e.name == entry).expect("entry point");
+        let uses = info.get_entry_point(index);
+        let declared = kernel.bindings();
+        for (handle, var) in module.global_variables.iter() {
+            let Some(binding) = &var.binding else { continue };
+            let used = !uses[handle].is_empty();
+            if binding.group != 0 || binding.binding == 0 || !used {
+                continue;
+            }
+            let slot = binding.binding as usize;
+            assert!(
+                slot <= declared.len(),
+                "{entry}: uses @binding({slot}), but its declaration lists {} storage bindings",
+                declared.len()
+            );
+            let AddressSpace::Storage { access } = var.space else {
+                panic!("{entry}: @binding({slot}) is not a storage buffer")
+            };
+            let writable = access.contains(StorageAccess::STORE);
+            let want_writable = declared[slot - 1] == Access::Write;
+            assert_eq!(
+                writable,
+                want_writable,
+                "{entry}: @binding({slot}) is declared {:?} in gpu::kernels but is {} in the WGSL",
+                declared[slot - 1],
+                if writable { "read_write" } else { "read" }
+            );
+            assert!(writable || !uses[handle].contains(GlobalUse::WRITE), "{entry}: writes read-only @binding({slot})");
+        }
+        for slot in 1..=declared.len() {
+            let present = module
+                .global_variables
+                .iter()
+                .any(|(_, v)| v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding as usize == slot));
+            assert!(present, "{entry}: declared binding {slot} is not in the WGSL");
         }
     }
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{Batch, Model, ModelOptions};
+use tokenmeter::engine::{Batch, EngineOptions, ForwardPass};
 use tokenmeter::model::synthetic::SyntheticModel;
 use tokenmeter::model::Qwen3Config;
 
@@ -21,11 +21,11 @@ const TOL: f32 = 2e-4;
 
 const PROMPT: usize = 520;
 
-async fn model(max_batched_tokens: usize) -> Model {
+async fn model(max_batched_tokens: usize) -> ForwardPass {
     let mut cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
     cfg.num_hidden_layers = 2;
-    let options = ModelOptions { max_batched_tokens, block_size: 16, ..ModelOptions::default() };
-    Model::load(gpu(), &SyntheticModel::new(cfg, 7), &options, &mut |_, _| {}).await.unwrap()
+    let options = EngineOptions { max_batched_tokens, block_size: 16, ..EngineOptions::default() };
+    ForwardPass::load(gpu(), &SyntheticModel::new(cfg, 7), &options, &mut |_, _| {}).await.unwrap()
 }
 
 fn prompt(n: usize, salt: u32) -> Vec<u32> {
@@ -42,7 +42,7 @@ fn blocks(first: u32, n: u32) -> Vec<u32> {
 }
 
 /// Prefills `ids` at positions `start..` into `table` in chunks of `chunk`; the logits of the last token.
-async fn prefill(model: &mut Model, ids: &[u32], start: usize, table: &[u32], chunk: usize) -> Vec<f32> {
+async fn prefill(model: &mut ForwardPass, ids: &[u32], start: usize, table: &[u32], chunk: usize) -> Vec<f32> {
     let mut logits = Vec::new();
     for (c, part) in ids.chunks(chunk).enumerate() {
         let last = (c + 1) * chunk >= ids.len();

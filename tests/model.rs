@@ -4,15 +4,15 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{generate_greedy, Batch, Engine, Model, ModelOptions};
+use tokenmeter::engine::{generate_greedy, Batch, Engine, EngineOptions, ForwardPass};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::reference::CpuModel;
 use tokenmeter::model::source::DirStore;
 
-async fn load(name: &str, options: &ModelOptions) -> (Model, Checkpoint<tokenmeter::model::source::DiskFile>) {
+async fn load(name: &str, options: &EngineOptions) -> (ForwardPass, Checkpoint<tokenmeter::model::source::DiskFile>) {
     let store = DirStore::new(fixture_dir(name)).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
-    let model = Model::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
     (model, ckpt)
 }
 
@@ -20,7 +20,7 @@ async fn load(name: &str, options: &ModelOptions) -> (Model, Checkpoint<tokenmet
 fn greedy_tokens_equal_transformers_on_every_fixture() {
     pollster::block_on(async {
         for name in FIXTURES {
-            let (model, _) = load(name, &ModelOptions::default()).await;
+            let (model, _) = load(name, &EngineOptions::default()).await;
             let mut engine = Engine::new(model);
             for (i, case) in reference(name).cases.iter().enumerate() {
                 let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {})
@@ -36,7 +36,7 @@ fn greedy_tokens_equal_transformers_on_every_fixture() {
 #[test]
 fn chunked_prefill_gives_the_same_tokens() {
     pollster::block_on(async {
-        let options = ModelOptions { max_batched_tokens: 37, block_size: 4, ..ModelOptions::default() };
+        let options = EngineOptions { max_batched_tokens: 37, block_size: 4, ..EngineOptions::default() };
         let (model, _) = load("tiny-untied", &options).await;
         let mut engine = Engine::new(model);
         let case = reference("tiny-untied").cases.into_iter().find(|c| c.prompt_ids.len() >= 300).unwrap();
@@ -49,7 +49,7 @@ fn chunked_prefill_gives_the_same_tokens() {
 fn logits_match_the_cpu_reference_and_transformers() {
     pollster::block_on(async {
         for name in FIXTURES {
-            let (mut model, ckpt) = load(name, &ModelOptions::default()).await;
+            let (mut model, ckpt) = load(name, &EngineOptions::default()).await;
             let cpu = CpuModel::load(&ckpt).await.unwrap();
             let vocab = model.cfg.vocab_size;
             let case = &reference(name).cases[2];
@@ -92,7 +92,7 @@ fn logits_match_the_cpu_reference_and_transformers() {
 #[test]
 fn prefill_then_decode_equals_one_prefill() {
     pollster::block_on(async {
-        let (mut model, _) = load("tiny-gqa-tied", &ModelOptions { block_size: 4, ..ModelOptions::default() }).await;
+        let (mut model, _) = load("tiny-gqa-tied", &EngineOptions { block_size: 4, ..EngineOptions::default() }).await;
         let vocab = model.cfg.vocab_size;
         let prompt: Vec<u32> = (0..19).map(|i| (i * 37 + 11) % vocab as u32).collect();
         let table: Vec<u32> = vec![3, 1, 4, 0, 2]; // deliberately not in order
@@ -125,7 +125,7 @@ fn prefill_then_decode_equals_one_prefill() {
 #[test]
 fn sequences_in_one_step_do_not_interfere() {
     pollster::block_on(async {
-        let (mut model, _) = load("tiny-mha", &ModelOptions { block_size: 4, ..ModelOptions::default() }).await;
+        let (mut model, _) = load("tiny-mha", &EngineOptions { block_size: 4, ..EngineOptions::default() }).await;
         let a: Vec<u32> = vec![5, 9, 200, 17, 3, 3, 81];
         let b: Vec<u32> = vec![250, 1, 2];
         let alone_a = model
@@ -185,7 +185,7 @@ fn synthetic_case(cfg: tokenmeter::model::Qwen3Config) {
     use tokenmeter::model::synthetic::SyntheticModel;
     pollster::block_on(async {
         let synthetic = SyntheticModel::new(cfg, 42);
-        let mut model = Model::load(gpu(), &synthetic, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+        let mut model = ForwardPass::load(gpu(), &synthetic, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
         let cpu = CpuModel::load(&synthetic).await.unwrap();
         let prompt: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % 1000).collect();
         let batch = Batch {

@@ -7,7 +7,7 @@ mod common;
 
 use common::generated::*;
 use common::*;
-use tokenmeter::engine::{generate, Engine, Model, ModelOptions, Request, SamplingParams};
+use tokenmeter::engine::{generate, Engine, EngineOptions, ForwardPass, Request, SamplingParams};
 use tokenmeter::model::checkpoint::Checkpoint;
 
 fn real_reference(name: &str) -> RealReference {
@@ -15,12 +15,12 @@ fn real_reference(name: &str) -> RealReference {
     serde_json::from_str(&text).expect("reference.json parses")
 }
 
-async fn load_real(name: &str, options: &ModelOptions) -> (Engine, RealReference) {
+async fn load_real(name: &str, options: &EngineOptions) -> (Engine, RealReference) {
     let reference = real_reference(name);
     let config = std::fs::read_to_string(fixture_dir(name).join("config.json")).unwrap();
     let store = real_store(name, &config, &reference);
     let ckpt = Checkpoint::open(&store).await.unwrap();
-    let model = Model::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
     (Engine::new(model), reference)
 }
 
@@ -37,16 +37,16 @@ fn request(case: &RealCase) -> Request {
 /// Runs the fixture's cases whose prompts have at least `min_prompt` tokens through the engine,
 /// `together` at once (they share steps) or one after another, and checks each against the float64
 /// reference's greedy tokens (see `check_cases`).
-async fn check(name: &str, options: ModelOptions, min_prompt: usize, together: bool, how: &str) {
+async fn check(name: &str, options: EngineOptions, min_prompt: usize, together: bool, how: &str) {
     check_cases(name, options, |c| c.prompt_ids.len() >= min_prompt, together, how).await;
 }
 
 /// The cases with prompts of at most `max_prompt` tokens, all at once.
-async fn check_at_most(name: &str, options: ModelOptions, max_prompt: usize, how: &str) {
+async fn check_at_most(name: &str, options: EngineOptions, max_prompt: usize, how: &str) {
     check_cases(name, options, |c| c.prompt_ids.len() <= max_prompt, true, how).await;
 }
 
-async fn check_cases(name: &str, options: ModelOptions, keep: impl Fn(&RealCase) -> bool, together: bool, how: &str) {
+async fn check_cases(name: &str, options: EngineOptions, keep: impl Fn(&RealCase) -> bool, together: bool, how: &str) {
     let (mut engine, reference) = load_real(name, &options).await;
     let cases: Vec<&RealCase> = reference.cases.iter().filter(|c| keep(c)).collect();
     let outputs = if together {
@@ -74,7 +74,7 @@ async fn check_cases(name: &str, options: ModelOptions, keep: impl Fn(&RealCase)
 #[test]
 fn greedy_tokens_equal_the_float64_reference_prefilled_in_one_chunk() {
     // Every prompt (1 to 1,531 tokens) in one step, on both fixtures.
-    let options = ModelOptions { max_batched_tokens: 2048, ..ModelOptions::default() };
+    let options = EngineOptions { max_batched_tokens: 2048, ..EngineOptions::default() };
     pollster::block_on(async {
         for name in REAL_FIXTURES {
             check(name, options.clone(), 0, false, "one chunk").await;
@@ -87,7 +87,7 @@ fn greedy_tokens_equal_the_float64_reference_prefilled_in_chunks() {
     // Prompts longer than a chunk in chunks of 64 (1,531 tokens: 24 chunks), on the small fixture
     // (CI time; the 0.6B shape's chunking is checked on logits in tests/invariance.rs).
     pollster::block_on(async {
-        let options = ModelOptions { max_batched_tokens: 64, ..ModelOptions::default() };
+        let options = EngineOptions { max_batched_tokens: 64, ..EngineOptions::default() };
         check(REAL_FIXTURES[0], options, 65, false, "chunks of 64").await;
     });
 }
@@ -98,7 +98,7 @@ fn greedy_tokens_equal_the_float64_reference_batched() {
     // prefill chunks share steps with other requests' prefills and decodes. On the 0.6B-shaped
     // fixture, the prompts up to 513 tokens (CI time).
     pollster::block_on(async {
-        let options = ModelOptions { block_size: 4, ..ModelOptions::default() };
+        let options = EngineOptions { block_size: 4, ..EngineOptions::default() };
         check(REAL_FIXTURES[0], options.clone(), 0, true, "all prompts at once").await;
         check_at_most(REAL_FIXTURES[1], options, 513, "prompts up to 513 tokens at once").await;
     });

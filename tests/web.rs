@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 use std::rc::Rc;
-use tokenmeter::engine::{generate_greedy, Engine, Model, ModelOptions};
+use tokenmeter::engine::{generate_greedy, Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::kernels::KernelFamily;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -41,7 +41,7 @@ macro_rules! fixture {
 async fn check(store: MemStore, reference: &str, gpu: Rc<Gpu>) {
     let reference: Reference = serde_json::from_str(reference).unwrap();
     let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
     let mut engine = Engine::new(model);
     for case in &reference.cases {
         let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
@@ -97,8 +97,8 @@ async fn greedy_tokens_equal_the_float64_reference_at_head_dim_128_in_the_browse
         serde_json::from_str(include_str!("fixtures/real-gqa16-h128/reference.json")).unwrap();
     let store = real_store(name, include_str!("fixtures/real-gqa16-h128/config.json"), &reference);
     let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let options = ModelOptions { max_batched_tokens: 2048, ..ModelOptions::default() };
-    let model = Model::load(gpu.clone(), &checkpoint, &options, &mut |_, _| {}).await.unwrap();
+    let options = EngineOptions { max_batched_tokens: 2048, ..EngineOptions::default() };
+    let model = ForwardPass::load(gpu.clone(), &checkpoint, &options, &mut |_, _| {}).await.unwrap();
     let mut engine = Engine::new(model);
     for case in &reference.cases {
         let t0 = js_sys::Date::now();
@@ -107,7 +107,7 @@ async fn greedy_tokens_equal_the_float64_reference_at_head_dim_128_in_the_browse
         assert_eq!(&g.tokens[..want.len()], want, "{name}, one chunk, prompt of {} tokens", case.prompt_ids.len());
         console_log!("{name}: prompt of {} tokens in {:.1} s", case.prompt_ids.len(), (js_sys::Date::now() - t0) / 1e3);
     }
-    let model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
     let mut engine = Engine::new(model);
     let batched: Vec<_> = reference.cases.iter().filter(|c| c.prompt_ids.len() <= 253).collect();
     let requests = batched
@@ -281,7 +281,7 @@ async fn picked_files_load_through_the_shared_loader() {
     assert_eq!((store.label.as_str(), picked.ignored), ("tiny", 1));
     let checkpoint = Checkpoint::open(&store).await.expect("a good model opens from Blobs");
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
-    let model = Model::load(gpu, &checkpoint, &ModelOptions::default(), &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
     let reference: Reference = serde_json::from_str(include_str!("fixtures/tiny-mha/reference.json")).unwrap();
     let case = &reference.cases[0];
     let mut engine = Engine::new(model);

@@ -139,6 +139,7 @@ pub async fn run(
                 batched_tokens: s.batched_tokens,
                 kv_blocks_used: s.kv_blocks_used,
                 kv_blocks_total: s.kv_blocks_total,
+                readback_lag_s: s.readback_lag_s,
             });
         }
         on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });

@@ -114,6 +114,23 @@ pub struct BenchmarkMetrics {
     /// Completed requests that returned fewer tokens than asked: a server that ignores `ignore_eos`.
     #[serde(default)]
     pub stopped_short: usize,
+    /// Per engine step that sampled: from its readback resolving to its tokens' timestamp
+    /// ([`StepSample::readback_lag_s`]), the delay the event loop adds to every timestamp. Absent
+    /// for targets without steps (servers) and in results saved before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_lag_ms: Option<Stats>,
+    /// The page's main thread during the run (filled by the page; absent elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_tasks: Option<LongTasks>,
+}
+
+/// Tasks over 50 ms on the page's main thread while a run was in flight, as Chromium's
+/// `PerformanceObserver` reports them (entry type `longtask`); browsers without it leave this out.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LongTasks {
+    pub count: usize,
+    pub longest_ms: f64,
+    pub total_ms: f64,
 }
 
 impl BenchmarkMetrics {
@@ -174,7 +191,14 @@ pub fn summarize(
             kinds
         }),
         stopped_short: records.iter().filter(|r| r.stopped_short()).count(),
+        timestamp_lag_ms: timestamp_lag_ms(steps),
+        long_tasks: None,
     }
+}
+
+fn timestamp_lag_ms(steps: &[StepSample]) -> Option<Stats> {
+    let lags: Vec<f64> = steps.iter().filter_map(|s| s.readback_lag_s).map(|s| s * 1000.0).collect();
+    (!lags.is_empty()).then(|| stats(&lags))
 }
 
 fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, bucket_s: f64) -> Vec<TimePoint> {
@@ -237,7 +261,16 @@ mod tests {
     }
 
     fn step(t_s: f64, duration_s: f64, running: usize, waiting: usize, kv_blocks_used: usize) -> StepSample {
-        StepSample { t_s, duration_s, running, waiting, batched_tokens: 0, kv_blocks_used, kv_blocks_total: 8 }
+        StepSample {
+            t_s,
+            duration_s,
+            running,
+            waiting,
+            batched_tokens: 0,
+            kv_blocks_used,
+            kv_blocks_total: 8,
+            readback_lag_s: None,
+        }
     }
 
     /// Two completed requests and one that failed after its first token.

@@ -27,7 +27,7 @@ pub mod sweep;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
-pub use metrics::{summarize, BenchmarkMetrics, Slo, TimePoint};
+pub use metrics::{summarize, BenchmarkMetrics, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, text_report, BenchResult};

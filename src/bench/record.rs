@@ -102,6 +102,10 @@ pub struct StepSample {
     pub batched_tokens: usize,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
+    /// From the step's readback resolving to its tokens' timestamp (see
+    /// `engine::StepStats::readback_lag_s`); absent for steps that sampled nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readback_lag_s: Option<f64>,
 }
 
 #[cfg(test)]

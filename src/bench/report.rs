@@ -46,6 +46,9 @@ struct Labels {
     success_rate: &'static str,
     errors: &'static str,
     stopped_short: &'static str,
+    timestamp_lag: &'static str,
+    long_tasks: &'static str,
+    longest: &'static str,
 }
 
 const EN: Labels = Labels {
@@ -72,6 +75,9 @@ const EN: Labels = Labels {
     success_rate: "Success rate",
     errors: "errors",
     stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
+    timestamp_lag: "Stamp lag",
+    long_tasks: "Main-thread long tasks (>50 ms)",
+    longest: "longest",
 };
 
 // The first lines are the tutorial's own labels.
@@ -99,6 +105,9 @@ const ZH: Labels = Labels {
     success_rate: "成功率",
     errors: "错误",
     stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
+    timestamp_lag: "时间戳延迟",
+    long_tasks: "主线程长任务（>50 ms）",
+    longest: "最长",
 };
 
 /// The report as printed by the CLI and shown by the app. Pass a diagnosis made in the same
@@ -144,6 +153,13 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
         [("TTFT", &m.ttft_ms), ("TPOT", &m.tpot_ms), ("ITL", &m.itl_ms), ("E2E", &m.e2e_ms), (l.queue, &m.queue_ms)];
     for (name, s) in rows {
         line(table_row(name, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
+    }
+    // The engine only: from each step's readback resolving to its tokens' timestamp.
+    if let Some(s) = &m.timestamp_lag_ms {
+        line(table_row(l.timestamp_lag, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
+    }
+    if let Some(t) = &m.long_tasks {
+        line(format!("{}: {} ({} {} ms)", l.long_tasks, t.count, l.longest, num(t.longest_ms)));
     }
 
     if let Some(d) = d {

@@ -13,7 +13,7 @@ use super::driver::{self, Progress};
 use super::record::{RequestRecord, StepSample};
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
-use crate::engine::model::EngineLimits;
+use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, SamplingParams};
 use crate::error::{Error, Result};
 use crate::gpu::context::AdapterSummary;

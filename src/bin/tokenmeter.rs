@@ -19,7 +19,7 @@ mod cli {
     use std::sync::Arc;
     use tokenmeter::bench::session::{Event, Listener};
     use tokenmeter::engine::{
-        generate as run_requests, Engine, EventKind, Model, ModelOptions, Request, SamplingParams,
+        generate as run_requests, Engine, EngineOptions, EventKind, ForwardPass, Request, SamplingParams,
     };
     use tokenmeter::gpu::Gpu;
     use tokenmeter::model::checkpoint::Checkpoint;
@@ -334,22 +334,22 @@ mod cli {
         }
     }
 
-    async fn load<P: TensorProvider>(args: &ModelArgs, src: &P) -> Result<Model> {
+    async fn load<P: TensorProvider>(args: &ModelArgs, src: &P) -> Result<ForwardPass> {
         load_with(args, src, args.max_batch).await
     }
 
-    async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<Model> {
+    async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<ForwardPass> {
         let gpu = Arc::new(Gpu::new().await?);
-        let options = ModelOptions {
+        let options = EngineOptions {
             max_batched_tokens: args.max_batched_tokens,
             max_seqs: max_batch,
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
-            ..ModelOptions::default()
+            ..EngineOptions::default()
         };
         let start = std::time::Instant::now();
         let mut last_pct = 0;
-        let model = Model::load(gpu, src, &options, &mut |done, total| {
+        let model = ForwardPass::load(gpu, src, &options, &mut |done, total| {
             let pct = done * 100 / total.max(1);
             if pct >= last_pct + 10 {
                 last_pct = pct;

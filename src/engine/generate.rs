@@ -1,7 +1,7 @@
 //! Running requests to completion through the engine (CLI `generate`, tests, the playground).
 
-use super::engine::{Engine, Event, EventKind, Request};
-use super::model::Model;
+use super::batcher::{Engine, Event, EventKind, Request};
+use super::forward::ForwardPass;
 use super::scheduler::{FinishReason, SamplingParams};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ impl Completion {
 }
 
 /// Checks a prompt against the model before any GPU work.
-pub fn check_prompt(model: &Model, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
+pub fn check_prompt(model: &ForwardPass, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
     check_prompt_fits(&model.cfg, prompt, max_new_tokens)?;
     let total = prompt.len() + max_new_tokens;
     let kv_tokens = model.limits.num_blocks * model.limits.block_size;

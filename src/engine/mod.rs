@@ -1,13 +1,14 @@
-//! The inference engine: the GPU forward pass over a paged KV cache, and generation on top of it.
+//! The inference engine: the GPU forward pass over a paged KV cache (`forward`), the continuous
+//! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
+//! allocator), and generation on top of them (`generate`).
 
-#[allow(clippy::module_inception)]
-pub mod engine;
+pub mod batcher;
+pub mod forward;
 pub mod generate;
 pub mod kv;
-pub mod model;
 pub mod scheduler;
 
-pub use engine::{Engine, Event, EventKind, Request, StepStats};
+pub use batcher::{Engine, Event, EventKind, Request, StepStats};
+pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
-pub use model::{Batch, Model, ModelOptions};
 pub use scheduler::{FinishReason, SamplingParams};

@@ -6,7 +6,6 @@
 //! No GPU here: the plan is data, tested on its own.
 
 use super::kv::BlockAllocator;
-use crate::gpu::kernels::RowSample;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -20,6 +19,13 @@ pub struct SamplingParams {
     /// 1: off.
     pub top_p: f32,
     pub seed: u64,
+}
+
+impl SamplingParams {
+    /// Greedy: the most likely token, no draw.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0 || self.top_k == 1
+    }
 }
 
 impl Default for SamplingParams {
@@ -75,16 +81,14 @@ impl Sequence {
         &self.tokens[self.prompt_len..]
     }
 
-    /// The next draw's settings; the generator advances only when a token is actually drawn, so a
-    /// preempted-and-recomputed sequence draws the same numbers as an undisturbed one.
-    fn row_sample(&mut self) -> RowSample {
-        let s = self.sampling;
-        let greedy = s.temperature <= 0.0 || s.top_k == 1;
-        RowSample {
-            temperature: s.temperature,
-            top_k: s.top_k,
-            top_p: s.top_p,
-            u: if greedy { 0.0 } else { self.rng.random::<f32>() },
+    /// The uniform number the next token's draw uses (0 when greedy). The generator advances only
+    /// when a token is actually drawn, so a preempted-and-recomputed sequence draws the same numbers
+    /// as an undisturbed one.
+    fn next_draw(&mut self) -> f32 {
+        if self.sampling.is_greedy() {
+            0.0
+        } else {
+            self.rng.random::<f32>()
         }
     }
 }
@@ -95,8 +99,9 @@ pub struct Planned {
     pub id: u64,
     pub start: usize,
     pub len: usize,
-    /// The chunk reaches the end of the sequence, so its last token yields the next one.
-    pub sample: Option<RowSample>,
+    /// The chunk reaches the end of the sequence, so its last token yields the next one, drawn with
+    /// this uniform number (see [`SamplingParams`]; 0 when greedy).
+    pub sample: Option<f32>,
 }
 
 #[derive(Debug, Default)]
@@ -166,7 +171,7 @@ impl Scheduler {
             }
             let seq = &mut self.running[i];
             seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
-            let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.row_sample());
+            let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.next_draw());
             plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample });
             budget -= want;
             i += 1;
@@ -181,7 +186,7 @@ impl Scheduler {
             }
             let mut seq = self.waiting.pop_front().expect("front exists");
             seq.blocks = self.blocks.allocate(need).expect("checked");
-            let sample = (want == seq.tokens.len()).then(|| seq.row_sample());
+            let sample = (want == seq.tokens.len()).then(|| seq.next_draw());
             plan.items.push(Planned { id: seq.id, start: 0, len: want, sample });
             if seq.preemptions == 0 {
                 plan.admitted.push(seq.id);
@@ -276,7 +281,7 @@ mod tests {
         s.add(seq(1, 300, 5));
         let plan = s.schedule();
         // The decode of 0 and a 63-token chunk of 1's prompt share the step.
-        assert_eq!(plan.items[0], Planned { id: 0, start: 10, len: 1, sample: Some(RowSample::GREEDY) });
+        assert_eq!(plan.items[0], Planned { id: 0, start: 10, len: 1, sample: Some(0.0) });
         assert_eq!((plan.items[1].id, plan.items[1].len, plan.items[1].sample), (1, 63, None));
     }
 

@@ -12,46 +12,104 @@ pub const PARAM_SLOT: u64 = 256;
 /// Distinct parameter blocks per step (deduplicated: layers share theirs).
 pub const MAX_PARAM_SLOTS: u64 = 256;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    Embed,
-    RmsNorm,
-    Matmul,
-    /// `Matmul` with an 8-token register tile (native CPU adapters; see [`MatmulTile`]).
-    MatmulWide,
-    /// `MatmulWide` with 8 weight rows per invocation, for prefill-sized M (native CPU adapters).
-    MatmulTall,
-    /// `Matmul` specialised for one row of x (decode at batch 1).
-    MatmulM1,
-    /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
-    /// with the `subgroups` feature; see [`KernelOptions`]).
-    MatmulM1Subgroup,
-    /// 8 rows x 4 tokens with shared x, for steps of 2-4 tokens (native, with subgroups).
-    MatmulSmallSubgroup,
-    MatmulWideSubgroup,
-    MatmulTallSubgroup,
-    /// The GPU family's matmuls ([`KernelFamily::Gpu`], matmul_gpu.wgsl): coalesced decode GEMV for
-    /// steps of 1-4 tokens ...
-    MatmulGemv,
-    /// ... and a 64 x 64 workgroup-memory tile for more.
-    MatmulTiled,
-    QkNormRope,
-    /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
-    QkNormRopeGpu,
-    Attention,
-    /// Attention with each token's context split [`ATTENTION_SPLITS`] ways (flash-decoding) ...
-    AttentionSplit,
-    /// `AttentionSplit` with a workgroup per part (the GPU family; always used there, even unsplit).
-    AttentionSplitGpu,
-    /// ... and the pass that combines the parts.
-    AttentionMerge,
-    SwiGlu,
-    Argmax,
-    Sample,
+/// Declares every kernel once: its name, the WGSL file in shaders/ (and the file it is compiled
+/// after, whose Params, bindings and helpers it uses), its entry point, its storage bindings 1.. in
+/// order (binding 0 is the parameter uniform), and which [`KernelOptions`] build it. The `Kernel`
+/// enum, `Kernel::ALL` and the lookups below are generated from this one list, and
+/// `tests/contracts.rs` checks each line against its WGSL (entry, parameter block, bindings).
+macro_rules! kernels {
+    ($($(#[$doc:meta])* $name:ident = $file:literal $(after $base:literal)?, $entry:literal,
+        [$($access:ident),*], $needs:ident;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Kernel {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Kernel {
+            pub const ALL: &'static [Kernel] = &[$(Kernel::$name),*];
+
+            fn decl(self) -> Decl {
+                match self {
+                    $(Kernel::$name => Decl {
+                        file: $file,
+                        base: kernels!(@base $($base)?),
+                        entry: $entry,
+                        bindings: &[$($access),*],
+                        needs: Needs::$needs,
+                    },)*
+                }
+            }
+        }
+    };
+    (@base) => { None };
+    (@base $base:literal) => { Some($base) };
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Access {
+kernels! {
+    Embed = "embed.wgsl", "embed", [Read, Weights, Write], Always;
+    RmsNorm = "rmsnorm.wgsl", "rms_norm", [Read, Read, Read, Write], Always;
+    /// The general matmul, a 4-token register tile (the browser's; see [`MatmulTile`]).
+    Matmul = "matmul.wgsl", "matmul_bf16", [Read, Weights, Write], TileFour;
+    /// `Matmul` with an 8-token register tile (native CPU adapters; generated).
+    MatmulWide = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_wide", [Read, Weights, Write], TileEight;
+    /// `MatmulWide` with 8 weight rows per invocation, for prefill-sized M (native CPU adapters).
+    MatmulTall = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_tall", [Read, Weights, Write], TileEight;
+    /// `Matmul` specialised for one row of x (decode at batch 1).
+    MatmulM1 = "matmul.wgsl", "matmul_bf16_m1", [Read, Weights, Write], Always;
+    /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
+    /// with the `subgroups` feature; see [`KernelOptions`]; generated).
+    MatmulM1Subgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_m1_sg",
+        [Read, Weights, Write], Subgroups;
+    /// 8 rows x 4 tokens with shared x, for steps of 2-4 tokens (native, with subgroups).
+    MatmulSmallSubgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_small_sg",
+        [Read, Weights, Write], SubgroupsTileEight;
+    MatmulWideSubgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_wide_sg",
+        [Read, Weights, Write], SubgroupsTileEight;
+    MatmulTallSubgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_tall_sg",
+        [Read, Weights, Write], SubgroupsTileEight;
+    /// The GPU family's matmuls ([`KernelFamily::Gpu`]): coalesced decode GEMV for small steps ...
+    MatmulGemv = "matmul_gpu.wgsl" after "matmul.wgsl", "matmul_bf16_gemv", [Read, Weights, Write], GpuFamily;
+    /// ... and a 64 x 64 workgroup-memory tile for more.
+    MatmulTiled = "matmul_gpu.wgsl" after "matmul.wgsl", "matmul_bf16_tiled", [Read, Weights, Write], GpuFamily;
+    QkNormRope = "rope.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
+    /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
+    QkNormRopeGpu = "rope.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write], GpuFamily;
+    Attention = "attention.wgsl", "attention", [Read, Read, Read, Read, Read, Write], Always;
+    /// Attention with each token's context split into parts (flash-decoding) ...
+    AttentionSplit = "attention.wgsl", "attention_split", [Read, Read, Read, Read, Read, Write], Always;
+    /// `AttentionSplit` with a workgroup per part (the GPU family; always used there, even unsplit).
+    AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
+    /// ... and the pass that combines the parts.
+    AttentionMerge = "attention_merge.wgsl", "attention_merge", [Read, Write], Always;
+    SwiGlu = "swiglu.wgsl", "swiglu", [Read, Write], Always;
+    Argmax = "argmax.wgsl", "argmax", [Read, Write], Always;
+    Sample = "sample.wgsl", "sample", [Read, Read, Write], Always;
+}
+
+/// One kernel's declaration (see [`kernels!`]).
+struct Decl {
+    file: &'static str,
+    base: Option<&'static str>,
+    entry: &'static str,
+    bindings: &'static [Access],
+    needs: Needs,
+}
+
+/// Which [`KernelOptions`] build a kernel: the others may not compile on the adapter (subgroups,
+/// SwiftShader and the 8-token tile) or are never dispatched.
+#[derive(Clone, Copy)]
+enum Needs {
+    Always,
+    TileFour,
+    TileEight,
+    Subgroups,
+    SubgroupsTileEight,
+    GpuFamily,
+}
+
+/// How a kernel uses one of its storage bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
     Read,
     Write,
     /// bf16 weights: a read-only storage buffer or an `rgba32uint` texture ([`WeightStorage`]).
@@ -77,57 +135,6 @@ impl<T: Bind + ?Sized> Bind for &T {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 21] = [
-        Kernel::Embed,
-        Kernel::RmsNorm,
-        Kernel::Matmul,
-        Kernel::MatmulWide,
-        Kernel::MatmulTall,
-        Kernel::MatmulM1,
-        Kernel::MatmulM1Subgroup,
-        Kernel::MatmulSmallSubgroup,
-        Kernel::MatmulWideSubgroup,
-        Kernel::MatmulTallSubgroup,
-        Kernel::MatmulGemv,
-        Kernel::MatmulTiled,
-        Kernel::QkNormRope,
-        Kernel::QkNormRopeGpu,
-        Kernel::Attention,
-        Kernel::AttentionSplit,
-        Kernel::AttentionSplitGpu,
-        Kernel::AttentionMerge,
-        Kernel::SwiGlu,
-        Kernel::Argmax,
-        Kernel::Sample,
-    ];
-
-    /// (WGSL file in shaders/, entry point).
-    fn file_and_entry(self) -> (&'static str, &'static str) {
-        match self {
-            Kernel::Embed => ("embed.wgsl", "embed"),
-            Kernel::RmsNorm => ("rmsnorm.wgsl", "rms_norm"),
-            Kernel::Matmul => ("matmul.wgsl", "matmul_bf16"),
-            Kernel::MatmulWide => ("matmul.wgsl", "matmul_bf16_wide"),
-            Kernel::MatmulTall => ("matmul.wgsl", "matmul_bf16_tall"),
-            Kernel::MatmulM1 => ("matmul.wgsl", "matmul_bf16_m1"),
-            Kernel::MatmulM1Subgroup => ("matmul_subgroup.wgsl", "matmul_bf16_m1_sg"),
-            Kernel::MatmulSmallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_small_sg"),
-            Kernel::MatmulWideSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_wide_sg"),
-            Kernel::MatmulTallSubgroup => ("matmul_subgroup.wgsl", "matmul_bf16_tall_sg"),
-            Kernel::MatmulGemv => ("matmul_gpu.wgsl", "matmul_bf16_gemv"),
-            Kernel::MatmulTiled => ("matmul_gpu.wgsl", "matmul_bf16_tiled"),
-            Kernel::QkNormRope => ("rope.wgsl", "qk_norm_rope"),
-            Kernel::QkNormRopeGpu => ("rope.wgsl", "qk_norm_rope_gpu"),
-            Kernel::Attention => ("attention.wgsl", "attention"),
-            Kernel::AttentionSplit => ("attention.wgsl", "attention_split"),
-            Kernel::AttentionSplitGpu => ("attention.wgsl", "attention_split_gpu"),
-            Kernel::AttentionMerge => ("attention_merge.wgsl", "attention_merge"),
-            Kernel::SwiGlu => ("swiglu.wgsl", "swiglu"),
-            Kernel::Argmax => ("argmax.wgsl", "argmax"),
-            Kernel::Sample => ("sample.wgsl", "sample"),
-        }
-    }
-
     /// The kernel's WGSL. The subgroup matmuls are matmul.wgsl (their parameters, bindings and
     /// helpers), then matmul_subgroup.wgsl; browsers need `enable subgroups;` first, while naga
     /// rejects it and takes the device feature as the permission. With weights in textures, the
@@ -135,12 +142,12 @@ impl Kernel {
     /// Every kernel's WGSL starts with [`wgsl_prelude`] (after any `enable`), the constants the
     /// host sizes dispatches and buffers with.
     pub fn source(self, weights: WeightStorage) -> (String, &'static str) {
-        let (file, entry) = self.file_and_entry();
+        let Decl { file, base, entry, needs, .. } = self.decl();
         let mut text = Self::file_text(file).into_owned();
-        let subgroups = file == "matmul_subgroup.wgsl" && cfg!(target_arch = "wasm32");
+        let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight) && cfg!(target_arch = "wasm32");
         let enable = if subgroups { "enable subgroups;\n\n" } else { "" };
-        if matches!(file, "matmul_subgroup.wgsl" | "matmul_gpu.wgsl") {
-            text = format!("{}\n{text}", Self::file_text("matmul.wgsl"));
+        if let Some(base) = base {
+            text = format!("{}\n{text}", Self::file_text(base));
         }
         if weights == WeightStorage::Texture && self.bindings().contains(&Weights) {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
@@ -165,6 +172,7 @@ impl Kernel {
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
             "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
+            "matmul_tiles.wgsl" => include_str!("../../shaders/matmul_tiles.wgsl"),
             "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
@@ -178,33 +186,13 @@ impl Kernel {
     }
 
     /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
-    fn bindings(self) -> &'static [Access] {
-        match self {
-            Kernel::Embed => &[Read, Weights, Write],
-            Kernel::RmsNorm => &[Read, Read, Read, Write],
-            Kernel::Matmul
-            | Kernel::MatmulWide
-            | Kernel::MatmulTall
-            | Kernel::MatmulM1
-            | Kernel::MatmulM1Subgroup
-            | Kernel::MatmulSmallSubgroup
-            | Kernel::MatmulWideSubgroup
-            | Kernel::MatmulTallSubgroup
-            | Kernel::MatmulGemv
-            | Kernel::MatmulTiled => &[Read, Weights, Write],
-            Kernel::QkNormRope | Kernel::QkNormRopeGpu => &[Write, Read, Read, Read, Read, Write, Write],
-            Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu => {
-                &[Read, Read, Read, Read, Read, Write]
-            }
-            Kernel::AttentionMerge => &[Read, Write],
-            Kernel::SwiGlu => &[Read, Write],
-            Kernel::Argmax => &[Read, Write],
-            Kernel::Sample => &[Read, Read, Write],
-        }
+    pub fn bindings(self) -> &'static [Access] {
+        self.decl().bindings
     }
 
+    /// The entry point, also the kernel's name in profiles.
     pub fn name(self) -> &'static str {
-        self.file_and_entry().1
+        self.decl().entry
     }
 }
 
@@ -431,17 +419,13 @@ impl KernelOptions {
     /// and, without subgroups, the subgroup variants).
     fn builds(self, kernel: Kernel) -> bool {
         let eight = self.tile == MatmulTile::Eight;
-        match kernel {
-            Kernel::MatmulGemv | Kernel::MatmulTiled | Kernel::AttentionSplitGpu | Kernel::QkNormRopeGpu => {
-                self.family == KernelFamily::Gpu
-            }
-            Kernel::Matmul => !eight,
-            Kernel::MatmulWide | Kernel::MatmulTall => eight,
-            Kernel::MatmulM1Subgroup => self.subgroups,
-            Kernel::MatmulSmallSubgroup | Kernel::MatmulWideSubgroup | Kernel::MatmulTallSubgroup => {
-                self.subgroups && eight
-            }
-            _ => true,
+        match kernel.decl().needs {
+            Needs::Always => true,
+            Needs::TileFour => !eight,
+            Needs::TileEight => eight,
+            Needs::Subgroups => self.subgroups,
+            Needs::SubgroupsTileEight => self.subgroups && eight,
+            Needs::GpuFamily => self.family == KernelFamily::Gpu,
         }
     }
 
@@ -503,7 +487,7 @@ impl Kernels {
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
-        for kernel in Kernel::ALL.into_iter().filter(|&k| options.builds(k)) {
+        for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
             let (source, entry) = kernel.source(options.weights);
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,

@@ -50,16 +50,24 @@ impl Staging {
 
     /// Waits for the copy and returns the first `bytes` bytes.
     pub async fn read(&self, device: &wgpu::Device, bytes: u64) -> Result<Vec<u8>> {
+        Ok(self.read_timed(device, bytes).await?.0)
+    }
+
+    /// [`Staging::read`], with the moment ([`crate::clock::now_s`]) the map callback ran: the
+    /// earliest the CPU can know the data is there. What runs between it and the caller's resumption
+    /// (in the page: other tasks of the main thread) is the lag a token's timestamp carries.
+    pub async fn read_timed(&self, device: &wgpu::Device, bytes: u64) -> Result<(Vec<u8>, f64)> {
         let size = bytes.next_multiple_of(4);
         let (tx, rx) = futures_channel::oneshot::channel();
         self.buffer.map_async(wgpu::MapMode::Read, 0..size, move |r| {
-            let _ = tx.send(r);
+            let _ = tx.send(r.map(|()| crate::clock::now_s()));
         });
         #[cfg(not(target_arch = "wasm32"))]
         device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
         #[cfg(target_arch = "wasm32")]
         let _ = device;
-        rx.await
+        let resolved_s = rx
+            .await
             .map_err(|_| Error::Gpu("buffer map callback dropped".into()))?
             .map_err(|e| Error::Gpu(format!("buffer map failed: {e}")))?;
         let out = {
@@ -67,6 +75,6 @@ impl Staging {
             view[..bytes as usize].to_vec()
         };
         self.buffer.unmap();
-        Ok(out)
+        Ok((out, resolved_s))
     }
 }

@@ -94,3 +94,51 @@ pub fn local_time(epoch_ms: f64) -> String {
         d.get_minutes()
     )
 }
+
+/// Watches the main thread for long tasks (over 50 ms: `PerformanceObserver`, entry type
+/// `longtask`, which Chromium has and Firefox and Safari lack) from `start` until `finish`.
+pub struct LongTaskWatch {
+    observer: web_sys::PerformanceObserver,
+    seen: std::rc::Rc<std::cell::RefCell<crate::bench::LongTasks>>,
+    _callback: wasm_bindgen::closure::Closure<dyn FnMut(web_sys::PerformanceObserverEntryList)>,
+}
+
+impl LongTaskWatch {
+    /// `None` where the browser does not report long tasks.
+    pub fn start() -> Option<LongTaskWatch> {
+        let class = js_sys::Reflect::get(&js_sys::global(), &"PerformanceObserver".into()).ok()?;
+        let supported: js_sys::Array =
+            js_sys::Reflect::get(&class, &"supportedEntryTypes".into()).ok()?.dyn_into().ok()?;
+        if !supported.includes(&"longtask".into(), 0) {
+            return None;
+        }
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(crate::bench::LongTasks::default()));
+        let into = seen.clone();
+        let callback = wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::PerformanceObserverEntryList)>::new(
+            move |list: web_sys::PerformanceObserverEntryList| {
+                tally(&mut into.borrow_mut(), list.get_entries());
+            },
+        );
+        let observer = web_sys::PerformanceObserver::new(callback.as_ref().unchecked_ref()).ok()?;
+        let types = js_sys::Array::of1(&"longtask".into());
+        observer.observe(&web_sys::PerformanceObserverInit::new(&types));
+        Some(LongTaskWatch { observer, seen, _callback: callback })
+    }
+
+    /// What was seen, including entries not yet delivered to the callback.
+    pub fn finish(self) -> crate::bench::LongTasks {
+        let mut seen = self.seen.borrow().clone();
+        tally(&mut seen, self.observer.take_records());
+        self.observer.disconnect();
+        seen
+    }
+}
+
+fn tally(seen: &mut crate::bench::LongTasks, entries: js_sys::Array) {
+    for entry in entries.iter() {
+        let ms = entry.unchecked_into::<web_sys::PerformanceEntry>().duration();
+        seen.count += 1;
+        seen.longest_ms = seen.longest_ms.max(ms);
+        seen.total_ms += ms;
+    }
+}

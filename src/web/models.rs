@@ -1,6 +1,6 @@
 //! Starting up (adapter, tokenizer, timer) and loading a model: a preset (the embedded default,
 //! random weights with Qwen3 shapes), local files, or a URL / Hugging Face repo through the
-//! cache. Every checkpoint goes through the shared loader (`Checkpoint::open`, `Model::load`).
+//! cache. Every checkpoint goes through the shared loader (`Checkpoint::open`, `ForwardPass::load`).
 //! A checkpoint that fails its checks never touches the loaded model; one that fails on the GPU
 //! (after the old model was freed) brings the previous one back.
 
@@ -10,7 +10,7 @@ use super::settings::Caps;
 use super::sources;
 use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, Phase, Status};
 use crate::clock::now_s;
-use crate::engine::{Model, ModelOptions};
+use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
@@ -23,12 +23,12 @@ use std::rc::Rc;
 /// Engine sizes a model is loaded for: room for the settings' largest max batch and max batched
 /// tokens, so changing them needs no reload. The KV budget is the CLI's for real shapes and a
 /// quarter of it for the tiny default (which needs little).
-fn options(request: &LoadRequest) -> ModelOptions {
+fn options(request: &LoadRequest) -> EngineOptions {
     let kv_budget_bytes = match request {
         LoadRequest::Preset(ModelChoice::Embedded) => 128 << 20,
-        _ => ModelOptions::default().kv_budget_bytes,
+        _ => EngineOptions::default().kv_budget_bytes,
     };
-    ModelOptions { max_seqs: 64, max_batched_tokens: 2048, kv_budget_bytes, ..ModelOptions::default() }
+    EngineOptions { max_seqs: 64, max_batched_tokens: 2048, kv_budget_bytes, ..EngineOptions::default() }
 }
 
 /// The smallest step of `performance.now()` seen in a few thousand reads, in ms (about 0.005 when
@@ -209,14 +209,14 @@ async fn upload<P: TensorProvider>(
     name: String,
     weights_kind: Option<String>,
     tokenizer: Option<Rc<Tokenizer>>,
-    options: &ModelOptions,
+    options: &EngineOptions,
 ) -> std::result::Result<(), Failure> {
     drop(state.take_model());
     state.model_info.set(None);
     state.choice.set(source.clone());
     state.status.set(Status::LoadingWeights(name.clone(), 0));
     let mut shown = 0;
-    let loaded = Model::load(gpu, provider, options, &mut |done, total| {
+    let loaded = ForwardPass::load(gpu, provider, options, &mut |done, total| {
         let percent = (done * 100 / total.max(1)) as u32;
         if percent != shown {
             shown = percent;

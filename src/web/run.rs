@@ -52,6 +52,7 @@ pub fn start(state: AppState, config: RunConfig) {
 /// when several rates are asked for.
 pub(super) fn begin(state: AppState, config: &RunConfig) {
     state.cancel.with_value(|c| c.set(false));
+    state.long_tasks.set_value(Default::default());
     state.phase.set(Phase::Running);
     state.run_error.set(None);
     state.progress.set(Some(RunProgress::Baseline));
@@ -70,10 +71,15 @@ pub(super) fn finish(
     batch: Option<usize>,
     outcome: Result<Vec<(f64, BenchResult)>>,
 ) {
+    let long_tasks = state.long_tasks.try_update_value(|log| std::mem::take(&mut log.done)).unwrap_or_default();
     match outcome {
         Ok(results) => {
             let last = results.len().saturating_sub(1);
-            for (i, (rate, result)) in results.into_iter().enumerate() {
+            for (i, (rate, mut result)) in results.into_iter().enumerate() {
+                // Matched by position and rate: a rate cut short by Cancel has its own reading.
+                if let Some((_, seen)) = long_tasks.get(i).filter(|(r, _)| r.total_cmp(&rate).is_eq()) {
+                    result.metrics.long_tasks = Some(seen.clone());
+                }
                 let spec = WorkloadSpec { rate, ..config.spec.clone() };
                 let mut name = run_name(&spec, label, batch);
                 if i == last && state.cancel.with_value(|c| c.get()) {
@@ -127,6 +133,7 @@ pub(super) fn listener(state: AppState) -> Listener {
     Rc::new(move |event| match event {
         Event::Baseline(_) => {}
         Event::RateStarted { requests, .. } => {
+            state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
             *frame.borrow_mut() = Frame::default();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
             state.charts.set(ChartData::default());
@@ -152,6 +159,11 @@ pub(super) fn listener(state: AppState) -> Listener {
             });
         }
         Event::RateDone { rate, result } => {
+            state.long_tasks.update_value(|log| {
+                if let Some(watch) = log.watch.take() {
+                    log.done.push((rate, watch.finish()));
+                }
+            });
             // A frame still pending would show a stale snapshot over the final one.
             frame.borrow_mut().pending = None;
             state.sweep.update(|s| {

@@ -10,8 +10,8 @@ use super::sources::{CachedModel, DownloadProgress};
 use super::sweep::SweepView;
 use super::target::TargetSettings;
 use crate::bench::Lang;
-use crate::engine::model::EngineLimits;
-use crate::engine::Model;
+use crate::engine::forward::EngineLimits;
+use crate::engine::ForwardPass;
 use crate::gpu::Gpu;
 use crate::model::source::BlobStore;
 use crate::model::Tokenizer;
@@ -98,7 +98,7 @@ impl LoadRequest {
 
 /// A model on the GPU, with the engine sizes it was loaded for (a run may use less).
 pub struct Loaded {
-    pub model: Model,
+    pub model: ForwardPass,
     pub capacity: EngineLimits,
 }
 
@@ -189,6 +189,16 @@ pub struct AppState {
     /// Aborts the download in progress.
     pub abort: StoredValue<Option<web_sys::AbortController>, LocalStorage>,
     pub cancel: StoredValue<Rc<Cell<bool>>, LocalStorage>,
+    /// The run in progress: long tasks of each rate done so far, and the watch of the current one.
+    pub long_tasks: StoredValue<LongTaskLog, LocalStorage>,
+}
+
+/// See [`AppState::long_tasks`].
+#[derive(Default)]
+pub struct LongTaskLog {
+    pub watch: Option<super::browser::LongTaskWatch>,
+    /// (rate, what its run saw), in the order the rates ran.
+    pub done: Vec<(f64, crate::bench::LongTasks)>,
 }
 
 impl AppState {
@@ -220,6 +230,7 @@ impl AppState {
             loaded_request: StoredValue::new_local(None),
             abort: StoredValue::new_local(None),
             cancel: StoredValue::new_local(Rc::new(Cell::new(false))),
+            long_tasks: StoredValue::new_local(LongTaskLog::default()),
         }
     }
 

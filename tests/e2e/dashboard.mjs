@@ -151,6 +151,15 @@ const rc = result.run_config;
 await check(rc.target === 'browser' && rc.adapter?.name && ['gpu', 'cpu'].includes(rc.kernels?.family)
   && rc.engine?.max_seqs > 0 && typeof rc.timer_resolution_ms === 'number' && rc.tool_version,
   `run_config is incomplete: ${JSON.stringify({ ...rc, adapter: rc.adapter?.name })}`);
+// Timestamps the UI could delay: each sampling step's readback → timestamp lag, and the main
+// thread's long tasks during the run (Chromium reports them).
+const lag = result.summary.timestamp_lag_ms;
+await check(lag?.count > 0 && lag.p99 >= 0 && result.steps.some((s) => typeof s.readback_lag_s === 'number'),
+  `no timestamp lag in the JSON: ${JSON.stringify(lag)}`);
+await check(typeof result.summary.long_tasks?.count === 'number', 'no long-task count in the JSON');
+await check(/Stamp lag/.test(await text('text-report')), 'the text report has no timestamp lag row');
+console.log(`timestamp lag p50 ${lag.p50.toFixed(3)} ms, p99 ${lag.p99.toFixed(3)} ms over ${lag.count} steps; `
+  + `long tasks ${result.summary.long_tasks.count} (longest ${result.summary.long_tasks.longest_ms.toFixed(0)} ms)`);
 const [csv] = await Promise.all([page.waitForEvent('download'), byId('download-csv').click()]);
 const rows = (await readFile(await csv.path(), 'utf8')).trim().split('\r\n');
 await check(rows.length === 9 && rows[0].startsWith('id,arrival_s'), `CSV has ${rows.length} rows`);

@@ -2,10 +2,11 @@
 //! GPU step, samples on the GPU, and returns timestamped events. Timestamps are taken when the
 //! step's token ids are back on the CPU — the moment a client would see them.
 
-use super::model::{Batch, Model};
+use super::forward::{Batch, ForwardPass};
 use super::scheduler::{FinishReason, Plan, SamplingParams, Scheduler, Sequence};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::RowSample;
 use serde::Serialize;
 
 /// What a client asks for.
@@ -56,10 +57,13 @@ pub struct StepStats {
     pub decode_tokens: usize,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
+    /// From the step's ids readback resolving (its map callback) to the tokens' timestamp `t_s`:
+    /// what the event loop ran in between. `None` for a step that sampled nothing.
+    pub readback_lag_s: Option<f64>,
 }
 
 pub struct Engine {
-    pub model: Model,
+    pub model: ForwardPass,
     scheduler: Scheduler,
     next_id: u64,
     cancelled: Vec<u64>,
@@ -69,7 +73,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(model: Model) -> Engine {
+    pub fn new(model: ForwardPass) -> Engine {
         let l = &model.limits;
         let scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
         Engine { model, scheduler, next_id: 0, cancelled: Vec::new(), profile_next: false, last_profile: Vec::new() }
@@ -144,6 +148,7 @@ impl Engine {
             self.model.step(&batch).await?
         };
         let t = now_s();
+        let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
         for &id in &plan.admitted {
             events.push(Event { id, t_s: start, kind: EventKind::Scheduled });
         }
@@ -168,6 +173,7 @@ impl Engine {
             decode_tokens: plan.items.iter().filter(|p| p.len == 1 && p.sample.is_some()).count(),
             kv_blocks_used: used,
             kv_blocks_total: total,
+            readback_lag_s,
         };
         Ok((events, Some(stats)))
     }
@@ -181,9 +187,10 @@ impl Engine {
                 batch.tokens.push([seq.tokens[pos], pos as u32, s as u32, 0]);
             }
             batch.block_tables.push(seq.blocks.clone());
-            if let Some(sample) = item.sample {
+            if let Some(u) = item.sample {
+                let s = seq.sampling;
                 batch.logit_rows.push(batch.tokens.len() as u32 - 1);
-                batch.sampling.push(sample);
+                batch.sampling.push(RowSample { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, u });
             }
         }
         batch

@@ -15,9 +15,9 @@ use crate::model::reference::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
 
-/// Engine sizes the user may set; the adapter's limits may lower them (reported in [`Model::limits`]).
+/// Engine sizes the user may set; the adapter's limits may lower them (reported in [`ForwardPass::limits`]).
 #[derive(Debug, Clone)]
-pub struct ModelOptions {
+pub struct EngineOptions {
     /// Tokens per step (prefill chunk + decodes).
     pub max_batched_tokens: usize,
     /// Sequences per step.
@@ -29,9 +29,9 @@ pub struct ModelOptions {
     pub kv_budget_bytes: u64,
 }
 
-impl Default for ModelOptions {
+impl Default for EngineOptions {
     fn default() -> Self {
-        ModelOptions {
+        EngineOptions {
             max_batched_tokens: 512,
             max_seqs: 16,
             block_size: 16,
@@ -109,7 +109,7 @@ struct Groups {
     sample: wgpu::BindGroup,
 }
 
-pub struct Model {
+pub struct ForwardPass {
     pub gpu: SharedGpu,
     pub cfg: Qwen3Config,
     pub weights: ModelWeights,
@@ -119,16 +119,18 @@ pub struct Model {
     buffers: Buffers,
     groups: Groups,
     staging: Staging,
+    /// See [`ForwardPass::readback_resolved_s`] (0: none yet).
+    readback_resolved_s: f64,
 }
 
-impl Model {
+impl ForwardPass {
     /// Uploads the weights and builds everything a step needs.
     pub async fn load<P: TensorProvider>(
         gpu: SharedGpu,
         src: &P,
-        options: &ModelOptions,
+        options: &EngineOptions,
         progress: weights::Progress<'_>,
-    ) -> Result<Model> {
+    ) -> Result<ForwardPass> {
         // Allocation failures (a model too big for this GPU's memory) become errors, not panics.
         let oom = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let loaded = Self::load_unscoped(gpu.clone(), src, options, progress).await;
@@ -141,9 +143,9 @@ impl Model {
     async fn load_unscoped<P: TensorProvider>(
         gpu: SharedGpu,
         src: &P,
-        options: &ModelOptions,
+        options: &EngineOptions,
         progress: weights::Progress<'_>,
-    ) -> Result<Model> {
+    ) -> Result<ForwardPass> {
         let cfg = src.config().clone();
         let limits = plan(&gpu, &cfg, options)?;
         let weights = weights::upload(&gpu, src, progress).await?;
@@ -174,7 +176,8 @@ impl Model {
         };
         let groups = bind_all(&gpu, &kernels, &weights, &kv, &buffers);
         let staging = Staging::new(&gpu.device, "next ids readback", s * 4);
-        let mut model = Model { gpu, cfg, weights, limits, kv, kernels, buffers, groups, staging };
+        let mut model =
+            ForwardPass { gpu, cfg, weights, limits, kv, kernels, buffers, groups, staging, readback_resolved_s: 0.0 };
         model.warm_up().await?;
         Ok(model)
     }
@@ -208,8 +211,15 @@ impl Model {
         }
         self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
         self.gpu.queue.submit([encoder.finish()]);
-        let bytes = self.staging.read(&self.gpu.device, n as u64 * 4).await?;
+        let (bytes, resolved_s) = self.staging.read_timed(&self.gpu.device, n as u64 * 4).await?;
+        self.readback_resolved_s = resolved_s;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// When the last [`ForwardPass::step`]'s ids readback resolved (its map callback ran), on the
+    /// [`crate::clock`]; `None` before the first step that read ids back.
+    pub fn readback_resolved_s(&self) -> Option<f64> {
+        (self.readback_resolved_s > 0.0).then_some(self.readback_resolved_s)
     }
 
     /// Runs one step and returns the logits of each logit row, `(rows, vocab)` (tests, sampling checks).
@@ -232,7 +242,8 @@ impl Model {
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
         self.gpu.queue.submit([encoder.finish()]);
-        let bytes = self.staging.read(&self.gpu.device, n as u64 * 4).await?;
+        let (bytes, resolved_s) = self.staging.read_timed(&self.gpu.device, n as u64 * 4).await?;
+        self.readback_resolved_s = resolved_s;
         Ok((bytemuck::pod_collect_to_vec(&bytes), times))
     }
 
@@ -359,7 +370,7 @@ fn partials_floats(cfg: &Qwen3Config) -> usize {
 }
 
 /// Engine sizes from the options, lowered to what the adapter's limits allow.
-fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &ModelOptions) -> Result<EngineLimits> {
+fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits> {
     if o.block_size == 0 || o.max_seqs == 0 || o.max_batched_tokens == 0 {
         return Err(Error::Invalid("block size, max batch and max batched tokens must be positive".into()));
     }

@@ -1,0 +1,43 @@
+// Timestamp lag on the page (issue 18, item 5): one run of the Qwen3-0.6B shape (random bf16
+// weights made on the GPU) in headless Chromium, then what the results JSON says about the main
+// thread: per sampling step, the time from the ids readback resolving (its map callback) to the
+// tokens' timestamp, and the long tasks (> 50 ms) a PerformanceObserver saw during the run.
+// Not part of ./scripts/test (minutes on SwiftShader); figures go to BENCHMARKS.md.
+// Usage: node tests/e2e/lag.mjs [DIST] [QUERY]
+//   DIST: a folder built by scripts/build-web (default target/e2e/dist)
+//   QUERY: the page's settings (default: qwen3-0.6b, 6 requests at 1 req/s, 32-64 in, 8-16 out)
+import { chromium } from 'playwright-core';
+import { readFile } from 'node:fs/promises';
+import { serve } from './serve.mjs';
+
+const dist = process.argv[2] ?? 'target/e2e/dist';
+const query = process.argv[3] ?? 'model=qwen3-0.6b&requests=6&rate=1&input=32:64&output=8:16&max_batch=4';
+const server = await serve({ '/': dist });
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--enable-unsafe-webgpu', '--no-first-run', '--disable-background-networking', '--no-sandbox'],
+});
+const page = await (await browser.newContext({ acceptDownloads: true, viewport: { width: 1440, height: 1000 } })).newPage();
+const byId = (id) => page.getByTestId(id);
+const done = async (code, msg) => { console.log(msg); await browser.close(); await server.close(); process.exit(code); };
+const t0 = Date.now();
+await page.goto(`${server.url}/?${query}`);
+await page.waitForFunction(() => /^(Ready|Error)/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 600000 });
+const status = await byId('status').textContent();
+if (!status.startsWith('Ready')) await done(1, `FAIL: ${status}`);
+console.log(`${status.trim()} after ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+await byId('run').click();
+await byId('report').waitFor({ timeout: 1800000 });
+const [json] = await Promise.all([page.waitForEvent('download'), byId('download-json').click()]);
+const result = JSON.parse(await readFile(await json.path(), 'utf8'));
+const { timestamp_lag_ms: lag, long_tasks: tasks, completed, duration_s } = result.summary;
+const steps = result.steps.filter((s) => typeof s.readback_lag_s === 'number');
+const fmt = (x) => (x ?? NaN).toFixed(3);
+console.log(JSON.stringify({ adapter: result.run_config.adapter?.name, kernels: result.run_config.kernels?.family,
+  completed, duration_s, steps: result.steps.length, sampling_steps: steps.length,
+  step_ms_mean: steps.reduce((a, s) => a + s.duration_s, 0) / steps.length * 1000,
+  lag_ms: { mean: fmt(lag?.mean), p50: fmt(lag?.p50), p99: fmt(lag?.p99),
+    max: fmt(Math.max(...steps.map((s) => s.readback_lag_s * 1000))) },
+  long_tasks: tasks }));
+await done(lag && tasks ? 0 : 1, lag && tasks ? 'ok' : 'FAIL: no lag or long-task figures');
