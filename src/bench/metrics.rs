@@ -114,6 +114,13 @@ pub struct BenchmarkMetrics {
     /// Completed requests that returned fewer tokens than asked: a server that ignores `ignore_eos`.
     #[serde(default)]
     pub stopped_short: usize,
+    /// Requests whose server `usage` disagreed with the streamed tokens
+    /// ([`RequestRecord::usage_mismatch`]).
+    #[serde(default)]
+    pub usage_mismatch: usize,
+    /// Requests a redirect sent elsewhere on the endpoint's origin ([`RequestRecord::redirected_to`]).
+    #[serde(default)]
+    pub redirected: usize,
 }
 
 impl BenchmarkMetrics {
@@ -174,6 +181,8 @@ pub fn summarize(
             kinds
         }),
         stopped_short: records.iter().filter(|r| r.stopped_short()).count(),
+        usage_mismatch: records.iter().filter(|r| r.usage_mismatch.is_some()).count(),
+        redirected: records.iter().filter(|r| r.redirected_to.is_some()).count(),
     }
 }
 

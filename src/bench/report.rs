@@ -46,6 +46,8 @@ struct Labels {
     success_rate: &'static str,
     errors: &'static str,
     stopped_short: &'static str,
+    usage_mismatch: &'static str,
+    redirected: &'static str,
 }
 
 const EN: Labels = Labels {
@@ -72,6 +74,10 @@ const EN: Labels = Labels {
     success_rate: "Success rate",
     errors: "errors",
     stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
+    usage_mismatch:
+        "requests: the server's usage.completion_tokens disagrees with the streamed tokens (usage_mismatch in the JSON)",
+    redirected:
+        "requests were redirected within the server (redirected_to in the JSON; the extra round trip is in TTFT)",
 };
 
 // The first lines are the tutorial's own labels.
@@ -99,6 +105,8 @@ const ZH: Labels = Labels {
     success_rate: "成功率",
     errors: "错误",
     stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
+    usage_mismatch: "个请求的 usage.completion_tokens 与流式收到的 token 数不符（见 JSON 中的 usage_mismatch）",
+    redirected: "个请求被服务器重定向（见 JSON 中的 redirected_to；多出的往返计入 TTFT）",
 };
 
 /// The report as printed by the CLI and shown by the app. Pass a diagnosis made in the same
@@ -135,6 +143,12 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     }
     if m.stopped_short > 0 {
         line(format!("! {} / {} {}", m.stopped_short, m.completed, l.stopped_short));
+    }
+    if m.usage_mismatch > 0 {
+        line(format!("! {} / {} {}", m.usage_mismatch, m.completed + m.failed, l.usage_mismatch));
+    }
+    if m.redirected > 0 {
+        line(format!("! {} / {} {}", m.redirected, m.completed + m.failed, l.redirected));
     }
     line(String::new());
 
