@@ -531,6 +531,149 @@ fn run_one_at(m: &Mock, behaviour: Behaviour, timeout_s: f64) -> RequestRecord {
     client(&m.url, None).run(&requests(&[behaviour], 0.0), &options(timeout_s), &mut |_, _| {}).remove(0)
 }
 
+/// `tokenmeter bench ARGS` with its exit status, stdout, stderr, wall time and peak memory (the
+/// high-water mark of its resident set, read from /proc while it runs).
+struct Measured {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+    peak_mb: f64,
+}
+
+fn measured_bench(args: &[&str], on_start: impl FnOnce(u32)) -> Measured {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .arg("bench")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let (stdout, stderr) =
+        (drain(Box::new(child.stdout.take().unwrap())), drain(Box::new(child.stderr.take().unwrap())));
+    on_start(child.id());
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0.0f64;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let hwm = std::fs::read_to_string(&status_file).unwrap_or_default();
+        if let Some(kb) = hwm.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+            peak_kb = peak_kb.max(kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0.0));
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "bench {args:?} hangs");
+        thread::sleep(Duration::from_millis(10));
+    };
+    Measured {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        elapsed: start.elapsed(),
+        peak_mb: peak_kb / 1024.0,
+    }
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("error:")).collect()
+}
+
+#[test]
+fn the_cli_keeps_results_from_any_misbehaving_server_with_the_default_baseline() {
+    let cases = [
+        (Behaviour::Http500, "http 500"),
+        (Behaviour::EndlessError, "http 500"),
+        (Behaviour::EndlessNotAStream, "not an event stream"),
+        (Behaviour::EndlessTokens, "too many tokens"),
+    ];
+    for (behaviour, kind) in cases {
+        let m = mock_with(behaviour, None);
+        let dir = scratch(&format!("misbehaving-{}", behaviour as u64));
+        let (json, csv) = (dir.join("r.json"), dir.join("r.csv"));
+        let (json_arg, csv_arg) = (json.display().to_string(), csv.display().to_string());
+        let args =
+            ["--endpoint", &m.url, "--rate", "inf", "--num-requests", "8", "--input-len", "4", "--output-len", "3"];
+        let run = measured_bench(&[&args[..], &["--json", &json_arg, "--csv", &csv_arg]].concat(), |_| {});
+        let context = format!("{behaviour:?}: {}\n{}", run.stderr, run.stdout);
+        // Nothing succeeded: one error line and exit 2, with every failure kept in the files.
+        assert_eq!(run.status.code(), Some(2), "{context}");
+        let errors = error_lines(&run.stderr);
+        assert_eq!(errors.len(), 1, "{context}");
+        assert!(
+            errors[0].starts_with("error: none of the 8 requests succeeded") && errors[0].contains(&json_arg),
+            "{context}"
+        );
+        assert!(
+            run.elapsed < Duration::from_secs(30) && run.peak_mb < 200.0,
+            "{context}: {:?}, {:.0} MB",
+            run.elapsed,
+            run.peak_mb
+        );
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let baseline = result["baseline"]["error"].as_str().unwrap_or_default();
+        assert!(
+            baseline.starts_with(&format!("the baseline request (one request alone) failed: {kind}")),
+            "{baseline}"
+        );
+        assert!(result["diagnosis"].is_null());
+        assert_eq!(result["summary"]["errors"][kind], 8, "{context}");
+        assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 9);
+        assert!(run.stderr.contains("warning: the baseline request (one request alone) failed"), "{context}");
+    }
+}
+
+#[test]
+fn an_unwritable_output_path_stops_the_cli_before_any_work() {
+    let m = mock();
+    let dir = scratch("unwritable");
+    let missing = dir.join("no-such-folder").join("r.json").display().to_string();
+    let folder = dir.display().to_string();
+    for (flag, path) in [("--json", &missing), ("--csv", &missing), ("--json", &folder)] {
+        let run = measured_bench(&["--endpoint", &m.url, "--num-requests", "2", flag, path], |_| {});
+        let errors = error_lines(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+        assert!(errors.len() == 1 && errors[0].starts_with(&format!("error: {flag} {path}: ")), "{}", run.stderr);
+        assert!(run.elapsed < Duration::from_secs(10));
+    }
+    assert!(m.requests.lock().unwrap().is_empty(), "the server was contacted");
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured() {
+    let m = mock_with(Behaviour::Slow, None);
+    let dir = scratch("ctrl-c");
+    let json = dir.join("r.json");
+    let json_arg = json.display().to_string();
+    let args = ["--endpoint", &m.url, "--no-baseline", "--rate", "inf", "--num-requests", "4", "--json", &json_arg];
+    let requests = m.requests.clone();
+    let run = measured_bench(&args, |pid| {
+        // Once the four requests are out (and stalled), interrupt.
+        let start = Instant::now();
+        while requests.lock().unwrap().iter().filter(|r| r.starts_with("POST")).count() < 4 {
+            assert!(start.elapsed() < Duration::from_secs(20), "the requests were not sent");
+            thread::sleep(Duration::from_millis(20));
+        }
+        thread::sleep(Duration::from_millis(200));
+        let kill = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        assert!(kill.success());
+    });
+    assert_eq!(run.status.code(), Some(130), "{}", run.stderr);
+    assert_eq!(error_lines(&run.stderr), vec!["error: cancelled"], "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(8), "{:?} (the server stalls 10 s)", run.elapsed);
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.error.as_deref() == Some("cancelled") && r.scheduled_s.is_some()), "{records:?}");
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tokenmeter-remote-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn chinese_report_keeps_the_tutorial_lines() {
-        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0 }, Lang::Zh);
+        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0, error: None }, Lang::Zh);
         assert_eq!(d.verdict, Verdict::PrefillBound);
         let report = text_report(&metrics(), Some(&d), Lang::Zh);
         for expected in [
@@ -351,7 +351,7 @@ mod tests {
             config,
             metrics: metrics(),
             diagnosis: None,
-            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN }),
+            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, error: None }),
             requests: records(),
             steps: vec![],
         };
