@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,29 +37,62 @@ enum Behaviour {
     Slow = 6,
     /// 200 with a JSON body instead of a stream.
     NotAStream = 7,
+    /// 500 with a body that never ends.
+    EndlessError = 8,
+    /// 200, not an event stream, with a body that never ends.
+    EndlessNotAStream = 9,
+    /// An event stream of one-token chunks that never ends (no finish, no [DONE]).
+    EndlessTokens = 10,
+    /// Three tokens, then usage.completion_tokens = 2^64 - 1.
+    AbsurdUsage = 11,
+    /// Three tokens, then usage.completion_tokens = 0.
+    ZeroUsage = 12,
+    /// 307 to the mock's `redirect_to` (another server).
+    RedirectAway = 13,
+    /// 307 to /v2/completions on the same server, which answers normally.
+    RedirectHome = 14,
 }
+
+const LAST_BEHAVIOUR: u64 = 14;
 
 struct Mock {
     url: String,
     /// Every request as received: head and body.
     requests: Arc<Mutex<Vec<String>>>,
+    /// Body bytes the endless replies managed to write before the client hung up.
+    written: Arc<AtomicUsize>,
+}
+
+/// What every connection of one mock shares.
+struct MockState {
+    seen: Arc<Mutex<Vec<String>>>,
+    written: Arc<AtomicUsize>,
+    /// The reply to prompts that do not pick one (the CLI's random ids).
+    default: Behaviour,
+    redirect_to: Option<String>,
 }
 
 fn mock() -> Mock {
+    mock_with(Behaviour::Normal, None)
+}
+
+fn mock_with(default: Behaviour, redirect_to: Option<String>) -> Mock {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
+    let written = Arc::new(AtomicUsize::new(0));
+    let state = Arc::new(MockState { seen: requests.clone(), written: written.clone(), default, redirect_to });
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let seen = seen.clone();
-            thread::spawn(move || serve(stream, &seen));
+            let state = state.clone();
+            thread::spawn(move || serve(stream, &state));
         }
     });
-    Mock { url, requests }
+    Mock { url, requests, written }
 }
 
-fn serve(stream: TcpStream, seen: &Mutex<Vec<String>>) {
+fn serve(stream: TcpStream, state: &MockState) {
+    let seen = &state.seen;
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut stream = stream;
     loop {
@@ -88,9 +122,19 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<String>>) {
             continue;
         }
         let json: serde_json::Value = serde_json::from_str(&body).unwrap();
-        // Prompts from the CLI (random ids) get the normal reply.
-        let first = json["prompt"][0].as_u64().filter(|&id| id <= 7).unwrap_or(Behaviour::Normal as u64);
-        if !stream_reply(&mut stream, first) {
+        // Prompts from the CLI (random ids) get the mock's default reply; a redirected one, the normal.
+        let first = json["prompt"][0].as_u64().filter(|&id| id <= LAST_BEHAVIOUR).unwrap_or(state.default as u64);
+        let first = if head.starts_with("POST /v2/") { Behaviour::Normal as u64 } else { first };
+        if first == Behaviour::RedirectAway as u64 || first == Behaviour::RedirectHome as u64 {
+            let to = match (&state.redirect_to, first == Behaviour::RedirectAway as u64) {
+                (Some(other), true) => format!("{other}/completions"),
+                _ => "/v2/completions".to_string(),
+            };
+            let head = format!("HTTP/1.1 307 Temporary Redirect\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n");
+            let _ = stream.write_all(head.as_bytes());
+            continue;
+        }
+        if !stream_reply(&mut stream, first, &state.written) {
             return;
         }
     }
@@ -105,8 +149,22 @@ fn token(text: &str) -> String {
     format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":null}}]}}\n\n")
 }
 
+/// Writes `head`, then `piece` as chunks until the client hangs up, counting the bytes.
+fn endless(stream: &mut TcpStream, head: &str, piece: &str, pause_ms: u64, written: &AtomicUsize) {
+    let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    while stream.write_all(chunk.as_bytes()).is_ok() {
+        written.fetch_add(piece.len(), Ordering::Relaxed);
+        if pause_ms > 0 {
+            thread::sleep(Duration::from_millis(pause_ms));
+        }
+    }
+}
+
 /// Writes the reply; false when the connection is done with.
-fn stream_reply(stream: &mut TcpStream, behaviour: u64) -> bool {
+fn stream_reply(stream: &mut TcpStream, behaviour: u64, written: &AtomicUsize) -> bool {
     let usage = |n: usize| {
         format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":4,\"completion_tokens\":{n},\"total_tokens\":9}}}}\n\n")
     };
@@ -161,6 +219,37 @@ fn stream_reply(stream: &mut TcpStream, behaviour: u64) -> bool {
         7 => {
             respond(stream, "200 OK", "application/json", r#"{"choices":[{"text":"all at once"}]}"#);
             true
+        }
+        8 | 9 => {
+            let (status, kind) = if behaviour == 8 {
+                ("500 Internal Server Error", "text/plain")
+            } else {
+                ("200 OK", "application/json")
+            };
+            let head = format!("HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ntransfer-encoding: chunked\r\n\r\n");
+            endless(stream, &head, &"x".repeat(64 << 10), 0, written);
+            false
+        }
+        10 => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            endless(stream, head, &token("t"), 1, written);
+            false
+        }
+        11 | 12 => {
+            let said = if behaviour == 11 { u64::MAX } else { 0 };
+            let usage =
+                format!("data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":4,\"completion_tokens\":{said}}}}}\n\n");
+            chunked(
+                &[
+                    (0, token("a")),
+                    (0, token("b")),
+                    (0, token("c")),
+                    (0, finish.into()),
+                    (0, usage),
+                    (0, "data: [DONE]\n\n".into()),
+                ],
+                true,
+            )
         }
         other => panic!("no behaviour {other}"),
     }
@@ -351,6 +440,238 @@ fn bad_cli_input_is_one_clear_line() {
         assert!(!out.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked") && start.elapsed() < Duration::from_secs(20), "{stderr}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers that would make the client read, keep or believe without end (issue 14): each ends in
+// seconds as a recorded failure or a flagged record.
+
+/// Bytes a reply may push before the client stops reading: the client's caps (64 KiB of an error
+/// body, 1 MiB of an SSE line) plus what the kernel's socket buffers take.
+const SMALL: usize = 32 << 20;
+
+#[test]
+fn endless_bodies_are_cut_at_their_cap() {
+    for (behaviour, kind) in [
+        (Behaviour::EndlessError, "http 500: xxxx"),
+        (Behaviour::EndlessNotAStream, "not an event stream: application/json"),
+    ] {
+        let m = mock();
+        let start = Instant::now();
+        let r = client(&m.url, None).run(&requests(&[behaviour], 0.0), &options(20.0), &mut |_, _| {}).remove(0);
+        let error = r.error.unwrap_or_default();
+        assert!(error.starts_with(kind) && error.ends_with('…'), "{behaviour:?}: {error}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{behaviour:?}: {:?}", start.elapsed());
+        thread::sleep(Duration::from_millis(200)); // the mock notices the client is gone
+        let written = m.written.load(Ordering::Relaxed);
+        assert!(written < SMALL, "{behaviour:?}: the server wrote {written} bytes");
+    }
+}
+
+#[test]
+fn a_stream_without_end_fails_at_its_token_limit() {
+    let m = mock();
+    let start = Instant::now();
+    let r = run_one_at(&m, Behaviour::EndlessTokens, 20.0);
+    assert_eq!(
+        r.error.as_deref(),
+        Some("too many tokens: the stream carried 20 tokens, past the limit of 19 for max_tokens 3; the server does not stop")
+    );
+    // What streamed up to the limit stays, and no more.
+    assert_eq!((r.token_times_s.len(), r.finish_s), (19, None));
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+}
+
+#[test]
+fn absurd_usage_is_recorded_flagged_and_not_believed() {
+    let m = mock();
+    let records = client(&m.url, None).run(
+        &requests(&[Behaviour::AbsurdUsage, Behaviour::ZeroUsage, Behaviour::Normal], 0.0),
+        &options(10.0),
+        &mut |_, _| {},
+    );
+    for (r, said) in records.iter().zip([usize::MAX, 0]) {
+        assert!(r.succeeded(), "{:?}", r.error);
+        assert_eq!((r.output_len, r.server_output_len), (3, Some(said)));
+        let why = r.usage_mismatch.as_deref().unwrap_or_default();
+        assert!(why.contains(&format!("usage.completion_tokens {said} is impossible with 3 tokens streamed")), "{why}");
+    }
+    assert_eq!((records[2].server_output_len, records[2].usage_mismatch.as_deref()), (Some(3), None));
+    let summary = bench::summarize(&records, &[], None, 0.25);
+    assert_eq!((summary.total_output_tokens, summary.usage_mismatch), (9, 2));
+    assert!(summary.output_throughput < 1e6, "{}", summary.output_throughput);
+    let report = bench::text_report(&summary, None, bench::Lang::En);
+    assert!(report.contains("! 2 / 3 requests: the server's usage.completion_tokens disagrees"), "{report}");
+}
+
+#[test]
+fn redirects_leave_the_origin_never_and_are_recorded_within_it() {
+    let elsewhere = mock();
+    let m = mock_with(Behaviour::Normal, Some(elsewhere.url.clone()));
+    let records = client(&m.url, None).run(
+        &requests(&[Behaviour::RedirectAway, Behaviour::RedirectHome], 0.0),
+        &options(10.0),
+        &mut |_, _| {},
+    );
+    let away = records[0].error.as_deref().unwrap_or_default();
+    let expected = format!("redirect: the server sent the request on to {}/completions, another origin", elsewhere.url);
+    assert!(away.starts_with(&expected), "{away}");
+    assert!(elsewhere.requests.lock().unwrap().is_empty(), "the other server was asked");
+    let home = &records[1];
+    assert!(home.succeeded(), "{:?}", home.error);
+    assert_eq!(
+        home.redirected_to.as_deref(),
+        Some(format!("{}/v2/completions", m.url.trim_end_matches("/v1")).as_str())
+    );
+    let summary = bench::summarize(&records, &[], None, 0.25);
+    assert_eq!((summary.redirected, summary.errors.get("redirect")), (1, Some(&1)));
+}
+
+fn run_one_at(m: &Mock, behaviour: Behaviour, timeout_s: f64) -> RequestRecord {
+    client(&m.url, None).run(&requests(&[behaviour], 0.0), &options(timeout_s), &mut |_, _| {}).remove(0)
+}
+
+/// `tokenmeter bench ARGS` with its exit status, stdout, stderr, wall time and peak memory (the
+/// high-water mark of its resident set, read from /proc while it runs).
+struct Measured {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+    peak_mb: f64,
+}
+
+fn measured_bench(args: &[&str], on_start: impl FnOnce(u32)) -> Measured {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .arg("bench")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let (stdout, stderr) =
+        (drain(Box::new(child.stdout.take().unwrap())), drain(Box::new(child.stderr.take().unwrap())));
+    on_start(child.id());
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0.0f64;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let hwm = std::fs::read_to_string(&status_file).unwrap_or_default();
+        if let Some(kb) = hwm.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+            peak_kb = peak_kb.max(kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0.0));
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "bench {args:?} hangs");
+        thread::sleep(Duration::from_millis(10));
+    };
+    Measured {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+        elapsed: start.elapsed(),
+        peak_mb: peak_kb / 1024.0,
+    }
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("error:")).collect()
+}
+
+#[test]
+fn the_cli_keeps_results_from_any_misbehaving_server_with_the_default_baseline() {
+    let cases = [
+        (Behaviour::Http500, "http 500"),
+        (Behaviour::EndlessError, "http 500"),
+        (Behaviour::EndlessNotAStream, "not an event stream"),
+        (Behaviour::EndlessTokens, "too many tokens"),
+    ];
+    for (behaviour, kind) in cases {
+        let m = mock_with(behaviour, None);
+        let dir = scratch(&format!("misbehaving-{}", behaviour as u64));
+        let (json, csv) = (dir.join("r.json"), dir.join("r.csv"));
+        let (json_arg, csv_arg) = (json.display().to_string(), csv.display().to_string());
+        let args =
+            ["--endpoint", &m.url, "--rate", "inf", "--num-requests", "8", "--input-len", "4", "--output-len", "3"];
+        let run = measured_bench(&[&args[..], &["--json", &json_arg, "--csv", &csv_arg]].concat(), |_| {});
+        let context = format!("{behaviour:?}: {}\n{}", run.stderr, run.stdout);
+        // Nothing succeeded: one error line and exit 2, with every failure kept in the files.
+        assert_eq!(run.status.code(), Some(2), "{context}");
+        let errors = error_lines(&run.stderr);
+        assert_eq!(errors.len(), 1, "{context}");
+        assert!(
+            errors[0].starts_with("error: none of the 8 requests succeeded") && errors[0].contains(&json_arg),
+            "{context}"
+        );
+        assert!(
+            run.elapsed < Duration::from_secs(30) && run.peak_mb < 200.0,
+            "{context}: {:?}, {:.0} MB",
+            run.elapsed,
+            run.peak_mb
+        );
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let baseline = result["baseline"]["error"].as_str().unwrap_or_default();
+        assert!(
+            baseline.starts_with(&format!("the baseline request (one request alone) failed: {kind}")),
+            "{baseline}"
+        );
+        assert!(result["diagnosis"].is_null());
+        assert_eq!(result["summary"]["errors"][kind], 8, "{context}");
+        assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 9);
+        assert!(run.stderr.contains("warning: the baseline request (one request alone) failed"), "{context}");
+    }
+}
+
+#[test]
+fn an_unwritable_output_path_stops_the_cli_before_any_work() {
+    let m = mock();
+    let dir = scratch("unwritable");
+    let missing = dir.join("no-such-folder").join("r.json").display().to_string();
+    let folder = dir.display().to_string();
+    for (flag, path) in [("--json", &missing), ("--csv", &missing), ("--json", &folder)] {
+        let run = measured_bench(&["--endpoint", &m.url, "--num-requests", "2", flag, path], |_| {});
+        let errors = error_lines(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+        assert!(errors.len() == 1 && errors[0].starts_with(&format!("error: {flag} {path}: ")), "{}", run.stderr);
+        assert!(run.elapsed < Duration::from_secs(10));
+    }
+    assert!(m.requests.lock().unwrap().is_empty(), "the server was contacted");
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured() {
+    let m = mock_with(Behaviour::Slow, None);
+    let dir = scratch("ctrl-c");
+    let json = dir.join("r.json");
+    let json_arg = json.display().to_string();
+    let args = ["--endpoint", &m.url, "--no-baseline", "--rate", "inf", "--num-requests", "4", "--json", &json_arg];
+    let requests = m.requests.clone();
+    let run = measured_bench(&args, |pid| {
+        // Once the four requests are out (and stalled), interrupt.
+        let start = Instant::now();
+        while requests.lock().unwrap().iter().filter(|r| r.starts_with("POST")).count() < 4 {
+            assert!(start.elapsed() < Duration::from_secs(20), "the requests were not sent");
+            thread::sleep(Duration::from_millis(20));
+        }
+        thread::sleep(Duration::from_millis(200));
+        let kill = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        assert!(kill.success());
+    });
+    assert_eq!(run.status.code(), Some(130), "{}", run.stderr);
+    assert_eq!(error_lines(&run.stderr), vec!["error: cancelled"], "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(8), "{:?} (the server stalls 10 s)", run.elapsed);
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|r| r.error.as_deref() == Some("cancelled") && r.scheduled_s.is_some()), "{records:?}");
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -49,6 +49,16 @@ pub struct Baseline {
     pub ttft_ms: f64,
     #[serde(with = "nan_as_null")]
     pub tpot_ms: f64,
+    /// Why the baseline request failed (its latencies are then null, and there is no diagnosis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Baseline {
+    /// The baseline request failed with `error`: recorded, and the run goes on.
+    pub fn failed(error: String) -> Self {
+        Baseline { ttft_ms: f64::NAN, tpot_ms: f64::NAN, error: Some(error) }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,7 +242,7 @@ mod tests {
     use super::*;
     use crate::bench::metrics::{stats, summarize};
 
-    const BASE: Baseline = Baseline { ttft_ms: 100.0, tpot_ms: 10.0 };
+    const BASE: Baseline = Baseline { ttft_ms: 100.0, tpot_ms: 10.0, error: None };
 
     /// Ten requests of 100 output tokens at 100 output tok/s; `waiting` per bucket.
     fn metrics(ttft_p50: f64, tpot_p50: f64, busy: f64, waiting: &[f64]) -> BenchmarkMetrics {

@@ -157,5 +157,5 @@ pub async fn baseline(engine: &mut Engine, prompt: Vec<u32>, output_len: usize) 
         ignore_eos: true,
     };
     let done = crate::engine::generate(engine, vec![req], &mut |_| {}).await?;
-    Ok(super::Baseline { ttft_ms: done[0].ttft_ms(), tpot_ms: done[0].tpot_ms() })
+    Ok(super::Baseline { ttft_ms: done[0].ttft_ms(), tpot_ms: done[0].tpot_ms(), error: None })
 }

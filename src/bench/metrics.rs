@@ -114,6 +114,13 @@ pub struct BenchmarkMetrics {
     /// Completed requests that returned fewer tokens than asked: a server that ignores `ignore_eos`.
     #[serde(default)]
     pub stopped_short: usize,
+    /// Requests whose server `usage` disagreed with the streamed tokens
+    /// ([`RequestRecord::usage_mismatch`]).
+    #[serde(default)]
+    pub usage_mismatch: usize,
+    /// Requests a redirect sent elsewhere on the endpoint's origin ([`RequestRecord::redirected_to`]).
+    #[serde(default)]
+    pub redirected: usize,
     /// Per engine step that sampled: from its readback resolving to its tokens' timestamp
     /// ([`StepSample::readback_lag_s`]), the delay the event loop adds to every timestamp. Absent
     /// for targets without steps (servers) and in results saved before it was measured.
@@ -191,6 +198,8 @@ pub fn summarize(
             kinds
         }),
         stopped_short: records.iter().filter(|r| r.stopped_short()).count(),
+        usage_mismatch: records.iter().filter(|r| r.usage_mismatch.is_some()).count(),
+        redirected: records.iter().filter(|r| r.redirected_to.is_some()).count(),
         timestamp_lag_ms: timestamp_lag_ms(steps),
         long_tasks: None,
     }

@@ -34,6 +34,18 @@ pub struct RequestRecord {
     /// Prompt tokens as the server counted them (`usage.prompt_tokens`), when it said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_prompt_len: Option<usize>,
+    /// Output tokens as the server counted them (`usage.completion_tokens`), when it said. The
+    /// streamed count is the sum over `token_times_s` ([`RequestRecord::timed_tokens`]);
+    /// `output_len` is the server's count only when it is possible for what streamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_output_len: Option<usize>,
+    /// How the server's count and the streamed tokens disagree, and which one `output_len` took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_mismatch: Option<String>,
+    /// Where a redirect within the endpoint's origin sent the request (the extra round trip is
+    /// in its TTFT); a redirect to another origin fails the request instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirected_to: Option<String>,
 }
 
 impl RequestRecord {

@@ -46,6 +46,8 @@ struct Labels {
     success_rate: &'static str,
     errors: &'static str,
     stopped_short: &'static str,
+    usage_mismatch: &'static str,
+    redirected: &'static str,
     timestamp_lag: &'static str,
     long_tasks: &'static str,
     longest: &'static str,
@@ -75,6 +77,10 @@ const EN: Labels = Labels {
     success_rate: "Success rate",
     errors: "errors",
     stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
+    usage_mismatch:
+        "requests: the server's usage.completion_tokens disagrees with the streamed tokens (usage_mismatch in the JSON)",
+    redirected:
+        "requests were redirected within the server (redirected_to in the JSON; the extra round trip is in TTFT)",
     timestamp_lag: "Stamp lag",
     long_tasks: "Main-thread long tasks (>50 ms)",
     longest: "longest",
@@ -105,6 +111,8 @@ const ZH: Labels = Labels {
     success_rate: "成功率",
     errors: "错误",
     stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
+    usage_mismatch: "个请求的 usage.completion_tokens 与流式收到的 token 数不符（见 JSON 中的 usage_mismatch）",
+    redirected: "个请求被服务器重定向（见 JSON 中的 redirected_to；多出的往返计入 TTFT）",
     timestamp_lag: "时间戳延迟",
     long_tasks: "主线程长任务（>50 ms）",
     longest: "最长",
@@ -144,6 +152,12 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     }
     if m.stopped_short > 0 {
         line(format!("! {} / {} {}", m.stopped_short, m.completed, l.stopped_short));
+    }
+    if m.usage_mismatch > 0 {
+        line(format!("! {} / {} {}", m.usage_mismatch, m.completed + m.failed, l.usage_mismatch));
+    }
+    if m.redirected > 0 {
+        line(format!("! {} / {} {}", m.redirected, m.completed + m.failed, l.redirected));
     }
     line(String::new());
 
@@ -286,7 +300,7 @@ mod tests {
 
     #[test]
     fn chinese_report_keeps_the_tutorial_lines() {
-        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0 }, Lang::Zh);
+        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0, error: None }, Lang::Zh);
         assert_eq!(d.verdict, Verdict::PrefillBound);
         let report = text_report(&metrics(), Some(&d), Lang::Zh);
         for expected in [
@@ -353,7 +367,7 @@ mod tests {
             config,
             metrics: metrics(),
             diagnosis: None,
-            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN }),
+            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, error: None }),
             requests: records(),
             steps: vec![],
         };

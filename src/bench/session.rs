@@ -15,7 +15,7 @@ use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, SamplingParams};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::kernels::KernelOptions;
 
@@ -71,22 +71,36 @@ pub struct SessionSpec<'a> {
 }
 
 /// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
-/// was set (that result holds the requests sent until then).
+/// was set (that result holds the requests sent until then). A baseline request that fails is
+/// recorded in [`Baseline::error`] and the rates run without a diagnosis.
 pub async fn run<T: Target>(
     target: &mut T,
     s: &SessionSpec<'_>,
     listener: &Listener,
     cancel: &Rc<Cell<bool>>,
 ) -> Result<Vec<BenchResult>> {
+    let mut results = Vec::new();
+    run_into(target, s, listener, cancel, &mut results).await?;
+    Ok(results)
+}
+
+/// [`run`], pushing each rate's result into `results` as it ends, so that a caller still has
+/// the finished rates when a later one fails (the CLI writes them before its error).
+pub async fn run_into<T: Target>(
+    target: &mut T,
+    s: &SessionSpec<'_>,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    results: &mut Vec<BenchResult>,
+) -> Result<()> {
     // Every rate's plan is checked before anything runs.
     for &rate in s.rates {
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
-    let baseline = if s.baseline { Some(baseline(target, s.spec, cancel).await?) } else { None };
+    let baseline = if s.baseline { baseline(target, s.spec, cancel).await? } else { None };
     if let Some(b) = &baseline {
         listener(Event::Baseline(b));
     }
-    let mut results = Vec::new();
     for &rate in s.rates {
         if cancel.get() {
             break;
@@ -102,7 +116,7 @@ pub async fn run<T: Target>(
         if !target.reports_steps() {
             metrics.gpu_busy_fraction = f64::NAN;
         }
-        let diagnosis = baseline.as_ref().map(|b| diagnose_in(&metrics, b, s.lang));
+        let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
             workload: Some(spec),
             slo: s.slo_text.map(String::from),
@@ -115,13 +129,14 @@ pub async fn run<T: Target>(
         listener(Event::RateDone { rate, result: &result });
         results.push(result);
     }
-    Ok(results)
+    Ok(())
 }
 
 /// One request alone, at the workload's longest prompt and output (at least 2 tokens, so that it
 /// has a TPOT), ignoring EOS: the latencies a loaded run is judged against. Measured with the same
 /// definitions as every request of the run ([`RequestRecord::ttft_s`], [`RequestRecord::tpot_s`]).
-async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<Baseline> {
+/// A request that fails is a failed baseline, not an error; `None` when cancelled before it ended.
+async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<Option<Baseline>> {
     let alone = PlannedRequest {
         id: u64::MAX,
         arrival_s: Some(0.0),
@@ -132,13 +147,19 @@ async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Ce
     // Progress of the baseline is not the run's: the listener hears about it as `Baseline`.
     let quiet: Listener = Rc::new(|_| {});
     let (records, _) = target.run(std::slice::from_ref(&alone), &alone_spec, true, &quiet, cancel).await?;
-    let first =
-        records.first().filter(|r| r.arrival_s.is_finite()).ok_or_else(|| Error::Invalid("cancelled".into()))?;
-    if let Some(e) = &first.error {
-        return Err(Error::Invalid(format!("the first request (the baseline, one request alone) failed: {e}")));
+    let Some(first) = records.first().filter(|r| r.arrival_s.is_finite() && !cancel.get()) else {
+        return Ok(None);
+    };
+    let failure = match (&first.error, first.finish_s) {
+        (Some(e), _) => Some(e.as_str()),
+        (None, None) => Some("it did not finish"),
+        (None, Some(_)) => None,
+    };
+    if let Some(e) = failure {
+        return Ok(Some(Baseline::failed(format!("the baseline request (one request alone) failed: {e}"))));
     }
     let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
-    Ok(Baseline { ttft_ms: ms(first.ttft_s()), tpot_ms: ms(first.tpot_s()) })
+    Ok(Some(Baseline { ttft_ms: ms(first.ttft_s()), tpot_ms: ms(first.tpot_s()), error: None }))
 }
 
 /// What ran, in every results JSON (`run_config`; results saved before it was typed call it

@@ -16,6 +16,7 @@ mod cli {
     use clap::{Args, Parser, Subcommand};
     use std::cell::Cell;
     use std::rc::Rc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use tokenmeter::bench::session::{Event, Listener};
     use tokenmeter::engine::{
@@ -200,6 +201,7 @@ mod cli {
                 eprintln!("error: {e}");
                 match e {
                     Error::Invalid(_) | Error::Prompt(_) => 2,
+                    Error::Cancelled => 130, // Ctrl-C, as a shell reports it
                     _ => 1,
                 }
             }
@@ -506,15 +508,25 @@ mod cli {
             baseline: !args.no_baseline,
             ignore_eos: !args.respect_eos,
         };
-        let listener = terminal_listener(lang);
+        // Where the results go is checked before any work, so that a run is never lost to it.
+        for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
+            if let Some(path) = path {
+                check_writable(flag, path)?;
+            }
+        }
+        let interrupt = Interrupt::on_ctrl_c();
+        let listener = interrupt.listener(terminal_listener(lang));
+        let mut results = Vec::new();
         if let Some(url) = &args.remote.endpoint {
             if args.model.model.is_some() || args.model.synthetic.is_some() {
                 return Err(Error::Invalid(
                     "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
                 ));
             }
-            let results = remote::run(&args.remote, url, &session, args.random_prompts, &listener).await?;
-            return write_results(&args, &rates, &results, slo.as_ref());
+            let outcome =
+                remote::run(&args.remote, url, &session, args.random_prompts, &listener, &interrupt, &mut results)
+                    .await;
+            return finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt);
         }
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
@@ -552,9 +564,133 @@ mod cli {
                 ..RunConfig::default()
             },
         };
-        let cancel = Rc::new(Cell::new(false));
-        let results = bench::session::run(&mut target, &session, &listener, &cancel).await?;
-        write_results(&args, &rates, &results, slo.as_ref())
+        let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+        finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
+    }
+
+    /// A run's end, however it ended: what was measured is written first (every finished rate,
+    /// and the rate Ctrl-C or an error cut short), then the error, if any, is the exit status.
+    /// A run in which no request succeeded is an error too, its results kept.
+    fn finish_bench(
+        args: &BenchArgs,
+        rates: &[f64],
+        results: &[tokenmeter::bench::BenchResult],
+        slo: Option<&tokenmeter::bench::Slo>,
+        outcome: Result<()>,
+        interrupt: &Interrupt,
+    ) -> Result<()> {
+        let kept = if results.is_empty() { None } else { Some(write_results(args, rates, results, slo)) };
+        let written = || {
+            let paths: Vec<String> =
+                [&args.json, &args.csv].into_iter().flatten().map(|p| p.display().to_string()).collect();
+            if results.is_empty() {
+                "; nothing was measured".to_string()
+            } else if paths.is_empty() {
+                String::new()
+            } else {
+                format!("; what was measured is in {}", paths.join(" and "))
+            }
+        };
+        match (outcome, kept) {
+            (_, Some(Err(e))) => Err(e),
+            (Err(e), Some(Ok(()))) => {
+                eprintln!("note: the run stopped at an error{}", written());
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+            (Ok(()), _) if interrupt.fired() => {
+                eprintln!("interrupted (Ctrl-C){}", written());
+                Err(Error::Cancelled)
+            }
+            (Ok(()), _) => {
+                let sent: usize = results.iter().map(|r| r.metrics.num_requests).sum();
+                if sent > 0 && results.iter().all(|r| r.metrics.completed == 0) {
+                    let mut kinds = std::collections::BTreeMap::new();
+                    for (kind, n) in results.iter().flat_map(|r| &r.metrics.errors) {
+                        *kinds.entry(kind.as_str()).or_insert(0) += n;
+                    }
+                    let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{kind} × {n}")).collect();
+                    return Err(Error::Invalid(format!(
+                        "none of the {sent} requests succeeded ({}){}",
+                        kinds.join(", "),
+                        written()
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `path` can be written (created, or appended to when it exists; nothing is truncated):
+    /// checked before a run so that its results are not lost at the end.
+    fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+        let invalid = |why: String| Error::Invalid(format!("{flag} {}: {why}", path.display()));
+        if path.is_dir() {
+            return Err(invalid("is a folder; give a file name".into()));
+        }
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| invalid(format!("cannot be written ({e})")))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C during `bench`: the first stops the run (the session's `cancel`, and the remote
+    /// client's own flag, since a server run has no engine steps to notice it at), so that what
+    /// was measured is written; a second quits at once.
+    pub struct Interrupt {
+        pub flag: Arc<AtomicBool>,
+        pub cancel: Rc<Cell<bool>>,
+    }
+
+    impl Interrupt {
+        fn on_ctrl_c() -> Interrupt {
+            let flag = Arc::new(AtomicBool::new(false));
+            #[cfg(unix)]
+            {
+                let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+                let set = flag.clone();
+                std::thread::spawn(move || {
+                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                        return;
+                    };
+                    runtime.block_on(async move {
+                        use tokio::signal::unix::{signal, SignalKind};
+                        let Ok(mut ctrl_c) = signal(SignalKind::interrupt()) else { return };
+                        let _ = ready_tx.send(());
+                        ctrl_c.recv().await;
+                        set.store(true, Ordering::SeqCst);
+                        eprintln!("\ninterrupted: stopping and keeping what was measured (Ctrl-C again quits now)");
+                        ctrl_c.recv().await;
+                        std::process::exit(130);
+                    });
+                });
+                // The handler is in place before the run starts.
+                let _ = ready_rx.recv_timeout(std::time::Duration::from_secs(2));
+            }
+            Interrupt { flag, cancel: Rc::new(Cell::new(false)) }
+        }
+
+        fn fired(&self) -> bool {
+            self.flag.load(Ordering::SeqCst)
+        }
+
+        /// `inner`, which also passes a Ctrl-C on to the session (the engine's driver reads
+        /// `cancel` after every step).
+        fn listener(&self, inner: Listener) -> Listener {
+            let (flag, cancel) = (self.flag.clone(), self.cancel.clone());
+            Rc::new(move |event| {
+                if flag.load(Ordering::SeqCst) {
+                    cancel.set(true);
+                }
+                inner(event)
+            })
+        }
     }
 
     /// Prints the baseline, a progress bar per rate and each rate's report, as a session goes.
@@ -562,9 +698,10 @@ mod cli {
         let rate = Cell::new(0.0);
         let last_shown = Cell::new(usize::MAX);
         Rc::new(move |event| match event {
-            Event::Baseline(b) => {
-                eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms)
-            }
+            Event::Baseline(b) => match &b.error {
+                Some(e) => eprintln!("warning: {e}; the run goes on, without a diagnosis"),
+                None => eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms),
+            },
             Event::RateStarted { rate: r, .. } => {
                 rate.set(r);
                 last_shown.set(usize::MAX);

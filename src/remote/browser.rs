@@ -2,7 +2,9 @@
 //! [`StreamRecorder`], so a request's record is built exactly as natively. Open loops release
 //! each request at its arrival time whatever is in flight; closed loops run N workers. Every
 //! request ends within its timeout (an `AbortController`), and ends as a record: failures are
-//! data, the run goes on.
+//! data, the run goes on. What a server's answer may cost is bounded as natively
+//! ([`crate::remote::bounds`]): bodies are read through a reader and dropped past their cap,
+//! and an answer redirected to another origin fails its request.
 //!
 //! What the browser hides: `fetch` says only "Failed to fetch" for a refused connection, a DNS
 //! error or a server that does not allow this page's origin (CORS), and it queues requests to an
@@ -19,6 +21,7 @@ use wasm_bindgen_futures::{spawn_local, JsFuture};
 use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
+use crate::remote::bounds::{self, CappedBody};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
 use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
@@ -128,6 +131,42 @@ fn request_init(
     Ok(init)
 }
 
+/// At most `max` bytes of `response`'s body, read through its stream; the rest is cancelled, never
+/// read (`Response.text()` would read an endless body whole).
+async fn read_capped(response: &web_sys::Response, max: usize) -> std::result::Result<CappedBody, JsValue> {
+    let mut body = CappedBody::new(max);
+    let Some(stream) = response.body() else { return Ok(body) };
+    let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+    loop {
+        let chunk = JsFuture::from(reader.read()).await?;
+        let done = js_sys::Reflect::get(&chunk, &JsValue::from_str("done")).ok().and_then(|d| d.as_bool());
+        if done != Some(false) {
+            return Ok(body);
+        }
+        let value = js_sys::Reflect::get(&chunk, &JsValue::from_str("value")).unwrap_or(JsValue::UNDEFINED);
+        let bytes = value.dyn_into::<js_sys::Uint8Array>().map(|a| a.to_vec()).unwrap_or_default();
+        if !body.push(&bytes) {
+            let _ = reader.cancel();
+            return Ok(body);
+        }
+    }
+}
+
+/// The start of a body read for its message (an error, or a 200 that is not a stream).
+async fn text(response: &web_sys::Response) -> String {
+    read_capped(response, bounds::MAX_ERROR_BODY_BYTES).await.map(|b| b.text()).unwrap_or_default()
+}
+
+/// Where `response` (to a request for `url`) came from: `None` when nothing moved, the new URL
+/// after a redirect within the endpoint's origin, an error when it left it. `fetch` has already
+/// followed the redirect; the answer is not taken.
+fn answered_from(url: &str, response: &web_sys::Response) -> std::result::Result<Option<String>, RequestError> {
+    if !response.redirected() {
+        return Ok(None);
+    }
+    bounds::check_redirect(url, &response.url())
+}
+
 /// What a rejected `fetch()` means, as far as the browser says.
 fn fetch_failed(text: String) -> RequestError {
     RequestError::Connect(format!(
@@ -166,12 +205,16 @@ impl Client {
             }
         })?;
         let response: web_sys::Response = response.unchecked_into();
-        let text = response.text().map_err(|e| failed(js_text(&e, key)))?;
-        let body = JsFuture::from(text).await.map_err(|e| failed(js_text(&e, key)))?.as_string().unwrap_or_default();
+        answered_from(&url, &response).map_err(|e| failed(e.to_string()))?;
+        let max = if response.ok() { bounds::MAX_MODELS_BODY_BYTES } else { bounds::MAX_ERROR_BODY_BYTES };
+        let body = read_capped(&response, max).await.map_err(|e| failed(js_text(&e, key)))?;
         if !response.ok() {
-            return Err(failed(format!("HTTP {}: {}", response.status(), http_error_text(&body))));
+            return Err(failed(format!("HTTP {}: {}", response.status(), http_error_text(&body.text()))));
         }
-        parse_models(&body).map_err(|e| failed(e.to_string()))
+        if body.is_cut() {
+            return Err(failed(format!("the model list is longer than {} MiB", max >> 20)));
+        }
+        parse_models(&body.text()).map_err(|e| failed(e.to_string()))
     }
 
     /// Sends every request and returns their records, in request order; requests never sent
@@ -256,7 +299,8 @@ impl Shared {
         }
         let ignore_eos = self.options.ignore_eos;
         let exact = ignore_eos.then_some(request.max_tokens);
-        let mut recorder = StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact);
+        let mut recorder =
+            StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact).max_tokens(request.max_tokens);
         let endpoint = &self.endpoint;
         let outcome = match request_body(endpoint.api, &endpoint.model, &request.prompt, request.max_tokens, ignore_eos)
         {
@@ -285,7 +329,7 @@ impl Shared {
             if deadline.fired.get() {
                 RequestError::Timeout(timeout_s)
             } else if self.cancel.get() {
-                RequestError::Network("cancelled".into())
+                RequestError::Cancelled
             } else {
                 otherwise(js_text(e, key))
             }
@@ -294,15 +338,14 @@ impl Shared {
         let response =
             JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| aborted(&e, fetch_failed))?;
         let response: web_sys::Response = response.unchecked_into();
-        let text = |response: &web_sys::Response| {
-            let promise = response.text().ok();
-            async move {
-                match promise {
-                    Some(p) => JsFuture::from(p).await.ok().and_then(|v| v.as_string()).unwrap_or_default(),
-                    None => String::new(),
-                }
+        match answered_from(&url, &response) {
+            Ok(Some(moved)) => recorder.redirected(moved),
+            Ok(None) => {}
+            Err(e) => {
+                deadline.controller.abort();
+                return Err(e);
             }
-        };
+        }
         let status = response.status();
         if !response.ok() {
             let body = redact(&http_error_text(&text(&response).await), key);
@@ -321,7 +364,7 @@ impl Shared {
         loop {
             if self.cancel.get() {
                 deadline.controller.abort();
-                return Err(RequestError::Network("cancelled".into()));
+                return Err(RequestError::Cancelled);
             }
             let chunk = JsFuture::from(reader.read()).await.map_err(|e| aborted(&e, closed_early))?;
             let done = js_sys::Reflect::get(&chunk, &JsValue::from_str("done")).ok().and_then(|d| d.as_bool());

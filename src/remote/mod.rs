@@ -7,6 +7,7 @@
 //! drive it with `fetch` and a `ReadableStream`:
 //! - [`sse`]: incremental server-sent-events parsing.
 //! - [`openai`]: base URL, API key handling, request bodies, chunks, model lists, error kinds.
+//! - [`bounds`]: what a server's answer may cost (error bodies, tokens per request, redirects).
 //! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
 //!   their arrival times.
 //! - `native` (not wasm): reqwest on a tokio runtime; releases requests at their arrival times
@@ -14,6 +15,7 @@
 //! - `browser` (wasm only): the same with `fetch`, a `ReadableStream` reader and an
 //!   `AbortController`, plus the HTTP/1.1 connection-limit check the page warns with.
 
+pub mod bounds;
 pub mod openai;
 pub mod sse;
 pub mod stream;

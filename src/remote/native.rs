@@ -1,12 +1,14 @@
 //! The native client: reqwest on a tokio runtime of its own, so the synchronous CLI can call it.
 //! Open-loop requests are released at their planned arrival times whatever is in flight;
 //! closed loops keep N in flight. Every request ends within its timeout, and ends as a record:
-//! failures are data, the run goes on.
+//! failures are data, the run goes on. What a server's answer may cost is bounded as in the
+//! browser ([`crate::remote::bounds`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -14,6 +16,7 @@ use std::rc::Rc;
 use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
+use crate::remote::bounds::{self, CappedBody};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
 use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
@@ -23,6 +26,8 @@ pub struct Client {
     endpoint: Endpoint,
     http: reqwest::Client,
     runtime: tokio::runtime::Runtime,
+    /// Set from elsewhere (the CLI's Ctrl-C) to stop a run: see [`Client::run_until`].
+    interrupt: Arc<AtomicBool>,
 }
 
 impl Client {
@@ -36,13 +41,37 @@ impl Client {
         // request: a kept-alive connection the server is closing (llama-server closes after 100
         // requests or 5 s idle) fails a request that never reached it, which is not the server's
         // failure; a local connect costs well under a millisecond of TTFT.
+        // Redirects are followed within the endpoint's origin only: a response from another
+        // server stops here and fails the request (`bounds::check_redirect`).
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let from = attempt.previous().first().map(|u| u.as_str().to_string()).unwrap_or_default();
+            if attempt.previous().len() > bounds::MAX_REDIRECTS {
+                attempt.error(format!("more than {} redirects", bounds::MAX_REDIRECTS))
+            } else if bounds::check_redirect(&from, attempt.url().as_str()).is_ok() {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
         let http = reqwest::Client::builder()
             .no_proxy()
             .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
+            .redirect(redirects)
             .build()
             .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Client { endpoint, http, runtime })
+        Ok(Client { endpoint, http, runtime, interrupt: Arc::new(AtomicBool::new(false)) })
+    }
+
+    /// `flag` stops this client's runs when set from any thread (the CLI's Ctrl-C): requests
+    /// not yet sent are dropped, those in flight end as `cancelled`.
+    pub fn interrupt_on(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = flag;
+    }
+
+    /// The interrupt flag is set.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.load(Ordering::SeqCst)
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -64,13 +93,24 @@ impl Client {
             if let Some(key) = key {
                 request = request.bearer_auth(key.expose());
             }
-            let response = request.send().await.map_err(|e| failed(redact(&describe(&e), key)))?;
-            let status = response.status();
-            let body = response.text().await.map_err(|e| failed(redact(&describe(&e), key)))?;
-            if !status.is_success() {
-                return Err(failed(format!("HTTP {}: {}", status.as_u16(), redact(&http_error_text(&body), key))));
+            let mut response = request.send().await.map_err(|e| failed(redact(&describe(&e), key)))?;
+            if let Err(e) = answered_from(&url, &response) {
+                return Err(failed(e.to_string()));
             }
-            parse_models(&body).map_err(|e| failed(redact(&e.to_string(), key)))
+            let status = response.status();
+            let max = if status.is_success() { bounds::MAX_MODELS_BODY_BYTES } else { bounds::MAX_ERROR_BODY_BYTES };
+            let body = read_capped(&mut response, max).await.map_err(|e| failed(redact(&describe(&e), key)))?;
+            if !status.is_success() {
+                return Err(failed(format!(
+                    "HTTP {}: {}",
+                    status.as_u16(),
+                    redact(&http_error_text(&body.text()), key)
+                )));
+            }
+            if body.is_cut() {
+                return Err(failed(format!("the model list is longer than {} MiB", max >> 20)));
+            }
+            parse_models(&body.text()).map_err(|e| failed(redact(&e.to_string(), key)))
         })
     }
 
@@ -82,7 +122,21 @@ impl Client {
         options: &RunOptions,
         on_progress: &mut dyn FnMut(usize, usize),
     ) -> Vec<RequestRecord> {
-        self.runtime.block_on(self.run_async(requests, options, on_progress))
+        self.run_until(requests, options, on_progress, &|| false)
+    }
+
+    /// [`Client::run`] that stops when `stop()` (asked on the calling thread every 50 ms) or the
+    /// interrupt flag says so: requests not yet sent get no arrival time (the session drops
+    /// them), those in flight end as `cancelled` with what they had received.
+    pub fn run_until(
+        &self,
+        requests: &[RemoteRequest],
+        options: &RunOptions,
+        on_progress: &mut dyn FnMut(usize, usize),
+        stop: &dyn Fn() -> bool,
+    ) -> Vec<RequestRecord> {
+        let stop = || stop() || self.interrupted();
+        self.runtime.block_on(self.run_async(requests, options, on_progress, &stop))
     }
 
     async fn run_async(
@@ -90,9 +144,12 @@ impl Client {
         requests: &[RemoteRequest],
         options: &RunOptions,
         on_progress: &mut dyn FnMut(usize, usize),
+        stop: &dyn Fn() -> bool,
     ) -> Vec<RequestRecord> {
         let t0 = Instant::now();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, RequestRecord)>();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut poll = tokio::time::interval(Duration::from_millis(50));
         let in_flight = options.closed_loop.map(|n| Arc::new(Semaphore::new(n.max(1))));
         let mut records: Vec<Option<RequestRecord>> = vec![None; requests.len()];
         let mut finished = 0;
@@ -107,10 +164,14 @@ impl Client {
                             finished += 1;
                             on_progress(finished, requests.len());
                         }
+                        _ = poll.tick() => if stop() { break None },
                     }
                 },
                 None => None,
             };
+            if stop() {
+                break;
+            }
             let arrival_s = match (permit.is_some(), request.arrival_s) {
                 (false, Some(planned)) => planned,
                 _ => t0.elapsed().as_secs_f64(),
@@ -125,20 +186,58 @@ impl Client {
                 t0,
             };
             let done_tx = done_tx.clone();
+            let mut stopped = stop_rx.clone();
             tokio::spawn(async move {
-                tokio::time::sleep_until((t0 + duration(task.arrival_s)).into()).await;
-                let record = task.send().await;
+                let arrival = tokio::time::sleep_until((t0 + duration(task.arrival_s)).into());
+                let record = tokio::select! {
+                    _ = arrival => task.send(stopped).await,
+                    () = stopped_by(&mut stopped) => unsent(&task.request),
+                };
                 drop(permit);
                 let _ = done_tx.send((index, record));
             });
         }
         drop(done_tx);
-        while let Some((i, record)) = done_rx.recv().await {
-            records[i] = Some(record);
-            finished += 1;
-            on_progress(finished, requests.len());
+        let mut stopping = stop();
+        if stopping {
+            let _ = stop_tx.send(true);
         }
-        records.into_iter().map(|r| r.expect("every task sends its record")).collect()
+        loop {
+            tokio::select! {
+                next = done_rx.recv() => {
+                    let Some((i, record)) = next else { break };
+                    records[i] = Some(record);
+                    finished += 1;
+                    on_progress(finished, requests.len());
+                }
+                _ = poll.tick(), if !stopping => {
+                    if stop() {
+                        stopping = true;
+                        let _ = stop_tx.send(true);
+                    }
+                }
+            }
+        }
+        // Requests a stopped closed loop never released.
+        records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect()
+    }
+}
+
+/// Resolves once the run is stopped (never, if it ends first).
+async fn stopped_by(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|&s| s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The record of a request a stopped run never sent: no arrival time.
+fn unsent(request: &RemoteRequest) -> RequestRecord {
+    RequestRecord {
+        id: request.id,
+        arrival_s: f64::NAN,
+        prompt_len: request.prompt_len,
+        error: Some(RequestError::Cancelled.to_string()),
+        ..RequestRecord::default()
     }
 }
 
@@ -154,18 +253,21 @@ struct Send {
 }
 
 impl Send {
-    async fn send(self) -> RequestRecord {
+    /// The request's record; `stopped` turning true ends it as cancelled.
+    async fn send(self, mut stopped: watch::Receiver<bool>) -> RequestRecord {
         let r = &self.request;
         let exact = self.ignore_eos.then_some(r.max_tokens);
-        let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact);
+        let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact).max_tokens(r.max_tokens);
         let endpoint = &self.endpoint;
         let outcome = match request_body(endpoint.api, &endpoint.model, &r.prompt, r.max_tokens, self.ignore_eos) {
             Ok(body) => {
                 recorder.sent(self.t0.elapsed().as_secs_f64());
                 let stream = self.stream(&body, &mut recorder);
-                tokio::time::timeout(duration(self.timeout_s), stream)
-                    .await
-                    .unwrap_or(Err(RequestError::Timeout(self.timeout_s)))
+                let timed = tokio::time::timeout(duration(self.timeout_s), stream);
+                tokio::select! {
+                    outcome = timed => outcome.unwrap_or(Err(RequestError::Timeout(self.timeout_s))),
+                    () = stopped_by(&mut stopped) => Err(RequestError::Cancelled),
+                }
             }
             Err(e) => Err(RequestError::Request(e.to_string())),
         };
@@ -187,9 +289,13 @@ impl Send {
             request = request.bearer_auth(key.expose());
         }
         let mut response = request.send().await.map_err(classify)?;
+        if let Some(moved) = answered_from(&url, &response)? {
+            recorder.redirected(moved);
+        }
         let status = response.status();
         if !status.is_success() {
-            let text = response.text().await.unwrap_or_default();
+            let text =
+                read_capped(&mut response, bounds::MAX_ERROR_BODY_BYTES).await.map(|b| b.text()).unwrap_or_default();
             let hint =
                 if status.as_u16() == 404 { " (is the endpoint the API root, e.g. http://host:port/v1?)" } else { "" };
             return Err(RequestError::Http {
@@ -204,7 +310,8 @@ impl Send {
             .unwrap_or("")
             .to_string();
         if !content_type.contains("text/event-stream") {
-            let text = response.text().await.unwrap_or_default();
+            let text =
+                read_capped(&mut response, bounds::MAX_ERROR_BODY_BYTES).await.map(|b| b.text()).unwrap_or_default();
             let shown = if content_type.is_empty() { "no content type" } else { content_type.as_str() };
             return Err(RequestError::NotEventStream(format!("{shown}: {}", snippet(&text))));
         }
@@ -218,6 +325,34 @@ impl Send {
         }
         Ok(())
     }
+}
+
+/// Where `response` (to a request for `url`) came from: `None` when nothing moved, the new URL
+/// for a redirect the client followed within the origin, an error for one it stopped at (to
+/// another origin; `bounds::check_redirect`).
+fn answered_from(url: &str, response: &reqwest::Response) -> Result<Option<String>, RequestError> {
+    if response.status().is_redirection() {
+        if let Some(location) = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()) {
+            // A relative location stays on the origin, which the policy would have followed.
+            let target = response.url().join(location).map_or_else(|_| location.to_string(), |u| u.to_string());
+            bounds::check_redirect(url, &target)?;
+        }
+    }
+    if reqwest::Url::parse(url).is_ok_and(|asked| &asked == response.url()) {
+        return Ok(None);
+    }
+    bounds::check_redirect(url, response.url().as_str())
+}
+
+/// At most `max` bytes of the body; the rest is never read (the connection is dropped with it).
+async fn read_capped(response: &mut reqwest::Response, max: usize) -> Result<CappedBody, reqwest::Error> {
+    let mut body = CappedBody::new(max);
+    while let Some(bytes) = response.chunk().await? {
+        if !body.push(&bytes) {
+            break;
+        }
+    }
+    Ok(body)
 }
 
 fn duration(seconds: f64) -> Duration {
@@ -249,8 +384,9 @@ fn describe(e: &reqwest::Error) -> String {
     text
 }
 
-/// A server as the benchmark's [`Target`]: the planned requests through this client (no
-/// cancelling natively; the CLI runs to the end).
+/// A server as the benchmark's [`Target`]: the planned requests through this client, stopped by
+/// `cancel` or the client's interrupt flag (which then sets `cancel`, so the session ends after
+/// this rate with what was measured).
 pub struct RemoteTarget<'a> {
     pub client: &'a Client,
     pub setup: RemoteSetup<'a>,
@@ -271,10 +407,14 @@ impl Target for RemoteTarget<'_> {
         spec: &WorkloadSpec,
         ignore_eos: bool,
         listener: &Listener,
-        _cancel: &Rc<Cell<bool>>,
+        cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
         let (requests, options) = self.setup.prepare(plan, spec, ignore_eos)?;
-        let records = self.client.run(&requests, &options, &mut |finished, total| report(listener, finished, total));
+        let mut progress = |finished, total| report(listener, finished, total);
+        let records = self.client.run_until(&requests, &options, &mut progress, &|| cancel.get());
+        if self.client.interrupted() {
+            cancel.set(true);
+        }
         Ok((records, Vec::new()))
     }
 }

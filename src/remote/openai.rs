@@ -212,7 +212,8 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
 }
 
 fn parse_usage(usage: &Value) -> Usage {
-    let count = |name: &str| usage.get(name).and_then(Value::as_u64).map(|n| n as usize);
+    // Saturated, not wrapped, where usize is 32 bits (wasm): an absurd count stays absurd.
+    let count = |name: &str| usage.get(name).and_then(Value::as_u64).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     Usage { prompt_tokens: count("prompt_tokens"), completion_tokens: count("completion_tokens") }
 }
 
@@ -258,6 +259,15 @@ pub enum RequestError {
     ClosedEarly(String),
     #[error("network: {0}")]
     Network(String),
+    /// The answer came from another origin than the endpoint's (see [`crate::remote::bounds`]).
+    #[error("redirect: {0}")]
+    Redirect(String),
+    /// The stream went on past the request's `max_tokens` (see [`crate::remote::bounds`]).
+    #[error("too many tokens: {0}")]
+    TooManyTokens(String),
+    /// The run was stopped (Cancel in the page, Ctrl-C in the CLI) while the request was out.
+    #[error("cancelled")]
+    Cancelled,
     #[error("bad request: {0}")]
     Request(String),
 }

@@ -20,10 +20,16 @@ pub enum SseError {
     InvalidUtf8,
     #[error("a line is longer than {max} bytes without a line break")]
     LineTooLong { max: usize },
+    #[error("an event's data is longer than {max} bytes")]
+    EventTooLong { max: usize },
 }
 
-/// No OpenAI chunk comes near this; past it the body is not an event stream.
-pub const MAX_LINE_BYTES: usize = 8 << 20;
+/// No OpenAI chunk comes near this (one with 20 top logprobs is a few KB); past it the body is
+/// not an event stream. Bounds what one request holds while a line is unfinished.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The same bound for an event's `data` joined over several lines.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -85,6 +91,9 @@ impl SseParser {
         };
         match field {
             "data" => {
+                if self.data.len() + value.len() >= MAX_EVENT_BYTES {
+                    return Err(SseError::EventTooLong { max: MAX_EVENT_BYTES });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -164,5 +173,11 @@ mod tests {
         let mut parser = SseParser::new();
         let long = vec![b'a'; MAX_LINE_BYTES + 1];
         assert_eq!(parser.push(&long, &mut out), Err(SseError::LineTooLong { max: MAX_LINE_BYTES }));
+        // Short data lines that never end their event are bounded too.
+        let mut parser = SseParser::new();
+        let line = format!("data: {}\n", "a".repeat(1000));
+        let result = (0..2 * MAX_EVENT_BYTES / 1000).try_for_each(|_| parser.push(line.as_bytes(), &mut out));
+        assert_eq!(result, Err(SseError::EventTooLong { max: MAX_EVENT_BYTES }));
+        assert!(out.is_empty());
     }
 }

@@ -2,8 +2,12 @@
 //! does: the clock starts at the planned arrival (client-side queueing counts), the first token
 //! is the first chunk that carries one, each token-carrying chunk is one ITL entry (with its token
 //! count), and the finish is the last token chunk. Pure: the caller supplies the times.
+//!
+//! Bounded whatever the server sends: a stream past the request's token limit fails
+//! ([`bounds::token_limit`]), and `usage` is checked against what streamed before it is believed.
 
 use crate::bench::RequestRecord;
+use crate::remote::bounds;
 use crate::remote::openai::{parse_chunk, RequestError, Usage};
 use crate::remote::sse::{SseEvent, SseParser};
 
@@ -13,6 +17,11 @@ pub struct StreamRecorder {
     events: Vec<SseEvent>,
     /// Tokens per token-carrying chunk, as counted from the stream.
     chunk_tokens: Vec<u32>,
+    /// Their sum.
+    streamed_tokens: usize,
+    /// The request's `max_tokens`, and the most tokens its stream may carry.
+    max_tokens: Option<usize>,
+    token_limit: usize,
     usage: Option<Usage>,
     finish_reason: Option<String>,
     /// `[DONE]` arrived: the answer is complete.
@@ -24,8 +33,12 @@ pub struct StreamRecorder {
 }
 
 impl StreamRecorder {
+    /// Tokens a stream may carry when the request's `max_tokens` is not known.
+    pub const DEFAULT_TOKEN_LIMIT: usize = 1 << 20;
+
     /// A request planned to arrive at `arrival_s`; `exact_output_len` when it asks for exactly that
-    /// many tokens (`ignore_eos`), so a shorter answer is reported.
+    /// many tokens (`ignore_eos`), so a shorter answer is reported (and a longer one bounded:
+    /// see [`StreamRecorder::max_tokens`]).
     pub fn new(id: u64, arrival_s: f64, prompt_len: usize, exact_output_len: Option<usize>) -> Self {
         StreamRecorder {
             record: RequestRecord {
@@ -38,12 +51,28 @@ impl StreamRecorder {
             parser: SseParser::new(),
             events: Vec::new(),
             chunk_tokens: Vec::new(),
+            streamed_tokens: 0,
+            max_tokens: exact_output_len,
+            token_limit: exact_output_len.map_or(Self::DEFAULT_TOKEN_LIMIT, bounds::token_limit),
             usage: None,
             finish_reason: None,
             done: false,
             last_receive_s: f64::NAN,
             usage_s: f64::NAN,
         }
+    }
+
+    /// The request asked for at most `max_tokens`: a stream that carries more than
+    /// [`bounds::token_limit`] of it fails, and a `usage` beyond it is not believed.
+    pub fn max_tokens(mut self, max_tokens: usize) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self.token_limit = bounds::token_limit(max_tokens);
+        self
+    }
+
+    /// The answer came from `url` after a redirect within the endpoint's origin.
+    pub fn redirected(&mut self, url: String) {
+        self.record.redirected_to = Some(url);
     }
 
     /// The request left the client at `t_s` (its "scheduled" time: queue = client lateness).
@@ -70,17 +99,23 @@ impl StreamRecorder {
     pub fn end(mut self, outcome: Result<(), RequestError>) -> RequestRecord {
         let outcome = outcome.and_then(|()| self.finish_body());
         let counted: usize = self.chunk_tokens.iter().map(|&n| n as usize).sum();
+        let chunks = self.chunk_tokens.len();
         let r = &mut self.record;
         r.output_len = counted;
         if self.chunk_tokens.iter().any(|&n| n != 1) {
             r.chunk_tokens = self.chunk_tokens;
         }
+        if let Some(usage) = self.usage {
+            r.server_prompt_len = usage.prompt_tokens;
+            r.server_output_len = usage.completion_tokens;
+        }
         match outcome {
             Ok(()) => {
                 r.finish_s = r.token_times_s.last().copied();
-                if let Some(usage) = self.usage {
-                    r.output_len = usage.completion_tokens.unwrap_or(counted);
-                    r.server_prompt_len = usage.prompt_tokens;
+                if let Some(said) = r.server_output_len {
+                    let (taken, mismatch) = judge_usage(said, counted, chunks, self.max_tokens, self.token_limit);
+                    r.output_len = taken;
+                    r.usage_mismatch = mismatch;
                 }
             }
             Err(e) => r.error = Some(e.to_string()),
@@ -102,6 +137,13 @@ impl StreamRecorder {
             // Tokens that never became text (pieces of a UTF-8 character, say) stream nothing;
             // the server's count still says they were generated, all known only at the end.
             match self.usage.and_then(|u| u.completion_tokens) {
+                Some(n) if n > self.token_limit => {
+                    return Err(RequestError::ClosedEarly(format!(
+                        "the answer carried no tokens, and its usage.completion_tokens {n} is beyond the request's \
+                         limit of {}",
+                        self.token_limit
+                    )))
+                }
                 Some(n) if n > 0 => {
                     self.record.first_token_s = Some(self.usage_s);
                     self.record.token_times_s.push(self.usage_s);
@@ -128,11 +170,19 @@ impl StreamRecorder {
             }
             let chunk = parse_chunk(data)?;
             if chunk.tokens > 0 {
+                self.streamed_tokens = self.streamed_tokens.saturating_add(chunk.tokens);
+                if self.streamed_tokens > self.token_limit {
+                    let asked = self.max_tokens.map_or(String::new(), |m| format!(" for max_tokens {m}"));
+                    return Err(RequestError::TooManyTokens(format!(
+                        "the stream carried {} tokens, past the limit of {}{asked}; the server does not stop",
+                        self.streamed_tokens, self.token_limit
+                    )));
+                }
                 if self.record.first_token_s.is_none() {
                     self.record.first_token_s = Some(t_s);
                 }
                 self.record.token_times_s.push(t_s);
-                self.chunk_tokens.push(chunk.tokens as u32);
+                self.chunk_tokens.push(u32::try_from(chunk.tokens).unwrap_or(u32::MAX));
             }
             if chunk.finish_reason.is_some() {
                 self.finish_reason = chunk.finish_reason;
@@ -143,6 +193,31 @@ impl StreamRecorder {
             }
         }
         Ok(())
+    }
+}
+
+/// The output length of a complete answer whose `usage.completion_tokens` said `said` after
+/// `counted` tokens streamed in `chunks` chunks, and what to flag. The server's count is taken
+/// when it is possible: at least one token per chunk (a chunk without a per-token list is counted
+/// as one, so more is possible) and within the request's limit. Otherwise the streamed count is.
+fn judge_usage(
+    said: usize,
+    counted: usize,
+    chunks: usize,
+    max_tokens: Option<usize>,
+    limit: usize,
+) -> (usize, Option<String>) {
+    if said == counted {
+        return (said, None);
+    }
+    let streamed = format!("{counted} tokens streamed in {chunks} chunks");
+    if said < chunks || said > limit {
+        let asked = max_tokens.map_or(String::new(), |m| format!(" and max_tokens {m}"));
+        let why =
+            format!("usage.completion_tokens {said} is impossible with {streamed}{asked}: the streamed count is used");
+        (counted, Some(why))
+    } else {
+        (said, Some(format!("usage.completion_tokens {said} differs from the {streamed}: the server's count is used")))
     }
 }
 
@@ -237,6 +312,67 @@ mod tests {
         let mut r = recorder();
         r.receive(1.5, b"data: [DONE]\n\n").unwrap();
         assert_eq!(r.end(Ok(())).error.as_deref(), Some("stream closed early: the answer carried no tokens"));
+    }
+
+    fn with_usage(tokens: usize, completion_tokens: &str) -> RequestRecord {
+        let mut r = StreamRecorder::new(0, 0.0, 4, None).max_tokens(8);
+        for i in 0..tokens {
+            r.receive(i as f64, chunk("a").as_bytes()).unwrap();
+        }
+        let usage = format!("data: {{\"choices\":[],\"usage\":{{\"completion_tokens\":{completion_tokens}}}}}\n\n");
+        r.receive(9.0, format!("{usage}data: [DONE]\n\n").as_bytes()).unwrap();
+        r.end(Ok(()))
+    }
+
+    #[test]
+    fn usage_is_checked_against_the_stream() {
+        // Agreeing: nothing to flag.
+        let r = with_usage(8, "8");
+        assert_eq!((r.output_len, r.server_output_len, r.usage_mismatch.clone()), (8, Some(8), None));
+        // Absurd counts are recorded, flagged and not believed.
+        for said in ["18446744073709551615", "0", "7", "27"] {
+            let r = with_usage(8, said);
+            assert!(r.succeeded(), "{said}: {:?}", r.error);
+            assert_eq!(r.output_len, 8, "{said}");
+            assert_eq!(r.server_output_len.map(|n| n.to_string()).as_deref(), Some(said));
+            let why = r.usage_mismatch.unwrap();
+            assert!(why.contains("is impossible with 8 tokens streamed in 8 chunks and max_tokens 8"), "{why}");
+        }
+        // Possible but different (chunks may carry several tokens): the server's count, flagged.
+        let r = with_usage(4, "8");
+        assert_eq!(r.output_len, 8);
+        assert!(r.usage_mismatch.unwrap().contains("differs from the 4 tokens streamed in 4 chunks"));
+        let summary = crate::bench::summarize(&[with_usage(8, "0"), with_usage(2, "2")], &[], None, 0.25);
+        assert_eq!((summary.usage_mismatch, summary.total_output_tokens), (1, 10));
+        let report = crate::bench::text_report(&summary, None, crate::bench::Lang::En);
+        assert!(report.contains("! 1 / 2 requests: the server's usage.completion_tokens disagrees"), "{report}");
+    }
+
+    #[test]
+    fn a_stream_past_its_token_limit_fails_and_keeps_a_bounded_record() {
+        let mut r = StreamRecorder::new(0, 0.0, 4, Some(3));
+        let mut error = None;
+        for i in 0..1000 {
+            if let Err(e) = r.receive(i as f64, chunk("a").as_bytes()) {
+                error = Some(e);
+                break;
+            }
+        }
+        let record = r.end(Err(error.expect("the stream is stopped")));
+        assert_eq!(
+            record.error.as_deref(),
+            Some("too many tokens: the stream carried 20 tokens, past the limit of 19 for max_tokens 3; the server does not stop")
+        );
+        assert_eq!((record.token_times_s.len(), record.error_kind()), (19, Some("too many tokens")));
+        // A usage with no streamed tokens is bounded the same way.
+        let mut r = StreamRecorder::new(0, 0.0, 4, None).max_tokens(3);
+        r.receive(1.0, b"data: {\"choices\":[],\"usage\":{\"completion_tokens\":4000000000}}\n\ndata: [DONE]\n\n")
+            .unwrap();
+        let record = r.end(Ok(()));
+        assert!(record
+            .error
+            .unwrap()
+            .contains("usage.completion_tokens 4000000000 is beyond the request's limit of 19"));
     }
 
     #[test]

@@ -30,6 +30,8 @@ fn percent(fraction: f64) -> String {
 fn diagnosis_in(entry: &Entry, lang: Lang) -> Option<Diagnosis> {
     let r = &entry.result;
     match &r.baseline {
+        // A failed baseline (its error is shown) leaves nothing to judge the run against.
+        Some(base) if base.error.is_some() => None,
         Some(base) => Some(bench::diagnose_in(&r.metrics, base, lang)),
         None => r.diagnosis.clone(),
     }
@@ -168,11 +170,11 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
         }}
         {baseline
             .map(|b| {
-                view! {
-                    <p class="note num">
-                        {move || t().baseline} ": TTFT " {num(b.ttft_ms)} " ms, TPOT " {num(b.tpot_ms)} " ms"
-                    </p>
-                }
+                let measured = match b.error {
+                    Some(error) => error,
+                    None => format!("TTFT {} ms, TPOT {} ms", num(b.ttft_ms), num(b.tpot_ms)),
+                };
+                view! { <p class="note num">{move || t().baseline} ": " {measured}</p> }
             })}
         // Saved with the run: what ran (the run record).
         {let ran = ran_text(&entry.result.config);

@@ -2,8 +2,6 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
-use std::cell::Cell;
-use std::rc::Rc;
 use tokenmeter::bench::session::Listener;
 use tokenmeter::bench::{self, PlannedRequest, SessionSpec};
 use tokenmeter::model::Tokenizer;
@@ -39,14 +37,17 @@ pub struct RemoteArgs {
 }
 
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
-/// prompts and naming the model; the run itself is [`bench::session::run`].
+/// prompts and naming the model; the run itself is [`bench::session::run_into`], into `results`
+/// (kept by the caller whatever happens).
 pub async fn run(
     args: &RemoteArgs,
     url: &str,
     session: &SessionSpec<'_>,
     random_prompts: bool,
     listener: &Listener,
-) -> Result<Vec<bench::BenchResult>> {
+    interrupt: &super::Interrupt,
+    results: &mut Vec<bench::BenchResult>,
+) -> Result<()> {
     let base_url = BaseUrl::parse(url)?;
     if base_url.as_str().starts_with("https://") {
         // The native client is built without a TLS stack (it keeps the build small and C-free).
@@ -102,6 +103,7 @@ pub async fn run(
     };
 
     let mut client = Client::new(Endpoint { base_url, model: String::new(), api, api_key })?;
+    client.interrupt_on(interrupt.flag.clone());
     let model = served_model(&client, args)?;
     client.set_model(model.clone());
     eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
@@ -112,11 +114,11 @@ pub async fn run(
         client: "native",
     };
     let mut target = RemoteTarget { client: &client, setup };
-    let results = bench::session::run(&mut target, session, listener, &Rc::new(Cell::new(false))).await?;
-    for r in &results {
+    let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;
+    for r in results.iter() {
         warn_about_usage(&r.requests, text.is_none());
     }
-    Ok(results)
+    outcome
 }
 
 /// `--served-model`, or the only model the server lists. A name the server does not list is
@@ -148,7 +150,9 @@ fn served_model(client: &Client, args: &RemoteArgs) -> Result<String> {
 fn warn_about_usage(records: &[bench::RequestRecord], ids: bool) {
     let counted: Vec<(usize, usize)> =
         records.iter().filter_map(|r| r.server_prompt_len.map(|server| (r.prompt_len, server))).collect();
-    let (planned, server) = counted.iter().fold((0, 0), |(p, s), &(planned, server)| (p + planned, s + server));
+    let (planned, server) = counted
+        .iter()
+        .fold((0usize, 0usize), |(p, s), &(planned, server)| (p.saturating_add(planned), s.saturating_add(server)));
     let differ = counted.iter().filter(|(planned, server)| planned != server).count();
     if differ > 0 {
         let note = if ids { "warning" } else { "note (text prompts are re-tokenized by the server)" };
