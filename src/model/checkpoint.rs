@@ -6,6 +6,7 @@ use super::config::Qwen3Config;
 use super::safetensors::{self, Dtype, TensorInfo};
 use super::source::{ByteSource, ModelStore};
 use crate::error::{Error, Result};
+use crate::limits;
 use std::collections::BTreeMap;
 
 /// Source of weights for upload: a checkpoint on disk or in the browser, or a synthetic model.
@@ -73,15 +74,15 @@ const SINGLE: &str = "model.safetensors";
 impl<F: ByteSource> Checkpoint<F> {
     pub async fn open<S: ModelStore<File = F>>(store: &S) -> Result<Self> {
         let location = store.location();
-        let config_bytes = store.read_all("config.json").await?.ok_or_else(|| {
+        let config_bytes = store.read_all("config.json", limits::CONFIG_JSON_MAX_BYTES).await?.ok_or_else(|| {
             Error::Invalid(format!("{location}: no config.json (is this a Hugging Face model folder?)"))
         })?;
         let config = Qwen3Config::from_json(&String::from_utf8_lossy(&config_bytes))?;
 
         // Which files hold the weights.
-        let (file_names, index_map) = match store.read_all(INDEX).await? {
+        let (file_names, index_map) = match store.read_all(INDEX, limits::INDEX_JSON_MAX_BYTES).await? {
             Some(bytes) => {
-                let v: serde_json::Value = serde_json::from_slice(&bytes)
+                let v = super::json::parse_unique(&bytes)
                     .map_err(|e| Error::Json { path: INDEX.into(), message: e.to_string() })?;
                 let map = v
                     .get("weight_map")
