@@ -24,6 +24,9 @@ pub const INDEX_JSON_MAX_BYTES: u64 = 16 << 20;
 /// published shards have a few MB; parsed, a header takes several times its size.
 pub const SAFETENSORS_HEADER_MAX_BYTES: u64 = 32 << 20;
 
+/// Dimensions of one tensor: Qwen3's have 1 or 2, any published checkpoint at most 5.
+pub const MAX_TENSOR_RANK: usize = 8;
+
 // ---- config.json ----
 
 /// `max_position_embeddings`: Qwen3 has 40,960; the 1M-context Qwen2.5 models 1,010,000.
@@ -109,6 +112,26 @@ pub fn show(x: f64) -> String {
     } else {
         format!("{x:e}")
     }
+}
+
+/// Longest piece of a file's own text (a tensor or file name, a dtype) quoted in a message.
+pub const MAX_SHOWN_CHARS: usize = 200;
+
+/// Text from a file, safe to put in a one-line message: control characters escaped (`\n`, not a
+/// line break) and at most [`MAX_SHOWN_CHARS`] characters.
+pub fn printable(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_SHOWN_CHARS {
+            out.push('…');
+            break;
+        }
+        match c.is_control() {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+    }
+    out
 }
 
 /// Parses a number in `[min, max]`; the message says the range.
@@ -201,6 +224,13 @@ mod tests {
         }
         let e = number("--timeout-s", 1e300, 1e-3, MAX_TIMEOUT_S).unwrap_err().to_string();
         assert_eq!(e, "--timeout-s 1e300: must be a number from 0.001 to 86400");
+    }
+
+    #[test]
+    fn file_text_in_messages_stays_on_one_line() {
+        assert_eq!(printable("model.norm.weight"), "model.norm.weight");
+        assert_eq!(printable("a\nb\r\u{1b}"), "a\\nb\\r\\u{1b}");
+        assert_eq!(printable(&"x".repeat(1000)).chars().count(), MAX_SHOWN_CHARS + 1);
     }
 
     #[test]

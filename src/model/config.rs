@@ -3,7 +3,7 @@
 //! Unsupported configurations are rejected here, once, so the forward pass never branches on them.
 
 use crate::error::{Error, Result};
-use crate::limits::{MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB, MAX_WIDTH};
+use crate::limits::{printable, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB, MAX_WIDTH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -59,7 +59,10 @@ impl Qwen3Config {
         let f64_field = |x: &Value, name: &str| -> Result<f64> { x.as_f64().ok_or_else(|| wrong(name, "a number", x)) };
         if let Some(t) = string_field("model_type")? {
             if t != "qwen3" {
-                return Err(Error::Config(format!("model_type is \"{t}\"; only dense \"qwen3\" is supported")));
+                return Err(Error::Config(format!(
+                    "model_type is \"{}\"; only dense \"qwen3\" is supported",
+                    printable(t)
+                )));
             }
         }
         let num_attention_heads = usize_field("num_attention_heads", None, MAX_HEADS)?;
@@ -73,7 +76,8 @@ impl Qwen3Config {
                     Some(Value::String(kind)) if kind == "default" => {}
                     Some(Value::String(kind)) => {
                         return Err(Error::Config(format!(
-                            "rope_parameters.rope_type \"{kind}\" is not supported (only \"default\")"
+                            "rope_parameters.rope_type \"{}\" is not supported (only \"default\")",
+                            printable(kind)
                         )));
                     }
                     Some(x) => return Err(wrong("rope_parameters.rope_type", "a string", x)),
@@ -93,6 +97,7 @@ impl Qwen3Config {
         }
         if let Some(act) = string_field("hidden_act")? {
             if act != "silu" {
+                let act = printable(act);
                 return Err(Error::Config(format!("hidden_act \"{act}\" is not supported (only silu)")));
             }
         }

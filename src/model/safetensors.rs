@@ -6,6 +6,7 @@
 //! then the data section; offsets are relative to the data section.
 
 use crate::error::{Error, Result};
+use crate::limits;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -85,10 +86,12 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
     let v = super::json::parse_unique(json).map_err(|e| bad(format!("header is not valid JSON: {e}")))?;
     let obj = v.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
     let mut tensors = BTreeMap::new();
-    for (name, entry) in obj {
-        if name == "__metadata__" {
+    for (key, entry) in obj {
+        if key == "__metadata__" {
             continue;
         }
+        // The name as messages show it: a header's keys may hold line breaks or be huge.
+        let name = limits::printable(key);
         let dtype_name =
             entry.get("dtype").and_then(Value::as_str).ok_or_else(|| bad(format!("tensor {name}: missing dtype")))?;
         let dtype = match dtype_name {
@@ -96,7 +99,7 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
             "F16" => Dtype::F16,
             "F32" => Dtype::F32,
             other => {
-                return Err(Error::Dtype { file: file.into(), tensor: name.clone(), dtype: other.into() });
+                return Err(Error::Dtype { file: file.into(), tensor: name, dtype: limits::printable(other) });
             }
         };
         let shape: Vec<usize> = entry
@@ -107,6 +110,13 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
             .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
             .collect::<Option<_>>()
             .ok_or_else(|| bad(format!("tensor {name}: shape must be a list of non-negative integers")))?;
+        if shape.len() > limits::MAX_TENSOR_RANK {
+            return Err(bad(format!(
+                "tensor {name}: {} dimensions, above the limit of {}",
+                shape.len(),
+                limits::MAX_TENSOR_RANK
+            )));
+        }
         let offsets: Vec<u64> = entry
             .get("data_offsets")
             .and_then(Value::as_array)
@@ -132,14 +142,14 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
                 end - begin
             )));
         }
-        tensors.insert(name.clone(), TensorInfo { dtype, shape, begin: data_start + begin, end: data_start + end });
+        tensors.insert(key.clone(), TensorInfo { dtype, shape, begin: data_start + begin, end: data_start + end });
     }
     let mut ranges: Vec<(&String, &TensorInfo)> = tensors.iter().filter(|(_, t)| t.end > t.begin).collect();
     ranges.sort_by_key(|(_, t)| t.begin);
     for pair in ranges.windows(2) {
         let ((a, ta), (b, tb)) = (pair[0], pair[1]);
         if tb.begin < ta.end {
-            return Err(bad(format!("tensors {a} and {b} overlap")));
+            return Err(bad(format!("tensors {} and {} overlap", limits::printable(a), limits::printable(b))));
         }
     }
     Ok(Header { tensors })

@@ -20,10 +20,15 @@ pub enum SseError {
     InvalidUtf8,
     #[error("a line is longer than {max} bytes without a line break")]
     LineTooLong { max: usize },
+    #[error("an event's data is longer than {max} bytes without a blank line")]
+    EventTooLong { max: usize },
 }
 
 /// No OpenAI chunk comes near this; past it the body is not an event stream.
 pub const MAX_LINE_BYTES: usize = 8 << 20;
+/// Nor an event: without this, endless short `data:` lines with no blank line would grow one
+/// event's data without bound.
+pub const MAX_EVENT_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -85,6 +90,9 @@ impl SseParser {
         };
         match field {
             "data" => {
+                if self.data.len() + value.len() >= MAX_EVENT_BYTES {
+                    return Err(SseError::EventTooLong { max: MAX_EVENT_BYTES });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -164,5 +172,9 @@ mod tests {
         let mut parser = SseParser::new();
         let long = vec![b'a'; MAX_LINE_BYTES + 1];
         assert_eq!(parser.push(&long, &mut out), Err(SseError::LineTooLong { max: MAX_LINE_BYTES }));
+        let mut parser = SseParser::new();
+        let line = format!("data: {}\n", "a".repeat(1000));
+        let endless = line.repeat(MAX_EVENT_BYTES / 1000 + 1);
+        assert_eq!(parser.push(endless.as_bytes(), &mut out), Err(SseError::EventTooLong { max: MAX_EVENT_BYTES }));
     }
 }
