@@ -290,3 +290,19 @@ fn oversized_json_files_are_refused_by_size() {
     std::fs::File::create(dir.join("model.safetensors.index.json")).unwrap().set_len(big).unwrap();
     expect_error(&dir, &IDS, "model.safetensors.index.json: 1500000000 bytes, above the 16777216-byte limit");
 }
+
+#[test]
+fn positions_at_the_limit_still_run() {
+    // The largest max_position_embeddings the bounds allow, with one-token blocks: the block
+    // tables and split-attention partials are sized from it and must fit the adapter (max_seqs
+    // is lowered until they do), not panic in wgpu's validation as 2^31 did.
+    let dir = scratch("positions-limit", "tiny-mha");
+    edit_config(&dir, |c| {
+        c.insert("max_position_embeddings".into(), tokenmeter::limits::MAX_POSITIONS.into());
+    });
+    for block_size in ["16", "1"] {
+        let (code, stderr) =
+            generate(&dir, &["--prompt-ids", "1,2,3", "--max-new-tokens", "2", "--block-size", block_size]);
+        assert_eq!(code, 0, "block size {block_size}: {stderr}");
+    }
+}

@@ -272,4 +272,25 @@ mod tests {
         let e = Qwen3Config::from_json(r#"{"model_type":"llama"}"#).unwrap_err().to_string();
         assert!(e.contains("qwen3"), "{e}");
     }
+
+    #[test]
+    fn sizes_past_the_limits_and_wrong_types_are_errors() {
+        let base = r#"{"vocab_size":100,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+            "num_attention_heads":4,"num_key_value_heads":2,"head_dim":24"#;
+        let with = |extra: &str| Qwen3Config::from_json(&format!("{base},{extra}}}"));
+        assert_eq!(with(r#""eos_token_id":[7,8]"#).unwrap().eos_token_ids, vec![7, 8]);
+        assert!(with(r#""eos_token_id":null,"rope_scaling":null,"hidden_act":null"#).is_ok());
+        for (extra, want) in [
+            (r#""max_position_embeddings":2147483648"#, "max_position_embeddings = 2147483648 is above the limit of"),
+            (r#""max_position_embeddings":1048577"#, "max_position_embeddings = 1048577 is above the limit of 1048576"),
+            (r#""eos_token_id":1099511627776"#, "eos_token_id must be a token id"),
+            (r#""tie_word_embeddings":"true""#, "tie_word_embeddings must be true or false"),
+            (r#""rope_parameters":{"rope_type":3}"#, "rope_parameters.rope_type must be a string"),
+            (r#""model_type":"a\nb""#, r#"model_type is "a\nb""#),
+            (r#""head_dim":8"#, r#"duplicate key "head_dim""#),
+        ] {
+            let e = with(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+    }
 }
