@@ -17,11 +17,11 @@ pub fn now_s() -> f64 {
 
 /// Waits `seconds` without blocking the page (browser) or by sleeping the thread (native CLI).
 pub async fn sleep_s(seconds: f64) {
-    if seconds <= 0.0 {
+    if seconds.is_nan() || seconds <= 0.0 {
         return;
     }
     #[cfg(not(target_arch = "wasm32"))]
-    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    std::thread::sleep(std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::MAX));
     #[cfg(target_arch = "wasm32")]
     gloo_timers::future::TimeoutFuture::new((seconds * 1e3).ceil() as u32).await;
 }

@@ -9,7 +9,8 @@
 //! - [`bench`]: workloads, records, metrics, diagnosis, reports, and the one benchmark session.
 //! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records, clients).
 //! - `web` (wasm only): the page; `src/bin`: the CLI.
-//! - [`clock`]: monotonic seconds on both targets; [`latency`]: the TTFT and TPOT definitions.
+//! - [`clock`]: monotonic seconds on both targets; [`latency`]: the TTFT and TPOT definitions;
+//!   [`limits`]: every bound on outside input (configs, headers, flags, form fields, file sizes).
 
 pub mod bench;
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod engine;
 pub mod error;
 pub mod gpu;
 pub mod latency;
+pub mod limits;
 pub mod model;
 pub mod remote;
 #[cfg(target_arch = "wasm32")]

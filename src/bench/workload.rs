@@ -11,6 +11,7 @@ use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::limits;
 
 /// How requests are released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +63,14 @@ impl LenRange {
                 self.min, self.max
             )));
         }
+        if self.max > limits::MAX_TOKENS {
+            return Err(Error::Invalid(format!(
+                "length range {}:{}: above the limit of {} tokens",
+                self.min,
+                self.max,
+                limits::MAX_TOKENS
+            )));
+        }
         Ok(())
     }
 }
@@ -107,24 +116,48 @@ pub struct WorkloadSpec {
 }
 
 impl WorkloadSpec {
+    /// The spec's rules and [`crate::limits`]' bounds; each message starts with the field it is
+    /// about (the page puts it next to that field).
     pub fn validate(&self) -> Result<()> {
-        if self.rate.is_nan() || self.rate <= 0.0 {
+        if self.rate.is_nan() || self.rate < limits::MIN_RATE {
             return Err(Error::Invalid(format!(
-                "rate {}: must be above 0 requests/s (or infinite: all at once)",
-                self.rate
+                "rate {}: must be at least {} requests/s (or infinite: all at once)",
+                limits::show(self.rate),
+                limits::MIN_RATE
             )));
         }
-        if !self.burstiness.is_finite() || self.burstiness <= 0.0 {
+        if !(limits::MIN_BURSTINESS..=limits::MAX_BURSTINESS).contains(&self.burstiness) {
             return Err(Error::Invalid(format!(
-                "burstiness {}: must be a finite number above 0 (1 = Poisson)",
-                self.burstiness
+                "burstiness {}: must be a number from {} to {} (1 = Poisson)",
+                limits::show(self.burstiness),
+                limits::MIN_BURSTINESS,
+                limits::MAX_BURSTINESS
             )));
         }
-        if self.arrival == Arrival::Concurrency && self.concurrency < 1 {
-            return Err(Error::Invalid("concurrency: must be at least 1".into()));
+        if self.arrival == Arrival::Concurrency && !(1..=limits::MAX_CONCURRENCY).contains(&self.concurrency) {
+            return Err(Error::Invalid(format!(
+                "concurrency {}: must be from 1 to {}",
+                self.concurrency,
+                limits::MAX_CONCURRENCY
+            )));
         }
-        if self.num_requests < 1 {
-            return Err(Error::Invalid("number of requests: must be at least 1".into()));
+        if !(1..=limits::MAX_REQUESTS).contains(&self.num_requests) {
+            return Err(Error::Invalid(format!(
+                "number of requests {}: must be from 1 to {}",
+                self.num_requests,
+                limits::MAX_REQUESTS
+            )));
+        }
+        let open_loop = !matches!(self.arrival, Arrival::Sequential | Arrival::Concurrency);
+        let mean_span_s = (self.num_requests - 1) as f64 / self.rate;
+        if open_loop && mean_span_s > limits::MAX_SCHEDULE_S {
+            return Err(Error::Invalid(format!(
+                "rate {}: {} requests would arrive over about {} s, above the limit of {} s",
+                limits::show(self.rate),
+                self.num_requests,
+                limits::show(mean_span_s.round()),
+                limits::MAX_SCHEDULE_S
+            )));
         }
         self.input_len.validate()?;
         self.output_len.validate()
@@ -172,6 +205,15 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
     for id in 0..spec.num_requests as u64 {
         if id > 0 {
             clock_s += gaps(&mut gap_rng);
+        }
+        // The mean span was checked; a draw far in the tail (gamma with a small shape) is not.
+        if clock_s > limits::MAX_SCHEDULE_S {
+            return Err(Error::Invalid(format!(
+                "rate {}: request {id} would arrive at {} s, above the limit of {} s",
+                limits::show(spec.rate),
+                limits::show(clock_s.round()),
+                limits::MAX_SCHEDULE_S
+            )));
         }
         requests.push(PlannedRequest {
             id,
@@ -304,12 +346,17 @@ mod tests {
         assert_eq!("gamma".parse::<Arrival>().unwrap(), Arrival::Gamma);
         assert!("Poisson ".parse::<Arrival>().is_err());
         type Edit = fn(&mut WorkloadSpec);
-        let cases: [(&str, Edit); 5] = [
+        let cases: [(&str, Edit); 10] = [
             ("rate", |s| s.rate = 0.0),
             ("rate", |s| s.rate = f64::NAN),
             ("burstiness", |s| s.burstiness = 0.0),
             ("concurrency", |s| (s.arrival, s.concurrency) = (Arrival::Concurrency, 0)),
             ("number of requests", |s| s.num_requests = 0),
+            ("rate", |s| s.rate = 1e-300),
+            ("rate", |s| (s.rate, s.num_requests) = (1e-3, 1000)),
+            ("burstiness", |s| s.burstiness = 1e-300),
+            ("number of requests", |s| s.num_requests = limits::MAX_REQUESTS + 1),
+            ("length range", |s| s.input_len.max = usize::MAX),
         ];
         for (field, edit) in cases {
             let mut broken = spec(Arrival::Gamma, 1.0, 1);

@@ -23,6 +23,7 @@ mod cli {
         generate as run_requests, Engine, EngineOptions, EventKind, ForwardPass, Request, SamplingParams,
     };
     use tokenmeter::gpu::Gpu;
+    use tokenmeter::limits::{self, parse_count, parse_number};
     use tokenmeter::model::checkpoint::Checkpoint;
     use tokenmeter::model::source::DirStore;
     use tokenmeter::model::synthetic::SyntheticModel;
@@ -55,16 +56,20 @@ mod cli {
         #[command(flatten)]
         model: ModelArgs,
         /// Decode batch sizes.
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_SEQS))]
         batches: Vec<usize>,
         /// Prefill lengths.
-        #[arg(long, value_delimiter = ',', default_value = "128,512,2048")]
+        #[arg(long, value_delimiter = ',', default_value = "128,512,2048", allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
         prefill: Vec<usize>,
         /// Decode steps per batch size.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_SPEED_STEPS))]
         steps: usize,
         /// Prompt tokens per decoding sequence (decode speed at a longer context: try 2048).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_TOKENS))]
         context: usize,
         /// Also time one decode step per batch size kernel by kernel and print where it goes.
         #[arg(long)]
@@ -81,23 +86,26 @@ mod cli {
         #[arg(long, default_value = "poisson")]
         arrival: String,
         /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
-        #[arg(long, default_value = "4")]
+        #[arg(long, default_value = "4", allow_hyphen_values = true)]
         rate: String,
         /// Gamma shape (1 = Poisson; larger = more regular).
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_number(s, limits::MIN_BURSTINESS, limits::MAX_BURSTINESS))]
         burstiness: f64,
         /// Closed-loop users for --arrival concurrency.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 4, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
         concurrency: usize,
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = 32, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_REQUESTS))]
         num_requests: usize,
         /// Prompt tokens: N or MIN:MAX.
-        #[arg(long, default_value = "128")]
+        #[arg(long, default_value = "128", allow_hyphen_values = true)]
         input_len: String,
         /// Output tokens: N or MIN:MAX.
-        #[arg(long, default_value = "64")]
+        #[arg(long, default_value = "64", allow_hyphen_values = true)]
         output_len: String,
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         seed: u64,
         /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
         #[arg(long)]
@@ -132,16 +140,19 @@ mod cli {
         #[arg(long)]
         synthetic: Option<String>,
         /// Tokens per engine step (prefill chunks + decodes).
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, default_value_t = 512, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
         max_batched_tokens: usize,
         /// Sequences per engine step.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_SEQS))]
         max_batch: usize,
         /// KV cache blocks (default: as many as 512 MiB and the adapter allow).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_KV_BLOCKS))]
         kv_blocks: Option<usize>,
         /// Tokens per KV block.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_BLOCK_SIZE))]
         block_size: usize,
     }
 
@@ -155,22 +166,26 @@ mod cli {
         /// Raw prompt token ids, comma separated. Repeatable.
         #[arg(long)]
         prompt_ids: Vec<String>,
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = 32, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_TOKENS))]
         max_new_tokens: usize,
         /// Keep going past end-of-sequence tokens.
         #[arg(long)]
         ignore_eos: bool,
         /// 0 = greedy.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_number(s, 0.0, limits::MAX_TEMPERATURE).map(|x| x as f32))]
         temperature: f32,
         /// 0 = off.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 0, limits::MAX_VOCAB).map(|k| k as u32))]
         top_k: u32,
         /// 1 = off.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_number(s, 0.0, 1.0).map(|p| p as f32))]
         top_p: f32,
         /// Seed of the first prompt's sampler (prompt i uses seed + i).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         seed: u64,
         /// With --prompt: add the empty think block (enable_thinking=False).
         #[arg(long)]
@@ -183,9 +198,18 @@ mod cli {
     pub fn main() -> i32 {
         let cli = match Cli::try_parse() {
             Ok(c) => c,
-            Err(e) => {
+            Err(e)
+                if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+            {
                 let _ = e.print();
                 return if e.use_stderr() { 2 } else { 0 };
+            }
+            Err(e) => {
+                // One line, as every other error: clap's first paragraph (its tips and usage dropped).
+                let text = e.render().to_string();
+                let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+                eprintln!("{}", first.join(" "));
+                return 2;
             }
         };
         let result = match cli.command {
@@ -317,10 +341,11 @@ mod cli {
             (Some(dir), _) => {
                 let store = DirStore::new(dir)?;
                 let checkpoint = Checkpoint::open(&store).await?;
-                let tokenizer = match store.read_all("tokenizer.json").await? {
-                    Some(bytes) => Some(Tokenizer::from_bytes(&bytes)?),
-                    None => None,
-                };
+                let tokenizer =
+                    match store.read_all("tokenizer.json", tokenmeter::limits::TOKENIZER_JSON_MAX_BYTES).await? {
+                        Some(bytes) => Some(Tokenizer::from_bytes(&bytes)?),
+                        None => None,
+                    };
                 Ok(Loaded::Disk(checkpoint, Box::new(tokenizer)))
             }
             (None, Some(name)) => {

@@ -11,6 +11,7 @@ use crate::gpu::kernels::{
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
+use crate::limits;
 use crate::model::reference::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
@@ -385,10 +386,25 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         )));
     }
     let max_blocks_per_seq = cfg.max_position_embeddings.div_ceil(o.block_size);
+    // One row of the block tables per sequence; a long context with small blocks lowers max_seqs.
+    limits::fits_binding("one sequence's block table", max_blocks_per_seq as u64 * 4, binding)?;
+    let max_seqs = max_seqs.min((binding / (max_blocks_per_seq as u64 * 4)) as usize);
+    limits::fits_binding(
+        &format!("split attention at max_position_embeddings {}", cfg.max_position_embeddings),
+        partials_floats(cfg) as u64 * 4,
+        binding,
+    )?;
     let adapter_blocks = KvCache::max_blocks(gpu, cfg, o.block_size);
+    if adapter_blocks == 0 {
+        limits::fits_binding(
+            &format!("one KV block of {} tokens", o.block_size),
+            o.block_size as u64 * cfg.kv_dim() as u64 * 4,
+            binding,
+        )?;
+    }
     let wanted = o.kv_blocks.unwrap_or_else(|| {
         let budget = (o.kv_budget_bytes / (KvCache::bytes_per_token(cfg) * o.block_size as u64)) as usize;
-        budget.min(max_blocks_per_seq * max_seqs).max(1)
+        budget.min(max_blocks_per_seq.saturating_mul(max_seqs)).max(1)
     });
     if o.kv_blocks.is_some() && wanted > adapter_blocks {
         return Err(Error::AdapterLimit(format!(

@@ -36,8 +36,8 @@ impl Completion {
 /// Checks a prompt against the model before any GPU work.
 pub fn check_prompt(model: &ForwardPass, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
     check_prompt_fits(&model.cfg, prompt, max_new_tokens)?;
-    let total = prompt.len() + max_new_tokens;
-    let kv_tokens = model.limits.num_blocks * model.limits.block_size;
+    let total = prompt.len().saturating_add(max_new_tokens);
+    let kv_tokens = model.limits.num_blocks.saturating_mul(model.limits.block_size);
     if total > kv_tokens {
         return Err(Error::Prompt(format!(
             "{total} tokens do not fit the KV cache ({kv_tokens} token slots); use more KV blocks"
@@ -54,7 +54,8 @@ pub fn check_prompt_fits(cfg: &Qwen3Config, prompt: &[u32], max_new_tokens: usiz
     if let Some(&id) = prompt.iter().find(|&&id| id as usize >= cfg.vocab_size) {
         return Err(Error::Prompt(format!("token id {id} is outside the vocabulary (size {})", cfg.vocab_size)));
     }
-    let total = prompt.len() + max_new_tokens;
+    // Saturating: `max_new_tokens` may come from outside unchecked (the library's callers).
+    let total = prompt.len().saturating_add(max_new_tokens);
     if total > cfg.max_position_embeddings {
         return Err(Error::Prompt(format!(
             "{} prompt tokens + {max_new_tokens} new tokens = {total} exceeds max_position_embeddings {}",

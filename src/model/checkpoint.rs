@@ -6,6 +6,7 @@ use super::config::Qwen3Config;
 use super::safetensors::{self, Dtype, TensorInfo};
 use super::source::{ByteSource, ModelStore};
 use crate::error::{Error, Result};
+use crate::limits;
 use std::collections::BTreeMap;
 
 /// Source of weights for upload: a checkpoint on disk or in the browser, or a synthetic model.
@@ -73,15 +74,15 @@ const SINGLE: &str = "model.safetensors";
 impl<F: ByteSource> Checkpoint<F> {
     pub async fn open<S: ModelStore<File = F>>(store: &S) -> Result<Self> {
         let location = store.location();
-        let config_bytes = store.read_all("config.json").await?.ok_or_else(|| {
+        let config_bytes = store.read_all("config.json", limits::CONFIG_JSON_MAX_BYTES).await?.ok_or_else(|| {
             Error::Invalid(format!("{location}: no config.json (is this a Hugging Face model folder?)"))
         })?;
         let config = Qwen3Config::from_json(&String::from_utf8_lossy(&config_bytes))?;
 
         // Which files hold the weights.
-        let (file_names, index_map) = match store.read_all(INDEX).await? {
+        let (file_names, index_map) = match store.read_all(INDEX, limits::INDEX_JSON_MAX_BYTES).await? {
             Some(bytes) => {
-                let v: serde_json::Value = serde_json::from_slice(&bytes)
+                let v = super::json::parse_unique(&bytes)
                     .map_err(|e| Error::Json { path: INDEX.into(), message: e.to_string() })?;
                 let map = v
                     .get("weight_map")
@@ -91,12 +92,18 @@ impl<F: ByteSource> Checkpoint<F> {
                 for (tensor, file) in map {
                     let file = file.as_str().ok_or_else(|| Error::Json {
                         path: INDEX.into(),
-                        message: format!("weight_map[{tensor}] is not a file name"),
+                        message: format!("weight_map[{}] is not a file name", limits::printable(tensor)),
                     })?;
-                    if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+                    // A plain name in the folder: no paths, no hidden files, nothing unprintable.
+                    let plain = !file.is_empty()
+                        && file.len() <= 255
+                        && !file.starts_with('.')
+                        && !file.contains(['/', '\\'])
+                        && !file.chars().any(char::is_control);
+                    if !plain {
                         return Err(Error::Json {
                             path: INDEX.into(),
-                            message: format!("suspicious shard name {file:?}"),
+                            message: format!("suspicious shard name \"{}\"", limits::printable(file)),
                         });
                     }
                     index.insert(tensor.clone(), file.to_string());
@@ -131,13 +138,14 @@ impl<F: ByteSource> Checkpoint<F> {
                         Some(f) => {
                             return Err(Error::Json {
                                 path: INDEX.into(),
-                                message: format!("{tensor} is mapped to {f} but found in {name}"),
+                                message: format!("{} is mapped to {f} but found in {name}", limits::printable(&tensor)),
                             })
                         }
                         None => continue, // not in the index: ignore, as transformers does
                     }
                 }
                 if tensors.insert(tensor.clone(), (files.len(), info)).is_some() {
+                    let tensor = limits::printable(&tensor);
                     return Err(Error::Invalid(format!("tensor {tensor} appears in more than one file")));
                 }
             }
@@ -145,7 +153,8 @@ impl<F: ByteSource> Checkpoint<F> {
         }
         if let Some(index) = &index_map {
             if let Some((t, f)) = index.iter().find(|(t, _)| !tensors.contains_key(*t)) {
-                return Err(Error::MissingTensor { tensor: t.clone(), looked_in: format!("{f} (per {INDEX})") });
+                let tensor = limits::printable(t);
+                return Err(Error::MissingTensor { tensor, looked_in: format!("{f} (per {INDEX})") });
             }
         }
 

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod json;
 pub mod reference;
 pub mod safetensors;
 pub mod source;

@@ -6,11 +6,11 @@
 //! then the data section; offsets are relative to the data section.
 
 use crate::error::{Error, Result};
+use crate::limits;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Headers larger than this are refused (the format's own reference implementation uses 100 MB).
-pub const MAX_HEADER_BYTES: u64 = 100_000_000;
+pub use crate::limits::SAFETENSORS_HEADER_MAX_BYTES as MAX_HEADER_BYTES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dtype {
@@ -48,6 +48,7 @@ impl TensorInfo {
     pub fn len_bytes(&self) -> u64 {
         self.end - self.begin
     }
+    /// Elements; cannot overflow, since the header's byte count was checked against the shape.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -82,13 +83,15 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
     let data_start = 8 + json.len() as u64;
     let data_len =
         file_len.checked_sub(data_start).ok_or_else(|| bad("header runs past the end of the file".into()))?;
-    let v: Value = serde_json::from_slice(json).map_err(|e| bad(format!("header is not valid JSON: {e}")))?;
+    let v = super::json::parse_unique(json).map_err(|e| bad(format!("header is not valid JSON: {e}")))?;
     let obj = v.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
     let mut tensors = BTreeMap::new();
-    for (name, entry) in obj {
-        if name == "__metadata__" {
+    for (key, entry) in obj {
+        if key == "__metadata__" {
             continue;
         }
+        // The name as messages show it: a header's keys may hold line breaks or be huge.
+        let name = limits::printable(key);
         let dtype_name =
             entry.get("dtype").and_then(Value::as_str).ok_or_else(|| bad(format!("tensor {name}: missing dtype")))?;
         let dtype = match dtype_name {
@@ -96,7 +99,7 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
             "F16" => Dtype::F16,
             "F32" => Dtype::F32,
             other => {
-                return Err(Error::Dtype { file: file.into(), tensor: name.clone(), dtype: other.into() });
+                return Err(Error::Dtype { file: file.into(), tensor: name, dtype: limits::printable(other) });
             }
         };
         let shape: Vec<usize> = entry
@@ -104,13 +107,20 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
             .and_then(Value::as_array)
             .ok_or_else(|| bad(format!("tensor {name}: missing shape")))?
             .iter()
-            .map(|d| d.as_u64().map(|d| d as usize))
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
             .collect::<Option<_>>()
             .ok_or_else(|| bad(format!("tensor {name}: shape must be a list of non-negative integers")))?;
+        if shape.len() > limits::MAX_TENSOR_RANK {
+            return Err(bad(format!(
+                "tensor {name}: {} dimensions, above the limit of {}",
+                shape.len(),
+                limits::MAX_TENSOR_RANK
+            )));
+        }
         let offsets: Vec<u64> = entry
             .get("data_offsets")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<_>>())
             .unwrap_or_default();
         let [begin, end] = offsets[..] else {
             return Err(bad(format!("tensor {name}: data_offsets must be [begin, end]")));
@@ -120,11 +130,11 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
                 "tensor {name}: data_offsets [{begin}, {end}] lie outside the {data_len}-byte data section"
             )));
         }
-        let numel = shape
+        // Checked: a shape of [2^63] in 2-byte elements must not wrap to the 0 bytes it claims.
+        let expected = shape
             .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+            .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
             .ok_or_else(|| bad(format!("tensor {name}: shape {shape:?} overflows")))?;
-        let expected = numel * dtype.size() as u64;
         if expected != end - begin {
             return Err(bad(format!(
                 "tensor {name}: shape {shape:?} of {} needs {expected} bytes but data_offsets give {}",
@@ -132,14 +142,14 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
                 end - begin
             )));
         }
-        tensors.insert(name.clone(), TensorInfo { dtype, shape, begin: data_start + begin, end: data_start + end });
+        tensors.insert(key.clone(), TensorInfo { dtype, shape, begin: data_start + begin, end: data_start + end });
     }
     let mut ranges: Vec<(&String, &TensorInfo)> = tensors.iter().filter(|(_, t)| t.end > t.begin).collect();
     ranges.sort_by_key(|(_, t)| t.begin);
     for pair in ranges.windows(2) {
         let ((a, ta), (b, tb)) = (pair[0], pair[1]);
         if tb.begin < ta.end {
-            return Err(bad(format!("tensors {a} and {b} overlap")));
+            return Err(bad(format!("tensors {} and {} overlap", limits::printable(a), limits::printable(b))));
         }
     }
     Ok(Header { tensors })
@@ -236,6 +246,13 @@ mod tests {
                 "overlap",
             ),
             (r#"{"a":"#, 0, "not valid JSON"),
+            (r#"{"a":{"dtype":"BF16","shape":[9223372036854775808],"data_offsets":[0,0]}}"#, 0, "overflows"),
+            (r#"{"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}"#, 0, "overflows"),
+            (
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#,
+                8,
+                "duplicate key \"a\"",
+            ),
         ];
         for (h, data, want) in cases {
             let e = parse(&file_with(h, data)).unwrap_err().to_string();

@@ -24,9 +24,14 @@ pub trait ModelStore {
     /// `None` when the folder has no such file.
     async fn open(&self, name: &str) -> Result<Option<Self::File>>;
 
-    async fn read_all(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    /// The whole file, when it is at most `max_bytes` (checked from its size before reading;
+    /// the caps are in [`crate::limits`]).
+    async fn read_all(&self, name: &str, max_bytes: u64) -> Result<Option<Vec<u8>>> {
         match self.open(name).await? {
-            Some(f) => Ok(Some(f.read(0, f.len() as usize).await?)),
+            Some(f) => {
+                crate::limits::file_size(name, f.len(), max_bytes)?;
+                Ok(Some(f.read(0, f.len() as usize).await?))
+            }
             None => Ok(None),
         }
     }
@@ -128,6 +133,12 @@ mod native {
         async fn open(&self, name: &str) -> Result<Option<DiskFile>> {
             let path = self.dir.join(name);
             let shown = path.display().to_string();
+            // Checked before opening: opening a FIFO waits for a writer, and a device never ends.
+            match crate::limits::regular_file_len(&path) {
+                Err(Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
             match std::fs::File::open(&path) {
                 Ok(file) => {
                     let len =

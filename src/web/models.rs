@@ -14,7 +14,7 @@ use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
-use crate::model::{ByteSource, ModelStore, Qwen3Config, TensorProvider, Tokenizer};
+use crate::model::{ModelStore, Qwen3Config, TensorProvider, Tokenizer};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::Cell;
@@ -190,11 +190,8 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
 
 /// The model's own `tokenizer.json`, when it has one.
 async fn read_tokenizer<S: ModelStore>(store: &S) -> Result<Option<Rc<Tokenizer>>> {
-    match store.open("tokenizer.json").await? {
-        Some(file) => {
-            let bytes = file.read(0, file.len() as usize).await?;
-            Ok(Some(Rc::new(Tokenizer::from_bytes(&bytes)?)))
-        }
+    match store.read_all("tokenizer.json", crate::limits::TOKENIZER_JSON_MAX_BYTES).await? {
+        Some(bytes) => Ok(Some(Rc::new(Tokenizer::from_bytes(&bytes)?))),
         None => Ok(None),
     }
 }

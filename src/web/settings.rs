@@ -5,6 +5,7 @@
 use super::i18n::{use_text, Label, Text};
 use crate::bench::sweep::parse_rates;
 use crate::bench::{Arrival, LenRange, Slo, WorkloadSpec};
+use crate::limits;
 use leptos::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,10 +198,11 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         parsed.ok()
     });
 
-    // Engine sizes: positive, and within what the model was loaded for.
+    // Engine sizes: positive, and within what the model was loaded for (before a model is
+    // loaded, within the CLI's bounds on the same flags).
     let limits = [
-        (Field::MaxBatch, counts[2], caps.map(|c| c.max_batch)),
-        (Field::MaxBatchedTokens, counts[3], caps.map(|c| c.max_batched_tokens)),
+        (Field::MaxBatch, counts[2], caps.map_or(limits::MAX_SEQS, |c| c.max_batch)),
+        (Field::MaxBatchedTokens, counts[3], caps.map_or(limits::MAX_BATCHED_TOKENS, |c| c.max_batched_tokens)),
     ];
     for (field, n, limit) in limits {
         if count(field).is_err() {
@@ -208,7 +210,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         }
         if n == 0 {
             check(field, Err(t.above_zero.to_string()));
-        } else if let Some(limit) = limit.filter(|&limit| n > limit) {
+        } else if n > limit {
             check(field, Err(format!("{} {limit}", t.at_most)));
         }
     }

@@ -1,6 +1,7 @@
 //! Shared by the native tests: one GPU device for the whole test binary, fixture loading.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod generated;
 
 use serde::Deserialize;

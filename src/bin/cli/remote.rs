@@ -28,11 +28,11 @@ pub struct RemoteArgs {
     #[arg(long, requires = "endpoint")]
     pub tokenizer: Option<std::path::PathBuf>,
     /// Seconds each request may take, from sending to its last chunk.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
     pub timeout_s: f64,
     /// Random prompt ids are drawn below this (default: Qwen's 151,643 regular tokens, or the
     /// tokenizer's vocabulary).
-    #[arg(long, requires = "endpoint")]
+    #[arg(long, requires = "endpoint", allow_negative_numbers = true)]
     pub vocab_size: Option<usize>,
 }
 
@@ -58,9 +58,7 @@ pub async fn run(
         )));
     }
     let api = args.api.parse::<Api>()?;
-    if !(args.timeout_s.is_finite() && args.timeout_s > 0.0) {
-        return Err(Error::Invalid(format!("--timeout-s {}: must be above 0", args.timeout_s)));
-    }
+    tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
     let api_key = match &args.api_key_env {
         Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
             Error::Invalid(format!("--api-key-env {var}: that environment variable is not set or empty"))
@@ -69,8 +67,7 @@ pub async fn run(
     };
     let tokenizer = match &args.tokenizer {
         Some(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+            let bytes = tokenmeter::limits::read_file(path, tokenmeter::limits::TOKENIZER_JSON_MAX_BYTES)?;
             Some(Tokenizer::from_bytes(&bytes)?)
         }
         None => None,

@@ -93,7 +93,7 @@ pub const ZH: Text = Text {
     above_zero: "必须大于 0",
     context_too_long: "输入加输出超过了模型的上下文长度",
     bad_length: Some("应为 N 或 最小:最大（均 ≥ 1，最小 ≤ 最大）"),
-    bad_workload: Some("必须大于 0"),
+    bad_workload: Some("必须大于 0，且不超过上限"),
     run: "运行",
     cancel: "取消",
     cancelling: "正在取消…",

@@ -1,0 +1,100 @@
+//! Numbers on the command line past [`tokenmeter::limits`]: each is refused with one `error:`
+//! line naming the flag and its range, exit code 2, within seconds and 200 MB. Before the bounds
+//! they wrapped (prompt + max new tokens, input + output length), divided by zero (block size),
+//! panicked in `Duration` (rate), allocated without bound (request count, remote prompt bodies) or
+//! waited for decades (rate 1e-9).
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use common::cli::{expect_error, run};
+use common::fixture_dir;
+
+fn tiny() -> String {
+    fixture_dir("tiny-mha").to_str().expect("a UTF-8 path").to_string()
+}
+
+#[test]
+fn generate_flags() {
+    let model = tiny();
+    let generate = |extra: &[&str], needle: &str| {
+        expect_error(&[&["generate", "--model", &model, "--prompt-ids", "1,2,3"], extra].concat(), needle)
+    };
+    generate(&["--max-new-tokens", "18446744073709551615"], "must be a whole number from 1 to 1048576");
+    generate(&["--max-new-tokens", "0"], "'--max-new-tokens <MAX_NEW_TOKENS>': must be a whole number from 1");
+    // A negative number was clap's three-line "unexpected argument" with a tip.
+    generate(&["--max-new-tokens", "-5"], "invalid value '-5' for '--max-new-tokens");
+    generate(
+        &["--block-size", "144115188075855872"],
+        "'--block-size <BLOCK_SIZE>': must be a whole number from 1 to 4096",
+    );
+    generate(&["--block-size", "0"], "--block-size");
+    generate(&["--kv-blocks", "0"], "--kv-blocks");
+    generate(&["--max-batch", "18446744073709551615"], "--max-batch");
+    generate(&["--max-batched-tokens", "-1"], "--max-batched-tokens");
+    generate(&["--temperature", "nan"], "'--temperature <TEMPERATURE>': must be a number from 0 to 1000");
+    generate(&["--top-p", "-0.5"], "--top-p");
+    generate(&["--seed", "-1"], "--seed");
+    // The engine's own check still names max_position_embeddings for a plausible count.
+    generate(&["--max-new-tokens", "1000"], "exceeds max_position_embeddings 512");
+}
+
+#[test]
+fn bench_flags() {
+    let bench =
+        |extra: &[&str], needle: &str| expect_error(&[&["bench", "--synthetic", "tiny"], extra].concat(), needle);
+    bench(&["--rate", "1e-300"], "rate 1e-300: must be at least 0.001 requests/s");
+    bench(&["--rate", "1e-9"], "rate 0.000000001: must be at least 0.001");
+    bench(&["--rate", "-4"], "rate -4: must be at least");
+    bench(&["--rate", "0.01", "--num-requests", "1000"], "rate 0.01: 1000 requests would arrive over about 99900 s");
+    bench(
+        &["--num-requests", "18446744073709551615"],
+        "'--num-requests <NUM_REQUESTS>': must be a whole number from 1 to 100000",
+    );
+    bench(&["--num-requests", "10000000000"], "--num-requests");
+    bench(
+        &["--input-len", "18446744073709551615"],
+        "length range 18446744073709551615:18446744073709551615: above the limit of 1048576 tokens",
+    );
+    bench(&["--output-len", "1:18446744073709551615"], "above the limit of 1048576 tokens");
+    bench(&["--input-len", "-5"], "length range \"-5\"");
+    bench(&["--burstiness", "1e-300"], "'--burstiness <BURSTINESS>': must be a number from 0.001 to 1000000");
+    bench(&["--arrival", "concurrency", "--concurrency", "18446744073709551615"], "--concurrency");
+    // Within the bounds, still above the model's context: the config check names it.
+    bench(&["--input-len", "1000000"], "above max_position_embeddings");
+}
+
+#[test]
+fn remote_bench_flags() {
+    // Port 9 (discard): nothing should ever be sent, the flags are refused first.
+    let remote = |extra: &[&str], needle: &str| {
+        expect_error(&[&["bench", "--endpoint", "http://127.0.0.1:9/v1"], extra].concat(), needle)
+    };
+    // Over 4 GiB building the request bodies.
+    remote(&["--input-len", "100000000"], "length range 100000000:100000000: above the limit of 1048576 tokens");
+    remote(&["--rate", "1e-300"], "rate 1e-300: must be at least 0.001");
+    remote(&["--timeout-s", "1e300"], "--timeout-s 1e300: must be a number from 0.001 to 86400");
+    remote(&["--timeout-s", "-1"], "--timeout-s -1: must be a number");
+}
+
+#[test]
+fn speed_flags() {
+    let speed =
+        |extra: &[&str], needle: &str| expect_error(&[&["speed", "--synthetic", "tiny"], extra].concat(), needle);
+    // Printed NaN and exited 0.
+    speed(&["--steps", "0"], "'--steps <STEPS>': must be a whole number from 1 to 100000");
+    speed(&["--batches", "1,0"], "--batches");
+    speed(&["--prefill", "100000"], "--prefill");
+    speed(&["--context", "18446744073709551615"], "--context");
+}
+
+#[test]
+fn usage_errors_are_one_line_and_help_is_not_an_error() {
+    expect_error(&["generate", "--frobnicate"], "unexpected argument '--frobnicate'");
+    expect_error(&["generate", "--model"], "a value is required for '--model <MODEL>'");
+    let help = run(&["--help"]);
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    let bare = run(&[]);
+    assert_eq!(bare.code, 2);
+    assert!(bare.stderr.contains("Usage:"), "{}", bare.stderr);
+}
