@@ -138,6 +138,15 @@ pub struct LongTasks {
     pub count: usize,
     pub longest_ms: f64,
     pub total_ms: f64,
+    /// The first [`LongTasks::KEPT`] tasks as (start, seconds from the rate's start — within a
+    /// few ms of the benchmark clock of `steps` and `requests` —, duration in ms), to see what
+    /// they overlap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<(f64, f64)>,
+}
+
+impl LongTasks {
+    pub const KEPT: usize = 64;
 }
 
 impl BenchmarkMetrics {

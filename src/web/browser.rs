@@ -99,6 +99,7 @@ pub fn local_time(epoch_ms: f64) -> String {
 /// `longtask`, which Chromium has and Firefox and Safari lack) from `start` until `finish`.
 pub struct LongTaskWatch {
     observer: web_sys::PerformanceObserver,
+    started_ms: f64,
     seen: std::rc::Rc<std::cell::RefCell<crate::bench::LongTasks>>,
     _callback: wasm_bindgen::closure::Closure<dyn FnMut(web_sys::PerformanceObserverEntryList)>,
 }
@@ -114,29 +115,34 @@ impl LongTaskWatch {
         }
         let seen = std::rc::Rc::new(std::cell::RefCell::new(crate::bench::LongTasks::default()));
         let into = seen.clone();
+        let started_ms = crate::clock::now_s() * 1000.0; // performance.now(), as entries' start times
         let callback = wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::PerformanceObserverEntryList)>::new(
             move |list: web_sys::PerformanceObserverEntryList| {
-                tally(&mut into.borrow_mut(), list.get_entries());
+                tally(&mut into.borrow_mut(), started_ms, list.get_entries());
             },
         );
         let observer = web_sys::PerformanceObserver::new(callback.as_ref().unchecked_ref()).ok()?;
         let types = js_sys::Array::of1(&"longtask".into());
         observer.observe(&web_sys::PerformanceObserverInit::new(&types));
-        Some(LongTaskWatch { observer, seen, _callback: callback })
+        Some(LongTaskWatch { observer, started_ms, seen, _callback: callback })
     }
 
     /// What was seen, including entries not yet delivered to the callback.
     pub fn finish(self) -> crate::bench::LongTasks {
         let mut seen = self.seen.borrow().clone();
-        tally(&mut seen, self.observer.take_records());
+        tally(&mut seen, self.started_ms, self.observer.take_records());
         self.observer.disconnect();
         seen
     }
 }
 
-fn tally(seen: &mut crate::bench::LongTasks, entries: js_sys::Array) {
+fn tally(seen: &mut crate::bench::LongTasks, started_ms: f64, entries: js_sys::Array) {
     for entry in entries.iter() {
-        let ms = entry.unchecked_into::<web_sys::PerformanceEntry>().duration();
+        let entry = entry.unchecked_into::<web_sys::PerformanceEntry>();
+        let ms = entry.duration();
+        if seen.tasks.len() < crate::bench::LongTasks::KEPT {
+            seen.tasks.push(((entry.start_time() - started_ms) / 1000.0, ms));
+        }
         seen.count += 1;
         seen.longest_ms = seen.longest_ms.max(ms);
         seen.total_ms += ms;

@@ -21,7 +21,7 @@ const page = await (await browser.newContext({ acceptDownloads: true, viewport: 
 const byId = (id) => page.getByTestId(id);
 const done = async (code, msg) => { console.log(msg); await browser.close(); await server.close(); process.exit(code); };
 const t0 = Date.now();
-await page.goto(`${server.url}/?${query}`);
+await page.goto(`${server.url.replace(/\/$/, "")}/?${query}`);
 await page.waitForFunction(() => /^(Ready|Error)/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
   null, { timeout: 600000 });
 const status = await byId('status').textContent();
@@ -40,4 +40,10 @@ console.log(JSON.stringify({ adapter: result.run_config.adapter?.name, kernels: 
   lag_ms: { mean: fmt(lag?.mean), p50: fmt(lag?.p50), p99: fmt(lag?.p99),
     max: fmt(Math.max(...steps.map((s) => s.readback_lag_s * 1000))) },
   long_tasks: tasks }));
+// What each long task overlapped: a step (encode + GPU + readback) or the gap between steps.
+for (const [at, ms] of tasks?.tasks ?? []) {
+  const step = result.steps.find((s) => at >= s.t_s - s.duration_s && at <= s.t_s);
+  console.log(`long task at ${at.toFixed(3)} s, ${ms.toFixed(0)} ms: `
+    + (step ? `inside a step (${(step.t_s - step.duration_s).toFixed(3)}-${step.t_s.toFixed(3)} s)` : 'between steps'));
+}
 await done(lag && tasks ? 0 : 1, lag && tasks ? 'ok' : 'FAIL: no lag or long-task figures');
