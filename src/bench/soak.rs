@@ -10,7 +10,7 @@ use super::ledger::{Expected, Ledger};
 use super::prompts::random_prompt;
 use super::workload::{plan, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
-use crate::engine::{Engine, Request, SamplingParams};
+use crate::engine::{Engine, EventKind, Request, SamplingParams};
 use crate::error::Result;
 
 /// A request whose greedy output is known (a fixture's `reference.json` case).
@@ -36,8 +36,8 @@ pub struct SoakSpec {
     pub warmup_requests: usize,
     /// Resident memory is sampled this often.
     pub rss_every_s: f64,
-    /// Steps in a row that produce no event before the soak gives up (a livelock, such as a
-    /// sequence larger than the whole cache being preempted forever).
+    /// Steps in a row that produce no token before the soak gives up (a livelock: sequences
+    /// preempted and recomputed forever, which yields events but no tokens).
     pub max_idle_steps: usize,
 }
 
@@ -173,9 +173,12 @@ pub async fn run(
         }
         let (events, _) = engine.step().await?;
         report.steps += 1;
-        idle_steps = if events.is_empty() { idle_steps + 1 } else { 0 };
+        let produced = events.iter().any(|e| {
+            matches!(e.kind, EventKind::FirstToken { .. } | EventKind::Token { .. } | EventKind::Finished { .. })
+        });
+        idle_steps = if produced { 0 } else { idle_steps + 1 };
         if idle_steps > spec.max_idle_steps {
-            ledger.violation(format!("no event in {idle_steps} steps: the engine is stuck"));
+            ledger.violation(format!("no token in {idle_steps} steps: the engine is stuck"));
             break;
         }
         let before = ledger.finished;
