@@ -54,7 +54,8 @@ fn soak(name: &str, args: &[&str]) -> (i32, String, String, serde_json::Value) {
 #[test]
 fn engine_soak_under_kv_pressure() {
     let start = Instant::now();
-    let (code, stdout, stderr, r) = soak("engine", &["--num-requests", "400", "--rate", "50", "--seed", "11"]);
+    let (code, stdout, stderr, r) =
+        soak("engine", &["--num-requests", "400", "--rate", "50", "--seed", "11", "--warmup", "100"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     eprintln!("{stdout}(in {:.1} s)", start.elapsed().as_secs_f64());
     assert_eq!(r["violation_count"], 0, "{}", r["violations"]);

@@ -49,7 +49,8 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 64, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
     max_batched_tokens: usize,
-    /// Requests that finish before the resident-memory baseline (default: a tenth, at most 200).
+    /// Requests that finish before the resident-memory baseline (default: a quarter, at most 200).
+    /// lavapipe compiles shaders and grows its caches during the first few dozen requests.
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 0, limits::MAX_REQUESTS))]
     warmup: Option<usize>,
     /// Fail when resident memory grows more than this after warm-up (MB).
@@ -132,7 +133,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         stop_ids: (0..vocab).step_by((vocab as usize / 64).max(1)).collect(),
         golden: golden(&args.model)?,
         golden_every: 10,
-        warmup_requests: args.warmup.unwrap_or((args.num_requests / 10).min(200)),
+        warmup_requests: args.warmup.unwrap_or((args.num_requests / 4).min(200)),
         rss_every_s: 0.5,
         max_idle_steps: 1000,
     };
