@@ -10,17 +10,21 @@
 //! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
+//! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV
+//!   blocks and resident memory accounted for at the end.
 //! - [`sweep`]: several rates in one go, and the knee.
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
 pub mod diagnosis;
 pub mod driver;
+pub mod ledger;
 pub mod metrics;
 pub mod prompts;
 pub mod record;
 pub mod report;
 pub mod session;
+pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;

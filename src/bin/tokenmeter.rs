@@ -12,6 +12,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
     mod remote;
+    mod soak;
 
     use clap::{Args, Parser, Subcommand};
     use std::cell::Cell;
@@ -49,6 +50,8 @@ mod cli {
         Roofline,
         /// Engine speed vs the roofline: decode at several batch sizes, prefill at several lengths.
         Speed(SpeedArgs),
+        /// Thousands of requests under KV pressure, every event and KV block checked, memory watched.
+        Soak(soak::SoakArgs),
     }
 
     #[derive(Args)]
@@ -218,6 +221,7 @@ mod cli {
             Command::Adapter => pollster::block_on(adapter()),
             Command::Roofline => pollster::block_on(roofline()),
             Command::Speed(args) => pollster::block_on(speed(args)),
+            Command::Soak(args) => return soak::main(args),
         };
         match result {
             Ok(()) => 0,

@@ -123,6 +123,11 @@ impl Engine {
         (self.scheduler.blocks.used(), self.scheduler.blocks.total())
     }
 
+    /// The KV block allocator, read-only (the soak test checks its free list once idle).
+    pub fn kv_allocator(&self) -> &super::kv::BlockAllocator {
+        &self.scheduler.blocks
+    }
+
     /// One iteration: schedule, run, sample, record. Returns no stats when there was nothing to run.
     pub async fn step(&mut self) -> Result<(Vec<Event>, Option<StepStats>)> {
         let start = now_s();

@@ -77,4 +77,10 @@ impl BlockAllocator {
     pub fn total(&self) -> usize {
         self.total
     }
+
+    /// The free list as it stands (read-only): once every sequence has ended it should hold each
+    /// block id below `total` exactly once; a block released twice shows here as a repeat.
+    pub fn free_ids(&self) -> &[u32] {
+        &self.free
+    }
 }

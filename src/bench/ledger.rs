@@ -1,0 +1,259 @@
+//! The soak's referee: each request's events checked as they come out of the engine, and its
+//! output checked against what it asked for when it finishes. Pure: the soak feeds it, and the
+//! tests below feed it broken streams to show that each rule can fail.
+
+use std::collections::HashMap;
+
+use crate::engine::{Event, EventKind, FinishReason};
+
+/// Violations kept word for word; the rest are only counted.
+pub const MAX_KEPT_VIOLATIONS: usize = 50;
+
+/// What one request must produce.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    pub max_new_tokens: usize,
+    /// Empty when the request ignores EOS.
+    pub stop_ids: Vec<u32>,
+    pub golden: Option<Vec<u32>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    expected: Expected,
+    submitted_s: f64,
+    last_s: f64,
+    scheduled: bool,
+    finished: bool,
+    /// Dropped once the request has finished and been checked.
+    tokens: Vec<u32>,
+}
+
+/// Checks each request's events as they come: `Scheduled` once, then (with `Preempted` at any
+/// point) one `FirstToken`, `Token`s, and one `Finished` whose reason fits the output; nothing
+/// after it; times never going back. Pure: fed by the soak, or by hand in the tests.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    entries: HashMap<u64, Entry>,
+    pub violations: Vec<String>,
+    pub violation_count: usize,
+    pub finished: usize,
+    pub finished_by_stop: usize,
+    pub golden_checked: usize,
+    pub output_tokens: usize,
+    pub preemptions: usize,
+}
+
+impl Ledger {
+    pub fn with_capacity(n: usize) -> Ledger {
+        Ledger { entries: HashMap::with_capacity(n), ..Ledger::default() }
+    }
+
+    pub fn violation(&mut self, text: String) {
+        self.violation_count += 1;
+        if self.violations.len() < MAX_KEPT_VIOLATIONS {
+            self.violations.push(text);
+        }
+    }
+
+    /// A request the engine accepted under engine id `id` at time `t_s`.
+    pub fn submitted(&mut self, id: u64, t_s: f64, expected: Expected) {
+        let entry =
+            Entry { expected, submitted_s: t_s, last_s: t_s, scheduled: false, finished: false, tokens: Vec::new() };
+        if self.entries.insert(id, entry).is_some() {
+            self.violation(format!("request {id}: the engine gave its id to two requests"));
+        }
+    }
+
+    pub fn observe(&mut self, e: &Event) {
+        let Some(entry) = self.entries.get_mut(&e.id) else {
+            return self.violation(format!("request {}: an event for an id never submitted: {:?}", e.id, e.kind));
+        };
+        let problem = if entry.finished {
+            Some(format!("{:?} after Finished", e.kind))
+        } else if e.t_s < entry.last_s || e.t_s.is_nan() {
+            Some(format!("{:?} at {} s, before the previous event at {} s", e.kind, e.t_s, entry.last_s))
+        } else {
+            None
+        };
+        entry.last_s = entry.last_s.max(e.t_s);
+        let problem = problem.or_else(|| match &e.kind {
+            EventKind::Scheduled if entry.scheduled => Some("Scheduled twice".to_string()),
+            EventKind::Scheduled => {
+                entry.scheduled = true;
+                None
+            }
+            EventKind::Preempted if !entry.scheduled => Some("Preempted before Scheduled".to_string()),
+            EventKind::Preempted => {
+                self.preemptions += 1;
+                None
+            }
+            EventKind::FirstToken { .. } if !entry.scheduled => Some("FirstToken before Scheduled".to_string()),
+            EventKind::FirstToken { .. } if !entry.tokens.is_empty() => {
+                Some(format!("a second FirstToken after {} tokens", entry.tokens.len()))
+            }
+            EventKind::Token { .. } if entry.tokens.is_empty() => Some("Token before FirstToken".to_string()),
+            EventKind::FirstToken { token } | EventKind::Token { token } => {
+                entry.tokens.push(*token);
+                None
+            }
+            EventKind::Finished { reason } => {
+                entry.finished = true;
+                let problem = check_output(&entry.expected, &entry.tokens, *reason);
+                self.finished += 1;
+                self.output_tokens += entry.tokens.len();
+                self.finished_by_stop += (*reason == FinishReason::Stop) as usize;
+                self.golden_checked += entry.expected.golden.is_some() as usize;
+                entry.tokens = Vec::new();
+                problem
+            }
+        });
+        if let Some(p) = problem {
+            self.violation(format!("request {}: {p}", e.id));
+        }
+    }
+
+    /// At the end: every submitted request finished. Returns how many did not.
+    pub fn close(&mut self) -> usize {
+        let mut open: Vec<(u64, f64)> =
+            self.entries.iter().filter(|(_, e)| !e.finished).map(|(&id, e)| (id, e.submitted_s)).collect();
+        open.sort_by_key(|&(id, _)| id);
+        for &(id, t) in &open {
+            self.violation(format!("request {id} (submitted at {t:.3} s) never finished"));
+        }
+        open.len()
+    }
+}
+
+/// Whether an output fits its request and the reason it ended with.
+fn check_output(expected: &Expected, tokens: &[u32], reason: FinishReason) -> Option<String> {
+    let max = expected.max_new_tokens;
+    let stop_at = tokens.iter().position(|t| expected.stop_ids.contains(t));
+    if let Some(golden) = &expected.golden {
+        if tokens != golden.as_slice() {
+            let at = tokens.iter().zip(golden).position(|(a, b)| a != b).unwrap_or(tokens.len().min(golden.len()));
+            return Some(format!(
+                "golden output differs at token {at} ({} tokens, {} expected)",
+                tokens.len(),
+                golden.len()
+            ));
+        }
+    }
+    match reason {
+        FinishReason::Length if tokens.len() != max => {
+            Some(format!("finished by length with {} tokens, {max} asked", tokens.len()))
+        }
+        FinishReason::Length if stop_at.is_some() => Some(format!("went past a stop id at token {stop_at:?}")),
+        FinishReason::Stop if stop_at != Some(tokens.len().saturating_sub(1)) || tokens.is_empty() => {
+            Some(format!("finished by stop, but the first stop id is at {stop_at:?} of {} tokens", tokens.len()))
+        }
+        FinishReason::Stop if tokens.len() > max => Some(format!("{} tokens, above the {max} asked", tokens.len())),
+        FinishReason::Cancelled => Some("cancelled, though nothing cancels in a soak".to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(id: u64, t_s: f64, kind: EventKind) -> Event {
+        Event { id, t_s, kind }
+    }
+
+    fn first(token: u32) -> EventKind {
+        EventKind::FirstToken { token }
+    }
+
+    fn token(token: u32) -> EventKind {
+        EventKind::Token { token }
+    }
+
+    fn finished(reason: FinishReason) -> EventKind {
+        EventKind::Finished { reason }
+    }
+
+    /// One request of 3 tokens ignoring EOS, fed `events`; the violations.
+    fn run(expected: Expected, events: &[EventKind]) -> Vec<String> {
+        let mut ledger = Ledger::default();
+        ledger.submitted(0, 0.0, expected);
+        for (i, kind) in events.iter().enumerate() {
+            ledger.observe(&ev(0, i as f64, kind.clone()));
+        }
+        ledger.close();
+        ledger.violations
+    }
+
+    fn three() -> Expected {
+        Expected { max_new_tokens: 3, stop_ids: vec![], golden: None }
+    }
+
+    #[test]
+    fn a_clean_stream_with_preemptions_passes() {
+        let events = [
+            EventKind::Scheduled,
+            EventKind::Preempted,
+            first(5),
+            EventKind::Preempted,
+            token(6),
+            token(7),
+            finished(FinishReason::Length),
+        ];
+        assert_eq!(run(three(), &events), Vec::<String>::new());
+        let golden = Expected { golden: Some(vec![5, 6, 7]), ..three() };
+        assert_eq!(run(golden, &events), Vec::<String>::new());
+        let stop = Expected { stop_ids: vec![7, 9], ..three() };
+        let stopped = [EventKind::Scheduled, first(5), token(6), token(7), finished(FinishReason::Stop)];
+        assert_eq!(run(stop, &stopped), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_broken_stream_is_caught() {
+        use EventKind::{Preempted, Scheduled};
+        let len = finished(FinishReason::Length);
+        let cases: Vec<(&str, Expected, Vec<EventKind>)> = vec![
+            ("never finished", three(), vec![Scheduled, first(1), token(2)]),
+            ("lost token", three(), vec![Scheduled, first(1), token(2), len.clone()]),
+            ("repeated token", three(), vec![Scheduled, first(1), token(2), token(2), token(3), len.clone()]),
+            ("finished twice", three(), vec![Scheduled, first(1), token(2), token(3), len.clone(), len.clone()]),
+            ("token after finish", three(), vec![Scheduled, first(1), token(2), token(3), len.clone(), token(4)]),
+            ("two first tokens", three(), vec![Scheduled, first(1), first(2), token(3), len.clone()]),
+            ("token before first", three(), vec![Scheduled, token(1), first(2), token(3), len.clone()]),
+            ("unscheduled", three(), vec![first(1), token(2), token(3), len.clone()]),
+            ("scheduled twice", three(), vec![Scheduled, Scheduled, first(1), token(2), token(3), len.clone()]),
+            ("preempted unscheduled", three(), vec![Preempted, Scheduled, first(1), token(2), token(3), len.clone()]),
+            (
+                "wrong golden",
+                Expected { golden: Some(vec![1, 2, 4]), ..three() },
+                vec![Scheduled, first(1), token(2), token(3), len.clone()],
+            ),
+            (
+                "went past a stop",
+                Expected { stop_ids: vec![2], ..three() },
+                vec![Scheduled, first(1), token(2), token(3), len.clone()],
+            ),
+            (
+                "stop without a stop id",
+                Expected { stop_ids: vec![9], ..three() },
+                vec![Scheduled, first(1), token(2), finished(FinishReason::Stop)],
+            ),
+            ("cancelled", three(), vec![Scheduled, first(1), finished(FinishReason::Cancelled)]),
+        ];
+        for (name, expected, events) in cases {
+            let violations = run(expected, &events);
+            assert!(!violations.is_empty(), "{name}: not caught");
+        }
+    }
+
+    #[test]
+    fn time_going_back_and_unknown_ids_are_caught() {
+        let mut ledger = Ledger::default();
+        ledger.submitted(0, 0.0, three());
+        ledger.observe(&ev(0, 2.0, EventKind::Scheduled));
+        ledger.observe(&ev(0, 1.0, first(1)));
+        ledger.observe(&ev(7, 3.0, EventKind::Scheduled));
+        assert_eq!(ledger.violations.len(), 2, "{:?}", ledger.violations);
+        ledger.submitted(0, 4.0, three());
+        assert_eq!(ledger.violation_count, 3, "an id given twice");
+    }
+}
