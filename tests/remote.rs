@@ -480,7 +480,7 @@ fn bad_cli_input_is_one_clear_line() {
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api-key-env", "TOKENMETER_UNSET_VAR"], "is not set"),
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "chat"], "pass --tokenizer"),
         (&["--endpoint", &format!("http://127.0.0.1:{port}/v1")], "connect"),
-        (&["--endpoint", "https://api.example.com/v1"], "https is not supported by the CLI yet"),
+        (&["--endpoint", "http://127.0.0.1:1/v1", "--ca-cert", "/nonexistent/ca.pem"], "--ca-cert /nonexistent/ca.pem"),
     ];
     for (args, expected) in cases {
         let start = Instant::now();
