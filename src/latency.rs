@@ -1,8 +1,9 @@
 //! The latency definitions, written once: the benchmark's request records
 //! (`bench::RequestRecord`) and the engine's completions (`engine::Completion`, for `generate`
-//! and the playground) both compute TTFT and TPOT here. They follow vLLM's benchmark.
+//! and the playground) both compute TTFT and TPOT here. TTFT's clock starts wherever the caller
+//! says: the planned arrival (the user's view) or, for a server, the send.
 
-/// Time to first token: first token − arrival (queueing included).
+/// Time to first token: first token − `arrival_s` (whatever waiting came after it included).
 pub fn ttft_s(arrival_s: f64, first_token_s: Option<f64>) -> Option<f64> {
     Some(first_token_s? - arrival_s)
 }

@@ -28,6 +28,7 @@ fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
         rate,
         burstiness: 1.0,
         concurrency: 3,
+        span: tokenmeter::bench::ArrivalSpan::Drawn,
         num_requests: 12,
         input_len: LenRange { min: 4, max: 40 },
         output_len: LenRange { min: 3, max: 12 },

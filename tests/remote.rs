@@ -421,6 +421,55 @@ fn the_api_key_is_sent_but_never_shown() {
     assert_eq!(result["run_config"]["target"]["api_key"], "set (not recorded)");
 }
 
+/// Both TTFT clocks, their labels, and a run record without settings that did not act.
+#[test]
+fn a_server_run_has_both_ttft_clocks_and_honest_labels() {
+    let m = mock();
+    let common = ["--input-len", "4", "--output-len", "3", "--num-requests", "6"];
+    // Poisson with an exact span: the last request arrives at N/rate, and the record says so.
+    let (result, stdout, _) =
+        bench_cli(&m.url, "clocks", &[&common[..], &["--rate", "40", "--arrival-span", "exact"]].concat(), &[]);
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    let last = records.iter().map(|r| r.arrival_s).fold(0.0, f64::max);
+    assert!(close(last, 6.0 / 40.0), "last arrival {last}");
+    let workload = &result["run_config"]["workload"];
+    assert_eq!((workload["arrival_span"].as_str(), workload["rate"].as_f64()), (Some("exact"), Some(40.0)));
+    assert!(workload.get("concurrency").is_none() && workload.get("burstiness").is_none(), "{workload}");
+    for r in &records {
+        let sent = r.sent_s.expect("every request records its send");
+        assert!(r.arrival_s <= sent && sent < r.first_token_s.unwrap(), "{r:?}");
+        assert_eq!(r.scheduled_s, Some(sent));
+    }
+    let summary = &result["summary"];
+    let send: Vec<f64> = records.iter().filter_map(|r| r.ttft_from_send_s()).map(|s| s * 1e3).collect();
+    let from_send = summary["ttft_from_send_ms"]["mean"].as_f64().unwrap();
+    assert!(close(from_send, send.iter().sum::<f64>() / send.len() as f64), "{summary}");
+    assert!(from_send <= summary["ttft_ms"]["mean"].as_f64().unwrap());
+    assert_eq!(summary["preemptions"], serde_json::Value::Null);
+    for expected in [
+        "Time to first token (TTFT, from the planned arrival): mean ",
+        "TTFT from send: mean ",
+        "(client lateness mean ",
+        "Preemptions: -\n",
+        "GPU busy: -\n",
+        "\nClient lateness ",
+        "\nTTFT (send) ",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("Queue"), "{stdout}");
+
+    // Sequential: no rate, concurrency or span recorded, since none of them acted.
+    let (result, stdout, _) =
+        bench_cli(&m.url, "sequential", &[&common[..], &["--arrival", "sequential", "--lang", "zh"]].concat(), &[]);
+    let workload = &result["run_config"]["workload"];
+    assert_eq!(workload["arrival"], "sequential");
+    for field in ["rate", "concurrency", "burstiness", "arrival_span"] {
+        assert!(workload.get(field).is_none(), "{field} recorded: {workload}");
+    }
+    assert!(stdout.contains("自发送起的 TTFT") && stdout.contains("抢占次数: -"), "{stdout}");
+}
+
 #[test]
 fn bad_cli_input_is_one_clear_line() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -431,7 +480,7 @@ fn bad_cli_input_is_one_clear_line() {
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api-key-env", "TOKENMETER_UNSET_VAR"], "is not set"),
         (&["--endpoint", "http://127.0.0.1:1/v1", "--api", "chat"], "pass --tokenizer"),
         (&["--endpoint", &format!("http://127.0.0.1:{port}/v1")], "connect"),
-        (&["--endpoint", "https://api.example.com/v1"], "https is not supported by the CLI yet"),
+        (&["--endpoint", "http://127.0.0.1:1/v1", "--ca-cert", "/nonexistent/ca.pem"], "--ca-cert /nonexistent/ca.pem"),
     ];
     for (args, expected) in cases {
         let start = Instant::now();
@@ -802,6 +851,7 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
         assert_eq!(Some(r.output_len), r.requested_output_len, "request {}", r.id);
         assert_eq!(Some(r.prompt_len), r.server_prompt_len, "request {}", r.id);
         assert!(r.arrival_s <= r.scheduled_s.unwrap() && r.scheduled_s < r.first_token_s);
+        assert_eq!(r.sent_s, r.scheduled_s);
         assert!(r.token_times_s.windows(2).all(|w| w[0] <= w[1]));
     }
     let summary: bench::BenchmarkMetrics = serde_json::from_value(result["summary"].clone()).unwrap();
@@ -819,6 +869,13 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
     ttft.sort_by(f64::total_cmp);
     assert!(close(summary.ttft_ms.mean, ttft.iter().sum::<f64>() / 24.0));
     assert!(close(summary.ttft_ms.p50, (ttft[11] + ttft[12]) / 2.0));
+    // From send: the same requests without the client's lateness, never longer.
+    let from_send = summary.ttft_from_send_ms.as_ref().expect("a server run records its sends");
+    let mut sent: Vec<f64> = records.iter().map(|r| (r.first_token_s.unwrap() - r.sent_s.unwrap()) * 1e3).collect();
+    sent.sort_by(f64::total_cmp);
+    assert!(close(from_send.mean, sent.iter().sum::<f64>() / 24.0) && from_send.mean <= summary.ttft_ms.mean);
+    assert!(close(from_send.p50, (sent[11] + sent[12]) / 2.0));
+    assert!(stdout.contains("TTFT from send: mean") && stdout.contains("Preemptions: -"), "{stdout}");
     let tpot: Vec<f64> = records.iter().filter_map(|r| r.tpot_s()).map(|s| s * 1e3).collect();
     assert!(close(summary.tpot_ms.mean, tpot.iter().sum::<f64>() / tpot.len() as f64));
     let itl: Vec<f64> = records.iter().flat_map(|r| r.itl_s()).collect();

@@ -443,6 +443,7 @@ fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::benc
         concurrency,
         num_requests: 32,
         burstiness: 1.0,
+        span: tokenmeter::bench::ArrivalSpan::Drawn,
         input_len: "128".parse().unwrap(),
         output_len: "64".parse().unwrap(),
         seed: 0,

@@ -1,6 +1,9 @@
-//! Aggregation: raw records in, one `BenchmarkMetrics` out, as a pure function. Definitions
-//! follow vLLM's `benchmarks/serve.py` so numbers compare with server benchmarks; throughputs
-//! count completed requests only.
+//! Aggregation: raw records in, one `BenchmarkMetrics` out, as a pure function. TPOT = (last
+//! token − first token)/(output − 1), ITL = every gap between token chunks, E2E = finish −
+//! arrival. TTFT is given twice, from the planned arrival (`ttft_ms`) and, for servers, from the
+//! send (`ttft_from_send_ms`), because benchmark tools differ on where its clock starts; compare
+//! with another tool's figures only after checking which clock it uses. Throughputs count
+//! completed requests only.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -21,7 +24,7 @@ pub struct Slo {
 }
 
 impl Slo {
-    /// As vLLM: a request with a single output token has TPOT 0, which meets any TPOT limit.
+    /// A request with a single output token has TPOT 0 here, which meets any TPOT limit.
     pub fn met_by(&self, r: &RequestRecord) -> bool {
         let within = |limit: Option<f64>, value_s: Option<f64>| match limit {
             None => true,
@@ -89,19 +92,27 @@ pub struct BenchmarkMetrics {
     /// Input plus output tokens of completed requests per second.
     #[serde(with = "nan_as_null", rename = "total_throughput_tok_s", alias = "total_token_throughput")]
     pub total_token_throughput: f64,
+    /// From the planned arrival: the user's view, the client's lateness and any queueing included.
     pub ttft_ms: Stats,
+    /// From when the request was sent (servers only; absent for the engine and in older results):
+    /// `ttft_ms` less the client's lateness (`queue_ms` of a server run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_send_ms: Option<Stats>,
     /// One value per completed request with more than one output token.
     pub tpot_ms: Stats,
     /// Every gap between consecutive tokens, pooled over requests (so token-weighted).
     pub itl_ms: Stats,
     pub e2e_ms: Stats,
+    /// Engine: from arrival to first scheduled. Server: from arrival to send, the client's own
+    /// lateness (the server's queueing is not visible to a client; it is inside TTFT from send).
     pub queue_ms: Stats,
     /// Requests per second that met every SLO; `None` without an SLO.
     #[serde(rename = "goodput_req_s", alias = "goodput")]
     pub goodput: Option<f64>,
     /// Share of all requests, failed ones included, that met every SLO.
     pub slo_attainment: Option<f64>,
-    pub preemptions: u64,
+    /// `None` (`null`) for a target that cannot report them (a server).
+    pub preemptions: Option<u64>,
     /// Sum of step durations over the duration.
     #[serde(with = "nan_as_null")]
     pub gpu_busy_fraction: f64,
@@ -192,13 +203,17 @@ pub fn summarize(
         output_throughput: per_second(total_output_tokens as f64),
         total_token_throughput: per_second((total_input_tokens + total_output_tokens) as f64),
         ttft_ms: latency_ms(RequestRecord::ttft_s),
+        ttft_from_send_ms: completed
+            .iter()
+            .any(|r| r.sent_s.is_some())
+            .then(|| latency_ms(RequestRecord::ttft_from_send_s)),
         tpot_ms: latency_ms(RequestRecord::tpot_s),
         itl_ms: stats(&itl_ms),
         e2e_ms: latency_ms(RequestRecord::e2e_s),
         queue_ms: latency_ms(RequestRecord::queue_s),
         goodput: good.map(per_second),
         slo_attainment: good.map(|g| g / records.len() as f64),
-        preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+        preemptions: Some(records.iter().map(|r| r.preemptions as u64).sum()),
         // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
@@ -305,7 +320,8 @@ mod tests {
     #[test]
     fn latencies_throughputs_and_counts() {
         let m = summarize(&records(), &[], None, 0.25);
-        assert_eq!((m.completed, m.failed, m.preemptions), (2, 1, 3));
+        assert_eq!((m.completed, m.failed, m.preemptions), (2, 1, Some(3)));
+        assert!(m.ttft_from_send_ms.is_none(), "no send times, no TTFT from send");
         assert_eq!((m.total_input_tokens, m.total_output_tokens), (30, 5));
         assert_eq!(m.duration_s, 1.0);
         assert!(close(m.request_throughput, 2.0) && close(m.output_throughput, 5.0));
@@ -320,6 +336,28 @@ mod tests {
         assert!(m.goodput.is_none() && m.slo_attainment.is_none());
         assert_eq!(m.errors, BTreeMap::from([("boom".to_string(), 1)]));
         assert!(close(m.success_rate(), 2.0 / 3.0) && m.stopped_short == 0);
+    }
+
+    #[test]
+    fn ttft_from_send_leaves_out_the_client_lateness() {
+        // Sent 10 ms and 30 ms after their planned arrivals.
+        let mut r = records();
+        r[0].sent_s = Some(0.01);
+        r[1].sent_s = Some(0.53);
+        let m = summarize(&r, &[], None, 0.25);
+        let send = m.ttft_from_send_ms.as_ref().expect("send times recorded");
+        // TTFT from arrival 300, 200; from send 290, 170 (ms).
+        assert!(close(m.ttft_ms.mean, 250.0) && close(send.mean, 230.0) && send.count == 2, "{send:?}");
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["ttft_from_send_ms"]["count"], 2);
+        let back: BenchmarkMetrics = serde_json::from_value(json).unwrap();
+        assert!(close(back.ttft_from_send_ms.unwrap().p50, 230.0));
+        // Older summaries (no field, a number of preemptions) still load.
+        let mut old = serde_json::to_value(summarize(&records(), &[], None, 0.25)).unwrap();
+        old.as_object_mut().unwrap().remove("ttft_from_send_ms");
+        old["preemptions"] = 3.into();
+        let back: BenchmarkMetrics = serde_json::from_value(old).unwrap();
+        assert_eq!((back.ttft_from_send_ms.is_none(), back.preemptions), (true, Some(3)));
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! report. Everything here is pure and runs on both targets; the driver feeds requests to the
 //! engine and timestamps its events.
 //!
-//! - [`workload`]: arrival times and lengths from a seed (vLLM's arrival processes).
+//! - [`workload`]: arrival times and lengths from a seed (Poisson, gamma, constant, closed loops).
 //! - [`prompts`]: seeded random token ids, or built-in English/Chinese text, at a given length.
 //! - [`record`]: the raw data, one record per request and one sample per engine step.
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
-//! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`, with vLLM's definitions.
+//! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`: TTFT (from arrival, and from
+//!   send for servers), TPOT, ITL, E2E, queue or client lateness, goodput.
 //! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
@@ -34,7 +35,7 @@ pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
 pub use metrics::{summarize, BenchmarkMetrics, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
-pub use report::{csv, text_report, BenchResult};
+pub use report::{csv, text_report, text_report_for, BenchResult, Measured};
 pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};
-pub use workload::{plan, Arrival, LenRange, PlannedRequest, WorkloadSpec};
+pub use workload::{plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, WorkloadSpec};

@@ -12,8 +12,13 @@ pub struct RequestRecord {
     /// NaN (`null` in JSON) for a request a cancelled run never sent.
     #[serde(with = "super::stats::nan_as_null")]
     pub arrival_s: f64,
-    /// First time the scheduler put it in a batch.
+    /// First time the scheduler put it in a batch; for a server, when the request was sent
+    /// (so `queue_s` is the client's lateness, not the server's queueing).
     pub scheduled_s: Option<f64>,
+    /// When the client sent the request to a server (the HTTP request began); absent for the
+    /// engine, which has no send, and in results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_s: Option<f64>,
     pub first_token_s: Option<f64>,
     /// Every output token, in order; the first equals `first_token_s`. From a remote server's
     /// stream: one time per token-carrying chunk, with its token count in `chunk_tokens`.
@@ -53,9 +58,21 @@ impl RequestRecord {
         self.error.is_none() && self.finish_s.is_some()
     }
 
-    /// Time to first token ([`crate::latency::ttft_s`]).
+    /// Time to first token ([`crate::latency::ttft_s`]) from the planned arrival: what a user who
+    /// asked at that moment waits, the client's own lateness and any queueing included.
     pub fn ttft_s(&self) -> Option<f64> {
         crate::latency::ttft_s(self.arrival_s, self.first_token_s)
+    }
+
+    /// Time to first token from when the request was sent: the server's (and network's) share
+    /// only. `None` without a send time (the engine, older results).
+    pub fn ttft_from_send_s(&self) -> Option<f64> {
+        crate::latency::ttft_s(self.sent_s?, self.first_token_s)
+    }
+
+    /// How late the client sent the request after its planned arrival: `ttft_s` − `ttft_from_send_s`.
+    pub fn client_lateness_s(&self) -> Option<f64> {
+        Some(self.sent_s? - self.arrival_s)
     }
 
     /// Time per output token after the first ([`crate::latency::tpot_s`]), from the first token to
@@ -75,7 +92,7 @@ impl RequestRecord {
     }
 
     /// Gaps between consecutive output tokens (inter-token latencies); from a stream, one gap per
-    /// token-carrying chunk, as vLLM's benchmark client records them.
+    /// token-carrying chunk (a chunk with several tokens is one gap; see `chunk_tokens`).
     pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
         self.token_times_s.windows(2).map(|pair| pair[1] - pair[0])
     }
@@ -160,6 +177,14 @@ mod tests {
         assert_eq!(r.e2e_s(), Some(1.25));
         assert_eq!(r.queue_s(), Some(0.25));
         assert_eq!(r.itl_s().collect::<Vec<_>>(), vec![0.25, 0.5]);
+        assert_eq!((r.ttft_from_send_s(), r.client_lateness_s()), (None, None));
+        let sent = RequestRecord { sent_s: Some(1.125), ..r };
+        assert_eq!((sent.ttft_from_send_s(), sent.client_lateness_s()), (Some(0.375), Some(0.125)));
+        assert_eq!(sent.ttft_from_send_s().unwrap() + sent.client_lateness_s().unwrap(), sent.ttft_s().unwrap());
+        let json = serde_json::to_string(&sent).unwrap();
+        assert!(json.contains("\"sent_s\":1.125"), "{json}");
+        assert_eq!(serde_json::from_str::<RequestRecord>(&json).unwrap(), sent);
+        assert!(!serde_json::to_string(&record()).unwrap().contains("sent_s"), "absent for the engine");
     }
 
     #[test]

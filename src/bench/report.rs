@@ -27,6 +27,12 @@ struct Labels {
     requests: &'static str,
     failed: &'static str,
     ttft: &'static str,
+    ttft_from_arrival: &'static str,
+    ttft_from_send: &'static str,
+    client_lateness: &'static str,
+    ttft_arrival_row: &'static str,
+    ttft_send_row: &'static str,
+    lateness_row: &'static str,
     tpot: &'static str,
     mean: &'static str,
     total_throughput: &'static str,
@@ -58,6 +64,12 @@ const EN: Labels = Labels {
     requests: "Requests",
     failed: "Failed",
     ttft: "Time to first token (TTFT)",
+    ttft_from_arrival: "Time to first token (TTFT, from the planned arrival)",
+    ttft_from_send: "TTFT from send",
+    client_lateness: "client lateness",
+    ttft_arrival_row: "TTFT (arrival)",
+    ttft_send_row: "TTFT (send)",
+    lateness_row: "Client lateness",
     tpot: "Time per output token (TPOT)",
     mean: "mean",
     total_throughput: "Total throughput",
@@ -92,6 +104,12 @@ const ZH: Labels = Labels {
     requests: "请求数",
     failed: "失败请求数",
     ttft: "首 Token 延迟 (TTFT)",
+    ttft_from_arrival: "首 Token 延迟 (TTFT，自计划到达时刻)",
+    ttft_from_send: "自发送起的 TTFT",
+    client_lateness: "客户端发送滞后",
+    ttft_arrival_row: "TTFT (自到达)",
+    ttft_send_row: "TTFT (自发送)",
+    lateness_row: "客户端滞后",
     tpot: "每 Token 延迟 (TPOT)",
     mean: "平均",
     total_throughput: "总吞吐量",
@@ -118,9 +136,36 @@ const ZH: Labels = Labels {
     longest: "最长",
 };
 
+/// What measured the run, which decides what some numbers mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measured {
+    /// The engine in this process or the page: queue = waiting for the scheduler, preemptions
+    /// and GPU busy known.
+    Engine,
+    /// A server, seen from its client: queue = the client's lateness in sending, TTFT from
+    /// arrival and from send, no preemptions or GPU busy.
+    Server,
+}
+
+impl Measured {
+    pub fn of(config: &crate::bench::session::RunConfig) -> Measured {
+        if config.is_server() {
+            Measured::Server
+        } else {
+            Measured::Engine
+        }
+    }
+}
+
+/// [`text_report_for`] an engine run.
+pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> String {
+    text_report_for(m, d, lang, Measured::Engine)
+}
+
 /// The report as printed by the CLI and shown by the app. Pass a diagnosis made in the same
 /// language (`diagnose_in(.., lang)`): its evidence and advice are printed as they are.
-pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> String {
+pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, measured: Measured) -> String {
+    let server = measured == Measured::Server;
     let l = match lang {
         Lang::En => &EN,
         Lang::Zh => &ZH,
@@ -134,7 +179,21 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     line(format!("========== {} ==========", l.title));
     line(format!("{}: {}", l.requests, m.completed + m.failed));
     line(format!("{}: {}", l.failed, m.failed));
-    line(format!("{}: {} {} ms, P50 {} ms", l.ttft, l.mean, num(m.ttft_ms.mean), num(m.ttft_ms.p50)));
+    let ttft = if server { l.ttft_from_arrival } else { l.ttft };
+    line(format!("{ttft}: {} {} ms, P50 {} ms", l.mean, num(m.ttft_ms.mean), num(m.ttft_ms.p50)));
+    // Over the same completed requests, the difference of the means is the mean lateness.
+    if let Some(send) = &m.ttft_from_send_ms {
+        line(format!(
+            "{}: {} {} ms, P50 {} ms ({} {} {} ms)",
+            l.ttft_from_send,
+            l.mean,
+            num(send.mean),
+            num(send.p50),
+            l.client_lateness,
+            l.mean,
+            num(m.ttft_ms.mean - send.mean)
+        ));
+    }
     line(format!("{}: {} {} ms", l.tpot, l.mean, num(m.tpot_ms.mean)));
     line(format!("{}: {} tokens/s", l.total_throughput, num(m.total_token_throughput)));
     // Extensions.
@@ -143,7 +202,7 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     if let (Some(goodput), Some(attainment)) = (m.goodput, m.slo_attainment) {
         line(format!("{}: {} {} ({} {})", l.goodput, num(goodput), l.req_s, l.slo_attainment, percent(attainment)));
     }
-    line(format!("{}: {}", l.preemptions, m.preemptions));
+    line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
     line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
     line(format!("{}: {} s", l.duration, num(m.duration_s)));
     if m.failed > 0 {
@@ -163,8 +222,12 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
 
     let header = [l.mean, "P50", "P90", "P95", "P99", "P99.9"].map(String::from);
     line(table_row(l.latency_ms, header));
-    let rows =
-        [("TTFT", &m.ttft_ms), ("TPOT", &m.tpot_ms), ("ITL", &m.itl_ms), ("E2E", &m.e2e_ms), (l.queue, &m.queue_ms)];
+    let (ttft, queue) = if server { (l.ttft_arrival_row, l.lateness_row) } else { ("TTFT", l.queue) };
+    let mut rows = vec![(ttft, &m.ttft_ms)];
+    if let Some(send) = &m.ttft_from_send_ms {
+        rows.push((l.ttft_send_row, send));
+    }
+    rows.extend([("TPOT", &m.tpot_ms), ("ITL", &m.itl_ms), ("E2E", &m.e2e_ms), (queue, &m.queue_ms)]);
     for (name, s) in rows {
         line(table_row(name, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
     }
@@ -189,7 +252,7 @@ pub fn text_report(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang) -> S
     out
 }
 
-const LABEL_WIDTH: usize = 14;
+const LABEL_WIDTH: usize = 16;
 const NUMBER_WIDTH: usize = 10;
 
 /// The label left-aligned, the numbers right-aligned, by terminal width (a CJK character
@@ -336,6 +399,47 @@ mod tests {
         // No goodput line without an SLO; empty stats print as "-".
         let bare = text_report(&summarize(&[], &[], None, 0.25), None, Lang::En);
         assert!(!bare.contains("Goodput") && bare.contains("mean - ms") && bare.contains("GPU busy: -"));
+    }
+
+    #[test]
+    fn a_server_run_is_labelled_as_seen_from_its_client() {
+        let mut records = records();
+        (records[0].sent_s, records[0].scheduled_s) = (Some(0.02), Some(0.02));
+        let mut m = summarize(&records, &[], None, 0.25);
+        m.preemptions = None;
+        for (lang, arrival, send, lateness, preemptions) in [
+            (
+                Lang::En,
+                "Time to first token (TTFT, from the planned arrival): mean 300.00 ms",
+                "TTFT from send: mean 280.00 ms, P50 280.00 ms (client lateness mean 20.00 ms)",
+                "Client lateness",
+                "Preemptions: -\n",
+            ),
+            (
+                Lang::Zh,
+                "首 Token 延迟 (TTFT，自计划到达时刻): 平均 300.00 ms",
+                "自发送起的 TTFT: 平均 280.00 ms, P50 280.00 ms (客户端发送滞后 平均 20.00 ms)",
+                "客户端滞后",
+                "抢占次数: -\n",
+            ),
+        ] {
+            let report = text_report_for(&m, None, lang, Measured::Server);
+            for expected in [arrival, send, preemptions] {
+                assert!(report.contains(expected), "missing {expected:?} in\n{report}");
+            }
+            let table: Vec<&str> = report.lines().rev().take(7).collect();
+            assert!(table[0].starts_with(lateness) && table[0].contains(" 20.00"), "{report}");
+            assert!(table[4].starts_with("TTFT (") && table[4].contains(" 280.00"), "{report}");
+            assert!(table[5].starts_with("TTFT (") && table[5].contains(" 300.00"), "{report}");
+            assert!(table.iter().all(|row| display_width(row) == LABEL_WIDTH + 6 * NUMBER_WIDTH), "{report}");
+            assert!(!report.contains("Queue") && !report.contains("排队"), "{report}");
+        }
+        // The engine's report keeps its labels and never shows a send.
+        let engine = text_report(&metrics(), None, Lang::En);
+        assert!(engine.contains("Time to first token (TTFT): mean") && engine.contains("Preemptions: 2\n"));
+        assert!(!engine.contains("from send") && !engine.contains("lateness"), "{engine}");
+        let server = crate::bench::RunConfig { target: serde_json::json!({"kind": "openai"}), ..Default::default() };
+        assert_eq!((Measured::of(&server), Measured::of(&Default::default())), (Measured::Server, Measured::Engine));
     }
 
     #[test]

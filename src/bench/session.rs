@@ -114,7 +114,9 @@ pub async fn run_into<T: Target>(
         requests.retain(|r| r.arrival_s.is_finite());
         let mut metrics = summarize(&requests, &steps, s.slo, THROUGHPUT_BUCKET_S);
         if !target.reports_steps() {
+            // A server does not say how busy it was or whether it preempted: unknown, not 0.
             metrics.gpu_busy_fraction = f64::NAN;
+            metrics.preemptions = None;
         }
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
@@ -199,6 +201,14 @@ pub struct RunConfig {
     pub timer_resolution_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_origin_isolated: Option<bool>,
+}
+
+impl RunConfig {
+    /// The run measured a server (its `target` describes one) rather than an engine in this
+    /// process or the page: the client sees its requests only from outside.
+    pub fn is_server(&self) -> bool {
+        self.target.is_object()
+    }
 }
 
 /// The kernels an engine ran: family (`gpu`/`cpu`), token tile, subgroups requested, weight

@@ -1,6 +1,6 @@
-//! One distribution in a few numbers, computed as numpy does by default so they compare with
-//! vLLM's: percentiles interpolate linearly between ranks ('linear'), the standard deviation is
-//! the population one (`ddof=0`).
+//! One distribution in a few numbers, computed as numpy does by default (which Python benchmark
+//! clients commonly use): percentiles interpolate linearly between ranks ('linear'), the standard
+//! deviation is the population one (`ddof=0`).
 
 use serde::{Deserialize, Serialize};
 

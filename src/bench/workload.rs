@@ -1,7 +1,9 @@
 //! What to send and when: arrival times and prompt/output lengths, planned up front from a seed
 //! so two runs of the same spec send the same requests (their contents: [`crate::bench::prompts`]).
-//! Arrival processes follow vLLM's `benchmarks/serve.py`, so rate and burstiness mean the same
-//! as in server benchmarks.
+//! Open loops draw gaps with mean 1/rate: exponential (Poisson), gamma with shape = burstiness
+//! (1 = Poisson), or constant. Where the first request goes and whether the total span is
+//! rescaled differ between benchmark tools and their versions; both choices are here
+//! ([`ArrivalSpan`]).
 
 use std::str::FromStr;
 
@@ -41,6 +43,31 @@ impl FromStr for Arrival {
             _ => Err(Error::Invalid(format!(
                 "arrival {s:?}: expected poisson, gamma, constant, sequential or concurrency"
             ))),
+        }
+    }
+}
+
+/// How the drawn arrival times of an open loop are placed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalSpan {
+    /// As drawn: request 0 at t = 0, each later one a gap after the one before, so the last
+    /// arrives around (N − 1)/rate, by chance earlier or later.
+    #[default]
+    Drawn,
+    /// N gaps (the first one before request 0), rescaled so the last request arrives at exactly
+    /// N/rate: the run offers exactly the rate asked, whatever the draw. The gaps keep their
+    /// relative sizes (the process's shape); only the time unit changes.
+    Exact,
+}
+
+impl FromStr for ArrivalSpan {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "drawn" => Ok(ArrivalSpan::Drawn),
+            "exact" => Ok(ArrivalSpan::Exact),
+            _ => Err(Error::Invalid(format!("arrival span {s:?}: expected drawn or exact"))),
         }
     }
 }
@@ -97,22 +124,82 @@ impl FromStr for LenRange {
     }
 }
 
-/// Everything that decides which requests a benchmark sends and when.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Everything that decides which requests a benchmark sends and when. In JSON, a field the
+/// arrival process does not use is absent (a closed loop has no rate, only gamma has a
+/// burstiness, only `concurrency` a concurrency, only open loops a span), so a record never shows
+/// a setting that did not act; reading fills them with neutral values.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct WorkloadSpec {
     pub arrival: Arrival,
     /// Requests per second for the open-loop arrivals; infinity sends everything at t = 0
     /// (written as `null` in JSON).
-    #[serde(with = "infinity_as_null")]
+    #[serde(default = "infinite", deserialize_with = "infinity_as_null::deserialize")]
     pub rate: f64,
     /// Gamma shape; 1 is Poisson.
+    #[serde(default = "one")]
     pub burstiness: f64,
     /// Requests in flight for [`Arrival::Concurrency`].
+    #[serde(default = "one_request")]
     pub concurrency: usize,
+    /// Open loops at a finite rate: arrivals as drawn, or rescaled to span exactly N/rate.
+    #[serde(default, rename = "arrival_span")]
+    pub span: ArrivalSpan,
     pub num_requests: usize,
     pub input_len: LenRange,
     pub output_len: LenRange,
     pub seed: u64,
+}
+
+fn infinite() -> f64 {
+    f64::INFINITY
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn one_request() -> usize {
+    1
+}
+
+impl Arrival {
+    /// Released at planned times (poisson, gamma, constant), not by a closed loop.
+    pub fn open_loop(self) -> bool {
+        !matches!(self, Arrival::Sequential | Arrival::Concurrency)
+    }
+}
+
+/// Only the fields the arrival process uses (see [`WorkloadSpec`]).
+impl Serialize for WorkloadSpec {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let open = self.arrival.open_loop();
+        let gamma = self.arrival == Arrival::Gamma;
+        let concurrency = self.arrival == Arrival::Concurrency;
+        let mut out = serializer.serialize_struct("WorkloadSpec", 9)?;
+        out.serialize_field("arrival", &self.arrival)?;
+        match open {
+            true => out.serialize_field("rate", &self.rate.is_finite().then_some(self.rate))?,
+            false => out.skip_field("rate")?,
+        }
+        match gamma {
+            true => out.serialize_field("burstiness", &self.burstiness)?,
+            false => out.skip_field("burstiness")?,
+        }
+        match concurrency {
+            true => out.serialize_field("concurrency", &self.concurrency)?,
+            false => out.skip_field("concurrency")?,
+        }
+        match open && self.rate.is_finite() {
+            true => out.serialize_field("arrival_span", &self.span)?,
+            false => out.skip_field("arrival_span")?,
+        }
+        out.serialize_field("num_requests", &self.num_requests)?;
+        out.serialize_field("input_len", &self.input_len)?;
+        out.serialize_field("output_len", &self.output_len)?;
+        out.serialize_field("seed", &self.seed)?;
+        out.end()
+    }
 }
 
 impl WorkloadSpec {
@@ -148,8 +235,15 @@ impl WorkloadSpec {
                 limits::MAX_REQUESTS
             )));
         }
-        let open_loop = !matches!(self.arrival, Arrival::Sequential | Arrival::Concurrency);
-        let mean_span_s = (self.num_requests - 1) as f64 / self.rate;
+        let open_loop = self.arrival.open_loop();
+        if self.span == ArrivalSpan::Exact && !open_loop {
+            return Err(Error::Invalid(
+                "arrival span exact: only open-loop arrivals (poisson, gamma, constant) have a span".into(),
+            ));
+        }
+        // Drawn: N − 1 gaps from t = 0; exact: N gaps.
+        let gaps = if self.span == ArrivalSpan::Exact { self.num_requests } else { self.num_requests - 1 };
+        let mean_span_s = gaps as f64 / self.rate;
         if open_loop && mean_span_s > limits::MAX_SCHEDULE_S {
             return Err(Error::Invalid(format!(
                 "rate {}: {} requests would arrive over about {} s, above the limit of {} s",
@@ -199,13 +293,30 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
         // All at once, or released by the closed loop (the times are then unused).
         _ => Box::new(|_| 0.0),
     };
-    // As vLLM: request 0 goes out at once, each later one after one more gap.
-    let mut clock_s = 0.0;
+    // Drawn: request 0 goes out at once, each later one after one more gap (older vLLM benchmark
+    // clients did this; later versions changed how the first gap and the span are handled, which
+    // `ArrivalSpan::Exact` approximates; not checked against any current source).
+    // Exact: a gap before every request, all scaled so the last arrives at N/rate.
+    let exact = spec.span == ArrivalSpan::Exact && finite && !closed_loop;
+    let times: Vec<f64> = (0..spec.num_requests)
+        .scan(0.0, |clock_s: &mut f64, id| {
+            if id > 0 || exact {
+                *clock_s += gaps(&mut gap_rng);
+            }
+            Some(*clock_s)
+        })
+        .collect();
+    let scale = match times.last() {
+        Some(&last) if exact && last > 0.0 => spec.num_requests as f64 / spec.rate / last,
+        _ => 1.0,
+    };
     let mut requests = Vec::with_capacity(spec.num_requests);
-    for id in 0..spec.num_requests as u64 {
-        if id > 0 {
-            clock_s += gaps(&mut gap_rng);
-        }
+    for (id, drawn_s) in (0..spec.num_requests as u64).zip(times) {
+        let clock_s = if exact && id + 1 == spec.num_requests as u64 {
+            spec.num_requests as f64 / spec.rate // exactly, not within rounding
+        } else {
+            drawn_s * scale
+        };
         // The mean span was checked; a draw far in the tail (gamma with a small shape) is not.
         if clock_s > limits::MAX_SCHEDULE_S {
             return Err(Error::Invalid(format!(
@@ -242,16 +353,10 @@ pub(crate) fn stream(seed: u64, purpose: u64, index: u64) -> StdRng {
     StdRng::seed_from_u64(x)
 }
 
-/// JSON has no infinity: an infinite rate is written as `null` and read back as infinity.
+/// JSON has no infinity: an infinite rate is written as `null` (see `WorkloadSpec`'s
+/// `Serialize`) and read back as infinity.
 mod infinity_as_null {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
-        match value.is_finite() {
-            true => serializer.serialize_f64(*value),
-            false => serializer.serialize_none(),
-        }
-    }
+    use serde::{Deserialize, Deserializer};
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
@@ -268,6 +373,7 @@ mod tests {
             rate,
             burstiness: 1.0,
             concurrency: 4,
+            span: ArrivalSpan::Drawn,
             num_requests,
             input_len: LenRange { min: 8, max: 64 },
             output_len: LenRange { min: 1, max: 32 },
@@ -346,7 +452,8 @@ mod tests {
         assert_eq!("gamma".parse::<Arrival>().unwrap(), Arrival::Gamma);
         assert!("Poisson ".parse::<Arrival>().is_err());
         type Edit = fn(&mut WorkloadSpec);
-        let cases: [(&str, Edit); 10] = [
+        let cases: [(&str, Edit); 11] = [
+            ("arrival span", |s| (s.arrival, s.span) = (Arrival::Sequential, ArrivalSpan::Exact)),
             ("rate", |s| s.rate = 0.0),
             ("rate", |s| s.rate = f64::NAN),
             ("burstiness", |s| s.burstiness = 0.0),
@@ -367,10 +474,69 @@ mod tests {
     }
 
     #[test]
+    fn an_exact_span_ends_at_n_over_rate_and_keeps_the_gaps_shape() {
+        for arrival in [Arrival::Poisson, Arrival::Gamma, Arrival::Constant] {
+            for n in [1, 2, 7, 500] {
+                let mut s = spec(arrival, 4.0, n);
+                s.span = ArrivalSpan::Exact;
+                let p = plan(&s).unwrap();
+                assert_eq!(p.last().unwrap().arrival_s, Some(n as f64 / 4.0), "{arrival:?} {n}");
+                assert!(p[0].arrival_s.unwrap() > 0.0, "a gap comes before request 0");
+                assert!(p.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
+                let drawn = plan(&WorkloadSpec { span: ArrivalSpan::Drawn, ..s.clone() }).unwrap();
+                // The lengths and the gaps' proportions are the drawn plan's.
+                for (a, b) in p.iter().zip(&drawn) {
+                    assert_eq!((a.prompt_len, a.output_len), (b.prompt_len, b.output_len));
+                }
+                if n >= 7 {
+                    // Exact draws one more gap first (before request 0): its gaps are the drawn
+                    // plan's shifted by one, all scaled alike.
+                    let (g, d) = (gaps(&p), gaps(&drawn));
+                    let ratio = g[0] / d[1];
+                    assert!(g.iter().zip(&d[1..]).all(|(x, y)| (x / y - ratio).abs() < 1e-9 * ratio), "{arrival:?}");
+                }
+            }
+        }
+        // Without the flag, a Poisson draw's last arrival is off N/rate (this seed: by over 5%).
+        let drawn = plan(&spec(Arrival::Poisson, 4.0, 50)).unwrap();
+        let last = drawn.last().unwrap().arrival_s.unwrap();
+        assert!((last - 12.5).abs() > 0.05 * 12.5, "{last}");
+        // An infinite rate stays all at once.
+        let mut burst = spec(Arrival::Poisson, f64::INFINITY, 3);
+        burst.span = ArrivalSpan::Exact;
+        assert!(plan(&burst).unwrap().iter().all(|r| r.arrival_s == Some(0.0)));
+        assert_eq!("exact".parse::<ArrivalSpan>().unwrap(), ArrivalSpan::Exact);
+        assert!("Exact".parse::<ArrivalSpan>().is_err());
+    }
+
+    #[test]
+    fn unused_settings_are_not_recorded() {
+        let json = |s: &WorkloadSpec| serde_json::to_value(s).unwrap();
+        let sequential = json(&spec(Arrival::Sequential, 4.0, 3));
+        for field in ["rate", "burstiness", "concurrency", "arrival_span"] {
+            assert!(sequential.get(field).is_none(), "{field}: {sequential}");
+        }
+        let concurrency = json(&spec(Arrival::Concurrency, 4.0, 3));
+        assert_eq!((concurrency["concurrency"].as_u64(), concurrency.get("rate")), (Some(4), None));
+        let poisson = json(&spec(Arrival::Poisson, 4.0, 3));
+        assert_eq!((poisson["rate"].as_f64(), poisson["arrival_span"].as_str()), (Some(4.0), Some("drawn")));
+        assert!(poisson.get("burstiness").is_none() && poisson.get("concurrency").is_none());
+        assert_eq!(json(&spec(Arrival::Gamma, 4.0, 3))["burstiness"].as_f64(), Some(1.0));
+        // Read back: what was recorded, neutral values for the rest, and old records still load.
+        let back: WorkloadSpec = serde_json::from_value(sequential).unwrap();
+        assert_eq!((back.rate, back.burstiness, back.concurrency), (f64::INFINITY, 1.0, 1));
+        assert_eq!(back.span, ArrivalSpan::Drawn);
+        let old = r#"{"arrival":"sequential","rate":4.0,"burstiness":1.0,"concurrency":4,"num_requests":3,
+            "input_len":{"min":8,"max":64},"output_len":{"min":1,"max":32},"seed":42}"#;
+        assert_eq!(serde_json::from_str::<WorkloadSpec>(old).unwrap(), spec(Arrival::Sequential, 4.0, 3));
+    }
+
+    #[test]
     fn infinite_rate_round_trips_through_json() {
         let s = spec(Arrival::Poisson, f64::INFINITY, 3);
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"rate\":null") && json.contains("\"arrival\":\"poisson\""));
-        assert_eq!(serde_json::from_str::<WorkloadSpec>(&json).unwrap(), s);
+        // Concurrency is not Poisson's: not recorded, read back as the neutral 1.
+        assert_eq!(serde_json::from_str::<WorkloadSpec>(&json).unwrap(), WorkloadSpec { concurrency: 1, ..s });
     }
 }

@@ -91,6 +91,10 @@ mod cli {
         /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
         #[arg(long, default_value = "4", allow_hyphen_values = true)]
         rate: String,
+        /// Open loops: "drawn" (request 0 at once, the last around (N-1)/rate by chance) or
+        /// "exact" (a gap before each request, rescaled so the last arrives at exactly N/rate).
+        #[arg(long, default_value = "drawn")]
+        arrival_span: String,
         /// Gamma shape (1 = Poisson; larger = more regular).
         #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
               value_parser = |s: &str| parse_number(s, limits::MIN_BURSTINESS, limits::MAX_BURSTINESS))]
@@ -517,6 +521,7 @@ mod cli {
             rate: rates[0],
             burstiness: args.burstiness,
             concurrency: args.concurrency,
+            span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
             num_requests: args.num_requests,
             input_len: args.input_len.parse::<LenRange>()?,
             output_len: args.output_len.parse::<LenRange>()?,
@@ -744,7 +749,10 @@ mod cli {
             }
             Event::RateDone { result, .. } => {
                 eprintln!();
-                print!("{}", tokenmeter::bench::text_report(&result.metrics, result.diagnosis.as_ref(), lang));
+                let measured = tokenmeter::bench::Measured::of(&result.config);
+                let report =
+                    tokenmeter::bench::text_report_for(&result.metrics, result.diagnosis.as_ref(), lang, measured);
+                print!("{report}");
             }
         })
     }

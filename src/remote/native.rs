@@ -1,4 +1,7 @@
 //! The native client: reqwest on a tokio runtime of its own, so the synchronous CLI can call it.
+//! http and https (rustls with the ring provider; the system's roots plus any `--ca-cert`; HTTP/2
+//! when the server picks it by ALPN, else HTTP/1.1); proxies from the environment
+//! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`).
 //! Open-loop requests are released at their planned arrival times whatever is in flight;
 //! closed loops keep N in flight. Every request ends within its timeout, and ends as a record:
 //! failures are data, the run goes on. What a server's answer may cost is bounded as in the
@@ -22,8 +25,34 @@ use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder
 
 pub use crate::remote::RunOptions;
 
+/// How an https server's certificate is checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tls {
+    /// PEM certificates to trust besides the system's roots (a private CA): `--ca-cert`.
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Accept any certificate, unverified (`--insecure`); recorded in the run record.
+    pub insecure: bool,
+}
+
+impl Tls {
+    /// For `run_config.target.tls`.
+    pub fn describe(&self) -> serde_json::Value {
+        let mut tls = serde_json::json!({ "verify": !self.insecure, "roots": "system" });
+        if let Some(path) = &self.ca_cert {
+            tls["ca_cert"] = path.display().to_string().into();
+            tls["roots"] = "system + ca_cert".into();
+        }
+        if self.insecure {
+            tls["insecure"] = true.into();
+            tls["roots"] = "none (not verified)".into();
+        }
+        tls
+    }
+}
+
 pub struct Client {
     endpoint: Endpoint,
+    tls: Tls,
     http: reqwest::Client,
     runtime: tokio::runtime::Runtime,
     /// Set from elsewhere (the CLI's Ctrl-C) to stop a run: see [`Client::run_until`].
@@ -31,14 +60,24 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client for `endpoint` with the system's roots.
     pub fn new(endpoint: Endpoint) -> Result<Self> {
+        Client::with_tls(endpoint, Tls::default())
+    }
+
+    /// A client for `endpoint` that checks https certificates as `tls` says. An unreadable
+    /// `ca_cert`, or one without a PEM certificate, is an error here, before anything is sent.
+    pub fn with_tls(endpoint: Endpoint, tls: Tls) -> Result<Self> {
+        // rustls needs one crypto provider for the process; ring (no C build, no cmake). Another
+        // already installed (by a caller) is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .map_err(|e| Error::Invalid(format!("cannot start the HTTP runtime: {e}")))?;
-        // No proxy: a benchmark measures the server, not a proxy in between. One connection per
-        // request: a kept-alive connection the server is closing (llama-server closes after 100
+        // Proxies come from the environment (reqwest's default, kept on purpose: a benchmark that
+        // must go through one should; `NO_PROXY` exempts a server). One connection per request: a kept-alive connection the server is closing (llama-server closes after 100
         // requests or 5 s idle) fails a request that never reached it, which is not the server's
         // failure; a local connect costs well under a millisecond of TTFT.
         // Redirects are followed within the endpoint's origin only: a response from another
@@ -53,14 +92,28 @@ impl Client {
                 attempt.stop()
             }
         });
-        let http = reqwest::Client::builder()
-            .no_proxy()
+        let mut builder = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
-            .redirect(redirects)
-            .build()
-            .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Client { endpoint, http, runtime, interrupt: Arc::new(AtomicBool::new(false)) })
+            .redirect(redirects);
+        if let Some(path) = &tls.ca_cert {
+            let shown = path.display();
+            let pem = crate::limits::read_file(path, MAX_CA_CERT_BYTES)
+                .map_err(|e| Error::Invalid(format!("--ca-cert {shown}: {e}")))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| Error::Invalid(format!("--ca-cert {shown}: not PEM certificates: {e}")))?;
+            if certs.is_empty() {
+                return Err(Error::Invalid(format!("--ca-cert {shown}: no PEM certificate in it")));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if tls.insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        let http = builder.build().map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client { endpoint, tls, http, runtime, interrupt: Arc::new(AtomicBool::new(false)) })
     }
 
     /// `flag` stops this client's runs when set from any thread (the CLI's Ctrl-C): requests
@@ -76,6 +129,11 @@ impl Client {
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// How https certificates are checked; `None` for an http endpoint (nothing to check).
+    pub fn tls(&self) -> Option<&Tls> {
+        self.endpoint.base_url.as_str().starts_with("https://").then_some(&self.tls)
     }
 
     /// The `model` every request names (for instance once `GET /v1/models` has said).
@@ -370,16 +428,30 @@ fn classify(e: reqwest::Error) -> RequestError {
     }
 }
 
-/// The error and its causes on one line ("error sending request …: connection refused").
+/// A `--ca-cert` file may hold a bundle, not a whole system store.
+const MAX_CA_CERT_BYTES: u64 = 4 << 20;
+
+/// The error and its causes on one line ("error sending request …: connection refused"); a
+/// certificate the client does not trust says what to do about it.
 fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
+    let mut certificate = false;
     while let Some(cause) = source {
         let cause_text = cause.to_string();
+        certificate |= cause.downcast_ref::<rustls::Error>().is_some_and(|e| {
+            matches!(e, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+        });
         if !text.contains(&cause_text) {
             text = format!("{text}: {cause_text}");
         }
         source = cause.source();
+    }
+    if certificate || text.contains("invalid peer certificate") {
+        text.push_str(
+            " (the server's TLS certificate is not trusted: pass its CA with --ca-cert FILE, or --insecure to skip \
+             verification)",
+        );
     }
     text
 }
@@ -394,7 +466,11 @@ pub struct RemoteTarget<'a> {
 
 impl Target for RemoteTarget<'_> {
     fn run_config(&self) -> RunConfig {
-        self.setup.run_config(self.client.endpoint())
+        let mut config = self.setup.run_config(self.client.endpoint());
+        if let Some(tls) = self.client.tls() {
+            config.target["tls"] = tls.describe();
+        }
+        config
     }
 
     fn reports_steps(&self) -> bool {

@@ -127,8 +127,11 @@ pub enum Prompt {
     Text(String),
 }
 
-/// The streamed request body, as vLLM's benchmark client sends it: greedy, `max_tokens`,
-/// `ignore_eos` when asked (vLLM, SGLang and llama-server honour it), usage in the last chunk.
+/// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
+/// completions; `messages`: one user message for chat), `max_tokens`, `"temperature": 0.0`,
+/// `"stream": true`, `"stream_options": {"include_usage": true}`, and `"ignore_eos": true` when
+/// asked (a non-standard field that vLLM, SGLang and llama-server accept). Nothing else: no
+/// `logprobs`, `top_p`, `seed` or `min_tokens`, so other benchmark clients' bodies may differ.
 pub fn request_body(api: Api, model: &str, prompt: &Prompt, max_tokens: usize, ignore_eos: bool) -> Result<Value> {
     let mut body = match (api, prompt) {
         (Api::Completions, Prompt::Ids(ids)) => json!({ "prompt": ids }),
@@ -160,7 +163,7 @@ pub struct Usage {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Chunk {
     /// Output tokens it carries: the length of its per-token `logprobs` (or llama.cpp's `tokens`)
-    /// when present, else 1 for non-empty text (vLLM's client counts the same way), else 0.
+    /// when present, else 1 for non-empty text, else 0.
     pub tokens: usize,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,

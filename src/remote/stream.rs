@@ -1,6 +1,7 @@
-//! One streamed request's record, built from what arrives and when, as vLLM's benchmark client
-//! does: the clock starts at the planned arrival (client-side queueing counts), the first token
-//! is the first chunk that carries one, each token-carrying chunk is one ITL entry (with its token
+//! One streamed request's record, built from what arrives and when: the planned arrival and the
+//! send time are both kept (TTFT from arrival includes the client's lateness in sending; TTFT
+//! from send does not — `RequestRecord::ttft_s`, `ttft_from_send_s`), the first token is the
+//! first chunk that carries one, each token-carrying chunk is one ITL entry (with its token
 //! count), and the finish is the last token chunk. Pure: the caller supplies the times.
 //!
 //! Bounded whatever the server sends: a stream past the request's token limit fails
@@ -75,8 +76,10 @@ impl StreamRecorder {
         self.record.redirected_to = Some(url);
     }
 
-    /// The request left the client at `t_s` (its "scheduled" time: queue = client lateness).
+    /// The request left the client at `t_s`: its send time, also its "scheduled" time (so the
+    /// record's queue time is the client's lateness, not the server's queueing).
     pub fn sent(&mut self, t_s: f64) {
+        self.record.sent_s = Some(t_s);
         self.record.scheduled_s = Some(t_s);
     }
 
@@ -257,6 +260,10 @@ mod tests {
         assert_eq!((record.first_token_s, record.finish_s, record.scheduled_s), (Some(1.5), Some(2.0), Some(1.25)));
         assert_eq!((record.output_len, record.server_prompt_len, record.prompt_len), (5, Some(7), 6));
         assert_eq!((record.ttft_s(), record.tpot_s(), record.e2e_s()), (Some(0.5), Some(0.125), Some(1.0)));
+        assert_eq!(
+            (record.sent_s, record.ttft_from_send_s(), record.client_lateness_s()),
+            (Some(1.25), Some(0.25), Some(0.25))
+        );
         assert_eq!(record.itl_s().collect::<Vec<_>>(), vec![0.25, 0.25]);
         assert!(record.succeeded() && !record.stopped_short());
     }

@@ -72,6 +72,7 @@ fn rows() -> Vec<(&'static str, Better, Getter)> {
         ("TTFT mean (ms)", Lower, |m| Some(m.ttft_ms.mean)),
         ("TTFT p50 (ms)", Lower, |m| Some(m.ttft_ms.p50)),
         ("TTFT p99 (ms)", Lower, |m| Some(m.ttft_ms.p99)),
+        ("TTFT from send p50 (ms)", Lower, |m| m.ttft_from_send_ms.as_ref().map(|s| s.p50)),
         ("TPOT mean (ms)", Lower, |m| Some(m.tpot_ms.mean)),
         ("TPOT p50 (ms)", Lower, |m| Some(m.tpot_ms.p50)),
         ("TPOT p99 (ms)", Lower, |m| Some(m.tpot_ms.p99)),
@@ -84,7 +85,7 @@ fn rows() -> Vec<(&'static str, Better, Getter)> {
         ("total tok/s", Higher, |m| Some(m.total_token_throughput)),
         ("goodput (req/s)", Higher, |m| m.goodput),
         ("failed", Lower, |m| Some(m.failed as f64)),
-        ("preemptions", Lower, |m| Some(m.preemptions as f64)),
+        ("preemptions", Lower, |m| m.preemptions.map(|n| n as f64)),
     ]
 }
 

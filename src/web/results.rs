@@ -82,7 +82,7 @@ fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
                 <div class="stat-label">{move || t().goodput}</div>
                 <div class="stat-value num">{goodput}</div>
             </div>
-            {card(|t| t.preemptions, m.preemptions.to_string(), "")}
+            {card(|t| t.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string()), "")}
             {card(|t| t.gpu_busy, percent(m.gpu_busy_fraction), "")}
         </div>
     }
@@ -92,13 +92,18 @@ fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
 fn LatencyTable(entry: Arc<Entry>) -> impl IntoView {
     let t = use_text();
     let m = entry.result.metrics.clone();
-    let rows: Vec<(&'static str, Stats)> = vec![
-        ("TTFT", m.ttft_ms.clone()),
+    // A server's run: TTFT from arrival and from send, and the queue is the client's lateness.
+    let server = entry.result.config.is_server();
+    let mut rows: Vec<(&'static str, Stats)> = vec![(if server { "ttft_arrival" } else { "TTFT" }, m.ttft_ms.clone())];
+    if let Some(send) = &m.ttft_from_send_ms {
+        rows.push(("ttft_send", send.clone()));
+    }
+    rows.extend([
         ("TPOT", m.tpot_ms.clone()),
         ("ITL", m.itl_ms.clone()),
         ("E2E", m.e2e_ms.clone()),
-        ("queue", m.queue_ms.clone()),
-    ];
+        (if server { "lateness" } else { "queue" }, m.queue_ms.clone()),
+    ]);
     view! {
         <table class="table latency" data-testid="summary">
             <thead>
@@ -117,7 +122,13 @@ fn LatencyTable(entry: Arc<Entry>) -> impl IntoView {
                 {rows
                     .into_iter()
                     .map(|(name, s)| {
-                        let label = move || if name == "queue" { t().queue } else { name };
+                        let label = move || match name {
+                            "queue" => t().queue,
+                            "lateness" => t().client_lateness,
+                            "ttft_arrival" => t().ttft_from_arrival,
+                            "ttft_send" => t().ttft_from_send,
+                            name => name,
+                        };
                         view! {
                             <tr>
                                 <th scope="row">{label}</th>
@@ -235,7 +246,8 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                 let entry = entry.clone();
                 move || {
                     let lang = report_lang.get();
-                    bench::text_report(&entry.result.metrics, diagnosis_in(&entry, lang).as_ref(), lang)
+                    let measured = bench::Measured::of(&entry.result.config);
+                    bench::text_report_for(&entry.result.metrics, diagnosis_in(&entry, lang).as_ref(), lang, measured)
                 }
             };
             let json = {

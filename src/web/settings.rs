@@ -4,7 +4,7 @@
 
 use super::i18n::{use_text, Label, Text};
 use crate::bench::sweep::parse_rates;
-use crate::bench::{Arrival, LenRange, Slo, WorkloadSpec};
+use crate::bench::{Arrival, ArrivalSpan, LenRange, Slo, WorkloadSpec};
 use crate::limits;
 use leptos::prelude::*;
 
@@ -244,8 +244,17 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         return Err(problems);
     };
     let [concurrency, num_requests, max_batch, max_batched_tokens] = counts;
-    let spec =
-        WorkloadSpec { arrival, rate: rates[0], burstiness, concurrency, num_requests, input_len, output_len, seed };
+    let spec = WorkloadSpec {
+        arrival,
+        rate: rates[0],
+        burstiness,
+        concurrency,
+        span: ArrivalSpan::Drawn,
+        num_requests,
+        input_len,
+        output_len,
+        seed,
+    };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());
     if let Some(e) = invalid {

@@ -5,7 +5,7 @@ use clap::Args;
 use tokenmeter::bench::session::Listener;
 use tokenmeter::bench::{self, PlannedRequest, SessionSpec};
 use tokenmeter::model::Tokenizer;
-use tokenmeter::remote::native::{Client, RemoteTarget};
+use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
 use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteSetup};
 use tokenmeter::{Error, Result};
 
@@ -30,6 +30,13 @@ pub struct RemoteArgs {
     /// Seconds each request may take, from sending to its last chunk.
     #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
     pub timeout_s: f64,
+    /// PEM file of certificates to trust for an https endpoint, besides the system's roots (a
+    /// private CA, a self-signed server).
+    #[arg(long, requires = "endpoint")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Do not verify an https endpoint's certificate (printed, and recorded in the results).
+    #[arg(long, requires = "endpoint")]
+    pub insecure: bool,
     /// Random prompt ids are drawn below this (default: Qwen's 151,643 regular tokens, or the
     /// tokenizer's vocabulary).
     #[arg(long, requires = "endpoint", allow_negative_numbers = true)]
@@ -49,14 +56,6 @@ pub async fn run(
     results: &mut Vec<bench::BenchResult>,
 ) -> Result<()> {
     let base_url = BaseUrl::parse(url)?;
-    if base_url.as_str().starts_with("https://") {
-        // The native client is built without a TLS stack (it keeps the build small and C-free).
-        return Err(Error::Invalid(format!(
-            "endpoint {url:?}: https is not supported by the CLI yet; reach the server over http \
-             (on the cluster, or through an SSH tunnel such as `ssh -L 8000:localhost:8000 host`), \
-             or run the benchmark from the page, which uses the browser's TLS"
-        )));
-    }
     let api = args.api.parse::<Api>()?;
     tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
     let api_key = match &args.api_key_env {
@@ -99,11 +98,15 @@ pub async fn run(
         }
     };
 
-    let mut client = Client::new(Endpoint { base_url, model: String::new(), api, api_key })?;
+    let tls = Tls { ca_cert: args.ca_cert.clone(), insecure: args.insecure };
+    let mut client = Client::with_tls(Endpoint { base_url, model: String::new(), api, api_key }, tls)?;
     client.interrupt_on(interrupt.flag.clone());
     let model = served_model(&client, args)?;
     client.set_model(model.clone());
     eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
+    if client.tls().is_some_and(|tls| tls.insecure) {
+        eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
+    }
     let setup = RemoteSetup {
         prompt: &prompt,
         timeout_s: args.timeout_s,

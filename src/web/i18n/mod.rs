@@ -140,6 +140,10 @@ pub struct Text {
     pub latency_ms: &'static str,
     pub mean: &'static str,
     pub queue: &'static str,
+    /// A server run's queue row: from the planned arrival to the send.
+    pub client_lateness: &'static str,
+    pub ttft_from_arrival: &'static str,
+    pub ttft_from_send: &'static str,
     pub diagnosis: &'static str,
     pub evidence: &'static str,
     pub advice: &'static str,
