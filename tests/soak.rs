@@ -164,6 +164,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         input_len: LenRange { min: 8, max: 32 },
         output_len: LenRange { min: 8, max: 24 },
         seed: 5,
+        span: Default::default(),
     };
     let (kill_at, restart_at) = (Duration::from_secs(4), Duration::from_secs(6));
     let t0 = Instant::now();

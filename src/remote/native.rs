@@ -77,7 +77,8 @@ impl Client {
             .build()
             .map_err(|e| Error::Invalid(format!("cannot start the HTTP runtime: {e}")))?;
         // Proxies come from the environment (reqwest's default, kept on purpose: a benchmark that
-        // must go through one should; `NO_PROXY` exempts a server). One connection per request: a kept-alive connection the server is closing (llama-server closes after 100
+        // must go through one should; `NO_PROXY` exempts a server), except for a loopback server,
+        // which no proxy can reach on this machine's behalf. One connection per request: a kept-alive connection the server is closing (llama-server closes after 100
         // requests or 5 s idle) fails a request that never reached it, which is not the server's
         // failure; a local connect costs well under a millisecond of TTFT.
         // Redirects are followed within the endpoint's origin only: a response from another
@@ -111,6 +112,9 @@ impl Client {
         }
         if tls.insecure {
             builder = builder.danger_accept_invalid_certs(true);
+        }
+        if is_loopback(&endpoint.base_url.to_string()) {
+            builder = builder.no_proxy();
         }
         let http = builder.build().map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
         Ok(Client { endpoint, tls, http, runtime, interrupt: Arc::new(AtomicBool::new(false)) })
@@ -492,5 +496,25 @@ impl Target for RemoteTarget<'_> {
             cancel.set(true);
         }
         Ok((records, Vec::new()))
+    }
+}
+
+/// Whether `url` names this machine (localhost, 127.0.0.0/8, ::1).
+fn is_loopback(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else { return false };
+    let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_servers_are_told_apart() {
+        for url in ["http://127.0.0.1:8080/v1", "http://localhost/v1", "https://[::1]:9/v1", "http://127.9.9.9"] {
+            assert!(super::is_loopback(url), "{url}");
+        }
+        for url in ["http://10.0.0.1/v1", "https://api.example.com/v1", "http://localhost.example.com", "nonsense"] {
+            assert!(!super::is_loopback(url), "{url}");
+        }
     }
 }

@@ -112,6 +112,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         input_len: args.input_len.parse::<LenRange>()?,
         output_len: args.output_len.parse::<LenRange>()?,
         seed: args.seed,
+        span: Default::default(),
     };
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;
