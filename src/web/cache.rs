@@ -154,14 +154,14 @@ impl RemoteStore {
     /// ranges send the whole file, whose header is then checked as its first bytes arrive (the
     /// download stops there when it is bad).
     async fn download(&self, url: &str, name: &str) -> Result<Option<()>> {
-        let watch = if name.ends_with(".safetensors") {
+        let safetensors = name.ends_with(".safetensors");
+        if safetensors {
             match self.check_header_by_range(url, name).await? {
                 Precheck::Missing => return Ok(None),
-                Precheck::Checked | Precheck::NoRanges => Some(HeaderWatch::new(name, None)),
+                // Checked again on the stream below: cheap, and the file may have changed.
+                Precheck::Checked | Precheck::NoRanges => {}
             }
-        } else {
-            None
-        };
+        }
         // Aborted by the user's Cancel, or here when the header turns out bad (which also stops
         // the cache's copy of the body).
         let own = web_sys::AbortController::new().map_err(io(url))?;
@@ -190,7 +190,7 @@ impl RemoteStore {
         // One copy of the body goes into the cache, the other is read here to count bytes.
         let copy = response.clone().map_err(io(url))?;
         let put = JsFuture::from(self.cache.put_with_str(url, &copy));
-        let watch = watch.map(|_| HeaderWatch::new(name, total));
+        let watch = safetensors.then(|| HeaderWatch::new(name, total));
         let counted = self.count(response, url, name, total, watch).await;
         if counted.is_err() {
             own.abort();

@@ -42,7 +42,7 @@ const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
 // A model folder without an index or tokenizer answers 404 for them, which the loader expects
 // (and Chromium logs); any other console error fails the test.
-const expected404 = /\/(slow-)?fixtures\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
+const expected404 = /\/(slow-fixtures|fixtures|bad|bad-noranges)\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   if (/status of 404/.test(m.text()) && expected404.test(m.location().url ?? '')) return;
