@@ -306,3 +306,38 @@ fn positions_at_the_limit_still_run() {
         assert_eq!(code, 0, "block size {block_size}: {stderr}");
     }
 }
+
+/// The page checks a downloading safetensors file from its first bytes, in whatever chunks they
+/// arrive: a good header passes, a bad one fails before the data.
+#[test]
+fn a_header_is_checked_from_the_first_bytes_in_any_chunks() {
+    use tokenmeter::model::safetensors::HeaderWatch;
+    let file = std::fs::read(fixture_dir("tiny-gqa-tied").join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    for chunk in [1, 3, 8, 9, 4096, file.len()] {
+        let mut watch = HeaderWatch::new("model.safetensors", Some(file.len() as u64));
+        for piece in file.chunks(chunk) {
+            watch.feed(piece).unwrap();
+        }
+        assert!(watch.checked(), "chunks of {chunk}");
+        watch.finish().unwrap();
+    }
+    // A header length past the limit fails on the 8th byte, whatever follows.
+    let mut huge = (1u64 << 40).to_le_bytes().to_vec();
+    huge.extend_from_slice(&[b' '; 64]);
+    let mut watch = HeaderWatch::new("model.safetensors", None);
+    let err = huge.chunks(5).try_for_each(|c| watch.feed(c)).unwrap_err().to_string();
+    assert!(err.contains("limit"), "{err}");
+    // A header that is not JSON fails once it is in, before any data.
+    let mut garbled = file[..8 + n].to_vec();
+    garbled[8] = b'[';
+    let mut watch = HeaderWatch::new("model.safetensors", Some(file.len() as u64));
+    assert!(watch.feed(&garbled).is_err());
+    // A file that ends inside its header is not one.
+    let mut watch = HeaderWatch::new("model.safetensors", None);
+    watch.feed(&file[..8 + n / 2]).unwrap();
+    assert!(!watch.checked() && watch.finish().is_err());
+    // An HTML error page served as the file: its first 8 bytes give an absurd length.
+    let mut watch = HeaderWatch::new("model.safetensors", Some(2000));
+    assert!(watch.feed(b"<!DOCTYPE html><html>").is_err());
+}

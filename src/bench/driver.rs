@@ -26,7 +26,8 @@ pub struct Progress<'a> {
     pub total: usize,
 }
 
-/// Runs the plan to completion (or until `cancelled()` says stop, which cancels what is left).
+/// Runs the plan to completion (or until `cancelled()` says stop, which cancels what is left, or
+/// the GPU device faults, which fails what is in flight and leaves the rest unsent).
 pub async fn run(
     engine: &mut Engine,
     plan: &[PlannedRequest],
@@ -109,7 +110,20 @@ pub async fn run(
             }
             continue;
         }
-        let (events, stats) = engine.step().await?;
+        let (events, stats) = match engine.step().await {
+            Ok(stepped) => stepped,
+            // A device fault ends the run with what was measured: the requests in flight fail with
+            // its message, and the session, seeing the fault, stops after keeping this result.
+            Err(e) if engine.model.gpu.is_faulty() => {
+                for &(_, i) in &by_engine_id {
+                    if records[i].finish_s.is_none() && records[i].error.is_none() {
+                        records[i].error = Some(e.to_string());
+                    }
+                }
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         for e in events {
             let Some(&(_, i)) = by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
             let r = &mut records[i];

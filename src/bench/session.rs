@@ -15,7 +15,7 @@ use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, SamplingParams};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::kernels::KernelOptions;
 
@@ -55,6 +55,12 @@ pub trait Target {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)>;
+
+    /// An error that ends the session after the current rate's result is kept (the engine's GPU
+    /// device lost or faulted); `None` for targets that end runs by returning errors.
+    fn fault(&self) -> Option<Error> {
+        None
+    }
 }
 
 /// What a session runs: the workload (its rate replaced by each of `rates`), the SLOs, the report
@@ -98,6 +104,9 @@ pub async fn run_into<T: Target>(
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
     let baseline = if s.baseline { baseline(target, s.spec, cancel).await? } else { None };
+    if let Some(e) = target.fault() {
+        return Err(e);
+    }
     if let Some(b) = &baseline {
         listener(Event::Baseline(b));
     }
@@ -130,6 +139,9 @@ pub async fn run_into<T: Target>(
             BenchResult { config: run_config, metrics, diagnosis, baseline: baseline.clone(), requests, steps };
         listener(Event::RateDone { rate, result: &result });
         results.push(result);
+        if let Some(e) = target.fault() {
+            return Err(e);
+        }
     }
     Ok(())
 }
@@ -272,5 +284,9 @@ impl Target for EngineTarget<'_> {
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
         let options = driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt };
         driver::run(self.engine, plan, &options, &mut |p| listener(Event::Progress(p)), &|| cancel.get()).await
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.engine.model.gpu.fault()
     }
 }

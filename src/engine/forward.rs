@@ -138,6 +138,9 @@ impl ForwardPass {
         if let Some(e) = oom.pop().await {
             return Err(Error::AdapterLimit(format!("out of GPU memory while loading the model: {e}")));
         }
+        // Validation errors and a lost device arrive through the device's callbacks (see
+        // `Gpu::fault`); they outrank whatever the load itself returned.
+        gpu.check()?;
         loaded
     }
 
@@ -196,13 +199,27 @@ impl ForwardPass {
         self.step(&batch).await.map(|_| ())
     }
 
-    /// Runs one step and returns the greedy next id of each logit row.
     /// The kernel choices this model runs with (for the run record).
     pub fn kernel_options(&self) -> crate::gpu::kernels::KernelOptions {
         self.kernels.options()
     }
 
+    /// Runs one step and returns the next id of each logit row; a device fault (see
+    /// [`Gpu::fault`]) is the step's error.
     pub async fn step(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        self.gpu.check()?;
+        let ids = self.step_unchecked(batch).await;
+        self.checked(ids)
+    }
+
+    /// The device's fault, if it has one, in place of `result`: a readback that failed because
+    /// the device was lost says so, and ids read after a validation error are not trusted.
+    fn checked<T>(&self, result: Result<T>) -> Result<T> {
+        self.gpu.check()?;
+        result
+    }
+
+    async fn step_unchecked(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         let n = batch.logit_rows.len();
         let mut encoder = self.record(batch)?;
         if n == 0 {
@@ -225,15 +242,23 @@ impl ForwardPass {
 
     /// Runs one step and returns the logits of each logit row, `(rows, vocab)` (tests, sampling checks).
     pub async fn step_logits(&mut self, batch: &Batch) -> Result<Vec<f32>> {
+        self.gpu.check()?;
         let encoder = self.record(batch)?;
         self.gpu.queue.submit([encoder.finish()]);
         let count = batch.logit_rows.len() * self.cfg.vocab_size;
-        readback::read_f32(&self.gpu.device, &self.gpu.queue, &self.buffers.logits, count).await
+        let logits = readback::read_f32(&self.gpu.device, &self.gpu.queue, &self.buffers.logits, count).await;
+        self.checked(logits)
     }
 
     /// Runs one step kernel by kernel and returns each dispatch's wall time (see
     /// [`StepRecorder::profile`]); the results land in the same buffers as a normal step.
     pub async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+        self.gpu.check()?;
+        let profiled = self.profile_step_unchecked(batch).await;
+        self.checked(profiled)
+    }
+
+    async fn profile_step_unchecked(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
         let rec = self.record_dispatches(batch)?;
         let times = rec.profile(&self.gpu).await?;
         let n = batch.logit_rows.len();

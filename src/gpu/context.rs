@@ -54,6 +54,47 @@ impl WeightStorage {
     }
 }
 
+/// What the device reported outside any error scope: the first uncaptured error (a validation or
+/// internal error, or an allocation that failed) and whether the device was lost. Written by
+/// wgpu's callbacks, read by [`Gpu::fault`]; once set it stays set, since the work around an
+/// error cannot be trusted and a lost device does not come back.
+#[derive(Default)]
+struct Faults {
+    first_error: Option<String>,
+    lost: Option<String>,
+}
+
+type FaultSlot = std::sync::Arc<std::sync::Mutex<Faults>>;
+
+fn faults(slot: &FaultSlot) -> std::sync::MutexGuard<'_, Faults> {
+    // A callback cannot panic while holding the lock (it only assigns), so poison is not expected;
+    // if it happens, the data is still the last write.
+    slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// In place of wgpu's default handlers (which panic on an uncaptured error): both callbacks only
+/// record what happened, for the next engine step or load to return as [`Error::Gpu`].
+fn watch(device: &wgpu::Device) -> FaultSlot {
+    let slot = FaultSlot::default();
+    let on_error = slot.clone();
+    device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| {
+        let mut f = faults(&on_error);
+        if f.first_error.is_none() {
+            f.first_error = Some(e.to_string());
+        }
+    }));
+    let on_lost = slot.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        let why = match reason {
+            wgpu::DeviceLostReason::Destroyed => "destroyed",
+            _ => "lost",
+        };
+        let message = message.trim();
+        faults(&on_lost).lost = Some(if message.is_empty() { why.to_string() } else { format!("{why}: {message}") });
+    });
+    slot
+}
+
 pub struct Gpu {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
@@ -66,6 +107,7 @@ pub struct Gpu {
     /// exists"), at a moment that depends on the collector.
     _instance: Option<wgpu::Instance>,
     _wgpu_adapter: wgpu::Adapter,
+    faults: FaultSlot,
 }
 
 /// Optional features the engine uses where the adapter has them, natively: subgroups (the matmuls
@@ -142,6 +184,7 @@ impl Gpu {
             kernel_family,
         };
         let weight_storage = WeightStorage::for_adapter(&info);
+        let faults = watch(&device);
         Ok(Gpu {
             device,
             queue,
@@ -151,7 +194,38 @@ impl Gpu {
             kernel_family,
             _instance: instance,
             _wgpu_adapter: adapter,
+            faults,
         })
+    }
+
+    /// The device's loss or first uncaptured error, as the error the caller returns; `None`
+    /// while the device is healthy. Engine steps and loads check it after their work.
+    pub fn fault(&self) -> Option<Error> {
+        let f = faults(&self.faults);
+        match (&f.lost, &f.first_error) {
+            (Some(lost), Some(error)) => {
+                Some(Error::Gpu(format!("the GPU device was {lost} (after an error: {})", first_line(error))))
+            }
+            (Some(lost), None) => Some(Error::Gpu(format!("the GPU device was {lost}"))),
+            (None, Some(error)) => Some(Error::Gpu(first_line(error))),
+            (None, None) => None,
+        }
+    }
+
+    /// `Err` with [`Gpu::fault`] when the device has one.
+    pub fn check(&self) -> Result<()> {
+        self.fault().map_or(Ok(()), Err)
+    }
+
+    /// Whether the device is gone: nothing more can run on it; a new [`Gpu`] is needed.
+    pub fn is_lost(&self) -> bool {
+        faults(&self.faults).lost.is_some()
+    }
+
+    /// Whether the device is unusable: lost, or an uncaptured error happened on it.
+    pub fn is_faulty(&self) -> bool {
+        let f = faults(&self.faults);
+        f.lost.is_some() || f.first_error.is_some()
     }
 
     /// Largest storage binding in bytes.
@@ -192,4 +266,10 @@ impl Gpu {
         }
         buffer
     }
+}
+
+/// wgpu's error text spans lines (the error, then its causes, indented); one line for the CLI's
+/// `error:` and the page's status, the causes joined.
+fn first_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }

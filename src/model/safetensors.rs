@@ -155,6 +155,68 @@ pub fn parse_header(file: &str, json: &[u8], file_len: u64) -> Result<Header> {
     Ok(Header { tensors })
 }
 
+/// A safetensors header checked from a file's first bytes as they arrive, so a download can stop
+/// as soon as they show the file is not one (a wrong length, a header that does not parse),
+/// before the data follows. `file_len`: the whole file's size when known.
+#[derive(Debug)]
+pub struct HeaderWatch {
+    file: String,
+    file_len: Option<u64>,
+    /// The first bytes, up to the end of the header.
+    prefix: Vec<u8>,
+    /// The header's length, once the first 8 bytes are in.
+    header: Option<u64>,
+    checked: bool,
+}
+
+impl HeaderWatch {
+    pub fn new(file: &str, file_len: Option<u64>) -> HeaderWatch {
+        HeaderWatch { file: file.into(), file_len, prefix: Vec::new(), header: None, checked: false }
+    }
+
+    /// Whether the header has been read and found valid.
+    pub fn checked(&self) -> bool {
+        self.checked
+    }
+
+    /// Takes the next bytes of the file; `Err` as soon as they show it is not safetensors.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<()> {
+        if self.checked {
+            return Ok(());
+        }
+        // The file's length bounds the header's; unknown, only the limit does.
+        let file_len = self.file_len.unwrap_or(u64::MAX);
+        let wanted = 8 + self.header.unwrap_or(0);
+        let take = (wanted.saturating_sub(self.prefix.len() as u64) as usize).min(chunk.len());
+        self.prefix.extend_from_slice(&chunk[..take]);
+        let rest = &chunk[take..];
+        if self.header.is_none() && self.prefix.len() >= 8 {
+            self.header = Some(header_len(&self.file, &self.prefix, file_len)?);
+            return self.feed(rest);
+        }
+        if let Some(n) = self.header {
+            if self.prefix.len() as u64 == 8 + n {
+                parse_header(&self.file, &self.prefix[8..], file_len)?;
+                self.checked = true;
+                self.prefix = Vec::new();
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of the file: a file that ended inside its header is not safetensors.
+    pub fn finish(&self) -> Result<()> {
+        if self.checked {
+            return Ok(());
+        }
+        let got = self.prefix.len();
+        Err(Error::Safetensors {
+            file: self.file.clone(),
+            message: format!("the file ends after {got} bytes, inside its header: truncated or not safetensors"),
+        })
+    }
+}
+
 /// bf16 (the top half of an f32) from raw little-endian bytes of any supported dtype;
 /// F16 and F32 are rounded to the nearest bf16 (ties to even).
 pub fn to_bf16_bits(dtype: Dtype, bytes: &[u8]) -> Vec<u16> {

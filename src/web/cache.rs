@@ -6,6 +6,7 @@
 
 use super::sources::{self, CachedModel, DownloadProgress};
 use crate::clock::now_s;
+use crate::model::safetensors::HeaderWatch;
 use crate::model::source::{js_message, BlobFile};
 use crate::model::ModelStore;
 use crate::{Error, Result};
@@ -147,10 +148,26 @@ impl RemoteStore {
         self.downloaded.get()
     }
 
-    /// Streams `url` into the cache; `None` when the server has no such file (HTTP 404).
+    /// Streams `url` into the cache; `None` when the server has no such file (HTTP 404). A
+    /// `.safetensors` file's header is checked first by two range requests (its length, then the
+    /// header), so a file that is not one is refused before its data is fetched; servers without
+    /// ranges send the whole file, whose header is then checked as its first bytes arrive (the
+    /// download stops there when it is bad).
     async fn download(&self, url: &str, name: &str) -> Result<Option<()>> {
+        let safetensors = name.ends_with(".safetensors");
+        if safetensors {
+            match self.check_header_by_range(url, name).await? {
+                Precheck::Missing => return Ok(None),
+                // Checked again on the stream below: cheap, and the file may have changed.
+                Precheck::Checked | Precheck::NoRanges => {}
+            }
+        }
+        // Aborted by the user's Cancel, or here when the header turns out bad (which also stops
+        // the cache's copy of the body).
+        let own = web_sys::AbortController::new().map_err(io(url))?;
+        let signal = web_sys::AbortSignal::any(&js_sys::Array::of2(&self.abort, &own.signal()));
         let init = web_sys::RequestInit::new();
-        init.set_signal(Some(&self.abort));
+        init.set_signal(Some(&signal));
         let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
         let fetched = JsFuture::from(window.fetch_with_str_and_init(url, &init)).await;
         let response: web_sys::Response = match fetched {
@@ -173,7 +190,11 @@ impl RemoteStore {
         // One copy of the body goes into the cache, the other is read here to count bytes.
         let copy = response.clone().map_err(io(url))?;
         let put = JsFuture::from(self.cache.put_with_str(url, &copy));
-        let counted = self.count(response, url, name, total).await;
+        let watch = safetensors.then(|| HeaderWatch::new(name, total));
+        let counted = self.count(response, url, name, total, watch).await;
+        if counted.is_err() {
+            own.abort();
+        }
         let stored = put.await;
         if self.abort.aborted() {
             return Err(Error::Cancelled);
@@ -187,7 +208,14 @@ impl RemoteStore {
         Ok(Some(()))
     }
 
-    async fn count(&self, response: web_sys::Response, url: &str, name: &str, total: Option<u64>) -> Result<u64> {
+    async fn count(
+        &self,
+        response: web_sys::Response,
+        url: &str,
+        name: &str,
+        total: Option<u64>,
+        mut watch: Option<HeaderWatch>,
+    ) -> Result<u64> {
         let body = response.body().ok_or_else(|| Error::Io { path: url.into(), message: "empty response".into() })?;
         let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().unchecked_into();
         let mut bytes = 0u64;
@@ -205,7 +233,11 @@ impl RemoteStore {
                 break;
             }
             let value = js_sys::Reflect::get(&chunk, &"value".into()).map_err(io(url))?;
-            let n = value.unchecked_into::<js_sys::Uint8Array>().length() as u64;
+            let chunk: js_sys::Uint8Array = value.unchecked_into();
+            if let Some(watch) = watch.as_mut().filter(|w| !w.checked()) {
+                watch.feed(&chunk.to_vec())?;
+            }
+            let n = chunk.length() as u64;
             bytes += n;
             self.downloaded.set(self.downloaded.get() + n);
             // A few updates a second are plenty for a progress bar.
@@ -220,8 +252,86 @@ impl RemoteStore {
                 });
             }
         }
+        if let Some(watch) = &watch {
+            watch.finish()?;
+        }
         Ok(bytes)
     }
+
+    /// Bytes `first..=last` of `url`, with the file's size from `Content-Range`.
+    async fn fetch_range(&self, url: &str, first: u64, last: u64) -> Result<RangeAnswer> {
+        let headers = web_sys::Headers::new().map_err(io(url))?;
+        headers.set("Range", &format!("bytes={first}-{last}")).map_err(io(url))?;
+        let init = web_sys::RequestInit::new();
+        init.set_signal(Some(&self.abort));
+        init.set_headers(&headers);
+        let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
+        let response: web_sys::Response = match JsFuture::from(window.fetch_with_str_and_init(url, &init)).await {
+            Ok(r) => r.unchecked_into(),
+            Err(_) if self.abort.aborted() => return Err(Error::Cancelled),
+            Err(e) => return Err(Error::Io { path: url.into(), message: js_message(&e) }),
+        };
+        match response.status() {
+            206 => {}
+            404 => return Ok(RangeAnswer::Missing),
+            _ if response.ok() => {
+                // The whole file, unasked: leave its body unread.
+                if let Some(body) = response.body() {
+                    let _ = body.cancel();
+                }
+                return Ok(RangeAnswer::Unsupported);
+            }
+            s => return Err(Error::Io { path: url.into(), message: format!("HTTP {s}") }),
+        }
+        let size = response.headers().get("content-range").ok().flatten().and_then(|r| content_range_size(&r));
+        let buffer = JsFuture::from(response.array_buffer().map_err(io(url))?).await.map_err(io(url))?;
+        let mut bytes = js_sys::Uint8Array::new(&buffer).to_vec();
+        bytes.truncate((last - first + 1) as usize);
+        Ok(RangeAnswer::Part(bytes, size))
+    }
+
+    /// The safetensors header of `url` read by range and parsed, before any of the data is.
+    async fn check_header_by_range(&self, url: &str, name: &str) -> Result<Precheck> {
+        let (first8, size) = match self.fetch_range(url, 0, 7).await? {
+            RangeAnswer::Part(bytes, size) => (bytes, size),
+            RangeAnswer::Missing => return Ok(Precheck::Missing),
+            RangeAnswer::Unsupported => return Ok(Precheck::NoRanges),
+        };
+        let mut watch = HeaderWatch::new(name, size);
+        watch.feed(&first8)?;
+        if first8.len() < 8 {
+            watch.finish()?;
+        }
+        // Checked against the limit by `feed`, and not 0 (an empty header does not parse).
+        let n = u64::from_le_bytes(first8[..8].try_into().expect("8 bytes"));
+        if !watch.checked() {
+            match self.fetch_range(url, 8, 8 + n - 1).await? {
+                RangeAnswer::Part(header, _) => watch.feed(&header)?,
+                RangeAnswer::Missing | RangeAnswer::Unsupported => return Ok(Precheck::NoRanges),
+            }
+            watch.finish()?;
+        }
+        Ok(Precheck::Checked)
+    }
+}
+
+enum RangeAnswer {
+    /// A 206: the bytes, and the file's size when `Content-Range` gives it.
+    Part(Vec<u8>, Option<u64>),
+    Missing,
+    /// The server ignores ranges (it answered with the whole file).
+    Unsupported,
+}
+
+enum Precheck {
+    Checked,
+    Missing,
+    NoRanges,
+}
+
+/// The size in `Content-Range: bytes 0-7/1234` (none for `*`).
+fn content_range_size(value: &str) -> Option<u64> {
+    value.trim().strip_prefix("bytes ")?.split_once('/')?.1.trim().parse().ok()
 }
 
 impl ModelStore for RemoteStore {

@@ -28,6 +28,41 @@ fn load_files(state: AppState, picked: Vec<(String, web_sys::File)>) {
     }
 }
 
+/// The question a model named by the page's link asks before anything is downloaded: the URL
+/// and the size as text nodes, never markup.
+#[component]
+fn LinkConfirmation(state: AppState) -> impl IntoView {
+    let t = use_text();
+    move || {
+        state.pending_link.get().map(|pending| {
+            let size = match pending.bytes {
+                Some(bytes) => mb(bytes),
+                None => t().link_model_size_unknown.to_string(),
+            };
+            let named = if pending.input == pending.base {
+                pending.base.clone()
+            } else {
+                format!("{} ({})", pending.input, pending.base)
+            };
+            view! {
+                <div class="confirm" role="alertdialog" aria-labelledby="link-model-question" data-testid="link-confirm">
+                    <p id="link-model-question">{move || t().link_model_question}</p>
+                    <p><code class="url" data-testid="link-confirm-url">{named}</code></p>
+                    <p class="note">{move || t().link_model_size} " " {size}</p>
+                    <div class="row">
+                        <button class="primary small" data-testid="link-confirm-yes" on:click=move |_| models::answer_link(state, true)>
+                            {move || t().link_model_download}
+                        </button>
+                        <button class="ghost small" data-testid="link-confirm-no" on:click=move |_| models::answer_link(state, false)>
+                            {move || t().link_model_decline}
+                        </button>
+                    </div>
+                </div>
+            }
+        })
+    }
+}
+
 /// A line of error text (never markup).
 #[component]
 pub fn ErrorLine(
@@ -251,6 +286,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                     {move || t().load}
                 </button>
             </form>
+            <LinkConfirmation state=state />
             {download}
             {move || {
                 loading()

@@ -8,7 +8,7 @@ use super::cache::{self, RemoteStore};
 use super::i18n::Text;
 use super::settings::Caps;
 use super::sources;
-use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, Phase, Status};
+use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status};
 use crate::clock::now_s;
 use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
@@ -70,7 +70,16 @@ pub fn start(state: AppState) {
         match init.await {
             Ok(()) => {
                 let request = match state.choice.get_untracked() {
-                    ModelSource::Remote { input } => LoadRequest::Remote(input),
+                    ModelSource::Remote { input } => match needs_confirmation(&input).await {
+                        Some(pending) => {
+                            // Nothing is fetched from the link's server until the user says yes.
+                            state.pending_link.set(Some(pending));
+                            state.status.set(Status::AwaitingConfirmation);
+                            state.phase.set(Phase::Idle);
+                            return;
+                        }
+                        None => LoadRequest::Remote(input),
+                    },
                     ModelSource::Preset(choice) => LoadRequest::Preset(choice),
                     ModelSource::Local { .. } => LoadRequest::Preset(ModelChoice::Embedded),
                 };
@@ -84,6 +93,38 @@ pub fn start(state: AppState) {
     });
 }
 
+/// What the confirmation shows for a model the page's link names, or `None` when loading it
+/// downloads nothing (all in the cache already) or cannot start (a malformed name, whose load
+/// then says why). The size is the cache manifest's when an earlier download recorded it, else
+/// unknown: asking the server would contact it before the user agreed.
+async fn needs_confirmation(input: &str) -> Option<PendingLink> {
+    let base = cache::absolute(&sources::remote_base(input).ok()?).ok()?;
+    let cached = cache::list().await.unwrap_or_default();
+    if cached.iter().any(|c| c.base == base && c.files > 0) {
+        return None;
+    }
+    let manifest = cache::Manifest::load();
+    let sizes: Vec<u64> = manifest
+        .sizes
+        .iter()
+        .filter(|(url, _)| sources::url_folder(url) == base && url.ends_with(".safetensors"))
+        .map(|(_, &size)| size)
+        .collect();
+    let bytes = (!sizes.is_empty()).then(|| sizes.iter().sum());
+    Some(PendingLink { input: input.to_string(), base, bytes })
+}
+
+/// The user's answer to the link's model: yes loads it (downloading), no loads the embedded one.
+pub fn answer_link(state: AppState, download: bool) {
+    let Some(pending) = state.pending_link.get_untracked() else { return };
+    state.pending_link.set(None);
+    if download {
+        load(state, LoadRequest::Remote(pending.input));
+    } else {
+        load(state, LoadRequest::Preset(ModelChoice::Embedded));
+    }
+}
+
 /// Re-reads the list of cached models.
 pub fn refresh_cached(state: AppState) {
     wasm_bindgen_futures::spawn_local(async move {
@@ -92,13 +133,53 @@ pub fn refresh_cached(state: AppState) {
     });
 }
 
+/// The page's device, or a new one in place of a device that was lost or reported an error
+/// (nothing more runs on such a device; the page goes on without a reload).
+async fn healthy_gpu(state: AppState) -> Result<Rc<Gpu>> {
+    if let Some(gpu) = state.gpu.get_value().filter(|gpu| !gpu.is_faulty()) {
+        return Ok(gpu);
+    }
+    // The old device's model goes with it.
+    drop(state.take_model());
+    state.model_info.set(None);
+    state.gpu.set_value(None);
+    let gpu = Rc::new(Gpu::new().await?);
+    state.adapter.set(Some(gpu.adapter.clone()));
+    state.gpu.set_value(Some(gpu.clone()));
+    Ok(gpu)
+}
+
+/// After a run or a generation: when the device faulted, its model is dropped and the status
+/// says why; the next load opens a new device.
+pub fn forget_faulty_gpu(state: AppState) {
+    let Some(fault) = state.gpu.get_value().and_then(|gpu| gpu.fault()) else { return };
+    drop(state.take_model());
+    state.model_info.set(None);
+    state.gpu.set_value(None);
+    state.status.set(Status::Error(fault.to_string()));
+}
+
 /// Loads `request` in place of the current model. On failure the message is in `load_error`
 /// and the previous model is (still, or again) the loaded one.
 pub fn load(state: AppState, request: LoadRequest) {
-    let Some(gpu) = state.gpu.get_value() else { return };
+    if state.gpu.with_value(Option::is_none) && state.adapter.with_untracked(Option::is_none) {
+        // Start-up has not opened a device yet (or could not).
+        return;
+    }
+    // Any load (one the user chose) answers the link's question.
+    state.pending_link.set(None);
     state.phase.set(Phase::Loading);
     state.load_error.set(None);
     wasm_bindgen_futures::spawn_local(async move {
+        let gpu = match healthy_gpu(state).await {
+            Ok(gpu) => gpu,
+            Err(e) => {
+                state.load_error.set(Some(e.to_string()));
+                state.status.set(Status::Error(e.to_string()));
+                state.phase.set(Phase::Idle);
+                return;
+            }
+        };
         match load_request(state, gpu.clone(), &request).await {
             Ok(()) => state.loaded_request.set_value(Some(request)),
             Err(failure) => {
@@ -106,8 +187,13 @@ pub fn load(state: AppState, request: LoadRequest) {
                 let previous = state.loaded_request.get_value();
                 match previous {
                     Some(previous) if failure.model_freed => {
-                        if let Err(again) = load_request(state, gpu, &previous).await {
-                            state.status.set(Status::Error(again.error.to_string()));
+                        // A load that broke the device brings the previous model back on a new one.
+                        let again = match healthy_gpu(state).await {
+                            Ok(gpu) => load_request(state, gpu, &previous).await.map_err(|f| f.error),
+                            Err(e) => Err(e),
+                        };
+                        if let Err(again) = again {
+                            state.status.set(Status::Error(again.to_string()));
                         }
                     }
                     Some(previous) => {
@@ -343,6 +429,7 @@ pub fn status_text(state: AppState, t: &Text) -> String {
             }
             None => t.ready.into(),
         },
+        Status::AwaitingConfirmation => format!("{adapter} · {}", t.link_model_waiting),
         Status::Error(message) => format!("{}: {message}", t.error),
     }
 }

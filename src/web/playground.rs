@@ -69,6 +69,7 @@ pub fn Playground(state: AppState) -> impl IntoView {
             loaded.model = engine.model;
             state.put_model(loaded);
             timing.set(result.unwrap_or_else(|e| format!("Error: {e}")));
+            super::models::forget_faulty_gpu(state);
             state.phase.set(Phase::Idle);
         });
     };

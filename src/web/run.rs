@@ -40,11 +40,16 @@ pub fn start(state: AppState, config: RunConfig) {
         let mut engine = Engine::new(model);
         let context =
             RunContext { state, config: &config, tokenizer: tokenizer.as_deref(), lang, model_name: &model_key };
-        let outcome = benchmark(&context, &mut engine).await;
+        let (results, error) = benchmark(&context, &mut engine).await;
         let mut model = engine.model;
         model.limits = capacity.clone();
         state.put_model(Loaded { model, capacity });
-        finish(state, &config, &model_key, Some(config.max_batch), outcome);
+        // What was measured is kept even when the run ended at an error (a lost device).
+        finish(state, &config, &model_key, Some(config.max_batch), Ok(results));
+        if let Some(e) = error {
+            state.run_error.set(Some(e.to_string()));
+        }
+        super::models::forget_faulty_gpu(state);
     });
 }
 
@@ -206,8 +211,9 @@ struct RunContext<'a> {
     model_name: &'a str,
 }
 
-/// The baseline once, then one run per rate (stopping early when cancelled): (rate, result).
-async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> Result<Vec<(f64, BenchResult)>> {
+/// The baseline once, then one run per rate (stopping early when cancelled): (rate, result), and
+/// the error that stopped it, if any (the rates it finished, and the one it cut short, are kept).
+async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, BenchResult)>, Option<crate::Error>) {
     let (state, config) = (cx.state, cx.config);
     let spec = &config.spec;
     let vocab = engine.model.cfg.vocab_size;
@@ -231,8 +237,11 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> Result<Vec<(f64,
         },
     };
     let cancel = state.cancel.get_value();
-    let results = bench::session::run(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel).await?;
-    Ok(config.rates.iter().copied().zip(results).collect())
+    let mut results = Vec::new();
+    let outcome =
+        bench::session::run_into(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel, &mut results)
+            .await;
+    (config.rates.iter().copied().zip(results).collect(), outcome.err())
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.

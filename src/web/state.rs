@@ -96,6 +96,18 @@ impl LoadRequest {
     }
 }
 
+/// A model named by the page's link (`?model=<URL or repo>`), not yet in the cache: nothing is
+/// downloaded until the user says yes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingLink {
+    /// As the link gave it (shown as text).
+    pub input: String,
+    /// The folder URL the files would come from (shown as text).
+    pub base: String,
+    /// The weights' size, when the server says it before the download.
+    pub bytes: Option<u64>,
+}
+
 /// A model on the GPU, with the engine sizes it was loaded for (a run may use less).
 pub struct Loaded {
     pub model: ForwardPass,
@@ -129,6 +141,8 @@ pub enum Status {
     /// Weights generated or read and uploaded so far, in percent.
     LoadingWeights(String, u32),
     Ready,
+    /// A model named by the link waits for the user's yes (see [`PendingLink`]).
+    AwaitingConfirmation,
     Error(String),
 }
 
@@ -160,6 +174,8 @@ pub struct AppState {
     /// Why the last model load failed (the previous model stays loaded).
     pub load_error: RwSignal<Option<String>>,
     pub download: RwSignal<Option<DownloadProgress>>,
+    /// A model named by the link, waiting for the user's yes before any download.
+    pub pending_link: RwSignal<Option<PendingLink>>,
     pub cached: RwSignal<Vec<CachedModel>>,
     /// performance.now()'s step in ms, measured at start.
     pub timer_resolution_ms: RwSignal<Option<f64>>,
@@ -210,6 +226,7 @@ impl AppState {
             choice: RwSignal::new(choice),
             load_error: RwSignal::new(None),
             download: RwSignal::new(None),
+            pending_link: RwSignal::new(None),
             cached: RwSignal::new(Vec::new()),
             timer_resolution_ms: RwSignal::new(None),
             model_info: RwSignal::new(None),

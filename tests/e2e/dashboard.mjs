@@ -2,22 +2,31 @@
 // workloads are tiny): settings from the URL, inline validation, a live run with charts, the
 // report and its downloads, a second run and the comparison, cancelling, history after a
 // reload, the language switch, a malformed model (error shown, previous model kept), models from
-// local files and from a URL (cached, deleted), a rate sweep with its knee, and the playground.
+// local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
+// refused before the data), a rate sweep with its knee, and the playground.
 // Screenshots go to OUT (default target/e2e).
 // Usage: node tests/e2e/dashboard.mjs [URL | DIST] [OUT]
 //   URL: a running server (./scripts/serve); DIST: a folder built by scripts/build-web, served
 //   here by tests/e2e/serve.mjs (default target/e2e/dist).
 import { chromium } from 'playwright-core';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { serve } from './serve.mjs';
 
 const target = process.argv[2] ?? 'target/e2e/dist';
 const out = process.argv[3] ?? 'target/e2e';
 await mkdir(out, { recursive: true });
+// A model whose safetensors header claims 1 TB, followed by 2 MB the page must not download.
+await mkdir(`${out}/bad/bad-model`, { recursive: true });
+await writeFile(`${out}/bad/bad-model/config.json`, await readFile('tests/fixtures/tiny-mha/config.json'));
+const badWeights = Buffer.alloc(8 + (2 << 20), 0x20);
+badWeights.writeBigUInt64LE(1n << 40n, 0);
+await writeFile(`${out}/bad/bad-model/model.safetensors`, badWeights);
 const server = /^https?:/.test(target) ? null : await serve({
   '/': target,
   '/fixtures/': 'tests/fixtures',
   '/slow-fixtures/': { dir: 'tests/fixtures', bytesPerSecond: 48 * 1024 },
+  '/bad/': `${out}/bad`,
+  '/bad-noranges/': { dir: `${out}/bad`, ranges: false },
 });
 const base = server ? server.url : target;
 const shot = `${out}/dashboard.png`;
@@ -33,7 +42,7 @@ const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
 // A model folder without an index or tokenizer answers 404 for them, which the loader expects
 // (and Chromium logs); any other console error fails the test.
-const expected404 = /\/(slow-)?fixtures\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
+const expected404 = /\/(slow-fixtures|fixtures|bad|bad-noranges)\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   if (/status of 404/.test(m.text()) && expected404.test(m.location().url ?? '')) return;
@@ -266,6 +275,54 @@ console.log(`cached: ${(await cachedRow.textContent()).replace(/\s+/g, ' ')}`);
 await check(/0\.2 MB · 2 files/.test(await cachedRow.textContent()), 'cached size or file count wrong');
 await cachedRow.getByTestId('cached-delete').click();
 await cachedRow.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('cached model not deleted'));
+
+// A model named by a link waits for a yes, with the link shown as text; nothing is fetched first.
+const linked = await context.newPage();
+linked.on('pageerror', (e) => errors.push(String(e)));
+const linkTo = async (model) => {
+  const seen = server?.log.length ?? 0;
+  await linked.goto(`${base}?model=${encodeURIComponent(model)}`);
+  await linked.getByTestId('link-confirm').waitFor({ timeout: 180000 })
+    .catch(async () => fail(`no confirmation for a model named by a link: ${await linked.getByTestId('status').textContent()}`));
+  await linked.waitForTimeout(1000);
+  const fetched = (server?.log ?? []).slice(seen).filter((r) => /^\/(fixtures|bad)/.test(r.path));
+  await check(fetched.length === 0, `fetched before the user agreed: ${JSON.stringify(fetched)}`);
+  return (await linked.getByTestId('link-confirm-url').textContent()) ?? '';
+};
+const markup = './fixtures/<img src=x onerror=alert(1)>/';
+const shownLink = await linkTo(markup);
+await check(shownLink.includes('<img src=x onerror=alert(1)>'), `link not shown as text: ${shownLink}`);
+await check(await linked.locator('[data-testid=link-confirm] img').count() === 0, 'the link was rendered as HTML');
+await check(/waiting for you/.test(await linked.getByTestId('status').textContent()), 'status does not say it waits');
+await linked.getByTestId('link-confirm-no').click();
+await linked.waitForFunction(() => /^Ready: embedded default/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 120000 }).catch(async () => fail(`declining did not load the embedded model: ${await linked.getByTestId('status').textContent()}`));
+await linkTo('./fixtures/tiny-gqa-tied/');
+await linked.getByTestId('link-confirm-yes').click();
+await linked.waitForFunction(() => /^Ready: \.\/fixtures\/tiny-gqa-tied\//.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 120000 }).catch(async () => fail(`linked model not loaded after yes: ${await linked.getByTestId('status').textContent()}`));
+await linked.close();
+await page.bringToFront();
+
+// A malformed safetensors by URL is refused from its header: by range requests where the server
+// has them (the data never fetched), from the first bytes of the stream where it has not.
+for (const [folder, ranged] of [['./bad/bad-model/', true], ['./bad-noranges/bad-model/', false]]) {
+  const seen = server?.log.length ?? 0;
+  await byId('model-url').fill(folder);
+  await byId('model-url-load').click();
+  await page.waitForFunction(() => /limit/.test(document.querySelector('[data-testid=model-error]')?.textContent ?? ''),
+    null, { timeout: 60000 }).catch(async () => fail(`bad header not refused (${folder}): ${await byId('model-error').textContent().catch(() => '-')}`));
+  await waitReady();
+  const weightsRequests = (server?.log ?? []).slice(seen).filter((r) => r.path.endsWith('/model.safetensors'));
+  if (server && ranged) {
+    await check(weightsRequests.length > 0 && weightsRequests.every((r) => r.status === 206),
+      `the data was requested: ${JSON.stringify(weightsRequests)}`);
+  }
+  const row = page.locator('[data-testid=cached] li', { hasText: folder.slice(2, -1) });
+  const rowText = (await row.count()) ? await row.first().textContent() : '';
+  await check(!/2 files/.test(rowText), `the refused weights went into the cache: ${rowText}`);
+}
+console.log(`malformed by URL: ${await text('model-error')}`);
 
 // Files dropped on the model card (a DataTransfer made in the page, as a drop delivers it).
 const dropped = await Promise.all(['config.json', 'model.safetensors'].map(async (f) =>

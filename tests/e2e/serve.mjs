@@ -24,12 +24,28 @@ async function throttled(file, res, bytesPerSecond) {
   res.end();
 }
 
-/** `mounts`: URL prefix -> folder, or { dir, bytesPerSecond } for a slow one. Resolves to
- *  { url, close } once listening. */
+/** The byte range a `Range` header asks of a `size`-byte file: [first, last], null when it asks
+ *  for none we serve (several ranges, another unit: the whole file is sent), 'unsatisfiable'
+ *  when it lies past the end. */
+function byteRange(header, size) {
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header ?? '');
+  if (!m || (m[1] === '' && m[2] === '')) return null;
+  let first; let last;
+  if (m[1] === '') { first = Math.max(0, size - Number(m[2])); last = size - 1; }
+  else { first = Number(m[1]); last = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1); }
+  return first > last || first >= size ? 'unsatisfiable' : [first, last];
+}
+
+/** `mounts`: URL prefix -> folder, or { dir, bytesPerSecond, ranges } for a slow one or one that
+ *  ignores `Range` (ranges: false; otherwise single byte ranges are answered with 206). Resolves
+ *  to { url, close, log } once listening; `log` lists each request as { method, path, range,
+ *  status }. */
 export async function serve(mounts, port = 0) {
   const roots = Object.entries(mounts)
-    .map(([prefix, m]) => [prefix.endsWith('/') ? prefix : `${prefix}/`, resolve(m.dir ?? m), m.bytesPerSecond])
+    .map(([prefix, m]) => [prefix.endsWith('/') ? prefix : `${prefix}/`, resolve(m.dir ?? m), m.bytesPerSecond,
+      m.ranges ?? true])
     .sort((a, b) => b[0].length - a[0].length);
+  const log = [];
   const server = createServer(async (req, res) => {
     const headers = {
       'Cross-Origin-Opener-Policy': 'same-origin',
@@ -50,8 +66,24 @@ export async function serve(mounts, port = 0) {
         file = join(file, 'index.html');
         info = await stat(file);
       }
-      res.writeHead(200, { ...headers, 'Content-Type': types[extname(file)] ?? 'application/octet-stream',
-        'Content-Length': info.size });
+      const type = types[extname(file)] ?? 'application/octet-stream';
+      const range = mount[3] ? byteRange(req.headers.range, info.size) : null;
+      log.push({ method: req.method, path, range: req.headers.range ?? null, status: range ? 206 : 200 });
+      if (range === 'unsatisfiable') {
+        log.at(-1).status = 416;
+        res.writeHead(416, { ...headers, 'Content-Range': `bytes */${info.size}` }).end();
+        return;
+      }
+      if (range) {
+        const [first, last] = range;
+        res.writeHead(206, { ...headers, 'Content-Type': type, 'Content-Length': last - first + 1,
+          'Content-Range': `bytes ${first}-${last}/${info.size}`, 'Accept-Ranges': 'bytes' });
+        if (req.method === 'HEAD') res.end();
+        else createReadStream(file, { start: first, end: last }).pipe(res);
+        return;
+      }
+      res.writeHead(200, { ...headers, 'Content-Type': type, 'Content-Length': info.size,
+        ...(mount[3] ? { 'Accept-Ranges': 'bytes' } : {}) });
       if (req.method === 'HEAD') res.end();
       else if (mount[2]) await throttled(file, res, mount[2]);
       else createReadStream(file).pipe(res);
@@ -61,7 +93,7 @@ export async function serve(mounts, port = 0) {
   });
   await new Promise((ok, fail) => { server.once('error', fail); server.listen(port, '127.0.0.1', ok); });
   const url = `http://127.0.0.1:${server.address().port}/`;
-  return { url, close: () => new Promise((ok) => { server.closeAllConnections(); server.close(ok); }) };
+  return { url, log, close: () => new Promise((ok) => { server.closeAllConnections(); server.close(ok); }) };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -43,6 +43,13 @@ pub struct Text {
     pub pick_folder: &'static str,
     pub pick_files: &'static str,
     pub model_url: &'static str,
+    /// A model named by a link waits for the user: the question, the size line, the two answers.
+    pub link_model_question: &'static str,
+    pub link_model_size: &'static str,
+    pub link_model_size_unknown: &'static str,
+    pub link_model_download: &'static str,
+    pub link_model_decline: &'static str,
+    pub link_model_waiting: &'static str,
     pub load: &'static str,
     pub cached_models: &'static str,
     pub model_note: &'static str,
