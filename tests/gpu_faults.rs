@@ -62,6 +62,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             input_len: LenRange { min: 4, max: 8 },
             output_len: LenRange { min: 6, max: 6 },
             seed: 3,
+            span: Default::default(),
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target = EngineTarget {
