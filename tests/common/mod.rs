@@ -70,3 +70,18 @@ pub fn worst(a: &[f32], b: &[f32]) -> (f32, usize) {
         }
     })
 }
+
+/// The llama-server binary (`TOKENMETER_LLAMA_SERVER`), or None (skip `what`) when the environment
+/// does not name one; with `TOKENMETER_REQUIRE_PEER=1` a missing binary fails instead.
+pub fn llama_server(what: &str) -> Option<PathBuf> {
+    let required = std::env::var("TOKENMETER_REQUIRE_PEER").is_ok_and(|v| v == "1");
+    match std::env::var_os("TOKENMETER_LLAMA_SERVER").map(PathBuf::from) {
+        Some(path) if path.is_file() => Some(path),
+        other => {
+            let why = format!("TOKENMETER_LLAMA_SERVER={other:?} is not a file (scripts/peer builds it)");
+            assert!(!required, "TOKENMETER_REQUIRE_PEER=1 but {why}");
+            eprintln!("note: skipping {what}: {why}");
+            None
+        }
+    }
+}
