@@ -1,8 +1,13 @@
 //! Shared by the native tests: one GPU device for the whole test binary, fixture loading.
 #![allow(dead_code)]
 
+pub mod checks;
 pub mod cli;
+mod data;
 pub mod generated;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use data::{random, worst};
 
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -44,31 +49,6 @@ pub struct Reference {
 pub fn reference(name: &str) -> Reference {
     let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
     serde_json::from_str(&text).expect("reference.json parses")
-}
-
-/// Deterministic pseudo-random floats in [-1, 1).
-pub fn random(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// Largest |a - b| / (1 + |b|) and where.
-pub fn worst(a: &[f32], b: &[f32]) -> (f32, usize) {
-    assert_eq!(a.len(), b.len(), "lengths differ");
-    a.iter().zip(b).enumerate().map(|(i, (x, y))| ((x - y).abs() / (1.0 + y.abs()), i)).fold((0.0, 0), |acc, v| {
-        if v.0 > acc.0 || v.0.is_nan() {
-            v
-        } else {
-            acc
-        }
-    })
 }
 
 /// The llama-server binary (`TOKENMETER_LLAMA_SERVER`), or None (skip `what`) when the environment
