@@ -17,6 +17,7 @@
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
+pub mod compare;
 pub mod diagnosis;
 pub mod driver;
 pub mod ledger;
