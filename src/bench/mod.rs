@@ -20,6 +20,7 @@
 pub mod compare;
 pub mod diagnosis;
 pub mod driver;
+pub mod experiment;
 pub mod ledger;
 pub mod metrics;
 pub mod prompts;
