@@ -19,6 +19,8 @@ pub const CONFIG_JSON_MAX_BYTES: u64 = 1 << 20;
 pub const TOKENIZER_JSON_MAX_BYTES: u64 = 64 << 20;
 /// `model.safetensors.index.json`: one line per tensor; a 1,000-layer checkpoint stays under 2 MB.
 pub const INDEX_JSON_MAX_BYTES: u64 = 16 << 20;
+/// A saved results file that `compare --a-json/--b-json` reads (whole).
+pub const RESULTS_JSON_MAX_BYTES: u64 = 512 << 20;
 
 /// A safetensors JSON header (the format's reference implementation allows 100 MB): the largest
 /// published shards have a few MB; parsed, a header takes several times its size.

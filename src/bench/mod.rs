@@ -17,8 +17,10 @@
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
+pub mod compare;
 pub mod diagnosis;
 pub mod driver;
+pub mod experiment;
 pub mod ledger;
 pub mod metrics;
 pub mod prompts;

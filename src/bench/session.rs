@@ -196,6 +196,10 @@ pub struct RunConfig {
     /// The engine's limits in force: batch, tokens per step, KV blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineLimits>,
+    /// The engine's scheduling policy (engine targets; absent in results saved before it was
+    /// recorded, which ran the default: fcfs, chunked prefill, chunks up to the step's budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<crate::engine::Policy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -266,6 +270,7 @@ impl Target for EngineTarget<'_> {
             adapter: Some(model.gpu.adapter.clone()),
             kernels: Some(KernelPath::of(&model.kernel_options())),
             engine: Some(model.limits.clone()),
+            scheduler: Some(self.engine.policy()),
             ..self.describe.clone()
         }
     }

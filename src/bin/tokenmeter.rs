@@ -11,6 +11,8 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
+    mod compare;
+    mod policy;
     mod remote;
     mod soak;
 
@@ -52,6 +54,9 @@ mod cli {
         Speed(SpeedArgs),
         /// Thousands of requests under KV pressure, every event and KV block checked, memory watched.
         Soak(soak::SoakArgs),
+        /// The same workload under two settings, alternately and repeatedly: B − A per metric with a
+        /// confidence interval and a verdict (better, worse, no detectable difference).
+        Compare(compare::CompareArgs),
     }
 
     #[derive(Args)]
@@ -83,6 +88,8 @@ mod cli {
     struct BenchArgs {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
         #[command(flatten)]
         remote: Box<remote::RemoteArgs>, // boxed: keeps `Command` small
         /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
@@ -167,6 +174,8 @@ mod cli {
     struct GenerateArgs {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
         /// A user message; the Qwen3 chat template is applied. Repeatable.
         #[arg(long)]
         prompt: Vec<String>,
@@ -226,6 +235,7 @@ mod cli {
             Command::Roofline => pollster::block_on(roofline()),
             Command::Speed(args) => pollster::block_on(speed(args)),
             Command::Soak(args) => return soak::main(args),
+            Command::Compare(args) => pollster::block_on(compare::main(args)),
         };
         match result {
             Ok(()) => 0,
@@ -403,6 +413,7 @@ mod cli {
     }
 
     async fn generate(args: GenerateArgs) -> Result<()> {
+        let policy = args.policy.policy()?;
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
             Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
@@ -447,6 +458,7 @@ mod cli {
             .collect::<Vec<_>>();
         let single = requests.len() == 1;
         let mut engine = Engine::new(model);
+        engine.set_policy(policy)?;
         // With one prompt and a tokenizer, stream the text as it comes.
         let streaming = single && !args.json && tokenizer.is_some();
         let (mut so_far, mut shown) = (Vec::new(), 0);
@@ -533,6 +545,8 @@ mod cli {
         }
         let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
         let lang = args.lang.parse::<bench::Lang>()?;
+        let policy = args.policy.policy()?;
+        policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let session = SessionSpec {
             spec: &spec,
             rates: &rates,
@@ -555,6 +569,12 @@ mod cli {
             if args.model.model.is_some() || args.model.synthetic.is_some() {
                 return Err(Error::Invalid(
                     "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
+                ));
+            }
+            if policy != tokenmeter::engine::Policy::default() {
+                return Err(Error::Invalid(
+                    "--policy, --no-chunked-prefill and --prefill-chunk set this engine's scheduler, not a server's"
+                        .into(),
                 ));
             }
             let outcome =
@@ -587,6 +607,7 @@ mod cli {
             }
         };
         let mut engine = Engine::new(model);
+        engine.set_policy(policy)?;
         let mut target = EngineTarget {
             engine: &mut engine,
             prompt: &prompt,

@@ -3,7 +3,7 @@
 //! step's token ids are back on the CPU — the moment a client would see them.
 
 use super::forward::{Batch, ForwardPass};
-use super::scheduler::{FinishReason, Plan, SamplingParams, Scheduler, Sequence};
+use super::scheduler::{FinishReason, Plan, Policy, SamplingParams, Scheduler, Sequence};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
@@ -82,6 +82,7 @@ impl Engine {
     /// Validates and queues a request; returns its id.
     pub fn submit(&mut self, req: Request) -> Result<u64> {
         super::generate::check_prompt(&self.model, &req.prompt, req.max_new_tokens)?;
+        self.scheduler.policy.check_request(req.prompt.len(), req.max_new_tokens, self.scheduler.max_batched_tokens)?;
         if req.max_new_tokens == 0 {
             return Err(Error::Prompt("max_new_tokens must be at least 1".into()));
         }
@@ -96,6 +97,21 @@ impl Engine {
         let stop = if req.ignore_eos { Vec::new() } else { req.stop_ids };
         self.scheduler.add(Sequence::new(id, req.prompt, req.max_new_tokens, req.sampling, stop));
         Ok(id)
+    }
+
+    /// The scheduling policy for the requests still to come and those queued or running (their
+    /// tokens do not depend on it). Refused while a queued request could not be served under it.
+    pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
+        for seq in self.scheduler.waiting.iter().chain(&self.scheduler.running) {
+            policy.check_request(seq.prompt_len, seq.max_new_tokens, self.scheduler.max_batched_tokens)?;
+        }
+        policy.check_request(1, 1, self.scheduler.max_batched_tokens)?;
+        self.scheduler.policy = policy;
+        Ok(())
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.scheduler.policy
     }
 
     /// Cancels a queued or running request; its `Finished { Cancelled }` comes with the next step.

@@ -11,4 +11,4 @@ pub mod scheduler;
 pub use batcher::{Engine, Event, EventKind, Request, StepStats};
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
-pub use scheduler::{FinishReason, SamplingParams};
+pub use scheduler::{FinishReason, Order, Policy, SamplingParams};

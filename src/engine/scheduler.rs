@@ -93,6 +93,112 @@ impl Sequence {
     }
 }
 
+/// In which order a step's token budget goes to the three kinds of work (docs/ARCHITECTURE.md,
+/// "Scheduler rules"). Every order serves each kind in admission (or queue) order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Running sequences in admission order, each with its decode or next prefill chunk, then
+    /// admissions from the queue.
+    #[default]
+    Fcfs,
+    /// Unfinished prefills of running sequences, then admissions, then decodes with what is left.
+    PrefillFirst,
+    /// Decodes of running sequences, then their unfinished prefills, then admissions.
+    DecodeFirst,
+}
+
+impl Order {
+    pub const NAMES: [&'static str; 3] = ["fcfs", "prefill-first", "decode-first"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Fcfs => "fcfs",
+            Order::PrefillFirst => "prefill-first",
+            Order::DecodeFirst => "decode-first",
+        }
+    }
+}
+
+impl std::str::FromStr for Order {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> crate::error::Result<Order> {
+        match s {
+            "fcfs" => Ok(Order::Fcfs),
+            "prefill-first" => Ok(Order::PrefillFirst),
+            "decode-first" => Ok(Order::DecodeFirst),
+            other => Err(crate::error::Error::Invalid(format!(
+                "unknown scheduling policy {:?} (one of {})",
+                crate::limits::printable(other),
+                Order::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// How the scheduler orders and cuts work. The default is the engine's original behaviour: FCFS,
+/// chunked prefill, chunks limited only by the step's token budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Policy {
+    pub order: Order,
+    /// A prefill longer than what is left of the step's budget is split over steps. Off: a
+    /// sequence's whole prefill (its prompt, or prompt + output after a preemption) runs in one step.
+    pub chunked_prefill: bool,
+    /// At most this many prefill tokens of one sequence per step (chunked prefill only); `None`:
+    /// as many as the budget leaves.
+    pub prefill_chunk: Option<usize>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy { order: Order::Fcfs, chunked_prefill: true, prefill_chunk: None }
+    }
+}
+
+impl Policy {
+    /// The longest request (prompt + new tokens) this policy can always serve with
+    /// `max_batched_tokens` per step: without chunked prefill, a recompute after preemption is
+    /// prompt + output so far (at most `max_new_tokens − 1` of it) in one step.
+    pub fn check_request(
+        &self,
+        prompt_len: usize,
+        max_new_tokens: usize,
+        max_batched_tokens: usize,
+    ) -> crate::error::Result<()> {
+        let longest_prefill = prompt_len + max_new_tokens.saturating_sub(1);
+        if !self.chunked_prefill && longest_prefill > max_batched_tokens {
+            return Err(crate::error::Error::Prompt(format!(
+                "without chunked prefill, {prompt_len} prompt tokens + {max_new_tokens} new tokens need prefills of up to {longest_prefill} tokens in one step, above max_batched_tokens {max_batched_tokens}"
+            )));
+        }
+        if self.prefill_chunk == Some(0) {
+            return Err(crate::error::Error::Invalid("the prefill chunk must be at least 1 token".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Which running sequences a pass of [`Scheduler::schedule`] serves.
+#[derive(Clone, Copy)]
+enum Work {
+    Both,
+    /// One token left to compute: the sequence's last sampled token (or a prompt's last token).
+    Decodes,
+    /// More than one token left: an unfinished prefill (or a recompute after preemption).
+    Prefills,
+}
+
+impl Work {
+    fn includes(self, remaining: usize) -> bool {
+        match self {
+            Work::Both => true,
+            Work::Decodes => remaining == 1,
+            Work::Prefills => remaining > 1,
+        }
+    }
+}
+
 /// Tokens of one sequence in this step: positions `start..start + len`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
@@ -119,6 +225,7 @@ pub struct Scheduler {
     pub waiting: VecDeque<Sequence>,
     pub running: Vec<Sequence>,
     pub blocks: BlockAllocator,
+    pub policy: Policy,
 }
 
 impl Scheduler {
@@ -130,6 +237,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             blocks: BlockAllocator::new(num_blocks),
+            policy: Policy::default(),
         }
     }
 
@@ -145,8 +253,9 @@ impl Scheduler {
         tokens.div_ceil(self.block_size)
     }
 
-    fn preempt_last(&mut self, plan: &mut Plan) {
-        let mut seq = self.running.pop().expect("a running sequence");
+    /// Preempts `running[i]`: its blocks are freed and it goes back to the front of the queue.
+    fn preempt(&mut self, i: usize, plan: &mut Plan) {
+        let mut seq = self.running.remove(i);
         self.blocks.release(&mut seq.blocks);
         seq.computed = 0;
         seq.preemptions += 1;
@@ -154,32 +263,84 @@ impl Scheduler {
         self.waiting.push_front(seq);
     }
 
-    /// Decides this step's work and reserves its KV blocks.
+    /// Tokens of this sequence's next piece of work: its prefill chunk, or 1 for a decode.
+    fn chunk(&self, remaining: usize, budget: usize) -> usize {
+        let cap =
+            if self.policy.chunked_prefill { self.policy.prefill_chunk.unwrap_or(usize::MAX) } else { usize::MAX };
+        remaining.min(budget).min(cap)
+    }
+
+    /// Decides this step's work and reserves its KV blocks. The policy sets the order in which
+    /// running decodes, running prefills and admissions take the step's token budget.
     pub fn schedule(&mut self) -> Plan {
         let mut plan = Plan::default();
         let mut budget = self.max_batched_tokens;
+        match self.policy.order {
+            Order::Fcfs => {
+                self.serve_running(&mut plan, &mut budget, Work::Both);
+                self.admit(&mut plan, &mut budget);
+            }
+            Order::DecodeFirst => {
+                self.serve_running(&mut plan, &mut budget, Work::Decodes);
+                self.serve_running(&mut plan, &mut budget, Work::Prefills);
+                self.admit(&mut plan, &mut budget);
+            }
+            Order::PrefillFirst => {
+                self.serve_running(&mut plan, &mut budget, Work::Prefills);
+                self.admit(&mut plan, &mut budget);
+                self.serve_running(&mut plan, &mut budget, Work::Decodes);
+            }
+        }
+        plan
+    }
+
+    /// Plans the running sequences of kind `work` that this step has not planned yet, in admission
+    /// order. A sequence short of KV blocks takes them from the most recently admitted running
+    /// sequence not yet planned in this step, or, when there is none, is preempted itself.
+    fn serve_running(&mut self, plan: &mut Plan, budget: &mut usize, work: Work) {
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
-            let want = (self.running[i].tokens.len() - self.running[i].computed).min(budget);
-            let need = self.blocks_for(self.running[i].computed + want).saturating_sub(self.running[i].blocks.len());
-            while self.blocks.free() < need && self.running.len() > i + 1 {
-                self.preempt_last(&mut plan);
+        while i < self.running.len() && *budget > 0 {
+            let seq = &self.running[i];
+            let remaining = seq.tokens.len() - seq.computed;
+            let planned = |plan: &Plan, id: u64| plan.items.iter().any(|p| p.id == id);
+            if planned(plan, seq.id) || !work.includes(remaining) {
+                i += 1;
+                continue;
+            }
+            let want = self.chunk(remaining, *budget);
+            let need = self.blocks_for(seq.computed + want).saturating_sub(seq.blocks.len());
+            while self.blocks.free() < need {
+                let victim = (0..self.running.len()).rev().find(|&j| j != i && !planned(plan, self.running[j].id));
+                let Some(j) = victim else { break };
+                self.preempt(j, plan);
+                if j < i {
+                    i -= 1;
+                }
             }
             if self.blocks.free() < need {
-                self.preempt_last(&mut plan); // the sequence itself: nothing left to take from
+                self.preempt(i, plan); // nothing left to take from
                 break;
             }
             let seq = &mut self.running[i];
             seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
             let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.next_draw());
             plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample });
-            budget -= want;
+            *budget -= want;
             i += 1;
         }
-        // Admit new work only when nothing had to be preempted (it would only be preempted again).
-        while plan.preempted.is_empty() && budget > 0 && self.running.len() < self.max_seqs {
+    }
+
+    /// Admits waiting sequences in queue order. New work is admitted only when nothing had to be
+    /// preempted (it would only be preempted again); without chunked prefill, only a sequence
+    /// whose whole prefill fits what is left of the budget (the queue waits behind it otherwise).
+    fn admit(&mut self, plan: &mut Plan, budget: &mut usize) {
+        while plan.preempted.is_empty() && *budget > 0 && self.running.len() < self.max_seqs {
             let Some(seq) = self.waiting.front() else { break };
-            let want = (seq.tokens.len() - seq.computed).min(budget);
+            let remaining = seq.tokens.len() - seq.computed;
+            if !self.policy.chunked_prefill && remaining > *budget {
+                break;
+            }
+            let want = self.chunk(remaining, *budget);
             let need = self.blocks_for(want);
             if self.blocks.free() < need {
                 break;
@@ -191,10 +352,9 @@ impl Scheduler {
             if seq.preemptions == 0 {
                 plan.admitted.push(seq.id);
             }
-            budget -= want;
+            *budget -= want;
             self.running.push(seq);
         }
-        plan
     }
 
     pub fn get(&self, id: u64) -> Option<&Sequence> {
@@ -314,6 +474,209 @@ mod tests {
         // FCFS: requests are admitted in arrival order.
         let admitted: Vec<u64> = plans.iter().flat_map(|p| p.admitted.clone()).collect();
         assert_eq!(admitted, vec![0, 1, 2, 3, 4]);
+    }
+
+    /// The scheduler before policies existed (FCFS only), kept as the oracle that `Order::Fcfs`
+    /// with the default policy plans exactly as it did.
+    fn original_fcfs_schedule(s: &mut Scheduler) -> Plan {
+        let mut plan = Plan::default();
+        let mut budget = s.max_batched_tokens;
+        let mut i = 0;
+        while i < s.running.len() && budget > 0 {
+            let want = (s.running[i].tokens.len() - s.running[i].computed).min(budget);
+            let need = s.blocks_for(s.running[i].computed + want).saturating_sub(s.running[i].blocks.len());
+            while s.blocks.free() < need && s.running.len() > i + 1 {
+                let last = s.running.len() - 1;
+                s.preempt(last, &mut plan);
+            }
+            if s.blocks.free() < need {
+                s.preempt(i, &mut plan);
+                break;
+            }
+            let seq = &mut s.running[i];
+            seq.blocks.extend(s.blocks.allocate(need).expect("checked"));
+            let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.next_draw());
+            plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample });
+            budget -= want;
+            i += 1;
+        }
+        while plan.preempted.is_empty() && budget > 0 && s.running.len() < s.max_seqs {
+            let Some(seq) = s.waiting.front() else { break };
+            let want = (seq.tokens.len() - seq.computed).min(budget);
+            let need = s.blocks_for(want);
+            if s.blocks.free() < need {
+                break;
+            }
+            let mut seq = s.waiting.pop_front().expect("front exists");
+            seq.blocks = s.blocks.allocate(need).expect("checked");
+            let sample = (want == seq.tokens.len()).then(|| seq.next_draw());
+            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample });
+            if seq.preemptions == 0 {
+                plan.admitted.push(seq.id);
+            }
+            budget -= want;
+            s.running.push(seq);
+        }
+        plan
+    }
+
+    /// A fake model whose next token depends on the whole sequence so far, so that a wrong
+    /// position, chunk or recompute changes the output.
+    fn next_token(tokens: &[u32]) -> u32 {
+        tokens.iter().fold(17u32, |h, &t| h.wrapping_mul(31).wrapping_add(t)) % 1000
+    }
+
+    /// A seeded mix of requests arriving over the first steps, under KV pressure.
+    fn random_scheduler(seed: u64, policy: Policy) -> (Scheduler, Vec<(usize, Sequence)>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut s = Scheduler::new(rng.random_range(1..6), rng.random_range(8..80), 4, rng.random_range(12..40));
+        s.policy = policy;
+        let arrivals = (0..rng.random_range(1..12))
+            .map(|id| {
+                let prompt = rng.random_range(1..20);
+                let tokens = (0..prompt).map(|_| rng.random_range(0..1000)).collect();
+                (
+                    rng.random_range(0..10),
+                    Sequence::new(id, tokens, rng.random_range(1..12), SamplingParams::default(), vec![]),
+                )
+            })
+            .collect();
+        (s, arrivals)
+    }
+
+    /// Runs to the end with [`next_token`]; returns each step's plan and each id's output.
+    fn run_with(
+        mut s: Scheduler,
+        mut arrivals: Vec<(usize, Sequence)>,
+        schedule: fn(&mut Scheduler) -> Plan,
+    ) -> (Vec<Plan>, std::collections::BTreeMap<u64, Vec<u32>>) {
+        let (mut plans, mut outputs) = (Vec::new(), std::collections::BTreeMap::new());
+        for step in 0..10_000 {
+            for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= step) {
+                s.add(seq);
+            }
+            if !s.has_work() && arrivals.is_empty() {
+                break;
+            }
+            let plan = schedule(&mut s);
+            assert!(plan.items.iter().map(|p| p.len).sum::<usize>() <= s.max_batched_tokens);
+            assert!(s.running.len() <= s.max_seqs);
+            let ids: Vec<u32> = plan
+                .items
+                .iter()
+                .filter(|p| p.sample.is_some())
+                .map(|p| next_token(&s.get(p.id).expect("planned").tokens[..p.start + p.len]))
+                .collect();
+            for (seq, _) in s.commit(&plan, &ids) {
+                outputs.insert(seq.id, seq.output().to_vec());
+            }
+            plans.push(plan);
+        }
+        assert!(!s.has_work(), "did not drain");
+        (plans, outputs)
+    }
+
+    fn all_policies() -> Vec<Policy> {
+        let mut out = Vec::new();
+        for order in [Order::Fcfs, Order::PrefillFirst, Order::DecodeFirst] {
+            for (chunked_prefill, prefill_chunk) in [(true, None), (true, Some(3)), (false, None)] {
+                out.push(Policy { order, chunked_prefill, prefill_chunk });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fcfs_plans_exactly_as_before_policies() {
+        for seed in 0..300 {
+            let (s, arrivals) = random_scheduler(seed, Policy::default());
+            let (ref_s, ref_arrivals) = random_scheduler(seed, Policy::default());
+            let (plans, outputs) = run_with(s, arrivals, Scheduler::schedule);
+            let (ref_plans, ref_outputs) = run_with(ref_s, ref_arrivals, original_fcfs_schedule);
+            let (got, want): (Vec<_>, Vec<_>) = (
+                plans.iter().map(|p| (&p.items, &p.preempted, &p.admitted)).collect(),
+                ref_plans.iter().map(|p| (&p.items, &p.preempted, &p.admitted)).collect(),
+            );
+            assert_eq!(got, want, "seed {seed}");
+            assert_eq!(outputs, ref_outputs);
+        }
+    }
+
+    #[test]
+    fn policies_change_order_never_tokens() {
+        let mut orders_differ = 0;
+        for seed in 0..300 {
+            let (s, arrivals) = random_scheduler(seed, Policy::default());
+            // Without chunking, every prefill (prompt + output after a preemption) must fit a step.
+            let fits = arrivals.iter().all(|(_, q)| q.prompt_len + q.max_new_tokens - 1 <= s.max_batched_tokens);
+            let (base_plans, base) = run_with(s, arrivals, Scheduler::schedule);
+            for policy in all_policies().into_iter().filter(|p| p.chunked_prefill || fits) {
+                let (s, arrivals) = random_scheduler(seed, policy);
+                let (plans, outputs) = run_with(s, arrivals, Scheduler::schedule);
+                assert_eq!(outputs, base, "seed {seed}, {policy:?}");
+                let items = |p: &Vec<Plan>| p.iter().map(|p| p.items.clone()).collect::<Vec<_>>();
+                orders_differ += usize::from(items(&plans) != items(&base_plans));
+            }
+        }
+        assert!(orders_differ > 100, "the policies should plan differently ({orders_differ} runs did)");
+    }
+
+    /// Running, in admission order: 1 with 12 prompt tokens left, 0 decoding; waiting: 2 (30
+    /// tokens). Budget 32 tokens.
+    fn crafted(order: Order, prefill_chunk: Option<usize>) -> Vec<(u64, usize, usize)> {
+        let mut s = Scheduler::new(8, 32, 16, 1000);
+        s.add(seq(1, 40, 5));
+        s.add(seq(0, 4, 20));
+        s.policy.prefill_chunk = Some(28);
+        s.schedule_and_commit_once(); // 1: 28 prompt tokens; 0: its 4, and its first token
+        s.add(seq(2, 30, 5));
+        assert_eq!(
+            s.running.iter().map(|q| (q.id, q.tokens.len() - q.computed)).collect::<Vec<_>>(),
+            [(1, 12), (0, 1)]
+        );
+        s.policy = Policy { order, chunked_prefill: true, prefill_chunk };
+        let plan = s.schedule();
+        plan.items.iter().map(|p| (p.id, p.start, p.len)).collect()
+    }
+
+    #[test]
+    fn each_order_has_its_defining_property() {
+        // fcfs: running sequences in admission order (1's chunk, 0's decode), then the queue.
+        assert_eq!(crafted(Order::Fcfs, None), [(1, 28, 12), (0, 4, 1), (2, 0, 19)]);
+        // decode-first: the decode before any prefill.
+        assert_eq!(crafted(Order::DecodeFirst, None), [(0, 4, 1), (1, 28, 12), (2, 0, 19)]);
+        // prefill-first: running prefills, then admissions; the decode gets what is left (nothing).
+        assert_eq!(crafted(Order::PrefillFirst, None), [(1, 28, 12), (2, 0, 20)]);
+        // With 8-token chunks there is budget left over for the decode.
+        assert_eq!(crafted(Order::PrefillFirst, Some(8)), [(1, 28, 8), (2, 0, 8), (0, 4, 1)]);
+        assert_eq!(crafted(Order::DecodeFirst, Some(8)), [(0, 4, 1), (1, 28, 8), (2, 0, 8)]);
+        assert_eq!(crafted(Order::Fcfs, Some(8)), [(1, 28, 8), (0, 4, 1), (2, 0, 8)]);
+    }
+
+    fn items(plan: &Plan) -> Vec<(u64, usize, usize)> {
+        plan.items.iter().map(|p| (p.id, p.start, p.len)).collect()
+    }
+
+    #[test]
+    fn without_chunked_prefill_a_prompt_waits_for_a_whole_step() {
+        let mut s = Scheduler::new(8, 64, 16, 1000);
+        s.policy.chunked_prefill = false;
+        s.policy.prefill_chunk = Some(4); // ignored without chunking
+        s.add(seq(0, 10, 20));
+        s.schedule_and_commit_once();
+        s.add(seq(1, 64, 5));
+        // 0's decode takes 1 token, so 1's 64-token prompt does not fit what is left: it waits.
+        assert_eq!(items(&s.schedule()), vec![(0, 10, 1)]);
+        let mut s = Scheduler::new(8, 64, 16, 1000);
+        s.policy = Policy { order: Order::PrefillFirst, chunked_prefill: false, prefill_chunk: None };
+        s.add(seq(0, 10, 20));
+        s.schedule_and_commit_once();
+        s.add(seq(1, 64, 5));
+        // Prefill-first gives it the whole step.
+        assert_eq!(items(&s.schedule()), vec![(1, 0, 64)]);
+        assert!(Policy { chunked_prefill: false, ..Policy::default() }.check_request(60, 6, 64).is_err());
+        assert!(Policy { chunked_prefill: false, ..Policy::default() }.check_request(60, 5, 64).is_ok());
+        assert!(Policy::default().check_request(600, 6, 64).is_ok());
     }
 
     impl Scheduler {

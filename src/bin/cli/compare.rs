@@ -1,0 +1,253 @@
+//! `tokenmeter compare`: one workload under two `bench` settings, alternately (A B A B …), or two
+//! saved results files; the statistics are `tokenmeter::bench::compare`'s.
+
+use clap::{Args, Parser};
+use std::path::PathBuf;
+use tokenmeter::bench::compare::{text_report, CompareOptions};
+use tokenmeter::bench::experiment::{self, Experiment, ExperimentSpec, Side};
+use tokenmeter::bench::session::{EngineTarget, Listener};
+use tokenmeter::bench::{self, Arrival, BenchResult, LenRange, RunConfig, Slo, WorkloadSpec};
+use tokenmeter::engine::{Engine, SamplingParams};
+use tokenmeter::limits::parse_count;
+use tokenmeter::model::Tokenizer;
+use tokenmeter::{Error, Result};
+
+use super::{load, open, BenchArgs, Loaded};
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// A's `bench` options in one string, e.g. "--synthetic qwen3-0.6b --max-batch 4 --rate 8".
+    #[arg(long, allow_hyphen_values = true, required_unless_present = "a_json", conflicts_with = "a_json")]
+    a: Option<String>,
+    /// B's `bench` options: the same workload (seed, arrivals, lengths, SLOs) as A.
+    #[arg(long, allow_hyphen_values = true, required_unless_present = "b_json", conflicts_with = "b_json")]
+    b: Option<String>,
+    /// Runs per side.
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 2, 100))]
+    repeats: usize,
+    /// A's saved results (a `bench --json` file; a list of results = one repetition each).
+    #[arg(long, requires = "b_json")]
+    a_json: Option<PathBuf>,
+    /// B's saved results, of the same workload as A's.
+    #[arg(long, requires = "a_json")]
+    b_json: Option<PathBuf>,
+    /// Write every repetition's result and the comparison here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Report language: en or zh.
+    #[arg(long, default_value = "en")]
+    lang: String,
+}
+
+/// `bench`'s options, parsed from one string.
+#[derive(Parser)]
+#[command(name = "bench", no_binary_name = true)]
+struct SideArgs {
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
+    let side = SideArgs::try_parse_from(text.split_whitespace()).map_err(|e| {
+        let text = e.render().to_string();
+        let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+        Error::Invalid(format!("{flag}: {}", first.join(" ")))
+    })?;
+    let args = side.bench;
+    let refuse = |what: &str| Err(Error::Invalid(format!("{flag}: {what}")));
+    if args.remote.endpoint.is_some() {
+        return refuse("compare runs the engine in this process; --endpoint is not supported here");
+    }
+    if args.json.is_some() || args.csv.is_some() {
+        return refuse("--json and --csv go to compare itself, not inside --a/--b");
+    }
+    if args.rate.contains(',') {
+        return refuse("one rate per comparison (a sweep is `bench --rate 1,2,4`)");
+    }
+    Ok(args)
+}
+
+/// The workload of `bench`'s options, as `bench` plans it.
+fn workload(args: &BenchArgs) -> Result<WorkloadSpec> {
+    let rate = match args.rate.trim() {
+        "inf" | "infinity" => f64::INFINITY,
+        r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf")))?,
+    };
+    let spec = WorkloadSpec {
+        arrival: args.arrival.parse::<Arrival>()?,
+        rate,
+        burstiness: args.burstiness,
+        concurrency: args.concurrency,
+        span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
+        num_requests: args.num_requests,
+        input_len: args.input_len.parse::<LenRange>()?,
+        output_len: args.output_len.parse::<LenRange>()?,
+        seed: args.seed,
+    };
+    bench::plan(&spec)?;
+    Ok(spec)
+}
+
+/// One side, loaded: its engine and how it makes prompts.
+struct Local {
+    engine: Engine,
+    prompts: Prompts,
+    describe: RunConfig,
+}
+
+/// Prompts as `bench` makes them: built-in text through the tokenizer, or seeded random ids.
+struct Prompts {
+    tokenizer: Option<Tokenizer>,
+    vocab: usize,
+    seed: u64,
+}
+
+impl Local {
+    async fn load(args: &BenchArgs, spec: &WorkloadSpec) -> Result<Local> {
+        let policy = args.policy.policy()?;
+        policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
+        let loaded = open(&args.model).await?;
+        let (model, tokenizer, cfg) = match loaded {
+            Loaded::Disk(c, t) => (load(&args.model, &c).await?, *t, c.config.clone()),
+            Loaded::Synthetic(s) => (load(&args.model, &s).await?, None, s.config.clone()),
+        };
+        let max_total = spec.input_len.max + spec.output_len.max;
+        if max_total > cfg.max_position_embeddings {
+            return Err(Error::Invalid(format!(
+                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
+                cfg.max_position_embeddings
+            )));
+        }
+        let mut engine = Engine::new(model);
+        engine.set_policy(policy)?;
+        let tokenizer = tokenizer.filter(|_| !args.random_prompts);
+        let describe = RunConfig {
+            target: "local".into(),
+            model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+            prompts: Some(if tokenizer.is_some() { "text" } else { "token ids" }.to_string()),
+            ..RunConfig::default()
+        };
+        Ok(Local { engine, prompts: Prompts { tokenizer, vocab: cfg.vocab_size, seed: spec.seed }, describe })
+    }
+}
+
+impl Prompts {
+    fn prompt(&self, p: &bench::PlannedRequest) -> Result<Vec<u32>> {
+        match &self.tokenizer {
+            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(self.seed, p.id, p.prompt_len, self.vocab)),
+        }
+    }
+}
+
+pub async fn main(args: CompareArgs) -> Result<()> {
+    let lang = args.lang.parse::<bench::Lang>()?;
+    if let Some(path) = &args.json {
+        super::check_writable("--json", path)?;
+    }
+    let experiment = match (&args.a_json, &args.b_json, &args.a, &args.b) {
+        (Some(fa), Some(fb), _, _) => {
+            let (a, b) = (read_results(fa)?, read_results(fb)?);
+            let comparison = experiment::compare_results(&a, &b, None, &CompareOptions::default())?;
+            Experiment { a, b, comparison }
+        }
+        (None, None, Some(a), Some(b)) => run(a, b, args.repeats, lang).await?,
+        _ => return Err(Error::Invalid("pass --a and --b (bench options), or --a-json and --b-json".into())),
+    };
+    print!("{}", text_report(&experiment.comparison, lang));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&experiment).expect("serialisable");
+        std::fs::write(path, json)
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+    }
+    Ok(())
+}
+
+async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Experiment> {
+    let (args_a, args_b) = (parse_side("--a", a)?, parse_side("--b", b)?);
+    let (spec, spec_b) = (workload(&args_a)?, workload(&args_b)?);
+    if spec != spec_b {
+        return Err(Error::Invalid(format!(
+            "--a and --b must run the same workload (arrivals, rate, lengths, seed): A {spec:?}, B {spec_b:?}"
+        )));
+    }
+    if args_a.slo != args_b.slo
+        || args_a.respect_eos != args_b.respect_eos
+        || args_a.random_prompts != args_b.random_prompts
+    {
+        return Err(Error::Invalid(
+            "--a and --b must agree on --slo, --respect-eos and --random-prompts (they define the workload)".into(),
+        ));
+    }
+    let slo = args_a.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+    let mut side_a = Local::load(&args_a, &spec).await?;
+    let mut side_b = Local::load(&args_b, &spec).await?;
+    let x = ExperimentSpec {
+        spec: &spec,
+        slo: slo.as_ref(),
+        slo_text: args_a.slo.as_deref(),
+        repeats,
+        ignore_eos: !args_a.respect_eos,
+        lang,
+        warmup: true,
+    };
+    let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
+    let (total, done) = (2 * repeats, std::cell::Cell::new(0));
+    eprintln!("warm-up: one run per side, not compared");
+    let progress: Listener = std::rc::Rc::new(|_| {});
+    let prompt_a = |p: &bench::PlannedRequest| side_a.prompts.prompt(p);
+    let prompt_b = |p: &bench::PlannedRequest| side_b.prompts.prompt(p);
+    let mut target_a = EngineTarget {
+        engine: &mut side_a.engine,
+        prompt: &prompt_a,
+        sampling: SamplingParams::default(),
+        describe: side_a.describe.clone(),
+    };
+    let mut target_b = EngineTarget {
+        engine: &mut side_b.engine,
+        prompt: &prompt_b,
+        sampling: SamplingParams::default(),
+        describe: side_b.describe.clone(),
+    };
+    experiment::run_alternating(&mut target_a, &mut target_b, &x, &progress, &cancel, &mut |side, i, result| {
+        done.set(done.get() + 1);
+        let m = &result.metrics;
+        eprintln!(
+            "[{}/{total}] {} run {}: output {:.1} tok/s, TTFT p50 {:.1} ms, TPOT p50 {:.2} ms, {} of {} requests completed",
+            done.get(),
+            if side == Side::A { "A" } else { "B" },
+            i + 1,
+            m.output_throughput,
+            m.ttft_ms.p50,
+            m.tpot_ms.p50,
+            m.completed,
+            m.num_requests
+        );
+    })
+    .await
+}
+
+/// A `bench --json` file: one result, or a list (one repetition each).
+fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
+    let io = |e: String| Error::Io { path: path.display().to_string(), message: e };
+    let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(io("not a regular file".into()));
+    }
+    if meta.len() > tokenmeter::limits::RESULTS_JSON_MAX_BYTES {
+        return Err(io(format!(
+            "{} bytes, above the {} byte limit",
+            meta.len(),
+            tokenmeter::limits::RESULTS_JSON_MAX_BYTES
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{}: not JSON ({e})", path.display())))?;
+    let parsed = if value.is_array() {
+        serde_json::from_value::<Vec<BenchResult>>(value)
+    } else {
+        serde_json::from_value::<BenchResult>(value).map(|r| vec![r])
+    };
+    parsed.map_err(|e| Error::Invalid(format!("{}: not a bench results file ({e})", path.display())))
+}

@@ -1,0 +1,101 @@
+//! `compare` on the real engine: a 2× change in batch size on a fixture model is detected, in
+//! the right direction, through the same code as `tokenmeter compare` (bench::experiment).
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use common::*;
+use std::cell::Cell;
+use std::rc::Rc;
+use tokenmeter::bench::compare::CompareVerdict;
+use tokenmeter::bench::experiment::{run_alternating, Experiment, ExperimentSpec};
+use tokenmeter::bench::session::{EngineTarget, Listener};
+use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, WorkloadSpec};
+use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
+use tokenmeter::model::checkpoint::Checkpoint;
+use tokenmeter::model::source::DirStore;
+
+async fn engine(max_seqs: usize) -> Engine {
+    let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+    let ckpt = Checkpoint::open(&store).await.unwrap();
+    let options = EngineOptions { max_seqs, ..Default::default() };
+    Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
+}
+
+/// All 24 requests at once, 24–32 output tokens: with 4 sequences per step they are served in
+/// about six waves, with 8 in about three.
+fn spec() -> WorkloadSpec {
+    WorkloadSpec {
+        arrival: Arrival::Poisson,
+        rate: f64::INFINITY,
+        burstiness: 1.0,
+        concurrency: 1,
+        span: Default::default(),
+        num_requests: 24,
+        input_len: LenRange { min: 8, max: 24 },
+        output_len: LenRange { min: 24, max: 32 },
+        seed: 3,
+    }
+}
+
+async fn experiment(first: usize, second: usize) -> Experiment {
+    let spec = spec();
+    let (mut ea, mut eb) = (engine(first).await, engine(second).await);
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
+    let target = |engine| EngineTarget {
+        engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe: RunConfig { target: "local".into(), ..RunConfig::default() },
+    };
+    let (mut a, mut b) = (target(&mut ea), target(&mut eb));
+    let x = ExperimentSpec {
+        spec: &spec,
+        slo: None,
+        slo_text: None,
+        repeats: 5,
+        ignore_eos: true,
+        lang: bench::Lang::En,
+        warmup: true,
+    };
+    let quiet: Listener = Rc::new(|_| {});
+    run_alternating(&mut a, &mut b, &x, &quiet, &Rc::new(Cell::new(false)), &mut |_, _, _| {}).await.unwrap()
+}
+
+#[test]
+fn doubling_the_batch_is_detected_and_swapping_flips_it() {
+    pollster::block_on(async {
+        let x = experiment(4, 8).await;
+        let verdict =
+            |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
+        let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
+        eprintln!("{report}");
+        assert_eq!(x.a.len(), 5);
+        assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 4);
+        assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 8);
+        // Twice the sequences per step: the queue drains in half the waves.
+        assert_eq!(verdict(&x, "output_throughput_tok_s"), CompareVerdict::Better, "{report}");
+        assert_eq!(verdict(&x, "e2e_p90_ms"), CompareVerdict::Better, "{report}");
+        // The same runs with A and B swapped: every verdict flips.
+        let comparison = tokenmeter::bench::experiment::compare_results(
+            &x.b,
+            &x.a,
+            None,
+            &tokenmeter::bench::compare::CompareOptions::default(),
+        )
+        .unwrap();
+        for (ab, ba) in x.comparison.metrics.iter().zip(&comparison.metrics) {
+            let flipped = match ab.verdict {
+                CompareVerdict::Better => CompareVerdict::Worse,
+                CompareVerdict::Worse => CompareVerdict::Better,
+                v => v,
+            };
+            assert_eq!(ba.verdict, flipped, "{}", ab.metric);
+        }
+        // Results of another workload are refused.
+        let mut other = x.b.clone();
+        other[0].config.workload.as_mut().unwrap().seed = 4;
+        let err = tokenmeter::bench::experiment::compare_results(&x.a, &other, None, &Default::default()).unwrap_err();
+        assert!(err.to_string().contains("workloads differ"), "{err}");
+    });
+}
