@@ -20,6 +20,10 @@ pub struct BenchResult {
     pub baseline: Option<Baseline>,
     pub requests: Vec<RequestRecord>,
     pub steps: Vec<StepSample>,
+    /// Set when the rate was ended early because the target could not sustain it; the requests
+    /// not yet due then were never sent (and are not in `requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<crate::bench::saturation::Saturation>,
 }
 
 struct Labels {
@@ -474,6 +478,7 @@ mod tests {
             baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, error: None }),
             requests: records(),
             steps: vec![],
+            saturation: None,
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
@@ -497,6 +502,7 @@ mod tests {
             baseline: None,
             requests: records(),
             steps: vec![],
+            saturation: None,
         })
         .unwrap();
         let object = json.as_object_mut().unwrap();
