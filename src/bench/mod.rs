@@ -16,6 +16,7 @@
 //!   blocks and resident memory accounted for at the end.
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
@@ -33,6 +34,7 @@ pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
+pub mod vllm;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};

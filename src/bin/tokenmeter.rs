@@ -790,6 +790,7 @@ mod cli {
                 let report =
                     tokenmeter::bench::text_report_for(&result.metrics, result.diagnosis.as_ref(), lang, measured);
                 print!("{report}");
+                serving::warnings(result);
             }
         })
     }
@@ -805,7 +806,14 @@ mod cli {
             print!("{}", sweep_table(rates, results, slo));
         }
         if let Some(path) = &args.json {
-            let json = if results.len() == 1 {
+            let json = if args.serving.save_format()? == serving::SaveFormat::Vllm {
+                // vLLM's layout: one object per rate, one per line (as its --append-result).
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let date = tokenmeter::bench::vllm::date_of_unix(now);
+                let lines: Vec<String> =
+                    results.iter().map(|r| tokenmeter::bench::vllm::result_json(r, &date).to_string()).collect();
+                Ok(lines.join("\n") + "\n")
+            } else if results.len() == 1 {
                 serde_json::to_string_pretty(&results[0])
             } else {
                 serde_json::to_string_pretty(&results)
