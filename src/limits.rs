@@ -72,6 +72,13 @@ pub const MIN_BURSTINESS: f64 = 1e-3;
 pub const MAX_BURSTINESS: f64 = 1e6;
 /// Latest planned arrival, in seconds: a benchmark is released within a day.
 pub const MAX_SCHEDULE_S: f64 = 86_400.0;
+/// A dataset or trace file (`--dataset`): ShareGPT's V3 file is about 670 MB.
+pub const DATASET_MAX_BYTES: u64 = 1 << 30;
+/// Rows (conversations, JSONL lines) read from a dataset before sampling.
+pub const MAX_DATASET_ROWS: usize = 2_000_000;
+/// `--trace-speedup`: how much faster (or slower, below 1) a trace is replayed.
+pub const MIN_TRACE_SPEEDUP: f64 = 1e-3;
+pub const MAX_TRACE_SPEEDUP: f64 = 1e6;
 /// A remote request's timeout, in seconds.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// Sampling temperature.

@@ -33,6 +33,9 @@ fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
         input_len: LenRange { min: 4, max: 40 },
         output_len: LenRange { min: 3, max: 12 },
         seed: 7,
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     }
 }
 
@@ -107,6 +110,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             prompt: &prompt,
             sampling: SamplingParams::default(),
             describe: RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
+            saturation: None,
         };
         let rates = [50.0, f64::INFINITY];
         let s = SessionSpec {

@@ -35,6 +35,9 @@ fn spec() -> WorkloadSpec {
         input_len: LenRange { min: 8, max: 24 },
         output_len: LenRange { min: 24, max: 32 },
         seed: 3,
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     }
 }
 
@@ -47,6 +50,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
         prompt: &prompt,
         sampling: SamplingParams::default(),
         describe: RunConfig { target: "local".into(), ..RunConfig::default() },
+        saturation: None,
     };
     let (mut a, mut b) = (target(&mut ea), target(&mut eb));
     let x = ExperimentSpec {

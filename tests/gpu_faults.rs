@@ -63,6 +63,9 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             output_len: LenRange { min: 6, max: 6 },
             seed: 3,
             span: Default::default(),
+            dataset: None,
+            max_concurrency: None,
+            saturation_stop: false,
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target = EngineTarget {
@@ -70,6 +73,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             prompt: &prompt,
             sampling: SamplingParams::default(),
             describe: RunConfig { target: "local".into(), ..RunConfig::default() },
+            saturation: None,
         };
         let rates = [1.0, 2.0];
         let s = SessionSpec {

@@ -281,7 +281,7 @@ fn requests(behaviours: &[Behaviour], gap_s: f64) -> Vec<RemoteRequest> {
 }
 
 fn options(timeout_s: f64) -> RunOptions {
-    RunOptions { ignore_eos: true, timeout_s, closed_loop: None }
+    RunOptions { ignore_eos: true, timeout_s, ..RunOptions::default() }
 }
 
 fn run_one(behaviour: Behaviour, timeout_s: f64) -> RequestRecord {

@@ -151,6 +151,9 @@ fn llama_server_killed_and_restarted_mid_soak() {
         output_len: LenRange { min: 8, max: 24 },
         seed: 5,
         span: Default::default(),
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     };
     let (kill_at, restart_at) = (Duration::from_secs(4), Duration::from_secs(6));
     let t0 = Instant::now();

@@ -414,6 +414,7 @@ async fn sweep_view_marks_the_knee() {
             baseline: None,
             requests: vec![],
             steps: vec![],
+            saturation: None,
         }
     };
     let mut view = SweepView::new(vec![1.0, 2.0, 4.0, f64::INFINITY], None);
@@ -447,6 +448,9 @@ fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::benc
         input_len: "128".parse().unwrap(),
         output_len: "64".parse().unwrap(),
         seed: 0,
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     }
 }
 
@@ -518,7 +522,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     .unwrap();
     let prompt = |p: &tokenmeter::bench::PlannedRequest| Ok(tokenmeter::remote::Prompt::Ids(vec![1; p.prompt_len]));
     let requests = tokenmeter::remote::requests(&plan, &prompt).unwrap();
-    let options = RunOptions { ignore_eos: true, timeout_s: 20.0, closed_loop: Some(2) };
+    let options = RunOptions { ignore_eos: true, timeout_s: 20.0, closed_loop: Some(2), ..RunOptions::default() };
     let client = Client::new(endpoint.clone());
     let records = client.run(&requests, &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
     assert_eq!(records.len(), 3);
@@ -534,6 +538,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         baseline: None,
         requests: records,
         steps: vec![],
+        saturation: None,
     };
     let entry = tokenmeter::web::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();
@@ -585,7 +590,7 @@ async fn a_real_server_round_trip_from_the_browser() {
             })
         };
         let requests = tokenmeter::remote::requests(&plan, &prompt).unwrap();
-        let options = RunOptions { ignore_eos: true, timeout_s: 60.0, closed_loop: Some(3) };
+        let options = RunOptions { ignore_eos: true, timeout_s: 60.0, closed_loop: Some(3), ..RunOptions::default() };
         let progress = Rc::new(std::cell::Cell::new(0));
         let seen = progress.clone();
         let records = client
@@ -610,7 +615,7 @@ async fn a_real_server_round_trip_from_the_browser() {
         prompt_len: 16,
         max_tokens: 900,
     };
-    let options = RunOptions { ignore_eos: true, timeout_s: 0.3, closed_loop: None };
+    let options = RunOptions { ignore_eos: true, timeout_s: 0.3, closed_loop: None, ..RunOptions::default() };
     let records = client.run(&[long], &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
     assert_eq!(records[0].error_kind(), Some("timeout"), "{:?}", records[0].error);
     assert!(records[0].output_len < 900);

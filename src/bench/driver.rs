@@ -4,6 +4,7 @@
 //! request when the previous finishes and `concurrency` keeps N requests in flight.
 
 use super::record::{RequestRecord, StepSample};
+use super::saturation::{Detector, Saturation};
 use super::workload::{Arrival, PlannedRequest, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
@@ -35,6 +36,21 @@ pub async fn run(
     on_progress: &mut dyn FnMut(&Progress),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+    let (records, steps, _) = run_watched(engine, plan, options, on_progress, cancelled).await?;
+    Ok((records, steps))
+}
+
+/// [`run`], which also watches an open loop for saturation when `options.spec.saturation_stop`
+/// ([`crate::bench::saturation`]): once requests outstanding keep growing, nothing more is
+/// released (those requests keep no arrival time and are dropped by the session), what was
+/// released runs to its end, and the verdict is returned.
+pub async fn run_watched(
+    engine: &mut Engine,
+    plan: &[PlannedRequest],
+    options: &DriverOptions<'_>,
+    on_progress: &mut dyn FnMut(&Progress),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Vec<RequestRecord>, Vec<StepSample>, Option<Saturation>)> {
     let prompts: Vec<Vec<u32>> = plan.iter().map(|p| (options.prompt)(p)).collect::<Result<_>>()?;
     let mut records: Vec<RequestRecord> = plan
         .iter()
@@ -62,7 +78,12 @@ pub async fn run(
     };
     let (mut released, mut finished, mut in_flight) = (0usize, 0usize, 0usize);
     let t0 = now_s();
-    while finished < plan.len() {
+    let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
+    let mut detector = Detector::new();
+    let mut saturation = None;
+    // Requests that will be released: all, until a saturation verdict stops releasing.
+    let mut to_release = plan.len();
+    while finished < to_release {
         if cancelled() {
             for &(eid, i) in &by_engine_id {
                 if records[i].finish_s.is_none() && engine.cancel(eid) {
@@ -73,7 +94,14 @@ pub async fn run(
         }
         // 1. Release what is due.
         let now = now_s() - t0;
-        while released < plan.len() {
+        if watch && saturation.is_none() {
+            let due = plan.iter().filter(|p| p.arrival_s.is_some_and(|a| a <= now)).count();
+            saturation = detector.observe(now, due.saturating_sub(finished));
+            if saturation.is_some() {
+                to_release = released;
+            }
+        }
+        while released < to_release {
             let p = &plan[released];
             let due = match p.arrival_s {
                 Some(a) => a <= now,
@@ -105,7 +133,7 @@ pub async fn run(
         }
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
-            if let Some(next) = plan.get(released).and_then(|p| p.arrival_s) {
+            if let Some(next) = plan[..to_release].get(released).and_then(|p| p.arrival_s) {
                 sleep_s(next - (now_s() - t0)).await;
             }
             continue;
@@ -158,7 +186,7 @@ pub async fn run(
         }
         on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });
     }
-    Ok((records, steps))
+    Ok((records, steps, saturation))
 }
 
 /// One request alone on an idle engine: the unloaded TTFT and TPOT that loaded runs are judged against.

@@ -3,6 +3,7 @@
 //! engine and timestamps its events.
 //!
 //! - [`workload`]: arrival times and lengths from a seed (Poisson, gamma, constant, closed loops).
+//! - [`dataset`]: ShareGPT, JSONL and trace files as workloads (lengths, trace times).
 //! - [`prompts`]: seeded random token ids, or built-in English/Chinese text, at a given length.
 //! - [`record`]: the raw data, one record per request and one sample per engine step.
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
@@ -13,11 +14,14 @@
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
 //! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV
 //!   blocks and resident memory accounted for at the end.
+//! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
 pub mod compare;
+pub mod dataset;
 pub mod diagnosis;
 pub mod driver;
 pub mod experiment;
@@ -26,11 +30,13 @@ pub mod metrics;
 pub mod prompts;
 pub mod record;
 pub mod report;
+pub mod saturation;
 pub mod session;
 pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
+pub mod vllm;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};

@@ -20,6 +20,10 @@ pub struct BenchResult {
     pub baseline: Option<Baseline>,
     pub requests: Vec<RequestRecord>,
     pub steps: Vec<StepSample>,
+    /// Set when the rate was ended early because the target could not sustain it; the requests
+    /// not yet due then were never sent (and are not in `requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<crate::bench::saturation::Saturation>,
 }
 
 struct Labels {
@@ -287,11 +291,12 @@ fn percent(fraction: f64) -> String {
     }
 }
 
-/// One row per request; latencies in ms; empty cells for what did not happen. Quoted per
+/// One row per request; latencies in ms; empty cells for what did not happen (`sent_s`: only
+/// a server run has a send). Quoted per
 /// RFC 4180 (CRLF line ends; a field with a comma, quote or line break is quoted, quotes doubled).
 pub fn csv(records: &[RequestRecord]) -> String {
     let mut out = String::from(
-        "id,arrival_s,scheduled_s,first_token_s,finish_s,prompt_len,output_len,ttft_ms,tpot_ms,e2e_ms,preemptions,error\r\n",
+        "id,arrival_s,scheduled_s,sent_s,first_token_s,finish_s,prompt_len,output_len,ttft_ms,tpot_ms,e2e_ms,preemptions,error\r\n",
     );
     let seconds = |v: Option<f64>| v.map(|s| format!("{s:.6}")).unwrap_or_default();
     let ms = |v: Option<f64>| v.map(|s| format!("{:.3}", s * 1000.0)).unwrap_or_default();
@@ -300,6 +305,7 @@ pub fn csv(records: &[RequestRecord]) -> String {
             r.id.to_string(),
             format!("{:.6}", r.arrival_s),
             seconds(r.scheduled_s),
+            seconds(r.sent_s),
             seconds(r.first_token_s),
             seconds(r.finish_s),
             r.prompt_len.to_string(),
@@ -448,8 +454,12 @@ mod tests {
         let rows: Vec<&str> = text.split("\r\n").collect();
         assert_eq!(rows.len(), 4); // header, two rows, trailing empty
         assert!(rows[0].starts_with("id,arrival_s,") && rows[0].ends_with(",preemptions,error"));
-        assert_eq!(rows[1], "0,0.000000,0.100000,0.300000,0.600000,10,3,300.000,150.000,600.000,1,");
-        assert_eq!(rows[2], "1,0.000000,,,,10,0,,,,1,\"he said \"\"no\"\", then\nquit\"");
+        assert!(rows[0].starts_with("id,arrival_s,scheduled_s,sent_s,first_token_s,"), "{}", rows[0]);
+        // The engine's records have no send: an empty sent_s cell.
+        assert_eq!(rows[1], "0,0.000000,0.100000,,0.300000,0.600000,10,3,300.000,150.000,600.000,1,");
+        assert_eq!(rows[2], "1,0.000000,,,,,10,0,,,,1,\"he said \"\"no\"\", then\nquit\"");
+        let sent = RequestRecord { sent_s: Some(0.125), ..records()[0].clone() };
+        assert!(csv(&[sent]).contains("\r\n0,0.000000,0.100000,0.125000,0.300000,"), "a server's send time");
         assert_eq!(csv_field("plain"), "plain");
     }
 
@@ -474,6 +484,7 @@ mod tests {
             baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, error: None }),
             requests: records(),
             steps: vec![],
+            saturation: None,
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
@@ -497,6 +508,7 @@ mod tests {
             baseline: None,
             requests: records(),
             steps: vec![],
+            saturation: None,
         })
         .unwrap();
         let object = json.as_object_mut().unwrap();

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::driver::{self, Progress};
 use super::record::{RequestRecord, StepSample};
+use super::saturation::Saturation;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
 use crate::engine::forward::EngineLimits;
@@ -59,6 +60,12 @@ pub trait Target {
     /// An error that ends the session after the current rate's result is kept (the engine's GPU
     /// device lost or faulted); `None` for targets that end runs by returning errors.
     fn fault(&self) -> Option<Error> {
+        None
+    }
+
+    /// Whether the last `run` was ended early because the target could not sustain its rate
+    /// (only when `spec.saturation_stop`); taken once.
+    fn take_saturation(&mut self) -> Option<Saturation> {
         None
     }
 }
@@ -118,6 +125,7 @@ pub async fn run_into<T: Target>(
         let planned = plan(&spec)?;
         listener(Event::RateStarted { rate, requests: planned.len() });
         let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
+        let saturation = target.take_saturation();
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
@@ -135,8 +143,15 @@ pub async fn run_into<T: Target>(
             tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
             ..target.run_config()
         };
-        let result =
-            BenchResult { config: run_config, metrics, diagnosis, baseline: baseline.clone(), requests, steps };
+        let result = BenchResult {
+            config: run_config,
+            metrics,
+            diagnosis,
+            baseline: baseline.clone(),
+            requests,
+            steps,
+            saturation,
+        };
         listener(Event::RateDone { rate, result: &result });
         results.push(result);
         if let Some(e) = target.fault() {
@@ -261,6 +276,8 @@ pub struct EngineTarget<'a> {
     pub sampling: SamplingParams,
     /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
     pub describe: RunConfig,
+    /// Set by a run that ended early at saturation ([`Target::take_saturation`]).
+    pub saturation: Option<Saturation>,
 }
 
 impl Target for EngineTarget<'_> {
@@ -288,10 +305,18 @@ impl Target for EngineTarget<'_> {
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
         let options = driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt };
-        driver::run(self.engine, plan, &options, &mut |p| listener(Event::Progress(p)), &|| cancel.get()).await
+        let on_progress = &mut |p: &Progress| listener(Event::Progress(p));
+        let (records, steps, saturation) =
+            driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;
+        self.saturation = saturation;
+        Ok((records, steps))
     }
 
     fn fault(&self) -> Option<Error> {
         self.engine.model.gpu.fault()
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.saturation.take()
     }
 }

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
 
+use crate::bench::dataset::{DatasetFormat, DatasetWorkload};
 use crate::error::{Error, Result};
 use crate::limits;
 
@@ -29,6 +30,8 @@ pub enum Arrival {
     Sequential,
     /// Closed loop, `concurrency` requests in flight.
     Concurrency,
+    /// Open loop at the times a trace recorded ([`crate::bench::dataset`], `--dataset-format trace`).
+    Trace,
 }
 
 impl FromStr for Arrival {
@@ -40,8 +43,9 @@ impl FromStr for Arrival {
             "constant" => Ok(Arrival::Constant),
             "sequential" => Ok(Arrival::Sequential),
             "concurrency" => Ok(Arrival::Concurrency),
+            "trace" => Ok(Arrival::Trace),
             _ => Err(Error::Invalid(format!(
-                "arrival {s:?}: expected poisson, gamma, constant, sequential or concurrency"
+                "arrival {s:?}: expected poisson, gamma, constant, sequential, concurrency or trace"
             ))),
         }
     }
@@ -148,6 +152,18 @@ pub struct WorkloadSpec {
     pub input_len: LenRange,
     pub output_len: LenRange,
     pub seed: u64,
+    /// Lengths (and, for a trace, arrival times) from a file instead of `input_len`/`output_len`
+    /// draws ([`crate::bench::dataset`]); absent for synthetic workloads.
+    #[serde(default)]
+    pub dataset: Option<DatasetWorkload>,
+    /// Open loops: at most this many requests in flight (vLLM's `--max-concurrency`); a request
+    /// due while all are busy waits for one to end, and that wait is in its TTFT from arrival.
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// Open loops: end the rate early when the target cannot sustain it
+    /// ([`crate::bench::saturation`]); false in results saved before it existed.
+    #[serde(default)]
+    pub saturation_stop: bool,
 }
 
 fn infinite() -> f64 {
@@ -163,7 +179,7 @@ fn one_request() -> usize {
 }
 
 impl Arrival {
-    /// Released at planned times (poisson, gamma, constant), not by a closed loop.
+    /// Released at planned times (poisson, gamma, constant, trace), not by a closed loop.
     pub fn open_loop(self) -> bool {
         !matches!(self, Arrival::Sequential | Arrival::Concurrency)
     }
@@ -174,11 +190,12 @@ impl Serialize for WorkloadSpec {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let open = self.arrival.open_loop();
+        let drawn = open && self.arrival != Arrival::Trace;
         let gamma = self.arrival == Arrival::Gamma;
         let concurrency = self.arrival == Arrival::Concurrency;
-        let mut out = serializer.serialize_struct("WorkloadSpec", 9)?;
+        let mut out = serializer.serialize_struct("WorkloadSpec", 12)?;
         out.serialize_field("arrival", &self.arrival)?;
-        match open {
+        match drawn {
             true => out.serialize_field("rate", &self.rate.is_finite().then_some(self.rate))?,
             false => out.skip_field("rate")?,
         }
@@ -190,9 +207,21 @@ impl Serialize for WorkloadSpec {
             true => out.serialize_field("concurrency", &self.concurrency)?,
             false => out.skip_field("concurrency")?,
         }
-        match open && self.rate.is_finite() {
+        match drawn && self.rate.is_finite() {
             true => out.serialize_field("arrival_span", &self.span)?,
             false => out.skip_field("arrival_span")?,
+        }
+        match (open, self.max_concurrency) {
+            (true, Some(n)) => out.serialize_field("max_concurrency", &n)?,
+            _ => out.skip_field("max_concurrency")?,
+        }
+        match &self.dataset {
+            Some(d) => out.serialize_field("dataset", d)?,
+            None => out.skip_field("dataset")?,
+        }
+        match open && self.saturation_stop {
+            true => out.serialize_field("saturation_stop", &true)?,
+            false => out.skip_field("saturation_stop")?,
         }
         out.serialize_field("num_requests", &self.num_requests)?;
         out.serialize_field("input_len", &self.input_len)?;
@@ -236,6 +265,37 @@ impl WorkloadSpec {
             )));
         }
         let open_loop = self.arrival.open_loop();
+        if let Some(n) = self.max_concurrency {
+            if !open_loop {
+                return Err(Error::Invalid(
+                    "max concurrency: only open-loop arrivals take it (closed loops have --concurrency)".into(),
+                ));
+            }
+            if !(1..=limits::MAX_CONCURRENCY).contains(&n) {
+                return Err(Error::Invalid(format!(
+                    "max concurrency {n}: must be from 1 to {}",
+                    limits::MAX_CONCURRENCY
+                )));
+            }
+        }
+        let trace = self.dataset.as_ref().is_some_and(|d| d.format == DatasetFormat::Trace);
+        if (self.arrival == Arrival::Trace) != trace {
+            return Err(Error::Invalid(
+                "arrival trace: goes with a trace dataset (--dataset FILE --dataset-format trace), and a trace \
+                 with it"
+                    .into(),
+            ));
+        }
+        if let Some(d) = &self.dataset {
+            if self.num_requests > d.items.len() {
+                return Err(Error::Invalid(format!(
+                    "number of requests {}: the dataset {} has {} usable rows",
+                    self.num_requests,
+                    d.file,
+                    d.items.len()
+                )));
+            }
+        }
         if self.span == ArrivalSpan::Exact && !open_loop {
             return Err(Error::Invalid(
                 "arrival span exact: only open-loop arrivals (poisson, gamma, constant) have a span".into(),
@@ -244,7 +304,7 @@ impl WorkloadSpec {
         // Drawn: N − 1 gaps from t = 0; exact: N gaps.
         let gaps = if self.span == ArrivalSpan::Exact { self.num_requests } else { self.num_requests - 1 };
         let mean_span_s = gaps as f64 / self.rate;
-        if open_loop && mean_span_s > limits::MAX_SCHEDULE_S {
+        if open_loop && !trace && mean_span_s > limits::MAX_SCHEDULE_S {
             return Err(Error::Invalid(format!(
                 "rate {}: {} requests would arrive over about {} s, above the limit of {} s",
                 limits::show(self.rate),
@@ -326,12 +386,19 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
                 limits::MAX_SCHEDULE_S
             )));
         }
-        requests.push(PlannedRequest {
-            id,
-            arrival_s: (!closed_loop).then_some(clock_s),
-            prompt_len: length_rng.random_range(spec.input_len.min..=spec.input_len.max),
-            output_len: length_rng.random_range(spec.output_len.min..=spec.output_len.max),
-        });
+        // A dataset's row `id` (its prompt: `DatasetWorkload::items[id]`), or a draw.
+        let (prompt_len, output_len, clock_s) = match &spec.dataset {
+            Some(d) => {
+                let item = &d.items[id as usize];
+                (item.prompt_len, item.output_len, item.arrival_s.unwrap_or(clock_s))
+            }
+            None => (
+                length_rng.random_range(spec.input_len.min..=spec.input_len.max),
+                length_rng.random_range(spec.output_len.min..=spec.output_len.max),
+                clock_s,
+            ),
+        };
+        requests.push(PlannedRequest { id, arrival_s: (!closed_loop).then_some(clock_s), prompt_len, output_len });
     }
     Ok(requests)
 }
@@ -378,6 +445,9 @@ mod tests {
             input_len: LenRange { min: 8, max: 64 },
             output_len: LenRange { min: 1, max: 32 },
             seed: 42,
+            dataset: None,
+            max_concurrency: None,
+            saturation_stop: false,
         }
     }
 

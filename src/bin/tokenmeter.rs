@@ -14,6 +14,7 @@ mod cli {
     mod compare;
     mod policy;
     mod remote;
+    mod serving;
     mod soak;
 
     use clap::{Args, Parser, Subcommand};
@@ -92,6 +93,8 @@ mod cli {
         policy: policy::PolicyArgs,
         #[command(flatten)]
         remote: Box<remote::RemoteArgs>, // boxed: keeps `Command` small
+        #[command(flatten)]
+        serving: Box<serving::ServingArgs>,
         /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
         #[arg(long, default_value = "poisson")]
         arrival: String,
@@ -110,9 +113,9 @@ mod cli {
         #[arg(long, default_value_t = 4, allow_negative_numbers = true,
               value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
         concurrency: usize,
-        #[arg(long, default_value_t = 32, allow_negative_numbers = true,
-              value_parser = |s: &str| parse_count(s, 1, limits::MAX_REQUESTS))]
-        num_requests: usize,
+        /// Requests per rate (default 32; with --dataset, every usable row).
+        #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_REQUESTS))]
+        num_requests: Option<usize>,
         /// Prompt tokens: N or MIN:MAX.
         #[arg(long, default_value = "128", allow_hyphen_values = true)]
         input_len: String,
@@ -528,27 +531,39 @@ mod cli {
                 r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
             })
             .collect::<Result<Vec<f64>>>()?;
-        let spec = WorkloadSpec {
+        let mut spec = WorkloadSpec {
             arrival: args.arrival.parse::<Arrival>()?,
             rate: rates[0],
             burstiness: args.burstiness,
             concurrency: args.concurrency,
             span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
-            num_requests: args.num_requests,
+            num_requests: args.num_requests.unwrap_or(32),
             input_len: args.input_len.parse::<LenRange>()?,
             output_len: args.output_len.parse::<LenRange>()?,
             seed: args.seed,
+            dataset: None,
+            max_concurrency: args.serving.max_concurrency,
+            saturation_stop: !args.serving.no_saturation_stop,
         };
-        bench::plan(&spec)?;
-        for &rate in &rates {
-            bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
+        args.serving.save_format()?;
+        let data = args.serving.read()?;
+        if data.is_none() {
+            bench::plan(&spec)?;
+            for &rate in &rates {
+                bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
+            }
         }
         let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
         let lang = args.lang.parse::<bench::Lang>()?;
         let policy = args.policy.policy()?;
-        policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
-        let session = SessionSpec {
-            spec: &spec,
+        // Where the results go is checked before any work, so that a run is never lost to it.
+        for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
+            if let Some(path) = path {
+                check_writable(flag, path)?;
+            }
+        }
+        let session = |spec| SessionSpec {
+            spec,
             rates: &rates,
             slo: slo.as_ref(),
             slo_text: args.slo.as_deref(),
@@ -556,12 +571,6 @@ mod cli {
             baseline: !args.no_baseline,
             ignore_eos: !args.respect_eos,
         };
-        // Where the results go is checked before any work, so that a run is never lost to it.
-        for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
-            if let Some(path) = path {
-                check_writable(flag, path)?;
-            }
-        }
         let interrupt = Interrupt::on_ctrl_c();
         let listener = interrupt.listener(terminal_listener(lang));
         let mut results = Vec::new();
@@ -577,9 +586,24 @@ mod cli {
                         .into(),
                 ));
             }
-            let outcome =
-                remote::run(&args.remote, url, &session, args.random_prompts, &listener, &interrupt, &mut results)
-                    .await;
+            let tokenizer = remote::load_tokenizer(&args.remote)?;
+            if let Some(data) = &data {
+                let named = args.remote.tokenizer.as_ref().map(|p| format!("{} (--tokenizer)", p.display()));
+                let measuring = tokenizer.as_ref().zip(named.as_deref());
+                serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+            }
+            let session = session(&spec);
+            let outcome = remote::run(
+                &args.remote,
+                url,
+                &session,
+                tokenizer,
+                args.random_prompts,
+                &listener,
+                &interrupt,
+                &mut results,
+            )
+            .await;
             return finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt);
         }
         let loaded = open(&args.model).await?;
@@ -587,6 +611,13 @@ mod cli {
             Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
             Loaded::Synthetic(s) => (s.config.clone(), None),
         };
+        if let Some(data) = &data {
+            let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
+            let measuring = tokenizer.zip(name.as_deref());
+            serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+        }
+        policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
+        let session = session(&spec);
         let max_total = spec.input_len.max + spec.output_len.max;
         if max_total > cfg.max_position_embeddings {
             return Err(Error::Invalid(format!(
@@ -601,6 +632,11 @@ mod cli {
         let vocab = cfg.vocab_size;
         let text = tokenizer.filter(|_| !args.random_prompts);
         let prompt = |p: &bench::PlannedRequest| -> Result<Vec<u32>> {
+            // A dataset row's own text (measured by this tokenizer), else a synthetic prompt.
+            let row = spec.dataset.as_ref().and_then(|d| d.items.get(p.id as usize)).and_then(|i| i.prompt.as_deref());
+            if let (Some(row), Some(tok)) = (row, tokenizer) {
+                return tok.encode(row);
+            }
             match text {
                 Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
                 None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
@@ -618,6 +654,7 @@ mod cli {
                 prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
                 ..RunConfig::default()
             },
+            saturation: None,
         };
         let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
         finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
@@ -774,6 +811,7 @@ mod cli {
                 let report =
                     tokenmeter::bench::text_report_for(&result.metrics, result.diagnosis.as_ref(), lang, measured);
                 print!("{report}");
+                serving::warnings(result);
             }
         })
     }
@@ -789,7 +827,14 @@ mod cli {
             print!("{}", sweep_table(rates, results, slo));
         }
         if let Some(path) = &args.json {
-            let json = if results.len() == 1 {
+            let json = if args.serving.save_format()? == serving::SaveFormat::Vllm {
+                // vLLM's layout: one object per rate, one per line (as its --append-result).
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let date = tokenmeter::bench::vllm::date_of_unix(now);
+                let lines: Vec<String> =
+                    results.iter().map(|r| tokenmeter::bench::vllm::result_json(r, &date).to_string()).collect();
+                Ok(lines.join("\n") + "\n")
+            } else if results.len() == 1 {
                 serde_json::to_string_pretty(&results[0])
             } else {
                 serde_json::to_string_pretty(&results)

@@ -38,7 +38,16 @@ pub fn expected_concurrency(spec: &WorkloadSpec, request_s: f64) -> f64 {
         Arrival::Sequential => 1.0,
         Arrival::Concurrency => (spec.concurrency as f64).min(n),
         Arrival::Poisson | Arrival::Gamma | Arrival::Constant => (spec.rate * request_s).min(n),
+        // A trace's mean rate: its requests over its span.
+        Arrival::Trace => {
+            let last_s = spec.dataset.as_ref().and_then(|d| d.items.iter().filter_map(|i| i.arrival_s).last());
+            match last_s {
+                Some(span) if span > 0.0 => (n / span * request_s).min(n),
+                _ => n,
+            }
+        }
     }
+    .min(spec.max_concurrency.map_or(f64::INFINITY, |m| m as f64))
 }
 
 /// The expected concurrency when it exceeds what the browser opens to one HTTP/1.1 origin

@@ -70,7 +70,7 @@ pub struct RemoteSetup<'a> {
 }
 
 /// How requests are sent, by either client.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Send `"ignore_eos": true`, so outputs have the planned lengths.
     pub ignore_eos: bool,
@@ -78,6 +78,12 @@ pub struct RunOptions {
     pub timeout_s: f64,
     /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
     pub closed_loop: Option<usize>,
+    /// Open loops: requests in flight at most; one due while all are busy waits for a slot
+    /// (native client only; the browser's own connection limit already does this for HTTP/1.1).
+    pub max_concurrency: Option<usize>,
+    /// Open loops: stop sending once requests outstanding keep growing
+    /// ([`crate::bench::saturation`]; native client only).
+    pub saturation_stop: bool,
 }
 
 impl RemoteSetup<'_> {
@@ -88,7 +94,14 @@ impl RemoteSetup<'_> {
         spec: &WorkloadSpec,
         ignore_eos: bool,
     ) -> Result<(Vec<RemoteRequest>, RunOptions)> {
-        let options = RunOptions { ignore_eos, timeout_s: self.timeout_s, closed_loop: closed_loop_limit(spec) };
+        let open = spec.arrival.open_loop();
+        let options = RunOptions {
+            ignore_eos,
+            timeout_s: self.timeout_s,
+            closed_loop: closed_loop_limit(spec),
+            max_concurrency: spec.max_concurrency.filter(|_| open),
+            saturation_stop: spec.saturation_stop && open,
+        };
         Ok((requests(plan, self.prompt)?, options))
     }
 
@@ -142,6 +155,6 @@ pub fn closed_loop_limit(spec: &WorkloadSpec) -> Option<usize> {
     match spec.arrival {
         Arrival::Sequential => Some(1),
         Arrival::Concurrency => Some(spec.concurrency),
-        Arrival::Poisson | Arrival::Gamma | Arrival::Constant => None,
+        Arrival::Poisson | Arrival::Gamma | Arrival::Constant | Arrival::Trace => None,
     }
 }

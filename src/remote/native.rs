@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::bench::saturation::{Detector, Saturation};
 use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
@@ -57,6 +58,8 @@ pub struct Client {
     runtime: tokio::runtime::Runtime,
     /// Set from elsewhere (the CLI's Ctrl-C) to stop a run: see [`Client::run_until`].
     interrupt: Arc<AtomicBool>,
+    /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
+    saturation: std::sync::Mutex<Option<Saturation>>,
 }
 
 impl Client {
@@ -117,13 +120,25 @@ impl Client {
             builder = builder.no_proxy();
         }
         let http = builder.build().map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Client { endpoint, tls, http, runtime, interrupt: Arc::new(AtomicBool::new(false)) })
+        Ok(Client {
+            endpoint,
+            tls,
+            http,
+            runtime,
+            interrupt: Arc::new(AtomicBool::new(false)),
+            saturation: std::sync::Mutex::new(None),
+        })
     }
 
     /// `flag` stops this client's runs when set from any thread (the CLI's Ctrl-C): requests
     /// not yet sent are dropped, those in flight end as `cancelled`.
     pub fn interrupt_on(&mut self, flag: Arc<AtomicBool>) {
         self.interrupt = flag;
+    }
+
+    /// Whether the last run was ended early at saturation, and why; taken once.
+    pub fn take_saturation(&self) -> Option<Saturation> {
+        self.saturation.lock().map(|mut s| s.take()).unwrap_or(None)
     }
 
     /// The interrupt flag is set.
@@ -198,7 +213,11 @@ impl Client {
         stop: &dyn Fn() -> bool,
     ) -> Vec<RequestRecord> {
         let stop = || stop() || self.interrupted();
-        self.runtime.block_on(self.run_async(requests, options, on_progress, &stop))
+        let (records, saturation) = self.runtime.block_on(self.run_async(requests, options, on_progress, &stop));
+        if let Ok(mut last) = self.saturation.lock() {
+            *last = saturation;
+        }
+        records
     }
 
     async fn run_async(
@@ -207,12 +226,22 @@ impl Client {
         options: &RunOptions,
         on_progress: &mut dyn FnMut(usize, usize),
         stop: &dyn Fn() -> bool,
-    ) -> Vec<RequestRecord> {
+    ) -> (Vec<RequestRecord>, Option<Saturation>) {
         let t0 = Instant::now();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, RequestRecord)>();
+        // `stop`: cancel everything; `halt`: send nothing more (saturation), let the rest end.
         let (stop_tx, stop_rx) = watch::channel(false);
+        let (halt_tx, halt_rx) = watch::channel(false);
         let mut poll = tokio::time::interval(Duration::from_millis(50));
         let in_flight = options.closed_loop.map(|n| Arc::new(Semaphore::new(n.max(1))));
+        // An open loop's cap: a due request waits in its task for a slot.
+        let open_slots = match options.closed_loop {
+            None => options.max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1)))),
+            Some(_) => None,
+        };
+        let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect();
+        let mut detector = (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new);
+        let mut saturation = None;
         let mut records: Vec<Option<RequestRecord>> = vec![None; requests.len()];
         let mut finished = 0;
         for (index, request) in requests.iter().enumerate() {
@@ -248,12 +277,25 @@ impl Client {
                 t0,
             };
             let done_tx = done_tx.clone();
-            let mut stopped = stop_rx.clone();
+            let stopped = stop_rx.clone();
+            let mut halted = halt_rx.clone();
+            let slots = open_slots.clone();
             tokio::spawn(async move {
                 let arrival = tokio::time::sleep_until((t0 + duration(task.arrival_s)).into());
+                let waited = async {
+                    arrival.await;
+                    match slots {
+                        Some(slots) => Some(slots.acquire_owned().await.expect("never closed")),
+                        None => None,
+                    }
+                };
                 let record = tokio::select! {
-                    _ = arrival => task.send(stopped).await,
-                    () = stopped_by(&mut stopped) => unsent(&task.request),
+                    slot = waited => {
+                        let record = task.send(stopped).await;
+                        drop(slot);
+                        record
+                    }
+                    () = stopped_by(&mut halted) => unsent(&task.request),
                 };
                 drop(permit);
                 let _ = done_tx.send((index, record));
@@ -263,6 +305,7 @@ impl Client {
         let mut stopping = stop();
         if stopping {
             let _ = stop_tx.send(true);
+            let _ = halt_tx.send(true);
         }
         loop {
             tokio::select! {
@@ -276,12 +319,24 @@ impl Client {
                     if stop() {
                         stopping = true;
                         let _ = stop_tx.send(true);
+                        let _ = halt_tx.send(true);
+                    }
+                    if let Some(d) = detector.as_mut() {
+                        let now = t0.elapsed().as_secs_f64();
+                        let due = arrivals.partition_point(|&a| a <= now);
+                        if let Some(verdict) = d.observe(now, due.saturating_sub(finished)) {
+                            saturation = Some(verdict);
+                            detector = None;
+                            let _ = halt_tx.send(true);
+                        }
                     }
                 }
             }
         }
         // Requests a stopped closed loop never released.
-        records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect()
+        let records =
+            records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect();
+        (records, saturation)
     }
 }
 
@@ -496,6 +551,10 @@ impl Target for RemoteTarget<'_> {
             cancel.set(true);
         }
         Ok((records, Vec::new()))
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.client.take_saturation()
     }
 }
 

@@ -235,6 +235,7 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
             prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
             ..page_record(state)
         },
+        saturation: None,
     };
     let cancel = state.cancel.get_value();
     let mut results = Vec::new();

@@ -254,6 +254,9 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         input_len,
         output_len,
         seed,
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());

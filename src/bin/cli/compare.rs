@@ -58,6 +58,9 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
     if args.remote.endpoint.is_some() {
         return refuse("compare runs the engine in this process; --endpoint is not supported here");
     }
+    if args.serving.dataset.is_some() {
+        return refuse("--dataset is not supported by compare yet (synthetic lengths only)");
+    }
     if args.json.is_some() || args.csv.is_some() {
         return refuse("--json and --csv go to compare itself, not inside --a/--b");
     }
@@ -79,10 +82,13 @@ fn workload(args: &BenchArgs) -> Result<WorkloadSpec> {
         burstiness: args.burstiness,
         concurrency: args.concurrency,
         span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
-        num_requests: args.num_requests,
+        num_requests: args.num_requests.unwrap_or(32),
         input_len: args.input_len.parse::<LenRange>()?,
         output_len: args.output_len.parse::<LenRange>()?,
         seed: args.seed,
+        dataset: None,
+        max_concurrency: args.serving.max_concurrency,
+        saturation_stop: !args.serving.no_saturation_stop,
     };
     bench::plan(&spec)?;
     Ok(spec)
@@ -202,12 +208,14 @@ async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Expe
         prompt: &prompt_a,
         sampling: SamplingParams::default(),
         describe: side_a.describe.clone(),
+        saturation: None,
     };
     let mut target_b = EngineTarget {
         engine: &mut side_b.engine,
         prompt: &prompt_b,
         sampling: SamplingParams::default(),
         describe: side_b.describe.clone(),
+        saturation: None,
     };
     experiment::run_alternating(&mut target_a, &mut target_b, &x, &progress, &cancel, &mut |side, i, result| {
         done.set(done.get() + 1);

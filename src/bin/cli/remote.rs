@@ -50,6 +50,7 @@ pub async fn run(
     args: &RemoteArgs,
     url: &str,
     session: &SessionSpec<'_>,
+    tokenizer: Option<Tokenizer>,
     random_prompts: bool,
     listener: &Listener,
     interrupt: &super::Interrupt,
@@ -62,13 +63,6 @@ pub async fn run(
         Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
             Error::Invalid(format!("--api-key-env {var}: that environment variable is not set or empty"))
         })?),
-        None => None,
-    };
-    let tokenizer = match &args.tokenizer {
-        Some(path) => {
-            let bytes = tokenmeter::limits::read_file(path, tokenmeter::limits::TOKENIZER_JSON_MAX_BYTES)?;
-            Some(Tokenizer::from_bytes(&bytes)?)
-        }
         None => None,
     };
     let text = match (api, &tokenizer) {
@@ -91,7 +85,12 @@ pub async fn run(
         return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
     }
     let seed = session.spec.seed;
+    let dataset = session.spec.dataset.as_ref();
     let prompt = |p: &PlannedRequest| -> Result<Prompt> {
+        // A dataset row's own text goes as it is (the server tokenizes it).
+        if let Some(row) = dataset.and_then(|d| d.items.get(p.id as usize)).and_then(|i| i.prompt.as_deref()) {
+            return Ok(Prompt::Text(row.to_string()));
+        }
         match text {
             Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
             None => Ok(Prompt::Ids(bench::random_prompt(seed, p.id, p.prompt_len, vocab))),
@@ -110,7 +109,11 @@ pub async fn run(
     let setup = RemoteSetup {
         prompt: &prompt,
         timeout_s: args.timeout_s,
-        prompts: if text.is_some() { "text" } else { "token ids" },
+        prompts: match (dataset.is_some_and(|d| d.items.iter().any(|i| i.prompt.is_some())), text.is_some()) {
+            (true, _) => "dataset text",
+            (false, true) => "text",
+            (false, false) => "token ids",
+        },
         client: "native",
     };
     let mut target = RemoteTarget { client: &client, setup };
@@ -119,6 +122,17 @@ pub async fn run(
         warn_about_usage(&r.requests, text.is_none());
     }
     outcome
+}
+
+/// `--tokenizer`, read and parsed.
+pub fn load_tokenizer(args: &RemoteArgs) -> Result<Option<Tokenizer>> {
+    match &args.tokenizer {
+        Some(path) => {
+            let bytes = tokenmeter::limits::read_file(path, tokenmeter::limits::TOKENIZER_JSON_MAX_BYTES)?;
+            Ok(Some(Tokenizer::from_bytes(&bytes)?))
+        }
+        None => Ok(None),
+    }
 }
 
 /// `--served-model`, or the only model the server lists. A name the server does not list is

@@ -113,6 +113,9 @@ async fn run(args: SoakArgs) -> Result<bool> {
         output_len: args.output_len.parse::<LenRange>()?,
         seed: args.seed,
         span: Default::default(),
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
     };
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;

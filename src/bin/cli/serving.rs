@@ -1,0 +1,127 @@
+//! `bench` flags for comparing with other serving benchmarks: datasets and traces instead of
+//! synthetic lengths, vLLM's open loop with a concurrency cap, vLLM-compatible result files and
+//! the saturation stop of a rate sweep.
+
+use clap::Args;
+use tokenmeter::bench::dataset::{self, DatasetFormat, Select};
+use tokenmeter::bench::{Arrival, LenRange, WorkloadSpec};
+use tokenmeter::limits::{self, parse_count, parse_number};
+use tokenmeter::model::Tokenizer;
+use tokenmeter::{Error, Result};
+
+#[derive(Args)]
+pub struct ServingArgs {
+    /// Requests from a file instead of --input-len/--output-len draws: a ShareGPT JSON list,
+    /// a JSONL of {prompt | input_len, output_len}, or a trace JSONL of {timestamp (ms),
+    /// input_length, output_length} replayed at its recorded times.
+    #[arg(long)]
+    pub dataset: Option<std::path::PathBuf>,
+    /// sharegpt, jsonl or trace (default: guessed from the content when that is unambiguous).
+    #[arg(long, requires = "dataset")]
+    pub dataset_format: Option<String>,
+    /// Replay a trace this many times faster (2 = twice the recorded rate).
+    #[arg(long, requires = "dataset", default_value_t = 1.0, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_number(s, limits::MIN_TRACE_SPEEDUP, limits::MAX_TRACE_SPEEDUP))]
+    pub trace_speedup: f64,
+    /// Open loops: at most N requests in flight (arrivals stay Poisson/gamma/constant/trace; a
+    /// request due while N are busy waits for a slot, as vLLM's --max-concurrency).
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
+    pub max_concurrency: Option<usize>,
+    /// Layout of the --json file: tokenmeter (default) or vllm (vLLM's --save-result fields; a
+    /// sweep writes one JSON object per line, as vLLM's --append-result).
+    #[arg(long, default_value = "tokenmeter")]
+    pub save_result_format: String,
+    /// Let an open-loop rate run to its end even when the target cannot keep up (by default it
+    /// stops early once requests in flight keep growing: see the report's saturation line).
+    #[arg(long)]
+    pub no_saturation_stop: bool,
+}
+
+/// How `--json` is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaveFormat {
+    Tokenmeter,
+    Vllm,
+}
+
+impl ServingArgs {
+    pub fn save_format(&self) -> Result<SaveFormat> {
+        match self.save_result_format.as_str() {
+            "tokenmeter" => Ok(SaveFormat::Tokenmeter),
+            "vllm" => Ok(SaveFormat::Vllm),
+            other => Err(Error::Invalid(format!("--save-result-format {other:?}: expected tokenmeter or vllm"))),
+        }
+    }
+
+    /// The file's rows, read and parsed (before any model or server is touched).
+    pub fn read(&self) -> Result<Option<dataset::Dataset>> {
+        let Some(path) = &self.dataset else { return Ok(None) };
+        let format = self.dataset_format.as_deref().map(str::parse::<DatasetFormat>).transpose()?;
+        let bytes = limits::read_file(path, limits::DATASET_MAX_BYTES)?;
+        dataset::parse(&path.display().to_string(), &bytes, format).map(Some)
+    }
+}
+
+/// `spec` with the dataset's requests: lengths measured by `tokenizer` (named `tokenizer_name`
+/// in the record), at most `num_requests` (all usable rows when not given), a trace's arrivals.
+pub fn attach(
+    spec: &mut WorkloadSpec,
+    rates: &[f64],
+    data: &dataset::Dataset,
+    args: &ServingArgs,
+    num_requests: Option<usize>,
+    tokenizer: Option<(&Tokenizer, &str)>,
+) -> Result<()> {
+    let count = |text: &str| -> Result<usize> { Ok(tokenizer.expect("checked by select").0.encode(text)?.len()) };
+    let selected = data.select(&Select {
+        count_tokens: tokenizer.is_some().then_some(&count as &dyn Fn(&str) -> Result<usize>),
+        tokenizer: tokenizer.map_or("", |(_, name)| name),
+        num_requests,
+        seed: spec.seed,
+        trace_speedup: args.trace_speedup,
+    })?;
+    if data.format == DatasetFormat::Trace {
+        if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
+            return Err(Error::Invalid(
+                "--dataset-format trace replays the recorded times: drop --rate/--arrival (--trace-speedup scales \
+                 them)"
+                    .into(),
+            ));
+        }
+        spec.arrival = Arrival::Trace;
+    }
+    let ((input_min, input_max), (output_min, output_max)) = selected.length_ranges();
+    spec.input_len = LenRange { min: input_min, max: input_max };
+    spec.output_len = LenRange { min: output_min, max: output_max };
+    spec.num_requests = selected.items.len();
+    eprintln!(
+        "dataset: {} ({}): {} requests of {} usable rows ({} read); lengths measured by {}",
+        selected.file,
+        selected.format.name(),
+        selected.items.len(),
+        selected.rows_kept,
+        selected.rows_read,
+        selected.lengths_measured_by
+    );
+    spec.dataset = Some(selected);
+    Ok(())
+}
+
+/// Lines after a rate's report: a saturation stop, and the client's own lateness when it is
+/// above 1 ms at p99 (the client, not the target, then shapes the arrival times).
+pub fn warnings(result: &tokenmeter::bench::BenchResult) {
+    if let Some(s) = &result.saturation {
+        println!("! {}", s.reason);
+    }
+    let lateness_ms: Vec<f64> =
+        result.requests.iter().filter_map(|r| r.client_lateness_s()).map(|s| s * 1000.0).collect();
+    let p99 = tokenmeter::bench::stats(&lateness_ms).p99;
+    if p99 > 1.0 {
+        let capped = result.config.workload.as_ref().and_then(|w| w.max_concurrency).is_some();
+        let why = if capped { " (this includes waits for a --max-concurrency slot)" } else { "" };
+        println!(
+            "! the client sent requests late: p99 {p99:.2} ms after their planned arrival{why}; above 1 ms the \
+             offered load is the client's, not the plan's"
+        );
+    }
+}
