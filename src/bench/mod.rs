@@ -14,11 +14,14 @@
 //! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV
 //!   blocks and resident memory accounted for at the end.
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
+//! - [`html`]: a self-contained HTML report (SVG charts, timeline, text report, run record).
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
 pub mod diagnosis;
 pub mod driver;
+pub mod html;
 pub mod ledger;
 pub mod metrics;
 pub mod prompts;
@@ -29,10 +32,11 @@ pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
+pub mod timeline;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
-pub use metrics::{summarize, BenchmarkMetrics, LongTasks, Slo, TimePoint};
+pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, text_report, text_report_for, BenchResult, Measured};
