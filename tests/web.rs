@@ -620,3 +620,111 @@ async fn a_real_server_round_trip_from_the_browser() {
     assert_eq!(records[0].error_kind(), Some("timeout"), "{:?}", records[0].error);
     assert!(records[0].output_len < 900);
 }
+
+// The per-request timeline: 1,000 requests redraw as five paths, fast enough to stay live.
+
+#[wasm_bindgen_test]
+async fn a_thousand_request_timeline_redraws_quickly() {
+    use tokenmeter::bench::timeline::Timeline;
+    use tokenmeter::bench::{RequestRecord, StepSample};
+    use tokenmeter::web::timeline::{TimelineCard, REDRAW_MS};
+    // 1,000 requests over 20 s: each waits, prefills and decodes; some are preempted.
+    let records: Vec<RequestRecord> = (0..1000)
+        .map(|i| {
+            let arrival = i as f64 * 0.02;
+            let first = arrival + 0.3;
+            let tokens: Vec<f64> = (0..64).map(|k| first + k as f64 * 0.05).collect();
+            RequestRecord {
+                id: i,
+                arrival_s: arrival,
+                scheduled_s: Some(arrival + 0.1),
+                first_token_s: Some(first),
+                finish_s: tokens.last().copied(),
+                output_len: tokens.len(),
+                token_times_s: tokens,
+                preempted_s: if i % 50 == 0 { vec![first + 1.0] } else { vec![] },
+                ..RequestRecord::default()
+            }
+        })
+        .collect();
+    let steps: Vec<StepSample> = (0..8000)
+        .map(|i| StepSample {
+            t_s: i as f64 * 0.003,
+            duration_s: 0.003,
+            running: 16,
+            waiting: 4,
+            batched_tokens: 16,
+            kv_blocks_used: 10,
+            kv_blocks_total: 64,
+            readback_lag_s: None,
+        })
+        .collect();
+    let data = RwSignal::new(Timeline::default());
+    let root = mount(move || view! { <TimelineCard data=data.into() /> });
+    leptos::task::tick().await;
+    let performance = web_sys::window().unwrap().performance().unwrap();
+    let (mut geometry_ms, mut redraw_ms) = (Vec::new(), Vec::new());
+    for k in 0..8 {
+        // A live snapshot: unfinished requests reach `now`, so every path changes.
+        let now = 18.0 + k as f64 * 0.5;
+        let live: Vec<RequestRecord> = records
+            .iter()
+            .map(|r| if r.finish_s.unwrap() > now { RequestRecord { finish_s: None, ..r.clone() } } else { r.clone() })
+            .collect();
+        let t0 = performance.now();
+        let timeline = Timeline::draw(&live, &steps, Some(now), false);
+        let t1 = performance.now();
+        data.set(timeline);
+        leptos::task::tick().await;
+        // Force style and layout of the new paths, as the next paint would.
+        let height = root.get_bounding_client_rect().height();
+        let t2 = performance.now();
+        assert!(height > 0.0);
+        geometry_ms.push(t1 - t0);
+        redraw_ms.push(t2 - t1);
+        // Past the throttle, so that the next set draws at once.
+        tokenmeter::clock::sleep_s(REDRAW_MS / 1000.0 + 0.02).await;
+    }
+    let card = root.query_selector("[data-testid=timeline]").unwrap().expect("the timeline card");
+    for (attribute, want) in
+        [("data-rows", "1000"), ("data-waiting", "1000"), ("data-prefill", "1000"), ("data-decode", "1000")]
+    {
+        assert_eq!(card.get_attribute(attribute).as_deref(), Some(want), "{attribute}");
+    }
+    assert_eq!(card.get_attribute("data-marks").as_deref(), Some("20"));
+    assert_eq!(root.query_selector_all("svg.timeline path").unwrap().length(), 5, "one path per phase");
+    let decode = root.query_selector("path.tl-decode").unwrap().unwrap().get_attribute("d").unwrap();
+    assert_eq!(decode.matches('M').count(), 1000);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (geometry, redraw) = (median(&mut geometry_ms), median(&mut redraw_ms));
+    console_log!(
+        "timeline of 1,000 requests: geometry {geometry:.1} ms, DOM update + layout {redraw:.1} ms (medians of 8)"
+    );
+    // A frame is 16 ms; the timeline redraws every 250 ms at most, so 100 ms would already stutter.
+    assert!(geometry + redraw < 100.0, "a redraw takes {geometry:.1} + {redraw:.1} ms");
+}
+
+#[wasm_bindgen_test]
+async fn the_live_timeline_is_throttled_but_ends_on_the_newest() {
+    use tokenmeter::bench::timeline::Timeline;
+    use tokenmeter::bench::RequestRecord;
+    use tokenmeter::web::timeline::{TimelineCard, REDRAW_MS};
+    let request = |n: u64| RequestRecord { id: n, arrival_s: 0.0, ..RequestRecord::default() };
+    let data = RwSignal::new(Timeline::default());
+    let root = mount(move || view! { <TimelineCard data=data.into() /> });
+    let rows = || root.query_selector("[data-testid=timeline]").unwrap().unwrap().get_attribute("data-rows").unwrap();
+    data.set(Timeline::draw(&[request(0)], &[], Some(1.0), false));
+    leptos::task::tick().await;
+    assert_eq!(rows(), "1");
+    // Two more snapshots at once: held back, then the newest shows.
+    data.set(Timeline::draw(&[request(0), request(1)], &[], Some(1.1), false));
+    data.set(Timeline::draw(&[request(0), request(1), request(2)], &[], Some(1.2), false));
+    leptos::task::tick().await;
+    assert_eq!(rows(), "1", "redrawn before the throttle allowed");
+    tokenmeter::clock::sleep_s(REDRAW_MS / 1000.0 + 0.05).await;
+    leptos::task::tick().await;
+    assert_eq!(rows(), "3", "the newest snapshot never showed");
+}

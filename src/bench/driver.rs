@@ -163,7 +163,10 @@ pub async fn run_watched(
                     r.token_times_s.push(t);
                 }
                 EventKind::Token { .. } => r.token_times_s.push(t),
-                EventKind::Preempted => r.preemptions += 1,
+                EventKind::Preempted => {
+                    r.preemptions += 1;
+                    r.preempted_s.push(t);
+                }
                 EventKind::Finished { .. } => {
                     r.finish_s = Some(t);
                     r.output_len = r.token_times_s.len();

@@ -119,6 +119,10 @@ pub struct BenchmarkMetrics {
     /// Per-interval output tok/s, running batch, waiting queue, KV blocks.
     #[serde(rename = "timeseries", alias = "series")]
     pub series: Vec<TimePoint>,
+    /// Width of each `timeseries` bucket ([`throughput_bucket_s`]); results saved before it was
+    /// recorded used 0.25 s.
+    #[serde(default = "old_bucket_s")]
+    pub timeseries_bucket_s: f64,
     /// Failed requests by kind of error (see [`RequestRecord::error_kind`]), e.g. `"timeout": 2`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, usize>,
@@ -160,6 +164,38 @@ impl LongTasks {
     pub const KEPT: usize = 64;
 }
 
+fn old_bucket_s() -> f64 {
+    MIN_THROUGHPUT_BUCKET_S
+}
+
+/// The narrowest throughput bucket: finer than this, a chart of a fast engine is noise.
+pub const MIN_THROUGHPUT_BUCKET_S: f64 = 0.25;
+
+/// The bucket width of a run's throughput series: at least [`MIN_THROUGHPUT_BUCKET_S`], and at
+/// least two of the run's typical spacings between token times (the median gap between engine
+/// steps, or for a server without steps the median gap between a request's chunks), rounded up
+/// to 1, 2 or 5 × 10ⁿ s. A fixed bucket narrower than a step aliases: tokens land at step ends,
+/// so at 300 ms steps most 0.25 s buckets hold none and the chart becomes a comb of zeros.
+/// A bucket of two spacings holds at least one step's tokens whenever the engine is busy.
+pub fn throughput_bucket_s(records: &[RequestRecord], steps: &[StepSample]) -> f64 {
+    let mut gaps: Vec<f64> = if steps.len() >= 2 {
+        steps.windows(2).map(|pair| pair[1].t_s - pair[0].t_s).collect()
+    } else {
+        records.iter().flat_map(RequestRecord::itl_s).collect()
+    };
+    gaps.retain(|g| g.is_finite() && *g > 0.0);
+    if gaps.is_empty() {
+        return MIN_THROUGHPUT_BUCKET_S;
+    }
+    let middle = gaps.len() / 2;
+    let (_, median, _) = gaps.select_nth_unstable_by(middle, f64::total_cmp);
+    let wanted = 2.0 * *median;
+    if wanted <= MIN_THROUGHPUT_BUCKET_S {
+        return MIN_THROUGHPUT_BUCKET_S;
+    }
+    super::timeline::nice_step(wanted)
+}
+
 impl BenchmarkMetrics {
     /// Completed over all requests; NaN without requests.
     pub fn success_rate(&self) -> f64 {
@@ -167,7 +203,8 @@ impl BenchmarkMetrics {
     }
 }
 
-/// Panics if `bucket_s` is not above 0 (callers pass a constant, 0.25 s by default).
+/// `bucket_s`: the throughput series' bucket ([`throughput_bucket_s`] for a run). Panics if it
+/// is not above 0.
 pub fn summarize(
     records: &[RequestRecord],
     steps: &[StepSample],
@@ -217,6 +254,7 @@ pub fn summarize(
         // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
+        timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;
             kinds
@@ -414,5 +452,52 @@ mod tests {
         assert!(m.request_throughput.is_nan() && m.series.is_empty());
         let json = serde_json::to_value(&m).unwrap();
         assert_eq!(json["output_throughput"], serde_json::Value::Null);
+    }
+
+    /// Four requests decoding together at 300 ms steps, 4 tokens per step (the comb of zeros
+    /// seen in the page): a 0.25 s bucket aliases, the run's own bucket does not.
+    fn slow_steps() -> (Vec<RequestRecord>, Vec<StepSample>) {
+        let ends: Vec<f64> = (1..=20).map(|i| i as f64 * 0.3).collect();
+        let records = (0..4).map(|id| record(id, 0.0, 0.0, &ends, 8)).collect();
+        let steps = ends.iter().map(|&t| step(t, 0.3, 4, 0, 4)).collect();
+        (records, steps)
+    }
+
+    #[test]
+    fn throughput_buckets_do_not_alias_at_slow_steps() {
+        let (records, steps) = slow_steps();
+        // The failure this guards against: a fixed 0.25 s bucket has empty buckets mid-run.
+        let fixed = summarize(&records, &steps, None, MIN_THROUGHPUT_BUCKET_S);
+        assert!(fixed.series.iter().any(|p| p.output_tok_s == 0.0), "the case no longer combs at 0.25 s");
+        let bucket = throughput_bucket_s(&records, &steps);
+        assert!(bucket >= 0.6, "bucket {bucket} s under two 0.3 s steps");
+        let m = summarize(&records, &steps, None, bucket);
+        assert_eq!(m.timeseries_bucket_s, bucket);
+        // Every bucket that the run covers entirely is within a step of the true 13.3 tok/s.
+        let full = &m.series[..m.series.len() - 1];
+        assert!(full.len() >= 4);
+        for p in full {
+            assert!((p.output_tok_s - 16.0 / 1.2).abs() <= 4.0 / bucket + 1e-9, "{p:?} at bucket {bucket}");
+        }
+    }
+
+    #[test]
+    fn throughput_bucket_follows_the_step_time() {
+        // Fast steps keep the 0.25 s floor; no data gives the floor; a server's chunk gaps count.
+        let fast: Vec<StepSample> = (0..100).map(|i| step(i as f64 * 0.01, 0.01, 1, 0, 1)).collect();
+        assert_eq!(throughput_bucket_s(&[], &fast), MIN_THROUGHPUT_BUCKET_S);
+        assert_eq!(throughput_bucket_s(&[], &[]), MIN_THROUGHPUT_BUCKET_S);
+        let server = record(0, 0.0, 0.0, &[0.4, 1.1, 1.8, 2.5], 8);
+        assert_eq!(throughput_bucket_s(&[server], &[]), 2.0);
+        let (records, steps) = slow_steps();
+        assert_eq!(throughput_bucket_s(&records, &steps), 1.0);
+    }
+
+    #[test]
+    fn old_results_load_with_their_bucket() {
+        let mut old = serde_json::to_value(summarize(&records(), &[], None, 0.25)).unwrap();
+        old.as_object_mut().unwrap().remove("timeseries_bucket_s");
+        let back: BenchmarkMetrics = serde_json::from_value(old).unwrap();
+        assert_eq!(back.timeseries_bucket_s, 0.25);
     }
 }

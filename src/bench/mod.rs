@@ -17,6 +17,8 @@
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`sweep`]: several rates in one go, and the knee.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
+//! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
+//! - [`html`]: a self-contained HTML report (SVG charts, timeline, text report, run record).
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
 //!   [`session::Target`]: the engine here, or a server (`crate::remote`).
 
@@ -25,6 +27,7 @@ pub mod dataset;
 pub mod diagnosis;
 pub mod driver;
 pub mod experiment;
+pub mod html;
 pub mod ledger;
 pub mod metrics;
 pub mod prompts;
@@ -36,11 +39,12 @@ pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
+pub mod timeline;
 pub mod vllm;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
-pub use metrics::{summarize, BenchmarkMetrics, LongTasks, Slo, TimePoint};
+pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, text_report, text_report_for, BenchResult, Measured};

@@ -31,6 +31,10 @@ pub struct RequestRecord {
     /// Output tokens actually generated.
     pub output_len: usize,
     pub preemptions: u32,
+    /// When each preemption happened (the engine's step end), for the timeline; empty for a
+    /// server and in results saved before it was recorded (which have only the count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preempted_s: Vec<f64>,
     pub error: Option<String>,
     /// Output tokens asked for exactly (a remote request with `ignore_eos`); fewer means the
     /// server stopped early.

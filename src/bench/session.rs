@@ -20,9 +20,6 @@ use crate::error::{Error, Result};
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::kernels::KernelOptions;
 
-/// Width of the output-throughput buckets of the time series (and of the page's live chart).
-pub const THROUGHPUT_BUCKET_S: f64 = 0.25;
-
 /// What a session tells its caller as it goes. `Progress` comes after every engine step (or
 /// every finished request, from a server).
 pub enum Event<'a> {
@@ -129,7 +126,9 @@ pub async fn run_into<T: Target>(
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
-        let mut metrics = summarize(&requests, &steps, s.slo, THROUGHPUT_BUCKET_S);
+        // The bucket follows the run's step time, so that slow steps do not alias into zeros.
+        let bucket_s = super::metrics::throughput_bucket_s(&requests, &steps);
+        let mut metrics = summarize(&requests, &steps, s.slo, bucket_s);
         if !target.reports_steps() {
             // A server does not say how busy it was or whether it preempted: unknown, not 0.
             metrics.gpu_busy_fraction = f64::NAN;

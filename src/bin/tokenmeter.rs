@@ -146,6 +146,10 @@ mod cli {
         /// Write one CSV row per request here.
         #[arg(long)]
         csv: Option<std::path::PathBuf>,
+        /// Write a self-contained HTML report here (SVG charts, the request timeline, the text
+        /// report and the run record; one section per rate), e.g. to attach to a pull request.
+        #[arg(long)]
+        html: Option<std::path::PathBuf>,
     }
 
     #[derive(Args)]
@@ -557,7 +561,7 @@ mod cli {
         let lang = args.lang.parse::<bench::Lang>()?;
         let policy = args.policy.policy()?;
         // Where the results go is checked before any work, so that a run is never lost to it.
-        for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
+        for (flag, path) in [("--json", &args.json), ("--csv", &args.csv), ("--html", &args.html)] {
             if let Some(path) = path {
                 check_writable(flag, path)?;
             }
@@ -674,7 +678,7 @@ mod cli {
         let kept = if results.is_empty() { None } else { Some(write_results(args, rates, results, slo)) };
         let written = || {
             let paths: Vec<String> =
-                [&args.json, &args.csv].into_iter().flatten().map(|p| p.display().to_string()).collect();
+                [&args.json, &args.csv, &args.html].into_iter().flatten().map(|p| p.display().to_string()).collect();
             if results.is_empty() {
                 "; nothing was measured".to_string()
             } else if paths.is_empty() {
@@ -846,6 +850,15 @@ mod cli {
         if let Some(path) = &args.csv {
             let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
             std::fs::write(path, tokenmeter::bench::csv(&rows))
+                .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+        }
+        if let Some(path) = &args.html {
+            // The language was checked when the run began.
+            let lang = args.lang.parse().unwrap_or_default();
+            let model = results[0].config.model.clone().unwrap_or_else(|| "endpoint".to_string());
+            let runs: Vec<(String, &tokenmeter::bench::BenchResult)> =
+                rates.iter().zip(results).map(|(rate, r)| (format!("{model} · rate {rate} req/s"), r)).collect();
+            std::fs::write(path, tokenmeter::bench::html::html_report(&runs, lang))
                 .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
         }
         Ok(())

@@ -3,6 +3,7 @@
 //! (or recalled) run's data comes from its `BenchResult`.
 
 use super::i18n::{use_text, Label};
+use crate::bench::timeline::Timeline;
 use crate::bench::{BenchResult, RequestRecord, StepSample, TimePoint};
 use leptos::prelude::*;
 use leptos_chartistry::*;
@@ -34,11 +35,10 @@ pub struct ChartData {
     pub batch: Vec<BatchPoint>,
     /// x: step end (s), y: KV blocks in use (%).
     pub kv: Vec<Point>,
+    /// One bar per request, split into its phases (see `crate::bench::timeline`).
+    pub timeline: Timeline,
 }
 
-/// Bucket width of the live throughput chart: the session's, so that the live chart and the
-/// saved time series agree.
-pub const BUCKET_S: f64 = crate::bench::session::THROUGHPUT_BUCKET_S;
 /// Steps drawn at most; longer runs are thinned evenly (the last step always kept).
 const MAX_STEP_POINTS: usize = 600;
 
@@ -47,16 +47,22 @@ impl ChartData {
     /// last finish as `summarize` does, so the newest complete bucket shows.
     pub fn live(records: &[RequestRecord], steps: &[StepSample]) -> ChartData {
         let now = steps.last().map_or(0.0, |s| s.t_s);
-        let complete = (now / BUCKET_S).floor() as usize;
+        // The session's rule, so that the live chart and the saved time series agree.
+        let bucket_s = crate::bench::metrics::throughput_bucket_s(records, steps);
+        let complete = (now / bucket_s).floor() as usize;
         let mut tokens = vec![0usize; complete];
         for &t in records.iter().flat_map(|r| &r.token_times_s) {
-            if let Some(bucket) = tokens.get_mut((t / BUCKET_S) as usize) {
+            if let Some(bucket) = tokens.get_mut((t / bucket_s) as usize) {
                 *bucket += 1;
             }
         }
         let throughput =
-            tokens.iter().enumerate().map(|(i, &n)| Point { x: i as f64 * BUCKET_S, y: n as f64 / BUCKET_S }).collect();
-        ChartData { throughput, ..ChartData::per_request(records, steps) }
+            tokens.iter().enumerate().map(|(i, &n)| Point { x: i as f64 * bucket_s, y: n as f64 / bucket_s }).collect();
+        ChartData {
+            throughput,
+            timeline: Timeline::draw(records, steps, Some(now), false),
+            ..ChartData::per_request(records, steps)
+        }
     }
 
     /// After a run: the throughput series is the one `summarize` computed.
@@ -64,6 +70,7 @@ impl ChartData {
         let series: &[TimePoint] = &result.metrics.series;
         ChartData {
             throughput: series.iter().map(|p| Point { x: p.t_s, y: p.output_tok_s }).collect(),
+            timeline: Timeline::draw(&result.requests, &result.steps, None, result.config.is_server()),
             ..ChartData::per_request(&result.requests, &result.steps)
         }
     }
@@ -86,6 +93,7 @@ impl ChartData {
             ttft: latency(RequestRecord::ttft_s),
             tpot: latency(|r| r.succeeded().then(|| r.tpot_s()).flatten()),
             throughput: Vec::new(),
+            timeline: Timeline::default(),
             batch: thinned
                 .iter()
                 .map(|s| BatchPoint { t: s.t_s, running: s.running as f64, waiting: s.waiting as f64 })
@@ -204,7 +212,7 @@ fn LineChart(
     }
 }
 
-/// All five charts, fed by `data`.
+/// All five charts and the request timeline, fed by `data`.
 #[component]
 pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
     let t = use_text();
@@ -214,6 +222,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
     let throughput = pick(|d| d.throughput.clone());
     let kv = pick(|d| d.kv.clone());
     let batch = Signal::from(Memo::new(move |_| data.with(|d| d.batch.clone())));
+    let timeline = Signal::from(Memo::new(move |_| data.with(|d| d.timeline.clone())));
     let count = |points: Signal<Vec<Point>>| Signal::derive(move || points.with(Vec::len));
     let step = Interpolation::Step(Step::Horizontal);
     // Names are fixed at mount; the legend below the chart follows the language.
@@ -265,6 +274,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
             <ChartCard title=|t| t.chart_kv x_axis=|t| t.x_time testid="chart-kv" count=count(kv)>
                 <LineChart points=kv colour=AMBER name="KV %" interpolation=Interpolation::Linear />
             </ChartCard>
+            <super::timeline::TimelineCard data=timeline />
         </div>
     }
 }

@@ -9,7 +9,8 @@
 //! - [`run`]: a benchmark run wired as the CLI's `bench`; Run / Cancel.
 //! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
 //!   kept in memory only, API style; the HTTP/1.1 connection warning); [`remote_run`]: its run.
-//! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame.
+//! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
+//!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
 //!
@@ -33,6 +34,7 @@ pub mod sources;
 pub mod state;
 pub mod sweep;
 pub mod target;
+pub mod timeline;
 
 pub use browser::fetch_bytes;
 

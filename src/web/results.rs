@@ -266,6 +266,15 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                     download_error.set(outcome.err().map(|e| e.to_string()));
                 }
             };
+            let html = {
+                let entry = entry.clone();
+                move |_| {
+                    let runs = [(entry.name.clone(), &entry.result)];
+                    let html = bench::html::html_report(&runs, report_lang.get_untracked());
+                    let outcome = browser::download(&file_name(&entry, "html"), "text/html", &html);
+                    download_error.set(outcome.err().map(|e| e.to_string()));
+                }
+            };
             let lang_button = move |lang: Lang, label: &'static str| {
                 view! {
                     <button
@@ -288,6 +297,9 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                             </button>
                             <button class="small" data-testid="download-csv" on:click=csv>
                                 {move || t().download_csv}
+                            </button>
+                            <button class="small" data-testid="download-html" on:click=html>
+                                {move || t().download_html}
                             </button>
                         </div>
                     </div>

@@ -1,6 +1,6 @@
 // End-to-end check of the dashboard in headless Chromium (WebGPU via SwiftShader, so the
 // workloads are tiny): settings from the URL, inline validation, a live run with charts, the
-// report and its downloads, a second run and the comparison, cancelling, history after a
+// report and its downloads (JSON, CSV, the HTML report), the request timeline, a second run and the comparison, cancelling, history after a
 // reload, the language switch, a malformed model (error shown, previous model kept), models from
 // local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
 // refused before the data), a rate sweep with its knee, and the playground.
@@ -83,14 +83,17 @@ async function runAndWait(label) {
   } catch { await fail(`${label}: no "finished k / n" progress`); }
   // The charts while running: the step count of the batch chart, sampled until the report.
   const seen = new Set();
+  let liveRows = 0;
   const deadline = Date.now() + 300000;
   while (!(await byId('report').isVisible().catch(() => false))) {
     if (Date.now() > deadline) await fail(`${label}: no report; progress: ${await byId('progress').textContent().catch(() => '-')}`);
     const n = await points('chart-batch').catch(() => 0);
     if (n > 0) seen.add(n);
+    liveRows = Math.max(liveRows, Number(await byId('timeline').getAttribute('data-rows').catch(() => 0)));
     await page.waitForTimeout(50);
   }
   await check(seen.size >= 2, `${label}: the charts did not change while running (saw ${[...seen].join(', ') || 'nothing'})`);
+  await check(liveRows > 0, `${label}: the timeline drew nothing while running`);
   console.log(`${label}: report after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
@@ -121,6 +124,19 @@ for (const id of ['chart-ttft', 'chart-tpot', 'chart-throughput', 'chart-batch',
 await check(await points('chart-ttft') === 8, 'TTFT chart should have one point per request');
 const dots = await page.locator('[data-testid=chart-ttft] svg circle').count();
 await check(dots >= 8, `TTFT chart draws ${dots} dots`);
+// The request timeline, kept with the result: a bar per request, every phase drawn.
+const timeline = byId('timeline');
+const tl = async (a) => Number(await timeline.getAttribute(`data-${a}`));
+console.log(`timeline: ${await tl('rows')} rows, ${await tl('waiting')} waiting, ${await tl('prefill')} prefill, `
+  + `${await tl('decode')} decode bars, ${await tl('steps')} step ticks`);
+await check(await tl('rows') === 8 && await tl('waiting') === 8 && await tl('prefill') === 8 && await tl('decode') === 8,
+  'the timeline does not split each of the 8 requests into its three phases');
+await check(await tl('steps') > 0, 'the timeline has no step ticks');
+for (const phase of ['waiting', 'prefill', 'decode']) {
+  const d = await page.locator(`[data-testid=timeline] path.tl-${phase}`).getAttribute('d');
+  await check((d.match(/M/g) ?? []).length === 8, `timeline ${phase} path draws ${(d.match(/M/g) ?? []).length} bars`);
+}
+await timeline.screenshot({ path: `${out}/timeline.png` });
 const stat = async (i) => parseFloat((await page.locator('.stat-value').nth(i).textContent()).trim());
 await check(await stat(4) > 0, 'output throughput is not a positive number');
 const ttftP50 = Number(await page.locator('[data-testid=summary] tbody tr').first().locator('td').nth(1).textContent());
@@ -172,11 +188,41 @@ console.log(`timestamp lag p50 ${lag.p50.toFixed(3)} ms, p99 ${lag.p99.toFixed(3
 const [csv] = await Promise.all([page.waitForEvent('download'), byId('download-csv').click()]);
 const rows = (await readFile(await csv.path(), 'utf8')).trim().split('\r\n');
 await check(rows.length === 9 && rows[0].startsWith('id,arrival_s'), `CSV has ${rows.length} rows`);
-console.log(`downloads: ${json.suggestedFilename()} (${result.steps.length} steps), ${csv.suggestedFilename()}`);
+// The self-contained HTML report: SVG charts and timeline, text report, run record, all escaped.
+const [htmlFile] = await Promise.all([page.waitForEvent('download'), byId('download-html').click()]);
+const html = await readFile(await htmlFile.path(), 'utf8');
+await check(htmlFile.suggestedFilename().endsWith('.html'), `HTML report named ${htmlFile.suggestedFilename()}`);
+for (const id of ['chart-ttft', 'chart-tpot', 'chart-throughput', 'chart-batch', 'chart-kv', 'timeline']) {
+  await check(html.includes(`data-testid="${id}"`), `the HTML report has no ${id}`);
+}
+await check((html.match(/<svg/g) ?? []).length === 6, 'the HTML report does not hold six SVG drawings');
+await check(/Benchmark report/.test(html) && /&quot;target&quot;: &quot;browser&quot;/.test(html),
+  'the HTML report lacks the text report or the run record');
+await check(!/<script|src=|href=/.test(html), 'the HTML report has scripts or outside resources');
+await writeFile(`${out}/report.html`, html);
+console.log(`downloads: ${json.suggestedFilename()} (${result.steps.length} steps), ${csv.suggestedFilename()}, `
+  + `${htmlFile.suggestedFilename()} (${(html.length / 1024).toFixed(0)} KiB)`);
 
 // 5. The report's own language toggle.
 await page.locator('[data-testid=report] .segmented button', { hasText: '中文' }).click();
 await check(/性能测试报告/.test(await text('text-report')), 'Chinese text report missing');
+await page.locator('[data-testid=report] .segmented button', { hasText: 'EN' }).click();
+
+// 5b. At 1,400 px: the columns start together; in 中文, with CJK glyphs (scripts/setup installs the fonts).
+await page.setViewportSize({ width: 1400, height: 1000 });
+await page.evaluate(() => window.scrollTo(0, 0));
+const tops = await page.evaluate(() => ['.side', '.content'].map((s) => document.querySelector(s).getBoundingClientRect().top));
+await check(Math.abs(tops[0] - tops[1]) < 2, `at 1,400 px the columns start at ${tops.join(' and ')} px`);
+// No empty block beside the last chart: the KV chart reaches as far right as the TPOT chart.
+const right = (id) => page.evaluate((s) => document.querySelector(s).getBoundingClientRect().right, `[data-testid=${id}]`);
+const [kvRight, tpotRight] = [await right('chart-kv'), await right('chart-tpot')];
+await check(Math.abs(kvRight - tpotRight) < 2, `at 1,400 px the KV chart ends at ${kvRight} px, the row at ${tpotRight} px`);
+await page.screenshot({ path: `${out}/dashboard-1400.png`, fullPage: true });
+await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
+await check(/请求时间线/.test(await byId('timeline').textContent()), 'the timeline is not translated');
+await page.screenshot({ path: `${out}/dashboard-zh.png`, fullPage: true });
+await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
+await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 6. A second run with a batch of one, then compare the two.
 await byId('setting-max_batch').fill('1');

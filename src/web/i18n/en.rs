@@ -141,6 +141,7 @@ pub const EN: Text = Text {
     baseline: "Baseline (one request alone)",
     text_report: "Text report",
     download_json: "Download JSON",
+    download_html: "Download HTML report",
     download_csv: "Download CSV",
     history: "History",
     history_empty: "Finished runs are kept here, in this browser.",

@@ -158,6 +158,8 @@ pub struct Text {
     pub text_report: &'static str,
     pub download_json: &'static str,
     pub download_csv: &'static str,
+    /// The self-contained report: SVG charts, timeline, text report, run record.
+    pub download_html: &'static str,
     // History.
     pub history: &'static str,
     pub history_empty: &'static str,

@@ -141,6 +141,7 @@ pub const ZH: Text = Text {
     baseline: "基线（单个请求）",
     text_report: "文本报告",
     download_json: "下载 JSON",
+    download_html: "下载 HTML 报告",
     download_csv: "下载 CSV",
     history: "历史记录",
     history_empty: "完成的测试会保存在这里（仅本浏览器）。",
