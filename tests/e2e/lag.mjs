@@ -84,4 +84,15 @@ function explain(trace) {
       + `CPU ${((task.tdur ?? 0) / 1000).toFixed(1)} ms: ${top}`);
   }
   console.log(`trace: ${long.length} task(s) over 50 ms on the main thread (the click on Run included)`);
+  // The tasks that drew a frame (charts, progress) against the others (readbacks, steps, messages).
+  const tasks = onMain.filter((e) => e.name === 'RunTask');
+  const frames = new Set(onMain.filter((e) => e.name === 'FireAnimationFrame').map((f) =>
+    tasks.find((t) => t.tid === f.tid && t.pid === f.pid && t.ts <= f.ts && f.ts <= t.ts + t.dur)));
+  const stat = (list, key) => {
+    const ms = list.map((t) => (t[key] ?? 0) / 1000).sort((a, b) => a - b);
+    return ms.length ? `p50 ${ms[ms.length >> 1].toFixed(1)}, max ${ms.at(-1).toFixed(1)} ms` : '-';
+  };
+  const rest = tasks.filter((t) => !frames.has(t) && t.dur > 1000);
+  console.log(`trace: ${frames.size} animation-frame tasks: CPU ${stat([...frames], 'tdur')}; wall ${stat([...frames], 'dur')}`);
+  console.log(`trace: ${rest.length} other tasks over 1 ms: CPU ${stat(rest, 'tdur')}; wall ${stat(rest, 'dur')}`);
 }
