@@ -433,6 +433,44 @@ async fn sweep_view_marks_the_knee() {
     assert_eq!(root.query_selector("tr.knee td").unwrap().unwrap().text_content().unwrap(), "2");
 }
 
+#[wasm_bindgen_test]
+fn live_charts_change_one_chart_per_frame() {
+    // During a run each animation frame redraws one chart (a frame that redrew all five was a
+    // long task under load): a snapshot with three changed charts takes three frames, in order.
+    use tokenmeter::web::charts::{BatchPoint, ChartData, Point};
+    use tokenmeter::web::run::show_one_chart;
+    let p = |x: f64| vec![Point { x, y: x }];
+    let mut shown = ChartData { ttft: p(1.0), tpot: p(1.0), throughput: p(1.0), ..ChartData::default() };
+    let new = ChartData {
+        ttft: p(1.0),
+        tpot: p(2.0),
+        throughput: p(1.0),
+        batch: vec![BatchPoint { t: 1.0, running: 2.0, waiting: 0.0 }],
+        kv: p(3.0),
+    };
+    let mut frames = Vec::new();
+    loop {
+        let before = shown.clone();
+        let more = show_one_chart(&mut shown, &new);
+        let changed = [
+            before.ttft != shown.ttft,
+            before.tpot != shown.tpot,
+            before.throughput != shown.throughput,
+            before.batch != shown.batch,
+            before.kv != shown.kv,
+        ];
+        assert_eq!(changed.iter().filter(|&&c| c).count(), 1, "one chart per frame: {changed:?}");
+        frames.push(changed.iter().position(|&c| c).unwrap());
+        if !more {
+            break;
+        }
+        assert!(frames.len() < 5, "more than five frames");
+    }
+    assert_eq!(frames, [1, 3, 4]);
+    assert_eq!(shown, new);
+    assert!(!show_one_chart(&mut shown, &new), "nothing left once shown");
+}
+
 // Remote targets: the key stays in memory, the HTTP/1.1 warning, and (with a peer) a round trip.
 
 const SECRET: &str = "sk-tokenmeter-test-secret-4242";
