@@ -151,13 +151,12 @@ impl Frame {
 /// Copies into `shown` the first chart of `new` that differs from it; true when another still
 /// differs (and needs a frame of its own).
 pub fn show_one_chart(shown: &mut ChartData, new: &ChartData) -> bool {
-    fn one<T: Clone + PartialEq>(shown: &mut Vec<T>, new: &[T], free: &mut bool) -> bool {
-        if shown.as_slice() == new {
+    fn one<T: Clone + PartialEq>(shown: &mut T, new: &T, free: &mut bool) -> bool {
+        if shown == new {
             return false;
         }
         if std::mem::take(free) {
-            shown.clear();
-            shown.extend_from_slice(new);
+            shown.clone_from(new);
             return false;
         }
         true
@@ -169,6 +168,7 @@ pub fn show_one_chart(shown: &mut ChartData, new: &ChartData) -> bool {
         one(&mut shown.throughput, &new.throughput, &mut free),
         one(&mut shown.batch, &new.batch, &mut free),
         one(&mut shown.kv, &new.kv, &mut free),
+        one(&mut shown.timeline, &new.timeline, &mut free),
     ];
     left.contains(&true)
 }
