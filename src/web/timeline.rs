@@ -22,10 +22,17 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
     let pending = StoredValue::new(false);
     Effect::new(move |_| {
         let newest = data.get();
+        if shown.with_untracked(|s| *s == newest) {
+            return;
+        }
+        // An emptied timeline (a new run) shows at once and starts no wait.
+        if newest.rows == 0 {
+            shown.set(newest);
+            return;
+        }
         let now = performance_now();
         let wait = last_ms.get_value() + REDRAW_MS - now;
-        // An emptied timeline (a new run) shows at once.
-        if wait <= 0.0 || newest.rows == 0 || newest == shown.get_untracked() {
+        if wait <= 0.0 {
             last_ms.set_value(now);
             shown.set(newest);
         } else if !pending.get_value() {
