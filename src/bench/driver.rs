@@ -42,8 +42,9 @@ pub async fn run(
 
 /// [`run`], which also watches an open loop for saturation when `options.spec.saturation_stop`
 /// ([`crate::bench::saturation`]): once requests outstanding keep growing, nothing more is
-/// released (those requests keep no arrival time and are dropped by the session), what was
-/// released runs to its end, and the verdict is returned.
+/// released (those requests keep no arrival time and are dropped by the session), those in
+/// flight are cancelled (a queue that grew for seconds would take as long to drain), and the
+/// verdict is returned.
 pub async fn run_watched(
     engine: &mut Engine,
     plan: &[PlannedRequest],
@@ -81,10 +82,8 @@ pub async fn run_watched(
     let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
     let mut detector = Detector::new();
     let mut saturation = None;
-    // Requests that will be released: all, until a saturation verdict stops releasing.
-    let mut to_release = plan.len();
-    while finished < to_release {
-        if cancelled() {
+    while finished < plan.len() {
+        if cancelled() || saturation.is_some() {
             for &(eid, i) in &by_engine_id {
                 if records[i].finish_s.is_none() && engine.cancel(eid) {
                     records[i].error = Some("cancelled".into());
@@ -95,13 +94,14 @@ pub async fn run_watched(
         // 1. Release what is due.
         let now = now_s() - t0;
         if watch && saturation.is_none() {
-            let due = plan.iter().filter(|p| p.arrival_s.is_some_and(|a| a <= now)).count();
+            // Open-loop arrivals are in time order.
+            let due = plan.partition_point(|p| p.arrival_s.is_some_and(|a| a <= now));
             saturation = detector.observe(now, due.saturating_sub(finished));
             if saturation.is_some() {
-                to_release = released;
+                continue;
             }
         }
-        while released < to_release {
+        while released < plan.len() {
             let p = &plan[released];
             let due = match p.arrival_s {
                 Some(a) => a <= now,
@@ -133,7 +133,7 @@ pub async fn run_watched(
         }
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
-            if let Some(next) = plan[..to_release].get(released).and_then(|p| p.arrival_s) {
+            if let Some(next) = plan.get(released).and_then(|p| p.arrival_s) {
                 sleep_s(next - (now_s() - t0)).await;
             }
             continue;

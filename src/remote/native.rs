@@ -229,7 +229,7 @@ impl Client {
     ) -> (Vec<RequestRecord>, Option<Saturation>) {
         let t0 = Instant::now();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, RequestRecord)>();
-        // `stop`: cancel everything; `halt`: send nothing more (saturation), let the rest end.
+        // `stop`: cancel what is in flight; `halt`: send nothing more.
         let (stop_tx, stop_rx) = watch::channel(false);
         let (halt_tx, halt_rx) = watch::channel(false);
         let mut poll = tokio::time::interval(Duration::from_millis(50));
@@ -281,7 +281,7 @@ impl Client {
             let mut halted = halt_rx.clone();
             let slots = open_slots.clone();
             tokio::spawn(async move {
-                let arrival = tokio::time::sleep_until((t0 + duration(task.arrival_s)).into());
+                let arrival = arrive_at(t0 + duration(task.arrival_s));
                 let waited = async {
                     arrival.await;
                     match slots {
@@ -325,8 +325,12 @@ impl Client {
                         let now = t0.elapsed().as_secs_f64();
                         let due = arrivals.partition_point(|&a| a <= now);
                         if let Some(verdict) = d.observe(now, due.saturating_sub(finished)) {
+                            // Nothing more is sent, and what is in flight is cancelled: at
+                            // saturation it would only drain a queue that grew for seconds.
                             saturation = Some(verdict);
                             detector = None;
+                            stopping = true;
+                            let _ = stop_tx.send(true);
                             let _ = halt_tx.send(true);
                         }
                     }
@@ -337,6 +341,18 @@ impl Client {
         let records =
             records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect();
         (records, saturation)
+    }
+}
+
+/// Resolves at `at`, to within microseconds: tokio's timer has millisecond granularity (it
+/// fires up to 1 ms late, which would be the client's own lateness), so it sleeps until 2 ms
+/// before and yields to the runtime until the instant.
+async fn arrive_at(at: Instant) {
+    if let Some(early) = at.checked_sub(Duration::from_millis(2)) {
+        tokio::time::sleep_until(early.into()).await;
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
     }
 }
 

@@ -46,6 +46,7 @@ pub struct RemoteArgs {
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
 /// prompts and naming the model; the run itself is [`bench::session::run_into`], into `results`
 /// (kept by the caller whatever happens).
+#[allow(clippy::too_many_arguments)] // the CLI's parsed pieces, passed through once
 pub async fn run(
     args: &RemoteArgs,
     url: &str,
