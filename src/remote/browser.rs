@@ -40,7 +40,7 @@ pub fn expected_concurrency(spec: &WorkloadSpec, request_s: f64) -> f64 {
         Arrival::Poisson | Arrival::Gamma | Arrival::Constant => (spec.rate * request_s).min(n),
         // A trace's mean rate: its requests over its span.
         Arrival::Trace => {
-            let last_s = spec.dataset.as_ref().and_then(|d| d.items.iter().filter_map(|i| i.arrival_s).last());
+            let last_s = spec.dataset.as_ref().and_then(|d| d.items.iter().filter_map(|i| i.arrival_s).next_back());
             match last_s {
                 Some(span) if span > 0.0 => (n / span * request_s).min(n),
                 _ => n,
