@@ -53,7 +53,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
         spec: &spec,
         slo: None,
         slo_text: None,
-        repeats: 5,
+        repeats: 8,
         ignore_eos: true,
         lang: bench::Lang::En,
         warmup: true,
@@ -70,7 +70,7 @@ fn doubling_the_batch_is_detected_and_swapping_flips_it() {
             |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
         let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
         eprintln!("{report}");
-        assert_eq!(x.a.len(), 5);
+        assert_eq!(x.a.len(), 8);
         assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 4);
         assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 8);
         // Twice the sequences per step: the queue drains in half the waves.
