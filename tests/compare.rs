@@ -73,9 +73,14 @@ fn doubling_the_batch_is_detected_and_swapping_flips_it() {
         assert_eq!(x.a.len(), 8);
         assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 4);
         assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 8);
-        // Twice the sequences per step: the queue drains in half the waves.
+        // Twice the sequences per step: the queue drains in half the waves, so throughput and
+        // TTFT improve (both detected in every run seen, at load averages up to 16 on 2 cores; E2E
+        // p90 was at the edge once), and no queue-bound metric may come out worse.
         assert_eq!(verdict(&x, "output_throughput_tok_s"), CompareVerdict::Better, "{report}");
-        assert_eq!(verdict(&x, "e2e_p90_ms"), CompareVerdict::Better, "{report}");
+        assert_eq!(verdict(&x, "ttft_p90_ms"), CompareVerdict::Better, "{report}");
+        for name in ["ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms"] {
+            assert_ne!(verdict(&x, name), CompareVerdict::Worse, "{name}\n{report}");
+        }
         // The same runs with A and B swapped: every verdict flips.
         let comparison = tokenmeter::bench::experiment::compare_results(
             &x.b,

@@ -55,7 +55,7 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
     let side = SideArgs::try_parse_from(text.split_whitespace()).map_err(|e| {
         let text = e.render().to_string();
         let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-        Error::Invalid(format!("{flag}: {}", first.join(" ")))
+        Error::Invalid(format!("{flag}: {}", first.join(" ").trim_start_matches("error: ")))
     })?;
     let args = side.bench;
     let refuse = |what: &str| Err(Error::Invalid(format!("{flag}: {what}")));
