@@ -63,7 +63,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
 }
 
 #[test]
-#[ignore = "not yet reliable on a loaded machine: at load average 16 on 2 cores, 8 runs per side missed the +36% throughput once (passed 2 of 4 runs); run with --ignored"]
+#[ignore = "not yet reliable on a loaded machine: at load average 16 on 2 cores, 8 runs per side missed a +36% throughput change in 1 of 3 runs; run with --ignored"]
 fn doubling_the_batch_is_detected_and_swapping_flips_it() {
     pollster::block_on(async {
         let x = experiment(4, 8).await;
