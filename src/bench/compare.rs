@@ -320,13 +320,13 @@ pub fn compare(
 /// is NaN is left out of that metric's mean.
 fn mean_over_reps(reps: &[Vec<Sample>], mut rng: Option<&mut StdRng>, with_goodput: bool, m: usize) -> Vec<f64> {
     let (mut sum, mut count) = (vec![0.0; m], vec![0usize; m]);
-    for r in 0..reps.len() {
+    for own in reps {
         let (rep, pick): (&Vec<Sample>, Vec<usize>) = match rng.as_deref_mut() {
             Some(rng) => {
                 let rep = &reps[rng.random_range(0..reps.len())];
                 (rep, (0..rep.len()).map(|_| rng.random_range(0..rep.len())).collect())
             }
-            None => (&reps[r], (0..reps[r].len()).collect()),
+            None => (own, (0..own.len()).collect()),
         };
         for (k, v) in metrics_of(rep, &pick, with_goodput).into_iter().enumerate() {
             if v.is_finite() {

@@ -12,7 +12,11 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
-use super::{load, open, BenchArgs, Loaded};
+use super::{open, BenchArgs, Loaded, ModelArgs};
+use std::sync::Arc;
+use tokenmeter::engine::{EngineOptions, ForwardPass};
+use tokenmeter::gpu::Gpu;
+use tokenmeter::model::TensorProvider;
 
 #[derive(Args)]
 pub struct CompareArgs {
@@ -51,7 +55,7 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
     let side = SideArgs::try_parse_from(text.split_whitespace()).map_err(|e| {
         let text = e.render().to_string();
         let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-        Error::Invalid(format!("{flag}: {}", first.join(" ")))
+        Error::Invalid(format!("{flag}: {}", first.join(" ").trim_start_matches("error: ")))
     })?;
     let args = side.bench;
     let refuse = |what: &str| Err(Error::Invalid(format!("{flag}: {what}")));
@@ -109,13 +113,15 @@ struct Prompts {
 }
 
 impl Local {
-    async fn load(args: &BenchArgs, spec: &WorkloadSpec) -> Result<Local> {
+    /// Both sides load onto one GPU device: with a device each, lavapipe made one side's runs
+    /// ~1.6× slower than the other's with identical settings (the idle device's threads compete).
+    async fn load(args: &BenchArgs, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
         let policy = args.policy.policy()?;
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let loaded = open(&args.model).await?;
         let (model, tokenizer, cfg) = match loaded {
-            Loaded::Disk(c, t) => (load(&args.model, &c).await?, *t, c.config.clone()),
-            Loaded::Synthetic(s) => (load(&args.model, &s).await?, None, s.config.clone()),
+            Loaded::Disk(c, t) => (load_on(gpu, &args.model, &c).await?, *t, c.config.clone()),
+            Loaded::Synthetic(s) => (load_on(gpu, &args.model, &s).await?, None, s.config.clone()),
         };
         let max_total = spec.input_len.max + spec.output_len.max;
         if max_total > cfg.max_position_embeddings {
@@ -186,8 +192,9 @@ async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Expe
         ));
     }
     let slo = args_a.slo.as_deref().map(str::parse::<Slo>).transpose()?;
-    let mut side_a = Local::load(&args_a, &spec).await?;
-    let mut side_b = Local::load(&args_b, &spec).await?;
+    let gpu = Arc::new(Gpu::new().await?);
+    let mut side_a = Local::load(&args_a, &spec, &gpu).await?;
+    let mut side_b = Local::load(&args_b, &spec, &gpu).await?;
     let x = ExperimentSpec {
         spec: &spec,
         slo: slo.as_ref(),
@@ -258,4 +265,18 @@ fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
         serde_json::from_value::<BenchResult>(value).map(|r| vec![r])
     };
     parsed.map_err(|e| Error::Invalid(format!("{}: not a bench results file ({e})", path.display())))
+}
+
+/// `bench`'s engine options, loaded on `gpu`.
+async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, args: &ModelArgs, src: &P) -> Result<ForwardPass> {
+    let options = EngineOptions {
+        max_batched_tokens: args.max_batched_tokens,
+        max_seqs: args.max_batch,
+        block_size: args.block_size,
+        kv_blocks: args.kv_blocks,
+        ..EngineOptions::default()
+    };
+    let model = ForwardPass::load(gpu.clone(), src, &options, &mut |_, _| {}).await?;
+    eprintln!("loaded {:.1} MB of weights on {}", model.weights.bytes as f64 / 1e6, model.gpu.adapter.name);
+    Ok(model)
 }
