@@ -696,6 +696,8 @@ async fn a_thousand_request_timeline_redraws_quickly() {
             kv_blocks_used: 10,
             kv_blocks_total: 64,
             readback_lag_s: None,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
         })
         .collect();
     let data = RwSignal::new(Timeline::default());

@@ -167,6 +167,11 @@ pub async fn run_watched(
                     r.preemptions += 1;
                     r.preempted_s.push(t);
                 }
+                EventKind::Speculated { drafted, accepted } => {
+                    r.draft_steps += 1;
+                    r.drafted_tokens += drafted as usize;
+                    r.accepted_tokens += accepted as usize;
+                }
                 EventKind::Finished { .. } => {
                     r.finish_s = Some(t);
                     r.output_len = r.token_times_s.len();
@@ -185,6 +190,8 @@ pub async fn run_watched(
                 kv_blocks_used: s.kv_blocks_used,
                 kv_blocks_total: s.kv_blocks_total,
                 readback_lag_s: s.readback_lag_s,
+                drafted_tokens: s.drafted_tokens,
+                accepted_tokens: s.accepted_tokens,
             });
         }
         on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });

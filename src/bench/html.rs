@@ -307,6 +307,8 @@ mod tests {
                 kv_blocks_used: 2,
                 kv_blocks_total: 8,
                 readback_lag_s: None,
+                drafted_tokens: 0,
+                accepted_tokens: 0,
             })
             .collect();
         let requests = vec![done, failed];

@@ -88,6 +88,13 @@ impl Ledger {
                 self.preemptions += 1;
                 None
             }
+            EventKind::Speculated { .. } if entry.tokens.is_empty() => {
+                Some("Speculated before FirstToken (a draft needs a first token to follow)".to_string())
+            }
+            EventKind::Speculated { drafted, accepted } if accepted > drafted => {
+                Some(format!("Speculated with {accepted} of {drafted} draft tokens accepted"))
+            }
+            EventKind::Speculated { .. } => None,
             EventKind::FirstToken { .. } if !entry.scheduled => Some("FirstToken before Scheduled".to_string()),
             EventKind::FirstToken { .. } if !entry.tokens.is_empty() => {
                 Some(format!("a second FirstToken after {} tokens", entry.tokens.len()))

@@ -144,6 +144,36 @@ pub struct BenchmarkMetrics {
     /// The page's main thread during the run (filled by the page; absent elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub long_tasks: Option<LongTasks>,
+    /// Speculative decoding over all requests; absent when nothing was drafted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<SpeculationSummary>,
+}
+
+/// What drafting bought: a verification is one sequence's draft checked in one step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpeculationSummary {
+    pub draft_steps: usize,
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
+    /// accepted / drafted.
+    #[serde(with = "nan_as_null")]
+    pub acceptance_rate: f64,
+    /// Accepted draft tokens per verification; the step also yields the model's own token, so a
+    /// verification yields 1 + this many tokens.
+    #[serde(with = "nan_as_null")]
+    pub accepted_per_step: f64,
+}
+
+fn speculation(records: &[RequestRecord]) -> Option<SpeculationSummary> {
+    let sum = |f: fn(&RequestRecord) -> usize| records.iter().map(f).sum::<usize>();
+    let (steps, drafted, accepted) = (sum(|r| r.draft_steps), sum(|r| r.drafted_tokens), sum(|r| r.accepted_tokens));
+    (drafted > 0).then(|| SpeculationSummary {
+        draft_steps: steps,
+        drafted_tokens: drafted,
+        accepted_tokens: accepted,
+        acceptance_rate: accepted as f64 / drafted as f64,
+        accepted_per_step: accepted as f64 / steps as f64,
+    })
 }
 
 /// Tasks over 50 ms on the page's main thread while a run was in flight, as Chromium's
@@ -264,6 +294,7 @@ pub fn summarize(
         redirected: records.iter().filter(|r| r.redirected_to.is_some()).count(),
         timestamp_lag_ms: timestamp_lag_ms(steps),
         long_tasks: None,
+        speculation: speculation(records),
     }
 }
 
@@ -341,7 +372,21 @@ mod tests {
             kv_blocks_used,
             kv_blocks_total: 8,
             readback_lag_s: None,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
         }
+    }
+
+    #[test]
+    fn speculation_sums_requests_and_is_absent_without_drafts() {
+        assert_eq!(summarize(&[record(0, 0.0, 0.0, &[1.0], 4)], &[], None, 0.25).speculation, None);
+        let a =
+            RequestRecord { draft_steps: 4, drafted_tokens: 16, accepted_tokens: 6, ..record(0, 0.0, 0.0, &[1.0], 4) };
+        let b =
+            RequestRecord { draft_steps: 2, drafted_tokens: 4, accepted_tokens: 3, ..record(1, 0.0, 0.0, &[1.0], 4) };
+        let s = summarize(&[a, b], &[], None, 0.25).speculation.unwrap();
+        assert_eq!((s.draft_steps, s.drafted_tokens, s.accepted_tokens), (6, 20, 9));
+        assert!(close(s.acceptance_rate, 0.45) && close(s.accepted_per_step, 1.5), "{s:?}");
     }
 
     /// Two completed requests and one that failed after its first token.

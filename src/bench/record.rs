@@ -55,6 +55,19 @@ pub struct RequestRecord {
     /// in its TTFT); a redirect to another origin fails the request instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirected_to: Option<String>,
+    /// Speculative decoding (engine only; absent when off): steps that verified a draft for this
+    /// request, draft tokens verified, and draft tokens accepted (each accepted token is also in
+    /// `token_times_s`, stamped like every token of its step, so ITL has zero gaps there).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_steps: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drafted_tokens: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted_tokens: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl RequestRecord {
@@ -139,6 +152,11 @@ pub struct StepSample {
     /// `engine::StepStats::readback_lag_s`); absent for steps that sampled nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readback_lag_s: Option<f64>,
+    /// Speculative decoding: draft tokens verified in this step and how many were accepted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drafted_tokens: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accepted_tokens: usize,
 }
 
 #[cfg(test)]

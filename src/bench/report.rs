@@ -46,6 +46,7 @@ struct Labels {
     goodput: &'static str,
     slo_attainment: &'static str,
     preemptions: &'static str,
+    speculation: &'static str,
     gpu_busy: &'static str,
     duration: &'static str,
     latency_ms: &'static str,
@@ -83,6 +84,7 @@ const EN: Labels = Labels {
     goodput: "Goodput",
     slo_attainment: "SLO attainment",
     preemptions: "Preemptions",
+    speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     gpu_busy: "GPU busy",
     duration: "Duration",
     latency_ms: "Latency (ms)",
@@ -123,6 +125,7 @@ const ZH: Labels = Labels {
     goodput: "有效吞吐量 (Goodput)",
     slo_attainment: "SLO 达成率",
     preemptions: "抢占次数",
+    speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     gpu_busy: "GPU 忙碌占比",
     duration: "测试时长",
     latency_ms: "延迟 (ms)",
@@ -207,6 +210,16 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
         line(format!("{}: {} {} ({} {})", l.goodput, num(goodput), l.req_s, l.slo_attainment, percent(attainment)));
     }
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
+    if let Some(s) = &m.speculation {
+        line(format!(
+            "{}: {} / {} ({}), {}",
+            l.speculation,
+            s.accepted_tokens,
+            s.drafted_tokens,
+            percent(s.acceptance_rate),
+            num(s.accepted_per_step)
+        ));
+    }
     line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
     line(format!("{}: {} s", l.duration, num(m.duration_s)));
     if m.failed > 0 {

@@ -317,6 +317,8 @@ mod tests {
                 kv_blocks_used: 1,
                 kv_blocks_total: 1,
                 readback_lag_s: None,
+                drafted_tokens: 0,
+                accepted_tokens: 0,
             })
             .collect();
         let t = Timeline::draw(&[preempted, failed], &steps, None, false);
@@ -343,6 +345,8 @@ mod tests {
                 kv_blocks_used: 1,
                 kv_blocks_total: 1,
                 readback_lag_s: None,
+                drafted_tokens: 0,
+                accepted_tokens: 0,
             })
             .collect();
         let t = Timeline::draw(&records, &steps, None, false);

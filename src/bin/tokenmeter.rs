@@ -16,6 +16,7 @@ mod cli {
     mod remote;
     mod serving;
     mod soak;
+    mod spec;
 
     use clap::{Args, Parser, Subcommand};
     use std::cell::Cell;
@@ -175,6 +176,8 @@ mod cli {
         #[arg(long, default_value_t = 16, allow_negative_numbers = true,
               value_parser = |s: &str| parse_count(s, 1, limits::MAX_BLOCK_SIZE))]
         block_size: usize,
+        #[command(flatten)]
+        spec: spec::SpecArgs,
     }
 
     #[derive(Args)]
@@ -392,13 +395,14 @@ mod cli {
 
     async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<ForwardPass> {
         let gpu = Arc::new(Gpu::new().await?);
-        let options = EngineOptions {
+        let mut options = EngineOptions {
             max_batched_tokens: args.max_batched_tokens,
             max_seqs: max_batch,
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
             ..EngineOptions::default()
         };
+        args.spec.apply(&mut options);
         let start = std::time::Instant::now();
         let mut last_pct = 0;
         let model = ForwardPass::load(gpu, src, &options, &mut |done, total| {

@@ -36,6 +36,12 @@ pub enum EventKind {
     },
     /// KV blocks ran out: the request was evicted and will be recomputed.
     Preempted,
+    /// Speculative decoding: this step verified `drafted` guessed tokens and `accepted` of them
+    /// were the model's own choices (they follow as `Token`s, with the step's one extra token).
+    Speculated {
+        drafted: u32,
+        accepted: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,12 +60,16 @@ pub struct StepStats {
     pub running: usize,
     pub waiting: usize,
     pub batched_tokens: usize,
+    /// Tokens of decoding sequences: one each, plus their draft tokens.
     pub decode_tokens: usize,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
     /// From the step's ids readback resolving (its map callback) to the tokens' timestamp `t_s`:
     /// what the event loop ran in between. `None` for a step that sampled nothing.
     pub readback_lag_s: Option<f64>,
+    /// Speculative decoding: draft tokens verified in this step, and how many were accepted.
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
 }
 
 pub struct Engine {
@@ -75,7 +85,9 @@ pub struct Engine {
 impl Engine {
     pub fn new(model: ForwardPass) -> Engine {
         let l = &model.limits;
-        let scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
+        let mut scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
+        // Rows never exceed `max_logit_rows`: at most 1 + K per sequence, and one per token.
+        scheduler.max_draft = l.speculation.max_draft();
         Engine { model, scheduler, next_id: 0, cancelled: Vec::new(), profile_next: false, last_profile: Vec::new() }
     }
 
@@ -173,15 +185,34 @@ impl Engine {
         for &id in &plan.admitted {
             events.push(Event { id, t_s: start, kind: EventKind::Scheduled });
         }
-        let mut next = sampled.iter();
-        for item in plan.items.iter().filter(|p| p.sample.is_some()) {
-            let token = *next.next().expect("one id per sampling row");
-            let seq = self.scheduler.get(item.id).expect("planned sequence exists");
-            let kind =
-                if seq.output().is_empty() { EventKind::FirstToken { token } } else { EventKind::Token { token } };
-            events.push(Event { id: item.id, t_s: t, kind });
+        // Output lengths before the commit: what follows is this step's tokens (one, or with a
+        // draft up to 1 + accepted), all stamped `t`.
+        let before: Vec<(u64, usize, usize)> = plan
+            .items
+            .iter()
+            .filter(|p| p.sample.is_some())
+            .map(|p| (p.id, self.scheduler.get(p.id).expect("planned sequence exists").output().len(), p.draft.len()))
+            .collect();
+        let finished = self.scheduler.commit(&plan, &sampled);
+        let (mut drafted_tokens, mut accepted_tokens) = (0, 0);
+        for &(id, from, drafted) in &before {
+            let seq = match self.scheduler.get(id) {
+                Some(seq) => seq,
+                None => &finished.iter().find(|(s, _)| s.id == id).expect("a committed sequence").0,
+            };
+            if drafted > 0 {
+                let accepted = (seq.output().len() - from).saturating_sub(1).min(drafted);
+                drafted_tokens += drafted;
+                accepted_tokens += accepted;
+                let kind = EventKind::Speculated { drafted: drafted as u32, accepted: accepted as u32 };
+                events.push(Event { id, t_s: t, kind });
+            }
+            for (i, &token) in seq.output()[from..].iter().enumerate() {
+                let kind = if from + i == 0 { EventKind::FirstToken { token } } else { EventKind::Token { token } };
+                events.push(Event { id, t_s: t, kind });
+            }
         }
-        for (seq, reason) in self.scheduler.commit(&plan, &sampled) {
+        for (seq, reason) in finished {
             events.push(Event { id: seq.id, t_s: t, kind: EventKind::Finished { reason } });
         }
         let (used, total) = self.kv_blocks();
@@ -191,10 +222,12 @@ impl Engine {
             running: self.scheduler.running.len(),
             waiting: self.scheduler.waiting.len(),
             batched_tokens: batch.tokens.len(),
-            decode_tokens: plan.items.iter().filter(|p| p.len == 1 && p.sample.is_some()).count(),
+            decode_tokens: plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum(),
             kv_blocks_used: used,
             kv_blocks_total: total,
             readback_lag_s,
+            drafted_tokens,
+            accepted_tokens,
         };
         Ok((events, Some(stats)))
     }
@@ -204,14 +237,21 @@ impl Engine {
         let mut batch = Batch::default();
         for (s, item) in plan.items.iter().enumerate() {
             let seq = self.scheduler.get(item.id).expect("planned sequence exists");
+            let known = seq.tokens.len();
             for pos in item.start..item.start + item.len {
-                batch.tokens.push([seq.tokens[pos], pos as u32, s as u32, 0]);
+                let id = if pos < known { seq.tokens[pos] } else { item.draft[pos - known] };
+                batch.tokens.push([id, pos as u32, s as u32, 0]);
             }
             batch.block_tables.push(seq.blocks.clone());
             if let Some(u) = item.sample {
+                // One row per position whose next token is wanted: the last known token and each
+                // draft token (drafts are greedy only, so `u` is unused for them).
                 let s = seq.sampling;
-                batch.logit_rows.push(batch.tokens.len() as u32 - 1);
-                batch.sampling.push(RowSample { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, u });
+                let end = batch.tokens.len() as u32;
+                for row in end - item.rows() as u32..end {
+                    batch.logit_rows.push(row);
+                    batch.sampling.push(RowSample { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, u });
+                }
             }
         }
         batch

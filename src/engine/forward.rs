@@ -28,6 +28,8 @@ pub struct EngineOptions {
     /// KV blocks; `None`: as many as `kv_budget_bytes` and the adapter allow.
     pub kv_blocks: Option<usize>,
     pub kv_budget_bytes: u64,
+    /// Speculative decoding (off by default): sizes the logit rows for `1 + K` per sequence.
+    pub speculation: super::Speculation,
 }
 
 impl Default for EngineOptions {
@@ -38,6 +40,7 @@ impl Default for EngineOptions {
             block_size: 16,
             kv_blocks: None,
             kv_budget_bytes: 512 << 20,
+            speculation: super::Speculation::Off,
         }
     }
 }
@@ -51,6 +54,13 @@ pub struct EngineLimits {
     pub num_blocks: usize,
     /// Block-table width: blocks one sequence may hold (max_position_embeddings / block_size).
     pub max_blocks_per_seq: usize,
+    /// Speculative decoding in force (see [`super::Speculation`]).
+    #[serde(default)]
+    pub speculation: super::Speculation,
+    /// Logit rows (token choices read back) per step: `max_seqs × (1 + K)` with K draft tokens,
+    /// at most `max_batched_tokens`; `max_seqs` without speculation.
+    #[serde(default)]
+    pub max_logit_rows: usize,
 }
 
 /// One step's work. `tokens[i] = [id, position, seq, 0]` where `seq` indexes `block_tables`;
@@ -71,7 +81,7 @@ const PARTIALS_FLOATS: usize = 4 << 20;
 struct Buffers {
     tokens: wgpu::Buffer,       // (max_tokens) vec4<u32>
     identity: wgpu::Buffer,     // (max_tokens) u32: 0, 1, 2, ...
-    logit_rows: wgpu::Buffer,   // (max_seqs) u32
+    logit_rows: wgpu::Buffer,   // (max_logit_rows) u32
     block_tables: wgpu::Buffer, // (max_seqs, max_blocks_per_seq) u32
     inv_freq: wgpu::Buffer,     // (head_dim / 2) f32
     x: wgpu::Buffer,            // (max_tokens, hidden) residual stream
@@ -81,10 +91,10 @@ struct Buffers {
     partials: wgpu::Buffer,     // (partials_floats): (tokens, heads, splits, head_dim + 2), split attention
     gate_up: wgpu::Buffer,      // (max_tokens, 2 inter)
     act: wgpu::Buffer,          // (max_tokens, inter)
-    final_h: wgpu::Buffer,      // (max_seqs, hidden)
-    logits: wgpu::Buffer,       // (max_seqs, vocab)
-    row_sample: wgpu::Buffer,   // (max_seqs) RowSample
-    ids: wgpu::Buffer,          // (max_seqs) u32
+    final_h: wgpu::Buffer,      // (max_logit_rows, hidden)
+    logits: wgpu::Buffer,       // (max_logit_rows, vocab)
+    row_sample: wgpu::Buffer,   // (max_logit_rows) RowSample
+    ids: wgpu::Buffer,          // (max_logit_rows) u32
 }
 
 struct LayerGroups {
@@ -155,7 +165,8 @@ impl ForwardPass {
         let weights = weights::upload(&gpu, src, progress).await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
         let kernels = Kernels::new(&gpu);
-        let (t, s) = (limits.max_batched_tokens as u64, limits.max_seqs as u64);
+        // `s`: logit rows, which bound everything sized per sampled token.
+        let (t, s) = (limits.max_batched_tokens as u64, limits.max_logit_rows as u64);
         let f = 4u64;
         let (h, q, kvd, i) =
             (cfg.hidden_size as u64, cfg.q_dim() as u64, cfg.kv_dim() as u64, cfg.intermediate_size as u64);
@@ -164,7 +175,8 @@ impl ForwardPass {
             tokens: gpu.storage_buffer("tokens", t * 16),
             identity: gpu.storage_with("identity rows", bytemuck::cast_slice(&identity)),
             logit_rows: gpu.storage_buffer("logit rows", s * 4),
-            block_tables: gpu.storage_buffer("block tables", s * limits.max_blocks_per_seq as u64 * 4),
+            block_tables: gpu
+                .storage_buffer("block tables", limits.max_seqs as u64 * limits.max_blocks_per_seq as u64 * 4),
             inv_freq: gpu.storage_with("rope inv_freq", bytemuck::cast_slice(&inv_freq(cfg.head_dim, cfg.rope_theta))),
             x: gpu.storage_buffer("x (residual)", t * h * f),
             normed: gpu.storage_buffer("normed", t * h * f),
@@ -286,7 +298,7 @@ impl ForwardPass {
         let m = batch.tokens.len();
         let r = batch.logit_rows.len();
         let lim = &self.limits;
-        if m == 0 || m > lim.max_batched_tokens || r > lim.max_seqs || batch.block_tables.len() > lim.max_seqs {
+        if m == 0 || m > lim.max_batched_tokens || r > lim.max_logit_rows || batch.block_tables.len() > lim.max_seqs {
             return Err(Error::Invalid(format!(
                 "step of {m} tokens, {r} logit rows, {} sequences exceeds the engine limits {lim:?}",
                 batch.block_tables.len()
@@ -403,11 +415,13 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
     let binding = gpu.max_binding();
     let widest_row = 4 * (2 * cfg.intermediate_size).max(cfg.q_dim() + 2 * cfg.kv_dim()).max(cfg.hidden_size) as u64;
     let max_tokens = ((binding / widest_row) as usize).min(o.max_batched_tokens).min(65_535);
+    // A sequence's logit rows: 1, or 1 + K with speculative decoding.
+    let rows_per_seq = 1 + o.speculation.max_draft();
     let logits_row = cfg.vocab_size as u64 * 4;
-    let max_seqs = ((binding / logits_row) as usize).min(o.max_seqs).min(max_tokens);
+    let max_seqs = ((binding / (logits_row * rows_per_seq as u64)) as usize).min(o.max_seqs).min(max_tokens);
     if max_tokens == 0 || max_seqs == 0 {
         return Err(Error::AdapterLimit(format!(
-            "one token's activations ({widest_row} bytes) or logits ({logits_row} bytes) exceed maxStorageBufferBindingSize {binding}"
+            "one token's activations ({widest_row} bytes) or one sequence's logits ({rows_per_seq} rows of {logits_row} bytes) exceed maxStorageBufferBindingSize {binding}"
         )));
     }
     let max_blocks_per_seq = cfg.max_position_embeddings.div_ceil(o.block_size);
@@ -443,6 +457,8 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         block_size: o.block_size,
         num_blocks: wanted.min(adapter_blocks),
         max_blocks_per_seq,
+        speculation: o.speculation,
+        max_logit_rows: (max_seqs * rows_per_seq).min(max_tokens),
     })
 }
 

@@ -18,6 +18,9 @@ pub struct Completion {
     pub token_times_s: Vec<f64>,
     pub finish: Option<FinishReason>,
     pub preemptions: u32,
+    /// Speculative decoding: draft tokens verified for this request, and accepted.
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
 }
 
 impl Completion {
@@ -85,6 +88,8 @@ pub async fn generate(
             token_times_s: vec![],
             finish: None,
             preemptions: 0,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
         });
     }
     let first = out.first().map_or(0, |c| c.id);
@@ -99,6 +104,10 @@ pub async fn generate(
                 }
                 EventKind::Finished { reason } => c.finish = Some(reason),
                 EventKind::Preempted => c.preemptions += 1,
+                EventKind::Speculated { drafted, accepted } => {
+                    c.drafted_tokens += drafted as usize;
+                    c.accepted_tokens += accepted as usize;
+                }
                 EventKind::Scheduled => {}
             }
             on_event(e);

@@ -7,8 +7,10 @@ pub mod forward;
 pub mod generate;
 pub mod kv;
 pub mod scheduler;
+pub mod speculate;
 
 pub use batcher::{Engine, Event, EventKind, Request, StepStats};
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
 pub use scheduler::{FinishReason, Order, Policy, SamplingParams};
+pub use speculate::Speculation;

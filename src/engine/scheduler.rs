@@ -6,6 +6,7 @@
 //! No GPU here: the plan is data, tested on its own.
 
 use super::kv::BlockAllocator;
+use super::speculate::{accepted_prefix, ngram_draft};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -58,6 +59,10 @@ pub struct Sequence {
     pub sampling: SamplingParams,
     pub stop_ids: Vec<u32>,
     pub preemptions: u32,
+    /// Draft tokens proposed for this sequence and how many of them the model confirmed
+    /// (speculative decoding; both 0 without it).
+    pub drafted: usize,
+    pub accepted: usize,
     rng: StdRng,
 }
 
@@ -74,6 +79,8 @@ impl Sequence {
             sampling,
             stop_ids,
             preemptions: 0,
+            drafted: 0,
+            accepted: 0,
         }
     }
 
@@ -199,15 +206,30 @@ impl Work {
     }
 }
 
-/// Tokens of one sequence in this step: positions `start..start + len`.
+/// Tokens of one sequence in this step: positions `start..start + len`, the last `draft.len()`
+/// of them speculative (not yet in the sequence).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
     pub id: u64,
     pub start: usize,
     pub len: usize,
     /// The chunk reaches the end of the sequence, so its last token yields the next one, drawn with
-    /// this uniform number (see [`SamplingParams`]; 0 when greedy).
+    /// this uniform number (see [`SamplingParams`]; 0 when greedy). With a draft, every draft
+    /// position yields one too (greedy only): `1 + draft.len()` logit rows.
     pub sample: Option<f32>,
+    /// Tokens guessed to follow the sequence (speculative decoding), verified by this step.
+    pub draft: Vec<u32>,
+}
+
+impl Planned {
+    /// Logit rows (ids read back) this item needs.
+    pub fn rows(&self) -> usize {
+        if self.sample.is_some() {
+            1 + self.draft.len()
+        } else {
+            0
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,6 +248,8 @@ pub struct Scheduler {
     pub running: Vec<Sequence>,
     pub blocks: BlockAllocator,
     pub policy: Policy,
+    /// Draft tokens per decoding sequence per step, at most (0: no speculative decoding).
+    pub max_draft: usize,
 }
 
 impl Scheduler {
@@ -238,7 +262,32 @@ impl Scheduler {
             running: Vec::new(),
             blocks: BlockAllocator::new(num_blocks),
             policy: Policy::default(),
+            max_draft: 0,
         }
+    }
+
+    /// The draft for running sequence `i` this step: only when it is decoding (its one new token
+    /// is the last), greedy, and drafting is on; at most `budget - 1` tokens (the budget counts
+    /// draft tokens), the tokens it may still generate minus the one the step always yields, and
+    /// what the free KV blocks hold beyond the blocks the plain decode needs (a draft never
+    /// preempts anyone).
+    fn draft_for(&self, i: usize, budget: usize, plan: &Plan) -> Vec<u32> {
+        let seq = &self.running[i];
+        if self.max_draft == 0 || seq.computed + 1 != seq.tokens.len() || !seq.sampling.is_greedy() {
+            return Vec::new();
+        }
+        let left = seq.max_new_tokens.saturating_sub(seq.output().len() + 1);
+        // Positions up to `tokens.len() + draft` must have blocks, held or free now, leaving free
+        // the blocks the sequences not yet planned in this step need for all their pending tokens
+        // (so a draft never makes another sequence preempt, whatever the policy's order).
+        let later: usize = (self.running.iter().enumerate())
+            .filter(|&(j, s)| j != i && !plan.items.iter().any(|p| p.id == s.id))
+            .map(|(_, s)| self.blocks_for(s.tokens.len()).saturating_sub(s.blocks.len()))
+            .sum();
+        let free = self.blocks.free().saturating_sub(later);
+        let slots = ((seq.blocks.len() + free) * self.block_size).saturating_sub(seq.tokens.len());
+        let k = self.max_draft.min(budget.saturating_sub(1)).min(left).min(slots);
+        ngram_draft(&seq.tokens, k)
     }
 
     pub fn add(&mut self, seq: Sequence) {
@@ -307,7 +356,8 @@ impl Scheduler {
                 i += 1;
                 continue;
             }
-            let want = self.chunk(remaining, *budget);
+            let draft = self.draft_for(i, *budget, plan);
+            let want = self.chunk(remaining, *budget) + draft.len();
             let need = self.blocks_for(seq.computed + want).saturating_sub(seq.blocks.len());
             while self.blocks.free() < need {
                 let victim = (0..self.running.len()).rev().find(|&j| j != i && !planned(plan, self.running[j].id));
@@ -323,8 +373,8 @@ impl Scheduler {
             }
             let seq = &mut self.running[i];
             seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
-            let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.next_draw());
-            plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample });
+            let sample = (seq.computed + want - draft.len() == seq.tokens.len()).then(|| seq.next_draw());
+            plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample, draft });
             *budget -= want;
             i += 1;
         }
@@ -348,7 +398,7 @@ impl Scheduler {
             let mut seq = self.waiting.pop_front().expect("front exists");
             seq.blocks = self.blocks.allocate(need).expect("checked");
             let sample = (want == seq.tokens.len()).then(|| seq.next_draw());
-            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample });
+            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample, draft: Vec::new() });
             if seq.preemptions == 0 {
                 plan.admitted.push(seq.id);
             }
@@ -361,7 +411,13 @@ impl Scheduler {
         self.running.iter().find(|s| s.id == id).or_else(|| self.waiting.iter().find(|s| s.id == id))
     }
 
-    /// Records the step's results; returns the sequences that finished, with why.
+    /// Records the step's results (`sampled`: `item.rows()` ids per item, in plan order); returns
+    /// the sequences that finished, with why.
+    ///
+    /// A drafted item accepts the longest prefix of its draft that equals the model's own choices,
+    /// plus the model's token after that prefix. Its KV for rejected draft positions stays in the
+    /// cache but beyond `computed`, so nothing reads it before the positions are written again, and
+    /// blocks past those `computed` needs go back to the free list.
     pub fn commit(&mut self, plan: &Plan, sampled: &[u32]) -> Vec<(Sequence, FinishReason)> {
         let mut next = sampled.iter();
         let mut done = Vec::new();
@@ -372,15 +428,31 @@ impl Scheduler {
             if item.sample.is_none() {
                 continue;
             }
-            let token = *next.next().expect("one sampled id per sampling row");
-            seq.tokens.push(token);
-            let reason = if seq.stop_ids.contains(&token) {
-                Some(FinishReason::Stop)
-            } else if seq.output().len() >= seq.max_new_tokens {
-                Some(FinishReason::Length)
-            } else {
-                None
-            };
+            let chosen: Vec<u32> = next.by_ref().take(item.rows()).copied().collect();
+            assert_eq!(chosen.len(), item.rows(), "one sampled id per sampling row");
+            let accepted = accepted_prefix(&item.draft, &chosen);
+            seq.drafted += item.draft.len();
+            seq.accepted += accepted;
+            seq.computed -= item.draft.len() - accepted;
+            let keep = seq.computed.div_ceil(self.block_size);
+            if seq.blocks.len() > keep {
+                let mut spare = seq.blocks.split_off(keep);
+                self.blocks.release(&mut spare);
+            }
+            let mut reason = None;
+            for &token in &chosen[..=accepted] {
+                seq.tokens.push(token);
+                reason = if seq.stop_ids.contains(&token) {
+                    Some(FinishReason::Stop)
+                } else if seq.output().len() >= seq.max_new_tokens {
+                    Some(FinishReason::Length)
+                } else {
+                    None
+                };
+                if reason.is_some() {
+                    break;
+                }
+            }
             if let Some(reason) = reason {
                 let mut seq = self.running.remove(idx);
                 self.blocks.release(&mut seq.blocks);
@@ -423,9 +495,12 @@ mod tests {
             let plan = s.schedule();
             assert!(plan.items.iter().map(|p| p.len).sum::<usize>() <= s.max_batched_tokens);
             assert!(s.running.len() <= s.max_seqs);
-            let ids = vec![7; plan.items.iter().filter(|p| p.sample.is_some()).count()];
+            let ids = vec![7; plan.items.iter().map(Planned::rows).sum()];
             for (seq, _) in s.commit(&plan, &ids) {
                 finished.push((seq.id, seq.output().to_vec(), seq.preemptions));
+            }
+            for seq in &s.running {
+                assert_eq!(seq.blocks.len(), seq.computed.div_ceil(s.block_size), "blocks beyond the KV in use");
             }
             plans.push(plan);
         }
@@ -441,7 +516,7 @@ mod tests {
         s.add(seq(1, 300, 5));
         let plan = s.schedule();
         // The decode of 0 and a 63-token chunk of 1's prompt share the step.
-        assert_eq!(plan.items[0], Planned { id: 0, start: 10, len: 1, sample: Some(0.0) });
+        assert_eq!(plan.items[0], Planned { id: 0, start: 10, len: 1, sample: Some(0.0), draft: vec![] });
         assert_eq!((plan.items[1].id, plan.items[1].len, plan.items[1].sample), (1, 63, None));
     }
 
@@ -496,7 +571,7 @@ mod tests {
             let seq = &mut s.running[i];
             seq.blocks.extend(s.blocks.allocate(need).expect("checked"));
             let sample = (seq.computed + want == seq.tokens.len()).then(|| seq.next_draw());
-            plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample });
+            plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample, draft: Vec::new() });
             budget -= want;
             i += 1;
         }
@@ -510,7 +585,7 @@ mod tests {
             let mut seq = s.waiting.pop_front().expect("front exists");
             seq.blocks = s.blocks.allocate(need).expect("checked");
             let sample = (want == seq.tokens.len()).then(|| seq.next_draw());
-            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample });
+            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample, draft: Vec::new() });
             if seq.preemptions == 0 {
                 plan.admitted.push(seq.id);
             }
@@ -679,10 +754,88 @@ mod tests {
         assert!(Policy::default().check_request(600, 6, 64).is_ok());
     }
 
+    #[test]
+    fn drafts_count_in_the_budget_and_accepted_tokens_skip_steps() {
+        // The fake model always answers 7; a prompt of 7s makes every draft right.
+        let plain = {
+            let mut s = Scheduler::new(4, 6, 4, 100);
+            s.add(Sequence::new(0, vec![7; 5], 20, SamplingParams::default(), vec![]));
+            drain(&mut s).0.len()
+        };
+        let mut s = Scheduler::new(4, 6, 4, 100);
+        s.max_draft = 8;
+        s.add(Sequence::new(0, vec![7; 5], 20, SamplingParams::default(), vec![]));
+        s.schedule_and_commit_once(); // the prefill
+        let plan = s.schedule();
+        // Budget 6: the last token plus 5 of the 8 allowed draft tokens.
+        assert_eq!(plan.items[0], Planned { id: 0, start: 5, len: 6, sample: Some(0.0), draft: vec![7; 5] });
+        s.commit(&plan, &[7; 6]);
+        assert_eq!((s.running[0].output().len(), s.running[0].drafted, s.running[0].accepted), (7, 5, 5));
+        let (plans, finished) = drain(&mut s);
+        assert_eq!(finished[0].1, vec![7; 20], "max_new_tokens still holds");
+        assert!(plans.len() + 2 < plain, "{} speculative steps, {plain} plain", plans.len() + 2);
+        assert_eq!(s.blocks.free(), 100);
+    }
+
+    #[test]
+    fn rejected_drafts_roll_back_and_free_their_blocks() {
+        // The prompt repeats 1 2 3, so the draft after "... 1 2" is "3 1 2"; the model says 7.
+        let mut s = Scheduler::new(4, 64, 2, 100);
+        s.max_draft = 3;
+        s.add(Sequence::new(0, vec![1, 2, 3, 1, 2], 5, SamplingParams::default(), vec![]));
+        s.schedule_and_commit_once();
+        assert_eq!(s.running[0].tokens, vec![1, 2, 3, 1, 2, 7]);
+        // The trigram "1 2 7" and bigram "2 7" are new; the unigram 7 too: no draft.
+        let plan = s.schedule();
+        assert!(plan.items[0].draft.is_empty());
+        s.commit(&plan, &[3]);
+        // Now "... 2 7 3": unigram 3 occurred at 2, followed by "1 2 7".
+        let before = s.blocks.free();
+        let plan = s.schedule();
+        assert_eq!(plan.items[0].draft, vec![1, 2]); // 5 new at most: 2 made, 1 always yielded
+        s.commit(&plan, &[9, 9, 9]);
+        let seq = &s.running[0];
+        assert_eq!((seq.tokens.len(), seq.computed, seq.drafted, seq.accepted), (8, 7, 2, 0));
+        assert_eq!(seq.blocks.len(), 4, "blocks for 7 computed tokens of 2");
+        assert_eq!(s.blocks.free(), before - 1, "only the plain decode's block is kept");
+        // Sampled requests are never drafted.
+        let mut s = Scheduler::new(4, 64, 2, 100);
+        s.max_draft = 3;
+        let sampled = SamplingParams { temperature: 1.0, ..SamplingParams::default() };
+        s.add(Sequence::new(0, vec![7; 6], 4, sampled, vec![]));
+        s.schedule_and_commit_once();
+        assert!(s.schedule().items[0].draft.is_empty());
+    }
+
+    #[test]
+    fn a_draft_never_takes_blocks_another_sequence_needs() {
+        // 6 blocks of 2: sequences 0 (3-token prompt) and 1 (4) hold 2 each after prefill, 2 free;
+        // 1's next token needs one of them, so 0's draft may use only the other.
+        let mut s = Scheduler::new(4, 64, 2, 6);
+        s.max_draft = 4;
+        s.add(Sequence::new(0, vec![7; 3], 8, SamplingParams::default(), vec![]));
+        s.add(Sequence::new(1, vec![7; 4], 8, SamplingParams::default(), vec![]));
+        s.schedule_and_commit_once(); // 0: 4 tokens (2 blocks), 1: 5 tokens (2 blocks); 2 free
+        let plan = s.schedule();
+        assert!(plan.preempted.is_empty(), "{plan:?}");
+        assert_eq!(plan.items[0].draft.len(), 2, "0 may take one block, 1 needs the other");
+        let (_, finished) = drain_after(&mut s, plan);
+        assert!(finished.iter().all(|f| f.1 == vec![7; 8]));
+    }
+
+    fn drain_after(s: &mut Scheduler, plan: Plan) -> (Vec<Plan>, Vec<Finished>) {
+        let ids = vec![7; plan.items.iter().map(Planned::rows).sum()];
+        let mut finished: Vec<Finished> =
+            s.commit(&plan, &ids).into_iter().map(|(q, _)| (q.id, q.output().to_vec(), q.preemptions)).collect();
+        let (plans, more) = drain(s);
+        finished.extend(more);
+        (plans, finished)
+    }
+
     impl Scheduler {
         fn schedule_and_commit_once(&mut self) {
             let plan = self.schedule();
-            let n = plan.items.iter().filter(|p| p.sample.is_some()).count();
+            let n = plan.items.iter().map(Planned::rows).sum();
             self.commit(&plan, &vec![7; n]);
         }
     }
