@@ -191,9 +191,10 @@ fn accuracy_cost_against_bf16() {
             }
         }
         // Bounds loose enough for random weights, tight enough to catch a broken format: int8
-        // moves logits by a few percent of their RMS and keeps most argmaxes; int4 moves them more.
+        // moved logits by 1-4% of their RMS and kept 92-100% of argmaxes; int4 by 24-53%, keeping
+        // 41-65% (2026-12-01; a broken format gives chance agreement, ~0%).
         for (name, format, agreement, relative_rmse) in &summary {
-            let (min_agreement, max_rmse) = if *format == WeightFormat::Int8 { (0.85, 0.05) } else { (0.5, 0.3) };
+            let (min_agreement, max_rmse) = if *format == WeightFormat::Int8 { (0.85, 0.06) } else { (0.3, 0.7) };
             assert!(
                 *agreement >= min_agreement && *relative_rmse <= max_rmse,
                 "{name} {format}: top-1 agreement {agreement:.3} (at least {min_agreement}), relative logit RMSE \
