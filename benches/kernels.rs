@@ -34,7 +34,7 @@ async fn run() {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        let w = Matrix::new(&gpu, name, n, k).expect("fits");
+        let w = Matrix::new(&gpu, name, n, k, tokenmeter::model::quant::WeightFormat::Bf16).expect("fits");
         let x = gpu.storage_buffer("x", (m * k * 4) as u64);
         let y = gpu.storage_buffer("y", (m * n * 4) as u64);
         let binds: Vec<_> =

@@ -13,11 +13,25 @@ struct Params {
 @group(0) @binding(1) var<storage, read> tokens: array<vec4<u32>>;  // (n_tokens): (id, position, seq, _)
 @group(0) @binding(3) var<storage, read_write> x: array<f32>;       // (n_tokens, hidden)
 
-// BEGIN weights (weights_texture.wgsl replaces this block where weights live in textures)
+// BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
+// `Kernel::source`; every form gives `weights()` and the two unpack functions)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (row_count, hidden / 8) bf16 x 8
 // Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
     return w[row * texels + i];
+}
+// Weights 0..3 and 4..7 of what `weights()` returned, as f32 (a bf16 is the top half of an f32).
+fn lo(v: u32) -> f32 {
+    return bitcast<f32>(v << 16u);
+}
+fn hi(v: u32) -> f32 {
+    return bitcast<f32>(v & 0xffff0000u);
+}
+fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
+}
+fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
 }
 // END weights
 
@@ -33,7 +47,9 @@ fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id < p.row_start || id >= p.row_start + p.row_count) {
         return;
     }
-    let w = weights(id - p.row_start, pair / 4u, p.hidden / 8u)[pair % 4u];
-    x[t * p.hidden + 2u * pair] = bitcast<f32>(w << 16u);
-    x[t * p.hidden + 2u * pair + 1u] = bitcast<f32>(w & 0xffff0000u);
+    let q = weights(id - p.row_start, pair / 4u, p.hidden / 8u);
+    let four = select(unpack_lo(q), unpack_hi(q), pair % 4u >= 2u);
+    let two = select(four.xy, four.zw, pair % 2u == 1u);
+    x[t * p.hidden + 2u * pair] = two.x;
+    x[t * p.hidden + 2u * pair + 1u] = two.y;
 }

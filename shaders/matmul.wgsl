@@ -18,11 +18,25 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // (m, k / 4)
-// BEGIN weights (weights_texture.wgsl replaces this block where weights live in textures)
+// BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
+// `Kernel::source`; every form gives `weights()` and the two unpack functions)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (rows, k / 8) bf16 x 8
 // Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
     return w[row * texels + i];
+}
+// Weights 0..3 and 4..7 of what `weights()` returned, as f32 (a bf16 is the top half of an f32).
+fn lo(v: u32) -> f32 {
+    return bitcast<f32>(v << 16u);
+}
+fn hi(v: u32) -> f32 {
+    return bitcast<f32>(v & 0xffff0000u);
+}
+fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
+}
+fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
 }
 // END weights
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;      // (m, n)
@@ -35,22 +49,6 @@ const TILE_M: u32 = 4u;
 const TILE_M_WIDE: u32 = 8u;
 const ROWS_TALL: u32 = 8u;
 const M_CHUNK: u32 = 32u;
-
-fn lo(v: u32) -> f32 {
-    return bitcast<f32>(v << 16u);
-}
-
-fn hi(v: u32) -> f32 {
-    return bitcast<f32>(v & 0xffff0000u);
-}
-
-fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
-}
-
-fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
-}
 
 fn store(m: u32, col: u32, value: f32) {
     let i = m * p.n + col;

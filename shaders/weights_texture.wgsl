@@ -6,4 +6,16 @@
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
     return textureLoad(w, vec2<u32>(i, row), 0);
 }
+fn lo(v: u32) -> f32 {
+    return bitcast<f32>(v << 16u);
+}
+fn hi(v: u32) -> f32 {
+    return bitcast<f32>(v & 0xffff0000u);
+}
+fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.x), hi(q.x), lo(q.y), hi(q.y));
+}
+fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
+}
 // END weights

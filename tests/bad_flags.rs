@@ -35,6 +35,8 @@ fn generate_flags() {
     generate(&["--temperature", "nan"], "'--temperature <TEMPERATURE>': must be a number from 0 to 1000");
     generate(&["--top-p", "-0.5"], "--top-p");
     generate(&["--seed", "-1"], "--seed");
+    generate(&["--weights", "int2"], "unknown weight format \"int2\": expected bf16, int8 or int4");
+    generate(&["--weights", ""], "expected bf16, int8 or int4");
     // The engine's own check still names max_position_embeddings for a plausible count.
     generate(&["--max-new-tokens", "1000"], "exceeds max_position_embeddings 512");
 }

@@ -11,6 +11,7 @@ use naga::valid::{Capabilities, GlobalUse, ValidationFlags, Validator};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
 use tokenmeter::gpu::kernels::{Access, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
 use tokenmeter::gpu::{Kernel, WeightStorage};
+use tokenmeter::model::quant::WeightFormat;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum V {
@@ -97,7 +98,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
 #[test]
 fn every_kernels_parameter_block_matches_its_rust_struct() {
     for &kernel in Kernel::ALL {
-        let (source, entry) = kernel.source(WeightStorage::Buffer);
+        let (source, entry) = kernel.source(WeightStorage::Buffer, WeightFormat::Bf16);
         let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{entry}: {e}"));
         assert!(module.entry_points.iter().any(|e| e.name == entry), "{entry}: no such entry point");
         let uniform = module
@@ -152,7 +153,7 @@ fn every_kernels_parameter_block_matches_its_rust_struct() {
 #[test]
 fn every_kernels_declared_bindings_match_what_its_entry_point_uses() {
     for &kernel in Kernel::ALL {
-        let (source, entry) = kernel.source(WeightStorage::Buffer);
+        let (source, entry) = kernel.source(WeightStorage::Buffer, WeightFormat::Bf16);
         let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{entry}: {e}"));
         let info = Validator::new(ValidationFlags::all(), Capabilities::all())
             .validate(&module)
@@ -192,6 +193,33 @@ fn every_kernels_declared_bindings_match_what_its_entry_point_uses() {
                 .iter()
                 .any(|(_, v)| v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding as usize == slot));
             assert!(present, "{entry}: declared binding {slot} is not in the WGSL");
+        }
+    }
+}
+
+/// Every weights block (bf16, int8, int4; buffer or texture) swapped into every kernel that reads
+/// weights parses and validates, and keeps the weights at binding 2 of the declared kind.
+#[test]
+fn every_weights_form_compiles_into_every_kernel_that_reads_weights() {
+    for &kernel in Kernel::ALL.iter().filter(|k| k.bindings().contains(&Access::Weights)) {
+        for storage in [WeightStorage::Buffer, WeightStorage::Texture] {
+            for format in WeightFormat::ALL {
+                let (source, entry) = kernel.source(storage, format);
+                let what = format!("{entry} ({storage:?}, {format})");
+                let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{what}: {e}"));
+                Validator::new(ValidationFlags::all(), Capabilities::all())
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                let slot = 1 + kernel.bindings().iter().position(|&a| a == Access::Weights).unwrap();
+                let var = module
+                    .global_variables
+                    .iter()
+                    .map(|(_, v)| v)
+                    .find(|v| v.binding.as_ref().is_some_and(|b| b.group == 0 && b.binding as usize == slot))
+                    .unwrap_or_else(|| panic!("{what}: no weights at @binding({slot})"));
+                let is_texture = matches!(module.types[var.ty].inner, TypeInner::Image { .. });
+                assert_eq!(is_texture, storage == WeightStorage::Texture, "{what}: weights binding kind");
+            }
         }
     }
 }

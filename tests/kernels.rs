@@ -15,6 +15,7 @@ use tokenmeter::gpu::kernels::{
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
+use tokenmeter::model::quant::{dequantise, WeightFormat};
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
@@ -51,23 +52,49 @@ fn bf16(values: &[f32]) -> Vec<u16> {
     values.iter().map(|&x| f32_to_bf16(x)).collect()
 }
 
-#[test]
-fn matmul_matches_reference_across_chunks_and_accumulate() {
-    let g = gpu();
+/// Every kernel path (family, tile, subgroups, weight storage) with weights in `format`.
+fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     // Subgroup kernels wherever the device has them (lavapipe does), and the plain ones always.
     let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let mut paths = Vec::new();
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                matmul_case(&g, KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights });
+                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format });
             }
         }
     }
     // The GPU family (GEMV up to 4 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
     // to the CPU family's kernels) in both weight storages.
     for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-        let options = KernelOptions { family: KernelFamily::Gpu, tile: MatmulTile::Eight, subgroups: false, weights };
+        paths.push(KernelOptions {
+            family: KernelFamily::Gpu,
+            tile: MatmulTile::Eight,
+            subgroups: false,
+            weights,
+            format,
+        });
+    }
+    paths
+}
+
+#[test]
+fn matmul_matches_reference_across_chunks_and_accumulate() {
+    let g = gpu();
+    for options in all_paths(&g, WeightFormat::Bf16) {
         matmul_case(&g, options);
+    }
+}
+
+/// Quantised weights on every kernel path equal the reference on the dequantised weights (the
+/// GPU computes q * scale exactly, so the tolerance is the bf16 one).
+#[test]
+fn quantised_matmul_matches_reference_on_dequantised_weights() {
+    let g = gpu();
+    for format in [WeightFormat::Int8, WeightFormat::Int4] {
+        for options in all_paths(&g, format) {
+            matmul_case(&g, options);
+        }
     }
 }
 
@@ -93,8 +120,9 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
         let w_bits = bf16(&random(1, n * k));
         let x = random(2, m * k);
         let y0 = random(3, m * n);
-        let w = Matrix::with_storage(g, "w", n, k, chunk_rows, options.weights).unwrap();
+        let w = Matrix::with_format(g, "w", n, k, chunk_rows, options.weights, options.format).unwrap();
         w.write_rows(g, 0, &w_bits);
+        let w_values = dequantise(&w_bits, k, options.format);
         for accumulate in [false, true] {
             let xb = g.storage_with("x", bytes(&x));
             let yb = g.storage_with("y", bytes(&y0));
@@ -106,7 +134,7 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
             let mut enc = g.device.create_command_encoder(&Default::default());
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
-            let mut want = reference::matmul(&x, m, k, &w_bits, n);
+            let mut want = reference::matmul_f32(&x, m, k, &w_values, n);
             if accumulate {
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
             }
@@ -124,13 +152,32 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
 /// "Accuracy and Stability of Numerical Algorithms", 3.1), plus 1e-30 for exact zeros.
 #[test]
 fn matmul_at_real_widths() {
+    //  (m, n, k): lm_head decode (0.6B), gate|up of 1.7B at batch 4, down_proj of 1.7B at batch 1
+    //  and 37, q|k|v of 0.6B for a 64-token chunk (tall tile), o_proj-shaped 2,048-token chunk.
+    let shapes =
+        [(1, 151_936, 1024), (4, 12_288, 2048), (1, 2048, 6144), (37, 1024, 6144), (64, 4096, 1024), (2048, 192, 1024)];
+    matmul_real_widths_case(WeightFormat::Bf16, &shapes);
+}
+
+/// As [`matmul_at_real_widths`] with int8 and int4 weights against the reference on the
+/// dequantised weights: lm_head decode, 0.6B's gate|up at batch 4, down_proj at batch 37, q|k|v
+/// for a 64-token chunk (fewer shapes: CI time; the kernels are the bf16 ones).
+#[test]
+fn quantised_matmul_at_real_widths() {
+    let shapes = [(1, 151_936, 1024), (4, 6144, 1024), (37, 1024, 3072), (64, 2048, 1024)];
+    for format in [WeightFormat::Int8, WeightFormat::Int4] {
+        matmul_real_widths_case(format, &shapes);
+    }
+}
+
+fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)]) {
     let g = gpu();
     let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
     let mut paths = Vec::new();
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights });
+                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format });
             }
         }
     }
@@ -141,16 +188,14 @@ fn matmul_at_real_widths() {
         tile: MatmulTile::Eight,
         subgroups: false,
         weights: WeightStorage::Buffer,
+        format,
     });
-    //  (m, n, k): lm_head decode (0.6B), gate|up of 1.7B at batch 4, down_proj of 1.7B at batch 1
-    //  and 37, q|k|v of 0.6B for a 64-token chunk (tall tile), o_proj-shaped 2,048-token chunk.
-    for (m, n, k) in
-        [(1, 151_936, 1024), (4, 12_288, 2048), (1, 2048, 6144), (37, 1024, 6144), (64, 4096, 1024), (2048, 192, 1024)]
-    {
+    for &(m, n, k) in shapes {
         let w_bits = bf16(&random(21, n * k));
+        let w_values = dequantise(&w_bits, k, format);
         let x = random(22, m * k);
-        let want = reference::matmul(&x, m, k, &w_bits, n);
-        let w_abs: Vec<f32> = w_bits.iter().map(|&b| bf16_to_f32(b).abs()).collect();
+        let want = reference::matmul_f32(&x, m, k, &w_values, n);
+        let w_abs: Vec<f32> = w_values.iter().map(|v| v.abs()).collect();
         let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let bound_scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24);
         let bounds: Vec<f32> = (0..m * n)
@@ -171,7 +216,7 @@ fn matmul_at_real_widths() {
             }
             seen.push((gpu_family, tile, subgroups, options.weights));
             let kernels = Kernels::with_options(&g.device, options);
-            let w = Matrix::with_storage(&g, "w", n, k, usize::MAX, options.weights).unwrap();
+            let w = Matrix::with_format(&g, "w", n, k, usize::MAX, options.weights, format).unwrap();
             w.write_rows(&g, 0, &w_bits);
             let xb = g.storage_with("x", bytes(&x));
             let yb = g.storage_buffer("y", (m * n * 4) as u64);
@@ -201,19 +246,37 @@ fn matmul_at_real_widths() {
 
 #[test]
 fn embedding_gather_over_chunks() {
-    for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-        embedding_case(weights);
+    for format in WeightFormat::ALL {
+        for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+            embedding_case(weights, format, 1001, 24, 300, &[0, 1000, 299, 300, 601, 5, 5]);
+        }
     }
 }
 
-fn embedding_case(weights: WeightStorage) {
+/// The 0.6B embedding table (151,936 x 1,024) in every format and storage, chunked as the
+/// adapter's limits make it, against the (dequantised) table.
+#[test]
+fn embedding_at_real_widths() {
+    for format in WeightFormat::ALL {
+        for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+            embedding_case(weights, format, 151_936, 1024, usize::MAX, &[0, 151_935, 65_535, 65_536, 100_000, 7, 7]);
+        }
+    }
+}
+
+fn embedding_case(
+    weights: WeightStorage,
+    format: WeightFormat,
+    vocab: usize,
+    hidden: usize,
+    chunk_rows: usize,
+    ids: &[u32],
+) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g.device, KernelOptions { weights, ..KernelOptions::for_gpu(&g) });
-    let (vocab, hidden) = (1001, 24);
+    let kernels = Kernels::with_options(&g.device, KernelOptions { weights, format, ..KernelOptions::for_gpu(&g) });
     let table_bits = bf16(&random(4, vocab * hidden));
-    let table = Matrix::with_storage(&g, "embed", vocab, hidden, 300, weights).unwrap();
+    let table = Matrix::with_format(&g, "embed", vocab, hidden, chunk_rows, weights, format).unwrap();
     table.write_rows(&g, 0, &table_bits);
-    let ids = [0u32, 1000, 299, 300, 601, 5, 5];
     let tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
     let tb = g.storage_with("tokens", bytes(&tokens));
     let xb = g.storage_buffer("x", (ids.len() * hidden * 4) as u64);
@@ -231,11 +294,9 @@ fn embedding_case(weights: WeightStorage) {
         })
         .collect();
     run(&kernels, Kernel::Embed, &calls);
-    let want: Vec<f32> = ids
-        .iter()
-        .flat_map(|&id| table_bits[id as usize * hidden..][..hidden].iter().map(|&b| bf16_to_f32(b)))
-        .collect();
-    assert_close(&format!("embed {weights:?}"), &read(&xb, ids.len() * hidden), &want, 0.0);
+    let want: Vec<f32> =
+        ids.iter().flat_map(|&id| dequantise(&table_bits[id as usize * hidden..][..hidden], hidden, format)).collect();
+    assert_close(&format!("embed {weights:?} {format}"), &read(&xb, ids.len() * hidden), &want, 0.0);
 }
 
 #[test]

@@ -262,7 +262,7 @@ impl KernelPath {
             },
             subgroups: options.subgroups,
             weights: format!("{:?}", options.weights).to_lowercase(),
-            weight_format: "bf16".to_string(),
+            weight_format: options.format.name().to_string(),
         }
     }
 }

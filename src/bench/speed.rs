@@ -18,6 +18,8 @@ pub struct DecodeSpeed {
     pub tokens_per_s: f64,
     /// Weights + KV read per step / step time.
     pub gb_s: f64,
+    /// Weight bytes read per step (every matrix once, scales included: the model's format).
+    pub weight_bytes: u64,
     pub fraction_of_copy: f64,
     /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
     pub profile: Vec<KernelTime>,
@@ -123,7 +125,7 @@ pub async fn decode(
     let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
     let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
     let step = median(times);
-    let weights = cfg.params_per_token() as f64 * 2.0;
+    let weights = engine.model.weights.bytes_per_token() as f64;
     let kv = batch as f64 * context * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
     let gb_s = (weights + kv) / step / 1e9;
     Ok(DecodeSpeed {
@@ -132,6 +134,7 @@ pub async fn decode(
         step_ms: step * 1e3,
         tokens_per_s: batch as f64 / step,
         gb_s,
+        weight_bytes: engine.model.weights.bytes_per_token(),
         fraction_of_copy: gb_s / roof.copy_gb_s,
         profile,
     })

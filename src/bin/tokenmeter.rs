@@ -178,6 +178,10 @@ mod cli {
         block_size: usize,
         #[command(flatten)]
         spec: spec::SpecArgs,
+        /// How the matrices are stored on the GPU: bf16 (as the checkpoint), int8 (per-row scales) or
+        /// int4 (a scale per 32 weights), quantised at load; norms stay f32.
+        #[arg(long, default_value = "bf16")]
+        weights: tokenmeter::model::quant::WeightFormat,
     }
 
     #[derive(Args)]
@@ -343,6 +347,8 @@ mod cli {
         let out = serde_json::json!({
             "adapter": engine.model.gpu.adapter.name,
             "kernel_family": engine.model.gpu.kernel_family,
+            "weight_format": engine.model.kernel_options().format,
+            "weight_bytes_per_token": engine.model.weights.bytes_per_token(),
             "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
             "roofline": roof,
             "host_copy_gb_s": host,
@@ -400,6 +406,7 @@ mod cli {
             max_seqs: max_batch,
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
+            weights: args.weights,
             ..EngineOptions::default()
         };
         args.spec.apply(&mut options);

@@ -7,11 +7,12 @@ use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
     attention_min_partials, attention_part_floats, groups, record_attention, record_qk_norm_rope, EmbedParams,
-    HeadParams, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    HeadParams, KernelOptions, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::limits;
+use crate::model::quant::WeightFormat;
 use crate::model::reference::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
@@ -30,6 +31,8 @@ pub struct EngineOptions {
     pub kv_budget_bytes: u64,
     /// Speculative decoding (off by default): sizes the logit rows for `1 + K` per sequence.
     pub speculation: super::Speculation,
+    /// How the matrices are stored: the checkpoint's bf16, or quantised at load (`--weights`).
+    pub weights: WeightFormat,
 }
 
 impl Default for EngineOptions {
@@ -41,6 +44,7 @@ impl Default for EngineOptions {
             kv_blocks: None,
             kv_budget_bytes: 512 << 20,
             speculation: super::Speculation::Off,
+            weights: WeightFormat::Bf16,
         }
     }
 }
@@ -162,9 +166,12 @@ impl ForwardPass {
     ) -> Result<ForwardPass> {
         let cfg = src.config().clone();
         let limits = plan(&gpu, &cfg, options)?;
-        let weights = weights::upload(&gpu, src, progress).await?;
+        let weights = weights::upload(&gpu, src, options.weights, progress).await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
-        let kernels = Kernels::new(&gpu);
+        let kernels = Kernels::with_options(
+            &gpu.device,
+            KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu) },
+        );
         // `s`: logit rows, which bound everything sized per sampled token.
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_logit_rows as u64);
         let f = 4u64;

@@ -244,14 +244,20 @@ impl Gpu {
 
     /// A `width` x `height` `rgba32uint` texture (8 bf16 per texel) that kernels read and copies
     /// write, with its view.
-    pub fn texel_texture(&self, label: &str, width: u32, height: u32) -> (wgpu::Texture, wgpu::TextureView) {
+    pub fn texel_texture(
+        &self,
+        label: &str,
+        format: wgpu::TextureFormat,
+        width: u32,
+        height: u32,
+    ) -> (wgpu::Texture, wgpu::TextureView) {
         let texture = self.device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
             size: wgpu::Extent3d { width, height, depth_or_array_layers: 1 },
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Uint,
+            format,
             usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });

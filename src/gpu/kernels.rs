@@ -4,6 +4,7 @@
 //! (the arena) plus one command buffer.
 
 use super::WeightStorage;
+use crate::model::quant::WeightFormat;
 use bytemuck::{Pod, Zeroable};
 use std::collections::HashMap;
 
@@ -138,10 +139,11 @@ impl Kernel {
     /// The kernel's WGSL. The subgroup matmuls are matmul.wgsl (their parameters, bindings and
     /// helpers), then matmul_subgroup.wgsl; browsers need `enable subgroups;` first, while naga
     /// rejects it and takes the device feature as the permission. With weights in textures, the
-    /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl.
-    /// Every kernel's WGSL starts with [`wgsl_prelude`] (after any `enable`), the constants the
-    /// host sizes dispatches and buffers with.
-    pub fn source(self, weights: WeightStorage) -> (String, &'static str) {
+    /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl;
+    /// quantised weights swap in their own block ([`weights_block`]), so the kernels themselves are
+    /// the same for every format. Every kernel's WGSL starts with [`wgsl_prelude`] (after any
+    /// `enable`), the constants the host sizes dispatches and buffers with.
+    pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
         let Decl { file, base, entry, needs, .. } = self.decl();
         let mut text = Self::file_text(file).into_owned();
         let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight) && cfg!(target_arch = "wasm32");
@@ -149,10 +151,10 @@ impl Kernel {
         if let Some(base) = base {
             text = format!("{}\n{text}", Self::file_text(base));
         }
-        if weights == WeightStorage::Texture && self.bindings().contains(&Weights) {
+        if let Some(block) = weights_block(weights, format).filter(|_| self.bindings().contains(&Weights)) {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
             let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
-            text.replace_range(begin..end, &Self::file_text("weights_texture.wgsl"));
+            text.replace_range(begin..end, &Self::file_text(block));
         }
         (format!("{enable}{}{text}", wgsl_prelude()), entry)
     }
@@ -174,6 +176,10 @@ impl Kernel {
             "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
             "matmul_tiles.wgsl" => include_str!("../../shaders/matmul_tiles.wgsl"),
             "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
+            "weights_int8.wgsl" => include_str!("../../shaders/weights_int8.wgsl"),
+            "weights_int8_texture.wgsl" => include_str!("../../shaders/weights_int8_texture.wgsl"),
+            "weights_int4.wgsl" => include_str!("../../shaders/weights_int4.wgsl"),
+            "weights_int4_texture.wgsl" => include_str!("../../shaders/weights_int4_texture.wgsl"),
             "rope.wgsl" => include_str!("../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../shaders/attention.wgsl"),
             "attention_merge.wgsl" => include_str!("../../shaders/attention_merge.wgsl"),
@@ -218,8 +224,21 @@ pub fn wgsl_prelude() -> String {
     out + "\n"
 }
 
-/// The storage-buffer weights block of matmul.wgsl and embed.wgsl (binding and `weights()`), which
-/// weights_texture.wgsl replaces.
+/// The file whose weights block replaces the storage-buffer bf16 one of matmul.wgsl and embed.wgsl
+/// (`None`: that one stays).
+fn weights_block(storage: WeightStorage, format: WeightFormat) -> Option<&'static str> {
+    match (storage, format) {
+        (WeightStorage::Buffer, WeightFormat::Bf16) => None,
+        (WeightStorage::Texture, WeightFormat::Bf16) => Some("weights_texture.wgsl"),
+        (WeightStorage::Buffer, WeightFormat::Int8) => Some("weights_int8.wgsl"),
+        (WeightStorage::Texture, WeightFormat::Int8) => Some("weights_int8_texture.wgsl"),
+        (WeightStorage::Buffer, WeightFormat::Int4) => Some("weights_int4.wgsl"),
+        (WeightStorage::Texture, WeightFormat::Int4) => Some("weights_int4_texture.wgsl"),
+    }
+}
+
+/// The storage-buffer weights block of matmul.wgsl and embed.wgsl (binding, `weights()` and the
+/// unpack functions), which [`weights_block`]'s file replaces.
 const WEIGHTS_BEGIN: &str = "// BEGIN weights";
 const WEIGHTS_END: &str = "// END weights\n";
 
@@ -402,6 +421,8 @@ pub struct KernelOptions {
     pub subgroups: bool,
     /// Where the matmul and embedding kernels find their weights (as the `Matrix`es were made).
     pub weights: WeightStorage,
+    /// How those weights are stored (the model's choice at load; bf16 unless quantised).
+    pub format: WeightFormat,
 }
 
 impl KernelOptions {
@@ -412,6 +433,7 @@ impl KernelOptions {
             tile: MatmulTile::for_this_platform(),
             subgroups: gpu.device.features().contains(wgpu::Features::SUBGROUP),
             weights: gpu.weight_storage,
+            format: WeightFormat::Bf16,
         }
     }
 
@@ -488,7 +510,7 @@ impl Kernels {
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
         for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
-            let (source, entry) = kernel.source(options.weights);
+            let (source, entry) = kernel.source(options.weights, options.format);
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
                 visibility: wgpu::ShaderStages::COMPUTE,

@@ -120,7 +120,8 @@ async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize
     let d = &gpu.device;
     let height = n / TEXTURE_WIDTH;
     let n = height * TEXTURE_WIDTH;
-    let (_texture, view) = gpu.texel_texture("roofline texture", TEXTURE_WIDTH, height);
+    let (_texture, view) =
+        gpu.texel_texture("roofline texture", wgpu::TextureFormat::Rgba32Uint, TEXTURE_WIDTH, height);
     let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("roofline texture"),
         source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/roofline_texture.wgsl").into()),

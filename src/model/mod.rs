@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod json;
+pub mod quant;
 pub mod reference;
 pub mod safetensors;
 pub mod source;

@@ -3,6 +3,7 @@
 
 use super::checkpoint::TensorProvider;
 use super::config::Qwen3Config;
+use super::quant::{dequantise, WeightFormat};
 use super::safetensors::bf16_to_f32;
 use crate::error::Result;
 
@@ -16,6 +17,18 @@ pub fn matmul(x: &[f32], m: usize, k: usize, w: &[u16], n: usize) -> Vec<f32> {
                 acc += x[i * k + j] * bf16_to_f32(w[o * k + j]);
             }
             y[i * n + o] = acc;
+        }
+    }
+    y
+}
+
+/// W (n, k) f32 @ x (m, k) -> y (m, n): the whole model's matmuls, on weights as the GPU computes
+/// with them (bf16 or dequantised int8 / int4, see `model::quant`).
+pub fn matmul_f32(x: &[f32], m: usize, k: usize, w: &[f32], n: usize) -> Vec<f32> {
+    let mut y = vec![0f32; m * n];
+    for i in 0..m {
+        for o in 0..n {
+            y[i * n + o] = x[i * k..][..k].iter().zip(&w[o * k..][..k]).map(|(a, b)| a * b).sum();
         }
     }
     y
@@ -87,28 +100,37 @@ struct Layer {
     post_attention_layernorm: Vec<f32>,
     q_norm: Vec<f32>,
     k_norm: Vec<f32>,
-    q_proj: Vec<u16>,
-    k_proj: Vec<u16>,
-    v_proj: Vec<u16>,
-    o_proj: Vec<u16>,
-    gate_proj: Vec<u16>,
-    up_proj: Vec<u16>,
-    down_proj: Vec<u16>,
+    q_proj: Vec<f32>,
+    k_proj: Vec<f32>,
+    v_proj: Vec<f32>,
+    o_proj: Vec<f32>,
+    gate_proj: Vec<f32>,
+    up_proj: Vec<f32>,
+    down_proj: Vec<f32>,
 }
 
 /// The whole model on the CPU (small models only: tests).
 pub struct CpuModel {
     pub cfg: Qwen3Config,
-    embed_tokens: Vec<u16>,
-    lm_head: Vec<u16>,
+    embed_tokens: Vec<f32>,
+    lm_head: Vec<f32>,
     norm: Vec<f32>,
     layers: Vec<Layer>,
 }
 
 impl CpuModel {
     pub async fn load<P: TensorProvider>(src: &P) -> Result<CpuModel> {
+        Self::load_as(src, WeightFormat::Bf16).await
+    }
+
+    /// The model whose matrices are `format`'s dequantised weights, as the GPU computes with them
+    /// (q, k and v, and gate and up, are quantised apart: their rows stay apart when fused).
+    pub async fn load_as<P: TensorProvider>(src: &P, format: WeightFormat) -> Result<CpuModel> {
         let cfg = src.config().clone();
-        let all = |name: String, rows: usize| async move { src.rows_bf16(&name, 0, rows).await };
+        let all = |name: String, rows: usize| async move {
+            let bits = src.rows_bf16(&name, 0, rows).await?;
+            Ok::<_, crate::error::Error>(dequantise(&bits, bits.len() / rows.max(1), format))
+        };
         let (h, q, kv, i) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
         let mut layers = Vec::new();
         for l in 0..cfg.num_hidden_layers {
@@ -143,16 +165,14 @@ impl CpuModel {
         let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
         let eps = c.rms_norm_eps as f32;
         let freqs = inv_freq(hd, c.rope_theta);
-        let mut x: Vec<f32> = tokens
-            .iter()
-            .flat_map(|&id| self.embed_tokens[id as usize * h..][..h].iter().map(|&b| bf16_to_f32(b)))
-            .collect();
+        let mut x: Vec<f32> =
+            tokens.iter().flat_map(|&id| self.embed_tokens[id as usize * h..][..h].iter().copied()).collect();
         for layer in &self.layers {
             // 1. Attention block: norm, projections, per-head q/k norm, RoPE, causal GQA attention.
             let normed = rms_norm(&x, h, &layer.input_layernorm, eps);
-            let mut q = matmul(&normed, t, h, &layer.q_proj, nh * hd);
-            let mut k = matmul(&normed, t, h, &layer.k_proj, nkv * hd);
-            let v = matmul(&normed, t, h, &layer.v_proj, nkv * hd);
+            let mut q = matmul_f32(&normed, t, h, &layer.q_proj, nh * hd);
+            let mut k = matmul_f32(&normed, t, h, &layer.k_proj, nkv * hd);
+            let v = matmul_f32(&normed, t, h, &layer.v_proj, nkv * hd);
             for pos in 0..t {
                 for head in 0..nh {
                     let s = &mut q[(pos * nh + head) * hd..][..hd];
@@ -176,19 +196,19 @@ impl CpuModel {
                     attn[(pos * nh + head) * hd..][..hd].copy_from_slice(&o);
                 }
             }
-            let o = matmul(&attn, t, nh * hd, &layer.o_proj, h);
+            let o = matmul_f32(&attn, t, nh * hd, &layer.o_proj, h);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             // 2. MLP block: norm, SwiGLU, down projection, residual.
             let normed = rms_norm(&x, h, &layer.post_attention_layernorm, eps);
             let i = c.intermediate_size;
-            let gate = matmul(&normed, t, h, &layer.gate_proj, i);
-            let up = matmul(&normed, t, h, &layer.up_proj, i);
+            let gate = matmul_f32(&normed, t, h, &layer.gate_proj, i);
+            let up = matmul_f32(&normed, t, h, &layer.up_proj, i);
             let act: Vec<f32> = gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-            let down = matmul(&act, t, i, &layer.down_proj, h);
+            let down = matmul_f32(&act, t, i, &layer.down_proj, h);
             x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
         }
         let normed = rms_norm(&x, h, &self.norm, eps);
-        matmul(&normed, t, h, &self.lm_head, c.vocab_size)
+        matmul_f32(&normed, t, h, &self.lm_head, c.vocab_size)
     }
 
     /// Greedy continuation by full recompute: `steps` new ids.

@@ -1,9 +1,11 @@
 //! Uploading weights to the GPU, tensor by tensor and in row pieces, so a checkpoint is never
-//! held whole in (wasm) memory. Matmul weights stay bf16, two per `u32`, in storage buffers or (CPU
-//! adapters, see [`WeightStorage`]) `rgba32uint` textures of `cols / 8` texels per row; norm
-//! weights become f32. A matrix larger than one binding (or texture) is split by rows into chunks.
+//! held whole in (wasm) memory. Matmul weights stay bf16, two per `u32`, or are quantised to int8 /
+//! int4 as they are written ([`WeightFormat`], layouts in `model::quant`), in storage buffers or
+//! (CPU adapters, see [`WeightStorage`]) textures of one texel per 8 weights (plus the scales);
+//! norm weights become f32. A matrix larger than one binding (or texture) is split by rows into chunks.
 
 use super::checkpoint::TensorProvider;
+use super::quant::{self, WeightFormat};
 use crate::error::{Error, Result};
 use crate::gpu::fill::RandomFill;
 use crate::gpu::{Gpu, WeightStorage};
@@ -11,14 +13,14 @@ use crate::gpu::{Gpu, WeightStorage};
 /// Rows read from the source per piece (bounds host memory during upload).
 const PIECE_BYTES: usize = 16 << 20;
 
-/// Where one chunk's bf16 rows live.
+/// Where one chunk's rows live.
 pub enum ChunkStore {
     Buffer(wgpu::Buffer),
-    /// `rows` texels high, `cols / 8` wide; the view is what kernels bind.
+    /// `rows` texels high, `format.row_texels(cols)` wide; the view is what kernels bind.
     Texture(wgpu::Texture, wgpu::TextureView),
 }
 
-/// One row-range of a bf16 matrix, in its own buffer or texture.
+/// One row-range of a matrix, in its own buffer or texture.
 pub struct Chunk {
     pub store: ChunkStore,
     pub row_start: usize,
@@ -36,14 +38,15 @@ impl crate::gpu::kernels::Bind for Chunk {
 }
 
 impl Chunk {
-    /// Writes `bits` (whole rows) from chunk row `row` on.
-    fn write(&self, gpu: &Gpu, row: usize, cols: usize, bits: &[u16]) {
+    /// Writes `bits` (whole rows, in `format`'s layout) from chunk row `row` on.
+    fn write(&self, gpu: &Gpu, row: usize, cols: usize, format: WeightFormat, bits: &[u8]) {
+        let row_bytes = format.row_bytes(cols);
         match &self.store {
             ChunkStore::Buffer(buffer) => {
-                gpu.queue.write_buffer(buffer, (row * cols * 2) as u64, bytemuck::cast_slice(bits));
+                gpu.queue.write_buffer(buffer, (row * row_bytes) as u64, bits);
             }
             ChunkStore::Texture(texture, _) => {
-                let rows = bits.len() / cols;
+                let rows = bits.len() / row_bytes;
                 gpu.queue.write_texture(
                     wgpu::TexelCopyTextureInfo {
                         texture,
@@ -51,23 +54,28 @@ impl Chunk {
                         origin: wgpu::Origin3d { x: 0, y: row as u32, z: 0 },
                         aspect: wgpu::TextureAspect::All,
                     },
-                    bytemuck::cast_slice(bits),
+                    bits,
                     wgpu::TexelCopyBufferLayout {
                         offset: 0,
-                        bytes_per_row: Some(cols as u32 * 2),
+                        bytes_per_row: Some(row_bytes as u32),
                         rows_per_image: None,
                     },
-                    wgpu::Extent3d { width: cols as u32 / 8, height: rows as u32, depth_or_array_layers: 1 },
+                    wgpu::Extent3d {
+                        width: format.row_texels(cols) as u32,
+                        height: rows as u32,
+                        depth_or_array_layers: 1,
+                    },
                 );
             }
         }
     }
 }
 
-/// A `[rows x cols]` bf16 matrix (the checkpoint's `[out_features, in_features]`).
+/// A `[rows x cols]` matrix (the checkpoint's `[out_features, in_features]`) in `format`.
 pub struct Matrix {
     pub rows: usize,
     pub cols: usize,
+    pub format: WeightFormat,
     pub chunks: Vec<Chunk>,
 }
 
@@ -95,12 +103,11 @@ impl Matrix {
         }
     }
 
-    pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize) -> Result<Matrix> {
-        Self::with_storage(gpu, label, rows, cols, usize::MAX, gpu.weight_storage)
+    pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize, format: WeightFormat) -> Result<Matrix> {
+        Self::with_format(gpu, label, rows, cols, usize::MAX, gpu.weight_storage, format)
     }
 
-    /// As [`Matrix::new`] in `storage`, with at most `max_rows` rows per chunk (tests use it to
-    /// force splits) and fewer where the adapter's limits say so.
+    /// A bf16 [`Matrix::with_format`].
     pub fn with_storage(
         gpu: &Gpu,
         label: &str,
@@ -109,19 +116,33 @@ impl Matrix {
         max_rows: usize,
         storage: WeightStorage,
     ) -> Result<Matrix> {
-        let row_bytes = cols as u64 * 2;
+        Self::with_format(gpu, label, rows, cols, max_rows, storage, WeightFormat::Bf16)
+    }
+
+    /// As [`Matrix::new`] in `storage`, with at most `max_rows` rows per chunk (tests use it to
+    /// force splits) and fewer where the adapter's limits say so.
+    pub fn with_format(
+        gpu: &Gpu,
+        label: &str,
+        rows: usize,
+        cols: usize,
+        max_rows: usize,
+        storage: WeightStorage,
+        format: WeightFormat,
+    ) -> Result<Matrix> {
+        let row_bytes = format.row_bytes(cols) as u64;
+        let row_texels = format.row_texels(cols);
         let texture_side = gpu.limits.max_texture_dimension_2d as usize;
         let limit_rows = match storage {
             WeightStorage::Buffer => (gpu.max_binding() / row_bytes) as usize,
-            WeightStorage::Texture if cols / 8 > texture_side => 0,
+            WeightStorage::Texture if row_texels > texture_side => 0,
             WeightStorage::Texture => texture_side,
         };
         if limit_rows == 0 {
             return Err(Error::AdapterLimit(format!(
                 "{label}: one row is {row_bytes} bytes, above maxStorageBufferBindingSize {} \
-                 (or {} texels of maxTextureDimension2D {texture_side})",
+                 (or {row_texels} texels of maxTextureDimension2D {texture_side})",
                 gpu.max_binding(),
-                cols / 8
             )));
         }
         let chunk_rows = max_rows.min(limit_rows).max(1);
@@ -133,34 +154,40 @@ impl Matrix {
             let store = match storage {
                 WeightStorage::Buffer => ChunkStore::Buffer(gpu.storage_buffer(&name, n as u64 * row_bytes)),
                 WeightStorage::Texture => {
-                    let (texture, view) = gpu.texel_texture(&name, (cols / 8) as u32, n as u32);
+                    let (texture, view) =
+                        gpu.texel_texture(&name, format.texture_format(), row_texels as u32, n as u32);
                     ChunkStore::Texture(texture, view)
                 }
             };
             chunks.push(Chunk { store, row_start, rows: n });
             row_start += n;
         }
-        Ok(Matrix { rows, cols, chunks })
+        Ok(Matrix { rows, cols, format, chunks })
     }
 
-    /// Writes `rows` rows starting at `row` (bf16 bits, row-major), across chunk boundaries.
+    /// Writes `rows` rows starting at `row` (bf16 bits, row-major, quantised here to the matrix's
+    /// format), across chunk boundaries.
     pub fn write_rows(&self, gpu: &Gpu, row: usize, bits: &[u16]) {
         let rows = bits.len() / self.cols;
         assert_eq!(rows * self.cols, bits.len());
         assert!(row + rows <= self.rows);
+        let words = quant::quantise(bits, self.cols, self.format);
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let row_bytes = self.format.row_bytes(self.cols);
         for chunk in &self.chunks {
             let lo = row.max(chunk.row_start);
             let hi = (row + rows).min(chunk.row_start + chunk.rows);
             if lo >= hi {
                 continue;
             }
-            let src = &bits[(lo - row) * self.cols..(hi - row) * self.cols];
-            chunk.write(gpu, lo - chunk.row_start, self.cols, src);
+            let src = &bytes[(lo - row) * row_bytes..(hi - row) * row_bytes];
+            chunk.write(gpu, lo - chunk.row_start, self.cols, self.format, src);
         }
     }
 
+    /// Bytes on the GPU (scales included): what a step reads of this matrix.
     pub fn bytes(&self) -> u64 {
-        self.rows as u64 * self.cols as u64 * 2
+        self.rows as u64 * self.format.row_bytes(self.cols) as u64
     }
 }
 
@@ -186,12 +213,29 @@ impl ModelWeights {
     pub fn lm_head(&self) -> &Matrix {
         self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
     }
+
+    /// Bytes a decode step reads once whatever its batch: every layer's matrices and lm_head
+    /// (the embedding contributes a row per token), in the weights' format.
+    pub fn bytes_per_token(&self) -> u64 {
+        self.lm_head().bytes()
+            + self
+                .layers
+                .iter()
+                .map(|l| l.qkv_proj.bytes() + l.o_proj.bytes() + l.gate_up_proj.bytes() + l.down_proj.bytes())
+                .sum::<u64>()
+    }
 }
 
 /// Upload progress: bytes done of bytes total.
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
-pub async fn upload<P: TensorProvider>(gpu: &Gpu, src: &P, progress: Progress<'_>) -> Result<ModelWeights> {
+/// Uploads every tensor of `src`, the matrices in `format`.
+pub async fn upload<P: TensorProvider>(
+    gpu: &Gpu,
+    src: &P,
+    format: WeightFormat,
+    progress: Progress<'_>,
+) -> Result<ModelWeights> {
     let cfg = src.config().clone();
     let h = cfg.hidden_size;
     let mut up = Uploader { gpu, src, done: 0, total: src.total_bytes(), progress, fill: None };
@@ -209,23 +253,23 @@ pub async fn upload<P: TensorProvider>(gpu: &Gpu, src: &P, progress: Progress<'_
 
     let vector = |label: &str, values: &[f32]| gpu.storage_with(label, bytemuck::cast_slice(values));
 
-    let embed_tokens = Matrix::new(gpu, "model.embed_tokens.weight", cfg.vocab_size, h)?;
+    let embed_tokens = Matrix::new(gpu, "model.embed_tokens.weight", cfg.vocab_size, h, format)?;
     up.fill(&embed_tokens, 0, "model.embed_tokens.weight", cfg.vocab_size).await?;
 
     let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
     for l in 0..cfg.num_hidden_layers {
         let p = format!("model.layers.{l}");
         let (q, kv, i) = (cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
-        let qkv_proj = Matrix::new(gpu, &format!("{p}.qkv_proj"), q + 2 * kv, h)?;
+        let qkv_proj = Matrix::new(gpu, &format!("{p}.qkv_proj"), q + 2 * kv, h, format)?;
         up.fill(&qkv_proj, 0, &format!("{p}.self_attn.q_proj.weight"), q).await?;
         up.fill(&qkv_proj, q, &format!("{p}.self_attn.k_proj.weight"), kv).await?;
         up.fill(&qkv_proj, q + kv, &format!("{p}.self_attn.v_proj.weight"), kv).await?;
-        let o_proj = Matrix::new(gpu, &format!("{p}.self_attn.o_proj.weight"), h, q)?;
+        let o_proj = Matrix::new(gpu, &format!("{p}.self_attn.o_proj.weight"), h, q, format)?;
         up.fill(&o_proj, 0, &format!("{p}.self_attn.o_proj.weight"), h).await?;
-        let gate_up_proj = Matrix::new(gpu, &format!("{p}.mlp.gate_up_proj"), 2 * i, h)?;
+        let gate_up_proj = Matrix::new(gpu, &format!("{p}.mlp.gate_up_proj"), 2 * i, h, format)?;
         up.fill(&gate_up_proj, 0, &format!("{p}.mlp.gate_proj.weight"), i).await?;
         up.fill(&gate_up_proj, i, &format!("{p}.mlp.up_proj.weight"), i).await?;
-        let down_proj = Matrix::new(gpu, &format!("{p}.mlp.down_proj.weight"), h, i)?;
+        let down_proj = Matrix::new(gpu, &format!("{p}.mlp.down_proj.weight"), h, i, format)?;
         up.fill(&down_proj, 0, &format!("{p}.mlp.down_proj.weight"), h).await?;
 
         let mut qk = src.f32(&format!("{p}.self_attn.q_norm.weight")).await?;
@@ -251,7 +295,7 @@ pub async fn upload<P: TensorProvider>(gpu: &Gpu, src: &P, progress: Progress<'_
     let lm_head = if src.lm_head_name() == "model.embed_tokens.weight" {
         None
     } else {
-        let m = Matrix::new(gpu, "lm_head.weight", cfg.vocab_size, h)?;
+        let m = Matrix::new(gpu, "lm_head.weight", cfg.vocab_size, h, format)?;
         up.fill(&m, 0, src.lm_head_name(), cfg.vocab_size).await?;
         Some(m)
     };
@@ -282,8 +326,10 @@ impl<P: TensorProvider> Uploader<'_, P> {
     }
 
     /// Copies `rows` rows of tensor `name` into `m` from row `row_offset` on, a piece at a time.
+    /// Generated bf16 tensors are written by the GPU; quantised ones go through the host (the
+    /// fill kernel's twin), where they are quantised like a checkpoint's.
     async fn fill(&mut self, m: &Matrix, row_offset: usize, name: &str, rows: usize) -> Result<()> {
-        if let Some(spec) = self.src.random_spec(name) {
+        if let Some(spec) = self.src.random_spec(name).filter(|_| m.format == WeightFormat::Bf16) {
             let fill = self.fill.get_or_insert_with(|| RandomFill::new(self.gpu));
             for chunk in &m.chunks {
                 let lo = row_offset.max(chunk.row_start);
@@ -347,7 +393,7 @@ fn fill_chunk(
             let bits: Vec<u16> = rows
                 .flat_map(|r| (0..cols).map(move |c| crate::gpu::fill::random_bf16(spec, r as u32, c as u32)))
                 .collect();
-            chunk.write(gpu, at, cols, &bits);
+            chunk.write(gpu, at, cols, WeightFormat::Bf16, bytemuck::cast_slice(&bits));
         }
     }
 }

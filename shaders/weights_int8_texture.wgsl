@@ -1,0 +1,23 @@
+// BEGIN weights: int8 in an `rg32uint` texture (src/model/quant.rs): texel (0, r) holds row r's
+// scale, texels (1 + i, r) 8 int8 each, as in weights_int8.wgsl.
+@group(0) @binding(2) var w: texture_2d<u32>;
+struct Weights8 {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+fn int8x4(v: u32) -> vec4<f32> {
+    let s = vec4<i32>(bitcast<i32>(v << 24u), bitcast<i32>(v << 16u), bitcast<i32>(v << 8u), bitcast<i32>(v));
+    return vec4<f32>(s >> vec4<u32>(24u));
+}
+fn weights(row: u32, i: u32, texels: u32) -> Weights8 {
+    let scale = bitcast<f32>(textureLoad(w, vec2<u32>(0u, row), 0).x);
+    let q = textureLoad(w, vec2<u32>(1u + i, row), 0);
+    return Weights8(int8x4(q.x) * scale, int8x4(q.y) * scale);
+}
+fn unpack_lo(q: Weights8) -> vec4<f32> {
+    return q.lo;
+}
+fn unpack_hi(q: Weights8) -> vec4<f32> {
+    return q.hi;
+}
+// END weights
