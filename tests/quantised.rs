@@ -138,12 +138,23 @@ fn quantised_model_equals_the_reference_on_dequantised_weights() {
 /// Top-1 agreement and logit RMSE of int8 and int4 against bf16, over every prompt of every
 /// fixture (logits at up to 64 positions spread over each prompt). The fixtures' weights are
 /// random, so these say how far quantisation moves logits, not how a trained model's quality
-/// changes. Printed for BENCHMARKS.md (`cargo test --release --test quantised -- --nocapture`).
+/// changes. Printed for BENCHMARKS.md (`cargo test --release --test quantised -- --include-ignored
+/// --nocapture`): the tiny fixtures in every run, the real-width ones (minutes on lavapipe) on demand.
 #[test]
 fn accuracy_cost_against_bf16() {
+    accuracy_cost(&FIXTURES);
+}
+
+#[test]
+#[ignore = "a measurement at Qwen3's widths: minutes on lavapipe (BENCHMARKS.md)"]
+fn accuracy_cost_against_bf16_at_real_widths() {
+    accuracy_cost(&REAL_FIXTURES);
+}
+
+fn accuracy_cost(names: &[&str]) {
     pollster::block_on(async {
         let mut summary = Vec::new();
-        for name in FIXTURES.iter().chain(&REAL_FIXTURES) {
+        for name in names {
             let prompts = prompts(name);
             let costs = with_fixture(name, async |ckpt: &dyn Fixture| {
                 let options = |weights| EngineOptions {

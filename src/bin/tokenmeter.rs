@@ -47,7 +47,7 @@ mod cli {
         /// Greedy generation for one or more prompts.
         Generate(GenerateArgs),
         /// Serve a simulated workload (Poisson or other arrivals) and report TTFT, TPOT, ITL, throughput.
-        Bench(BenchArgs),
+        Bench(Box<BenchArgs>),
         /// Show the GPU adapter and its limits.
         Adapter,
         /// Measure the adapter's copy bandwidth and FMA rate (and, natively, host memory copy bandwidth).
@@ -244,7 +244,7 @@ mod cli {
         };
         let result = match cli.command {
             Command::Generate(args) => pollster::block_on(generate(args)),
-            Command::Bench(args) => pollster::block_on(bench(args)),
+            Command::Bench(args) => pollster::block_on(bench(*args)),
             Command::Adapter => pollster::block_on(adapter()),
             Command::Roofline => pollster::block_on(roofline()),
             Command::Speed(args) => pollster::block_on(speed(args)),
