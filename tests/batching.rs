@@ -5,25 +5,7 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{generate, Engine, EngineOptions, FinishReason, ForwardPass, Request, SamplingParams};
-use tokenmeter::model::checkpoint::Checkpoint;
-use tokenmeter::model::source::DirStore;
-
-async fn engine(name: &str, options: EngineOptions) -> Engine {
-    let store = DirStore::new(fixture_dir(name)).unwrap();
-    let ckpt = Checkpoint::open(&store).await.unwrap();
-    Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
-}
-
-fn greedy(prompt: &[u32], n: usize) -> Request {
-    Request {
-        prompt: prompt.to_vec(),
-        max_new_tokens: n,
-        sampling: SamplingParams::default(),
-        stop_ids: vec![],
-        ignore_eos: true,
-    }
-}
+use tokenmeter::engine::{generate, EngineOptions, FinishReason, Request, SamplingParams};
 
 #[test]
 fn requests_submitted_together_equal_transformers() {

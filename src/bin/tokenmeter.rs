@@ -535,31 +535,44 @@ mod cli {
         Ok(())
     }
 
+    impl BenchArgs {
+        /// `--rate`: numbers or `inf`, comma-separated.
+        fn rates(&self) -> Result<Vec<f64>> {
+            self.rate
+                .split(',')
+                .map(|r| match r.trim() {
+                    "inf" | "infinity" => Ok(f64::INFINITY),
+                    r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
+                })
+                .collect()
+        }
+
+        /// The workload these options describe at `rate` (a dataset is attached later, once a
+        /// tokenizer can measure it).
+        fn workload(&self, rate: f64) -> Result<tokenmeter::bench::WorkloadSpec> {
+            use tokenmeter::bench::{Arrival, ArrivalSpan, LenRange, WorkloadSpec};
+            Ok(WorkloadSpec {
+                arrival: self.arrival.parse::<Arrival>()?,
+                rate,
+                burstiness: self.burstiness,
+                concurrency: self.concurrency,
+                span: self.arrival_span.parse::<ArrivalSpan>()?,
+                num_requests: self.num_requests.unwrap_or(32),
+                input_len: self.input_len.parse::<LenRange>()?,
+                output_len: self.output_len.parse::<LenRange>()?,
+                seed: self.seed,
+                dataset: None,
+                max_concurrency: self.serving.max_concurrency,
+                saturation_stop: !self.serving.no_saturation_stop,
+            })
+        }
+    }
+
     async fn bench(args: BenchArgs) -> Result<()> {
         use tokenmeter::bench::session::EngineTarget;
-        use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, SessionSpec, Slo, WorkloadSpec};
-        let rates = args
-            .rate
-            .split(',')
-            .map(|r| match r.trim() {
-                "inf" | "infinity" => Ok(f64::INFINITY),
-                r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
-            })
-            .collect::<Result<Vec<f64>>>()?;
-        let mut spec = WorkloadSpec {
-            arrival: args.arrival.parse::<Arrival>()?,
-            rate: rates[0],
-            burstiness: args.burstiness,
-            concurrency: args.concurrency,
-            span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
-            num_requests: args.num_requests.unwrap_or(32),
-            input_len: args.input_len.parse::<LenRange>()?,
-            output_len: args.output_len.parse::<LenRange>()?,
-            seed: args.seed,
-            dataset: None,
-            max_concurrency: args.serving.max_concurrency,
-            saturation_stop: !args.serving.no_saturation_stop,
-        };
+        use tokenmeter::bench::{self, RunConfig, SessionSpec, Slo, WorkloadSpec};
+        let rates = args.rates()?;
+        let mut spec = args.workload(rates[0])?;
         args.serving.save_format()?;
         let data = args.serving.read()?;
         if data.is_none() {

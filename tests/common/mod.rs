@@ -65,3 +65,23 @@ pub fn llama_server(what: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// The engine over fixture `name`'s checkpoint (a folder under tests/fixtures) with `options`.
+pub async fn engine(name: &str, options: tokenmeter::engine::EngineOptions) -> tokenmeter::engine::Engine {
+    use tokenmeter::model::checkpoint::Checkpoint;
+    let store = tokenmeter::model::source::DirStore::new(fixture_dir(name)).unwrap();
+    let ckpt = Checkpoint::open(&store).await.unwrap();
+    let pass = tokenmeter::engine::ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap();
+    tokenmeter::engine::Engine::new(pass)
+}
+
+/// A greedy request for `n` new tokens that ignores EOS.
+pub fn greedy(prompt: &[u32], n: usize) -> tokenmeter::engine::Request {
+    tokenmeter::engine::Request {
+        prompt: prompt.to_vec(),
+        max_new_tokens: n,
+        sampling: tokenmeter::engine::SamplingParams::default(),
+        stop_ids: vec![],
+        ignore_eos: true,
+    }
+}

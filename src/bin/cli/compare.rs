@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use tokenmeter::bench::compare::{text_report, CompareOptions};
 use tokenmeter::bench::experiment::{self, Experiment, ExperimentSpec, Side};
 use tokenmeter::bench::session::{EngineTarget, Listener};
-use tokenmeter::bench::{self, Arrival, BenchResult, LenRange, RunConfig, Slo, WorkloadSpec};
+use tokenmeter::bench::{self, BenchResult, RunConfig, Slo, WorkloadSpec};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
@@ -76,24 +76,7 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
 
 /// The workload of `bench`'s options, as `bench` plans it.
 fn workload(args: &BenchArgs) -> Result<WorkloadSpec> {
-    let rate = match args.rate.trim() {
-        "inf" | "infinity" => f64::INFINITY,
-        r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf")))?,
-    };
-    let spec = WorkloadSpec {
-        arrival: args.arrival.parse::<Arrival>()?,
-        rate,
-        burstiness: args.burstiness,
-        concurrency: args.concurrency,
-        span: args.arrival_span.parse::<bench::ArrivalSpan>()?,
-        num_requests: args.num_requests.unwrap_or(32),
-        input_len: args.input_len.parse::<LenRange>()?,
-        output_len: args.output_len.parse::<LenRange>()?,
-        seed: args.seed,
-        dataset: None,
-        max_concurrency: args.serving.max_concurrency,
-        saturation_stop: !args.serving.no_saturation_stop,
-    };
+    let spec = args.workload(args.rates()?[0])?;
     bench::plan(&spec)?;
     Ok(spec)
 }
