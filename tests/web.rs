@@ -695,9 +695,7 @@ async fn a_thousand_request_timeline_redraws_quickly() {
             batched_tokens: 16,
             kv_blocks_used: 10,
             kv_blocks_total: 64,
-            readback_lag_s: None,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
+            ..Default::default()
         })
         .collect();
     let data = RwSignal::new(Timeline::default());

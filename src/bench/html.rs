@@ -306,9 +306,7 @@ mod tests {
                 batched_tokens: 1,
                 kv_blocks_used: 2,
                 kv_blocks_total: 8,
-                readback_lag_s: None,
-                drafted_tokens: 0,
-                accepted_tokens: 0,
+                ..Default::default()
             })
             .collect();
         let requests = vec![done, failed];

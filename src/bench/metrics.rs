@@ -371,9 +371,7 @@ mod tests {
             batched_tokens: 0,
             kv_blocks_used,
             kv_blocks_total: 8,
-            readback_lag_s: None,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
+            ..Default::default()
         }
     }
 

@@ -137,7 +137,7 @@ impl RequestRecord {
 }
 
 /// The engine's state after one step (one forward pass over a batch).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepSample {
     /// Step end, seconds from the benchmark start.
     pub t_s: f64,

@@ -301,26 +301,26 @@ mod tests {
         assert_eq!(t.counts.prefill, 1);
     }
 
+    /// Steps `i` of `indices`, each `dt` long and ending at `i * dt`.
+    fn evenly_spaced_steps(indices: impl Iterator<Item = usize>, dt: f64) -> Vec<StepSample> {
+        indices
+            .map(|i| StepSample {
+                t_s: i as f64 * dt,
+                duration_s: dt,
+                running: 1,
+                batched_tokens: 1,
+                ..Default::default()
+            })
+            .collect()
+    }
+
     #[test]
     fn preemptions_failures_and_steps_are_marked() {
         let mut preempted = request(0, 0.0, 0.0, 1.0, 3.0);
         (preempted.preemptions, preempted.preempted_s) = (2, vec![1.5, 2.0]);
         let mut failed = request(1, 0.5, 0.5, 1.0, 2.0);
         (failed.finish_s, failed.error) = (None, Some("timeout".into()));
-        let steps: Vec<StepSample> = (1..=30)
-            .map(|i| StepSample {
-                t_s: i as f64 * 0.1,
-                duration_s: 0.1,
-                running: 1,
-                waiting: 0,
-                batched_tokens: 1,
-                kv_blocks_used: 1,
-                kv_blocks_total: 1,
-                readback_lag_s: None,
-                drafted_tokens: 0,
-                accepted_tokens: 0,
-            })
-            .collect();
+        let steps = evenly_spaced_steps(1..=30, 0.1);
         let t = Timeline::draw(&[preempted, failed], &steps, None, false);
         assert_eq!((t.counts.preemptions, t.counts.failed, t.counts.steps), (2, 1, 30));
         assert_eq!(t.marks.matches('M').count(), 3);
@@ -335,20 +335,7 @@ mod tests {
         let records: Vec<RequestRecord> = (0..1000)
             .map(|i| request(i, i as f64 * 0.01, i as f64 * 0.01 + 0.1, i as f64 * 0.01 + 0.2, 12.0))
             .collect();
-        let steps: Vec<StepSample> = (0..20_000)
-            .map(|i| StepSample {
-                t_s: i as f64 * 0.0006,
-                duration_s: 0.0006,
-                running: 1,
-                waiting: 0,
-                batched_tokens: 1,
-                kv_blocks_used: 1,
-                kv_blocks_total: 1,
-                readback_lag_s: None,
-                drafted_tokens: 0,
-                accepted_tokens: 0,
-            })
-            .collect();
+        let steps = evenly_spaced_steps(0..20_000, 0.0006);
         let t = Timeline::draw(&records, &steps, None, false);
         assert_eq!((t.counts.waiting, t.counts.prefill, t.counts.decode), (1000, 1000, 1000));
         assert!(t.counts.steps <= WIDTH as usize && t.counts.steps > 800, "{}", t.counts.steps);
