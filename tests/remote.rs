@@ -6,7 +6,8 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
-use std::io::{BufRead, BufReader, Read, Write};
+use common::read_request;
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,23 +99,7 @@ fn serve(stream: TcpStream, state: &MockState) {
     let mut stream = stream;
     loop {
         // One request per loop: keep-alive connections carry several.
-        let mut head = String::new();
-        let mut content_length = 0;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                content_length = v.trim().parse().unwrap();
-            }
-            head.push_str(&line);
-            if line == "\r\n" {
-                break;
-            }
-        }
-        let mut body = vec![0; content_length];
-        reader.read_exact(&mut body).unwrap();
+        let Some((head, body)) = read_request(&mut reader) else { return };
         let body = String::from_utf8(body).unwrap();
         seen.lock().unwrap().push(format!("{head}{body}"));
         if head.starts_with("GET /v1/models") {

@@ -3,7 +3,10 @@
 //! reply is a few SSE token chunks), plus the client-capacity measurement (`--ignored`).
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::read_request;
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
@@ -68,24 +71,7 @@ fn serve(
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut stream = stream;
-    let (mut head, mut content_length) = (String::new(), 0);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            content_length = v.trim().parse().unwrap();
-        }
-        head.push_str(&line);
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0; content_length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
+    let Some((head, body)) = read_request(&mut reader) else { return };
     if head.starts_with("GET /v1/models") {
         let list = r#"{"object":"list","data":[{"id":"mock-model","object":"model"}]}"#;
         let head = format!(

@@ -85,3 +85,25 @@ pub fn greedy(prompt: &[u32], n: usize) -> tokenmeter::engine::Request {
         ignore_eos: true,
     }
 }
+
+/// Reads one HTTP/1.1 request (head and `Content-Length` body) for the tests' mock servers;
+/// `None` when the connection closes first.
+pub fn read_request(reader: &mut impl std::io::BufRead) -> Option<(String, Vec<u8>)> {
+    let (mut head, mut content_length) = (String::new(), 0);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            content_length = v.trim().parse().unwrap();
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; content_length];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
