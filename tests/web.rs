@@ -660,6 +660,62 @@ async fn a_real_server_round_trip_from_the_browser() {
     assert!(records[0].output_len < 900);
 }
 
+/// The browser client's open loop against the peer: `max_concurrency` holds a due request until a
+/// slot frees (each request is sent only after the one before it ended), and a rate the server
+/// cannot sustain is ended early by the saturation stop, with what was not yet due never sent.
+#[wasm_bindgen_test]
+async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
+    use tokenmeter::remote::browser::{Client, RunOptions};
+    use tokenmeter::remote::{Api, BaseUrl, Endpoint, Prompt, RemoteRequest};
+    let Some(url) = PEER_URL else {
+        assert!(option_env!("TOKENMETER_REQUIRE_PEER").is_none(), "TOKENMETER_PEER_URL not set at build time");
+        return;
+    };
+    let endpoint =
+        Endpoint { base_url: BaseUrl::parse(url).unwrap(), model: String::new(), api: Api::Completions, api_key: None };
+    let client = Client::new(endpoint);
+    let request = |id: u64, arrival_s: f64, max_tokens: usize| RemoteRequest {
+        id,
+        arrival_s: Some(arrival_s),
+        prompt: Prompt::Ids(vec![100; 8]),
+        prompt_len: 8,
+        max_tokens,
+    };
+    let no_cancel = || Rc::new(std::cell::Cell::new(false));
+
+    // Four requests due at once, one slot: sent one after another, never overlapping.
+    let requests: Vec<RemoteRequest> = (0..4).map(|i| request(i, 0.0, 8)).collect();
+    let options = RunOptions { ignore_eos: true, timeout_s: 60.0, max_concurrency: Some(1), ..RunOptions::default() };
+    let mut records = client.run(&requests, &options, Rc::new(|_, _| {}), no_cancel()).await;
+    assert_eq!(records.len(), 4);
+    records.sort_by(|a, b| a.sent_s.partial_cmp(&b.sent_s).unwrap());
+    for pair in records.windows(2) {
+        assert!(pair[0].succeeded() && pair[1].succeeded(), "{:?} {:?}", pair[0].error, pair[1].error);
+        assert!(
+            pair[1].sent_s.unwrap() >= pair[0].finish_s.unwrap(),
+            "request {} sent at {:?}, before request {} ended at {:?}",
+            pair[1].id,
+            pair[1].sent_s,
+            pair[0].id,
+            pair[0].finish_s
+        );
+    }
+    assert!(client.take_saturation().is_none(), "no saturation stop was asked for");
+
+    // 200 requests/s of 96 tokens each for 12 s: far past what the peer (4 slots, 1 thread) serves.
+    let rate = 200.0;
+    let requests: Vec<RemoteRequest> = (0..2400).map(|i| request(i, i as f64 / rate, 96)).collect();
+    let options = RunOptions { ignore_eos: true, timeout_s: 60.0, saturation_stop: true, ..RunOptions::default() };
+    let records = client.run(&requests, &options, Rc::new(|_, _| {}), no_cancel()).await;
+    let verdict = client.take_saturation().expect("a rate the server cannot sustain is stopped");
+    assert!(verdict.at_s >= 5.0 && verdict.at_s < 12.0, "{verdict:?}");
+    assert!(verdict.reason.starts_with("saturated"), "{}", verdict.reason);
+    // Nothing due after the stop was sent (the watcher looks every 50 ms).
+    assert!(records.len() < requests.len() && records.len() as f64 <= (verdict.at_s + 0.2) * rate, "{}", records.len());
+    assert!(records.iter().all(|r| r.arrival_s <= verdict.at_s + 0.2));
+    assert!(client.take_saturation().is_none(), "taken once");
+}
+
 // The per-request timeline: 1,000 requests redraw as five paths, fast enough to stay live.
 
 #[wasm_bindgen_test]

@@ -343,6 +343,41 @@ fn csv_field(text: &str) -> String {
     }
 }
 
+/// Client lateness above this at p99 is warned about: the client, not the plan, then shapes the
+/// offered load (issue 17's bound for "the client is never the bottleneck").
+pub const LATENESS_WARN_MS: f64 = 1.0;
+
+/// Warnings that go with a rate's report, one line each (the CLI prints them after the report,
+/// the page shows them above it): a saturation stop, and a client that sent late.
+pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(s) = &result.saturation {
+        lines.push(match lang {
+            Lang::En => s.reason.clone(),
+            Lang::Zh => format!("提前停止（无法维持该速率）：{}", s.reason),
+        });
+    }
+    let lateness_ms: Vec<f64> =
+        result.requests.iter().filter_map(|r| r.client_lateness_s()).map(|s| s * 1000.0).collect();
+    let p99 = crate::bench::stats(&lateness_ms).p99;
+    if p99 > LATENESS_WARN_MS {
+        let capped = result.config.workload.as_ref().and_then(|w| w.max_concurrency).is_some();
+        lines.push(match (lang, capped) {
+            (Lang::En, capped) => format!(
+                "the client sent requests late: p99 {p99:.2} ms after their planned arrival{}; above \
+                 {LATENESS_WARN_MS} ms the offered load is the client's, not the plan's",
+                if capped { " (this includes waits for a max-concurrency slot)" } else { "" }
+            ),
+            (Lang::Zh, capped) => format!(
+                "客户端发送滞后：P99 比计划到达时间晚 {p99:.2} ms{}；超过 {LATENESS_WARN_MS} ms 时，\
+                 实际负载由客户端而非计划决定",
+                if capped { "（含等待最大并发名额的时间）" } else { "" }
+            ),
+        });
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,5 +587,43 @@ mod tests {
         let server = serde_json::json!({ "target": { "kind": "openai", "base_url": "http://h/v1/" } });
         let back: crate::bench::RunConfig = serde_json::from_value(server).unwrap();
         assert_eq!(back.target["kind"], "openai");
+    }
+
+    #[test]
+    fn warnings_name_a_saturation_stop_and_a_late_client() {
+        let base = BenchResult {
+            config: crate::bench::RunConfig::default(),
+            metrics: metrics(),
+            diagnosis: None,
+            baseline: None,
+            requests: records(),
+            steps: vec![],
+            saturation: None,
+        };
+        assert!(run_warnings(&base, Lang::En).is_empty(), "engine records have no send time");
+        let late = |ms: f64| {
+            let requests = (0..100)
+                .map(|i| RequestRecord {
+                    sent_s: Some(1.0 + ms / 1000.0 * (i as f64 / 99.0)),
+                    arrival_s: 1.0,
+                    ..records()[0].clone()
+                })
+                .collect();
+            BenchResult { requests, ..base.clone() }
+        };
+        assert!(run_warnings(&late(0.5), Lang::En).is_empty());
+        let lines = run_warnings(&late(3.0), Lang::En);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("the client sent requests late: p99 2.9"), "{lines:?}");
+        assert!(run_warnings(&late(3.0), Lang::Zh)[0].starts_with("客户端发送滞后"));
+        let saturation = crate::bench::saturation::Saturation {
+            at_s: 6.0,
+            outstanding: 40,
+            growth_per_s: 5.0,
+            window_s: 3.0,
+            reason: "requests outstanding grew".into(),
+        };
+        let stopped = BenchResult { saturation: Some(saturation), ..base.clone() };
+        assert_eq!(run_warnings(&stopped, Lang::En), vec!["requests outstanding grew".to_string()]);
     }
 }

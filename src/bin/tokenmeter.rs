@@ -839,7 +839,7 @@ mod cli {
                 let report =
                     tokenmeter::bench::text_report_for(&result.metrics, result.diagnosis.as_ref(), lang, measured);
                 print!("{report}");
-                serving::warnings(result);
+                serving::warnings(result, lang);
             }
         })
     }

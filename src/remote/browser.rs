@@ -18,6 +18,7 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
+use crate::bench::saturation::{Detector, Saturation};
 use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
@@ -67,6 +68,36 @@ fn sleep_s(seconds: f64) -> gloo_timers::future::TimeoutFuture {
     gloo_timers::future::TimeoutFuture::new(ms)
 }
 
+/// Resolves in the next task: a message to itself through a `MessageChannel` (not a timer:
+/// timers set from timers are clamped to 4 ms after five levels).
+async fn next_task() {
+    let promise = js_sys::Promise::new(&mut |resolve, _| match web_sys::MessageChannel::new() {
+        Ok(channel) => {
+            channel.port1().set_onmessage(Some(&resolve));
+            if channel.port2().post_message(&JsValue::UNDEFINED).is_err() {
+                let _ = resolve.call0(&JsValue::UNDEFINED);
+            }
+        }
+        Err(_) => {
+            let _ = resolve.call0(&JsValue::UNDEFINED);
+        }
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+/// Until `deadline_s` on the page's clock. `setTimeout` takes whole milliseconds (a truncated
+/// delay fires up to 1 ms early, a rounded-up one up to 1 ms late), so the timer is set for 1–2 ms
+/// before the deadline and the rest is waited out task by task (other tasks run in between).
+async fn sleep_until(deadline_s: f64) {
+    let ahead = deadline_s - now_s();
+    if ahead > 0.002 {
+        sleep_s(ahead - 0.001).await;
+    }
+    while now_s() < deadline_s {
+        next_task().await;
+    }
+}
+
 /// The text of a JS error (its `message` when it has one), with the key scrubbed.
 fn js_text(e: &JsValue, key: Option<&ApiKey>) -> String {
     let text = e
@@ -77,32 +108,74 @@ fn js_text(e: &JsValue, key: Option<&ApiKey>) -> String {
     redact(&text, key)
 }
 
-/// Aborts a fetch after its timeout, or soon after the run is cancelled; remembers a timeout.
+/// A run's stop (the user's Cancel, or a saturation stop): nothing more is sent, and the fetches
+/// in flight are aborted at once. One for the run, instead of a timer per request polling a flag
+/// (2,000 streams would be 20,000 timer callbacks a second).
+#[derive(Default)]
+struct Stop {
+    set: Cell<bool>,
+    /// The controllers of the fetches in flight, by a key their [`Deadline`] holds.
+    in_flight: RefCell<std::collections::HashMap<u64, web_sys::AbortController>>,
+    next_key: Cell<u64>,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        self.set.get()
+    }
+
+    fn trigger(&self) {
+        if !self.set.replace(true) {
+            let controllers: Vec<_> = self.in_flight.borrow_mut().drain().map(|(_, c)| c).collect();
+            for controller in controllers {
+                controller.abort();
+            }
+        }
+    }
+}
+
+/// Aborts a fetch after its timeout (one timer), or when the run's [`Stop`] is triggered;
+/// remembers a timeout.
 struct Deadline {
     controller: web_sys::AbortController,
     fired: Rc<Cell<bool>>,
-    _timer: gloo_timers::callback::Interval,
+    _timer: gloo_timers::callback::Timeout,
+    /// The run's stop and this fetch's key in it.
+    stop: Option<(Rc<Stop>, u64)>,
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        if let Some((stop, key)) = &self.stop {
+            stop.in_flight.borrow_mut().remove(key);
+        }
+    }
 }
 
 impl Deadline {
-    /// Checked every 100 ms: a request waiting for its headers has no other point to notice Cancel.
-    fn new(timeout_s: f64, cancel: Option<Rc<Cell<bool>>>) -> Result<Self> {
+    fn new(timeout_s: f64, stop: Option<Rc<Stop>>) -> Result<Self> {
         let controller = web_sys::AbortController::new()
             .map_err(|e| Error::Invalid(format!("AbortController: {}", js_text(&e, None))))?;
         let fired = Rc::new(Cell::new(false));
-        let start = now_s();
         let timer = {
             let (controller, fired) = (controller.clone(), fired.clone());
-            gloo_timers::callback::Interval::new(100, move || {
-                if now_s() - start >= timeout_s && !fired.get() {
-                    fired.set(true);
-                    controller.abort();
-                } else if cancel.as_ref().is_some_and(|c| c.get()) {
-                    controller.abort();
-                }
+            let ms = (timeout_s * 1000.0).ceil().clamp(0.0, u32::MAX as f64) as u32;
+            gloo_timers::callback::Timeout::new(ms, move || {
+                fired.set(true);
+                controller.abort();
             })
         };
-        Ok(Deadline { controller, fired, _timer: timer })
+        let stop = stop.map(|stop| {
+            let key = stop.next_key.get();
+            stop.next_key.set(key + 1);
+            if stop.is_set() {
+                controller.abort();
+            } else {
+                stop.in_flight.borrow_mut().insert(key, controller.clone());
+            }
+            (stop, key)
+        });
+        Ok(Deadline { controller, fired, _timer: timer, stop })
     }
 
     fn signal(&self) -> web_sys::AbortSignal {
@@ -187,11 +260,18 @@ fn fetch_failed(text: String) -> RequestError {
 #[derive(Clone, Debug)]
 pub struct Client {
     endpoint: Endpoint,
+    /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
+    saturation: RefCell<Option<Saturation>>,
 }
 
 impl Client {
     pub fn new(endpoint: Endpoint) -> Self {
-        Client { endpoint }
+        Client { endpoint, saturation: RefCell::new(None) }
+    }
+
+    /// Whether the last run was ended early at saturation, and why; taken once.
+    pub fn take_saturation(&self) -> Option<Saturation> {
+        self.saturation.borrow_mut().take()
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -227,8 +307,8 @@ impl Client {
     }
 
     /// Sends every request and returns their records, in request order; requests never sent
-    /// because `cancel` was set are left out. `on_progress(finished, total)` runs after each
-    /// request ends.
+    /// because `cancel` was set (or because the run saturated, see [`Client::take_saturation`])
+    /// are left out. `on_progress(finished, total)` runs after each request ends.
     pub async fn run(
         &self,
         requests: &[RemoteRequest],
@@ -241,6 +321,9 @@ impl Client {
         let finished = Rc::new(Cell::new(0usize));
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..total).map(|_| futures_channel::oneshot::channel::<Option<RequestRecord>>()).unzip();
+        // What the requests watch: the user's Cancel, or a saturation stop (nothing more is sent,
+        // what is in flight is aborted, as natively).
+        let stop = Rc::new(Stop::default());
         let task = Rc::new(Shared {
             endpoint: self.endpoint.clone(),
             options: options.clone(),
@@ -248,18 +331,25 @@ impl Client {
             finished: finished.clone(),
             total,
             on_progress,
-            cancel,
+            stop: stop.clone(),
         });
         let jobs = requests.iter().cloned().zip(senders);
         match options.closed_loop {
-            // Open loop: every request on its own, released at its arrival time.
+            // Open loop: every request on its own, released at its arrival time; with
+            // `max_concurrency`, a due request waits for a slot before `fetch()`.
             None => {
+                let slots = options.max_concurrency.map(|n| Rc::new(Slots::new(n.max(1))));
                 for (request, tx) in jobs {
-                    let task = task.clone();
+                    let (task, slots) = (task.clone(), slots.clone());
                     spawn_local(async move {
                         let arrival_s = request.arrival_s.unwrap_or(0.0);
-                        sleep_s(arrival_s - (now_s() - t0)).await;
+                        sleep_until(t0 + arrival_s).await;
+                        let slot = match &slots {
+                            Some(slots) => Some(slots.acquire().await),
+                            None => None,
+                        };
                         let _ = tx.send(task.send(&request, arrival_s).await);
+                        drop(slot);
                     });
                 }
             }
@@ -279,13 +369,91 @@ impl Client {
                 }
             }
         }
+        // The watcher: passes Cancel on, and judges an open loop's outstanding requests every
+        // 50 ms ([`crate::bench::saturation`]).
+        let ended = Rc::new(Cell::new(false));
+        let watcher = {
+            let (stop, ended, finished) = (stop.clone(), ended.clone(), finished.clone());
+            let mut detector = (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new);
+            let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect();
+            async move {
+                let mut verdict = None;
+                while !ended.get() {
+                    sleep_s(0.05).await;
+                    if cancel.get() {
+                        stop.trigger();
+                    }
+                    if let (Some(d), false) = (detector.as_mut(), stop.is_set()) {
+                        let now = now_s() - t0;
+                        let due = arrivals.partition_point(|&a| a <= now);
+                        if let Some(v) = d.observe(now, due.saturating_sub(finished.get())) {
+                            verdict = Some(v);
+                            stop.trigger();
+                        }
+                    }
+                }
+                verdict
+            }
+        };
+        let (verdict_tx, verdict_rx) = futures_channel::oneshot::channel();
+        spawn_local(async move {
+            let _ = verdict_tx.send(watcher.await);
+        });
         let mut records = Vec::with_capacity(total);
         for rx in receivers {
             if let Ok(Some(record)) = rx.await {
                 records.push(record);
             }
         }
+        ended.set(true);
+        *self.saturation.borrow_mut() = verdict_rx.await.ok().flatten();
         records
+    }
+}
+
+/// A counting semaphore for one thread: `acquire` waits its turn (first come, first served).
+struct Slots {
+    free: Cell<usize>,
+    waiting: RefCell<VecDeque<futures_channel::oneshot::Sender<()>>>,
+}
+
+/// A held slot; dropping it hands the slot to the next waiter or frees it.
+struct Slot(Rc<Slots>);
+
+impl Slots {
+    fn new(n: usize) -> Slots {
+        Slots { free: Cell::new(n), waiting: RefCell::new(VecDeque::new()) }
+    }
+
+    async fn acquire(self: &Rc<Self>) -> Slot {
+        if self.free.get() > 0 {
+            self.free.set(self.free.get() - 1);
+        } else {
+            let (tx, rx) = futures_channel::oneshot::channel();
+            self.waiting.borrow_mut().push_back(tx);
+            // Never dropped unanswered: a slot is handed over, not freed, while anyone waits.
+            let _ = rx.await;
+        }
+        Slot(self.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        loop {
+            let next = self.0.waiting.borrow_mut().pop_front();
+            match next {
+                Some(waiter) => {
+                    if waiter.send(()).is_ok() {
+                        return;
+                    }
+                }
+                None => {
+                    self.0.free.set(self.0.free.get() + 1);
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -297,13 +465,13 @@ struct Shared {
     finished: Rc<Cell<usize>>,
     total: usize,
     on_progress: Rc<dyn Fn(usize, usize)>,
-    cancel: Rc<Cell<bool>>,
+    stop: Rc<Stop>,
 }
 
 impl Shared {
     /// One request's record; `None` when the run was cancelled before it was sent.
     async fn send(&self, request: &RemoteRequest, arrival_s: f64) -> Option<RequestRecord> {
-        if self.cancel.get() {
+        if self.stop.is_set() {
             return None;
         }
         let ignore_eos = self.options.ignore_eos;
@@ -328,7 +496,7 @@ impl Shared {
         let key = self.endpoint.api_key.as_ref();
         let timeout_s = self.options.timeout_s;
         let deadline =
-            Deadline::new(timeout_s, Some(self.cancel.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
+            Deadline::new(timeout_s, Some(self.stop.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
         let init = request_init(&self.endpoint, Some(body), &deadline.signal())
             .map_err(|e| RequestError::Request(e.to_string()))?;
         let window = web_sys::window().ok_or_else(|| RequestError::Request("no window".into()))?;
@@ -337,7 +505,7 @@ impl Shared {
         let aborted = |e: &JsValue, otherwise: fn(String) -> RequestError| {
             if deadline.fired.get() {
                 RequestError::Timeout(timeout_s)
-            } else if self.cancel.get() {
+            } else if self.stop.is_set() {
                 RequestError::Cancelled
             } else {
                 otherwise(js_text(e, key))
@@ -371,7 +539,7 @@ impl Shared {
         let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
         let closed_early = RequestError::ClosedEarly;
         loop {
-            if self.cancel.get() {
+            if self.stop.is_set() {
                 deadline.controller.abort();
                 return Err(RequestError::Cancelled);
             }
@@ -422,5 +590,9 @@ impl Target for RemoteTarget<'_> {
         let on_progress = Rc::new(move |finished, total| report(&listener, finished, total));
         let records = self.client.run(&requests, &options, on_progress, cancel.clone()).await;
         Ok((records, Vec::new()))
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.client.take_saturation()
     }
 }

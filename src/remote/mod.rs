@@ -79,10 +79,11 @@ pub struct RunOptions {
     /// Requests in flight at most (closed loops); `None` releases each at its arrival time.
     pub closed_loop: Option<usize>,
     /// Open loops: requests in flight at most; one due while all are busy waits for a slot
-    /// (native client only; the browser's own connection limit already does this for HTTP/1.1).
+    /// before it is sent (both clients; in the page, an HTTP/1.1 origin's 6 connections are a
+    /// limit of their own, after `fetch()`).
     pub max_concurrency: Option<usize>,
     /// Open loops: stop sending once requests outstanding keep growing
-    /// ([`crate::bench::saturation`]; native client only).
+    /// ([`crate::bench::saturation`]; both clients).
     pub saturation_stop: bool,
 }
 

@@ -85,4 +85,8 @@ impl bench::Target for PageRemote<'_> {
     ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
         self.inner.run(plan, spec, ignore_eos, listener, cancel).await
     }
+
+    fn take_saturation(&mut self) -> Option<bench::saturation::Saturation> {
+        self.inner.take_saturation()
+    }
 }

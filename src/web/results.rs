@@ -275,6 +275,16 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                     download_error.set(outcome.err().map(|e| e.to_string()));
                 }
             };
+            // A saturation stop, a client that sent late: text, one line each.
+            let warnings = {
+                let entry = entry.clone();
+                move || {
+                    bench::run_warnings(&entry.result, report_lang.get())
+                        .into_iter()
+                        .map(|line| view! { <li>{line}</li> })
+                        .collect_view()
+                }
+            };
             let lang_button = move |lang: Lang, label: &'static str| {
                 view! {
                     <button
@@ -304,6 +314,7 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                         </div>
                     </div>
                     <p class="error" role="alert">{move || download_error.get()}</p>
+                    <ul class="run-warnings" data-testid="run-warnings">{warnings}</ul>
                     <KeyNumbers entry=entry.clone() />
                     <LatencyTable entry=entry.clone() />
                     <DiagnosisView entry=entry.clone() />

@@ -256,7 +256,8 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         seed,
         dataset: None,
         max_concurrency: None,
-        saturation_stop: false,
+        // As the CLI: an open-loop rate the target cannot sustain ends early, with the reason.
+        saturation_stop: true,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());

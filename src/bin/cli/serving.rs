@@ -108,20 +108,9 @@ pub fn attach(
 }
 
 /// Lines after a rate's report: a saturation stop, and the client's own lateness when it is
-/// above 1 ms at p99 (the client, not the target, then shapes the arrival times).
-pub fn warnings(result: &tokenmeter::bench::BenchResult) {
-    if let Some(s) = &result.saturation {
-        println!("! {}", s.reason);
-    }
-    let lateness_ms: Vec<f64> =
-        result.requests.iter().filter_map(|r| r.client_lateness_s()).map(|s| s * 1000.0).collect();
-    let p99 = tokenmeter::bench::stats(&lateness_ms).p99;
-    if p99 > 1.0 {
-        let capped = result.config.workload.as_ref().and_then(|w| w.max_concurrency).is_some();
-        let why = if capped { " (this includes waits for a --max-concurrency slot)" } else { "" };
-        println!(
-            "! the client sent requests late: p99 {p99:.2} ms after their planned arrival{why}; above 1 ms the \
-             offered load is the client's, not the plan's"
-        );
+/// above 1 ms at p99 ([`tokenmeter::bench::run_warnings`]).
+pub fn warnings(result: &tokenmeter::bench::BenchResult, lang: tokenmeter::bench::Lang) {
+    for line in tokenmeter::bench::run_warnings(result, lang) {
+        println!("! {line}");
     }
 }
