@@ -333,7 +333,7 @@ fn max_concurrency_caps_an_open_loop() {
                 assert_eq!(json["run_config"]["workload"]["max_concurrency"], n);
                 assert_eq!(json["run_config"]["workload"]["arrival"], "poisson");
                 // Requests waited for a slot: the client's lateness says so.
-                assert!(stdout.contains("--max-concurrency slot"), "{stdout}");
+                assert!(stdout.contains("waits for a max-concurrency slot"), "{stdout}");
             }
             None => assert!(most > 3, "without a cap, {most} in flight"),
         }
