@@ -22,8 +22,8 @@ async fn engine(max_seqs: usize) -> Engine {
     Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
 }
 
-/// All 24 requests at once, 24–32 output tokens: with 4 sequences per step they are served in
-/// about six waves, with 8 in about three.
+/// All 12 requests at once, 16–24 output tokens: one sequence per step serves them one after
+/// another, two per step in half the waves.
 fn spec() -> WorkloadSpec {
     WorkloadSpec {
         arrival: Arrival::Poisson,
@@ -31,9 +31,9 @@ fn spec() -> WorkloadSpec {
         burstiness: 1.0,
         concurrency: 1,
         span: Default::default(),
-        num_requests: 24,
+        num_requests: 12,
         input_len: LenRange { min: 8, max: 24 },
-        output_len: LenRange { min: 24, max: 32 },
+        output_len: LenRange { min: 16, max: 24 },
         seed: 3,
         dataset: None,
         max_concurrency: None,
@@ -67,24 +67,33 @@ async fn experiment(first: usize, second: usize) -> Experiment {
 }
 
 #[test]
-#[ignore = "not yet reliable on a loaded machine: at load average 16 on 2 cores, 8 runs per side missed a +36% throughput change in 1 of 3 runs; run with --ignored"]
 fn doubling_the_batch_is_detected_and_swapping_flips_it() {
     pollster::block_on(async {
-        let x = experiment(4, 8).await;
+        let x = experiment(1, 2).await;
         let verdict =
             |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
         let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
         eprintln!("{report}");
         assert_eq!(x.a.len(), 8);
-        assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 4);
-        assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 8);
-        // Twice the sequences per step: the queue drains in half the waves, so throughput and
-        // TTFT improve (both detected in every run seen, at load averages up to 16 on 2 cores; E2E
-        // p90 was at the edge once), and no queue-bound metric may come out worse.
-        assert_eq!(verdict(&x, "output_throughput_tok_s"), CompareVerdict::Better, "{report}");
-        assert_eq!(verdict(&x, "ttft_p90_ms"), CompareVerdict::Better, "{report}");
-        for name in ["ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms"] {
-            assert_ne!(verdict(&x, name), CompareVerdict::Worse, "{name}\n{report}");
+        assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 1);
+        assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 2);
+        // Twice the sequences per step. Where a step's cost is mostly fixed (a GPU, dispatch and
+        // readback), the queue drains in half the waves: throughput better. Where it grows with
+        // the tokens (lavapipe on 2 busy cores: TPOT +100%, throughput +5% measured under load),
+        // every token waits for the other sequence's work: TPOT worse. Either way the change is
+        // detected, and a detected metric is never one its own medians contradict.
+        let tpot = verdict(&x, "tpot_p50_ms");
+        let throughput = verdict(&x, "output_throughput_tok_s");
+        assert!(
+            tpot == CompareVerdict::Worse || throughput == CompareVerdict::Better,
+            "a doubled batch went undetected (TPOT p50 {tpot:?}, throughput {throughput:?})\n{report}"
+        );
+        for m in &x.comparison.metrics {
+            let expected =
+                if m.higher_is_better == (m.b > m.a) { CompareVerdict::Better } else { CompareVerdict::Worse };
+            if matches!(m.verdict, CompareVerdict::Better | CompareVerdict::Worse) {
+                assert_eq!(m.verdict, expected, "{}\n{report}", m.metric);
+            }
         }
         // The same runs with A and B swapped: every verdict flips.
         let comparison = tokenmeter::bench::experiment::compare_results(
