@@ -9,6 +9,9 @@
 //   --h2: serve over TLS with HTTP/2 (a self-signed certificate made with openssl; Chromium told to
 //         accept it), so the browser is not held to an HTTP/1.1 origin's 6 connections
 //   cases: default 50:500 100:1000 200:2000 500:3000 (4 tokens, no gap)
+//   CAPACITY_DEBUG=1: also print each rate's latest sends (when in the run they were late)
+// On a busy machine the renderer is descheduled for tens of ms at a time (seen at load average 5:
+// sends 50-100 ms late every ~2 s, with no long task on the main thread): measure on a quiet one.
 import { chromium } from 'playwright-core';
 import { createServer } from 'node:http';
 import { createSecureServer } from 'node:http2';
@@ -109,6 +112,11 @@ for (const c of cases) {
     most_in_flight: mostInFlight, lateness_ms: { p50: percentile(late, 50), p99: percentile(late, 99),
       max: Math.max(...late) }, saturation: result.saturation?.reason ?? null };
   console.log(JSON.stringify(row));
+  if (process.env.CAPACITY_DEBUG) {
+    const worst = result.requests.filter((r) => typeof r.sent_s === 'number')
+      .map((r) => [r.arrival_s, (r.sent_s - r.arrival_s) * 1000]).sort((a, b) => b[1] - a[1]).slice(0, 12);
+    console.log('latest sends (arrival s, lateness ms):', worst.map(([a, l]) => `${a.toFixed(3)}:${l.toFixed(1)}`).join(' '));
+  }
   if (late.length === 0) failed = true;
   rows.push(row);
   await page.close();
