@@ -108,7 +108,7 @@ pub async fn generate(
                     c.drafted_tokens += drafted as usize;
                     c.accepted_tokens += accepted as usize;
                 }
-                EventKind::Scheduled => {}
+                EventKind::Scheduled { .. } => {}
             }
             on_event(e);
         }
