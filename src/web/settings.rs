@@ -257,6 +257,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: None,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());

@@ -116,6 +116,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: None,
     };
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;
