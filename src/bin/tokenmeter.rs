@@ -520,6 +520,7 @@ mod cli {
                     "tpot_ms": if c.tokens.len() > 1 { serde_json::json!(c.tpot_ms()) } else { serde_json::Value::Null },
                     "finish": c.finish,
                     "preemptions": c.preemptions,
+                    "cached_tokens": c.cached_tokens,
                 });
                 if let Some(text) = text {
                     line["text"] = text.into();
