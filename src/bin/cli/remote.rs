@@ -93,7 +93,7 @@ pub async fn run(
             return Ok(Prompt::Text(row.to_string()));
         }
         // A shared prefix goes as ids, or as their text with a tokenizer.
-        let ids = bench::with_shared_prefix(&session.spec, p, vocab, &|len| match text {
+        let ids = bench::with_shared_prefix(session.spec, p, vocab, &|len| match text {
             Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
             None => Ok(bench::random_prompt(seed, p.id, len, vocab)),
         })?;
