@@ -42,6 +42,8 @@ pub struct Ledger {
     pub golden_checked: usize,
     pub output_tokens: usize,
     pub preemptions: usize,
+    /// Prompt tokens served from the prefix cache, as the `Scheduled` events said.
+    pub cached_prompt_tokens: usize,
 }
 
 impl Ledger {
@@ -79,8 +81,9 @@ impl Ledger {
         entry.last_s = entry.last_s.max(e.t_s);
         let problem = problem.or_else(|| match &e.kind {
             EventKind::Scheduled { .. } if entry.scheduled => Some("Scheduled twice".to_string()),
-            EventKind::Scheduled { .. } => {
+            EventKind::Scheduled { cached_tokens } => {
                 entry.scheduled = true;
+                self.cached_prompt_tokens += *cached_tokens as usize;
                 None
             }
             EventKind::Preempted if !entry.scheduled => Some("Preempted before Scheduled".to_string()),
