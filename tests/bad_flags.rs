@@ -64,6 +64,10 @@ fn bench_flags() {
     bench(&["--arrival", "concurrency", "--concurrency", "18446744073709551615"], "--concurrency");
     // Within the bounds, still above the model's context: the config check names it.
     bench(&["--input-len", "1000000"], "above max_position_embeddings");
+    bench(&["--shared-prefix-len", "18446744073709551615"], "'--shared-prefix-len <SHARED_PREFIX_LEN>': must be");
+    bench(&["--shared-prefix-len", "128"], "shared prefix length 128: must be from 1 to one below the shortest input");
+    bench(&["--prefix-groups", "2"], "--prefix-groups: goes with --shared-prefix-len");
+    bench(&["--shared-prefix-len", "8", "--prefix-groups", "0"], "--prefix-groups");
 }
 
 #[test]

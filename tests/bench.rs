@@ -36,6 +36,7 @@ fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: None,
     }
 }
 

@@ -74,6 +74,25 @@ fn engine_soak_under_kv_pressure() {
 }
 
 #[test]
+fn engine_soak_under_kv_pressure_with_prefix_cache() {
+    // Random prompts behind two shared 16-token prefixes hit the cache while blocks are
+    // preempted, evicted and shared; the golden requests (reference prompts, exact outputs) run
+    // among them.
+    let start = Instant::now();
+    let args = ["--num-requests", "200", "--rate", "50", "--seed", "12", "--warmup", "50", "--prefix-cache"];
+    let args = [&args[..], &["--input-len", "20:64", "--shared-prefix-len", "16", "--prefix-groups", "2"]].concat();
+    let (code, stdout, stderr, r) = soak("prefix", &args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    eprintln!("{stdout}(in {:.1} s)", start.elapsed().as_secs_f64());
+    assert_eq!(r["violation_count"], 0, "{}", r["violations"]);
+    assert_eq!(r["finished"].as_u64(), Some(200));
+    assert!(r["preemptions"].as_u64().unwrap() > 0);
+    assert_eq!(r["golden_checked"], 20);
+    assert!(r["cached_prompt_tokens"].as_u64().unwrap() > 0, "no prefix cache hit");
+    assert_eq!((r["kv_blocks_in_use_at_end"].as_u64(), r["kv_blocks_total"].as_u64()), (Some(0), Some(48)));
+}
+
+#[test]
 fn engine_soak_fails_when_it_proves_nothing_or_requests_are_refused() {
     // A cache large enough for everything: no preemption, so the run does not count as a soak.
     let (code, stdout, stderr, r) = soak("roomy", &["--num-requests", "20", "--kv-blocks", "2000"]);
@@ -154,6 +173,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: None,
     };
     let (kill_at, restart_at) = (Duration::from_secs(4), Duration::from_secs(6));
     let t0 = Instant::now();

@@ -490,6 +490,7 @@ fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::benc
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: None,
     }
 }
 

@@ -157,7 +157,10 @@ pub async fn run_watched(
             let r = &mut records[i];
             let t = e.t_s - t0;
             match e.kind {
-                EventKind::Scheduled => r.scheduled_s = Some(t),
+                EventKind::Scheduled { cached_tokens } => {
+                    r.scheduled_s = Some(t);
+                    r.cached_tokens = Some(cached_tokens as usize);
+                }
                 EventKind::FirstToken { .. } => {
                     r.first_token_s = Some(t);
                     r.token_times_s.push(t);
@@ -189,6 +192,7 @@ pub async fn run_watched(
                 batched_tokens: s.batched_tokens,
                 kv_blocks_used: s.kv_blocks_used,
                 kv_blocks_total: s.kv_blocks_total,
+                kv_blocks_cached: s.kv_blocks_cached,
                 readback_lag_s: s.readback_lag_s,
                 drafted_tokens: s.drafted_tokens,
                 accepted_tokens: s.accepted_tokens,

@@ -42,6 +42,8 @@ pub struct Ledger {
     pub golden_checked: usize,
     pub output_tokens: usize,
     pub preemptions: usize,
+    /// Prompt tokens served from the prefix cache, as the `Scheduled` events said.
+    pub cached_prompt_tokens: usize,
 }
 
 impl Ledger {
@@ -78,9 +80,10 @@ impl Ledger {
         };
         entry.last_s = entry.last_s.max(e.t_s);
         let problem = problem.or_else(|| match &e.kind {
-            EventKind::Scheduled if entry.scheduled => Some("Scheduled twice".to_string()),
-            EventKind::Scheduled => {
+            EventKind::Scheduled { .. } if entry.scheduled => Some("Scheduled twice".to_string()),
+            EventKind::Scheduled { cached_tokens } => {
                 entry.scheduled = true;
+                self.cached_prompt_tokens += *cached_tokens as usize;
                 None
             }
             EventKind::Preempted if !entry.scheduled => Some("Preempted before Scheduled".to_string()),
@@ -168,6 +171,8 @@ mod tests {
         Event { id, t_s, kind }
     }
 
+    const SCHEDULED: EventKind = EventKind::Scheduled { cached_tokens: 0 };
+
     fn first(token: u32) -> EventKind {
         EventKind::FirstToken { token }
     }
@@ -198,7 +203,7 @@ mod tests {
     #[test]
     fn a_clean_stream_with_preemptions_passes() {
         let events = [
-            EventKind::Scheduled,
+            SCHEDULED,
             EventKind::Preempted,
             first(5),
             EventKind::Preempted,
@@ -210,41 +215,41 @@ mod tests {
         let golden = Expected { golden: Some(vec![5, 6, 7]), ..three() };
         assert_eq!(run(golden, &events), Vec::<String>::new());
         let stop = Expected { stop_ids: vec![7, 9], ..three() };
-        let stopped = [EventKind::Scheduled, first(5), token(6), token(7), finished(FinishReason::Stop)];
+        let stopped = [SCHEDULED, first(5), token(6), token(7), finished(FinishReason::Stop)];
         assert_eq!(run(stop, &stopped), Vec::<String>::new());
     }
 
     #[test]
     fn each_broken_stream_is_caught() {
-        use EventKind::{Preempted, Scheduled};
+        use EventKind::Preempted;
         let len = finished(FinishReason::Length);
         let cases: Vec<(&str, Expected, Vec<EventKind>)> = vec![
-            ("never finished", three(), vec![Scheduled, first(1), token(2)]),
-            ("lost token", three(), vec![Scheduled, first(1), token(2), len.clone()]),
-            ("repeated token", three(), vec![Scheduled, first(1), token(2), token(2), token(3), len.clone()]),
-            ("finished twice", three(), vec![Scheduled, first(1), token(2), token(3), len.clone(), len.clone()]),
-            ("token after finish", three(), vec![Scheduled, first(1), token(2), token(3), len.clone(), token(4)]),
-            ("two first tokens", three(), vec![Scheduled, first(1), first(2), token(3), len.clone()]),
-            ("token before first", three(), vec![Scheduled, token(1), first(2), token(3), len.clone()]),
+            ("never finished", three(), vec![SCHEDULED, first(1), token(2)]),
+            ("lost token", three(), vec![SCHEDULED, first(1), token(2), len.clone()]),
+            ("repeated token", three(), vec![SCHEDULED, first(1), token(2), token(2), token(3), len.clone()]),
+            ("finished twice", three(), vec![SCHEDULED, first(1), token(2), token(3), len.clone(), len.clone()]),
+            ("token after finish", three(), vec![SCHEDULED, first(1), token(2), token(3), len.clone(), token(4)]),
+            ("two first tokens", three(), vec![SCHEDULED, first(1), first(2), token(3), len.clone()]),
+            ("token before first", three(), vec![SCHEDULED, token(1), first(2), token(3), len.clone()]),
             ("unscheduled", three(), vec![first(1), token(2), token(3), len.clone()]),
-            ("scheduled twice", three(), vec![Scheduled, Scheduled, first(1), token(2), token(3), len.clone()]),
-            ("preempted unscheduled", three(), vec![Preempted, Scheduled, first(1), token(2), token(3), len.clone()]),
+            ("scheduled twice", three(), vec![SCHEDULED, SCHEDULED, first(1), token(2), token(3), len.clone()]),
+            ("preempted unscheduled", three(), vec![Preempted, SCHEDULED, first(1), token(2), token(3), len.clone()]),
             (
                 "wrong golden",
                 Expected { golden: Some(vec![1, 2, 4]), ..three() },
-                vec![Scheduled, first(1), token(2), token(3), len.clone()],
+                vec![SCHEDULED, first(1), token(2), token(3), len.clone()],
             ),
             (
                 "went past a stop",
                 Expected { stop_ids: vec![2], ..three() },
-                vec![Scheduled, first(1), token(2), token(3), len.clone()],
+                vec![SCHEDULED, first(1), token(2), token(3), len.clone()],
             ),
             (
                 "stop without a stop id",
                 Expected { stop_ids: vec![9], ..three() },
-                vec![Scheduled, first(1), token(2), finished(FinishReason::Stop)],
+                vec![SCHEDULED, first(1), token(2), finished(FinishReason::Stop)],
             ),
-            ("cancelled", three(), vec![Scheduled, first(1), finished(FinishReason::Cancelled)]),
+            ("cancelled", three(), vec![SCHEDULED, first(1), finished(FinishReason::Cancelled)]),
         ];
         for (name, expected, events) in cases {
             let violations = run(expected, &events);
@@ -256,9 +261,9 @@ mod tests {
     fn time_going_back_and_unknown_ids_are_caught() {
         let mut ledger = Ledger::default();
         ledger.submitted(0, 0.0, three());
-        ledger.observe(&ev(0, 2.0, EventKind::Scheduled));
+        ledger.observe(&ev(0, 2.0, SCHEDULED));
         ledger.observe(&ev(0, 1.0, first(1)));
-        ledger.observe(&ev(7, 3.0, EventKind::Scheduled));
+        ledger.observe(&ev(7, 3.0, SCHEDULED));
         assert_eq!(ledger.violations.len(), 2, "{:?}", ledger.violations);
         ledger.submitted(0, 4.0, three());
         assert_eq!(ledger.violation_count, 3, "an id given twice");

@@ -147,6 +147,16 @@ pub struct BenchmarkMetrics {
     /// Speculative decoding over all requests; absent when nothing was drafted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<SpeculationSummary>,
+    /// Prompt tokens served from the engine's prefix cache over the prompt tokens of the requests
+    /// that were scheduled (0 with caching off); `None` (`null`) for a target that cannot say (a
+    /// server) and in results saved before it was recorded.
+    #[serde(default)]
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// The two sums of that rate.
+    #[serde(default)]
+    pub cached_prompt_tokens: Option<usize>,
+    #[serde(default)]
+    pub prefix_cache_prompt_tokens: Option<usize>,
 }
 
 /// What drafting bought: a verification is one sequence's draft checked in one step.
@@ -259,6 +269,11 @@ pub fn summarize(
     };
     let itl_ms: Vec<f64> = completed.iter().flat_map(|r| r.itl_s()).map(|s| s * 1000.0).collect();
     let good = slo.map(|slo| completed.iter().filter(|r| slo.met_by(r)).count() as f64);
+    // Requests whose cached prompt tokens are known (the engine's, once scheduled).
+    let (cached_tokens, prompt_tokens) = records
+        .iter()
+        .filter_map(|r| r.cached_tokens.map(|c| (c, r.prompt_len)))
+        .fold((0, 0), |(c, p), (rc, rp)| (c + rc, p + rp));
     BenchmarkMetrics {
         num_requests: records.len(),
         completed: completed.len(),
@@ -295,6 +310,9 @@ pub fn summarize(
         timestamp_lag_ms: timestamp_lag_ms(steps),
         long_tasks: None,
         speculation: speculation(records),
+        prefix_cache_hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
+        cached_prompt_tokens: (prompt_tokens > 0).then_some(cached_tokens),
+        prefix_cache_prompt_tokens: (prompt_tokens > 0).then_some(prompt_tokens),
     }
 }
 
@@ -388,6 +406,24 @@ mod tests {
     }
 
     /// Two completed requests and one that failed after its first token.
+    #[test]
+    fn prefix_cache_hit_rate_is_cached_over_prompt_tokens_and_null_when_unknown() {
+        let with = |cached: Option<usize>, prompt_len| RequestRecord {
+            cached_tokens: cached,
+            ..record(0, 0.0, 0.1, &[0.2, 0.3], prompt_len)
+        };
+        let m = summarize(&[with(Some(0), 100), with(Some(96), 100), with(Some(32), 56)], &[], None, 0.25);
+        assert!(close(m.prefix_cache_hit_rate.unwrap(), 128.0 / 256.0));
+        assert_eq!((m.cached_prompt_tokens, m.prefix_cache_prompt_tokens), (Some(128), Some(256)));
+        // A server's records cannot say: null, not 0.
+        let server = summarize(&[with(None, 100)], &[], None, 0.25);
+        assert_eq!((server.prefix_cache_hit_rate, server.cached_prompt_tokens), (None, None));
+        let json = serde_json::to_value(&server).unwrap();
+        assert!(json["prefix_cache_hit_rate"].is_null(), "{json}");
+        let off = summarize(&[with(Some(0), 100)], &[], None, 0.25);
+        assert_eq!(off.prefix_cache_hit_rate, Some(0.0));
+    }
+
     fn records() -> Vec<RequestRecord> {
         let mut failed = record(2, 0.2, 0.2, &[0.4], 5);
         failed.finish_s = None;

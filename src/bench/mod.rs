@@ -45,9 +45,9 @@ pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
 pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, LongTasks, Slo, TimePoint};
-pub use prompts::{random_prompt, text_prompt, TEXT_PROMPTS};
+pub use prompts::{random_prompt, text_prompt, with_shared_prefix, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, run_warnings, text_report, text_report_for, BenchResult, Measured, LATENESS_WARN_MS};
 pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};
-pub use workload::{plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, WorkloadSpec};
+pub use workload::{plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec};

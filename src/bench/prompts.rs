@@ -3,7 +3,7 @@
 
 use rand::Rng;
 
-use crate::bench::workload::{stream, STREAM_PROMPTS};
+use crate::bench::workload::{stream, PlannedRequest, WorkloadSpec, STREAM_PREFIXES, STREAM_PROMPTS};
 use crate::error::{Error, Result};
 
 /// Token ids at or above this are Qwen's special tokens (`<|endoftext|>` = 151643 onwards).
@@ -16,6 +16,25 @@ pub fn random_prompt(rng_seed: u64, id: u64, len: usize, vocab: usize) -> Vec<u3
     assert!(bound > 0, "random_prompt: empty vocabulary");
     let mut rng = stream(rng_seed, STREAM_PROMPTS, id);
     (0..len).map(|_| rng.random_range(0..bound) as u32).collect()
+}
+
+/// Request `p`'s prompt ids: with a shared prefix ([`crate::bench::workload::SharedPrefix`]),
+/// its group's prefix (seeded random ids below `vocab`, the same for every request of the group)
+/// followed by `own(prompt_len − prefix)`, its own tokens as the workload makes them; without,
+/// `own(prompt_len)`.
+pub fn with_shared_prefix(
+    spec: &WorkloadSpec,
+    p: &PlannedRequest,
+    vocab: usize,
+    own: &dyn Fn(usize) -> Result<Vec<u32>>,
+) -> Result<Vec<u32>> {
+    let Some(shared) = &spec.shared_prefix else { return own(p.prompt_len) };
+    let bound = vocab.min(FIRST_SPECIAL_TOKEN);
+    assert!(bound > 0, "with_shared_prefix: empty vocabulary");
+    let mut rng = stream(spec.seed, STREAM_PREFIXES, shared.group(p.id));
+    let mut ids: Vec<u32> = (0..shared.len).map(|_| rng.random_range(0..bound) as u32).collect();
+    ids.extend(own(p.prompt_len.saturating_sub(shared.len))?);
+    Ok(ids)
 }
 
 /// Built-in prompts of varied style, English and Chinese, for runs where real text matters
@@ -64,5 +83,39 @@ mod tests {
         assert_eq!(&long[chinese.len()..chinese.len() * 2], &chinese[..]);
         assert_eq!(text_prompt(1, 4, &encode).unwrap(), chinese[..4].to_vec());
         assert!(text_prompt(0, 4, &|_| Ok(vec![])).is_err());
+    }
+
+    #[test]
+    fn shared_prefixes_start_each_group_s_prompts() {
+        use crate::bench::workload::{plan, Arrival, ArrivalSpan, LenRange, SharedPrefix};
+        let spec = WorkloadSpec {
+            arrival: Arrival::Sequential,
+            rate: f64::INFINITY,
+            burstiness: 1.0,
+            concurrency: 1,
+            span: ArrivalSpan::Drawn,
+            num_requests: 6,
+            input_len: LenRange { min: 20, max: 30 },
+            output_len: LenRange { min: 1, max: 1 },
+            seed: 5,
+            dataset: None,
+            max_concurrency: None,
+            saturation_stop: false,
+            shared_prefix: Some(SharedPrefix { len: 12, groups: 2 }),
+        };
+        let planned = plan(&spec).unwrap();
+        let prompts: Vec<Vec<u32>> = planned
+            .iter()
+            .map(|p| with_shared_prefix(&spec, p, 1000, &|n| Ok(random_prompt(spec.seed, p.id, n, 1000))).unwrap())
+            .collect();
+        for (p, prompt) in planned.iter().zip(&prompts) {
+            assert_eq!(prompt.len(), p.prompt_len, "the prefix counts in the input length");
+            assert_eq!(prompt[..12], prompts[p.id as usize % 2][..12], "request {}", p.id);
+        }
+        assert_ne!(prompts[0][..12], prompts[1][..12], "two groups, two prefixes");
+        assert_ne!(prompts[0][12..], prompts[2][12..18], "the rest is each request's own");
+        let plain = WorkloadSpec { shared_prefix: None, ..spec.clone() };
+        let own = with_shared_prefix(&plain, &planned[0], 1000, &|n| Ok(vec![3; n])).unwrap();
+        assert_eq!(own, vec![3; planned[0].prompt_len]);
     }
 }

@@ -64,6 +64,10 @@ pub struct RequestRecord {
     pub drafted_tokens: usize,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_tokens: usize,
+    /// Prompt tokens served from the engine's prefix cache when it was first scheduled (0 with
+    /// caching off); `null` for a server, which cannot say, and a request never scheduled.
+    #[serde(default)]
+    pub cached_tokens: Option<usize>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -157,6 +161,10 @@ pub struct StepSample {
     pub drafted_tokens: usize,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_tokens: usize,
+    /// Free KV blocks still holding a cached prefix (prefix caching; counted free in
+    /// `kv_blocks_used`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_blocks_cached: usize,
 }
 
 #[cfg(test)]

@@ -47,6 +47,8 @@ struct Labels {
     slo_attainment: &'static str,
     preemptions: &'static str,
     speculation: &'static str,
+    prefix_cache: &'static str,
+    prompt_tokens: &'static str,
     gpu_busy: &'static str,
     duration: &'static str,
     latency_ms: &'static str,
@@ -85,6 +87,8 @@ const EN: Labels = Labels {
     slo_attainment: "SLO attainment",
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
+    prefix_cache: "Prefix cache hit rate",
+    prompt_tokens: "prompt tokens",
     gpu_busy: "GPU busy",
     duration: "Duration",
     latency_ms: "Latency (ms)",
@@ -126,6 +130,8 @@ const ZH: Labels = Labels {
     slo_attainment: "SLO 达成率",
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
+    prefix_cache: "前缀缓存命中率",
+    prompt_tokens: "提示 token",
     gpu_busy: "GPU 忙碌占比",
     duration: "测试时长",
     latency_ms: "延迟 (ms)",
@@ -220,6 +226,16 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             num(s.accepted_per_step)
         ));
     }
+    line(match (m.prefix_cache_hit_rate, m.cached_prompt_tokens) {
+        (Some(rate), Some(cached)) => format!(
+            "{}: {} ({cached} / {} {})",
+            l.prefix_cache,
+            percent(rate),
+            m.prefix_cache_prompt_tokens.unwrap_or(0),
+            l.prompt_tokens
+        ),
+        _ => format!("{}: -", l.prefix_cache),
+    });
     line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
     line(format!("{}: {} s", l.duration, num(m.duration_s)));
     if m.failed > 0 {
@@ -450,6 +466,20 @@ mod tests {
             let widths: Vec<usize> = report.lines().rev().take(6).map(display_width).collect();
             assert!(widths.iter().all(|&w| w == LABEL_WIDTH + 6 * NUMBER_WIDTH), "{widths:?}\n{report}");
         }
+        // Prefix caching: the engine's hit rate, "-" where nothing says (a server).
+        assert!(report.contains("Prefix cache hit rate: -\n"), "{report}");
+        let mut cached = records();
+        for r in &mut cached {
+            r.cached_tokens = Some(r.prompt_len / 4);
+        }
+        let m = summarize(&cached, &[], None, 0.25);
+        let want = format!(
+            "Prefix cache hit rate: 20.0% ({} / {} prompt tokens)\n",
+            m.cached_prompt_tokens.unwrap(),
+            m.prefix_cache_prompt_tokens.unwrap()
+        );
+        assert!(text_report(&m, None, Lang::En).contains(&want), "{want}");
+        assert!(text_report(&m, None, Lang::Zh).contains("前缀缓存命中率: 20.0%"));
         // No goodput line without an SLO; empty stats print as "-".
         let bare = text_report(&summarize(&[], &[], None, 0.25), None, Lang::En);
         assert!(!bare.contains("Goodput") && bare.contains("mean - ms") && bare.contains("GPU busy: -"));

@@ -7,8 +7,8 @@
 use serde::Serialize;
 
 use super::ledger::{Expected, Ledger};
-use super::prompts::random_prompt;
-use super::workload::{plan, WorkloadSpec};
+use super::prompts::{random_prompt, with_shared_prefix};
+use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
 use crate::error::Result;
@@ -59,6 +59,8 @@ pub struct SoakReport {
     pub prompt_tokens: usize,
     pub output_tokens: usize,
     pub preemptions: usize,
+    /// Prompt tokens served from the prefix cache (0 without `--prefix-cache`).
+    pub cached_prompt_tokens: usize,
     pub steps: usize,
     pub duration_s: f64,
     pub kv_blocks_total: usize,
@@ -121,7 +123,12 @@ fn request_for(spec: &SoakSpec, id: u64, prompt_len: usize, output_len: usize, v
     let stops = spec.stop_every > 0 && id % spec.stop_every == 1 % spec.stop_every && golden.is_none();
     let (prompt, max_new_tokens) = match golden {
         Some(g) => (g.prompt.clone(), g.tokens.len()),
-        None => (random_prompt(spec.workload.seed, id, prompt_len, vocab), output_len),
+        None => {
+            // Random ids, after the workload's shared prefix if it has one.
+            let planned = PlannedRequest { id, arrival_s: None, prompt_len, output_len };
+            let own = |len| Ok(random_prompt(spec.workload.seed, id, len, vocab));
+            (with_shared_prefix(&spec.workload, &planned, vocab, &own).expect("random ids never fail"), output_len)
+        }
     };
     let stop_ids = if stops { spec.stop_ids.clone() } else { Vec::new() };
     let expected = Expected { max_new_tokens, stop_ids: stop_ids.clone(), golden: golden.map(|g| g.tokens.clone()) };
@@ -232,6 +239,7 @@ pub async fn run(
     report.golden_checked = ledger.golden_checked;
     report.output_tokens = ledger.output_tokens;
     report.preemptions = ledger.preemptions;
+    report.cached_prompt_tokens = ledger.cached_prompt_tokens;
     report.violations = std::mem::take(&mut ledger.violations);
     report.violation_count = ledger.violation_count;
     Ok(report)

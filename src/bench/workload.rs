@@ -164,6 +164,25 @@ pub struct WorkloadSpec {
     /// ([`crate::bench::saturation`]); false in results saved before it existed.
     #[serde(default)]
     pub saturation_stop: bool,
+    /// Every prompt starts with one of a few shared prefixes (a "system prompt"); absent: each
+    /// prompt is its own.
+    #[serde(default)]
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
+/// Shared prompt prefixes: request `id` starts with prefix `id % groups` (round-robin), `len`
+/// tokens long and counted in its input length (the rest of the prompt is its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPrefix {
+    pub len: usize,
+    pub groups: usize,
+}
+
+impl SharedPrefix {
+    /// The group of request `id`.
+    pub fn group(&self, id: u64) -> u64 {
+        id % self.groups as u64
+    }
 }
 
 fn infinite() -> f64 {
@@ -193,7 +212,7 @@ impl Serialize for WorkloadSpec {
         let drawn = open && self.arrival != Arrival::Trace;
         let gamma = self.arrival == Arrival::Gamma;
         let concurrency = self.arrival == Arrival::Concurrency;
-        let mut out = serializer.serialize_struct("WorkloadSpec", 12)?;
+        let mut out = serializer.serialize_struct("WorkloadSpec", 13)?;
         out.serialize_field("arrival", &self.arrival)?;
         match drawn {
             true => out.serialize_field("rate", &self.rate.is_finite().then_some(self.rate))?,
@@ -227,6 +246,10 @@ impl Serialize for WorkloadSpec {
         out.serialize_field("input_len", &self.input_len)?;
         out.serialize_field("output_len", &self.output_len)?;
         out.serialize_field("seed", &self.seed)?;
+        match &self.shared_prefix {
+            Some(p) => out.serialize_field("shared_prefix", p)?,
+            None => out.skip_field("shared_prefix")?,
+        }
         out.end()
     }
 }
@@ -314,7 +337,28 @@ impl WorkloadSpec {
             )));
         }
         self.input_len.validate()?;
-        self.output_len.validate()
+        self.output_len.validate()?;
+        if let Some(p) = &self.shared_prefix {
+            if self.dataset.is_some() {
+                return Err(Error::Invalid(
+                    "shared prefix: not with a dataset (its rows bring their own prompts)".into(),
+                ));
+            }
+            if p.len == 0 || p.len >= self.input_len.min {
+                return Err(Error::Invalid(format!(
+                    "shared prefix length {}: must be from 1 to one below the shortest input length ({})",
+                    p.len, self.input_len.min
+                )));
+            }
+            if !(1..=limits::MAX_PREFIX_GROUPS).contains(&p.groups) {
+                return Err(Error::Invalid(format!(
+                    "prefix groups {}: must be from 1 to {}",
+                    p.groups,
+                    limits::MAX_PREFIX_GROUPS
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -406,6 +450,7 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
 const STREAM_ARRIVALS: u64 = 1;
 const STREAM_LENGTHS: u64 = 2;
 pub(crate) const STREAM_PROMPTS: u64 = 3;
+pub(crate) const STREAM_PREFIXES: u64 = 4;
 
 /// An independent RNG per (seed, purpose, index), mixed with SplitMix64 so nearby seeds and
 /// indices give unrelated streams.
@@ -448,6 +493,7 @@ mod tests {
             dataset: None,
             max_concurrency: None,
             saturation_stop: false,
+            shared_prefix: None,
         }
     }
 
@@ -599,6 +645,26 @@ mod tests {
         let old = r#"{"arrival":"sequential","rate":4.0,"burstiness":1.0,"concurrency":4,"num_requests":3,
             "input_len":{"min":8,"max":64},"output_len":{"min":1,"max":32},"seed":42}"#;
         assert_eq!(serde_json::from_str::<WorkloadSpec>(old).unwrap(), spec(Arrival::Sequential, 4.0, 3));
+    }
+
+    #[test]
+    fn shared_prefixes_are_validated_and_recorded() {
+        let with = |len, groups| WorkloadSpec {
+            shared_prefix: Some(SharedPrefix { len, groups }),
+            ..spec(Arrival::Poisson, 4.0, 3)
+        };
+        assert!(with(7, 2).validate().is_ok());
+        for (len, groups) in [(0, 1), (8, 1), (7, 0), (7, limits::MAX_PREFIX_GROUPS + 1)] {
+            assert!(with(len, groups).validate().is_err(), "{len} {groups}");
+        }
+        let json = serde_json::to_value(with(7, 2)).unwrap();
+        assert_eq!(json["shared_prefix"], serde_json::json!({"len": 7, "groups": 2}));
+        assert_eq!(
+            serde_json::from_value::<WorkloadSpec>(json).unwrap(),
+            WorkloadSpec { concurrency: 1, ..with(7, 2) }
+        );
+        assert!(serde_json::to_value(spec(Arrival::Poisson, 4.0, 3)).unwrap().get("shared_prefix").is_none());
+        assert_eq!((0..5).map(|id| SharedPrefix { len: 1, groups: 2 }.group(id)).collect::<Vec<_>>(), [0, 1, 0, 1, 0]);
     }
 
     #[test]

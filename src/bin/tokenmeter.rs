@@ -123,6 +123,15 @@ mod cli {
         /// Output tokens: N or MIN:MAX.
         #[arg(long, default_value = "64", allow_hyphen_values = true)]
         output_len: String,
+        /// Every prompt starts with the same N tokens (a shared "system prompt"), counted in
+        /// --input-len; 0 (default): no shared prefix.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 0, limits::MAX_TOKENS))]
+        shared_prefix_len: usize,
+        /// With --shared-prefix-len: G different prefixes, request i taking prefix i mod G.
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+              value_parser = |s: &str| parse_count(s, 1, limits::MAX_PREFIX_GROUPS))]
+        prefix_groups: usize,
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         seed: u64,
         /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
@@ -511,6 +520,7 @@ mod cli {
                     "tpot_ms": if c.tokens.len() > 1 { serde_json::json!(c.tpot_ms()) } else { serde_json::Value::Null },
                     "finish": c.finish,
                     "preemptions": c.preemptions,
+                    "cached_tokens": c.cached_tokens,
                 });
                 if let Some(text) = text {
                     line["text"] = text.into();
@@ -564,7 +574,16 @@ mod cli {
                 dataset: None,
                 max_concurrency: self.serving.max_concurrency,
                 saturation_stop: !self.serving.no_saturation_stop,
+                shared_prefix: self.shared_prefix()?,
             })
+        }
+
+        fn shared_prefix(&self) -> Result<Option<tokenmeter::bench::SharedPrefix>> {
+            match (self.shared_prefix_len, self.prefix_groups) {
+                (0, 1) => Ok(None),
+                (0, _) => Err(Error::Invalid("--prefix-groups: goes with --shared-prefix-len".into())),
+                (len, groups) => Ok(Some(tokenmeter::bench::SharedPrefix { len, groups })),
+            }
         }
     }
 
@@ -665,10 +684,10 @@ mod cli {
             if let (Some(row), Some(tok)) = (row, tokenizer) {
                 return tok.encode(row);
             }
-            match text {
-                Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
-                None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
-            }
+            bench::with_shared_prefix(&spec, p, vocab, &|len| match text {
+                Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+                None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
+            })
         };
         let mut engine = Engine::new(model);
         engine.set_policy(policy)?;

@@ -23,8 +23,11 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
-    /// First time the request got GPU work (queueing ends).
-    Scheduled,
+    /// First time the request got GPU work (queueing ends); `cached_tokens` of its prompt were
+    /// served from the prefix cache (0 without prefix caching).
+    Scheduled {
+        cached_tokens: u32,
+    },
     FirstToken {
         token: u32,
     },
@@ -64,6 +67,9 @@ pub struct StepStats {
     pub decode_tokens: usize,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
+    /// Free blocks still holding a cached prefix (counted free in `kv_blocks_used`; 0 without
+    /// prefix caching).
+    pub kv_blocks_cached: usize,
     /// From the step's ids readback resolving (its map callback) to the tokens' timestamp `t_s`:
     /// what the event loop ran in between. `None` for a step that sampled nothing.
     pub readback_lag_s: Option<f64>,
@@ -86,6 +92,9 @@ impl Engine {
     pub fn new(model: ForwardPass) -> Engine {
         let l = &model.limits;
         let mut scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
+        if l.prefix_cache {
+            scheduler = scheduler.with_prefix_cache();
+        }
         // Rows never exceed `max_logit_rows`: at most 1 + K per sequence, and one per token.
         scheduler.max_draft = l.speculation.max_draft();
         Engine { model, scheduler, next_id: 0, cancelled: Vec::new(), profile_next: false, last_profile: Vec::new() }
@@ -147,6 +156,8 @@ impl Engine {
         self.scheduler.running.len()
     }
 
+    /// KV blocks held by requests, of all blocks; free blocks that still hold a cached prefix
+    /// count as free (they are evicted when needed).
     pub fn kv_blocks(&self) -> (usize, usize) {
         (self.scheduler.blocks.used(), self.scheduler.blocks.total())
     }
@@ -183,7 +194,8 @@ impl Engine {
         let t = now_s();
         let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
         for &id in &plan.admitted {
-            events.push(Event { id, t_s: start, kind: EventKind::Scheduled });
+            let cached_tokens = self.scheduler.get(id).expect("admitted sequences are running").cached_tokens as u32;
+            events.push(Event { id, t_s: start, kind: EventKind::Scheduled { cached_tokens } });
         }
         // Output lengths before the commit: what follows is this step's tokens (one, or with a
         // draft up to 1 + accepted), all stamped `t`.
@@ -225,6 +237,7 @@ impl Engine {
             decode_tokens: plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum(),
             kv_blocks_used: used,
             kv_blocks_total: total,
+            kv_blocks_cached: self.scheduler.blocks.cached_free(),
             readback_lag_s,
             drafted_tokens,
             accepted_tokens,

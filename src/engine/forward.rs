@@ -33,6 +33,9 @@ pub struct EngineOptions {
     pub speculation: super::Speculation,
     /// How the matrices are stored: the checkpoint's bf16, or quantised at load (`--weights`).
     pub weights: WeightFormat,
+    /// Prefix caching (off by default): requests whose prompts start with the same full KV blocks
+    /// share them and skip their prefill (see [`super::kv::BlockAllocator`]).
+    pub prefix_cache: bool,
 }
 
 impl Default for EngineOptions {
@@ -45,6 +48,7 @@ impl Default for EngineOptions {
             kv_budget_bytes: 512 << 20,
             speculation: super::Speculation::Off,
             weights: WeightFormat::Bf16,
+            prefix_cache: false,
         }
     }
 }
@@ -65,6 +69,9 @@ pub struct EngineLimits {
     /// at most `max_batched_tokens`; `max_seqs` without speculation.
     #[serde(default)]
     pub max_logit_rows: usize,
+    /// Prefix caching in force (absent, so off, in results saved before it existed).
+    #[serde(default)]
+    pub prefix_cache: bool,
 }
 
 /// One step's work. `tokens[i] = [id, position, seq, 0]` where `seq` indexes `block_tables`;
@@ -466,6 +473,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         max_blocks_per_seq,
         speculation: o.speculation,
         max_logit_rows: (max_seqs * rows_per_seq).min(max_tokens),
+        prefix_cache: o.prefix_cache,
     })
 }
 

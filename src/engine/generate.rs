@@ -21,6 +21,8 @@ pub struct Completion {
     /// Speculative decoding: draft tokens verified for this request, and accepted.
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,
+    /// Prompt tokens served from the prefix cache (0 without it).
+    pub cached_tokens: usize,
 }
 
 impl Completion {
@@ -90,6 +92,7 @@ pub async fn generate(
             preemptions: 0,
             drafted_tokens: 0,
             accepted_tokens: 0,
+            cached_tokens: 0,
         });
     }
     let first = out.first().map_or(0, |c| c.id);
@@ -108,7 +111,7 @@ pub async fn generate(
                     c.drafted_tokens += drafted as usize;
                     c.accepted_tokens += accepted as usize;
                 }
-                EventKind::Scheduled => {}
+                EventKind::Scheduled { cached_tokens } => c.cached_tokens = cached_tokens as usize,
             }
             on_event(e);
         }

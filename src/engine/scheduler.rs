@@ -5,7 +5,7 @@
 //! the front of the queue, to be recomputed (prompt + output so far) when blocks free up.
 //! No GPU here: the plan is data, tested on its own.
 
-use super::kv::BlockAllocator;
+use super::kv::{block_hash, BlockAllocator};
 use super::speculate::{accepted_prefix, ngram_draft};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -63,6 +63,11 @@ pub struct Sequence {
     /// (speculative decoding; both 0 without it).
     pub drafted: usize,
     pub accepted: usize,
+    /// Prompt tokens served from the prefix cache at its first admission (0 without caching).
+    pub cached_tokens: usize,
+    /// Hashes of its leading full blocks whose every slot is committed (prefix caching): block
+    /// `i` is registered under `block_hashes[i]`.
+    block_hashes: Vec<u64>,
     rng: StdRng,
 }
 
@@ -81,6 +86,8 @@ impl Sequence {
             preemptions: 0,
             drafted: 0,
             accepted: 0,
+            cached_tokens: 0,
+            block_hashes: Vec::new(),
         }
     }
 
@@ -302,10 +309,17 @@ impl Scheduler {
         tokens.div_ceil(self.block_size)
     }
 
-    /// Preempts `running[i]`: its blocks are freed and it goes back to the front of the queue.
+    /// Caches full blocks for later sequences with the same prefix (see [`BlockAllocator`]).
+    pub fn with_prefix_cache(mut self) -> Self {
+        self.blocks = BlockAllocator::with_prefix_cache(self.blocks.total());
+        self
+    }
+
+    /// Preempts `running[i]`: its blocks are released and it goes back to the front of the queue.
     fn preempt(&mut self, i: usize, plan: &mut Plan) {
         let mut seq = self.running.remove(i);
         self.blocks.release(&mut seq.blocks);
+        seq.block_hashes.clear();
         seq.computed = 0;
         seq.preemptions += 1;
         plan.preempted.push(seq.id);
@@ -386,20 +400,33 @@ impl Scheduler {
     fn admit(&mut self, plan: &mut Plan, budget: &mut usize) {
         while plan.preempted.is_empty() && *budget > 0 && self.running.len() < self.max_seqs {
             let Some(seq) = self.waiting.front() else { break };
-            let remaining = seq.tokens.len() - seq.computed;
+            // Cached full blocks of its tokens, leaving at least the last token to compute (its
+            // logits give the next token).
+            let hits = self.blocks.lookup(&seq.tokens, self.block_size, (seq.tokens.len() - 1) / self.block_size);
+            let cached = hits.len() * self.block_size;
+            let remaining = seq.tokens.len() - cached;
             if !self.policy.chunked_prefill && remaining > *budget {
                 break;
             }
             let want = self.chunk(remaining, *budget);
-            let need = self.blocks_for(want);
-            if self.blocks.free() < need {
+            let need = self.blocks_for(cached + want) - hits.len();
+            // Hits nobody holds are counted free; sharing them takes them out of the pool.
+            let revived = hits.iter().filter(|&&(_, b)| self.blocks.refcount(b) == 0).count();
+            if self.blocks.free() < need + revived {
                 break;
             }
             let mut seq = self.waiting.pop_front().expect("front exists");
-            seq.blocks = self.blocks.allocate(need).expect("checked");
-            let sample = (want == seq.tokens.len()).then(|| seq.next_draw());
-            plan.items.push(Planned { id: seq.id, start: 0, len: want, sample, draft: Vec::new() });
+            for &(hash, block) in &hits {
+                self.blocks.share(block);
+                seq.blocks.push(block);
+                seq.block_hashes.push(hash);
+            }
+            seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
+            seq.computed = cached;
+            let sample = (cached + want == seq.tokens.len()).then(|| seq.next_draw());
+            plan.items.push(Planned { id: seq.id, start: cached, len: want, sample, draft: Vec::new() });
             if seq.preemptions == 0 {
+                seq.cached_tokens = cached;
                 plan.admitted.push(seq.id);
             }
             *budget -= want;
@@ -426,6 +453,7 @@ impl Scheduler {
             let seq = &mut self.running[idx];
             seq.computed = item.start + item.len;
             if item.sample.is_none() {
+                self.register_full_blocks(idx);
                 continue;
             }
             let chosen: Vec<u32> = next.by_ref().take(item.rows()).copied().collect();
@@ -453,6 +481,7 @@ impl Scheduler {
                     break;
                 }
             }
+            self.register_full_blocks(idx);
             if let Some(reason) = reason {
                 let mut seq = self.running.remove(idx);
                 self.blocks.release(&mut seq.blocks);
@@ -460,6 +489,23 @@ impl Scheduler {
             }
         }
         done
+    }
+
+    /// Prefix caching: registers `running[idx]`'s full blocks whose every slot holds committed K/V
+    /// of a known token (never a rolled-back draft position or a partly computed block).
+    fn register_full_blocks(&mut self, idx: usize) {
+        if !self.blocks.prefix_caching() {
+            return;
+        }
+        let seq = &mut self.running[idx];
+        let full = seq.computed.min(seq.tokens.len()) / self.block_size;
+        while seq.block_hashes.len() < full {
+            let i = seq.block_hashes.len();
+            let tokens = &seq.tokens[i * self.block_size..(i + 1) * self.block_size];
+            let hash = block_hash(seq.block_hashes.last().copied().unwrap_or(0), tokens);
+            self.blocks.register(seq.blocks[i], hash, tokens);
+            seq.block_hashes.push(hash);
+        }
     }
 
     /// Removes a request wherever it is; false when unknown (or already finished).
@@ -477,6 +523,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn seq(id: u64, prompt: usize, new: usize) -> Sequence {
         Sequence::new(id, (0..prompt as u32).collect(), new, SamplingParams::default(), vec![])
@@ -830,6 +877,173 @@ mod tests {
         let (plans, more) = drain(s);
         finished.extend(more);
         (plans, finished)
+    }
+
+    /// The invariant of prefix caching: a step writes K/V only into blocks its sequence holds
+    /// alone and that are not in the prefix table.
+    fn assert_writes_private(s: &Scheduler, plan: &Plan) {
+        for item in &plan.items {
+            let seq = s.get(item.id).expect("planned");
+            for b in item.start / s.block_size..=(item.start + item.len - 1) / s.block_size {
+                let block = seq.blocks[b];
+                assert_eq!(s.blocks.refcount(block), 1, "seq {} writes shared block {block}", item.id);
+                assert!(!s.blocks.is_cached(block), "seq {} writes cached block {block}", item.id);
+            }
+        }
+    }
+
+    /// Every block unheld, each id once, nothing referenced.
+    fn assert_all_free(s: &Scheduler) {
+        let mut free = s.blocks.free_ids();
+        free.sort_unstable();
+        assert_eq!(free, (0..s.blocks.total() as u32).collect::<Vec<_>>());
+        assert!((0..s.blocks.total() as u32).all(|b| s.blocks.refcount(b) == 0));
+    }
+
+    /// Like [`run_with`] with prefix caching: prompts built from `groups` shared prefixes, the
+    /// write invariant checked every step; returns the outputs and the cached tokens per id.
+    fn run_cached(seed: u64, cache: bool, max_draft: usize) -> (BTreeMap<u64, Vec<u32>>, BTreeMap<u64, usize>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut s = Scheduler::new(rng.random_range(1..6), rng.random_range(8..80), 4, rng.random_range(12..40));
+        s.max_draft = max_draft;
+        if cache {
+            s = s.with_prefix_cache();
+        }
+        let prefixes: Vec<Vec<u32>> = (0..rng.random_range(1..4))
+            .map(|_| (0..rng.random_range(0..14)).map(|_| rng.random_range(0..5)).collect())
+            .collect();
+        let mut arrivals: Vec<(usize, Sequence)> = (0..rng.random_range(1..12))
+            .map(|id| {
+                let mut tokens = prefixes[rng.random_range(0..prefixes.len())].clone();
+                tokens.extend((0..rng.random_range(1..8)).map(|_| rng.random_range(0..5)));
+                (
+                    rng.random_range(0..10),
+                    Sequence::new(id, tokens, rng.random_range(1..12), SamplingParams::default(), vec![]),
+                )
+            })
+            .collect();
+        let (mut outputs, mut cached) = (BTreeMap::new(), BTreeMap::new());
+        for step in 0..10_000 {
+            for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= step) {
+                s.add(seq);
+            }
+            if !s.has_work() && arrivals.is_empty() {
+                break;
+            }
+            let plan = s.schedule();
+            assert_writes_private(&s, &plan);
+            // Rows: a token that depends on the whole sequence (drafts are judged on it too).
+            let mut ids = Vec::new();
+            for p in plan.items.iter().filter(|p| p.sample.is_some()) {
+                let mut seen = s.get(p.id).expect("planned").tokens.clone();
+                for i in 0..p.rows() {
+                    let t = next_token(&seen) % 5;
+                    ids.push(t);
+                    seen.push(p.draft.get(i).copied().unwrap_or(t));
+                }
+            }
+            for (seq, _) in s.commit(&plan, &ids) {
+                cached.insert(seq.id, seq.cached_tokens);
+                outputs.insert(seq.id, seq.output().to_vec());
+            }
+        }
+        assert!(!s.has_work(), "did not drain");
+        assert_all_free(&s);
+        (outputs, cached)
+    }
+
+    #[test]
+    fn prefix_caching_changes_no_token_and_never_writes_a_shared_block() {
+        let (mut hits, mut with_drafts) = (0, 0);
+        for seed in 0..300 {
+            for max_draft in [0, 3] {
+                let (plain, none) = run_cached(seed, false, max_draft);
+                assert!(none.values().all(|&c| c == 0));
+                let (cached, hit) = run_cached(seed, true, max_draft);
+                assert_eq!(cached, plain, "seed {seed}, drafts {max_draft}");
+                let n = hit.values().filter(|&&c| c > 0).count();
+                hits += n;
+                with_drafts += if max_draft > 0 { n } else { 0 };
+            }
+        }
+        assert!(hits > 300 && with_drafts > 100, "too few hits to mean anything: {hits} ({with_drafts} with drafts)");
+    }
+
+    #[test]
+    fn a_second_identical_prompt_hits_every_full_block_but_the_last_token() {
+        for (prompt, want) in [(9, 8), (8, 4), (3, 0)] {
+            let mut s = Scheduler::new(4, 64, 4, 20).with_prefix_cache();
+            s.add(seq(0, prompt, 2));
+            drain(&mut s);
+            assert_eq!(s.blocks.cached_free(), (prompt + 1) / 4, "full blocks of prompt + first token kept");
+            s.add(seq(1, prompt, 2));
+            let plan = s.schedule();
+            assert_eq!(items(&plan), [(1, want, prompt - want)], "prompt {prompt}");
+            assert_eq!(s.running[0].cached_tokens, want);
+            assert_writes_private(&s, &plan);
+            drain_after(&mut s, plan);
+            assert_all_free(&s);
+        }
+    }
+
+    #[test]
+    fn shared_blocks_are_counted_once_and_freed_by_the_last_holder() {
+        let mut s = Scheduler::new(4, 64, 4, 20).with_prefix_cache();
+        s.add(seq(0, 9, 3));
+        s.schedule_and_commit_once(); // 9 computed of 10 tokens: blocks 0 and 1 full, cached
+        s.add(seq(1, 9, 3));
+        let plan = s.schedule();
+        assert_eq!(items(&plan), [(0, 9, 1), (1, 8, 1)]);
+        let (a, b) = (&s.running[0].blocks, &s.running[1].blocks);
+        assert_eq!(a[..2], b[..2], "the first two blocks are shared");
+        assert_ne!(a[2], b[2]);
+        assert_eq!(s.blocks.refcount(a[0]), 2);
+        assert_eq!(s.blocks.used(), 4, "3 + 1 blocks, the shared ones once");
+        drain_after(&mut s, plan);
+        assert_all_free(&s);
+    }
+
+    #[test]
+    fn evicts_the_least_recently_released_blocks_first() {
+        // 6 blocks of 2 tokens. Prompts A and B leave 2 cached blocks each (B released last).
+        let mut s = Scheduler::new(4, 64, 2, 6).with_prefix_cache();
+        let a: Vec<u32> = vec![1, 2, 3, 4];
+        let b: Vec<u32> = vec![5, 6, 7, 8];
+        for (id, p) in [(0, &a), (1, &b)] {
+            s.add(Sequence::new(id, p.clone(), 1, SamplingParams::default(), vec![]));
+            drain(&mut s);
+        }
+        assert_eq!((s.blocks.cached_free(), s.blocks.free()), (4, 6));
+        // A new 6-token prompt takes the 2 never-cached blocks and must evict one more: A's tail
+        // (released before its head, and before all of B).
+        s.add(Sequence::new(2, vec![9; 6], 1, SamplingParams::default(), vec![]));
+        drain(&mut s);
+        let hit = |s: &Scheduler, p: &[u32]| s.blocks.lookup(p, 2, 2).len();
+        assert_eq!((hit(&s, &a), hit(&s, &b)), (1, 2), "A lost its second block only");
+        // A 4-token prompt needs 2 blocks, all free ones are cached: A's head, then B's tail go
+        // (B's head was released after its tail, the 9s after both).
+        s.add(Sequence::new(3, vec![8; 4], 1, SamplingParams::default(), vec![]));
+        drain(&mut s);
+        assert_eq!((hit(&s, &a), hit(&s, &b), s.blocks.lookup(&[9; 6], 2, 3).len()), (0, 1, 3));
+        assert_all_free(&s);
+    }
+
+    #[test]
+    fn preemption_and_cancel_release_shared_blocks() {
+        // 8 blocks of 4: four requests sharing an 8-token prefix, under pressure.
+        let mut s = Scheduler::new(8, 64, 4, 8).with_prefix_cache();
+        for id in 0..4 {
+            let mut tokens: Vec<u32> = (0..8).collect();
+            tokens.push(100 + id as u32);
+            s.add(Sequence::new(id, tokens, 10, SamplingParams::default(), vec![]));
+        }
+        s.schedule_and_commit_once();
+        assert!(s.cancel(1).is_some());
+        let (plans, finished) = drain(&mut s);
+        assert!(plans.iter().any(|p| !p.preempted.is_empty()), "no preemption: the test is too easy");
+        assert_eq!(finished.len(), 3);
+        assert!(finished.iter().all(|f| f.1 == vec![7; 10]));
+        assert_all_free(&s);
     }
 
     impl Scheduler {

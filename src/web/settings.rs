@@ -258,6 +258,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         max_concurrency: None,
         // As the CLI: an open-loop rate the target cannot sustain ends early, with the reason.
         saturation_stop: true,
+        shared_prefix: None,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());

@@ -92,7 +92,7 @@ struct Local {
 struct Prompts {
     tokenizer: Option<Tokenizer>,
     vocab: usize,
-    seed: u64,
+    spec: WorkloadSpec,
 }
 
 impl Local {
@@ -122,16 +122,16 @@ impl Local {
             prompts: Some(if tokenizer.is_some() { "text" } else { "token ids" }.to_string()),
             ..RunConfig::default()
         };
-        Ok(Local { engine, prompts: Prompts { tokenizer, vocab: cfg.vocab_size, seed: spec.seed }, describe })
+        Ok(Local { engine, prompts: Prompts { tokenizer, vocab: cfg.vocab_size, spec: spec.clone() }, describe })
     }
 }
 
 impl Prompts {
     fn prompt(&self, p: &bench::PlannedRequest) -> Result<Vec<u32>> {
-        match &self.tokenizer {
-            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(self.seed, p.id, p.prompt_len, self.vocab)),
-        }
+        bench::with_shared_prefix(&self.spec, p, self.vocab, &|len| match &self.tokenizer {
+            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(self.spec.seed, p.id, len, self.vocab)),
+        })
     }
 }
 
@@ -252,13 +252,15 @@ fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
 
 /// `bench`'s engine options, loaded on `gpu`.
 async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, args: &ModelArgs, src: &P) -> Result<ForwardPass> {
-    let options = EngineOptions {
+    let mut options = EngineOptions {
         max_batched_tokens: args.max_batched_tokens,
         max_seqs: args.max_batch,
         block_size: args.block_size,
         kv_blocks: args.kv_blocks,
+        weights: args.weights,
         ..EngineOptions::default()
     };
+    args.spec.apply(&mut options);
     let model = ForwardPass::load(gpu.clone(), src, &options, &mut |_, _| {}).await?;
     eprintln!("loaded {:.1} MB of weights on {}", model.weights.bytes as f64 / 1e6, model.gpu.adapter.name);
     Ok(model)

@@ -92,9 +92,14 @@ pub async fn run(
         if let Some(row) = dataset.and_then(|d| d.items.get(p.id as usize)).and_then(|i| i.prompt.as_deref()) {
             return Ok(Prompt::Text(row.to_string()));
         }
+        // A shared prefix goes as ids, or as their text with a tokenizer.
+        let ids = bench::with_shared_prefix(session.spec, p, vocab, &|len| match text {
+            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(seed, p.id, len, vocab)),
+        })?;
         match text {
-            Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
-            None => Ok(Prompt::Ids(bench::random_prompt(seed, p.id, p.prompt_len, vocab))),
+            Some(tok) => Ok(Prompt::Text(tok.decode(&ids)?)),
+            None => Ok(Prompt::Ids(ids)),
         }
     };
 

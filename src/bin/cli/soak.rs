@@ -49,6 +49,18 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 64, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
     max_batched_tokens: usize,
+    /// Prefix caching (with --shared-prefix-len the random prompts share blocks; the golden
+    /// requests repeat the reference prompts).
+    #[arg(long)]
+    prefix_cache: bool,
+    /// Every random prompt starts with the same N tokens (counted in --input-len); 0: none.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 0, limits::MAX_TOKENS))]
+    shared_prefix_len: usize,
+    /// With --shared-prefix-len: G different prefixes, request i taking prefix i mod G.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_PREFIX_GROUPS))]
+    prefix_groups: usize,
     /// Requests that finish before the resident-memory baseline (default: a quarter, at most 200).
     /// lavapipe compiles shaders and grows its caches during the first few dozen requests.
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 0, limits::MAX_REQUESTS))]
@@ -116,6 +128,8 @@ async fn run(args: SoakArgs) -> Result<bool> {
         dataset: None,
         max_concurrency: None,
         saturation_stop: false,
+        shared_prefix: (args.shared_prefix_len > 0)
+            .then_some(tokenmeter::bench::SharedPrefix { len: args.shared_prefix_len, groups: args.prefix_groups }),
     };
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;
@@ -124,6 +138,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         max_seqs: args.max_batch,
         block_size: args.block_size,
         kv_blocks: Some(args.kv_blocks),
+        prefix_cache: args.prefix_cache,
         ..EngineOptions::default()
     };
     let gpu = Arc::new(Gpu::new().await?);
@@ -169,6 +184,9 @@ async fn run(args: SoakArgs) -> Result<bool> {
     println!("Duration: {:.1} s, {} steps", report.duration_s, report.steps);
     println!("Tokens: {} prompt, {} output", report.prompt_tokens, report.output_tokens);
     println!("Preemptions: {}", report.preemptions);
+    if args.prefix_cache {
+        println!("Prompt tokens served from the prefix cache: {}", report.cached_prompt_tokens);
+    }
     println!("KV blocks in use at the end: {} of {}", report.kv_blocks_in_use_at_end, report.kv_blocks_total);
     println!(
         "RSS: {} after warm-up, {} at the end, {} peak; growth {}",

@@ -1,4 +1,5 @@
-//! Engine features that change how tokens are computed, not which: speculative decoding.
+//! Engine features that change how tokens are computed, not which: speculative decoding and
+//! prefix caching.
 
 use clap::Args;
 use tokenmeter::engine::{EngineOptions, Speculation};
@@ -10,10 +11,15 @@ pub struct SpecArgs {
     /// them in one step; sampled requests decode plainly. "off" (default) disables it.
     #[arg(long, default_value = "off", value_parser = |s: &str| s.parse::<Speculation>())]
     pub speculate: Speculation,
+    /// Prefix caching: requests whose prompts start with the same tokens share those full KV
+    /// blocks and skip their prefill (off by default).
+    #[arg(long)]
+    pub prefix_cache: bool,
 }
 
 impl SpecArgs {
     pub fn apply(&self, options: &mut EngineOptions) {
         options.speculation = self.speculate;
+        options.prefix_cache = self.prefix_cache;
     }
 }
