@@ -12,7 +12,7 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
-use super::{open, serving, BenchArgs, Loaded, ModelArgs};
+use super::{open, serving, BenchArgs, Loaded};
 use std::sync::Arc;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
@@ -113,9 +113,14 @@ impl Local {
     async fn load(args: &BenchArgs, loaded: Loaded, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
         let policy = args.policy.policy()?;
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
+        let options = super::engine_options(&args.model, args.model.max_batch);
+        let draft = match &loaded {
+            Loaded::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
+            Loaded::Synthetic(s) => args.model.spec.open_draft(&s.config, None).await?,
+        };
         let (model, tokenizer, cfg) = match loaded {
-            Loaded::Disk(c, t) => (load_on(gpu, &args.model, &c).await?, *t, c.config.clone()),
-            Loaded::Synthetic(s) => (load_on(gpu, &args.model, &s).await?, None, s.config.clone()),
+            Loaded::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
+            Loaded::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
         let max_total = spec.input_len.max + spec.output_len.max;
         if max_total > cfg.max_position_embeddings {
@@ -124,7 +129,7 @@ impl Local {
                 cfg.max_position_embeddings
             )));
         }
-        let mut engine = Engine::new(model);
+        let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let text = tokenizer.is_some() && !args.random_prompts;
         let describe = RunConfig {
@@ -267,16 +272,9 @@ fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
     parsed.map_err(|e| Error::Invalid(format!("{}: not a bench results file ({e})", path.display())))
 }
 
-/// `bench`'s engine options, loaded on `gpu`.
-async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, args: &ModelArgs, src: &P) -> Result<ForwardPass> {
-    let options = EngineOptions {
-        max_batched_tokens: args.max_batched_tokens,
-        max_seqs: args.max_batch,
-        block_size: args.block_size,
-        kv_blocks: args.kv_blocks,
-        ..EngineOptions::default()
-    };
-    let model = ForwardPass::load(gpu.clone(), src, &options, &mut |_, _| {}).await?;
+/// `bench`'s engine options (with its --weights and --speculate), loaded on `gpu`.
+async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, options: &EngineOptions, src: &P) -> Result<ForwardPass> {
+    let model = ForwardPass::load(gpu.clone(), src, options, &mut |_, _| {}).await?;
     eprintln!("loaded {:.1} MB of weights on {}", model.weights.bytes as f64 / 1e6, model.gpu.adapter.name);
     Ok(model)
 }
