@@ -324,6 +324,15 @@ mod cli {
                 "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
                 b, d.context, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
             );
+            if d.drafted_per_step > 0.0 {
+                eprintln!(
+                    "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",
+                    d.drafted_per_step,
+                    d.accepted_per_step,
+                    100.0 * d.accepted_per_step / d.drafted_per_step,
+                    1.0 + d.accepted_per_step / b as f64
+                );
+            }
             let total: f64 = d.profile.iter().map(|k| k.ms).sum();
             for k in &d.profile {
                 eprintln!(
