@@ -231,3 +231,30 @@ fn a_draft_model_with_another_vocabulary_is_refused() {
         );
     });
 }
+
+/// `bench --speculate draft:DIR:K` end to end: the run record names the draft model, and with the
+/// target drafting for itself the summary's acceptance is 1 with drafts in every verifying step.
+#[test]
+fn bench_records_the_draft_model_and_its_acceptance() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-speculate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let model = model.to_str().unwrap();
+    let speculate = format!("draft:{model}:3");
+    let args = ["bench", "--model", model, "--speculate", &speculate, "--random-prompts", "--rate", "inf"];
+    let more = ["--num-requests", "3", "--input-len", "8", "--output-len", "13", "--no-baseline", "--json"];
+    let status =
+        std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter")).args(args).args(more).arg(&out).output().unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let speculation = &json["run_config"]["engine"]["speculation"];
+    assert_eq!(*speculation, serde_json::json!({"kind": "draft", "k": 3, "model": model}), "{speculation}");
+    let summary = &json["summary"]["speculation"];
+    assert_eq!(summary["acceptance_rate"], 1.0, "{summary}");
+    assert!(summary["drafted_tokens"].as_u64().unwrap() >= 3 * 3, "{summary}");
+    for r in json["requests"].as_array().unwrap() {
+        assert_eq!(r["output_len"], 13, "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
