@@ -134,3 +134,19 @@ fn trace_speedup_needs_a_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--speculate draft:…` is checked before any weight is uploaded: its form, a synthetic shape's
+/// name, and a draft folder whose vocabulary differs from the target's.
+#[test]
+fn speculate_flags() {
+    let model = tiny(); // tiny-mha: 256 ids
+    let generate = |speculate: &str, needle: &str| {
+        expect_error(&["generate", "--model", &model, "--prompt-ids", "1,2,3", "--speculate", speculate], needle)
+    };
+    generate("draft:4", "expected ngram:K or draft:MODEL:K with K from 1 to 16, or off");
+    generate("draft:x:17", "with K from 1 to 16");
+    generate("draft:synthetic:x:4", "--speculate draft:synthetic:x: unknown synthetic model \"x\"");
+    let gqa = format!("draft:{}:4", fixture_dir("tiny-gqa-tied").display());
+    generate(&gqa, "vocab_size 512 differs from the target's 256");
+    generate("draft:/no/such/folder:4", "/no/such/folder");
+}

@@ -144,23 +144,19 @@ fn totals(done: &[Completion]) -> (usize, usize) {
 }
 
 /// Draft model = target: every greedy draft token is the target's own choice, so all are
-/// accepted, and the tokens are transformers' (and plain decoding's).
+/// accepted, and the tokens are transformers' (which plain decoding gives: the first test).
 #[test]
 fn a_draft_model_equal_to_the_target_has_every_token_accepted() {
     pollster::block_on(async {
         for name in ["tiny-gqa-tied", "tiny-untied"] {
-            let mut plain =
-                engine(name, EngineOptions { max_batched_tokens: 64, block_size: 8, ..Default::default() }).await;
-            let expected = generate(&mut plain, requests(name), &mut |_| {}).await.unwrap();
             let mut e = with_draft(name, &checkpoint(name).await, 4).await;
             let done = generate(&mut e, requests(name), &mut |_| {}).await.unwrap();
             let cases = reference(name).cases;
             for (c, case) in done.iter().zip(&cases) {
                 assert_eq!(c.tokens, case.tokens, "{name} request {}: not transformers' tokens", c.id);
             }
-            let sampled = done.last().unwrap();
-            assert_eq!(sampled.tokens, expected.last().unwrap().tokens, "{name}: the sampled request changed");
-            assert_eq!(sampled.drafted_tokens, 0, "{name}: a sampled request was drafted for");
+            // (Its tokens are checked against plain decoding in the next test.)
+            assert_eq!(done.last().unwrap().drafted_tokens, 0, "{name}: a sampled request was drafted for");
             let (drafted, accepted) = totals(&done);
             assert!(drafted > 0, "{name}: nothing drafted");
             assert_eq!(accepted, drafted, "{name}: {accepted} of {drafted} draft tokens accepted");
@@ -189,7 +185,8 @@ fn a_different_draft_model_never_changes_the_tokens() {
         let mut plain =
             engine(name, EngineOptions { max_batched_tokens: 64, block_size: 8, ..Default::default() }).await;
         let expected = generate(&mut plain, requests(name), &mut |_| {}).await.unwrap();
-        for k in [1, 3, 8] {
+        // K = 1: no one-token draft steps; K = 8: a draft spans a whole 8-token block.
+        for k in [1, 8] {
             let mut e = with_draft(name, &draft, k).await;
             let done = generate(&mut e, requests(name), &mut |_| {}).await.unwrap();
             for (c, x) in done.iter().zip(&expected) {
@@ -203,6 +200,7 @@ fn a_different_draft_model_never_changes_the_tokens() {
     });
 }
 
+/// (The CLI's own checks, before any weight is uploaded, are in `tests/bad_flags.rs`.)
 #[test]
 fn a_draft_model_with_another_vocabulary_is_refused() {
     pollster::block_on(async {
@@ -211,24 +209,6 @@ fn a_draft_model_with_another_vocabulary_is_refused() {
         let model = ForwardPass::load(gpu(), &draft, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
         let err = DraftModel::new(model, target.config(), 4).err().expect("refused").to_string();
         assert!(err.contains("vocabulary (256 ids) differs from the target's (512 ids)"), "{err}");
-        let tiny = fixture_dir("tiny-gqa-tied");
-        let mha = format!("draft:{}:4", fixture_dir("tiny-mha").display());
-        common::cli::expect_error(
-            &["generate", "--model", tiny.to_str().unwrap(), "--prompt-ids", "1,2,3", "--speculate", &mha],
-            "vocab_size 256 differs from the target's 512",
-        );
-        common::cli::expect_error(
-            &[
-                "generate",
-                "--model",
-                tiny.to_str().unwrap(),
-                "--prompt-ids",
-                "1,2,3",
-                "--speculate",
-                "draft:synthetic:x:4",
-            ],
-            "unknown synthetic model \"x\"",
-        );
     });
 }
 
