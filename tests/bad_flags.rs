@@ -104,3 +104,53 @@ fn usage_errors_are_one_line_and_help_is_not_an_error() {
     assert_eq!(bare.code, 2);
     assert!(bare.stderr.contains("Usage:"), "{}", bare.stderr);
 }
+
+/// `--trace-speedup` on a dataset that is not a trace did nothing, silently; it is refused, named
+/// or guessed format alike, while a trace still takes it.
+#[test]
+fn trace_speedup_needs_a_trace() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-bad-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lengths = dir.join("lengths.jsonl");
+    std::fs::write(&lengths, "{\"input_len\": 5, \"output_len\": 3}\n").unwrap();
+    let lengths = lengths.to_str().unwrap();
+    let bench = |extra: &[&str], needle: &str| {
+        expect_error(&[&["bench", "--synthetic", "tiny", "--dataset", lengths], extra].concat(), needle)
+    };
+    bench(&["--trace-speedup", "2"], "--trace-speedup scales a trace's recorded times");
+    bench(&["--dataset-format", "jsonl", "--trace-speedup", "2"], "is a jsonl dataset");
+    // A trace is not refused for it: the run gets past the dataset to the next error (a rate sweep).
+    let trace = dir.join("trace.jsonl");
+    std::fs::write(&trace, "{\"timestamp\": 10, \"input_length\": 5, \"output_length\": 3}\n").unwrap();
+    expect_error(
+        &[
+            "bench",
+            "--synthetic",
+            "tiny",
+            "--dataset",
+            trace.to_str().unwrap(),
+            "--trace-speedup",
+            "2",
+            "--rate",
+            "1,2",
+        ],
+        "replays the recorded times",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--speculate draft:…` is checked before any weight is uploaded: its form, a synthetic shape's
+/// name, and a draft folder whose vocabulary differs from the target's.
+#[test]
+fn speculate_flags() {
+    let model = tiny(); // tiny-mha: 256 ids
+    let generate = |speculate: &str, needle: &str| {
+        expect_error(&["generate", "--model", &model, "--prompt-ids", "1,2,3", "--speculate", speculate], needle)
+    };
+    generate("draft:4", "expected ngram:K or draft:MODEL:K with K from 1 to 16, or off");
+    generate("draft:x:17", "with K from 1 to 16");
+    generate("draft:synthetic:x:4", "--speculate draft:synthetic:x: unknown synthetic model \"x\"");
+    let gqa = format!("draft:{}:4", fixture_dir("tiny-gqa-tied").display());
+    generate(&gqa, "vocab_size 512 differs from the target's 256");
+    generate("draft:/no/such/folder:4", "/no/such/folder");
+}

@@ -119,3 +119,48 @@ fn doubling_the_batch_is_detected_and_swapping_flips_it() {
         assert!(err.to_string().contains("workloads differ"), "{err}");
     });
 }
+
+/// `tokenmeter compare` with `--dataset` on both sides: A and B run the file's requests (its
+/// lengths), and the dataset is recorded in each result's workload as `bench`
+/// records it.
+#[test]
+fn compare_runs_a_dataset_on_both_sides() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("lengths.jsonl");
+    let rows = [(6, 3), (9, 2), (5, 4)];
+    let text: String = rows.iter().map(|(i, o)| format!("{{\"input_len\": {i}, \"output_len\": {o}}}\n")).collect();
+    std::fs::write(&data, text).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let side = |batch: usize| {
+        format!("--model {} --dataset {} --rate inf --max-batch {batch}", model.display(), data.display())
+    };
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["compare", "--a", &side(1), "--b", &side(4), "--repeats", "2", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for side in ["a", "b"] {
+        let results = json[side].as_array().unwrap();
+        assert_eq!(results.len(), 2, "{side}: two repetitions");
+        for r in results {
+            let workload = &r["run_config"]["workload"];
+            assert_eq!(workload["dataset"]["format"], "jsonl", "{side}: {workload}");
+            assert_eq!(workload["dataset"]["rows_kept"], 3, "{side}: {workload}");
+            let mut lens: Vec<(u64, u64)> = r["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| (q["prompt_len"].as_u64().unwrap(), q["output_len"].as_u64().unwrap()))
+                .collect();
+            lens.sort();
+            let mut expected = rows.to_vec();
+            expected.sort();
+            assert_eq!(lens, expected, "{side}: the dataset's lengths");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

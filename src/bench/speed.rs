@@ -13,9 +13,15 @@ pub struct DecodeSpeed {
     pub batch: usize,
     /// Tokens each sequence attends to (prompt + tokens decoded so far), at the median step.
     pub context: usize,
-    /// Median duration of steps that decoded the whole batch and nothing else.
+    /// Median duration of steps that decoded the whole batch and nothing else (with speculative
+    /// decoding: their drafts included, and a draft model's own steps).
     pub step_ms: f64,
+    /// Tokens out per step (the batch, plus accepted draft tokens on average) / `step_ms`.
     pub tokens_per_s: f64,
+    /// Speculative decoding: draft tokens verified, and accepted, per timed step on average (0
+    /// without).
+    pub drafted_per_step: f64,
+    pub accepted_per_step: f64,
     /// Weights + KV read per step / step time.
     pub gb_s: f64,
     /// Weight bytes read per step (every matrix once, scales included: the model's format).
@@ -88,7 +94,8 @@ pub async fn decode(
     let cfg = engine.model.cfg.clone();
     let per_step = engine.model.limits.max_batched_tokens.max(1);
     let prefill_steps = (batch * prompt).div_ceil(per_step) + batch;
-    let max_new = steps + 1 + profile as usize + prefill_steps;
+    // A step yields up to 1 + K tokens per sequence with K draft tokens.
+    let max_new = (steps + 1 + profile as usize) * (1 + engine.model.limits.speculation.max_draft()) + prefill_steps;
     let mut ids = Vec::with_capacity(batch);
     for _ in 0..batch {
         ids.push(engine.submit(request(prompt, max_new, cfg.vocab_size))?);
@@ -96,6 +103,7 @@ pub async fn decode(
     let mut generated = vec![0usize; batch];
     let mut times = Vec::new();
     let mut contexts = Vec::new();
+    let (mut drafted, mut accepted) = (0, 0);
     let mut profiled = false;
     while engine.has_work() {
         let profiling = engine.profile_next;
@@ -109,12 +117,15 @@ pub async fn decode(
             }
         }
         if let Some(s) = stats {
-            if s.decode_tokens == batch && s.batched_tokens == batch {
+            // The whole batch decoding (each sequence one token plus its draft), nothing else.
+            if s.decode_tokens - s.drafted_tokens == batch && s.batched_tokens == s.decode_tokens {
                 if profiling {
                     profiled = true;
                 } else if times.len() < steps {
                     times.push(s.duration_s);
                     contexts.push(context);
+                    drafted += s.drafted_tokens;
+                    accepted += s.accepted_tokens;
                     // Profile one full-batch step in the middle (kept out of the timings).
                     engine.profile_next = profile && !profiled && times.len() == steps / 2;
                 }
@@ -128,6 +139,8 @@ pub async fn decode(
     }
     let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
     let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
+    let timed = times.len().max(1) as f64;
+    let (drafted_per_step, accepted_per_step) = (drafted as f64 / timed, accepted as f64 / timed);
     let step = median(times);
     let weights = engine.model.weights.bytes_per_token() as f64;
     let kv = batch as f64 * context * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
@@ -136,7 +149,9 @@ pub async fn decode(
         batch,
         context: context.round() as usize,
         step_ms: step * 1e3,
-        tokens_per_s: batch as f64 / step,
+        tokens_per_s: (batch as f64 + accepted_per_step) / step,
+        drafted_per_step,
+        accepted_per_step,
         gb_s,
         weight_bytes: engine.model.weights.bytes_per_token(),
         fraction_of_copy: gb_s / roof.copy_gb_s,

@@ -25,7 +25,7 @@ mod cli {
     use std::sync::Arc;
     use tokenmeter::bench::session::{Event, Listener};
     use tokenmeter::engine::{
-        generate as run_requests, Engine, EngineOptions, EventKind, ForwardPass, Request, SamplingParams,
+        generate as run_requests, EngineOptions, EventKind, ForwardPass, Request, SamplingParams,
     };
     use tokenmeter::gpu::Gpu;
     use tokenmeter::limits::{self, parse_count, parse_number};
@@ -306,6 +306,11 @@ mod cli {
         args.model.max_batched_tokens = args.model.max_batched_tokens.max(biggest_prefill);
         let max_batch = args.batches.iter().copied().max().unwrap_or(1);
         let loaded = open(&args.model).await?;
+        let (cfg, tokenizer) = match &loaded {
+            Loaded::Disk(c, t) => (&c.config, t.as_ref().as_ref()),
+            Loaded::Synthetic(s) => (&s.config, None),
+        };
+        let draft = args.model.spec.open_draft(cfg, tokenizer).await?;
         let model = match &loaded {
             Loaded::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
             Loaded::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
@@ -320,7 +325,7 @@ mod cli {
             roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
             roof.fma_gflop_s
         );
-        let mut engine = Engine::new(model);
+        let mut engine = args.model.spec.engine(model, draft, &engine_options(&args.model, max_batch)).await?;
         let mut decode = Vec::new();
         for &b in &args.batches {
             let d = speed::decode(&mut engine, &roof, b, args.context, args.steps, args.profile).await?;
@@ -328,6 +333,15 @@ mod cli {
                 "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
                 b, d.context, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
             );
+            if d.drafted_per_step > 0.0 {
+                eprintln!(
+                    "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",
+                    d.drafted_per_step,
+                    d.accepted_per_step,
+                    100.0 * d.accepted_per_step / d.drafted_per_step,
+                    1.0 + d.accepted_per_step / b as f64
+                );
+            }
             let total: f64 = d.profile.iter().map(|k| k.ms).sum();
             for k in &d.profile {
                 eprintln!(
@@ -408,8 +422,8 @@ mod cli {
         load_with(args, src, args.max_batch).await
     }
 
-    async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<ForwardPass> {
-        let gpu = Arc::new(Gpu::new().await?);
+    /// The engine options `args` ask for, with `max_batch` sequences per step.
+    fn engine_options(args: &ModelArgs, max_batch: usize) -> EngineOptions {
         let mut options = EngineOptions {
             max_batched_tokens: args.max_batched_tokens,
             max_seqs: max_batch,
@@ -419,6 +433,12 @@ mod cli {
             ..EngineOptions::default()
         };
         args.spec.apply(&mut options);
+        options
+    }
+
+    async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<ForwardPass> {
+        let gpu = Arc::new(Gpu::new().await?);
+        let options = engine_options(args, max_batch);
         let start = std::time::Instant::now();
         let mut last_pct = 0;
         let model = ForwardPass::load(gpu, src, &options, &mut |done, total| {
@@ -463,6 +483,7 @@ mod cli {
         for prompt in &prompts {
             tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
         }
+        let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
             Loaded::Disk(c, _) => load(&args.model, c).await?,
             Loaded::Synthetic(s) => load(&args.model, s).await?,
@@ -484,7 +505,8 @@ mod cli {
             })
             .collect::<Vec<_>>();
         let single = requests.len() == 1;
-        let mut engine = Engine::new(model);
+        let options = engine_options(&args.model, args.model.max_batch);
+        let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         // With one prompt and a tokenizer, stream the text as it comes.
         let streaming = single && !args.json && tokenizer.is_some();
@@ -672,6 +694,7 @@ mod cli {
                 cfg.max_position_embeddings
             )));
         }
+        let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
             Loaded::Disk(c, _) => load(&args.model, c).await?,
             Loaded::Synthetic(s) => load(&args.model, s).await?,
@@ -689,7 +712,8 @@ mod cli {
                 None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
             })
         };
-        let mut engine = Engine::new(model);
+        let options = engine_options(&args.model, args.model.max_batch);
+        let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let mut target = EngineTarget {
             engine: &mut engine,

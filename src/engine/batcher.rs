@@ -2,6 +2,7 @@
 //! GPU step, samples on the GPU, and returns timestamped events. Timestamps are taken when the
 //! step's token ids are back on the CPU — the moment a client would see them.
 
+use super::draft::DraftModel;
 use super::forward::{Batch, ForwardPass};
 use super::scheduler::{FinishReason, Plan, Policy, SamplingParams, Scheduler, Sequence};
 use crate::clock::now_s;
@@ -86,6 +87,8 @@ pub struct Engine {
     /// Run the next step kernel by kernel and keep each dispatch's wall time in `last_profile`.
     pub profile_next: bool,
     pub last_profile: Vec<(crate::gpu::Kernel, f64)>,
+    /// Speculative decoding with a draft model ([`Engine::set_draft`]).
+    draft: Option<DraftModel>,
 }
 
 impl Engine {
@@ -97,7 +100,32 @@ impl Engine {
         }
         // Rows never exceed `max_logit_rows`: at most 1 + K per sequence, and one per token.
         scheduler.max_draft = l.speculation.max_draft();
-        Engine { model, scheduler, next_id: 0, cancelled: Vec::new(), profile_next: false, last_profile: Vec::new() }
+        if let super::Speculation::Draft { .. } = l.speculation {
+            scheduler.proposals = Some(Default::default()); // no drafts until `set_draft`
+        }
+        Engine {
+            model,
+            scheduler,
+            next_id: 0,
+            cancelled: Vec::new(),
+            profile_next: false,
+            last_profile: Vec::new(),
+            draft: None,
+        }
+    }
+
+    /// Drafts with `draft` from the next step on (the model was loaded with
+    /// `Speculation::Draft`, which sized its logit rows for the K draft tokens).
+    pub fn set_draft(&mut self, draft: DraftModel) -> Result<()> {
+        if !matches!(self.model.limits.speculation, super::Speculation::Draft { .. }) {
+            return Err(Error::Invalid("a draft model needs the engine loaded with Speculation::Draft".into()));
+        }
+        self.draft = Some(draft);
+        Ok(())
+    }
+
+    pub fn draft(&self) -> Option<&DraftModel> {
+        self.draft.as_ref()
     }
 
     /// Validates and queues a request; returns its id.
@@ -175,6 +203,10 @@ impl Engine {
             .drain(..)
             .map(|id| Event { id, t_s: start, kind: EventKind::Finished { reason: FinishReason::Cancelled } })
             .collect();
+        if let Some(draft) = &mut self.draft {
+            // The draft model's steps are part of this step (and of its duration).
+            self.scheduler.proposals = Some(draft.propose(&self.scheduler.running).await?);
+        }
         let plan = self.scheduler.schedule();
         for &id in &plan.preempted {
             events.push(Event { id, t_s: start, kind: EventKind::Preempted });
@@ -206,6 +238,9 @@ impl Engine {
             .map(|p| (p.id, self.scheduler.get(p.id).expect("planned sequence exists").output().len(), p.draft.len()))
             .collect();
         let finished = self.scheduler.commit(&plan, &sampled);
+        if let Some(draft) = &mut self.draft {
+            draft.forget_gone(&self.scheduler.running);
+        }
         let (mut drafted_tokens, mut accepted_tokens) = (0, 0);
         for &(id, from, drafted) in &before {
             let seq = match self.scheduler.get(id) {

@@ -471,7 +471,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         block_size: o.block_size,
         num_blocks: wanted.min(adapter_blocks),
         max_blocks_per_seq,
-        speculation: o.speculation,
+        speculation: o.speculation.clone(),
         max_logit_rows: (max_seqs * rows_per_seq).min(max_tokens),
         prefix_cache: o.prefix_cache,
     })

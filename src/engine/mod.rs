@@ -1,8 +1,10 @@
 //! The inference engine: the GPU forward pass over a paged KV cache (`forward`), the continuous
 //! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
-//! allocator), and generation on top of them (`generate`).
+//! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
+//! generation on top of them (`generate`).
 
 pub mod batcher;
+pub mod draft;
 pub mod forward;
 pub mod generate;
 pub mod kv;
@@ -10,6 +12,7 @@ pub mod scheduler;
 pub mod speculate;
 
 pub use batcher::{Engine, Event, EventKind, Request, StepStats};
+pub use draft::DraftModel;
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
 pub use scheduler::{FinishReason, Order, Policy, SamplingParams};

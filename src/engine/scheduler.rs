@@ -9,7 +9,7 @@ use super::kv::{block_hash, BlockAllocator};
 use super::speculate::{accepted_prefix, ngram_draft};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SamplingParams {
@@ -257,6 +257,9 @@ pub struct Scheduler {
     pub policy: Policy,
     /// Draft tokens per decoding sequence per step, at most (0: no speculative decoding).
     pub max_draft: usize,
+    /// Drafts a draft model proposed for this step, by sequence id (`super::draft`); `None`:
+    /// drafts by prompt lookup.
+    pub proposals: Option<HashMap<u64, Vec<u32>>>,
 }
 
 impl Scheduler {
@@ -270,6 +273,7 @@ impl Scheduler {
             blocks: BlockAllocator::new(num_blocks),
             policy: Policy::default(),
             max_draft: 0,
+            proposals: None,
         }
     }
 
@@ -294,7 +298,10 @@ impl Scheduler {
         let free = self.blocks.free().saturating_sub(later);
         let slots = ((seq.blocks.len() + free) * self.block_size).saturating_sub(seq.tokens.len());
         let k = self.max_draft.min(budget.saturating_sub(1)).min(left).min(slots);
-        ngram_draft(&seq.tokens, k)
+        match &self.proposals {
+            None => ngram_draft(&seq.tokens, k),
+            Some(proposals) => proposals.get(&seq.id).map_or_else(Vec::new, |d| d[..k.min(d.len())].to_vec()),
+        }
     }
 
     pub fn add(&mut self, seq: Sequence) {

@@ -1,5 +1,6 @@
-//! Speculative decoding by prompt lookup: a draft of up to K tokens copied from earlier in the
-//! sequence (prompt + output so far), verified by the model in the sequence's next step. Pure CPU.
+//! Speculative decoding: a draft of up to K tokens, verified by the model in the sequence's next
+//! step. The draft comes from prompt lookup (here: copied from earlier in the sequence, prompt +
+//! output so far; pure CPU) or from a smaller draft model (`super::draft`).
 //!
 //! The rule: take the last n tokens of the sequence, for n = [`NGRAM_MAX`] down to [`NGRAM_MIN`];
 //! the first n with an earlier occurrence wins (longer context, better guess). Among that n's
@@ -17,13 +18,16 @@ pub const NGRAM_MIN: usize = 1;
 pub const MAX_DRAFT: usize = 16;
 
 /// How (and whether) the engine drafts tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Speculation {
     #[default]
     Off,
     /// Prompt lookup: drafts of up to `k` tokens from n-gram matches in the sequence itself.
     Ngram { k: usize },
+    /// A draft model proposes `k` tokens greedily (`super::draft`). `model` names it as the run
+    /// record names the target: a folder, or `synthetic:NAME`.
+    Draft { k: usize, model: String },
 }
 
 impl Speculation {
@@ -31,7 +35,7 @@ impl Speculation {
     pub fn max_draft(&self) -> usize {
         match *self {
             Speculation::Off => 0,
-            Speculation::Ngram { k } => k,
+            Speculation::Ngram { k } | Speculation::Draft { k, .. } => k,
         }
     }
 }
@@ -39,17 +43,25 @@ impl Speculation {
 impl std::str::FromStr for Speculation {
     type Err = String;
 
-    /// `ngram:K` (1 ≤ K ≤ [`MAX_DRAFT`]) or `off`; the error is one line naming the form.
+    /// `ngram:K`, `draft:MODEL:K` (1 ≤ K ≤ [`MAX_DRAFT`]; MODEL a folder or `synthetic:NAME`, K
+    /// after its last colon) or `off`; the error is one line naming the forms.
     fn from_str(text: &str) -> std::result::Result<Speculation, String> {
-        let bad = || format!("expected ngram:K with K from 1 to {MAX_DRAFT}, or off");
+        let bad = || format!("expected ngram:K or draft:MODEL:K with K from 1 to {MAX_DRAFT}, or off");
+        let k = |digits: &str| match digits.parse::<usize>() {
+            Ok(k) if (1..=MAX_DRAFT).contains(&k) => Ok(k),
+            _ => Err(bad()),
+        };
         if text == "off" {
             return Ok(Speculation::Off);
         }
-        let k = text.strip_prefix("ngram:").ok_or_else(bad)?.parse::<usize>().map_err(|_| bad())?;
-        if !(1..=MAX_DRAFT).contains(&k) {
-            return Err(bad());
+        if let Some(rest) = text.strip_prefix("draft:") {
+            let (model, digits) = rest.rsplit_once(':').ok_or_else(bad)?;
+            if model.is_empty() {
+                return Err(bad());
+            }
+            return Ok(Speculation::Draft { k: k(digits)?, model: model.to_string() });
         }
-        Ok(Speculation::Ngram { k })
+        Ok(Speculation::Ngram { k: k(text.strip_prefix("ngram:").ok_or_else(bad)?)? })
     }
 }
 
@@ -120,9 +132,15 @@ mod tests {
     fn the_flag_parses_or_names_the_range() {
         assert_eq!("ngram:4".parse::<Speculation>().unwrap(), Speculation::Ngram { k: 4 });
         assert_eq!("off".parse::<Speculation>().unwrap(), Speculation::Off);
-        for bad in ["ngram:0", "ngram:17", "ngram:", "ngram:x", "draft", "4"] {
+        let draft = |k, model: &str| Speculation::Draft { k, model: model.to_string() };
+        assert_eq!("draft:/m/Qwen3-0.6B:4".parse::<Speculation>().unwrap(), draft(4, "/m/Qwen3-0.6B"));
+        assert_eq!("draft:synthetic:qwen3-0.6b:16".parse::<Speculation>().unwrap(), draft(16, "synthetic:qwen3-0.6b"));
+        assert_eq!(draft(3, "m").max_draft(), 3);
+        for bad in
+            ["ngram:0", "ngram:17", "ngram:", "ngram:x", "draft", "4", "draft:4", "draft::4", "draft:m:0", "draft:m:x"]
+        {
             let e = bad.parse::<Speculation>().unwrap_err();
-            assert!(e.contains("ngram:K") && !e.contains('\n'), "{bad}: {e}");
+            assert!(e.contains("ngram:K or draft:MODEL:K") && !e.contains('\n'), "{bad}: {e}");
         }
     }
 }

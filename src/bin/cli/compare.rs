@@ -12,7 +12,7 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
-use super::{open, BenchArgs, Loaded, ModelArgs};
+use super::{open, serving, BenchArgs, Loaded};
 use std::sync::Arc;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
@@ -62,9 +62,6 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
     if args.remote.endpoint.is_some() {
         return refuse("compare runs the engine in this process; --endpoint is not supported here");
     }
-    if args.serving.dataset.is_some() {
-        return refuse("--dataset is not supported by compare yet (synthetic lengths only)");
-    }
     if args.json.is_some() || args.csv.is_some() {
         return refuse("--json and --csv go to compare itself, not inside --a/--b");
     }
@@ -74,9 +71,19 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
     Ok(args)
 }
 
-/// The workload of `bench`'s options, as `bench` plans it.
-fn workload(args: &BenchArgs) -> Result<WorkloadSpec> {
-    let spec = args.workload(args.rates()?[0])?;
+/// The workload of `bench`'s options, as `bench` plans it: a dataset's lengths are measured by
+/// the side's tokenizer (`loaded`'s, when it has one), as `bench` measures them.
+fn workload(args: &BenchArgs, loaded: &Loaded) -> Result<WorkloadSpec> {
+    let rates = args.rates()?;
+    let mut spec = args.workload(rates[0])?;
+    if let Some(data) = args.serving.read()? {
+        let tokenizer = match loaded {
+            Loaded::Disk(_, t) => t.as_ref().as_ref(),
+            Loaded::Synthetic(_) => None,
+        };
+        let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
+        serving::attach(&mut spec, &rates, &data, &args.serving, args.num_requests, tokenizer.zip(name.as_deref()))?;
+    }
     bench::plan(&spec)?;
     Ok(spec)
 }
@@ -88,9 +95,14 @@ struct Local {
     describe: RunConfig,
 }
 
-/// Prompts as `bench` makes them: built-in text through the tokenizer, or seeded random ids.
+/// Prompts as `bench` makes them: a dataset row's text, built-in text through the tokenizer, or
+/// seeded random ids.
 struct Prompts {
     tokenizer: Option<Tokenizer>,
+    /// Built-in text (a tokenizer and no --random-prompts).
+    text: bool,
+    /// The dataset's prompt texts by request id (empty without a dataset).
+    rows: Vec<Option<std::sync::Arc<str>>>,
     vocab: usize,
     spec: WorkloadSpec,
 }
@@ -98,13 +110,17 @@ struct Prompts {
 impl Local {
     /// Both sides load onto one GPU device: with a device each, lavapipe made one side's runs
     /// ~1.6× slower than the other's with identical settings (the idle device's threads compete).
-    async fn load(args: &BenchArgs, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
+    async fn load(args: &BenchArgs, loaded: Loaded, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
         let policy = args.policy.policy()?;
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
-        let loaded = open(&args.model).await?;
+        let options = super::engine_options(&args.model, args.model.max_batch);
+        let draft = match &loaded {
+            Loaded::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
+            Loaded::Synthetic(s) => args.model.spec.open_draft(&s.config, None).await?,
+        };
         let (model, tokenizer, cfg) = match loaded {
-            Loaded::Disk(c, t) => (load_on(gpu, &args.model, &c).await?, *t, c.config.clone()),
-            Loaded::Synthetic(s) => (load_on(gpu, &args.model, &s).await?, None, s.config.clone()),
+            Loaded::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
+            Loaded::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
         let max_total = spec.input_len.max + spec.output_len.max;
         if max_total > cfg.max_position_embeddings {
@@ -113,24 +129,31 @@ impl Local {
                 cfg.max_position_embeddings
             )));
         }
-        let mut engine = Engine::new(model);
+        let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
-        let tokenizer = tokenizer.filter(|_| !args.random_prompts);
+        let text = tokenizer.is_some() && !args.random_prompts;
         let describe = RunConfig {
             target: "local".into(),
             model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-            prompts: Some(if tokenizer.is_some() { "text" } else { "token ids" }.to_string()),
+            prompts: Some(if text { "text" } else { "token ids" }.to_string()),
             ..RunConfig::default()
         };
-        Ok(Local { engine, prompts: Prompts { tokenizer, vocab: cfg.vocab_size, spec: spec.clone() }, describe })
+        let rows = spec.dataset.as_ref().map_or_else(Vec::new, |d| d.items.iter().map(|i| i.prompt.clone()).collect());
+        let prompts = Prompts { tokenizer, text, rows, vocab: cfg.vocab_size, spec: spec.clone() };
+        Ok(Local { engine, prompts, describe })
     }
 }
 
 impl Prompts {
+    /// As `bench`: a dataset row's own text (through the tokenizer), else built-in text or ids.
     fn prompt(&self, p: &bench::PlannedRequest) -> Result<Vec<u32>> {
+        let row = self.rows.get(p.id as usize).and_then(|r| r.as_deref());
+        if let (Some(tok), Some(row)) = (&self.tokenizer, row) {
+            return tok.encode(row);
+        }
         bench::with_shared_prefix(&self.spec, p, self.vocab, &|len| match &self.tokenizer {
-            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(self.spec.seed, p.id, len, self.vocab)),
+            Some(tok) if self.text => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            _ => Ok(bench::random_prompt(self.spec.seed, p.id, len, self.vocab)),
         })
     }
 }
@@ -160,7 +183,8 @@ pub async fn main(args: CompareArgs) -> Result<()> {
 
 async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Experiment> {
     let (args_a, args_b) = (parse_side("--a", a)?, parse_side("--b", b)?);
-    let (spec, spec_b) = (workload(&args_a)?, workload(&args_b)?);
+    let (loaded_a, loaded_b) = (open(&args_a.model).await?, open(&args_b.model).await?);
+    let (spec, spec_b) = (workload(&args_a, &loaded_a)?, workload(&args_b, &loaded_b)?);
     if spec != spec_b {
         return Err(Error::Invalid(format!(
             "--a and --b must run the same workload (arrivals, rate, lengths, seed): A {spec:?}, B {spec_b:?}"
@@ -176,8 +200,8 @@ async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Expe
     }
     let slo = args_a.slo.as_deref().map(str::parse::<Slo>).transpose()?;
     let gpu = Arc::new(Gpu::new().await?);
-    let mut side_a = Local::load(&args_a, &spec, &gpu).await?;
-    let mut side_b = Local::load(&args_b, &spec, &gpu).await?;
+    let mut side_a = Local::load(&args_a, loaded_a, &spec, &gpu).await?;
+    let mut side_b = Local::load(&args_b, loaded_b, &spec, &gpu).await?;
     let x = ExperimentSpec {
         spec: &spec,
         slo: slo.as_ref(),
@@ -250,18 +274,9 @@ fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
     parsed.map_err(|e| Error::Invalid(format!("{}: not a bench results file ({e})", path.display())))
 }
 
-/// `bench`'s engine options, loaded on `gpu`.
-async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, args: &ModelArgs, src: &P) -> Result<ForwardPass> {
-    let mut options = EngineOptions {
-        max_batched_tokens: args.max_batched_tokens,
-        max_seqs: args.max_batch,
-        block_size: args.block_size,
-        kv_blocks: args.kv_blocks,
-        weights: args.weights,
-        ..EngineOptions::default()
-    };
-    args.spec.apply(&mut options);
-    let model = ForwardPass::load(gpu.clone(), src, &options, &mut |_, _| {}).await?;
+/// `bench`'s engine options (with its --weights and --speculate), loaded on `gpu`.
+async fn load_on<P: TensorProvider>(gpu: &Arc<Gpu>, options: &EngineOptions, src: &P) -> Result<ForwardPass> {
+    let model = ForwardPass::load(gpu.clone(), src, options, &mut |_, _| {}).await?;
     eprintln!("loaded {:.1} MB of weights on {}", model.weights.bytes as f64 / 1e6, model.gpu.adapter.name);
     Ok(model)
 }

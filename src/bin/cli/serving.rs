@@ -19,10 +19,11 @@ pub struct ServingArgs {
     /// sharegpt, jsonl or trace (default: guessed from the content when that is unambiguous).
     #[arg(long, requires = "dataset")]
     pub dataset_format: Option<String>,
-    /// Replay a trace this many times faster (2 = twice the recorded rate).
-    #[arg(long, requires = "dataset", default_value_t = 1.0, allow_negative_numbers = true,
+    /// Replay a trace this many times faster (2 = twice the recorded rate; default 1). Trace
+    /// datasets only.
+    #[arg(long, requires = "dataset", allow_negative_numbers = true,
           value_parser = |s: &str| parse_number(s, limits::MIN_TRACE_SPEEDUP, limits::MAX_TRACE_SPEEDUP))]
-    pub trace_speedup: f64,
+    pub trace_speedup: Option<f64>,
     /// Open loops: at most N requests in flight (arrivals stay Poisson/gamma/constant/trace; a
     /// request due while N are busy waits for a slot, as vLLM's --max-concurrency).
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
@@ -53,12 +54,22 @@ impl ServingArgs {
         }
     }
 
-    /// The file's rows, read and parsed (before any model or server is touched).
+    /// The file's rows, read and parsed (before any model or server is touched). `--trace-speedup`
+    /// on a dataset that is not a trace (named or guessed) is refused: it would do nothing.
     pub fn read(&self) -> Result<Option<dataset::Dataset>> {
         let Some(path) = &self.dataset else { return Ok(None) };
         let format = self.dataset_format.as_deref().map(str::parse::<DatasetFormat>).transpose()?;
         let bytes = limits::read_file(path, limits::DATASET_MAX_BYTES)?;
-        dataset::parse(&path.display().to_string(), &bytes, format).map(Some)
+        let data = dataset::parse(&path.display().to_string(), &bytes, format)?;
+        if self.trace_speedup.is_some() && data.format != DatasetFormat::Trace {
+            return Err(Error::Invalid(format!(
+                "--trace-speedup scales a trace's recorded times; {} is a {} dataset (pass a trace, or drop \
+                 --trace-speedup)",
+                path.display(),
+                data.format.name()
+            )));
+        }
+        Ok(Some(data))
     }
 }
 
@@ -78,7 +89,7 @@ pub fn attach(
         tokenizer: tokenizer.map_or("", |(_, name)| name),
         num_requests,
         seed: spec.seed,
-        trace_speedup: args.trace_speedup,
+        trace_speedup: args.trace_speedup.unwrap_or(1.0),
     })?;
     if data.format == DatasetFormat::Trace {
         if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
