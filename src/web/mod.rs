@@ -11,6 +11,7 @@
 //!   kept in memory only, API style; the HTTP/1.1 connection warning); [`remote_run`]: its run.
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
+//! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
 //!
@@ -20,6 +21,7 @@ pub mod app;
 pub mod browser;
 pub mod cache;
 pub mod charts;
+pub mod experiment;
 pub mod files;
 pub mod history;
 pub mod i18n;

@@ -5,12 +5,12 @@
 use super::charts::ChartData;
 use super::history::{self, Entry};
 use super::i18n::use_text;
-use super::settings::{self, Problems, RunConfig};
+use super::settings::{self, LoadOptions, Problems, RunConfig};
 use super::state::{AppState, Loaded, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::session::{EngineTarget, Event, Listener};
 use crate::bench::{self, BenchResult, PlannedRequest, SessionSpec, WorkloadSpec};
-use crate::engine::{Engine, SamplingParams};
+use crate::engine::{Engine, Policy, SamplingParams};
 use crate::model::Tokenizer;
 use crate::Result;
 use leptos::prelude::*;
@@ -19,11 +19,21 @@ use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings.
 pub fn start(state: AppState, config: RunConfig) {
+    let t = super::i18n::text(state.lang.get_untracked());
     if state.target.is_remote() {
-        match state.target.runnable(super::i18n::text(state.lang.get_untracked())) {
+        // As the CLI's `bench --endpoint`: a server's scheduler and weights are its own.
+        if config.policy != Policy::default() || config.load != LoadOptions::default() {
+            state.run_error.set(Some(t.switches_not_remote.to_string()));
+            return;
+        }
+        match state.target.runnable(t) {
             Ok(endpoint) => super::remote_run::start(state, config, endpoint),
             Err(e) => state.run_error.set(Some(e)),
         }
+        return;
+    }
+    if needs_reload(state, &config) {
+        state.run_error.set(Some(t.run_needs_reload.to_string()));
         return;
     }
     let Some(loaded) = state.take_model() else { return };
@@ -40,7 +50,10 @@ pub fn start(state: AppState, config: RunConfig) {
         let mut engine = Engine::new(model);
         let context =
             RunContext { state, config: &config, tokenizer: tokenizer.as_deref(), lang, model_name: &model_key };
-        let (results, error) = benchmark(&context, &mut engine).await;
+        let (results, error) = match engine.set_policy(config.policy) {
+            Ok(()) => benchmark(&context, &mut engine).await,
+            Err(e) => (Vec::new(), Some(e)),
+        };
         let mut model = engine.model;
         model.limits = capacity.clone();
         state.put_model(Loaded { model, capacity });
@@ -51,6 +64,12 @@ pub fn start(state: AppState, config: RunConfig) {
         }
         super::models::forget_faulty_gpu(state);
     });
+}
+
+/// Whether the loaded model was uploaded with other weights or speculation than `config` asks for
+/// (an upload is needed first).
+pub fn needs_reload(state: AppState, config: &RunConfig) -> bool {
+    state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != config.load))
 }
 
 /// The page's state when a run (local or remote) starts: running, nothing shown, a sweep view
@@ -324,11 +343,18 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
 pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Problems>>) -> impl IntoView {
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
+    let reload_pending = move || {
+        !state.target.is_remote()
+            && checked.with(|c| {
+                let wanted = c.as_ref().map(|c| c.load).ok();
+                state.model_info.with(|m| matches!((m, wanted), (Some(m), Some(w)) if m.load != w))
+            })
+    };
     let can_run = move || {
         let target_ready = if state.target.is_remote() {
             state.target.runnable(t()).is_ok()
         } else {
-            state.model_info.with(Option::is_some)
+            state.model_info.with(Option::is_some) && !reload_pending()
         };
         state.phase.get() == Phase::Idle && target_ready && checked.with(|c| c.is_ok())
     };
@@ -392,6 +418,9 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
                     })
             }}
             {move || target_problem().map(|e| view! { <p class="note warn">{e}</p> })}
+            <Show when=move || reload_pending() && !running()>
+                <p class="note warn" data-testid="run-needs-reload">{move || t().run_needs_reload}</p>
+            </Show>
             <Show when=move || checked.with(|c| c.is_err()) && !running()>
                 <p class="note warn">{move || t().fix_settings}</p>
             </Show>

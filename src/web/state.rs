@@ -126,6 +126,8 @@ pub struct ModelInfo {
     pub hidden: usize,
     pub vocab: usize,
     pub weight_bytes: u64,
+    /// The weights and speculation it was uploaded with.
+    pub load: super::settings::LoadOptions,
     pub kv_tokens: usize,
     pub caps: Caps,
 }
