@@ -104,6 +104,7 @@ pub fn App() -> impl IntoView {
                     locked=locked
                     reload=reload
                     on_reload=Callback::new(move |_| reload_model(state))
+                    dataset=state.dataset
                 />
                 <RunPanel state=state checked=checked />
             </aside>

@@ -155,7 +155,7 @@ pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
                     <td class="num">{number(m.b)}</td>
                     <td class="num">{number(m.diff)}</td>
                     <td class="num">"[" {number(m.ci_low)} ", " {number(m.ci_high)} "]"</td>
-                    <td class=format!("verdict {}", verdict_class(verdict)) data-testid="verdict" data-verdict=english>
+                    <td class=format!("delta {}", verdict_class(verdict)) data-testid="verdict" data-verdict=english>
                         {move || verdict.label(lang.get())}
                     </td>
                 </tr>
@@ -284,6 +284,17 @@ fn run_label(n: usize, repeats: usize, t: &Text) -> String {
 pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, repeats: usize) {
     let lang = state.lang.get_untracked();
     let t = super::i18n::text(lang);
+    let (mut a, mut b) = (a, b);
+    // The picked dataset, once, for both sides: the same requests.
+    if let Err(e) = run::with_dataset(state, &mut a, run::max_position(state)) {
+        x.error.set(Some(e.to_string()));
+        return;
+    }
+    if let Err(e) = b.policy.check_request(a.spec.input_len.max, a.spec.output_len.max, b.max_batched_tokens) {
+        x.error.set(Some(format!("B: {e}")));
+        return;
+    }
+    b.spec = a.spec.clone();
     if run::needs_reload(state, &a) {
         x.error.set(Some(t.run_needs_reload.to_string()));
         return;
@@ -322,7 +333,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
         };
         let vocab = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
         let prompts = Prompts::new(tokenizer.as_deref(), &a, vocab);
-        let prompt = |p: &PlannedRequest| prompts.prompt(p);
+        let prompt = |p: &PlannedRequest| prompts.prompt(p, &a.spec);
         let describe = bench::RunConfig {
             target: "browser".into(),
             model: Some(model_key.clone()),
@@ -416,6 +427,9 @@ fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, 
 /// Prompts as a page run makes them: built-in text through the tokenizer (when its ids fit the
 /// model), else seeded random ids.
 struct Prompts<'a> {
+    /// Encodes dataset rows.
+    tokenizer: Option<&'a Tokenizer>,
+    /// Built-in texts (when not random ids and the ids fit the model).
     text: Option<&'a Tokenizer>,
     seed: u64,
     vocab: usize,
@@ -424,7 +438,7 @@ struct Prompts<'a> {
 impl<'a> Prompts<'a> {
     fn new(tokenizer: Option<&'a Tokenizer>, config: &RunConfig, vocab: usize) -> Prompts<'a> {
         let text = tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
-        Prompts { text, seed: config.spec.seed, vocab }
+        Prompts { tokenizer, text, seed: config.spec.seed, vocab }
     }
 
     fn kind(&self) -> &'static str {
@@ -435,7 +449,10 @@ impl<'a> Prompts<'a> {
         }
     }
 
-    fn prompt(&self, p: &PlannedRequest) -> Result<Vec<u32>> {
+    fn prompt(&self, p: &PlannedRequest, spec: &WorkloadSpec) -> Result<Vec<u32>> {
+        if let (Some(row), Some(tok)) = (run::dataset_prompt(spec, p), self.tokenizer) {
+            return tok.encode(row);
+        }
         match self.text {
             Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
             None => Ok(bench::random_prompt(self.seed, p.id, p.prompt_len, self.vocab)),
@@ -608,7 +625,7 @@ pub fn ExperimentPanel(
                 let report = text_report(c, lang);
                 view! {
                     <VerdictTable comparison=c.clone() />
-                    <pre class="report" data-testid="experiment-report">{report}</pre>
+                    <pre class="text-report" data-testid="experiment-report">{report}</pre>
                 }
                 .into_any()
             }

@@ -3,8 +3,11 @@
 
 use super::browser;
 use super::charts::ChartData;
+use super::experiment::VerdictTable;
 use super::i18n::{use_text, Text};
 use super::state::AppState;
+use crate::bench::compare::{CompareOptions, Comparison};
+use crate::bench::experiment::compare_results;
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -120,7 +123,7 @@ fn change(a: Option<f64>, b: Option<f64>, better: Better) -> (String, &'static s
 }
 
 #[component]
-fn Comparison(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
+fn SideBySide(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
     let t = use_text();
     let (ma, mb) = (a.result.metrics.clone(), b.result.metrics.clone());
     let body = rows()
@@ -154,6 +157,22 @@ fn Comparison(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
             </table>
         </div>
     }
+}
+
+/// `bench::experiment::compare_results` over two saved runs (one repetition each); its error says
+/// why when their workloads, `ignore_eos` or SLOs differ.
+fn test_pair(
+    pair: Option<(Arc<Entry>, Arc<Entry>)>,
+    tested: RwSignal<Option<std::result::Result<Comparison, String>>>,
+) {
+    let Some((a, b)) = pair else { return };
+    let outcome = compare_results(
+        std::slice::from_ref(&a.result),
+        std::slice::from_ref(&b.result),
+        None,
+        &CompareOptions::default(),
+    );
+    tested.set(Some(outcome.map_err(|e| e.to_string())));
 }
 
 fn summary(e: &Entry, t: &Text) -> String {
@@ -202,6 +221,12 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
         state.charts.set(ChartData::from_result(&entry.result));
         state.shown.set(Some(entry));
     };
+    // The A/B test of the two ticked runs (each one repetition), cleared when the pick changes.
+    let tested = RwSignal::new(None::<std::result::Result<Comparison, String>>);
+    Effect::new(move |_| {
+        picked.track();
+        tested.set(None);
+    });
     let pair = move || {
         let ids = picked.get();
         let list = state.history.get();
@@ -267,7 +292,34 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
                     }
                 />
             </ul>
-            {move || pair().map(|(a, b)| view! { <Comparison a=a b=b /> })}
+            {move || pair().map(|(a, b)| view! { <SideBySide a=a b=b /> })}
+            <Show when=move || pair().is_some()>
+                <div class="row">
+                    <button class="small" data-testid="history-test" on:click=move |_| test_pair(pair(), tested)>
+                        {move || t().test_difference}
+                    </button>
+                </div>
+            </Show>
+            {move || tested.get().map(|outcome| match outcome {
+                Ok(c) => {
+                    let warnings = c.warnings.clone();
+                    view! {
+                        <div class="compare" data-testid="history-verdicts">
+                            {warnings.into_iter().map(|w| view! { <p class="note warn">{w}</p> }).collect_view()}
+                            <VerdictTable comparison=c />
+                        </div>
+                    }
+                        .into_any()
+                }
+                Err(e) => {
+                    view! {
+                        <p class="error" role="alert" data-testid="history-test-error">
+                            {move || t().cannot_compare} ": " {e.clone()}
+                        </p>
+                    }
+                        .into_any()
+                }
+            })}
         </section>
     }
 }

@@ -20,6 +20,12 @@ use std::rc::Rc;
 /// Starts a run (or a sweep, one run per rate) with the current settings.
 pub fn start(state: AppState, config: RunConfig) {
     let t = super::i18n::text(state.lang.get_untracked());
+    let mut config = config;
+    let max_position = if state.target.is_remote() { None } else { max_position(state) };
+    if let Err(e) = with_dataset(state, &mut config, max_position) {
+        state.run_error.set(Some(e.to_string()));
+        return;
+    }
     if state.target.is_remote() {
         // As the CLI's `bench --endpoint`: a server's scheduler and weights are its own.
         if config.policy != Policy::default() || config.load != LoadOptions::default() {
@@ -64,6 +70,23 @@ pub fn start(state: AppState, config: RunConfig) {
         }
         super::models::forget_faulty_gpu(state);
     });
+}
+
+/// The loaded model's context length.
+pub(super) fn max_position(state: AppState) -> Option<usize> {
+    state.model_info.with_untracked(|m| m.as_ref().map(|m| m.caps.max_position))
+}
+
+/// `config` with the picked dataset's requests (none picked: unchanged), measured with the run's
+/// tokenizer.
+pub(super) fn with_dataset(state: AppState, config: &mut RunConfig, max_position: Option<usize>) -> Result<()> {
+    let default = state.default_tokenizer.get_value();
+    let tokenizer = state.tokenizer.get_value().or_else(|| default.clone());
+    let name = match (&tokenizer, &default) {
+        (Some(t), Some(d)) if Rc::ptr_eq(t, d) => "the page's Qwen3 tokenizer.json",
+        _ => "the model's tokenizer.json",
+    };
+    super::dataset::attach(state.dataset, config, tokenizer.as_deref().map(|t| (t, name)), max_position)
 }
 
 /// Whether the loaded model was uploaded with other weights or speculation than `config` asks for
@@ -313,6 +336,10 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
     // A tokenizer whose ids the model does not have (a small test model) cannot make text prompts.
     let text = cx.tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
     let prompt = |p: &PlannedRequest| -> Result<Vec<u32>> {
+        // A dataset row's own text (its length was measured by this tokenizer).
+        if let (Some(row), Some(tok)) = (dataset_prompt(spec, p), cx.tokenizer) {
+            return tok.encode(row);
+        }
         match text {
             Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
             None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
@@ -336,6 +363,11 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
         bench::session::run_into(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel, &mut results)
             .await;
     (config.rates.iter().copied().zip(results).collect(), outcome.err())
+}
+
+/// The text of `p`'s dataset row, when the workload has a dataset whose rows are text.
+pub(super) fn dataset_prompt<'a>(spec: &'a WorkloadSpec, p: &PlannedRequest) -> Option<&'a str> {
+    spec.dataset.as_ref()?.items.get(p.id as usize)?.prompt.as_deref()
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.

@@ -397,6 +397,9 @@ pub fn SettingsPanel(
     locked: Signal<bool>,
     #[prop(optional, into)] reload: Option<Signal<Option<(LoadOptions, LoadOptions)>>>,
     #[prop(optional, into)] on_reload: Option<Callback<()>>,
+    /// The dataset picker's state (absent: no picker).
+    #[prop(optional)]
+    dataset: Option<super::dataset::DatasetState>,
 ) -> impl IntoView {
     let t = use_text();
     let arrival = settings.get(Field::Arrival);
@@ -509,6 +512,13 @@ pub fn SettingsPanel(
                 {input(Field::Seed)}
                 {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)])}
             </div>
+            {dataset
+                .map(|x| {
+                    view! {
+                        <h3>{move || t().dataset}</h3>
+                        <super::dataset::DatasetPicker x=x locked=locked />
+                    }
+                })}
             <h3>{move || t().engine}</h3>
             <div class="fields">{input(Field::MaxBatch)} {input(Field::MaxBatchedTokens)}</div>
             <h3>{move || t().optimisations}</h3>

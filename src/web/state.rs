@@ -186,6 +186,8 @@ pub struct AppState {
     pub settings: Settings,
     /// Where runs send their requests: this engine or a server.
     pub target: TargetSettings,
+    /// A dataset file instead of drawn lengths (the settings card's picker).
+    pub dataset: super::dataset::DatasetState,
     pub progress: RwSignal<Option<RunProgress>>,
     pub run_error: RwSignal<Option<String>>,
     /// What the charts show: the live run, or the run in the report.
@@ -235,6 +237,7 @@ impl AppState {
             phase: RwSignal::new(Phase::Loading),
             settings: Settings::from_query(),
             target: TargetSettings::from_query(),
+            dataset: super::dataset::DatasetState::new(),
             progress: RwSignal::new(None),
             run_error: RwSignal::new(None),
             charts: RwSignal::new(ChartData::default()),

@@ -229,4 +229,5 @@ pub const EN: Text = Text {
     dataset_remove: "Remove",
     test_difference: "Test the difference (A/B statistics)",
     cannot_compare: "Cannot compare these two runs",
+    dataset_trace: "Trace (timestamps)",
 };

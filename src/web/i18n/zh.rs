@@ -229,4 +229,5 @@ pub const ZH: Text = Text {
     dataset_remove: "移除",
     test_difference: "检验差异（A/B 统计）",
     cannot_compare: "无法比较这两次运行",
+    dataset_trace: "轨迹（时间戳）",
 };
