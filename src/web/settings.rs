@@ -485,7 +485,7 @@ pub fn SettingsPanel(
         })
     };
     view! {
-        <section class="card" aria-labelledby="settings-title">
+        <section class="card" aria-labelledby="settings-title" data-testid="settings">
             <div class="card-head">
                 <h2 id="settings-title">{move || t().settings}</h2>
                 <button class="link" disabled=move || locked.get() on:click=move |_| settings.reset()>
