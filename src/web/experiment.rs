@@ -45,8 +45,8 @@ pub struct Outcome {
     /// Every repetition kept, per side, in the order they ran.
     pub a: Vec<BenchResult>,
     pub b: Vec<BenchResult>,
-    /// What B changed ("max batch: 16 → 4").
-    pub changes: Vec<String>,
+    /// What B changed: (field, A's value, B's value).
+    pub changes: Vec<(Field, String, String)>,
     pub comparison: std::result::Result<Comparison, String>,
     /// Cancelled: only finished repetitions are compared.
     pub cancelled: bool,
@@ -252,19 +252,26 @@ impl Target for Variant<'_> {
     }
 }
 
-/// B's changes against A, as "label: A → B" lines.
-fn changes(state: AppState, x: ExperimentState, t: &Text) -> Vec<String> {
-    x.overrides.with_untracked(|o| {
+/// B's changes against A: (field, A's value, B's value), in the editor's order (tracked).
+fn changes(state: AppState, x: ExperimentState) -> Vec<(Field, String, String)> {
+    x.overrides.with(|o| {
         VARIANT_FIELDS
             .iter()
             .filter_map(|f| o.iter().find(|(g, _)| g == f))
-            .map(|(f, b)| {
-                let a = state.settings.get(*f).get_untracked();
-                let show = |v: &str| if v.is_empty() { "–".to_string() } else { v.to_string() };
-                format!("{}: {} → {}", f.label(t), show(&a), show(b))
-            })
+            .map(|(f, b)| (*f, state.settings.get(*f).get(), b.clone()))
             .collect()
     })
+}
+
+/// "Max batch: 16 → 1 · Scheduling policy: fcfs → decode-first", or that B is A.
+fn changes_text(changes: &[(Field, String, String)], t: &Text) -> String {
+    if changes.is_empty() {
+        return t.b_same.to_string();
+    }
+    let show = |v: &str| if v.is_empty() { "–".to_string() } else { v.to_string() };
+    let lines: Vec<String> =
+        changes.iter().map(|(f, a, b)| format!("{}: {} → {}", f.label(t), show(a), show(b))).collect();
+    lines.join(" · ")
 }
 
 /// The label of the `n`th session run of an experiment (0-based): the warm-ups, then A B A B ….
@@ -302,7 +309,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
     let (Some(loaded), Some(gpu)) = (state.take_model(), state.gpu.get_value()) else { return };
     let tokenizer = state.tokenizer.get_value();
     let model_key = state.choice.get_untracked().key();
-    let changes = changes(state, x, t);
+    let changes = untrack(|| changes(state, x));
     run::begin(state, &a);
     x.running.set(true);
     x.error.set(None);
@@ -472,7 +479,11 @@ fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<Ru
 /// The JSON download: B's changes, every repetition of both sides, and the comparison.
 fn outcome_json(o: &Outcome) -> String {
     let value = serde_json::json!({
-        "b_differs_in": o.changes,
+        "b_differs_in": o
+            .changes
+            .iter()
+            .map(|(f, a, b)| (f.key().to_string(), serde_json::json!({ "a": a, "b": b })))
+            .collect::<serde_json::Map<_, _>>(),
         "cancelled": o.cancelled,
         "a": o.a,
         "b": o.b,
@@ -597,15 +608,7 @@ pub fn ExperimentPanel(
             </tr>
         }
     };
-    let summary = move || {
-        let _ = state.settings.get(Field::MaxBatch).get();
-        let lines = x.overrides.with(|_| changes(state, x, t()));
-        if lines.is_empty() {
-            t().b_same.to_string()
-        } else {
-            lines.join(" · ")
-        }
-    };
+    let summary = move || changes_text(&changes(state, x), t());
     let download_error = RwSignal::new(None::<String>);
     let download = move |_| {
         if let Some(o) = x.outcome.get_untracked() {
@@ -636,7 +639,7 @@ pub fn ExperimentPanel(
         };
         Some(view! {
             <div class="experiment-result" data-testid="experiment-result">
-                <p class="note">{t().b_differs} " " {if o.changes.is_empty() { t().b_same.to_string() } else { o.changes.join(" · ") }}</p>
+                <p class="note">{t().b_differs} " " {changes_text(&o.changes, t())}</p>
                 {cut.map(|c| view! { <p class="note warn">{c}</p> })}
                 {body}
                 <div class="row">

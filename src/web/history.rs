@@ -172,7 +172,38 @@ fn test_pair(
         None,
         &CompareOptions::default(),
     );
-    tested.set(Some(outcome.map_err(|e| e.to_string())));
+    let t = super::i18n::text(expect_context::<super::i18n::UiLang>().0.get_untracked());
+    let outcome = outcome.map_err(|e| match workload_difference(&a.result, &b.result) {
+        Some(diff) => format!("{} {diff}", t.workloads_differ),
+        None => crate::limits::printable(&e.to_string()),
+    });
+    tested.set(Some(outcome));
+}
+
+/// How two runs' recorded workloads differ, field by field ("num_requests 8 / 6, dataset none /
+/// tiny.jsonl"); `None` when they are the same.
+fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
+    use serde_json::Value;
+    let fields = |r: &BenchResult| match serde_json::to_value(&r.config.workload) {
+        Ok(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (fa, fb) = (fields(a), fields(b));
+    // A dataset by its file's name; anything else as compact JSON, each at most 200 characters.
+    let show = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "none".to_string(),
+        Some(Value::Object(o)) if o.contains_key("file") => {
+            crate::limits::printable(o["file"].as_str().unwrap_or_default())
+        }
+        Some(v) => crate::limits::printable(&v.to_string()),
+    };
+    let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let differ: Vec<String> = keys
+        .into_iter()
+        .filter(|k| fa.get(*k) != fb.get(*k))
+        .map(|k| format!("{k} {} / {}", show(fa.get(k)), show(fb.get(k))))
+        .collect();
+    (!differ.is_empty()).then(|| differ.join(", "))
 }
 
 fn summary(e: &Entry, t: &Text) -> String {

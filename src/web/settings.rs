@@ -210,13 +210,13 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// "int8 weights, speculation ngram:4", as the CLI's flags spell them.
+    /// "int8 weights, speculation ngram:4", as the CLI's flags spell the values.
     pub fn describe(&self) -> String {
         let speculation = match self.speculation {
             Speculation::Off => "off".to_string(),
             Speculation::Ngram { k } => format!("ngram:{k}"),
         };
-        format!("{} · {speculation}", self.weights.name())
+        format!("{} weights, speculation {speculation}", self.weights.name())
     }
 
     /// The options the settings ask for (untracked; the defaults where a field does not parse,
@@ -434,11 +434,11 @@ pub fn SettingsPanel(
             </label>
         }
     };
-    let select = move |field: Field, options: Vec<(&'static str, Label)>| {
+    let select = move |field: Field, options: Vec<(&'static str, Label)>, wide: bool| {
         let value = settings.get(field);
         let problem = move || problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
         view! {
-            <label class="field wide" class:invalid=move || problem().is_some()>
+            <label class="field" class:wide=wide class:invalid=move || problem().is_some()>
                 <span class="field-label">{move || field.label(t())}</span>
                 <select
                     data-testid=format!("setting-{}", field.key())
@@ -502,6 +502,7 @@ pub fn SettingsPanel(
                         ("sequential", |t| t.arrival_sequential),
                         ("concurrency", |t| t.arrival_concurrency),
                     ],
+                    true,
                 )}
                 {input(Field::Rate)}
                 {input(Field::Burstiness)}
@@ -510,7 +511,7 @@ pub fn SettingsPanel(
                 {input(Field::InputLen)}
                 {input(Field::OutputLen)}
                 {input(Field::Seed)}
-                {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)])}
+                {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)], true)}
             </div>
             {dataset
                 .map(|x| {
@@ -526,6 +527,7 @@ pub fn SettingsPanel(
                 {select(
                     Field::Weights,
                     vec![("bf16", |_| "bf16"), ("int8", |_| "int8"), ("int4", |_| "int4")],
+                    false,
                 )}
                 {input(Field::Speculate)}
                 {select(
@@ -535,8 +537,9 @@ pub fn SettingsPanel(
                         ("prefill-first", |t| t.policy_prefill_first),
                         ("decode-first", |t| t.policy_decode_first),
                     ],
+                    true,
                 )}
-                {select(Field::ChunkedPrefill, vec![("on", |t| t.switch_on), ("off", |t| t.switch_off)])}
+                {select(Field::ChunkedPrefill, vec![("on", |t| t.switch_on), ("off", |t| t.switch_off)], false)}
                 {input(Field::PrefillChunk)}
             // Prefix caching (another branch adds it to the engine): its switch goes here.
             </div>

@@ -222,7 +222,7 @@ pub const EN: Text = Text {
     dataset_none: "none: lengths drawn as set above",
     dataset_hint: "ShareGPT JSON, JSONL of {prompt | input_len, output_len}, or a trace JSONL of {timestamp, input_length, output_length}; lengths measured with the model's tokenizer",
     dataset_format: "Format",
-    dataset_auto: "guess from the content",
+    dataset_auto: "auto (by content)",
     dataset_speedup: "Trace speedup",
     dataset_speedup_hint: "replay a trace this many times faster",
     dataset_rows: "rows",
@@ -230,4 +230,5 @@ pub const EN: Text = Text {
     test_difference: "Test the difference (A/B statistics)",
     cannot_compare: "Cannot compare these two runs",
     dataset_trace: "Trace (timestamps)",
+    workloads_differ: "their workloads differ (A / B):",
 };

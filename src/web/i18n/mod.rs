@@ -250,6 +250,7 @@ pub struct Text {
     pub dataset_remove: &'static str,
     pub test_difference: &'static str,
     pub cannot_compare: &'static str,
+    pub workloads_differ: &'static str,
     pub dataset_trace: &'static str,
 }
 

@@ -222,7 +222,7 @@ pub const ZH: Text = Text {
     dataset_none: "无：长度按上面的设置抽取",
     dataset_hint: "ShareGPT JSON、{prompt | input_len, output_len} 的 JSONL，或 {timestamp, input_length, output_length} 的轨迹 JSONL；长度用模型的分词器计量",
     dataset_format: "格式",
-    dataset_auto: "按内容推断",
+    dataset_auto: "自动（按内容）",
     dataset_speedup: "轨迹加速",
     dataset_speedup_hint: "按此倍数加快回放轨迹",
     dataset_rows: "行",
@@ -230,4 +230,5 @@ pub const ZH: Text = Text {
     test_difference: "检验差异（A/B 统计）",
     cannot_compare: "无法比较这两次运行",
     dataset_trace: "轨迹（时间戳）",
+    workloads_differ: "两者的负载不同（A / B）：",
 };
