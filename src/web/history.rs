@@ -325,7 +325,7 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
             </ul>
             {move || pair().map(|(a, b)| view! { <SideBySide a=a b=b /> })}
             <Show when=move || pair().is_some()>
-                <div class="row">
+                <div class="row history-test">
                     <button class="small" data-testid="history-test" on:click=move |_| test_pair(pair(), tested)>
                         {move || t().test_difference}
                     </button>

@@ -512,6 +512,19 @@ async function engineChecks() {
   await byId('experiment').screenshot({ path: `${out}/experiment-narrow.png` });
   await byId('settings').screenshot({ path: `${out}/settings-narrow.png` }).catch(() => {});
   await page.setViewportSize({ width: 1440, height: 1000 });
+  // Cancel mid-experiment: the repetitions that finished (A 1, B 1) are compared, nothing lost.
+  await byId('experiment-repeats').fill('3');
+  await byId('run-experiment').click();
+  await page.waitForFunction(() => /A · repetition 2 of 3/.test(document.querySelector('[data-testid=experiment-progress]')?.textContent ?? ''),
+    null, { timeout: 300000 }).catch(async () => fail(`experiment never reached A's second repetition: ${await text('experiment-progress')}`));
+  await byId('cancel-experiment').click();
+  await page.waitForFunction(() => /Cancelled/.test(document.querySelector('[data-testid=experiment-result]')?.textContent ?? ''),
+    null, { timeout: 120000 }).catch(async () => fail(`no result after cancelling: ${await byId('experiment').textContent()}`));
+  const cut = await text('experiment-result');
+  await check(/1 A, 1 B/.test(cut) && await page.locator('[data-testid=verdict-table] [data-testid=verdict-row]').count() === 13,
+    `a cancelled experiment lost its finished repetitions: ${cut.slice(0, 200)}`);
+  await check(await byId('run-experiment').isEnabled() && await byId('run').isEnabled(), 'the page is not idle after the cancel');
+  console.log('experiment cancelled after A 1, B 1: compared those');
   await byId('b-max_batch').fill('16');
   await byId('b-policy').selectOption('fcfs');
   await byId('setting-requests').fill('8');
