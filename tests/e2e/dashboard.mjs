@@ -513,6 +513,8 @@ async function engineChecks() {
   await byId('settings').screenshot({ path: `${out}/settings-narrow.png` }).catch(() => {});
   await page.setViewportSize({ width: 1440, height: 1000 });
   // Cancel mid-experiment: the repetitions that finished (A 1, B 1) are compared, nothing lost.
+  // B also has int8 weights: its own copy of the model, uploaded for the experiment.
+  await byId('b-weights').selectOption('int8');
   await byId('experiment-repeats').fill('3');
   await byId('run-experiment').click();
   await page.waitForFunction(() => /A · repetition 2 of 3/.test(document.querySelector('[data-testid=experiment-progress]')?.textContent ?? ''),
@@ -524,7 +526,13 @@ async function engineChecks() {
   await check(/1 A, 1 B/.test(cut) && await page.locator('[data-testid=verdict-table] [data-testid=verdict-row]').count() === 13,
     `a cancelled experiment lost its finished repetitions: ${cut.slice(0, 200)}`);
   await check(await byId('run-experiment').isEnabled() && await byId('run').isEnabled(), 'the page is not idle after the cancel');
-  console.log('experiment cancelled after A 1, B 1: compared those');
+  const cutJson = await downloadResult('download-experiment');
+  await check(cutJson.cancelled === true && cutJson.a.length === 1 && cutJson.b.length === 1
+    && cutJson.a[0].run_config.kernels.weight_format === 'bf16' && cutJson.b[0].run_config.kernels.weight_format === 'int8'
+    && cutJson.b_differs_in.weights?.b === 'int8',
+    `cancelled experiment JSON: ${cutJson.a.length} A, ${cutJson.b.length} B, B weights ${cutJson.b[0]?.run_config.kernels.weight_format}`);
+  console.log('experiment (B int8, its own upload) cancelled after A 1, B 1: compared those');
+  await byId('b-weights').selectOption('bf16');
   await byId('b-max_batch').fill('16');
   await byId('b-policy').selectOption('fcfs');
   await byId('setting-requests').fill('8');
