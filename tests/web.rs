@@ -366,6 +366,40 @@ fn settings_round_trip_through_the_url() {
     tokenmeter::web::browser::replace_query(&[]).unwrap();
 }
 
+#[wasm_bindgen_test]
+fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
+    use tokenmeter::engine::{Order, Policy, Speculation};
+    use tokenmeter::model::quant::WeightFormat;
+    let with = |pairs: &[(Field, &str)]| {
+        let pairs: Vec<(Field, String)> = pairs.iter().map(|(f, v)| (*f, v.to_string())).collect();
+        settings::validate(
+            &|f| pairs.iter().find(|(g, _)| *g == f).map_or_else(|| f.default_value().to_string(), |(_, v)| v.clone()),
+            None,
+            i18n::text(Lang::En),
+        )
+    };
+    let config = with(&[
+        (Field::Weights, "int4"),
+        (Field::Speculate, "ngram:3"),
+        (Field::Policy, "prefill-first"),
+        (Field::PrefillChunk, "64"),
+    ])
+    .unwrap();
+    assert_eq!(config.load.weights, WeightFormat::Int4);
+    assert_eq!(config.load.speculation, Speculation::Ngram { k: 3 });
+    assert_eq!(config.policy, Policy { order: Order::PrefillFirst, chunked_prefill: true, prefill_chunk: Some(64) });
+    assert_eq!(with(&[]).unwrap().policy, Policy::default());
+
+    let fields = |pairs: &[(Field, &str)]| with(pairs).unwrap_err().into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+    assert_eq!(fields(&[(Field::Speculate, "ngram:99")]), [Field::Speculate]);
+    assert_eq!(fields(&[(Field::ChunkedPrefill, "off"), (Field::PrefillChunk, "64")]), [Field::PrefillChunk]);
+    // Whole prefills of 600 + 63 tokens cannot fit 512 tokens per step: the engine's own rule.
+    let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
+    assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);
+    assert!(problems[0].1.contains("max_batched_tokens 512"), "{}", problems[0].1);
+    assert_eq!(tokenmeter::web::experiment::metric_label("ttft_p99_ms"), "TTFT p99 (ms)");
+}
+
 /// Mounts `view` in a fresh element with the page's language context; returns the element.
 fn mount<V: IntoView + 'static>(view: impl FnOnce() -> V + 'static) -> web_sys::HtmlElement {
     let document = web_sys::window().unwrap().document().unwrap();

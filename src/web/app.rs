@@ -3,6 +3,7 @@
 //! playground.
 
 use super::charts::LiveCharts;
+use super::experiment::{ExperimentPanel, ExperimentState};
 use super::history::{self, HistoryPanel};
 use super::i18n::{use_text, LangSwitch, UiLang};
 use super::model_panel::{AdapterPanel, ModelPanel};
@@ -17,6 +18,13 @@ use super::target::TargetPanel;
 use crate::bench::Lang;
 use crate::gpu::kernels::KernelFamily;
 use leptos::prelude::*;
+
+/// Uploads the loaded model again, with the weights and speculation the settings ask for.
+fn reload_model(state: AppState) {
+    if let Some(request) = state.loaded_request.get_value() {
+        models::load(state, request);
+    }
+}
 
 #[component]
 pub fn App() -> impl IntoView {
@@ -60,8 +68,18 @@ pub fn App() -> impl IntoView {
     models::start(state);
     let checked = run::checked(state);
     let problems = Memo::new(move |_| checked.with(|c| c.clone().err().unwrap_or_default()));
+    let experiment = ExperimentState::new();
     let locked = Signal::derive(move || state.phase.get() == Phase::Running);
     let spec = Signal::derive(move || checked.with(|c| c.as_ref().ok().map(|c| c.spec.clone())));
+    // Weights or speculation changed in the settings: (what the model has, what is asked for).
+    let reload = Signal::derive(move || {
+        if state.target.is_remote() {
+            return None;
+        }
+        let wanted = checked.with(|c| c.as_ref().ok().map(|c| c.load))?;
+        let loaded = state.model_info.with(|m| m.as_ref().map(|m| m.load))?;
+        (loaded != wanted).then_some((loaded, wanted))
+    });
 
     view! {
         <header class="top">
@@ -80,7 +98,14 @@ pub fn App() -> impl IntoView {
                 <ModelPanel state=state />
                 <AdapterPanel state=state />
                 <TargetPanel target=state.target spec=spec locked=locked />
-                <SettingsPanel settings=state.settings problems=problems locked=locked />
+                <SettingsPanel
+                    settings=state.settings
+                    problems=problems
+                    locked=locked
+                    reload=reload
+                    on_reload=Callback::new(move |_| reload_model(state))
+                    dataset=state.dataset
+                />
                 <RunPanel state=state checked=checked />
             </aside>
             <div class="content">
@@ -93,6 +118,7 @@ pub fn App() -> impl IntoView {
                 </section>
                 <SweepPanel sweep=state.sweep />
                 <Report shown=state.shown />
+                <ExperimentPanel state=state x=experiment checked=checked />
                 <HistoryPanel state=state />
                 <Playground state=state />
             </div>

@@ -3,8 +3,11 @@
 
 use super::browser;
 use super::charts::ChartData;
+use super::experiment::VerdictTable;
 use super::i18n::{use_text, Text};
 use super::state::AppState;
+use crate::bench::compare::{CompareOptions, Comparison};
+use crate::bench::experiment::compare_results;
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -120,7 +123,7 @@ fn change(a: Option<f64>, b: Option<f64>, better: Better) -> (String, &'static s
 }
 
 #[component]
-fn Comparison(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
+fn SideBySide(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
     let t = use_text();
     let (ma, mb) = (a.result.metrics.clone(), b.result.metrics.clone());
     let body = rows()
@@ -154,6 +157,53 @@ fn Comparison(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
             </table>
         </div>
     }
+}
+
+/// `bench::experiment::compare_results` over two saved runs (one repetition each); its error says
+/// why when their workloads, `ignore_eos` or SLOs differ.
+fn test_pair(
+    pair: Option<(Arc<Entry>, Arc<Entry>)>,
+    tested: RwSignal<Option<std::result::Result<Comparison, String>>>,
+) {
+    let Some((a, b)) = pair else { return };
+    let outcome = compare_results(
+        std::slice::from_ref(&a.result),
+        std::slice::from_ref(&b.result),
+        None,
+        &CompareOptions::default(),
+    );
+    let t = super::i18n::text(expect_context::<super::i18n::UiLang>().0.get_untracked());
+    let outcome = outcome.map_err(|e| match workload_difference(&a.result, &b.result) {
+        Some(diff) => format!("{} {diff}", t.workloads_differ),
+        None => crate::limits::printable(&e.to_string()),
+    });
+    tested.set(Some(outcome));
+}
+
+/// How two runs' recorded workloads differ, field by field ("num_requests 8 / 6, dataset none /
+/// tiny.jsonl"); `None` when they are the same.
+fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
+    use serde_json::Value;
+    let fields = |r: &BenchResult| match serde_json::to_value(&r.config.workload) {
+        Ok(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (fa, fb) = (fields(a), fields(b));
+    // A dataset by its file's name; anything else as compact JSON, each at most 200 characters.
+    let show = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "none".to_string(),
+        Some(Value::Object(o)) if o.contains_key("file") => {
+            crate::limits::printable(o["file"].as_str().unwrap_or_default())
+        }
+        Some(v) => crate::limits::printable(&v.to_string()),
+    };
+    let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let differ: Vec<String> = keys
+        .into_iter()
+        .filter(|k| fa.get(*k) != fb.get(*k))
+        .map(|k| format!("{k} {} / {}", show(fa.get(k)), show(fb.get(k))))
+        .collect();
+    (!differ.is_empty()).then(|| differ.join(", "))
 }
 
 fn summary(e: &Entry, t: &Text) -> String {
@@ -202,6 +252,12 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
         state.charts.set(ChartData::from_result(&entry.result));
         state.shown.set(Some(entry));
     };
+    // The A/B test of the two ticked runs (each one repetition), cleared when the pick changes.
+    let tested = RwSignal::new(None::<std::result::Result<Comparison, String>>);
+    Effect::new(move |_| {
+        picked.track();
+        tested.set(None);
+    });
     let pair = move || {
         let ids = picked.get();
         let list = state.history.get();
@@ -267,7 +323,34 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
                     }
                 />
             </ul>
-            {move || pair().map(|(a, b)| view! { <Comparison a=a b=b /> })}
+            {move || pair().map(|(a, b)| view! { <SideBySide a=a b=b /> })}
+            <Show when=move || pair().is_some()>
+                <div class="row history-test">
+                    <button class="small" data-testid="history-test" on:click=move |_| test_pair(pair(), tested)>
+                        {move || t().test_difference}
+                    </button>
+                </div>
+            </Show>
+            {move || tested.get().map(|outcome| match outcome {
+                Ok(c) => {
+                    let warnings = c.warnings.clone();
+                    view! {
+                        <div class="compare" data-testid="history-verdicts">
+                            {warnings.into_iter().map(|w| view! { <p class="note warn">{w}</p> }).collect_view()}
+                            <VerdictTable comparison=c />
+                        </div>
+                    }
+                        .into_any()
+                }
+                Err(e) => {
+                    view! {
+                        <p class="error" role="alert" data-testid="history-test-error">
+                            {move || t().cannot_compare} ": " {e.clone()}
+                        </p>
+                    }
+                        .into_any()
+                }
+            })}
         </section>
     }
 }

@@ -5,12 +5,14 @@
 //!
 //! - [`app`]: the layout; [`state`]: shared signals and the model's slot.
 //! - [`models`]: adapter, tokenizer and model loading; the model card.
-//! - [`settings`]: the workload form, validated as typed, mirrored in the URL.
+//! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
+//!   the URL; [`dataset`]: a dataset file instead of drawn lengths.
 //! - [`run`]: a benchmark run wired as the CLI's `bench`; Run / Cancel.
 //! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
 //!   kept in memory only, API style; the HTTP/1.1 connection warning); [`remote_run`]: its run.
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
+//! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
 //!
@@ -20,6 +22,8 @@ pub mod app;
 pub mod browser;
 pub mod cache;
 pub mod charts;
+pub mod dataset;
+pub mod experiment;
 pub mod files;
 pub mod history;
 pub mod i18n;

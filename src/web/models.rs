@@ -6,7 +6,7 @@
 
 use super::cache::{self, RemoteStore};
 use super::i18n::Text;
-use super::settings::Caps;
+use super::settings::{Caps, LoadOptions};
 use super::sources;
 use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status};
 use crate::clock::now_s;
@@ -22,13 +22,59 @@ use std::rc::Rc;
 
 /// Engine sizes a model is loaded for: room for the settings' largest max batch and max batched
 /// tokens, so changing them needs no reload. The KV budget is the CLI's for real shapes and a
-/// quarter of it for the tiny default (which needs little).
-fn options(request: &LoadRequest) -> EngineOptions {
+/// quarter of it for the tiny default (which needs little). Weights and speculation are the
+/// settings' (`load`): changing them needs an upload.
+fn options(request: &LoadRequest, load: LoadOptions) -> EngineOptions {
     let kv_budget_bytes = match request {
         LoadRequest::Preset(ModelChoice::Embedded) => 128 << 20,
         _ => EngineOptions::default().kv_budget_bytes,
     };
-    EngineOptions { max_seqs: 64, max_batched_tokens: 2048, kv_budget_bytes, ..EngineOptions::default() }
+    EngineOptions {
+        max_seqs: 64,
+        max_batched_tokens: 2048,
+        kv_budget_bytes,
+        weights: load.weights,
+        speculation: load.speculation,
+        ..EngineOptions::default()
+    }
+}
+
+/// The loaded model again, as a second copy with other weights or speculation (an experiment's
+/// B), on the page's device; the loaded one is not touched. `progress` gets percents.
+pub async fn load_variant(
+    state: AppState,
+    load: LoadOptions,
+    progress: &mut dyn FnMut(u32),
+) -> Result<(ForwardPass, Option<Rc<Tokenizer>>)> {
+    let request = state.loaded_request.get_value().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
+    let gpu = state.gpu.get_value().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
+    let options = options(&request, load);
+    let mut on_weights = |done: u64, total: u64| progress((done * 100 / total.max(1)) as u32);
+    match &request {
+        LoadRequest::Preset(choice) => {
+            let model = match choice {
+                ModelChoice::Embedded => SyntheticModel::embedded_default(),
+                other => SyntheticModel::new(Qwen3Config::preset(other.key()).expect("a known preset"), 0),
+            };
+            let source = Breathing { inner: model, last_yield_s: Cell::new(now_s()) };
+            Ok((ForwardPass::load(gpu, &source, &options, &mut on_weights).await?, None))
+        }
+        LoadRequest::Local(store) => {
+            let checkpoint = Checkpoint::open(store).await?;
+            let tokenizer = read_tokenizer(store).await?;
+            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+        }
+        LoadRequest::Remote(input) => {
+            // Read back from the cache the first load filled.
+            let base = sources::remote_base(input)?;
+            let abort =
+                web_sys::AbortController::new().map_err(|e| Error::Invalid(crate::model::source::js_message(&e)))?;
+            let store = RemoteStore::new(&base, abort.signal(), Box::new(|_: &sources::DownloadProgress| {})).await?;
+            let checkpoint = Checkpoint::open(&store).await?;
+            let tokenizer = read_tokenizer(&store).await?;
+            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+        }
+    }
 }
 
 /// The smallest step of `performance.now()` seen in a few thousand reads, in ms (about 0.005 when
@@ -235,7 +281,7 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
         LoadRequest::Local(store) => store.label.clone(),
         LoadRequest::Remote(input) => input.clone(),
     };
-    let options = options(request);
+    let options = options(request, LoadOptions::from_settings(state.settings));
     match request {
         LoadRequest::Preset(choice) => {
             let model = match choice {
@@ -318,6 +364,7 @@ async fn upload<P: TensorProvider>(
         hidden: c.hidden_size,
         vocab: c.vocab_size,
         weight_bytes: model.weights.bytes,
+        load: LoadOptions { weights: options.weights, speculation: options.speculation },
         kv_tokens: l.num_blocks * l.block_size,
         caps: Caps {
             max_batch: l.max_seqs,

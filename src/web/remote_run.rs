@@ -41,6 +41,9 @@ async fn benchmark(
     };
     let vocab = bench::prompts::FIRST_SPECIAL_TOKEN;
     let prompt = |p: &PlannedRequest| -> Result<Prompt> {
+        if let Some(row) = super::run::dataset_prompt(spec, p) {
+            return Ok(Prompt::Text(row.to_string()));
+        }
         match text {
             Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
             None => Ok(Prompt::Ids(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab))),

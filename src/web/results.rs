@@ -220,6 +220,22 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
             k.family, k.tile, k.weight_format, k.weights
         ));
     }
+    // The engine switches, as the record holds them (scheduler, speculation).
+    if let Some(p) = &rc.scheduler {
+        let order = serde_json::to_value(p.order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let prefill = match (p.chunked_prefill, p.prefill_chunk) {
+            (false, _) => "whole prefills".to_string(),
+            (true, Some(n)) => format!("prefill chunks ≤ {n}"),
+            (true, None) => "chunked prefill".to_string(),
+        };
+        parts.push(format!("{order} · {prefill}"));
+    }
+    if let Some(crate::engine::Speculation::Ngram { k }) = rc.engine.as_ref().map(|e| e.speculation) {
+        parts.push(format!("speculation ngram:{k}"));
+    }
+    if let Some(d) = rc.workload.as_ref().and_then(|w| w.dataset.as_ref()) {
+        parts.push(format!("dataset {} ({}, {} of {} rows)", d.file, d.format.name(), d.rows_kept, d.rows_read));
+    }
     if let Some(url) = rc.target.get("base_url").and_then(|v| v.as_str()) {
         let api = rc.target.get("api").and_then(|v| v.as_str()).unwrap_or("");
         let model = rc.target.get("model").and_then(|v| v.as_str()).unwrap_or("");

@@ -5,12 +5,12 @@
 use super::charts::ChartData;
 use super::history::{self, Entry};
 use super::i18n::use_text;
-use super::settings::{self, Problems, RunConfig};
+use super::settings::{self, LoadOptions, Problems, RunConfig};
 use super::state::{AppState, Loaded, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::session::{EngineTarget, Event, Listener};
 use crate::bench::{self, BenchResult, PlannedRequest, SessionSpec, WorkloadSpec};
-use crate::engine::{Engine, SamplingParams};
+use crate::engine::{Engine, Policy, SamplingParams};
 use crate::model::Tokenizer;
 use crate::Result;
 use leptos::prelude::*;
@@ -19,11 +19,27 @@ use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings.
 pub fn start(state: AppState, config: RunConfig) {
+    let t = super::i18n::text(state.lang.get_untracked());
+    let mut config = config;
+    let max_position = if state.target.is_remote() { None } else { max_position(state) };
+    if let Err(e) = with_dataset(state, &mut config, max_position) {
+        state.run_error.set(Some(e.to_string()));
+        return;
+    }
     if state.target.is_remote() {
-        match state.target.runnable(super::i18n::text(state.lang.get_untracked())) {
+        // As the CLI's `bench --endpoint`: a server's scheduler and weights are its own.
+        if config.policy != Policy::default() || config.load != LoadOptions::default() {
+            state.run_error.set(Some(t.switches_not_remote.to_string()));
+            return;
+        }
+        match state.target.runnable(t) {
             Ok(endpoint) => super::remote_run::start(state, config, endpoint),
             Err(e) => state.run_error.set(Some(e)),
         }
+        return;
+    }
+    if needs_reload(state, &config) {
+        state.run_error.set(Some(t.run_needs_reload.to_string()));
         return;
     }
     let Some(loaded) = state.take_model() else { return };
@@ -40,7 +56,10 @@ pub fn start(state: AppState, config: RunConfig) {
         let mut engine = Engine::new(model);
         let context =
             RunContext { state, config: &config, tokenizer: tokenizer.as_deref(), lang, model_name: &model_key };
-        let (results, error) = benchmark(&context, &mut engine).await;
+        let (results, error) = match engine.set_policy(config.policy) {
+            Ok(()) => benchmark(&context, &mut engine).await,
+            Err(e) => (Vec::new(), Some(e)),
+        };
         let mut model = engine.model;
         model.limits = capacity.clone();
         state.put_model(Loaded { model, capacity });
@@ -51,6 +70,29 @@ pub fn start(state: AppState, config: RunConfig) {
         }
         super::models::forget_faulty_gpu(state);
     });
+}
+
+/// The loaded model's context length.
+pub(super) fn max_position(state: AppState) -> Option<usize> {
+    state.model_info.with_untracked(|m| m.as_ref().map(|m| m.caps.max_position))
+}
+
+/// `config` with the picked dataset's requests (none picked: unchanged), measured with the run's
+/// tokenizer.
+pub(super) fn with_dataset(state: AppState, config: &mut RunConfig, max_position: Option<usize>) -> Result<()> {
+    let default = state.default_tokenizer.get_value();
+    let tokenizer = state.tokenizer.get_value().or_else(|| default.clone());
+    let name = match (&tokenizer, &default) {
+        (Some(t), Some(d)) if Rc::ptr_eq(t, d) => "the page's Qwen3 tokenizer.json",
+        _ => "the model's tokenizer.json",
+    };
+    super::dataset::attach(state.dataset, config, tokenizer.as_deref().map(|t| (t, name)), max_position)
+}
+
+/// Whether the loaded model was uploaded with other weights or speculation than `config` asks for
+/// (an upload is needed first).
+pub fn needs_reload(state: AppState, config: &RunConfig) -> bool {
+    state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != config.load))
 }
 
 /// The page's state when a run (local or remote) starts: running, nothing shown, a sweep view
@@ -294,6 +336,10 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
     // A tokenizer whose ids the model does not have (a small test model) cannot make text prompts.
     let text = cx.tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
     let prompt = |p: &PlannedRequest| -> Result<Vec<u32>> {
+        // A dataset row's own text (its length was measured by this tokenizer).
+        if let (Some(row), Some(tok)) = (dataset_prompt(spec, p), cx.tokenizer) {
+            return tok.encode(row);
+        }
         match text {
             Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
             None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
@@ -319,16 +365,28 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
     (config.rates.iter().copied().zip(results).collect(), outcome.err())
 }
 
+/// The text of `p`'s dataset row, when the workload has a dataset whose rows are text.
+pub(super) fn dataset_prompt<'a>(spec: &'a WorkloadSpec, p: &PlannedRequest) -> Option<&'a str> {
+    spec.dataset.as_ref()?.items.get(p.id as usize)?.prompt.as_deref()
+}
+
 /// Run / Cancel, with progress and the reason when Run is unavailable.
 #[component]
 pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Problems>>) -> impl IntoView {
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
+    let reload_pending = move || {
+        !state.target.is_remote()
+            && checked.with(|c| {
+                let wanted = c.as_ref().map(|c| c.load).ok();
+                state.model_info.with(|m| matches!((m, wanted), (Some(m), Some(w)) if m.load != w))
+            })
+    };
     let can_run = move || {
         let target_ready = if state.target.is_remote() {
             state.target.runnable(t()).is_ok()
         } else {
-            state.model_info.with(Option::is_some)
+            state.model_info.with(Option::is_some) && !reload_pending()
         };
         state.phase.get() == Phase::Idle && target_ready && checked.with(|c| c.is_ok())
     };
@@ -392,6 +450,9 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
                     })
             }}
             {move || target_problem().map(|e| view! { <p class="note warn">{e}</p> })}
+            <Show when=move || reload_pending() && !running()>
+                <p class="note warn" data-testid="run-needs-reload">{move || t().run_needs_reload}</p>
+            </Show>
             <Show when=move || checked.with(|c| c.is_err()) && !running()>
                 <p class="note warn">{move || t().fix_settings}</p>
             </Show>

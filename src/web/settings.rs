@@ -5,7 +5,9 @@
 use super::i18n::{use_text, Label, Text};
 use crate::bench::sweep::parse_rates;
 use crate::bench::{Arrival, ArrivalSpan, LenRange, Slo, WorkloadSpec};
+use crate::engine::{Order, Policy, Speculation};
 use crate::limits;
+use crate::model::quant::WeightFormat;
 use leptos::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,10 +25,18 @@ pub enum Field {
     MaxBatchedTokens,
     SloTtft,
     SloTpot,
+    /// Engine switches, as the CLI's `--weights`, `--speculate`, `--policy`,
+    /// `--no-chunked-prefill` and `--prefill-chunk`. (Prefix caching, when the engine has it,
+    /// becomes one more field here and one more member of [`LoadOptions`] or the policy.)
+    Weights,
+    Speculate,
+    Policy,
+    ChunkedPrefill,
+    PrefillChunk,
 }
 
 impl Field {
-    pub const ALL: [Field; 13] = [
+    pub const ALL: [Field; 18] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -40,6 +50,11 @@ impl Field {
         Field::MaxBatchedTokens,
         Field::SloTtft,
         Field::SloTpot,
+        Field::Weights,
+        Field::Speculate,
+        Field::Policy,
+        Field::ChunkedPrefill,
+        Field::PrefillChunk,
     ];
 
     /// The field's name in the query string.
@@ -58,6 +73,11 @@ impl Field {
             Field::MaxBatchedTokens => "max_tokens",
             Field::SloTtft => "slo_ttft",
             Field::SloTpot => "slo_tpot",
+            Field::Weights => "weights",
+            Field::Speculate => "speculate",
+            Field::Policy => "policy",
+            Field::ChunkedPrefill => "chunked_prefill",
+            Field::PrefillChunk => "prefill_chunk",
         }
     }
 
@@ -75,11 +95,15 @@ impl Field {
             Field::Prompts => "text",
             Field::MaxBatch => "16",
             Field::MaxBatchedTokens => "512",
-            Field::SloTtft | Field::SloTpot => "",
+            Field::Weights => "bf16",
+            Field::Speculate => "off",
+            Field::Policy => "fcfs",
+            Field::ChunkedPrefill => "on",
+            Field::SloTtft | Field::SloTpot | Field::PrefillChunk => "",
         }
     }
 
-    fn label(self, t: &Text) -> &'static str {
+    pub fn label(self, t: &Text) -> &'static str {
         match self {
             Field::Arrival => t.arrival,
             Field::Rate => t.rate,
@@ -94,6 +118,11 @@ impl Field {
             Field::MaxBatchedTokens => t.max_batched_tokens,
             Field::SloTtft => t.slo_ttft,
             Field::SloTpot => t.slo_tpot,
+            Field::Weights => t.weight_format,
+            Field::Speculate => t.speculate,
+            Field::Policy => t.policy,
+            Field::ChunkedPrefill => t.chunked_prefill,
+            Field::PrefillChunk => t.prefill_chunk,
         }
     }
 
@@ -103,6 +132,9 @@ impl Field {
             Field::Burstiness => t.burstiness_hint,
             Field::InputLen | Field::OutputLen => t.len_hint,
             Field::SloTtft | Field::SloTpot => t.slo_hint,
+            Field::Weights => t.weights_hint,
+            Field::Speculate => t.speculate_hint,
+            Field::PrefillChunk => t.prefill_chunk_hint,
             _ => "",
         }
     }
@@ -110,7 +142,7 @@ impl Field {
 
 /// The settings as typed, one signal per field.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; 13]);
+pub struct Settings([RwSignal<String>; 18]);
 
 impl Settings {
     /// Defaults, overridden by whatever the query string says.
@@ -163,6 +195,38 @@ pub struct RunConfig {
     pub max_batch: usize,
     pub max_batched_tokens: usize,
     pub random_prompts: bool,
+    /// The scheduler's policy (`Engine::set_policy`), recorded as `run_config.scheduler`.
+    pub policy: Policy,
+    /// What the model must have been uploaded with.
+    pub load: LoadOptions,
+}
+
+/// The engine options fixed when the model is uploaded (`EngineOptions::weights`,
+/// `EngineOptions::speculation`): changing one means uploading the model again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub weights: WeightFormat,
+    pub speculation: Speculation,
+}
+
+impl LoadOptions {
+    /// "int8 weights, speculation ngram:4", as the CLI's flags spell the values.
+    pub fn describe(&self) -> String {
+        let speculation = match self.speculation {
+            Speculation::Off => "off".to_string(),
+            Speculation::Ngram { k } => format!("ngram:{k}"),
+        };
+        format!("{} weights, speculation {speculation}", self.weights.name())
+    }
+
+    /// The options the settings ask for (untracked; the defaults where a field does not parse,
+    /// which the form reports on its own).
+    pub fn from_settings(settings: Settings) -> LoadOptions {
+        LoadOptions {
+            weights: WeightFormat::parse(&settings.get(Field::Weights).get_untracked()).unwrap_or_default(),
+            speculation: settings.get(Field::Speculate).get_untracked().trim().parse().unwrap_or_default(),
+        }
+    }
 }
 
 pub type Problems = Vec<(Field, String)>;
@@ -238,8 +302,48 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         }
     }
 
-    let (Ok(arrival), Ok(rates), Ok(burstiness), Ok(seed), Some(input_len), Some(output_len)) =
-        (arrival, rates, burstiness, seed, input_len, output_len)
+    // Engine switches, parsed as the CLI parses its flags.
+    let weights = WeightFormat::parse(&value(Field::Weights));
+    check(Field::Weights, weights.map(|_| ()).ok_or_else(|| t.bad_weights.to_string()));
+    let speculation = value(Field::Speculate).trim().parse::<Speculation>();
+    check(Field::Speculate, speculation.as_ref().map(|_| ()).map_err(|_| t.bad_speculation.to_string()));
+    let order = value(Field::Policy).parse::<Order>();
+    check(Field::Policy, order.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    let chunked_prefill = value(Field::ChunkedPrefill) != "off";
+    let chunk_text = value(Field::PrefillChunk);
+    let prefill_chunk = match chunk_text.trim() {
+        "" => Ok(None),
+        text => match limits::parse_count(text, 1, limits::MAX_BATCHED_TOKENS) {
+            Ok(n) if chunked_prefill => Ok(Some(n)),
+            Ok(_) => Err(t.chunk_needs_chunking.to_string()),
+            Err(_) => Err(format!("{} (1–{})", t.not_a_count, limits::MAX_BATCHED_TOKENS)),
+        },
+    };
+    check(Field::PrefillChunk, prefill_chunk.as_ref().map(|_| ()).map_err(String::clone));
+    let policy = match (order, prefill_chunk) {
+        (Ok(order), Ok(prefill_chunk)) => Some(Policy { order, chunked_prefill, prefill_chunk }),
+        _ => None,
+    };
+    // Without chunked prefill a request's whole prefill must fit one step (the engine's own rule).
+    if let (Some(policy), Some(input), Some(output)) = (policy, input_len, output_len) {
+        if count(Field::MaxBatchedTokens).is_ok() && counts[3] > 0 {
+            if let Err(e) = policy.check_request(input.max, output.max, counts[3]) {
+                check(Field::ChunkedPrefill, Err(e.to_string()));
+            }
+        }
+    }
+
+    let (
+        Ok(arrival),
+        Ok(rates),
+        Ok(burstiness),
+        Ok(seed),
+        Some(input_len),
+        Some(output_len),
+        Some(weights),
+        Ok(speculation),
+        Some(policy),
+    ) = (arrival, rates, burstiness, seed, input_len, output_len, weights, speculation, policy)
     else {
         return Err(problems);
     };
@@ -281,19 +385,33 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     let random_prompts = value(Field::Prompts) == "random";
     // Rates only matter to the open-loop arrivals; the others run once.
     let rates = if matches!(arrival, Arrival::Sequential | Arrival::Concurrency) { vec![spec.rate] } else { rates };
-    Ok(RunConfig { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts })
+    let load = LoadOptions { weights, speculation };
+    Ok(RunConfig { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts, policy, load })
 }
 
 /// The settings card. `problems` is the live validation; `locked` while a run is going.
+/// `reload`: set when the weights or speculation asked for differ from the loaded model's, with
+/// what it has (shown, with a button that uploads the model again).
 #[component]
-pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signal<bool>) -> impl IntoView {
+pub fn SettingsPanel(
+    settings: Settings,
+    problems: Memo<Problems>,
+    locked: Signal<bool>,
+    #[prop(optional, into)] reload: Option<Signal<Option<(LoadOptions, LoadOptions)>>>,
+    #[prop(optional, into)] on_reload: Option<Callback<()>>,
+    /// The dataset picker's state (absent: no picker).
+    #[prop(optional)]
+    dataset: Option<super::dataset::DatasetState>,
+) -> impl IntoView {
     let t = use_text();
     let arrival = settings.get(Field::Arrival);
+    let chunked = settings.get(Field::ChunkedPrefill);
     let open_loop = move || matches!(arrival.get().as_str(), "poisson" | "gamma" | "constant");
     let relevant = move |f: Field| match f {
         Field::Rate => open_loop(),
         Field::Burstiness => arrival.get() == "gamma",
         Field::Concurrency => arrival.get() == "concurrency",
+        Field::PrefillChunk => chunked.get() != "off",
         _ => true,
     };
     let input = move |field: Field| {
@@ -318,13 +436,15 @@ pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signa
             </label>
         }
     };
-    let select = move |field: Field, options: Vec<(&'static str, Label)>| {
+    let select = move |field: Field, options: Vec<(&'static str, Label)>, wide: bool| {
         let value = settings.get(field);
+        let problem = move || problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
         view! {
-            <label class="field wide">
+            <label class="field" class:wide=wide class:invalid=move || problem().is_some()>
                 <span class="field-label">{move || field.label(t())}</span>
                 <select
                     data-testid=format!("setting-{}", field.key())
+                    aria-invalid=move || problem().is_some().to_string()
                     disabled=move || locked.get()
                     on:change=move |ev| value.set(event_target_value(&ev))
                     prop:value=move || value.get()
@@ -340,11 +460,34 @@ pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signa
                         })
                         .collect_view()}
                 </select>
+                <span class="field-hint">{move || field.hint(t())}</span>
+                <span class="field-error" role="alert">{problem}</span>
             </label>
         }
     };
+    let reload_note = move || {
+        let (loaded, wanted) = reload?.get()?;
+        let text = t().reload_needed.replace("{loaded}", &loaded.describe()).replace("{wanted}", &wanted.describe());
+        Some(view! {
+            <div class="note warn reload" data-testid="reload-note" role="status">
+                <span>{text}</span>
+                <button
+                    class="ghost"
+                    data-testid="reload-model"
+                    disabled=move || locked.get()
+                    on:click=move |_| {
+                        if let Some(f) = on_reload {
+                            f.run(())
+                        }
+                    }
+                >
+                    {move || t().reload_model}
+                </button>
+            </div>
+        })
+    };
     view! {
-        <section class="card" aria-labelledby="settings-title">
+        <section class="card" aria-labelledby="settings-title" data-testid="settings">
             <div class="card-head">
                 <h2 id="settings-title">{move || t().settings}</h2>
                 <button class="link" disabled=move || locked.get() on:click=move |_| settings.reset()>
@@ -361,6 +504,7 @@ pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signa
                         ("sequential", |t| t.arrival_sequential),
                         ("concurrency", |t| t.arrival_concurrency),
                     ],
+                    true,
                 )}
                 {input(Field::Rate)}
                 {input(Field::Burstiness)}
@@ -369,10 +513,39 @@ pub fn SettingsPanel(settings: Settings, problems: Memo<Problems>, locked: Signa
                 {input(Field::InputLen)}
                 {input(Field::OutputLen)}
                 {input(Field::Seed)}
-                {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)])}
+                {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)], true)}
             </div>
+            {dataset
+                .map(|x| {
+                    view! {
+                        <h3>{move || t().dataset}</h3>
+                        <super::dataset::DatasetPicker x=x locked=locked />
+                    }
+                })}
             <h3>{move || t().engine}</h3>
             <div class="fields">{input(Field::MaxBatch)} {input(Field::MaxBatchedTokens)}</div>
+            <h3>{move || t().optimisations}</h3>
+            <div class="fields">
+                {select(
+                    Field::Weights,
+                    vec![("bf16", |_| "bf16"), ("int8", |_| "int8"), ("int4", |_| "int4")],
+                    false,
+                )}
+                {input(Field::Speculate)}
+                {select(
+                    Field::Policy,
+                    vec![
+                        ("fcfs", |t| t.policy_fcfs),
+                        ("prefill-first", |t| t.policy_prefill_first),
+                        ("decode-first", |t| t.policy_decode_first),
+                    ],
+                    true,
+                )}
+                {select(Field::ChunkedPrefill, vec![("on", |t| t.switch_on), ("off", |t| t.switch_off)], false)}
+                {input(Field::PrefillChunk)}
+            // Prefix caching (another branch adds it to the engine): its switch goes here.
+            </div>
+            {reload_note}
             <h3>{move || t().slo}</h3>
             <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)}</div>
         </section>

@@ -126,6 +126,8 @@ pub struct ModelInfo {
     pub hidden: usize,
     pub vocab: usize,
     pub weight_bytes: u64,
+    /// The weights and speculation it was uploaded with.
+    pub load: super::settings::LoadOptions,
     pub kv_tokens: usize,
     pub caps: Caps,
 }
@@ -184,6 +186,8 @@ pub struct AppState {
     pub settings: Settings,
     /// Where runs send their requests: this engine or a server.
     pub target: TargetSettings,
+    /// A dataset file instead of drawn lengths (the settings card's picker).
+    pub dataset: super::dataset::DatasetState,
     pub progress: RwSignal<Option<RunProgress>>,
     pub run_error: RwSignal<Option<String>>,
     /// What the charts show: the live run, or the run in the report.
@@ -233,6 +237,7 @@ impl AppState {
             phase: RwSignal::new(Phase::Loading),
             settings: Settings::from_query(),
             target: TargetSettings::from_query(),
+            dataset: super::dataset::DatasetState::new(),
             progress: RwSignal::new(None),
             run_error: RwSignal::new(None),
             charts: RwSignal::new(ChartData::default()),

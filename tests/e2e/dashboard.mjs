@@ -3,7 +3,9 @@
 // report and its downloads (JSON, CSV, the HTML report), the request timeline, a second run and the comparison, cancelling, history after a
 // reload, the language switch, a malformed model (error shown, previous model kept), models from
 // local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
-// refused before the data), a rate sweep with its knee, and the playground.
+// refused before the data), a rate sweep with its knee, the playground, a dataset file, an A/B
+// experiment (verdict table, report, JSON), the engine switches in the run record and the
+// history's A/B test. E2E_ONLY=engine runs only the last four (after loading the page).
 // Screenshots go to OUT (default target/e2e).
 // Usage: node tests/e2e/dashboard.mjs [URL | DIST] [OUT]
 //   URL: a running server (./scripts/serve); DIST: a folder built by scripts/build-web, served
@@ -100,6 +102,10 @@ async function runAndWait(label) {
 // 1. Settings come from the URL.
 await page.goto(`${base}?${workload}`);
 console.log(`status: ${await waitReady()}`);
+if (process.env.E2E_ONLY === 'engine') {
+  await engineChecks();
+  await finish();
+}
 await check(await byId('setting-requests').inputValue() === '8', 'requests not read from the URL');
 await check(await byId('setting-input').inputValue() === '16:48', 'input length not read from the URL');
 
@@ -408,7 +414,169 @@ console.log(`playground: ${timing}`);
 await check(!timing.startsWith('Error'), timing);
 await check(await page.locator('[data-testid=tokens] .token').count() > 0, 'no token chips');
 
-await check(errors.length === 0, `console errors: ${errors.join(' | ')}`);
-await browser.close();
-await server?.close();
-console.log(`ok, screenshots in ${out}`);
+await engineChecks();
+await finish();
+
+async function finish() {
+  await check(errors.length === 0, `console errors: ${errors.join(' | ')}`);
+  await browser.close();
+  await server?.close();
+  console.log(`ok, screenshots in ${out}`);
+  process.exit(0);
+}
+
+async function downloadResult(testid = 'download-json') {
+  const [file] = await Promise.all([page.waitForEvent('download'), byId(testid).click()]);
+  return JSON.parse(await readFile(await file.path(), 'utf8'));
+}
+
+// 13–16: a dataset file, an A/B experiment, the engine switches, the history's A/B test.
+async function engineChecks() {
+  await byId('setting-requests').fill('8');
+  await byId('setting-rate').fill('20');
+  await byId('setting-max_batch').fill('16');
+
+  // 13. A dataset file: a bad one names its line (as text), a good one sets the requests.
+  const rows = [[20, 6], [33, 9], [12, 5], [41, 7], [27, 8], [16, 6]];
+  const good = rows.map(([i, o]) => JSON.stringify({ input_len: i, output_len: o })).join('\n') + '\n';
+  const bad = `${JSON.stringify({ input_len: 5, output_len: 3 })}\n{"input_len": 4}\n{"input_len": "<b>x</b>", "output_len": 2}\n`;
+  await byId('dataset-file').setInputFiles({ name: '<i>bad</i>.jsonl', mimeType: 'application/json', buffer: Buffer.from(bad) });
+  await byId('dataset-error').waitFor({ timeout: 10000 }).catch(() => fail('no error for a bad dataset'));
+  const datasetError = await text('dataset-error');
+  console.log(`bad dataset: ${datasetError}`);
+  await check(/line 2/.test(datasetError) && datasetError.includes('<i>bad</i>.jsonl'), `unclear dataset error: ${datasetError}`);
+  await check(await page.locator('[data-testid=dataset] i, [data-testid=dataset] b').count() === 0, 'the file name was rendered as HTML');
+  await check(!datasetError.includes('\n'), 'the dataset error is not one line');
+  await byId('dataset-file').setInputFiles({ name: 'tiny.jsonl', mimeType: 'application/json', buffer: Buffer.from(good) });
+  await page.waitForFunction(() => /tiny\.jsonl · 6 rows \(jsonl\)/.test(document.querySelector('[data-testid=dataset-name]')?.textContent ?? ''),
+    null, { timeout: 10000 }).catch(async () => fail(`dataset not read: ${await byId('dataset').textContent()}`));
+  await runAndWait('dataset run');
+  const fromFile = await downloadResult();
+  const ds = fromFile.run_config.workload.dataset;
+  await check(ds?.file === 'tiny.jsonl' && ds.format === 'jsonl' && fromFile.requests.length === 6,
+    `the dataset was not used: ${JSON.stringify(ds)}, ${fromFile.requests.length} requests`);
+  const lens = fromFile.requests.map((r) => r.prompt_len).sort((a, b) => a - b);
+  await check(JSON.stringify(lens) === JSON.stringify(rows.map(([i]) => i).sort((a, b) => a - b)),
+    `prompt lengths are not the file's: ${lens}`);
+  await check(/dataset tiny\.jsonl/.test(await text('ran')), `the report does not name the dataset: ${await text('ran')}`);
+  await byId('dataset-remove').click();
+
+  // 14. An experiment: B = batch 1, decode first; R = 2, A B A B after a warm-up each.
+  await byId('setting-requests').fill('4');
+  await byId('b-max_batch').fill('1');
+  await byId('b-policy').selectOption('decode-first');
+  const differs = await text('b-differs');
+  await check(/Max batch: 16 → 1/.test(differs) && /decode-first/.test(differs), `B's changes not listed: ${differs}`);
+  await byId('experiment-repeats').fill('2');
+  const tx = Date.now();
+  await byId('run-experiment').click();
+  const labels = new Set();
+  while (!(await byId('experiment-result').isVisible().catch(() => false))) {
+    if (Date.now() - tx > 600000) await fail(`no experiment result; progress: ${await text('experiment-progress')}`);
+    const p = await text('experiment-progress').catch(() => '');
+    if (p) labels.add(p.trim());
+    await page.waitForTimeout(100);
+  }
+  console.log(`experiment: ${((Date.now() - tx) / 1000).toFixed(1)} s; progress seen: ${[...labels].join(' | ')}`);
+  await check([...labels].some((l) => /repetition 2 of 2/.test(l)), `progress never named the repetition: ${[...labels]}`);
+  const verdicts = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').evaluateAll(
+    (cells) => cells.map((c) => c.dataset.verdict));
+  const metricRows = await page.locator('[data-testid=verdict-table] [data-testid=verdict-row]').count();
+  console.log(`verdicts: ${verdicts.join(', ')}`);
+  await check(metricRows === 13 && verdicts.length === 13, `the verdict table has ${metricRows} rows`);
+  await check(verdicts.every((v) => ['better', 'worse', 'no detectable difference'].includes(v)), `a verdict outside the three: ${verdicts}`);
+  const shownVerdicts = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
+  await check(shownVerdicts.every((v, i) => v.trim() === verdicts[i]), 'the verdict words shown are not the English ones');
+  await check(/B − A/.test(await text('experiment-report')), 'no text report for the experiment');
+  // The timeline shows the last repetition (4 requests, each with its decode bar).
+  await page.waitForFunction(() => {
+    const t = document.querySelector('[data-testid=timeline]');
+    return t?.getAttribute('data-rows') === '4' && t?.getAttribute('data-decode') === '4';
+  }, null, { timeout: 10000 }).catch(async () => fail(`the timeline does not show the last repetition: ${await byId('timeline').getAttribute('data-rows')} rows`));
+  const xjson = await downloadResult('download-experiment');
+  await check(xjson.a.length === 2 && xjson.b.length === 2 && xjson.comparison.metrics.length === 13
+    && xjson.b[0].run_config.engine.max_seqs === 1 && xjson.b[0].run_config.scheduler.order === 'decode-first'
+    && xjson.a[0].run_config.scheduler.order === 'fcfs',
+    `experiment JSON: ${xjson.a.length} A, ${xjson.b.length} B, B engine ${JSON.stringify(xjson.b[0]?.run_config.engine)}`);
+  await byId('experiment').scrollIntoViewIfNeeded();
+  await byId('experiment').screenshot({ path: `${out}/experiment.png` });
+  await page.setViewportSize({ width: 1400, height: 1000 });
+  await page.screenshot({ path: `${out}/experiment-1400.png`, fullPage: true });
+  await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
+  const zh = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
+  await check(zh.every((v) => ['更好', '更差', '无可检测差异'].includes(v.trim())), `verdicts not translated: ${zh}`);
+  await byId('experiment').screenshot({ path: `${out}/experiment-zh.png` });
+  await page.setViewportSize({ width: 420, height: 900 });
+  await byId('experiment').screenshot({ path: `${out}/experiment-narrow-zh.png` });
+  await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
+  await byId('experiment').screenshot({ path: `${out}/experiment-narrow.png` });
+  await byId('settings').screenshot({ path: `${out}/settings-narrow.png` }).catch(() => {});
+  await page.setViewportSize({ width: 1440, height: 1000 });
+  // Cancel mid-experiment: the repetitions that finished (A 1, B 1) are compared, nothing lost.
+  // B also has int8 weights: its own copy of the model, uploaded for the experiment.
+  await byId('b-weights').selectOption('int8');
+  await byId('experiment-repeats').fill('3');
+  await byId('run-experiment').click();
+  await page.waitForFunction(() => /A · repetition 2 of 3/.test(document.querySelector('[data-testid=experiment-progress]')?.textContent ?? ''),
+    null, { timeout: 300000 }).catch(async () => fail(`experiment never reached A's second repetition: ${await text('experiment-progress')}`));
+  await byId('cancel-experiment').click();
+  await page.waitForFunction(() => /Cancelled/.test(document.querySelector('[data-testid=experiment-result]')?.textContent ?? ''),
+    null, { timeout: 120000 }).catch(async () => fail(`no result after cancelling: ${await byId('experiment').textContent()}`));
+  const cut = await text('experiment-result');
+  await check(/1 A, 1 B/.test(cut) && await page.locator('[data-testid=verdict-table] [data-testid=verdict-row]').count() === 13,
+    `a cancelled experiment lost its finished repetitions: ${cut.slice(0, 200)}`);
+  await check(await byId('run-experiment').isEnabled() && await byId('run').isEnabled(), 'the page is not idle after the cancel');
+  const cutJson = await downloadResult('download-experiment');
+  await check(cutJson.cancelled === true && cutJson.a.length === 1 && cutJson.b.length === 1
+    && cutJson.a[0].run_config.kernels.weight_format === 'bf16' && cutJson.b[0].run_config.kernels.weight_format === 'int8'
+    && cutJson.b_differs_in.weights?.b === 'int8',
+    `cancelled experiment JSON: ${cutJson.a.length} A, ${cutJson.b.length} B, B weights ${cutJson.b[0]?.run_config.kernels.weight_format}`);
+  console.log('experiment (B int8, its own upload) cancelled after A 1, B 1: compared those');
+  await byId('b-weights').selectOption('bf16');
+  await byId('b-max_batch').fill('16');
+  await byId('b-policy').selectOption('fcfs');
+  await byId('setting-requests').fill('8');
+
+  // 15. The engine switches: a plain run, then int8 + ngram:2 (a new upload) + decode first +
+  // whole prefills, each in the run record.
+  await runAndWait('before the switches');
+  await byId('setting-weights').selectOption('int8');
+  await byId('setting-speculate').fill('ngram:2');
+  await byId('setting-policy').selectOption('decode-first');
+  await byId('setting-chunked_prefill').selectOption('off');
+  await check(await byId('setting-prefill_chunk').isDisabled(), 'the chunk size is editable with chunked prefill off');
+  await byId('setting-speculate').fill('ngram:99');
+  await check(/ngram:K/.test(await page.locator('.field.invalid').first().textContent()), 'no message for ngram:99');
+  await byId('setting-speculate').fill('ngram:2');
+  await byId('reload-note').waitFor({ timeout: 5000 }).catch(() => fail('no note that the model must be uploaded again'));
+  await check(await byId('run').isDisabled(), 'Run enabled before the upload the switches need');
+  await byId('settings').screenshot({ path: `${out}/settings-switches.png` }).catch(() => {});
+  await byId('reload-model').click();
+  await waitReady();
+  await check(await byId('reload-note').count() === 0, 'the reload note stays after the upload');
+  await runAndWait('with the switches');
+  const switched = (await downloadResult()).run_config;
+  console.log(`switches in the record: ${JSON.stringify({ kernels: switched.kernels, scheduler: switched.scheduler, speculation: switched.engine.speculation })}`);
+  await check(switched.kernels.weight_format === 'int8' && switched.engine.speculation.kind === 'ngram'
+    && switched.engine.speculation.k === 2 && switched.scheduler.order === 'decode-first'
+    && switched.scheduler.chunked_prefill === false, 'the run record does not show the switches');
+  await check(/decode-first · whole prefills/.test(await text('ran')) && /speculation ngram:2/.test(await text('ran')),
+    `the report does not show the switches: ${await text('ran')}`);
+  await check(page.url().includes('weights=int8') && page.url().includes('speculate=ngram'), `switches not in the URL: ${page.url()}`);
+
+  // 16. The history's A/B test: the two runs of one workload compare; the dataset run does not.
+  const boxes = page.locator('.runs .run input[type=checkbox]');
+  await boxes.nth(1).check();
+  await boxes.nth(0).check();
+  await byId('history-test').click();
+  await byId('history-verdicts').waitFor({ timeout: 30000 }).catch(() => fail('no verdicts for two runs of one workload'));
+  await check(await page.locator('[data-testid=history-verdicts] [data-testid=verdict-row]').count() === 13, 'history verdict table incomplete');
+  await boxes.nth(1).uncheck();
+  await boxes.nth(2).check();
+  await byId('history-test').click();
+  await byId('history-test-error').waitFor({ timeout: 30000 }).catch(() => fail('no reason for runs that do not compare'));
+  const why = await text('history-test-error');
+  console.log(`history A/B test refused: ${why}`);
+  await check(/workloads differ/.test(why), `unclear refusal: ${why}`);
+  await byId('history').screenshot({ path: `${out}/history-test.png` });
+}

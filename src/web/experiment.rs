@@ -1,0 +1,715 @@
+//! The Experiment card: A (the settings) against B (the same settings with a few engine fields
+//! changed), the same workload run A B A B … on the page's engine by
+//! `bench::experiment::run_alternating`, then one verdict per metric (`bench::compare`). B shares
+//! the loaded model when only runtime settings differ (batch, tokens per step, scheduling); other
+//! weights or speculation upload a second copy for B, freed afterwards.
+
+use super::browser;
+use super::i18n::{use_text, Text};
+use super::run;
+use super::settings::{self, Field, Problems, RunConfig};
+use super::state::{AppState, Phase};
+use crate::bench::compare::{text_report, CompareOptions, CompareVerdict, Comparison, MetricComparison};
+use crate::bench::experiment::{self, ExperimentSpec, Side};
+use crate::bench::saturation::Saturation;
+use crate::bench::session::{EngineTarget, Event, Listener, Target};
+use crate::bench::{self, BenchResult, Lang, PlannedRequest, WorkloadSpec};
+use crate::engine::forward::EngineLimits;
+use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
+use crate::gpu::Gpu;
+use crate::model::Tokenizer;
+use crate::{Error, Result};
+use leptos::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The fields B may change; everything else (the workload, the SLOs) is A's, so both sides run
+/// the same plan.
+pub const VARIANT_FIELDS: [Field; 7] = [
+    Field::Weights,
+    Field::Speculate,
+    Field::Policy,
+    Field::ChunkedPrefill,
+    Field::PrefillChunk,
+    Field::MaxBatch,
+    Field::MaxBatchedTokens,
+];
+
+/// Repetitions per side: at least 2 (one gives no measure of drift), at most 20.
+const MAX_REPEATS: usize = 20;
+
+/// What the card shows after (or during) an experiment.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Every repetition kept, per side, in the order they ran.
+    pub a: Vec<BenchResult>,
+    pub b: Vec<BenchResult>,
+    /// What B changed: (field, A's value, B's value).
+    pub changes: Vec<(Field, String, String)>,
+    pub comparison: std::result::Result<Comparison, String>,
+    /// Cancelled: only finished repetitions are compared.
+    pub cancelled: bool,
+}
+
+/// The card's state.
+#[derive(Clone, Copy)]
+pub struct ExperimentState {
+    /// B's values of the [`VARIANT_FIELDS`] that differ from A's.
+    pub overrides: RwSignal<Vec<(Field, String)>>,
+    pub repeats: RwSignal<String>,
+    /// Which run is going ("B · repetition 2 of 3").
+    pub progress: RwSignal<Option<String>>,
+    pub outcome: RwSignal<Option<Arc<Outcome>>>,
+    pub error: RwSignal<Option<String>>,
+    pub running: RwSignal<bool>,
+}
+
+impl ExperimentState {
+    pub fn new() -> ExperimentState {
+        ExperimentState {
+            overrides: RwSignal::new(Vec::new()),
+            repeats: RwSignal::new("3".into()),
+            progress: RwSignal::new(None),
+            outcome: RwSignal::new(None),
+            error: RwSignal::new(None),
+            running: RwSignal::new(false),
+        }
+    }
+
+    /// B's value of `field` (tracked): its override, else A's.
+    fn b_value(&self, settings: settings::Settings, field: Field) -> String {
+        self.overrides
+            .with(|o| o.iter().find(|(f, _)| *f == field).map(|(_, v)| v.clone()))
+            .unwrap_or_else(|| settings.get(field).get())
+    }
+
+    fn set_b(&self, settings: settings::Settings, field: Field, value: String) {
+        let same = settings.get(field).get_untracked() == value;
+        self.overrides.update(|o| {
+            o.retain(|(f, _)| *f != field);
+            if !same {
+                o.push((field, value));
+            }
+        });
+    }
+}
+
+impl Default for ExperimentState {
+    fn default() -> Self {
+        ExperimentState::new()
+    }
+}
+
+/// A metric's name in the table: `ttft_p50_ms` → "TTFT p50 (ms)".
+pub fn metric_label(name: &str) -> String {
+    match name {
+        "output_throughput_tok_s" => "output tok/s".into(),
+        "goodput_req_s" => "goodput (req/s)".into(),
+        _ => {
+            let mut parts = name.split('_');
+            let (metric, pct, unit) = (parts.next(), parts.next(), parts.next());
+            match (metric, pct, unit) {
+                (Some(m), Some(p), Some(u)) => format!("{} {p} ({u})", m.to_uppercase()),
+                _ => name.to_string(),
+            }
+        }
+    }
+}
+
+fn number(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn verdict_class(v: CompareVerdict) -> &'static str {
+    match v {
+        CompareVerdict::Better => "better",
+        CompareVerdict::Worse => "worse",
+        CompareVerdict::NoDetectableDifference | CompareVerdict::NotMeasured => "same",
+    }
+}
+
+/// The verdict per metric: A, B, B − A, its interval and the verdict (`data-verdict` holds the
+/// English word, whatever the page's language).
+#[component]
+pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
+    let t = use_text();
+    let lang = expect_context::<super::i18n::UiLang>().0;
+    let rows = comparison
+        .metrics
+        .into_iter()
+        .map(|m: MetricComparison| {
+            let verdict = m.verdict;
+            let english = verdict.label(Lang::En);
+            view! {
+                <tr data-testid="verdict-row">
+                    <th scope="row">{metric_label(&m.metric)}</th>
+                    <td class="num">{number(m.a)}</td>
+                    <td class="num">{number(m.b)}</td>
+                    <td class="num">{number(m.diff)}</td>
+                    <td class="num">"[" {number(m.ci_low)} ", " {number(m.ci_high)} "]"</td>
+                    <td class=format!("delta {}", verdict_class(verdict)) data-testid="verdict" data-verdict=english>
+                        {move || verdict.label(lang.get())}
+                    </td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-scroll">
+            <table class="table verdicts" data-testid="verdict-table">
+                <thead>
+                    <tr>
+                        <th scope="col">{move || t().metric}</th>
+                        <th scope="col">"A"</th>
+                        <th scope="col">"B"</th>
+                        <th scope="col">"B − A"</th>
+                        <th scope="col">{move || t().interval}</th>
+                        <th scope="col">{move || t().verdict}</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// One side of the experiment as a session target: the model (shared with the other side, or
+/// its own) is taken from `pool` for each run and given back after, so one upload can serve both
+/// sides; each run builds an engine with this side's batch, tokens per step and policy and runs
+/// it through the CLI's `EngineTarget`.
+struct Variant<'a> {
+    pool: &'a RefCell<Option<ForwardPass>>,
+    /// The sizes the model was loaded for (restored after each run).
+    capacity: EngineLimits,
+    max_batch: usize,
+    max_batched_tokens: usize,
+    policy: Policy,
+    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    describe: bench::RunConfig,
+    /// The last run's record (the session asks for it after the run).
+    record: bench::RunConfig,
+    saturation: Option<Saturation>,
+    gpu: Rc<Gpu>,
+}
+
+impl Target for Variant<'_> {
+    fn run_config(&self) -> bench::RunConfig {
+        self.record.clone()
+    }
+
+    fn reports_steps(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
+        let mut model = self.pool.borrow_mut().take().ok_or_else(|| Error::Invalid("the model is busy".into()))?;
+        model.limits.max_seqs = self.max_batch.min(self.capacity.max_seqs);
+        model.limits.max_batched_tokens = self.max_batched_tokens.min(self.capacity.max_batched_tokens);
+        let mut engine = Engine::new(model);
+        let outcome = match engine.set_policy(self.policy) {
+            Ok(()) => {
+                let mut target = EngineTarget {
+                    engine: &mut engine,
+                    prompt: self.prompt,
+                    sampling: SamplingParams::default(),
+                    describe: self.describe.clone(),
+                    saturation: None,
+                };
+                let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
+                self.record = target.run_config();
+                self.saturation = target.take_saturation();
+                outcome
+            }
+            Err(e) => Err(e),
+        };
+        let mut model = engine.model;
+        model.limits = self.capacity.clone();
+        *self.pool.borrow_mut() = Some(model);
+        outcome
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.gpu.fault()
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.saturation.take()
+    }
+}
+
+/// B's changes against A: (field, A's value, B's value), in the editor's order (tracked).
+fn changes(state: AppState, x: ExperimentState) -> Vec<(Field, String, String)> {
+    x.overrides.with(|o| {
+        VARIANT_FIELDS
+            .iter()
+            .filter_map(|f| o.iter().find(|(g, _)| g == f))
+            .map(|(f, b)| (*f, state.settings.get(*f).get(), b.clone()))
+            .collect()
+    })
+}
+
+/// "Max batch: 16 → 1 · Scheduling policy: fcfs → decode-first", or that B is A.
+fn changes_text(changes: &[(Field, String, String)], t: &Text) -> String {
+    if changes.is_empty() {
+        return t.b_same.to_string();
+    }
+    let show = |v: &str| if v.is_empty() { "–".to_string() } else { v.to_string() };
+    let lines: Vec<String> =
+        changes.iter().map(|(f, a, b)| format!("{}: {} → {}", f.label(t), show(a), show(b))).collect();
+    lines.join(" · ")
+}
+
+/// The label of the `n`th session run of an experiment (0-based): the warm-ups, then A B A B ….
+fn run_label(n: usize, repeats: usize, t: &Text) -> String {
+    match n {
+        0 => format!("A · {}", t.warmup),
+        1 => format!("B · {}", t.warmup),
+        n => {
+            let side = if (n - 2) % 2 == 0 { "A" } else { "B" };
+            let i = (n - 2) / 2 + 1;
+            format!("{side} · {}", t.repetition_of.replace("{i}", &i.to_string()).replace("{r}", &repeats.to_string()))
+        }
+    }
+}
+
+/// Starts the experiment: A is `a`, B is `b` (same workload), `repeats` per side.
+pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, repeats: usize) {
+    let lang = state.lang.get_untracked();
+    let t = super::i18n::text(lang);
+    let (mut a, mut b) = (a, b);
+    // The picked dataset, once, for both sides: the same requests.
+    if let Err(e) = run::with_dataset(state, &mut a, run::max_position(state)) {
+        x.error.set(Some(e.to_string()));
+        return;
+    }
+    if let Err(e) = b.policy.check_request(a.spec.input_len.max, a.spec.output_len.max, b.max_batched_tokens) {
+        x.error.set(Some(format!("B: {e}")));
+        return;
+    }
+    b.spec = a.spec.clone();
+    if run::needs_reload(state, &a) {
+        x.error.set(Some(t.run_needs_reload.to_string()));
+        return;
+    }
+    let (Some(loaded), Some(gpu)) = (state.take_model(), state.gpu.get_value()) else { return };
+    let tokenizer = state.tokenizer.get_value();
+    let model_key = state.choice.get_untracked().key();
+    let changes = untrack(|| changes(state, x));
+    run::begin(state, &a);
+    x.running.set(true);
+    x.error.set(None);
+    x.outcome.set(None);
+    x.progress.set(None);
+    wasm_bindgen_futures::spawn_local(async move {
+        let capacity = loaded.capacity.clone();
+        let pool_a = RefCell::new(Some(loaded.model));
+        // B's own copy when its weights or speculation differ; else B shares A's.
+        let own_b = if b.load != a.load {
+            let mut shown = 0;
+            let mut progress = |p: u32| {
+                if p != shown {
+                    shown = p;
+                    x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string())));
+                }
+            };
+            match super::models::load_variant(state, b.load, &mut progress).await {
+                Ok((model, _)) => Some((model.limits.clone(), RefCell::new(Some(model)))),
+                Err(e) => {
+                    end(state, x, pool_a, &capacity);
+                    x.error.set(Some(e.to_string()));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let vocab = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
+        let prompts = Prompts::new(tokenizer.as_deref(), &a, vocab);
+        let prompt = |p: &PlannedRequest| prompts.prompt(p, &a.spec);
+        let describe = bench::RunConfig {
+            target: "browser".into(),
+            model: Some(model_key.clone()),
+            prompts: Some(prompts.kind().to_string()),
+            ..run::page_record(state)
+        };
+        let (pool_b, capacity_b) = match &own_b {
+            Some((limits, pool)) => (pool, limits.clone()),
+            None => (&pool_a, capacity.clone()),
+        };
+        let side = |pool, capacity, c: &RunConfig| Variant {
+            pool,
+            capacity,
+            max_batch: c.max_batch,
+            max_batched_tokens: c.max_batched_tokens,
+            policy: c.policy,
+            prompt: &prompt,
+            describe: describe.clone(),
+            record: bench::RunConfig::default(),
+            saturation: None,
+            gpu: gpu.clone(),
+        };
+        let mut target_a = side(&pool_a, capacity.clone(), &a);
+        let mut target_b = side(pool_b, capacity_b, &b);
+        let spec = ExperimentSpec {
+            spec: &a.spec,
+            slo: a.slo.as_ref(),
+            slo_text: a.slo_text.as_deref(),
+            repeats,
+            ignore_eos: true,
+            lang,
+            warmup: true,
+        };
+        let charts = run::listener(state);
+        let started = Cell::new(0usize);
+        let listener: Listener = Rc::new(move |event| {
+            if let Event::RateStarted { .. } = event {
+                x.progress.set(Some(run_label(started.get(), repeats, super::i18n::text(state.lang.get_untracked()))));
+                started.set(started.get() + 1);
+            }
+            charts(event);
+        });
+        let cancel = state.cancel.get_value();
+        // Every repetition as it ends, and whether Cancel cut it short.
+        let mut kept: Vec<(Side, BenchResult, bool)> = Vec::new();
+        let outcome =
+            experiment::run_alternating(&mut target_a, &mut target_b, &spec, &listener, &cancel, &mut |side, _, r| {
+                kept.push((side, r.clone(), cancel.get()))
+            })
+            .await;
+        drop(target_a);
+        drop(target_b);
+        drop(own_b);
+        let cancelled = cancel.get();
+        let last = kept.last().map(|(_, r, _)| r.clone());
+        let finished =
+            |s: Side| kept.iter().filter(move |(side, _, cut)| *side == s && !cut).map(|(_, r, _)| r.clone());
+        let (runs_a, runs_b): (Vec<_>, Vec<_>) = (finished(Side::A).collect(), finished(Side::B).collect());
+        let comparison = match outcome {
+            Ok(e) if !cancelled => Ok(e.comparison),
+            Ok(_) => experiment::compare_results(&runs_a, &runs_b, a.slo.as_ref(), &CompareOptions::default())
+                .map_err(|e| e.to_string()),
+            Err(e) => {
+                x.error.set(Some(e.to_string()));
+                experiment::compare_results(&runs_a, &runs_b, a.slo.as_ref(), &CompareOptions::default())
+                    .map_err(|e| e.to_string())
+            }
+        };
+        if let Some(last) = &last {
+            state.charts.set(super::charts::ChartData::from_result(last));
+        }
+        if !runs_a.is_empty() || !runs_b.is_empty() {
+            x.outcome.set(Some(Arc::new(Outcome { a: runs_a, b: runs_b, changes, comparison, cancelled })));
+        }
+        end(state, x, pool_a, &capacity);
+        super::models::forget_faulty_gpu(state);
+    });
+}
+
+/// Puts the loaded model back and leaves the page idle.
+fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, capacity: &EngineLimits) {
+    if let Some(model) = pool.into_inner() {
+        state.put_model(super::state::Loaded { model, capacity: capacity.clone() });
+    }
+    x.running.set(false);
+    x.progress.set(None);
+    state.progress.set(None);
+    state.phase.set(Phase::Idle);
+}
+
+/// Prompts as a page run makes them: built-in text through the tokenizer (when its ids fit the
+/// model), else seeded random ids.
+struct Prompts<'a> {
+    /// Encodes dataset rows.
+    tokenizer: Option<&'a Tokenizer>,
+    /// Built-in texts (when not random ids and the ids fit the model).
+    text: Option<&'a Tokenizer>,
+    seed: u64,
+    vocab: usize,
+}
+
+impl<'a> Prompts<'a> {
+    fn new(tokenizer: Option<&'a Tokenizer>, config: &RunConfig, vocab: usize) -> Prompts<'a> {
+        let text = tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
+        Prompts { tokenizer, text, seed: config.spec.seed, vocab }
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.text.is_some() {
+            "text"
+        } else {
+            "token ids"
+        }
+    }
+
+    fn prompt(&self, p: &PlannedRequest, spec: &WorkloadSpec) -> Result<Vec<u32>> {
+        if let (Some(row), Some(tok)) = (run::dataset_prompt(spec, p), self.tokenizer) {
+            return tok.encode(row);
+        }
+        match self.text {
+            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(self.seed, p.id, p.prompt_len, self.vocab)),
+        }
+    }
+}
+
+/// B's settings: A's, with B's overrides (validated the same way, against the loaded model).
+fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<RunConfig, Problems>> {
+    let t = use_text();
+    Memo::new(move |_| {
+        let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
+        settings::validate(&|f| x.b_value(state.settings, f), caps, t())
+    })
+}
+
+/// The JSON download: B's changes, every repetition of both sides, and the comparison.
+fn outcome_json(o: &Outcome) -> String {
+    let value = serde_json::json!({
+        "b_differs_in": o
+            .changes
+            .iter()
+            .map(|(f, a, b)| (f.key().to_string(), serde_json::json!({ "a": a, "b": b })))
+            .collect::<serde_json::Map<_, _>>(),
+        "cancelled": o.cancelled,
+        "a": o.a,
+        "b": o.b,
+        "comparison": o.comparison.as_ref().ok(),
+        "error": o.comparison.as_ref().err(),
+    });
+    serde_json::to_string_pretty(&value).expect("serialisable")
+}
+
+/// The card: B's editor, repetitions, Run / Cancel, progress, then the verdict table, the text
+/// report and the download.
+#[component]
+pub fn ExperimentPanel(
+    state: AppState,
+    x: ExperimentState,
+    checked: Memo<std::result::Result<RunConfig, Problems>>,
+) -> impl IntoView {
+    let t = use_text();
+    let checked_b = checked_b(state, x);
+    let repeats = Memo::new(move |_| {
+        x.repeats
+            .with(|r| limits_count(r, 2, MAX_REPEATS))
+            .map_err(|_| format!("{} (2–{MAX_REPEATS})", t().not_a_count))
+    });
+    // Why the experiment cannot run now, if it cannot.
+    let problem = move || -> Option<String> {
+        if state.target.is_remote() {
+            return Some(t().experiment_remote.into());
+        }
+        match checked.get() {
+            Err(_) => return Some(t().fix_settings.into()),
+            Ok(c) if c.rates.len() > 1 => return Some(t().experiment_one_rate.into()),
+            Ok(_) => {}
+        }
+        if checked_b.with(|c| c.is_err()) {
+            return Some(t().experiment_fix_b.into());
+        }
+        None
+    };
+    let can_run = move || {
+        state.phase.get() == Phase::Idle
+            && state.model_info.with(Option::is_some)
+            && problem().is_none()
+            && repeats.with(|r| r.is_ok())
+    };
+    let cancelling = RwSignal::new(false);
+    let run = move |_| {
+        let (Ok(a), Ok(b), Ok(r)) = (checked.get_untracked(), checked_b.get_untracked(), repeats.get_untracked())
+        else {
+            return;
+        };
+        cancelling.set(false);
+        start(state, x, a, b, r);
+    };
+    let cancel = move |_| {
+        cancelling.set(true);
+        state.cancel.with_value(|c| c.set(true));
+    };
+    let row = move |field: Field| {
+        let a_value = move || {
+            let v = state.settings.get(field).get();
+            if v.is_empty() {
+                "–".to_string()
+            } else {
+                v
+            }
+        };
+        let differs = move || x.overrides.with(|o| o.iter().any(|(f, _)| *f == field));
+        let problem =
+            move || checked_b.with(|c| c.as_ref().err()?.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
+        let id = format!("b-{}", field.key());
+        let editor = match field {
+            Field::Weights | Field::Policy | Field::ChunkedPrefill => {
+                let options: Vec<&'static str> = match field {
+                    Field::Weights => vec!["bf16", "int8", "int4"],
+                    Field::Policy => vec!["fcfs", "prefill-first", "decode-first"],
+                    _ => vec!["on", "off"],
+                };
+                view! {
+                    <select
+                        id=id.clone()
+                        data-testid=id.clone()
+                        disabled=move || x.running.get()
+                        prop:value=move || x.b_value(state.settings, field)
+                        on:change=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
+                    >
+                        {options
+                            .into_iter()
+                            .map(|o| {
+                                view! {
+                                    <option value=o selected=move || x.b_value(state.settings, field) == o>
+                                        {o}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                }
+                .into_any()
+            }
+            _ => view! {
+                <input
+                    id=id.clone()
+                    data-testid=id.clone()
+                    autocomplete="off"
+                    spellcheck="false"
+                    disabled=move || x.running.get()
+                    aria-invalid=move || problem().is_some().to_string()
+                    prop:value=move || x.b_value(state.settings, field)
+                    on:input=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
+                />
+            }
+            .into_any(),
+        };
+        view! {
+            <tr class:differs=differs class:invalid=move || problem().is_some()>
+                <th scope="row">
+                    <label for=id>{move || field.label(t())}</label>
+                </th>
+                <td class="num">{a_value}</td>
+                <td>{editor} <span class="field-error" role="alert">{problem}</span></td>
+            </tr>
+        }
+    };
+    let summary = move || changes_text(&changes(state, x), t());
+    let download_error = RwSignal::new(None::<String>);
+    let download = move |_| {
+        if let Some(o) = x.outcome.get_untracked() {
+            let name = format!("tokenmeter-experiment-{}.json", browser::now_ms() as u64);
+            let outcome = browser::download(&name, "application/json", &outcome_json(&o));
+            download_error.set(outcome.err().map(|e| e.to_string()));
+        }
+    };
+    let result = move || {
+        let o = x.outcome.get()?;
+        let lang = state.lang.get();
+        let cut = o
+            .cancelled
+            .then(|| t().experiment_cut.replace("{a}", &o.a.len().to_string()).replace("{b}", &o.b.len().to_string()));
+        let body = match &o.comparison {
+            Ok(c) => {
+                let report = text_report(c, lang);
+                view! {
+                    <VerdictTable comparison=c.clone() />
+                    <pre class="text-report" data-testid="experiment-report">{report}</pre>
+                }
+                .into_any()
+            }
+            Err(e) => view! {
+                <p class="error" role="alert">{t().experiment_failed} ": " {e.clone()}</p>
+            }
+            .into_any(),
+        };
+        Some(view! {
+            <div class="experiment-result" data-testid="experiment-result">
+                <p class="note">{t().b_differs} " " {changes_text(&o.changes, t())}</p>
+                {cut.map(|c| view! { <p class="note warn">{c}</p> })}
+                {body}
+                <div class="row">
+                    <button class="small" data-testid="download-experiment" on:click=download>
+                        {t().download_experiment}
+                    </button>
+                </div>
+                <p class="error" role="alert">{move || download_error.get()}</p>
+            </div>
+        })
+    };
+    view! {
+        <section class="card" aria-labelledby="experiment-title" data-testid="experiment">
+            <div class="card-head">
+                <h2 id="experiment-title">{move || t().experiment}</h2>
+            </div>
+            <p class="note">{move || t().experiment_note}</p>
+            <div class="table-scroll">
+                <table class="table variant">
+                    <thead>
+                        <tr>
+                            <th scope="col">{move || t().setting}</th>
+                            <th scope="col">"A"</th>
+                            <th scope="col">"B"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{VARIANT_FIELDS.into_iter().map(row).collect_view()}</tbody>
+                </table>
+            </div>
+            <p class="note" data-testid="b-differs">
+                <strong>{move || t().b_differs}</strong>
+                " "
+                {summary}
+            </p>
+            <div class="row experiment-controls">
+                <label class="field">
+                    <span class="field-label">{move || t().repetitions}</span>
+                    <input
+                        data-testid="experiment-repeats"
+                        autocomplete="off"
+                        prop:value=move || x.repeats.get()
+                        disabled=move || x.running.get()
+                        aria-invalid=move || repeats.with(|r| r.is_err()).to_string()
+                        on:input=move |ev| x.repeats.set(event_target_value(&ev))
+                    />
+                    <span class="field-hint">{move || t().repetitions_hint}</span>
+                    <span class="field-error" role="alert">{move || repeats.get().err()}</span>
+                </label>
+                <button class="primary" data-testid="run-experiment" disabled=move || !can_run() on:click=run>
+                    {move || t().run_experiment}
+                </button>
+                <button
+                    class="ghost"
+                    data-testid="cancel-experiment"
+                    disabled=move || !x.running.get() || cancelling.get()
+                    on:click=cancel
+                >
+                    {move || t().cancel}
+                </button>
+            </div>
+            <p class="progress-line num" data-testid="experiment-progress" role="status">
+                {move || x.progress.get()}
+            </p>
+            {move || problem().filter(|_| !x.running.get()).map(|p| view! { <p class="note warn">{p}</p> })}
+            {move || x.error.get().map(|e| view! { <p class="error" role="alert">{move || t().experiment_failed} ": " {e}</p> })}
+            {result}
+        </section>
+    }
+}
+
+fn limits_count(text: &str, min: usize, max: usize) -> std::result::Result<usize, String> {
+    crate::limits::parse_count(text, min, max)
+}
