@@ -76,8 +76,8 @@ pub fn App() -> impl IntoView {
         if state.target.is_remote() {
             return None;
         }
-        let wanted = checked.with(|c| c.as_ref().ok().map(|c| c.load))?;
-        let loaded = state.model_info.with(|m| m.as_ref().map(|m| m.load))?;
+        let wanted = checked.with(|c| c.as_ref().ok().map(|c| c.load.clone()))?;
+        let loaded = state.model_info.with(|m| m.as_ref().map(|m| m.load.clone()))?;
         (loaded != wanted).then_some((loaded, wanted))
     });
 

@@ -327,7 +327,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
                     x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string())));
                 }
             };
-            match super::models::load_variant(state, b.load, &mut progress).await {
+            match super::models::load_variant(state, b.load.clone(), &mut progress).await {
                 Ok((model, _)) => Some((model.limits.clone(), RefCell::new(Some(model)))),
                 Err(e) => {
                     end(state, x, pool_a, &capacity);

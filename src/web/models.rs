@@ -364,7 +364,7 @@ async fn upload<P: TensorProvider>(
         hidden: c.hidden_size,
         vocab: c.vocab_size,
         weight_bytes: model.weights.bytes,
-        load: LoadOptions { weights: options.weights, speculation: options.speculation },
+        load: LoadOptions { weights: options.weights, speculation: options.speculation.clone() },
         kv_tokens: l.num_blocks * l.block_size,
         caps: Caps {
             max_batch: l.max_seqs,

@@ -230,8 +230,10 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
         };
         parts.push(format!("{order} · {prefill}"));
     }
-    if let Some(crate::engine::Speculation::Ngram { k }) = rc.engine.as_ref().map(|e| e.speculation) {
-        parts.push(format!("speculation ngram:{k}"));
+    match rc.engine.as_ref().map(|e| &e.speculation) {
+        Some(crate::engine::Speculation::Ngram { k }) => parts.push(format!("speculation ngram:{k}")),
+        Some(crate::engine::Speculation::Draft { k, model }) => parts.push(format!("speculation draft:{model}:{k}")),
+        _ => {}
     }
     if let Some(d) = rc.workload.as_ref().and_then(|w| w.dataset.as_ref()) {
         parts.push(format!("dataset {} ({}, {} of {} rows)", d.file, d.format.name(), d.rows_kept, d.rows_read));

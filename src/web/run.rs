@@ -378,7 +378,7 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
     let reload_pending = move || {
         !state.target.is_remote()
             && checked.with(|c| {
-                let wanted = c.as_ref().map(|c| c.load).ok();
+                let wanted = c.as_ref().map(|c| c.load.clone()).ok();
                 state.model_info.with(|m| matches!((m, wanted), (Some(m), Some(w)) if m.load != w))
             })
     };

@@ -203,7 +203,7 @@ pub struct RunConfig {
 
 /// The engine options fixed when the model is uploaded (`EngineOptions::weights`,
 /// `EngineOptions::speculation`): changing one means uploading the model again.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     pub weights: WeightFormat,
     pub speculation: Speculation,
@@ -212,9 +212,10 @@ pub struct LoadOptions {
 impl LoadOptions {
     /// "int8 weights, speculation ngram:4", as the CLI's flags spell the values.
     pub fn describe(&self) -> String {
-        let speculation = match self.speculation {
+        let speculation = match &self.speculation {
             Speculation::Off => "off".to_string(),
             Speculation::Ngram { k } => format!("ngram:{k}"),
+            Speculation::Draft { k, model } => format!("draft:{model}:{k}"),
         };
         format!("{} weights, speculation {speculation}", self.weights.name())
     }
@@ -224,7 +225,14 @@ impl LoadOptions {
     pub fn from_settings(settings: Settings) -> LoadOptions {
         LoadOptions {
             weights: WeightFormat::parse(&settings.get(Field::Weights).get_untracked()).unwrap_or_default(),
-            speculation: settings.get(Field::Speculate).get_untracked().trim().parse().unwrap_or_default(),
+            speculation: settings
+                .get(Field::Speculate)
+                .get_untracked()
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s| !matches!(s, Speculation::Draft { .. }))
+                .unwrap_or_default(),
         }
     }
 }
@@ -305,7 +313,14 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     // Engine switches, parsed as the CLI parses its flags.
     let weights = WeightFormat::parse(&value(Field::Weights));
     check(Field::Weights, weights.map(|_| ()).ok_or_else(|| t.bad_weights.to_string()));
-    let speculation = value(Field::Speculate).trim().parse::<Speculation>();
+    // The page loads one model: a draft model (`draft:DIR:K`) is the CLI's.
+    let speculation = value(Field::Speculate).trim().parse::<Speculation>().and_then(|s| {
+        if matches!(s, Speculation::Draft { .. }) {
+            Err(String::new())
+        } else {
+            Ok(s)
+        }
+    });
     check(Field::Speculate, speculation.as_ref().map(|_| ()).map_err(|_| t.bad_speculation.to_string()));
     let order = value(Field::Policy).parse::<Order>();
     check(Field::Policy, order.as_ref().map(|_| ()).map_err(|e| e.to_string()));
