@@ -383,8 +383,14 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
         (Field::Speculate, "ngram:3"),
         (Field::Policy, "prefill-first"),
         (Field::PrefillChunk, "64"),
+        (Field::PrefixCache, "on"),
+        (Field::SharedPrefix, "100"),
     ])
     .unwrap();
+    assert!(config.load.prefix_cache);
+    assert_eq!(config.spec.shared_prefix, Some(tokenmeter::bench::SharedPrefix { len: 100, groups: 1 }));
+    assert!(!with(&[]).unwrap().load.prefix_cache);
+    assert_eq!(with(&[]).unwrap().spec.shared_prefix, None);
     assert_eq!(config.load.weights, WeightFormat::Int4);
     assert_eq!(config.load.speculation, Speculation::Ngram { k: 3 });
     assert_eq!(config.policy, Policy { order: Order::PrefillFirst, chunked_prefill: true, prefill_chunk: Some(64) });
@@ -392,6 +398,10 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
 
     let fields = |pairs: &[(Field, &str)]| with(pairs).unwrap_err().into_iter().map(|(f, _)| f).collect::<Vec<_>>();
     assert_eq!(fields(&[(Field::Speculate, "ngram:99")]), [Field::Speculate]);
+    assert_eq!(fields(&[(Field::Speculate, "draft:/models/Qwen3-0.6B:4")]), [Field::Speculate], "one model per page");
+    // A shared prefix must be shorter than the shortest prompt (128 tokens by default).
+    assert_eq!(fields(&[(Field::SharedPrefix, "128")]), [Field::SharedPrefix]);
+    assert_eq!(fields(&[(Field::SharedPrefix, "x")]), [Field::SharedPrefix]);
     assert_eq!(fields(&[(Field::ChunkedPrefill, "off"), (Field::PrefillChunk, "64")]), [Field::PrefillChunk]);
     // Whole prefills of 600 + 63 tokens cannot fit 512 tokens per step: the engine's own rule.
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();

@@ -460,10 +460,10 @@ impl<'a> Prompts<'a> {
         if let (Some(row), Some(tok)) = (run::dataset_prompt(spec, p), self.tokenizer) {
             return tok.encode(row);
         }
-        match self.text {
-            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(self.seed, p.id, p.prompt_len, self.vocab)),
-        }
+        bench::with_shared_prefix(spec, p, self.vocab, &|len| match self.text {
+            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(self.seed, p.id, len, self.vocab)),
+        })
     }
 }
 

@@ -35,6 +35,7 @@ fn options(request: &LoadRequest, load: LoadOptions) -> EngineOptions {
         kv_budget_bytes,
         weights: load.weights,
         speculation: load.speculation,
+        prefix_cache: load.prefix_cache,
         ..EngineOptions::default()
     }
 }
@@ -364,7 +365,11 @@ async fn upload<P: TensorProvider>(
         hidden: c.hidden_size,
         vocab: c.vocab_size,
         weight_bytes: model.weights.bytes,
-        load: LoadOptions { weights: options.weights, speculation: options.speculation.clone() },
+        load: LoadOptions {
+            weights: options.weights,
+            speculation: options.speculation.clone(),
+            prefix_cache: options.prefix_cache,
+        },
         kv_tokens: l.num_blocks * l.block_size,
         caps: Caps {
             max_batch: l.max_seqs,

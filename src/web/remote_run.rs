@@ -44,9 +44,13 @@ async fn benchmark(
         if let Some(row) = super::run::dataset_prompt(spec, p) {
             return Ok(Prompt::Text(row.to_string()));
         }
+        let ids = bench::with_shared_prefix(spec, p, vocab, &|len| match text {
+            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
+        })?;
         match text {
-            Some(tok) => Ok(Prompt::Text(tok.decode(&bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s))?)?)),
-            None => Ok(Prompt::Ids(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab))),
+            Some(tok) => Ok(Prompt::Text(tok.decode(&ids)?)),
+            None => Ok(Prompt::Ids(ids)),
         }
     };
     let setup = RemoteSetup {

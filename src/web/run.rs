@@ -340,10 +340,10 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
         if let (Some(row), Some(tok)) = (dataset_prompt(spec, p), cx.tokenizer) {
             return tok.encode(row);
         }
-        match text {
-            Some(tok) => bench::text_prompt(p.id, p.prompt_len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, vocab)),
-        }
+        bench::with_shared_prefix(spec, p, vocab, &|len| match text {
+            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
+        })
     };
     let mut target = EngineTarget {
         engine,

@@ -26,17 +26,19 @@ pub enum Field {
     SloTtft,
     SloTpot,
     /// Engine switches, as the CLI's `--weights`, `--speculate`, `--policy`,
-    /// `--no-chunked-prefill` and `--prefill-chunk`. (Prefix caching, when the engine has it,
-    /// becomes one more field here and one more member of [`LoadOptions`] or the policy.)
+    /// `--no-chunked-prefill`, `--prefill-chunk` and `--prefix-cache`.
     Weights,
     Speculate,
     Policy,
     ChunkedPrefill,
     PrefillChunk,
+    PrefixCache,
+    /// The workload's `--shared-prefix-len` (one group).
+    SharedPrefix,
 }
 
 impl Field {
-    pub const ALL: [Field; 18] = [
+    pub const ALL: [Field; 20] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -55,6 +57,8 @@ impl Field {
         Field::Policy,
         Field::ChunkedPrefill,
         Field::PrefillChunk,
+        Field::PrefixCache,
+        Field::SharedPrefix,
     ];
 
     /// The field's name in the query string.
@@ -78,6 +82,8 @@ impl Field {
             Field::Policy => "policy",
             Field::ChunkedPrefill => "chunked_prefill",
             Field::PrefillChunk => "prefill_chunk",
+            Field::PrefixCache => "prefix_cache",
+            Field::SharedPrefix => "shared_prefix",
         }
     }
 
@@ -99,6 +105,8 @@ impl Field {
             Field::Speculate => "off",
             Field::Policy => "fcfs",
             Field::ChunkedPrefill => "on",
+            Field::PrefixCache => "off",
+            Field::SharedPrefix => "0",
             Field::SloTtft | Field::SloTpot | Field::PrefillChunk => "",
         }
     }
@@ -123,6 +131,8 @@ impl Field {
             Field::Policy => t.policy,
             Field::ChunkedPrefill => t.chunked_prefill,
             Field::PrefillChunk => t.prefill_chunk,
+            Field::PrefixCache => t.prefix_cache,
+            Field::SharedPrefix => t.shared_prefix,
         }
     }
 
@@ -135,6 +145,7 @@ impl Field {
             Field::Weights => t.weights_hint,
             Field::Speculate => t.speculate_hint,
             Field::PrefillChunk => t.prefill_chunk_hint,
+            Field::SharedPrefix => t.shared_prefix_hint,
             _ => "",
         }
     }
@@ -142,7 +153,7 @@ impl Field {
 
 /// The settings as typed, one signal per field.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; 18]);
+pub struct Settings([RwSignal<String>; 20]);
 
 impl Settings {
     /// Defaults, overridden by whatever the query string says.
@@ -207,6 +218,7 @@ pub struct RunConfig {
 pub struct LoadOptions {
     pub weights: WeightFormat,
     pub speculation: Speculation,
+    pub prefix_cache: bool,
 }
 
 impl LoadOptions {
@@ -217,7 +229,8 @@ impl LoadOptions {
             Speculation::Ngram { k } => format!("ngram:{k}"),
             Speculation::Draft { k, model } => format!("draft:{model}:{k}"),
         };
-        format!("{} weights, speculation {speculation}", self.weights.name())
+        let cache = if self.prefix_cache { ", prefix cache" } else { "" };
+        format!("{} weights, speculation {speculation}{cache}", self.weights.name())
     }
 
     /// The options the settings ask for (untracked; the defaults where a field does not parse,
@@ -233,6 +246,7 @@ impl LoadOptions {
                 .ok()
                 .filter(|s| !matches!(s, Speculation::Draft { .. }))
                 .unwrap_or_default(),
+            prefix_cache: settings.get(Field::PrefixCache).get_untracked() == "on",
         }
     }
 }
@@ -262,6 +276,12 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         check(f, parsed.as_ref().map(|_| ()).map_err(String::clone));
         parsed.unwrap_or(0)
     });
+    // 0 (or empty): no shared prefix.
+    let shared_prefix_len = match value(Field::SharedPrefix).trim() {
+        "" => Ok(0),
+        text => text.parse::<usize>().map_err(|_| t.not_a_count.to_string()),
+    };
+    check(Field::SharedPrefix, shared_prefix_len.as_ref().map(|_| ()).map_err(String::clone));
     let seed = value(Field::Seed).trim().parse::<u64>().map_err(|_| t.not_a_count.to_string());
     check(Field::Seed, seed.as_ref().map(|_| ()).map_err(String::clone));
     let [input_len, output_len] = [Field::InputLen, Field::OutputLen].map(|f| {
@@ -377,7 +397,10 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         max_concurrency: None,
         // As the CLI: an open-loop rate the target cannot sustain ends early, with the reason.
         saturation_stop: true,
-        shared_prefix: None,
+        shared_prefix: match shared_prefix_len {
+            Ok(len) if len > 0 => Some(crate::bench::SharedPrefix { len, groups: 1 }),
+            _ => None,
+        },
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());
@@ -388,6 +411,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
             ("burstiness", Field::Burstiness),
             ("concurrency", Field::Concurrency),
             ("number of requests", Field::Requests),
+            ("shared prefix", Field::SharedPrefix),
         ]
         .into_iter()
         .find(|(prefix, _)| message.starts_with(prefix))
@@ -400,7 +424,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     let random_prompts = value(Field::Prompts) == "random";
     // Rates only matter to the open-loop arrivals; the others run once.
     let rates = if matches!(arrival, Arrival::Sequential | Arrival::Concurrency) { vec![spec.rate] } else { rates };
-    let load = LoadOptions { weights, speculation };
+    let load = LoadOptions { weights, speculation, prefix_cache: value(Field::PrefixCache) == "on" };
     Ok(RunConfig { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts, policy, load })
 }
 
@@ -558,7 +582,8 @@ pub fn SettingsPanel(
                 )}
                 {select(Field::ChunkedPrefill, vec![("on", |t| t.switch_on), ("off", |t| t.switch_off)], false)}
                 {input(Field::PrefillChunk)}
-            // Prefix caching (another branch adds it to the engine): its switch goes here.
+                {select(Field::PrefixCache, vec![("off", |t| t.switch_off), ("on", |t| t.switch_on)], false)}
+                {input(Field::SharedPrefix)}
             </div>
             {reload_note}
             <h3>{move || t().slo}</h3>
