@@ -21,7 +21,7 @@ struct Params {
     scale: f32,
     splits: u32,       // attention_split: parts each context is split into
     token_begin: u32,  // first token of this dispatch
-    _pad0: u32,
+    direct: u32,       // attention_split_gpu with splits = 1: 1 writes the output itself, no merge
     _pad1: u32,
 }
 
@@ -216,6 +216,16 @@ fn attention_split_gpu(
     if (phase == 0u) {
         for (var f = 1u; f < phases; f++) {
             acc += gpu_acc[f * hd4 + c];
+        }
+        if (p.direct != 0u) {
+            // One part: this is the whole softmax; out is the attention output, not partials.
+            let o = (t * p.n_heads + h) * p.head_dim + 4u * c;
+            let r = acc / part_sum;
+            out[o] = r.x;
+            out[o + 1u] = r.y;
+            out[o + 2u] = r.z;
+            out[o + 3u] = r.w;
+            return;
         }
         let o_base = idx * (p.head_dim + 2u);
         if (li == 0u) {

@@ -13,7 +13,7 @@ struct Params {
     scale: f32,
     splits: u32,
     token_begin: u32,
-    _pad0: u32,
+    direct: u32,  // attention_split_gpu only
     _pad1: u32,
 }
 

@@ -12,8 +12,8 @@ struct Params {
     row_start: u32,   // first output column of this chunk
     rows: u32,        // rows of W in this chunk
     accumulate: u32,  // 1: y += x W^T (residual), 0: y = x W^T
-    _pad0: u32,
-    _pad1: u32,
+    eps: f32,         // the RMSNorm prologue's epsilon (matmul_x_norm.wgsl; unused elsewhere)
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -14,6 +14,30 @@
 //   4 x 4 register block; W is read once per 64 tokens instead of once per token.
 // Rows past the chunk and tokens past the step re-read the last one; only the stores are guarded,
 // so every invocation reaches every barrier.
+//
+// Both read x through the `// BEGIN x … // END x` block below: `x_row(t)` (where token t's row
+// starts, in vec4s), `x_load(row, j)` (its vec4 j), `x_weight(j, v)` (what multiplies it) and
+// `X_NORM` (whether the output is scaled by the row's 1 / rms). The fused kernels swap the block
+// for another form (`Kernel::source`): matmul_x_norm.wgsl, RMSNorm of the residual stream in the
+// prologue (x * norm weight, Σx² gathered from the same loads, the sum scaled at the end), and
+// matmul_x_swiglu.wgsl, silu(gate) * up read from the gate|up output. Each saves a dispatch per
+// layer, and the normed or activated x is never written.
+
+// BEGIN x
+const X_NORM: bool = false;
+fn x_row(t: u32) -> u32 {
+    return t * (p.k / 4u);
+}
+fn x_load(row: u32, j: u32) -> vec4<f32> {
+    return x[row + j];
+}
+fn x_weight(j: u32, v: vec4<f32>) -> vec4<f32> {
+    return v;
+}
+fn x_scale(sum_sq: f32) -> f32 {
+    return 1.0;
+}
+// END x
 
 // GEMV_TEAMS, GEMV_TOKENS, TILE and TILE_K come from the prelude (src/gpu/kernels.rs).
 const GEMV_LANES: u32 = 32u;
@@ -28,22 +52,35 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
     let w_row = min(row, p.rows - 1u);
     let m0 = wg.x * GEMV_TOKENS;
     let k8 = p.k / 8u;
-    let k4 = p.k / 4u;
     // x rows of the (up to) four tokens, clamped to the step's last token.
-    let t0 = min(m0, p.m - 1u) * k4;
-    let t1 = min(m0 + 1u, p.m - 1u) * k4;
-    let t2 = min(m0 + 2u, p.m - 1u) * k4;
-    let t3 = min(m0 + 3u, p.m - 1u) * k4;
+    let t0 = x_row(min(m0, p.m - 1u));
+    let t1 = x_row(min(m0 + 1u, p.m - 1u));
+    let t2 = x_row(min(m0 + 2u, p.m - 1u));
+    let t3 = x_row(min(m0 + 3u, p.m - 1u));
     var acc = vec4<f32>(0.0);
+    // Σx² of each token's row (X_NORM): a team's 32 lanes together load all of it.
+    var sq = vec4<f32>(0.0);
     for (var i = lane; i < k8; i += GEMV_LANES) {
         let q = weights(w_row, i, k8);
         let wl = unpack_lo(q);
         let wh = unpack_hi(q);
         let j = 2u * i;
-        acc.x += dot(wl, x[t0 + j]) + dot(wh, x[t0 + j + 1u]);
-        acc.y += dot(wl, x[t1 + j]) + dot(wh, x[t1 + j + 1u]);
-        acc.z += dot(wl, x[t2 + j]) + dot(wh, x[t2 + j + 1u]);
-        acc.w += dot(wl, x[t3 + j]) + dot(wh, x[t3 + j + 1u]);
+        let a0 = x_load(t0, j);
+        let b0 = x_load(t0, j + 1u);
+        let a1 = x_load(t1, j);
+        let b1 = x_load(t1, j + 1u);
+        let a2 = x_load(t2, j);
+        let b2 = x_load(t2, j + 1u);
+        let a3 = x_load(t3, j);
+        let b3 = x_load(t3, j + 1u);
+        if (X_NORM) {
+            sq += vec4<f32>(dot(a0, a0) + dot(b0, b0), dot(a1, a1) + dot(b1, b1),
+                            dot(a2, a2) + dot(b2, b2), dot(a3, a3) + dot(b3, b3));
+        }
+        acc.x += dot(wl, x_weight(j, a0)) + dot(wh, x_weight(j + 1u, b0));
+        acc.y += dot(wl, x_weight(j, a1)) + dot(wh, x_weight(j + 1u, b1));
+        acc.z += dot(wl, x_weight(j, a2)) + dot(wh, x_weight(j + 1u, b2));
+        acc.w += dot(wl, x_weight(j, a3)) + dot(wh, x_weight(j + 1u, b3));
     }
     gemv_sums[li] = acc;
     workgroupBarrier();
@@ -53,8 +90,22 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
         }
         workgroupBarrier();
     }
+    var sum = gemv_sums[li];
+    if (X_NORM) {
+        // The same tree over Σx², in the same memory once every lane has read its sum.
+        workgroupBarrier();
+        gemv_sums[li] = sq;
+        workgroupBarrier();
+        for (var s = GEMV_LANES / 2u; s > 0u; s /= 2u) {
+            if (lane < s) {
+                gemv_sums[li] += gemv_sums[li + s];
+            }
+            workgroupBarrier();
+        }
+        let ss = gemv_sums[li];
+        sum *= vec4<f32>(x_scale(ss.x), x_scale(ss.y), x_scale(ss.z), x_scale(ss.w));
+    }
     if (lane == 0u && row < p.rows) {
-        let sum = gemv_sums[li];
         let col = p.row_start + row;
         for (var t = 0u; t < GEMV_TOKENS; t++) {
             if (m0 + t < p.m) {
@@ -76,13 +127,14 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
     let m_base = wg.y * TILE;
     let tr = li % 16u;  // rows 4 tr .. 4 tr + 3 of the tile
     let tm = li / 16u;  // tokens 4 tm .. 4 tm + 3
-    let k4 = p.k / 4u;
     let k8 = p.k / 8u;
     // Loaders: x, invocation li brings 4 columns of one token; W, invocations 0..127 bring 8
     // columns of one row.
     let x_token = li / 4u;
     let x_part = li % 4u;
-    let x_row = min(m_base + x_token, p.m - 1u) * k4;
+    let x_base = x_row(min(m_base + x_token, p.m - 1u));
+    // Σx² of the columns this invocation loads (X_NORM): its token's 4 loaders cover the row.
+    var sq = 0.0;
     let w_local = li / 2u;
     let w_part = li % 2u;
     let w_row = min(r_base + w_local, p.rows - 1u);
@@ -91,7 +143,12 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
-        let xv = x[x_row + k0 / 4u + x_part];
+        let xj = k0 / 4u + x_part;
+        let xr = x_load(x_base, xj);
+        if (X_NORM) {
+            sq += dot(xr, xr);
+        }
+        let xv = x_weight(xj, xr);
         let xk = x_part * 4u;
         tile_x[(xk + 0u) * 16u + x_token / 4u][x_token % 4u] = xv.x;
         tile_x[(xk + 1u) * 16u + x_token / 4u][x_token % 4u] = xv.y;
@@ -123,6 +180,20 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
             acc3 += a.w * b;
         }
         workgroupBarrier();
+    }
+    if (X_NORM) {
+        // Each token's 1 / rms from its 4 loaders' sums, through tile_x (free after the last round).
+        tile_x[li].x = sq;
+        workgroupBarrier();
+        if (x_part == 0u) {
+            let ss = tile_x[li].x + tile_x[li + 1u].x + tile_x[li + 2u].x + tile_x[li + 3u].x;
+            tile_w[x_token].x = x_scale(ss);
+        }
+        workgroupBarrier();
+        acc0 *= tile_w[4u * tm].x;
+        acc1 *= tile_w[4u * tm + 1u].x;
+        acc2 *= tile_w[4u * tm + 2u].x;
+        acc3 *= tile_w[4u * tm + 3u].x;
     }
     let row = r_base + 4u * tr;
     let m = m_base + 4u * tm;

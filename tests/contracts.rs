@@ -34,7 +34,8 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         eps_or_scale: 0.5,
         splits: 9,
         token_begin: 10,
-        _pad: [0; 2],
+        direct: 11,
+        _pad: 0,
     };
     let head_fields = |last: (&'static str, V), more: &[(&'static str, V)]| {
         let mut f = vec![
@@ -69,7 +70,11 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         | Kernel::MatmulWideSubgroup
         | Kernel::MatmulTallSubgroup
         | Kernel::MatmulGemv
-        | Kernel::MatmulTiled => (
+        | Kernel::MatmulTiled
+        | Kernel::MatmulGemvNorm
+        | Kernel::MatmulTiledNorm
+        | Kernel::MatmulGemvSwiGlu
+        | Kernel::MatmulTiledSwiGlu => (
             bytes(bytemuck::bytes_of(&MatmulParams {
                 m: 1,
                 n: 2,
@@ -77,16 +82,25 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
                 row_start: 4,
                 rows: 5,
                 accumulate: 6,
-                _pad: [0; 2],
+                eps: 0.125,
+                _pad: 0,
             })),
-            vec![("m", U(1)), ("n", U(2)), ("k", U(3)), ("row_start", U(4)), ("rows", U(5)), ("accumulate", U(6))],
+            vec![
+                ("m", U(1)),
+                ("n", U(2)),
+                ("k", U(3)),
+                ("row_start", U(4)),
+                ("rows", U(5)),
+                ("accumulate", U(6)),
+                ("eps", F(0.125)),
+            ],
         ),
         Kernel::QkNormRope | Kernel::QkNormRopeGpu => {
             (bytes(bytemuck::bytes_of(&head)), head_fields(("eps", F(0.5)), &[]))
         }
         Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu | Kernel::AttentionMerge => (
             bytes(bytemuck::bytes_of(&head)),
-            head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10))]),
+            head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10)), ("direct", U(11))]),
         ),
         Kernel::SwiGlu => (bytes(bytemuck::bytes_of(&pair)), vec![("n_tokens", U(11)), ("inter", U(22))]),
         Kernel::Argmax | Kernel::Sample => {

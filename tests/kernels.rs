@@ -5,13 +5,13 @@
 mod common;
 
 use bytemuck::Pod;
-use common::checks::{assert_close, check_attention, check_qk_norm_rope, HeadSetup};
+use common::checks::{assert_close, check_attention, check_qk_norm_rope, fused_case, HeadSetup, FUSED_EPS};
 use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_max_positions, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_split,
     record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams,
-    RmsNormParams,
+    Prologue, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -240,6 +240,71 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
                     bounds[i]
                 );
             }
+        }
+    }
+}
+
+/// The GPU family's fused matmuls (RMSNorm or SwiGLU in the prologue) against the CPU reference
+/// of the two steps they replace, at Qwen3's widths: q|k|v and gate|up of 0.6B at decode, batch 4
+/// and a 64-token chunk (GEMV), a 300-token chunk (tile, M not a multiple of 64) and 1.7B's
+/// hidden 2,048; down_proj (k = 3,072) with the residual add at batch 1, 37 and 300. Weights in
+/// buffers and textures, bf16 and int8 (a form of the weights block the fused kernels share),
+/// matrices split into row chunks as where one binding cannot hold them.
+#[test]
+fn fused_prologue_matmuls_at_real_widths() {
+    let g = gpu();
+    let cases = [
+        (Prologue::RmsNorm, 1, 4096, 1024),
+        (Prologue::RmsNorm, 4, 6144, 1024),
+        (Prologue::RmsNorm, 64, 4096, 1024),
+        (Prologue::RmsNorm, 300, 1024, 1024),
+        (Prologue::RmsNorm, 3, 2048, 2048),
+        (Prologue::SwiGlu, 1, 1024, 3072),
+        (Prologue::SwiGlu, 37, 1024, 3072),
+        (Prologue::SwiGlu, 300, 1024, 3072),
+    ];
+    for (weights, format) in [
+        (WeightStorage::Buffer, WeightFormat::Bf16),
+        (WeightStorage::Texture, WeightFormat::Bf16),
+        (WeightStorage::Buffer, WeightFormat::Int8),
+    ] {
+        let options =
+            KernelOptions { family: KernelFamily::Gpu, tile: MatmulTile::Eight, subgroups: false, weights, format };
+        let kernels = Kernels::with_options(&g.device, options);
+        for (seed, &(prologue, m, n, k)) in cases.iter().enumerate() {
+            assert!(options.fuses(prologue, m, k), "{prologue:?} m={m} k={k} has a fused kernel");
+            let seed = 40 + 3 * seed as u64;
+            let w_bits = bf16(&random(seed + 2, n * k));
+            let w_values = dequantise(&w_bits, k, format);
+            let swiglu = prologue == Prologue::SwiGlu;
+            let mut case = fused_case(swiglu, m, k, &w_values, n, seed);
+            // down_proj adds to the residual stream.
+            let y0: Vec<f32> = if swiglu { random(seed + 7, m * n) } else { vec![0.0; m * n] };
+            for i in 0..m * n {
+                case.want[i] += y0[i];
+                case.bounds[i] += y0[i].abs() * 2f32.powi(-23);
+            }
+            let w = Matrix::with_format(&g, "w", n, k, 1536, weights, format).unwrap();
+            w.write_rows(&g, 0, &w_bits);
+            let xb = g.storage_with("x", bytes(&case.x));
+            let nb = g.storage_with("norm", bytes(&case.norm));
+            let yb = g.storage_with("y", bytes(&y0));
+            let binds: Vec<_> = w
+                .chunks
+                .iter()
+                .map(|c| match prologue {
+                    Prologue::RmsNorm => kernels.bind(&g.device, Kernel::MatmulGemvNorm, "w", &[&xb, c, &yb, &nb]),
+                    _ => kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb]),
+                })
+                .collect();
+            let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+            w.record_matmul_with(&mut rec, &binds, m, swiglu, prologue, FUSED_EPS);
+            let mut enc = g.device.create_command_encoder(&Default::default());
+            rec.encode(&g.queue, &mut enc);
+            g.queue.submit([enc.finish()]);
+            let name =
+                format!("{prologue:?} matmul {weights:?} {format:?} m={m} n={n} k={k} ({} chunks)", w.chunks.len());
+            case.check(&name, &read(&yb, m * n), n);
         }
     }
 }

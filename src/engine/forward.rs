@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
     attention_min_partials, attention_part_floats, groups, record_attention, record_qk_norm_rope, EmbedParams,
-    HeadParams, KernelOptions, PairParams, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    HeadParams, KernelFamily, KernelOptions, PairParams, Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM,
+    SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
@@ -118,6 +119,17 @@ struct LayerGroups {
     norm_post: wgpu::BindGroup,
     gate_up: Vec<wgpu::BindGroup>,
     swiglu: wgpu::BindGroup,
+    down: Vec<wgpu::BindGroup>,
+    /// The GPU family's fused matmuls (`None` in the CPU family).
+    fused: Option<FusedGroups>,
+}
+
+/// A layer's matmuls with their prologue inside (`gpu::kernels::Prologue`): q|k|v and gate|up
+/// read the residual stream x and normalise it themselves, down_proj reads gate|up and applies
+/// SwiGLU, so a layer is 6 dispatches instead of 9 (plus attention's merge when split).
+struct FusedGroups {
+    qkv: Vec<wgpu::BindGroup>,
+    gate_up: Vec<wgpu::BindGroup>,
     down: Vec<wgpu::BindGroup>,
 }
 
@@ -371,31 +383,55 @@ impl ForwardPass {
             eps_or_scale,
             splits: 1,
             token_begin: 0,
-            _pad: [0; 2],
+            direct: 0,
+            _pad: 0,
         };
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
         // split (flash-decoding) and merged.
         let longest = batch.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
         let partials = (b.partials.size() / 4) as usize;
+        // The GPU family folds each RMSNorm into the matmul after it and SwiGLU into down_proj
+        // where its kernels serve this step's size (`KernelOptions::fuses`).
+        let options = self.kernels.options();
+        let inter = cfg.intermediate_size;
+        let fuse_norm = options.fuses(Prologue::RmsNorm, m, h);
+        let fuse_swiglu = options.fuses(Prologue::SwiGlu, m, inter);
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
+            let fused = lg.fused.as_ref();
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
-            rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
-            layer.qkv_proj.record_matmul(&mut rec, &lg.qkv, m, false);
+            match fused.filter(|_| fuse_norm) {
+                Some(f) => layer.qkv_proj.record_matmul_with(&mut rec, &f.qkv, m, false, Prologue::RmsNorm, eps),
+                None => {
+                    rec.dispatch(Kernel::RmsNorm, &lg.norm_in, &norm, [m as u32, 1, 1]);
+                    layer.qkv_proj.record_matmul(&mut rec, &lg.qkv, m, false);
+                }
+            }
             record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
             let split = (&lg.attention_split, &g.attention_merge);
             record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), longest, partials);
             layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
-            rec.dispatch(Kernel::RmsNorm, &lg.norm_post, &norm, [m as u32, 1, 1]);
-            layer.gate_up_proj.record_matmul(&mut rec, &lg.gate_up, m, false);
-            let inter = cfg.intermediate_size;
-            rec.dispatch(
-                Kernel::SwiGlu,
-                &lg.swiglu,
-                &PairParams { a: m as u32, b: inter as u32, _pad: [0; 2] },
-                [groups(inter, 64), m as u32, 1],
-            );
-            layer.down_proj.record_matmul(&mut rec, &lg.down, m, true);
+            match fused.filter(|_| fuse_norm) {
+                Some(f) => {
+                    layer.gate_up_proj.record_matmul_with(&mut rec, &f.gate_up, m, false, Prologue::RmsNorm, eps)
+                }
+                None => {
+                    rec.dispatch(Kernel::RmsNorm, &lg.norm_post, &norm, [m as u32, 1, 1]);
+                    layer.gate_up_proj.record_matmul(&mut rec, &lg.gate_up, m, false);
+                }
+            }
+            match fused.filter(|_| fuse_swiglu) {
+                Some(f) => layer.down_proj.record_matmul_with(&mut rec, &f.down, m, true, Prologue::SwiGlu, 0.0),
+                None => {
+                    rec.dispatch(
+                        Kernel::SwiGlu,
+                        &lg.swiglu,
+                        &PairParams { a: m as u32, b: inter as u32, _pad: [0; 2] },
+                        [groups(inter, 64), m as u32, 1],
+                    );
+                    layer.down_proj.record_matmul(&mut rec, &lg.down, m, true);
+                }
+            }
         }
         // 4. Final norm of the rows that need logits, lm_head, argmax.
         if r > 0 {
@@ -482,6 +518,10 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
     let mm = |label: &str, x: &wgpu::Buffer, m: &Matrix, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
         m.chunks.iter().map(|c| k.bind(d, Kernel::Matmul, label, &[x, c, y])).collect()
     };
+    let mm_norm = |label: &str, m: &Matrix, norm: &wgpu::Buffer, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
+        m.chunks.iter().map(|c| k.bind(d, Kernel::MatmulGemvNorm, label, &[&b.x, c, y, norm])).collect()
+    };
+    let gpu_family = k.options().family == KernelFamily::Gpu;
     let layers = w
         .layers
         .iter()
@@ -522,6 +562,16 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             gate_up: mm(&format!("L{l} gate_up_proj"), &b.normed, &lw.gate_up_proj, &b.gate_up),
             swiglu: k.bind(d, Kernel::SwiGlu, &format!("L{l} swiglu"), &[&b.gate_up, &b.act]),
             down: mm(&format!("L{l} down_proj"), &b.act, &lw.down_proj, &b.x),
+            fused: gpu_family.then(|| FusedGroups {
+                qkv: mm_norm(&format!("L{l} input_layernorm+qkv_proj"), &lw.qkv_proj, &lw.input_layernorm, &b.qkv),
+                gate_up: mm_norm(
+                    &format!("L{l} post_attention_layernorm+gate_up_proj"),
+                    &lw.gate_up_proj,
+                    &lw.post_attention_layernorm,
+                    &b.gate_up,
+                ),
+                down: mm(&format!("L{l} swiglu+down_proj"), &b.gate_up, &lw.down_proj, &b.x),
+            }),
         })
         .collect();
     Groups {

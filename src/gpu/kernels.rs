@@ -19,8 +19,8 @@ pub const MAX_PARAM_SLOTS: u64 = 256;
 /// enum, `Kernel::ALL` and the lookups below are generated from this one list, and
 /// `tests/contracts.rs` checks each line against its WGSL (entry, parameter block, bindings).
 macro_rules! kernels {
-    ($($(#[$doc:meta])* $name:ident = $file:literal $(after $base:literal)?, $entry:literal,
-        [$($access:ident),*], $needs:ident;)*) => {
+    ($($(#[$doc:meta])* $name:ident = $file:literal $(after $base:literal)?
+        $(with $x_form:literal as $label:literal)?, $entry:literal, [$($access:ident),*], $needs:ident;)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Kernel {
             $($(#[$doc])* $name,)*
@@ -34,7 +34,9 @@ macro_rules! kernels {
                     $(Kernel::$name => Decl {
                         file: $file,
                         base: kernels!(@base $($base)?),
+                        x_form: kernels!(@base $($x_form)?),
                         entry: $entry,
+                        label: kernels!(@label $entry $($label)?),
                         bindings: &[$($access),*],
                         needs: Needs::$needs,
                     },)*
@@ -44,6 +46,8 @@ macro_rules! kernels {
     };
     (@base) => { None };
     (@base $base:literal) => { Some($base) };
+    (@label $entry:literal) => { $entry };
+    (@label $entry:literal $label:literal) => { $label };
 }
 
 kernels! {
@@ -72,13 +76,25 @@ kernels! {
     MatmulGemv = "matmul_gpu.wgsl" after "matmul.wgsl", "matmul_bf16_gemv", [Read, Weights, Write], GpuFamily;
     /// ... and a 64 x 64 workgroup-memory tile for more.
     MatmulTiled = "matmul_gpu.wgsl" after "matmul.wgsl", "matmul_bf16_tiled", [Read, Weights, Write], GpuFamily;
+    /// The GEMV and the tile with the RMSNorm before them in their prologue: x is the residual
+    /// stream, binding 4 the norm's weight ([`Prologue::RmsNorm`]; the GPU family's q|k|v and
+    /// gate|up) ...
+    MatmulGemvNorm = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_norm.wgsl" as "matmul_bf16_gemv+norm",
+        "matmul_bf16_gemv", [Read, Weights, Write, Read], GpuFamily;
+    MatmulTiledNorm = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_norm.wgsl" as "matmul_bf16_tiled+norm",
+        "matmul_bf16_tiled", [Read, Weights, Write, Read], GpuFamily;
+    /// ... and with SwiGLU in it: x is the gate|up output ([`Prologue::SwiGlu`]; down_proj).
+    MatmulGemvSwiGlu = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_swiglu.wgsl" as "matmul_bf16_gemv+swiglu",
+        "matmul_bf16_gemv", [Read, Weights, Write], GpuFamily;
+    MatmulTiledSwiGlu = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_swiglu.wgsl" as "matmul_bf16_tiled+swiglu",
+        "matmul_bf16_tiled", [Read, Weights, Write], GpuFamily;
     QkNormRope = "rope.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
     /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
     QkNormRopeGpu = "rope.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write], GpuFamily;
     Attention = "attention.wgsl", "attention", [Read, Read, Read, Read, Read, Write], Always;
     /// Attention with each token's context split into parts (flash-decoding) ...
     AttentionSplit = "attention.wgsl", "attention_split", [Read, Read, Read, Read, Read, Write], Always;
-    /// `AttentionSplit` with a workgroup per part (the GPU family; always used there, even unsplit).
+    /// `AttentionSplit` with a workgroup per part (the GPU family; with one part it writes the output itself).
     AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
     /// ... and the pass that combines the parts.
     AttentionMerge = "attention_merge.wgsl", "attention_merge", [Read, Write], Always;
@@ -91,7 +107,11 @@ kernels! {
 struct Decl {
     file: &'static str,
     base: Option<&'static str>,
+    /// The form of matmul_gpu.wgsl's `// BEGIN x … // END x` block this kernel reads x through.
+    x_form: Option<&'static str>,
     entry: &'static str,
+    /// The entry point, or a name of its own where several kernels share an entry.
+    label: &'static str,
     bindings: &'static [Access],
     needs: Needs,
 }
@@ -144,7 +164,7 @@ impl Kernel {
     /// the same for every format. Every kernel's WGSL starts with [`wgsl_prelude`] (after any
     /// `enable`), the constants the host sizes dispatches and buffers with.
     pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
-        let Decl { file, base, entry, needs, .. } = self.decl();
+        let Decl { file, base, x_form, entry, needs, .. } = self.decl();
         let mut text = Self::file_text(file).into_owned();
         let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight) && cfg!(target_arch = "wasm32");
         let enable = if subgroups { "enable subgroups;\n\n" } else { "" };
@@ -155,6 +175,11 @@ impl Kernel {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
             let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
             text.replace_range(begin..end, &Self::file_text(block));
+        }
+        if let Some(form) = x_form {
+            let begin = text.find(X_BEGIN).expect("the x block starts");
+            let end = text.find(X_END).expect("the x block ends") + X_END.len();
+            text.replace_range(begin..end, &Self::file_text(form));
         }
         (format!("{enable}{}{text}", wgsl_prelude()), entry)
     }
@@ -174,6 +199,8 @@ impl Kernel {
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
             "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
+            "matmul_x_norm.wgsl" => include_str!("../../shaders/matmul_x_norm.wgsl"),
+            "matmul_x_swiglu.wgsl" => include_str!("../../shaders/matmul_x_swiglu.wgsl"),
             "matmul_tiles.wgsl" => include_str!("../../shaders/matmul_tiles.wgsl"),
             "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
             "weights_int8.wgsl" => include_str!("../../shaders/weights_int8.wgsl"),
@@ -196,9 +223,15 @@ impl Kernel {
         self.decl().bindings
     }
 
-    /// The entry point, also the kernel's name in profiles.
-    pub fn name(self) -> &'static str {
+    /// The entry point in its WGSL.
+    pub fn entry(self) -> &'static str {
         self.decl().entry
+    }
+
+    /// The kernel's name in profiles and labels: its entry point, or `entry+prologue` for the
+    /// fused matmuls that share one.
+    pub fn name(self) -> &'static str {
+        self.decl().label
     }
 }
 
@@ -241,6 +274,9 @@ fn weights_block(storage: WeightStorage, format: WeightFormat) -> Option<&'stati
 /// unpack functions), which [`weights_block`]'s file replaces.
 const WEIGHTS_BEGIN: &str = "// BEGIN weights";
 const WEIGHTS_END: &str = "// END weights\n";
+/// The x block of matmul_gpu.wgsl, which a fused kernel's x form replaces.
+const X_BEGIN: &str = "// BEGIN x";
+const X_END: &str = "// END x\n";
 
 // Parameter blocks, mirrored field for field in the WGSL `Params` structs.
 
@@ -271,7 +307,20 @@ pub struct MatmulParams {
     pub row_start: u32,
     pub rows: u32,
     pub accumulate: u32,
-    pub _pad: [u32; 2],
+    /// The RMSNorm prologue's epsilon ([`Prologue::RmsNorm`]; unused by the other kernels).
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+/// What a GPU-family matmul does to x before the product: nothing, the RMSNorm that precedes
+/// q|k|v and gate|up (x is then the residual stream and the norm weight a fourth binding), or
+/// the SwiGLU that precedes down_proj (x is then the gate|up output, `2 k` wide). Each saves the
+/// separate dispatch and the intermediate buffer's write and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prologue {
+    None,
+    RmsNorm,
+    SwiGlu,
 }
 
 /// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels
@@ -289,7 +338,10 @@ pub struct HeadParams {
     pub eps_or_scale: f32,
     pub splits: u32,
     pub token_begin: u32,
-    pub _pad: [u32; 2],
+    /// `attention_split_gpu` with one part: 1 writes the normalised output itself (the bind group
+    /// of `attention`, no merge), 0 writes its part's partials. Set by [`record_attention_split`].
+    pub direct: u32,
+    pub _pad: u32,
 }
 
 /// `swiglu` (n_tokens, inter) and `argmax` (n_rows, width).
@@ -467,6 +519,36 @@ impl KernelOptions {
         (kernel, [groups(rows, 64 * rows_per_invocation), groups(m, MATMUL_M_CHUNK), 1])
     }
 
+    /// Whether a fused matmul ([`Prologue`]) serves a step of `m` tokens with reduction length
+    /// `k`: the GPU family's GEMV does (up to [`gemv_max_m`] tokens) and its tile where
+    /// `k % 16 == 0`; elsewhere the step runs the norm or SwiGLU kernel and then a plain matmul.
+    pub fn fuses(self, prologue: Prologue, m: usize, k: usize) -> bool {
+        self.fused(prologue, m, k, 1).is_some()
+    }
+
+    fn fused(self, prologue: Prologue, m: usize, k: usize, rows: usize) -> Option<(Kernel, [u32; 3])> {
+        if self.family != KernelFamily::Gpu {
+            return None;
+        }
+        let gemv = m <= gemv_max_m();
+        if !gemv && !(k as u32).is_multiple_of(TILED_K) {
+            return None;
+        }
+        let kernel = match (prologue, gemv) {
+            (Prologue::None, _) => return Some(self.matmul(m as u32, k as u32, rows as u32)),
+            (Prologue::RmsNorm, true) => Kernel::MatmulGemvNorm,
+            (Prologue::RmsNorm, false) => Kernel::MatmulTiledNorm,
+            (Prologue::SwiGlu, true) => Kernel::MatmulGemvSwiGlu,
+            (Prologue::SwiGlu, false) => Kernel::MatmulTiledSwiGlu,
+        };
+        let groups = if gemv {
+            [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]
+        } else {
+            [groups(rows, TILED), groups(m, TILED), 1]
+        };
+        Some((kernel, groups))
+    }
+
     /// The CPU family's kernel and its weight rows per invocation (also the GPU family's fallback
     /// where K is not a multiple of 16).
     fn cpu_matmul(self, m: u32, k: u32) -> (Kernel, usize) {
@@ -511,6 +593,7 @@ impl Kernels {
         // Only the matmuls these options use are built (the others may not compile on this adapter).
         for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
             let (source, entry) = kernel.source(options.weights, options.format);
+            let name = kernel.name();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -542,21 +625,21 @@ impl Kernels {
                 });
             }
             let layout = device
-                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(entry), entries: &entries });
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
             let desc =
-                wgpu::ShaderModuleDescriptor { label: Some(entry), source: wgpu::ShaderSource::Wgsl(source.into()) };
+                wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) };
             let module = if std::env::var_os("TOKENMETER_UNCHECKED").is_some() {
                 unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
             } else {
                 device.create_shader_module(desc)
             };
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(entry),
+                label: Some(name),
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
             let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
+                label: Some(name),
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(entry),
@@ -833,8 +916,8 @@ pub fn record_attention<'a>(
 
 /// Records attention with each context split `splits` ways: 1 is one invocation per (token, head)
 /// (`attention`); more is split-and-merge through the partials buffer (`partials_floats` long),
-/// over as many token ranges as it takes to fit. The GPU family always splits and merges, with a
-/// workgroup per part (`attention_split_gpu`). The caller keeps each part within
+/// over as many token ranges as it takes to fit. The GPU family runs a workgroup per part
+/// (`attention_split_gpu`), which with one part writes the output itself (no merge). The caller keeps each part within
 /// [`attention_max_positions`] (and [`ATTENTION_GPU_PART`] for the GPU family).
 pub fn record_attention_split<'a>(
     rec: &mut StepRecorder<'a>,
@@ -847,8 +930,17 @@ pub fn record_attention_split<'a>(
     let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
     let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
     if splits <= 1 && !gpu_family {
-        let p = HeadParams { splits: 1, token_begin: 0, ..*p };
+        let p = HeadParams { splits: 1, token_begin: 0, direct: 0, ..*p };
         rec.dispatch(Kernel::Attention, whole, &p, [groups(n_tokens * n_heads, 64), 1, 1]);
+        return;
+    }
+    if splits <= 1 {
+        // One part per (token, head): the workgroup's softmax is the whole one, written straight
+        // to the output through `attention`'s bind group (same bindings), no partials, no merge.
+        let p = HeadParams { splits: 1, token_begin: 0, direct: 1, ..*p };
+        let n = n_tokens * n_heads;
+        let x = n.min(rec.max_groups as usize);
+        rec.dispatch(Kernel::AttentionSplitGpu, whole, &p, [x as u32, groups(n, x), 1]);
         return;
     }
     let per_token = n_heads * splits * attention_part_floats(head_dim);
@@ -856,7 +948,8 @@ pub fn record_attention_split<'a>(
     assert!(range > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
     for begin in (0..n_tokens).step_by(range) {
         let count = range.min(n_tokens - begin);
-        let p = HeadParams { n_tokens: count as u32, splits: splits as u32, token_begin: begin as u32, ..*p };
+        let p =
+            HeadParams { n_tokens: count as u32, splits: splits as u32, token_begin: begin as u32, direct: 0, ..*p };
         if gpu_family {
             // One workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
             let n = count * n_heads * splits;
@@ -913,7 +1006,25 @@ const _: () = assert!(GEMV_ROWS == 8 && GEMV_TOKENS == 4 && TILED == 64 && TILED
 /// Records `y (+)= x W^T` over one weight chunk: the decode kernel when x has one row, otherwise
 /// the general kernel of this table's tile for that many rows (each with shared x where it can).
 pub fn record_matmul<'a>(rec: &mut StepRecorder<'a>, bind_group: &'a wgpu::BindGroup, p: &MatmulParams) {
-    let (kernel, workgroups) = rec.kernels.options.matmul(p.m, p.k, p.rows);
+    record_matmul_with(rec, bind_group, p, Prologue::None);
+}
+
+/// [`record_matmul`] with a prologue: the fused GPU-family kernel, which the caller has checked
+/// serves this step ([`KernelOptions::fuses`]); `bind_group` is then one of [`Kernel::MatmulGemvNorm`]
+/// (x = the residual stream, binding 4 the norm weight) or of [`Kernel::Matmul`] over the gate|up
+/// output (SwiGLU).
+pub fn record_matmul_with<'a>(
+    rec: &mut StepRecorder<'a>,
+    bind_group: &'a wgpu::BindGroup,
+    p: &MatmulParams,
+    prologue: Prologue,
+) {
+    let (kernel, workgroups) = match prologue {
+        Prologue::None => rec.kernels.options.matmul(p.m, p.k, p.rows),
+        _ => rec.kernels.options.fused(prologue, p.m as usize, p.k as usize, p.rows as usize).unwrap_or_else(|| {
+            panic!("no fused {prologue:?} matmul for {} tokens, k = {} (check KernelOptions::fuses)", p.m, p.k)
+        }),
+    };
     rec.dispatch(kernel, bind_group, p, workgroups);
 }
 

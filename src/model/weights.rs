@@ -8,6 +8,7 @@ use super::checkpoint::TensorProvider;
 use super::quant::{self, WeightFormat};
 use crate::error::{Error, Result};
 use crate::gpu::fill::RandomFill;
+use crate::gpu::kernels::Prologue;
 use crate::gpu::{Gpu, WeightStorage};
 
 /// Rows read from the source per piece (bounds host memory during upload).
@@ -89,6 +90,21 @@ impl Matrix {
         m: usize,
         accumulate: bool,
     ) {
+        self.record_matmul_with(rec, binds, m, accumulate, Prologue::None, 0.0);
+    }
+
+    /// [`Matrix::record_matmul`] through a fused GPU-family kernel that applies `prologue` to x
+    /// first (`eps`: the RMSNorm's); the caller has checked `KernelOptions::fuses`, and `binds`
+    /// were made for that kernel (see [`crate::gpu::kernels::record_matmul_with`]).
+    pub fn record_matmul_with<'a>(
+        &self,
+        rec: &mut crate::gpu::StepRecorder<'a>,
+        binds: &'a [wgpu::BindGroup],
+        m: usize,
+        accumulate: bool,
+        prologue: Prologue,
+        eps: f32,
+    ) {
         for (chunk, bind) in self.chunks.iter().zip(binds) {
             let p = crate::gpu::kernels::MatmulParams {
                 m: m as u32,
@@ -97,9 +113,10 @@ impl Matrix {
                 row_start: chunk.row_start as u32,
                 rows: chunk.rows as u32,
                 accumulate: accumulate as u32,
-                _pad: [0; 2],
+                eps,
+                _pad: 0,
             };
-            crate::gpu::kernels::record_matmul(rec, bind, &p);
+            crate::gpu::kernels::record_matmul_with(rec, bind, &p, prologue);
         }
     }
 

@@ -40,7 +40,8 @@ impl HeadSetup {
             eps_or_scale: last,
             splits: 1,
             token_begin: 0,
-            _pad: [0; 2],
+            direct: 0,
+            _pad: 0,
         }
     }
 }
@@ -125,6 +126,56 @@ pub fn check_attention(
                 &want,
                 tol,
             );
+        }
+    }
+}
+
+/// Inputs and the CPU reference of a fused GPU-family matmul (`gpu::kernels::Prologue`):
+/// `y = rms_norm(x) W^T` (x is `m x k`, `norm` the norm's weight, eps 1e-6) or
+/// `y = (silu(gate) * up) W^T` (x is the `m x 2k` gate|up output), with each output's error
+/// bound: the f32 bound of a K-term dot product (2 (K - 1) 2^-24 sum_k |x_k w_k| over the
+/// reference's normed or activated x), plus 64 ulps of that sum for the prologue's own rounding
+/// (the fused norm scales the sum instead of each x; exp and inverseSqrt are not correctly
+/// rounded on GPUs). A wrong column, token, weight or scale misses by orders of magnitude more.
+pub struct FusedCase {
+    pub x: Vec<f32>,
+    pub norm: Vec<f32>,
+    pub want: Vec<f32>,
+    pub bounds: Vec<f32>,
+}
+
+pub const FUSED_EPS: f32 = 1e-6;
+
+pub fn fused_case(swiglu: bool, m: usize, k: usize, w: &[f32], n: usize, seed: u64) -> FusedCase {
+    let norm: Vec<f32> = super::data::random(seed + 1, k).iter().map(|v| 1.0 + 0.5 * v).collect();
+    let (x, input) = if swiglu {
+        // Gate values over [-4, 4] reach both tails of silu.
+        let x: Vec<f32> = super::data::random(seed, m * 2 * k).iter().map(|v| 4.0 * v).collect();
+        let act =
+            (0..m * k).map(|i| reference::silu(x[i / k * 2 * k + i % k]) * x[i / k * 2 * k + k + i % k]).collect();
+        (x, act)
+    } else {
+        let x: Vec<f32> = super::data::random(seed, m * k).iter().map(|v| 3.0 * v).collect();
+        let normed = reference::rms_norm(&x, k, &norm, FUSED_EPS);
+        (x, normed)
+    };
+    let want = reference::matmul_f32(&input, m, k, w, n);
+    let scale = (2.0 * (k - 1) as f32 + 64.0) * 2f32.powi(-24) * 1.01;
+    let bounds = (0..m * n)
+        .map(|i| {
+            let (xr, wr) = (&input[i / n * k..][..k], &w[i % n * k..][..k]);
+            xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum::<f32>() * scale + 1e-30
+        })
+        .collect();
+    FusedCase { x, norm, want, bounds }
+}
+
+impl FusedCase {
+    /// Panics at the first output past its bound, naming it.
+    pub fn check(&self, name: &str, got: &[f32], n: usize) {
+        let over = (0..self.want.len()).find(|&i| (got[i] - self.want[i]).abs() > self.bounds[i]);
+        if let Some(i) = over {
+            panic!("{name}: y[{}, {}] = {} vs {} (bound {:.2e})", i / n, i % n, got[i], self.want[i], self.bounds[i]);
         }
     }
 }
