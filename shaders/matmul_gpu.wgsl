@@ -16,10 +16,11 @@
 // so every invocation reaches every barrier.
 //
 // Both read x through the `// BEGIN x … // END x` block below: `x_row(t)` (where token t's row
-// starts, in vec4s), `x_load(row, j)` (its vec4 j), `x_weight(j, v)` (what multiplies it) and
-// `X_NORM` (whether the output is scaled by the row's 1 / rms). The fused kernels swap the block
-// for another form (`Kernel::source`): matmul_x_norm.wgsl, RMSNorm of the residual stream in the
-// prologue (x * norm weight, Σx² gathered from the same loads, the sum scaled at the end), and
+// starts, in vec4s), `x_load(row, j)` (its vec4 j), and where `X_NORM` (the input is RMSNorm(x))
+// `x_col_scale(j)` (the norm weight of columns 4j .. 4j + 3) and `x_scale(Σx²)` (the row's
+// 1 / rms, applied to the finished sum). The fused kernels swap the block for another form
+// (`Kernel::source`): matmul_x_norm.wgsl, RMSNorm of the residual stream in the prologue (the
+// norm weight applied to W in the GEMV, to x in the tile, Σx² from the same loads), and
 // matmul_x_swiglu.wgsl, silu(gate) * up read from the gate|up output. Each saves a dispatch per
 // layer, and the normed or activated x is never written.
 
@@ -31,8 +32,8 @@ fn x_row(t: u32) -> u32 {
 fn x_load(row: u32, j: u32) -> vec4<f32> {
     return x[row + j];
 }
-fn x_weight(j: u32, v: vec4<f32>) -> vec4<f32> {
-    return v;
+fn x_col_scale(j: u32) -> vec4<f32> {
+    return vec4<f32>(1.0);
 }
 fn x_scale(sum_sq: f32) -> f32 {
     return 1.0;
@@ -57,30 +58,45 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
     let t1 = x_row(min(m0 + 1u, p.m - 1u));
     let t2 = x_row(min(m0 + 2u, p.m - 1u));
     let t3 = x_row(min(m0 + 3u, p.m - 1u));
+    // X_NORM: each token's 1 / rms first, the whole workgroup summing x² over the (up to) four
+    // rows once (x is small and stays in cache for the loop below).
+    var scale = vec4<f32>(1.0);
+    if (X_NORM) {
+        var sq = vec4<f32>(0.0);
+        for (var j = li; j < p.k / 4u; j += 256u) {
+            let a0 = x_load(t0, j);
+            let a1 = x_load(t1, j);
+            let a2 = x_load(t2, j);
+            let a3 = x_load(t3, j);
+            sq += vec4<f32>(dot(a0, a0), dot(a1, a1), dot(a2, a2), dot(a3, a3));
+        }
+        gemv_sums[li] = sq;
+        workgroupBarrier();
+        for (var s = 128u; s > 0u; s /= 2u) {
+            if (li < s) {
+                gemv_sums[li] += gemv_sums[li + s];
+            }
+            workgroupBarrier();
+        }
+        let ss = gemv_sums[0];
+        scale = vec4<f32>(x_scale(ss.x), x_scale(ss.y), x_scale(ss.z), x_scale(ss.w));
+        workgroupBarrier();
+    }
     var acc = vec4<f32>(0.0);
-    // Σx² of each token's row (X_NORM): a team's 32 lanes together load all of it.
-    var sq = vec4<f32>(0.0);
     for (var i = lane; i < k8; i += GEMV_LANES) {
         let q = weights(w_row, i, k8);
-        let wl = unpack_lo(q);
-        let wh = unpack_hi(q);
+        var wl = unpack_lo(q);
+        var wh = unpack_hi(q);
         let j = 2u * i;
-        let a0 = x_load(t0, j);
-        let b0 = x_load(t0, j + 1u);
-        let a1 = x_load(t1, j);
-        let b1 = x_load(t1, j + 1u);
-        let a2 = x_load(t2, j);
-        let b2 = x_load(t2, j + 1u);
-        let a3 = x_load(t3, j);
-        let b3 = x_load(t3, j + 1u);
         if (X_NORM) {
-            sq += vec4<f32>(dot(a0, a0) + dot(b0, b0), dot(a1, a1) + dot(b1, b1),
-                            dot(a2, a2) + dot(b2, b2), dot(a3, a3) + dot(b3, b3));
+            // The norm weight goes onto the weights: two products, not one per token.
+            wl *= x_col_scale(j);
+            wh *= x_col_scale(j + 1u);
         }
-        acc.x += dot(wl, x_weight(j, a0)) + dot(wh, x_weight(j + 1u, b0));
-        acc.y += dot(wl, x_weight(j, a1)) + dot(wh, x_weight(j + 1u, b1));
-        acc.z += dot(wl, x_weight(j, a2)) + dot(wh, x_weight(j + 1u, b2));
-        acc.w += dot(wl, x_weight(j, a3)) + dot(wh, x_weight(j + 1u, b3));
+        acc.x += dot(wl, x_load(t0, j)) + dot(wh, x_load(t0, j + 1u));
+        acc.y += dot(wl, x_load(t1, j)) + dot(wh, x_load(t1, j + 1u));
+        acc.z += dot(wl, x_load(t2, j)) + dot(wh, x_load(t2, j + 1u));
+        acc.w += dot(wl, x_load(t3, j)) + dot(wh, x_load(t3, j + 1u));
     }
     gemv_sums[li] = acc;
     workgroupBarrier();
@@ -90,21 +106,7 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
         }
         workgroupBarrier();
     }
-    var sum = gemv_sums[li];
-    if (X_NORM) {
-        // The same tree over Σx², in the same memory once every lane has read its sum.
-        workgroupBarrier();
-        gemv_sums[li] = sq;
-        workgroupBarrier();
-        for (var s = GEMV_LANES / 2u; s > 0u; s /= 2u) {
-            if (lane < s) {
-                gemv_sums[li] += gemv_sums[li + s];
-            }
-            workgroupBarrier();
-        }
-        let ss = gemv_sums[li];
-        sum *= vec4<f32>(x_scale(ss.x), x_scale(ss.y), x_scale(ss.z), x_scale(ss.w));
-    }
+    let sum = gemv_sums[li] * scale;
     if (lane == 0u && row < p.rows) {
         let col = p.row_start + row;
         for (var t = 0u; t < GEMV_TOKENS; t++) {
@@ -144,11 +146,11 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
     var acc3 = vec4<f32>(0.0);
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         let xj = k0 / 4u + x_part;
-        let xr = x_load(x_base, xj);
+        var xv = x_load(x_base, xj);
         if (X_NORM) {
-            sq += dot(xr, xr);
+            sq += dot(xv, xv);
+            xv *= x_col_scale(xj);
         }
-        let xv = x_weight(xj, xr);
         let xk = x_part * 4u;
         tile_x[(xk + 0u) * 16u + x_token / 4u][x_token % 4u] = xv.x;
         tile_x[(xk + 1u) * 16u + x_token / 4u][x_token % 4u] = xv.y;

@@ -8,8 +8,8 @@ fn x_row(t: u32) -> u32 {
 fn x_load(row: u32, j: u32) -> vec4<f32> {
     return x[row + j];
 }
-fn x_weight(j: u32, v: vec4<f32>) -> vec4<f32> {
-    return v * norm_w[j];
+fn x_col_scale(j: u32) -> vec4<f32> {
+    return norm_w[j];
 }
 // sum_k W[r, k] w[k] x[k] / sqrt(mean(x²) + eps): the scale taken out of the sum.
 fn x_scale(sum_sq: f32) -> f32 {

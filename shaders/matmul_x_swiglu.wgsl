@@ -10,8 +10,8 @@ fn x_load(row: u32, j: u32) -> vec4<f32> {
     let u = x[row + p.k / 4u + j];
     return g / (1.0 + exp(-g)) * u;
 }
-fn x_weight(j: u32, v: vec4<f32>) -> vec4<f32> {
-    return v;
+fn x_col_scale(j: u32) -> vec4<f32> {
+    return vec4<f32>(1.0);
 }
 fn x_scale(sum_sq: f32) -> f32 {
     return 1.0;

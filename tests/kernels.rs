@@ -60,7 +60,7 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format });
+                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format, fused: false });
             }
         }
     }
@@ -73,6 +73,7 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
             subgroups: false,
             weights,
             format,
+            fused: true,
         });
     }
     paths
@@ -177,7 +178,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format });
+                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format, fused: false });
             }
         }
     }
@@ -189,6 +190,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
         subgroups: false,
         weights: WeightStorage::Buffer,
         format,
+        fused: true,
     });
     for &(m, n, k) in shapes {
         let w_bits = bf16(&random(21, n * k));
@@ -268,8 +270,14 @@ fn fused_prologue_matmuls_at_real_widths() {
         (WeightStorage::Texture, WeightFormat::Bf16),
         (WeightStorage::Buffer, WeightFormat::Int8),
     ] {
-        let options =
-            KernelOptions { family: KernelFamily::Gpu, tile: MatmulTile::Eight, subgroups: false, weights, format };
+        let options = KernelOptions {
+            family: KernelFamily::Gpu,
+            tile: MatmulTile::Eight,
+            subgroups: false,
+            weights,
+            format,
+            fused: true,
+        };
         let kernels = Kernels::with_options(&g.device, options);
         for (seed, &(prologue, m, n, k)) in cases.iter().enumerate() {
             assert!(options.fuses(prologue, m, k), "{prologue:?} m={m} k={k} has a fused kernel");

@@ -12,10 +12,11 @@ mod checks;
 mod data;
 
 use bytemuck::Pod;
-use checks::{assert_close, check_attention, check_qk_norm_rope, HeadSetup};
+use checks::{assert_close, check_attention, check_qk_norm_rope, fused_case, HeadSetup, FUSED_EPS};
 use data::random;
 use tokenmeter::gpu::kernels::{
-    attention_splits_gpu, groups, record_attention, record_qk_norm_rope, Bind, EmbedParams, KernelFamily, KernelOptions,
+    attention_splits_gpu, groups, record_attention, record_qk_norm_rope, Bind, EmbedParams, KernelFamily,
+    KernelOptions, Prologue,
 };
 use tokenmeter::gpu::readback::read_f32;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -33,8 +34,12 @@ fn bytes<T: Pod>(v: &[T]) -> &[u8] {
 /// The page's device with the GPU family's kernels (weights in storage buffers, as on GPUs).
 async fn gpu_family() -> (Gpu, Kernels) {
     let g = Gpu::new().await.expect("WebGPU adapter");
-    let options =
-        KernelOptions { family: KernelFamily::Gpu, weights: WeightStorage::Buffer, ..KernelOptions::for_gpu(&g) };
+    let options = KernelOptions {
+        family: KernelFamily::Gpu,
+        weights: WeightStorage::Buffer,
+        fused: true,
+        ..KernelOptions::for_gpu(&g)
+    };
     let kernels = Kernels::with_options(&g.device, options);
     (g, kernels)
 }
@@ -118,6 +123,47 @@ async fn gpu_family_matmuls_and_embedding_at_real_widths_in_the_browser() {
             assert_eq!(w.chunks.len(), 3);
             embedding_over(&g, &kernels, &w, &w_bits).await;
         }
+    }
+}
+
+/// The fused matmuls (RMSNorm or SwiGLU in the prologue) against the CPU reference of the two
+/// steps they replace, at Qwen3-0.6B's widths (tests/kernels.rs runs more shapes natively): q|k|v
+/// at decode (GEMV) and gate|up of a 300-token chunk (tile), down_proj at batch 4 (GEMV) and for
+/// 300 tokens (tile).
+#[wasm_bindgen_test]
+async fn fused_matmuls_at_real_widths_in_the_browser() {
+    let (g, kernels) = gpu_family().await;
+    for (seed, (prologue, m, n, k)) in [
+        (Prologue::RmsNorm, 1, 4096, 1024),
+        (Prologue::RmsNorm, 300, 6144, 1024),
+        (Prologue::SwiGlu, 4, 1024, 3072),
+        (Prologue::SwiGlu, 300, 1024, 3072),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 60 + 3 * seed as u64;
+        let w_bits = random_bf16(seed + 2, n, k);
+        let w_values: Vec<f32> = w_bits.iter().map(|&b| bf16_to_f32(b)).collect();
+        let case = fused_case(prologue == Prologue::SwiGlu, m, k, &w_values, n, seed);
+        let w = Matrix::with_storage(&g, "w", n, k, 2048, WeightStorage::Buffer).unwrap();
+        w.write_rows(&g, 0, &w_bits);
+        let xb = g.storage_with("x", bytes(&case.x));
+        let nb = g.storage_with("norm", bytes(&case.norm));
+        let yb = g.storage_buffer("y", (m * n * 4) as u64);
+        let binds: Vec<_> = w
+            .chunks
+            .iter()
+            .map(|c| match prologue {
+                Prologue::RmsNorm => kernels.bind(&g.device, Kernel::MatmulGemvNorm, "w", &[&xb, c, &yb, &nb]),
+                _ => kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb]),
+            })
+            .collect();
+        let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+        w.record_matmul_with(&mut rec, &binds, m, false, prologue, FUSED_EPS);
+        submit(&g, rec);
+        let name = format!("fused {prologue:?} matmul m={m} n={n} k={k} ({} chunks)", w.chunks.len());
+        case.check(&name, &read(&g, &yb, m * n).await, n);
     }
 }
 

@@ -552,6 +552,7 @@ mod tests {
                 subgroups: false,
                 weights: "buffer".into(),
                 weight_format: "bf16".into(),
+                fused: true,
             }),
             ..crate::bench::RunConfig::default()
         };

@@ -242,7 +242,8 @@ impl RunConfig {
 }
 
 /// The kernels an engine ran: family (`gpu`/`cpu`), token tile, subgroups requested, weight
-/// storage, weight format.
+/// storage, weight format, and whether the GPU family's norm and SwiGLU ran inside the matmuls
+/// (`fused`; absent from results saved before it existed, which read as `false`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KernelPath {
     pub family: String,
@@ -250,6 +251,8 @@ pub struct KernelPath {
     pub subgroups: bool,
     pub weights: String,
     pub weight_format: String,
+    #[serde(default)]
+    pub fused: bool,
 }
 
 impl KernelPath {
@@ -263,6 +266,7 @@ impl KernelPath {
             subgroups: options.subgroups,
             weights: format!("{:?}", options.weights).to_lowercase(),
             weight_format: options.format.name().to_string(),
+            fused: options.fused,
         }
     }
 }

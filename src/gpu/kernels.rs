@@ -475,6 +475,10 @@ pub struct KernelOptions {
     pub weights: WeightStorage,
     /// How those weights are stored (the model's choice at load; bf16 unless quantised).
     pub format: WeightFormat,
+    /// GPU family: RMSNorm and SwiGLU inside the matmuls that follow them ([`Prologue`]); on by
+    /// default there, `TOKENMETER_FUSED=0` (natively) or `?fused=0` (the page) turns it off to
+    /// measure the difference.
+    pub fused: bool,
 }
 
 impl KernelOptions {
@@ -486,6 +490,7 @@ impl KernelOptions {
             subgroups: gpu.device.features().contains(wgpu::Features::SUBGROUP),
             weights: gpu.weight_storage,
             format: WeightFormat::Bf16,
+            fused: gpu.kernel_family == KernelFamily::Gpu && fusion_allowed(),
         }
     }
 
@@ -527,7 +532,7 @@ impl KernelOptions {
     }
 
     fn fused(self, prologue: Prologue, m: usize, k: usize, rows: usize) -> Option<(Kernel, [u32; 3])> {
-        if self.family != KernelFamily::Gpu {
+        if self.family != KernelFamily::Gpu || (prologue != Prologue::None && !self.fused) {
             return None;
         }
         let gemv = m <= gemv_max_m();
@@ -995,6 +1000,26 @@ fn gemv_max_m() -> usize {
         64
     })
 }
+/// Whether the GPU family fuses ([`KernelOptions::fused`]): unless `TOKENMETER_FUSED=0`
+/// natively, or [`set_fusion`] turned it off (the page's `?fused=0`).
+fn fusion_allowed() -> bool {
+    if !FUSION.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("TOKENMETER_FUSED").is_ok_and(|v| v.trim() == "0") {
+        return false;
+    }
+    true
+}
+
+static FUSION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Allows or forbids the GPU family's fused matmuls for devices opened from now on.
+pub fn set_fusion(allowed: bool) {
+    FUSION.store(allowed, std::sync::atomic::Ordering::Relaxed);
+}
+
 const TILED: usize = 64;
 const TILED_K: u32 = 16;
 // The kernels' shapes are built around these values (GEMV: 8 teams x 32 lanes = the workgroup of

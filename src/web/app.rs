@@ -35,6 +35,9 @@ pub fn App() -> impl IntoView {
     // `?kernels=gpu|cpu` forces a kernel family for the device opened later (and stays in links).
     let kernels = query("kernels").and_then(|k| KernelFamily::parse(&k));
     KernelFamily::force(kernels);
+    // `?fused=0` runs the GPU family's norm and SwiGLU as their own kernels (before/after).
+    let unfused = query("fused").is_some_and(|f| f == "0");
+    crate::gpu::kernels::set_fusion(!unfused);
     let state = AppState::new(lang, choice, history::load());
     provide_context(UiLang(state.lang));
     let t = use_text();
@@ -54,6 +57,9 @@ pub fn App() -> impl IntoView {
         }
         if let Some(family) = kernels {
             pairs.push(("kernels", family.name().to_string()));
+        }
+        if unfused {
+            pairs.push(("fused", "0".to_string()));
         }
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);
