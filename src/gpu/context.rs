@@ -15,7 +15,12 @@ pub struct AdapterSummary {
     pub max_storage_buffer_binding_size: u64,
     pub max_buffer_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
+    /// What the adapter offers.
     pub features: Vec<String>,
+    /// What the engine asked for and the device has (see `wanted_features`): what the kernels
+    /// may use. Absent from results saved before it was recorded.
+    #[serde(default)]
+    pub enabled_features: Vec<String>,
     /// The matmul kernels this device runs (`gpu` or `cpu`, see [`KernelFamily`]); results saved
     /// before it was recorded ran the CPU family.
     #[serde(default = "KernelFamily::cpu")]
@@ -110,20 +115,54 @@ pub struct Gpu {
     faults: FaultSlot,
 }
 
-/// Optional features the engine uses where the adapter has them, natively: subgroups (the matmuls
-/// share x across lanes; `TOKENMETER_SUBGROUPS=0` turns them off) and timestamp queries (per-kernel
-/// GPU time for `--profile`). The browser does not ask for them yet: SwiftShader, the only browser
-/// adapter the tests run on, stalls on some large kernels, and the subgroup kernels have not been
-/// tried on a browser's GPU.
-fn wanted_features(adapter: &wgpu::Adapter) -> wgpu::Features {
+/// Optional features the engine uses where the adapter has them. Natively: subgroups (the CPU
+/// family's matmuls share x across lanes; `TOKENMETER_SUBGROUPS=0` turns them off) and timestamp
+/// queries (per-kernel GPU time for `--profile`). In the browser: `subgroups` for the GPU family
+/// only (real GPUs; the kernels that use them get `enable subgroups;`, see `Kernel::source`) —
+/// SwiftShader, a CPU adapter, stalls on the large subgroup kernels — and `shader-f16` wherever
+/// offered (recorded; no kernel needs it: weights are bf16, unpacked to f32 with integer ops).
+/// A device whose subgroup kernels do not compile is opened again without them (`Gpu::open`).
+fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily, subgroups: bool) -> wgpu::Features {
     #[cfg(target_arch = "wasm32")]
-    let wanted = wgpu::Features::empty();
+    let wanted = {
+        let sg = if subgroups && family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        sg | wgpu::Features::SHADER_F16
+    };
     #[cfg(not(target_arch = "wasm32"))]
-    let wanted = match std::env::var("TOKENMETER_SUBGROUPS").as_deref() {
-        Ok("0") => wgpu::Features::TIMESTAMP_QUERY,
-        _ => wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP,
+    let wanted = {
+        let _ = family;
+        match std::env::var("TOKENMETER_SUBGROUPS").as_deref() {
+            Ok("0") => wgpu::Features::TIMESTAMP_QUERY,
+            _ if !subgroups => wgpu::Features::TIMESTAMP_QUERY,
+            _ => wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP,
+        }
     };
     wanted & adapter.features()
+}
+
+/// Whether a subgroup reduction compiles on `device` (opened with `SUBGROUP`), with the
+/// `enable subgroups;` line the browser needs (naga, natively, takes the feature alone).
+async fn subgroups_compile(device: &wgpu::Device) -> bool {
+    let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;\n" } else { "" };
+    let source = format!(
+        "{enable}@group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+         @compute @workgroup_size(64)\n\
+         fn probe(@builtin(local_invocation_index) li: u32) {{ out[li] = subgroupAdd(f32(li)); }}\n"
+    );
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("subgroup probe"),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let _ = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("subgroup probe"),
+        layout: None,
+        module: &module,
+        entry_point: Some("probe"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    scope.pop().await.is_none()
 }
 
 impl Gpu {
@@ -141,7 +180,26 @@ impl Gpu {
     }
 
     async fn open(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter) -> Result<Gpu> {
+        let gpu = Self::open_with(instance.clone(), adapter.clone(), true).await?;
+        if gpu.device.features().contains(wgpu::Features::SUBGROUP) && !subgroups_compile(&gpu.device).await {
+            // Offered but unusable (a browser's WGSL compiler refusing `enable subgroups;`, say):
+            // a device without them, so the kernels fall back to workgroup memory.
+            drop(gpu);
+            return Self::open_with(instance, adapter, false).await;
+        }
+        Ok(gpu)
+    }
+
+    async fn open_with(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter, subgroups: bool) -> Result<Gpu> {
         let info = adapter.get_info();
+        // Browsers may hide the adapter's name; say what we know instead of nothing.
+        let name = if info.name.is_empty() {
+            format!("WebGPU adapter ({})", info.driver).replace(" ()", "")
+        } else {
+            info.name.clone()
+        };
+        let kernel_family =
+            KernelFamily::for_adapter(&format!("{:?}", info.device_type), &format!("{} {}", name, info.driver));
         let supported = adapter.limits();
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
@@ -154,7 +212,7 @@ impl Gpu {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenmeter device"),
-                required_features: wanted_features(&adapter),
+                required_features: wanted_features(&adapter, kernel_family, subgroups),
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -164,14 +222,9 @@ impl Gpu {
             .map_err(|e| Error::NoAdapter(format!("could not open the device: {e}")))?;
         let mut features: Vec<String> = adapter.features().iter_names().map(|(name, _)| name.to_string()).collect();
         features.sort();
-        // Browsers may hide the adapter's name; say what we know instead of nothing.
-        let name = if info.name.is_empty() {
-            format!("WebGPU adapter ({})", info.driver).replace(" ()", "")
-        } else {
-            info.name.clone()
-        };
-        let kernel_family =
-            KernelFamily::for_adapter(&format!("{:?}", info.device_type), &format!("{} {}", name, info.driver));
+        let mut enabled_features: Vec<String> =
+            device.features().iter_names().map(|(name, _)| name.to_string()).collect();
+        enabled_features.sort();
         let summary = AdapterSummary {
             name,
             backend: format!("{:?}", info.backend),
@@ -181,6 +234,7 @@ impl Gpu {
             max_buffer_size: limits.max_buffer_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             features,
+            enabled_features,
             kernel_family,
         };
         let weight_storage = WeightStorage::for_adapter(&info);
