@@ -21,8 +21,9 @@
 // 1 / rms, applied to the finished sum). The fused kernels swap the block for another form
 // (`Kernel::source`): matmul_x_norm.wgsl, RMSNorm of the residual stream in the prologue (the
 // norm weight applied to W in the GEMV, to x in the tile, Σx² from the same loads), and
-// matmul_x_swiglu.wgsl, silu(gate) * up read from the gate|up output. Each saves a dispatch per
-// layer, and the normed or activated x is never written.
+// matmul_x_swiglu.wgsl, silu(gate) * up read from the gate|up output (the GEMV only: see
+// `KernelOptions::fuses`). Each saves a dispatch per layer, and the normed or activated x is
+// never written.
 
 // BEGIN x
 const X_NORM: bool = false;

@@ -73,8 +73,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         | Kernel::MatmulTiled
         | Kernel::MatmulGemvNorm
         | Kernel::MatmulTiledNorm
-        | Kernel::MatmulGemvSwiGlu
-        | Kernel::MatmulTiledSwiGlu => (
+        | Kernel::MatmulGemvSwiGlu => (
             bytes(bytemuck::bytes_of(&MatmulParams {
                 m: 1,
                 n: 2,

@@ -249,7 +249,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
 /// The GPU family's fused matmuls (RMSNorm or SwiGLU in the prologue) against the CPU reference
 /// of the two steps they replace, at Qwen3's widths: q|k|v and gate|up of 0.6B at decode, batch 4
 /// and a 64-token chunk (GEMV), a 300-token chunk (tile, M not a multiple of 64) and 1.7B's
-/// hidden 2,048; down_proj (k = 3,072) with the residual add at batch 1, 37 and 300. Weights in
+/// hidden 2,048; down_proj (k = 3,072) with the residual add at batch 1, 37 and 64. Weights in
 /// buffers and textures, bf16 and int8 (a form of the weights block the fused kernels share),
 /// matrices split into row chunks as where one binding cannot hold them.
 #[test]
@@ -263,8 +263,19 @@ fn fused_prologue_matmuls_at_real_widths() {
         (Prologue::RmsNorm, 3, 2048, 2048),
         (Prologue::SwiGlu, 1, 1024, 3072),
         (Prologue::SwiGlu, 37, 1024, 3072),
-        (Prologue::SwiGlu, 300, 1024, 3072),
+        (Prologue::SwiGlu, 64, 1024, 3072),
     ];
+    // No fused SwiGLU tile (KernelOptions::fuses): a 65-token down_proj runs SwiGLU on its own.
+    let tile = KernelOptions {
+        family: KernelFamily::Gpu,
+        tile: MatmulTile::Eight,
+        subgroups: false,
+        weights: WeightStorage::Buffer,
+        format: WeightFormat::Bf16,
+        fused: true,
+    };
+    assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
+    assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
     for (weights, format) in [
         (WeightStorage::Buffer, WeightFormat::Bf16),
         (WeightStorage::Texture, WeightFormat::Bf16),

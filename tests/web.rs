@@ -78,6 +78,11 @@ async fn greedy_tokens_equal_transformers_with_the_gpu_kernel_family_in_the_brow
     KernelFamily::force(None);
     let gpu = Rc::new(gpu.expect("WebGPU adapter"));
     assert_eq!(gpu.kernel_family, KernelFamily::Gpu);
+    // The GPU family asks for subgroups where offered (and keeps them only if they compile).
+    let offered = gpu.adapter.features.iter().any(|f| f == "SUBGROUP");
+    let enabled = gpu.adapter.enabled_features.iter().any(|f| f == "SUBGROUP");
+    web_sys::console::log_1(&format!("subgroups offered {offered}, enabled {enabled}").into());
+    assert!(enabled <= offered);
     let (store, reference) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
     check(store, reference, gpu.clone()).await;
     let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);

@@ -125,7 +125,8 @@ pub struct Gpu {
 fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily, subgroups: bool) -> wgpu::Features {
     #[cfg(target_arch = "wasm32")]
     let wanted = {
-        let sg = if subgroups && family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let sg =
+            if subgroups && family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         sg | wgpu::Features::SHADER_F16
     };
     #[cfg(not(target_arch = "wasm32"))]

@@ -83,11 +83,10 @@ kernels! {
         "matmul_bf16_gemv", [Read, Weights, Write, Read], GpuFamily;
     MatmulTiledNorm = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_norm.wgsl" as "matmul_bf16_tiled+norm",
         "matmul_bf16_tiled", [Read, Weights, Write, Read], GpuFamily;
-    /// ... and with SwiGLU in it: x is the gate|up output ([`Prologue::SwiGlu`]; down_proj).
+    /// ... and the GEMV with SwiGLU in it: x is the gate|up output ([`Prologue::SwiGlu`];
+    /// down_proj at decode; see [`KernelOptions::fuses`] for why not in the tile).
     MatmulGemvSwiGlu = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_swiglu.wgsl" as "matmul_bf16_gemv+swiglu",
         "matmul_bf16_gemv", [Read, Weights, Write], GpuFamily;
-    MatmulTiledSwiGlu = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_swiglu.wgsl" as "matmul_bf16_tiled+swiglu",
-        "matmul_bf16_tiled", [Read, Weights, Write], GpuFamily;
     QkNormRope = "rope.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
     /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
     QkNormRopeGpu = "rope.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write], GpuFamily;
@@ -525,8 +524,11 @@ impl KernelOptions {
     }
 
     /// Whether a fused matmul ([`Prologue`]) serves a step of `m` tokens with reduction length
-    /// `k`: the GPU family's GEMV does (up to [`gemv_max_m`] tokens) and its tile where
-    /// `k % 16 == 0`; elsewhere the step runs the norm or SwiGLU kernel and then a plain matmul.
+    /// `k`: the GPU family's GEMV does (up to [`gemv_max_m`] tokens) and, for the norm, its tile
+    /// where `k % 16 == 0`; elsewhere the step runs the norm or SwiGLU kernel and then a plain
+    /// matmul. SwiGLU stays out of the tile: its row groups (`rows / 64` of them) would each
+    /// recompute every `silu` of a prefill chunk — 64x for 8B's down_proj — to save a dispatch
+    /// that is nothing beside a prefill step's work.
     pub fn fuses(self, prologue: Prologue, m: usize, k: usize) -> bool {
         self.fused(prologue, m, k, 1).is_some()
     }
@@ -544,7 +546,7 @@ impl KernelOptions {
             (Prologue::RmsNorm, true) => Kernel::MatmulGemvNorm,
             (Prologue::RmsNorm, false) => Kernel::MatmulTiledNorm,
             (Prologue::SwiGlu, true) => Kernel::MatmulGemvSwiGlu,
-            (Prologue::SwiGlu, false) => Kernel::MatmulTiledSwiGlu,
+            (Prologue::SwiGlu, false) => return None,
         };
         let groups = if gemv {
             [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]
