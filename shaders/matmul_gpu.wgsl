@@ -46,8 +46,18 @@ const GEMV_LANES: u32 = 32u;
 
 var<workgroup> gemv_sums: array<vec4<f32>, 256>;
 
-@compute @workgroup_size(256)
-fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+// One invocation's share of a GEMV workgroup: its lane's partial sums for the 4 tokens, the
+// tokens' 1 / rms (X_NORM; 1 otherwise), and where its team's sums go. The entry points differ
+// only in how a team's 32 partial sums meet (workgroup memory here, shuffles in
+// matmul_gpu_subgroup.wgsl).
+struct GemvPart {
+    acc: vec4<f32>,
+    scale: vec4<f32>,
+    row: u32,
+    m0: u32,
+}
+
+fn gemv_part(li: u32, wg: vec3<u32>) -> GemvPart {
     let lane = li % GEMV_LANES;
     let team = li / GEMV_LANES;
     let row = wg.y * GEMV_TEAMS + team;
@@ -99,7 +109,26 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
         acc.z += dot(wl, x_load(t2, j)) + dot(wh, x_load(t2, j + 1u));
         acc.w += dot(wl, x_load(t3, j)) + dot(wh, x_load(t3, j + 1u));
     }
-    gemv_sums[li] = acc;
+    return GemvPart(acc, scale, row, m0);
+}
+
+// Team `part.row`'s sums (lane 0 of the team stores them).
+fn gemv_store(part: GemvPart, sum: vec4<f32>) {
+    if (part.row < p.rows) {
+        let col = p.row_start + part.row;
+        for (var t = 0u; t < GEMV_TOKENS; t++) {
+            if (part.m0 + t < p.m) {
+                store(part.m0 + t, col, sum[t]);
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let part = gemv_part(li, wg);
+    let lane = li % GEMV_LANES;
+    gemv_sums[li] = part.acc;
     workgroupBarrier();
     for (var s = GEMV_LANES / 2u; s > 0u; s /= 2u) {
         if (lane < s) {
@@ -107,14 +136,8 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
         }
         workgroupBarrier();
     }
-    let sum = gemv_sums[li] * scale;
-    if (lane == 0u && row < p.rows) {
-        let col = p.row_start + row;
-        for (var t = 0u; t < GEMV_TOKENS; t++) {
-            if (m0 + t < p.m) {
-                store(m0 + t, col, sum[t]);
-            }
-        }
+    if (lane == 0u) {
+        gemv_store(part, gemv_sums[li] * part.scale);
     }
 }
 

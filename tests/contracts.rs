@@ -73,7 +73,10 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         | Kernel::MatmulTiled
         | Kernel::MatmulGemvNorm
         | Kernel::MatmulTiledNorm
-        | Kernel::MatmulGemvSwiGlu => (
+        | Kernel::MatmulGemvSwiGlu
+        | Kernel::MatmulGemvSubgroup
+        | Kernel::MatmulGemvNormSubgroup
+        | Kernel::MatmulGemvSwiGluSubgroup => (
             bytes(bytemuck::bytes_of(&MatmulParams {
                 m: 1,
                 n: 2,

@@ -64,17 +64,20 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
             }
         }
     }
-    // The GPU family (GEMV up to 4 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
-    // to the CPU family's kernels) in both weight storages.
-    for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-        paths.push(KernelOptions {
-            family: KernelFamily::Gpu,
-            tile: MatmulTile::Eight,
-            subgroups: false,
-            weights,
-            format,
-            fused: true,
-        });
+    // The GPU family (GEMV up to 64 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
+    // to the CPU family's kernels) in both weight storages, its GEMV reduced in workgroup memory
+    // or (where the device has subgroups) by shuffles.
+    for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+        for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+            paths.push(KernelOptions {
+                family: KernelFamily::Gpu,
+                tile: MatmulTile::Eight,
+                subgroups,
+                weights,
+                format,
+                fused: true,
+            });
+        }
     }
     paths
 }
@@ -183,15 +186,17 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
         }
     }
     // The GPU family keeps weights in buffers (textures are for CPU adapters; the awkward-shape
-    // test above covers both).
-    paths.push(KernelOptions {
-        family: KernelFamily::Gpu,
-        tile: MatmulTile::Eight,
-        subgroups: false,
-        weights: WeightStorage::Buffer,
-        format,
-        fused: true,
-    });
+    // test above covers both); its GEMV with and without subgroup shuffles.
+    for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+        paths.push(KernelOptions {
+            family: KernelFamily::Gpu,
+            tile: MatmulTile::Eight,
+            subgroups,
+            weights: WeightStorage::Buffer,
+            format,
+            fused: true,
+        });
+    }
     for &(m, n, k) in shapes {
         let w_bits = bf16(&random(21, n * k));
         let w_values = dequantise(&w_bits, k, format);
@@ -212,7 +217,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
         for &options in &paths {
             let gpu_family = options.family == KernelFamily::Gpu;
             let tile = (m > 1 && !gpu_family).then_some(options.tile);
-            let subgroups = !gpu_family && options.subgroups && (m == 1 || options.tile == MatmulTile::Eight);
+            let subgroups = options.subgroups && (gpu_family || m == 1 || options.tile == MatmulTile::Eight);
             if seen.contains(&(gpu_family, tile, subgroups, options.weights)) {
                 continue;
             }
@@ -276,15 +281,18 @@ fn fused_prologue_matmuls_at_real_widths() {
     };
     assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
     assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
-    for (weights, format) in [
-        (WeightStorage::Buffer, WeightFormat::Bf16),
-        (WeightStorage::Texture, WeightFormat::Bf16),
-        (WeightStorage::Buffer, WeightFormat::Int8),
-    ] {
+    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let variants = [
+        (WeightStorage::Buffer, WeightFormat::Bf16, false),
+        (WeightStorage::Texture, WeightFormat::Bf16, false),
+        (WeightStorage::Buffer, WeightFormat::Int8, false),
+        (WeightStorage::Buffer, WeightFormat::Bf16, true),
+    ];
+    for (weights, format, subgroups) in variants.into_iter().filter(|v| !v.2 || has_subgroups) {
         let options = KernelOptions {
             family: KernelFamily::Gpu,
             tile: MatmulTile::Eight,
-            subgroups: false,
+            subgroups,
             weights,
             format,
             fused: true,
@@ -321,8 +329,10 @@ fn fused_prologue_matmuls_at_real_widths() {
             let mut enc = g.device.create_command_encoder(&Default::default());
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
-            let name =
-                format!("{prologue:?} matmul {weights:?} {format:?} m={m} n={n} k={k} ({} chunks)", w.chunks.len());
+            let name = format!(
+                "{prologue:?} matmul {weights:?} {format:?} subgroups {subgroups} m={m} n={n} k={k} ({} chunks)",
+                w.chunks.len()
+            );
             case.check(&name, &read(&yb, m * n), n);
         }
     }

@@ -19,7 +19,7 @@ pub const MAX_PARAM_SLOTS: u64 = 256;
 /// enum, `Kernel::ALL` and the lookups below are generated from this one list, and
 /// `tests/contracts.rs` checks each line against its WGSL (entry, parameter block, bindings).
 macro_rules! kernels {
-    ($($(#[$doc:meta])* $name:ident = $file:literal $(after $base:literal)?
+    ($($(#[$doc:meta])* $name:ident = $file:literal $(after $($base:literal)+)?
         $(with $x_form:literal as $label:literal)?, $entry:literal, [$($access:ident),*], $needs:ident;)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Kernel {
@@ -33,7 +33,7 @@ macro_rules! kernels {
                 match self {
                     $(Kernel::$name => Decl {
                         file: $file,
-                        base: kernels!(@base $($base)?),
+                        bases: &[$($($base),+)?],
                         x_form: kernels!(@base $($x_form)?),
                         entry: $entry,
                         label: kernels!(@label $entry $($label)?),
@@ -87,6 +87,16 @@ kernels! {
     /// down_proj at decode; see [`KernelOptions::fuses`] for why not in the tile).
     MatmulGemvSwiGlu = "matmul_gpu.wgsl" after "matmul.wgsl" with "matmul_x_swiglu.wgsl" as "matmul_bf16_gemv+swiglu",
         "matmul_bf16_gemv", [Read, Weights, Write], GpuFamily;
+    /// The three GEMVs with each team's sums reduced by subgroup shuffles (devices with
+    /// `subgroups`, see [`KernelOptions::subgroups`]).
+    MatmulGemvSubgroup = "matmul_gpu_subgroup.wgsl" after "matmul.wgsl" "matmul_gpu.wgsl",
+        "matmul_bf16_gemv_sg", [Read, Weights, Write], SubgroupsGpuFamily;
+    MatmulGemvNormSubgroup = "matmul_gpu_subgroup.wgsl" after "matmul.wgsl" "matmul_gpu.wgsl"
+        with "matmul_x_norm.wgsl" as "matmul_bf16_gemv_sg+norm", "matmul_bf16_gemv_sg", [Read, Weights, Write, Read],
+        SubgroupsGpuFamily;
+    MatmulGemvSwiGluSubgroup = "matmul_gpu_subgroup.wgsl" after "matmul.wgsl" "matmul_gpu.wgsl"
+        with "matmul_x_swiglu.wgsl" as "matmul_bf16_gemv_sg+swiglu", "matmul_bf16_gemv_sg", [Read, Weights, Write],
+        SubgroupsGpuFamily;
     QkNormRope = "rope.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
     /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
     QkNormRopeGpu = "rope.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write], GpuFamily;
@@ -105,7 +115,8 @@ kernels! {
 /// One kernel's declaration (see [`kernels!`]).
 struct Decl {
     file: &'static str,
-    base: Option<&'static str>,
+    /// Files compiled before it, in order (their Params, bindings and helpers).
+    bases: &'static [&'static str],
     /// The form of matmul_gpu.wgsl's `// BEGIN x … // END x` block this kernel reads x through.
     x_form: Option<&'static str>,
     entry: &'static str,
@@ -125,6 +136,7 @@ enum Needs {
     Subgroups,
     SubgroupsTileEight,
     GpuFamily,
+    SubgroupsGpuFamily,
 }
 
 /// How a kernel uses one of its storage bindings.
@@ -163,11 +175,12 @@ impl Kernel {
     /// the same for every format. Every kernel's WGSL starts with [`wgsl_prelude`] (after any
     /// `enable`), the constants the host sizes dispatches and buffers with.
     pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
-        let Decl { file, base, x_form, entry, needs, .. } = self.decl();
+        let Decl { file, bases, x_form, entry, needs, .. } = self.decl();
         let mut text = Self::file_text(file).into_owned();
-        let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight) && cfg!(target_arch = "wasm32");
+        let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight | Needs::SubgroupsGpuFamily)
+            && cfg!(target_arch = "wasm32");
         let enable = if subgroups { "enable subgroups;\n\n" } else { "" };
-        if let Some(base) = base {
+        for base in bases.iter().rev() {
             text = format!("{}\n{text}", Self::file_text(base));
         }
         if let Some(block) = weights_block(weights, format).filter(|_| self.bindings().contains(&Weights)) {
@@ -198,6 +211,7 @@ impl Kernel {
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
             "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
             "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
+            "matmul_gpu_subgroup.wgsl" => include_str!("../../shaders/matmul_gpu_subgroup.wgsl"),
             "matmul_x_norm.wgsl" => include_str!("../../shaders/matmul_x_norm.wgsl"),
             "matmul_x_swiglu.wgsl" => include_str!("../../shaders/matmul_x_swiglu.wgsl"),
             "matmul_tiles.wgsl" => include_str!("../../shaders/matmul_tiles.wgsl"),
@@ -467,8 +481,10 @@ static FORCED_FAMILY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8:
 pub struct KernelOptions {
     pub family: KernelFamily,
     pub tile: MatmulTile,
-    /// Share x across subgroup lanes (matmul_subgroup.wgsl). Needs a device opened with
-    /// `Features::SUBGROUP`; the browser's 4-token tile has no subgroup variant, only decode does.
+    /// Use subgroup operations: the CPU family shares x across lanes (matmul_subgroup.wgsl; the
+    /// browser's 4-token tile has no such variant, only decode does), the GPU family reduces its
+    /// GEMV teams by shuffles (matmul_gpu_subgroup.wgsl). Needs a device opened with
+    /// `Features::SUBGROUP`.
     pub subgroups: bool,
     /// Where the matmul and embedding kernels find their weights (as the `Matrix`es were made).
     pub weights: WeightStorage,
@@ -504,6 +520,7 @@ impl KernelOptions {
             Needs::Subgroups => self.subgroups,
             Needs::SubgroupsTileEight => self.subgroups && eight,
             Needs::GpuFamily => self.family == KernelFamily::Gpu,
+            Needs::SubgroupsGpuFamily => self.subgroups && self.family == KernelFamily::Gpu,
         }
     }
 
@@ -513,7 +530,8 @@ impl KernelOptions {
         let (m, rows) = (m as usize, rows as usize);
         if self.family == KernelFamily::Gpu {
             if m <= gemv_max_m() {
-                return (Kernel::MatmulGemv, [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]);
+                let kernel = if self.subgroups { Kernel::MatmulGemvSubgroup } else { Kernel::MatmulGemv };
+                return (kernel, [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]);
             }
             if k.is_multiple_of(TILED_K) {
                 return (Kernel::MatmulTiled, [groups(rows, TILED), groups(m, TILED), 1]);
@@ -543,8 +561,10 @@ impl KernelOptions {
         }
         let kernel = match (prologue, gemv) {
             (Prologue::None, _) => return Some(self.matmul(m as u32, k as u32, rows as u32)),
+            (Prologue::RmsNorm, true) if self.subgroups => Kernel::MatmulGemvNormSubgroup,
             (Prologue::RmsNorm, true) => Kernel::MatmulGemvNorm,
             (Prologue::RmsNorm, false) => Kernel::MatmulTiledNorm,
+            (Prologue::SwiGlu, true) if self.subgroups => Kernel::MatmulGemvSwiGluSubgroup,
             (Prologue::SwiGlu, true) => Kernel::MatmulGemvSwiGlu,
             (Prologue::SwiGlu, false) => return None,
         };
