@@ -55,7 +55,7 @@ fn bf16(values: &[f32]) -> Vec<u16> {
 /// Every kernel path (family, tile, subgroups, weight storage) with weights in `format`.
 fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     // Subgroup kernels wherever the device has them (lavapipe does), and the plain ones always.
-    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let has_subgroups = g.subgroups;
     let mut paths = Vec::new();
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
@@ -176,7 +176,7 @@ fn quantised_matmul_at_real_widths() {
 
 fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)]) {
     let g = gpu();
-    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let has_subgroups = g.subgroups;
     let mut paths = Vec::new();
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
@@ -281,7 +281,7 @@ fn fused_prologue_matmuls_at_real_widths() {
     };
     assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
     assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
-    let has_subgroups = g.device.features().contains(wgpu::Features::SUBGROUP);
+    let has_subgroups = g.subgroups;
     let variants = [
         (WeightStorage::Buffer, WeightFormat::Bf16, false),
         (WeightStorage::Texture, WeightFormat::Bf16, false),

@@ -107,6 +107,9 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     pub weight_storage: WeightStorage,
     pub kernel_family: KernelFamily,
+    /// The device has `SUBGROUP` and a subgroup reduction compiled on it: the kernels may use
+    /// subgroup operations ([`crate::gpu::kernels::KernelOptions::subgroups`]).
+    pub subgroups: bool,
     /// Held for the device's lifetime: in Chromium, once the instance behind a device is
     /// garbage-collected, buffer mapping fails ("A valid external Instance reference no longer
     /// exists"), at a moment that depends on the collector.
@@ -121,12 +124,11 @@ pub struct Gpu {
 /// only (real GPUs; the kernels that use them get `enable subgroups;`, see `Kernel::source`) —
 /// SwiftShader, a CPU adapter, stalls on the large subgroup kernels — and `shader-f16` wherever
 /// offered (recorded; no kernel needs it: weights are bf16, unpacked to f32 with integer ops).
-/// A device whose subgroup kernels do not compile is opened again without them (`Gpu::open`).
-fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily, subgroups: bool) -> wgpu::Features {
+/// A device whose subgroup probe does not compile keeps the feature unused ([`Gpu::subgroups`]).
+fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily) -> wgpu::Features {
     #[cfg(target_arch = "wasm32")]
     let wanted = {
-        let sg =
-            if subgroups && family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let sg = if family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         sg | wgpu::Features::SHADER_F16
     };
     #[cfg(not(target_arch = "wasm32"))]
@@ -134,7 +136,6 @@ fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily, subgroups: boo
         let _ = family;
         match std::env::var("TOKENMETER_SUBGROUPS").as_deref() {
             Ok("0") => wgpu::Features::TIMESTAMP_QUERY,
-            _ if !subgroups => wgpu::Features::TIMESTAMP_QUERY,
             _ => wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP,
         }
     };
@@ -181,17 +182,6 @@ impl Gpu {
     }
 
     async fn open(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter) -> Result<Gpu> {
-        let gpu = Self::open_with(instance.clone(), adapter.clone(), true).await?;
-        if gpu.device.features().contains(wgpu::Features::SUBGROUP) && !subgroups_compile(&gpu.device).await {
-            // Offered but unusable (a browser's WGSL compiler refusing `enable subgroups;`, say):
-            // a device without them, so the kernels fall back to workgroup memory.
-            drop(gpu);
-            return Self::open_with(instance, adapter, false).await;
-        }
-        Ok(gpu)
-    }
-
-    async fn open_with(instance: Option<wgpu::Instance>, adapter: wgpu::Adapter, subgroups: bool) -> Result<Gpu> {
         let info = adapter.get_info();
         // Browsers may hide the adapter's name; say what we know instead of nothing.
         let name = if info.name.is_empty() {
@@ -213,7 +203,7 @@ impl Gpu {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenmeter device"),
-                required_features: wanted_features(&adapter, kernel_family, subgroups),
+                required_features: wanted_features(&adapter, kernel_family),
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -239,6 +229,10 @@ impl Gpu {
             kernel_family,
         };
         let weight_storage = WeightStorage::for_adapter(&info);
+        // Offered but unusable (a browser's WGSL compiler refusing `enable subgroups;`, say): the
+        // kernels keep to workgroup memory. (A second device from the same adapter is not an
+        // option: WebGPU consumes an adapter on its first `requestDevice`.)
+        let subgroups = device.features().contains(wgpu::Features::SUBGROUP) && subgroups_compile(&device).await;
         let faults = watch(&device);
         Ok(Gpu {
             device,
@@ -247,6 +241,7 @@ impl Gpu {
             limits,
             weight_storage,
             kernel_family,
+            subgroups,
             _instance: instance,
             _wgpu_adapter: adapter,
             faults,

@@ -502,7 +502,7 @@ impl KernelOptions {
         KernelOptions {
             family: gpu.kernel_family,
             tile: MatmulTile::for_this_platform(),
-            subgroups: gpu.device.features().contains(wgpu::Features::SUBGROUP),
+            subgroups: gpu.subgroups,
             weights: gpu.weight_storage,
             format: WeightFormat::Bf16,
             fused: gpu.kernel_family == KernelFamily::Gpu && fusion_allowed(),
