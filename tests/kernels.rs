@@ -255,7 +255,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
 /// of the two steps they replace, at Qwen3's widths: q|k|v and gate|up of 0.6B at decode, batch 4
 /// and a 64-token chunk (GEMV), a 300-token chunk (tile, M not a multiple of 64) and 1.7B's
 /// hidden 2,048; down_proj (k = 3,072) with the residual add at batch 1, 37 and 64. Weights in
-/// buffers and textures, bf16 and int8 (a form of the weights block the fused kernels share),
+/// buffers (the GPU family's storage), bf16 and int8 (a form of the weights block they share),
 /// matrices split into row chunks as where one binding cannot hold them.
 #[test]
 fn fused_prologue_matmuls_at_real_widths() {
@@ -284,7 +284,6 @@ fn fused_prologue_matmuls_at_real_widths() {
     let has_subgroups = g.subgroups;
     let variants = [
         (WeightStorage::Buffer, WeightFormat::Bf16, false),
-        (WeightStorage::Texture, WeightFormat::Bf16, false),
         (WeightStorage::Buffer, WeightFormat::Int8, false),
         (WeightStorage::Buffer, WeightFormat::Bf16, true),
     ];
@@ -307,9 +306,9 @@ fn fused_prologue_matmuls_at_real_widths() {
             let mut case = fused_case(swiglu, m, k, &w_values, n, seed);
             // down_proj adds to the residual stream.
             let y0: Vec<f32> = if swiglu { random(seed + 7, m * n) } else { vec![0.0; m * n] };
-            for i in 0..m * n {
-                case.want[i] += y0[i];
-                case.bounds[i] += y0[i].abs() * 2f32.powi(-23);
+            for ((want, bound), y) in case.want.iter_mut().zip(&mut case.bounds).zip(&y0) {
+                *want += y;
+                *bound += y.abs() * 2f32.powi(-23);
             }
             let w = Matrix::with_format(&g, "w", n, k, 1536, weights, format).unwrap();
             w.write_rows(&g, 0, &w_bits);
