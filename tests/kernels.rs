@@ -5,7 +5,9 @@
 mod common;
 
 use bytemuck::Pod;
-use common::checks::{assert_close, check_attention, check_qk_norm_rope, fused_case, HeadSetup, FUSED_EPS};
+use common::checks::{
+    assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS,
+};
 use common::*;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
@@ -323,14 +325,7 @@ fn fused_prologue_matmuls_at_real_widths() {
             let xb = g.storage_with("x", bytes(&case.x));
             let nb = g.storage_with("norm", bytes(&case.norm));
             let yb = g.storage_with("y", bytes(&y0));
-            let binds: Vec<_> = w
-                .chunks
-                .iter()
-                .map(|c| match prologue {
-                    Prologue::RmsNorm => kernels.bind(&g.device, Kernel::MatmulGemvNorm, "w", &[&xb, c, &yb, &nb]),
-                    _ => kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb]),
-                })
-                .collect();
+            let binds = fused_binds(&kernels, &g.device, prologue, &w, (&xb, &yb, &nb));
             let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
             w.record_matmul_with(&mut rec, &binds, m, swiglu, prologue, FUSED_EPS);
             let mut enc = g.device.create_command_encoder(&Default::default());

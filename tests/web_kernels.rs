@@ -12,7 +12,7 @@ mod checks;
 mod data;
 
 use bytemuck::Pod;
-use checks::{assert_close, check_attention, check_qk_norm_rope, fused_case, HeadSetup, FUSED_EPS};
+use checks::{assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS};
 use data::random;
 use tokenmeter::gpu::kernels::{
     attention_splits_gpu, groups, record_attention, record_qk_norm_rope, Bind, EmbedParams, KernelFamily,
@@ -151,14 +151,7 @@ async fn fused_matmuls_at_real_widths_in_the_browser() {
         let xb = g.storage_with("x", bytes(&case.x));
         let nb = g.storage_with("norm", bytes(&case.norm));
         let yb = g.storage_buffer("y", (m * n * 4) as u64);
-        let binds: Vec<_> = w
-            .chunks
-            .iter()
-            .map(|c| match prologue {
-                Prologue::RmsNorm => kernels.bind(&g.device, Kernel::MatmulGemvNorm, "w", &[&xb, c, &yb, &nb]),
-                _ => kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb]),
-            })
-            .collect();
+        let binds = fused_binds(&kernels, &g.device, prologue, &w, (&xb, &yb, &nb));
         let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
         w.record_matmul_with(&mut rec, &binds, m, false, prologue, FUSED_EPS);
         submit(&g, rec);

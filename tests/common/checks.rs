@@ -3,8 +3,10 @@
 //! checks of attention and of the q/k norm + RoPE + KV write.
 
 use super::data::worst;
-use tokenmeter::gpu::kernels::HeadParams;
+use tokenmeter::gpu::kernels::{HeadParams, Prologue};
+use tokenmeter::gpu::{Kernel, Kernels};
 use tokenmeter::model::reference;
+use tokenmeter::model::weights::Matrix;
 
 pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     let (err, at) = worst(got, want);
@@ -178,4 +180,22 @@ impl FusedCase {
             panic!("{name}: y[{}, {}] = {} vs {} (bound {:.2e})", i / n, i % n, got[i], self.want[i], self.bounds[i]);
         }
     }
+}
+
+/// The bind groups of a fused matmul over `w`'s chunks (the norm's kernels take its weight at
+/// binding 4; SwiGLU's bind as any matmul, x being the gate|up output).
+pub fn fused_binds(
+    kernels: &Kernels,
+    device: &wgpu::Device,
+    prologue: Prologue,
+    w: &Matrix,
+    (x, y, norm): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+) -> Vec<wgpu::BindGroup> {
+    w.chunks
+        .iter()
+        .map(|c| match prologue {
+            Prologue::RmsNorm => kernels.bind(device, Kernel::MatmulGemvNorm, "w", &[x, c, y, norm]),
+            _ => kernels.bind(device, Kernel::Matmul, "w", &[x, c, y]),
+        })
+        .collect()
 }
