@@ -120,7 +120,7 @@ struct LayerGroups {
     gate_up: Vec<wgpu::BindGroup>,
     swiglu: wgpu::BindGroup,
     down: Vec<wgpu::BindGroup>,
-    /// The GPU family's fused matmuls (`None` in the CPU family).
+    /// The GPU family's fused matmuls (`None` in the CPU family or with fusion off).
     fused: Option<FusedGroups>,
 }
 
@@ -521,7 +521,8 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
     let mm_norm = |label: &str, m: &Matrix, norm: &wgpu::Buffer, y: &wgpu::Buffer| -> Vec<wgpu::BindGroup> {
         m.chunks.iter().map(|c| k.bind(d, Kernel::MatmulGemvNorm, label, &[&b.x, c, y, norm])).collect()
     };
-    let gpu_family = k.options().family == KernelFamily::Gpu;
+    // Only where they can run (`KernelOptions::fused`: the GPU family, unless turned off).
+    let fused = k.options().fused && k.options().family == KernelFamily::Gpu;
     let layers = w
         .layers
         .iter()
@@ -562,7 +563,7 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             gate_up: mm(&format!("L{l} gate_up_proj"), &b.normed, &lw.gate_up_proj, &b.gate_up),
             swiglu: k.bind(d, Kernel::SwiGlu, &format!("L{l} swiglu"), &[&b.gate_up, &b.act]),
             down: mm(&format!("L{l} down_proj"), &b.act, &lw.down_proj, &b.x),
-            fused: gpu_family.then(|| FusedGroups {
+            fused: fused.then(|| FusedGroups {
                 qkv: mm_norm(&format!("L{l} input_layernorm+qkv_proj"), &lw.qkv_proj, &lw.input_layernorm, &b.qkv),
                 gate_up: mm_norm(
                     &format!("L{l} post_attention_layernorm+gate_up_proj"),

@@ -34,7 +34,7 @@ macro_rules! kernels {
                     $(Kernel::$name => Decl {
                         file: $file,
                         bases: &[$($($base),+)?],
-                        x_form: kernels!(@base $($x_form)?),
+                        x_form: kernels!(@opt $($x_form)?),
                         entry: $entry,
                         label: kernels!(@label $entry $($label)?),
                         bindings: &[$($access),*],
@@ -44,8 +44,8 @@ macro_rules! kernels {
             }
         }
     };
-    (@base) => { None };
-    (@base $base:literal) => { Some($base) };
+    (@opt) => { None };
+    (@opt $value:literal) => { Some($value) };
     (@label $entry:literal) => { $entry };
     (@label $entry:literal $label:literal) => { $label };
 }
@@ -234,11 +234,6 @@ impl Kernel {
     /// Storage bindings 1.. in order (binding 0 is the parameter uniform).
     pub fn bindings(self) -> &'static [Access] {
         self.decl().bindings
-    }
-
-    /// The entry point in its WGSL.
-    pub fn entry(self) -> &'static str {
-        self.decl().entry
     }
 
     /// The kernel's name in profiles and labels: its entry point, or `entry+prologue` for the
@@ -551,27 +546,24 @@ impl KernelOptions {
         self.fused(prologue, m, k, 1).is_some()
     }
 
+    /// The plain matmul this step would run ([`KernelOptions::matmul`]) with `prologue` inside,
+    /// and its workgroups (the same: a prologue changes what x is, not the output tiling).
     fn fused(self, prologue: Prologue, m: usize, k: usize, rows: usize) -> Option<(Kernel, [u32; 3])> {
-        if self.family != KernelFamily::Gpu || (prologue != Prologue::None && !self.fused) {
+        let (plain, groups) = self.matmul(m as u32, k as u32, rows as u32);
+        if prologue == Prologue::None {
+            return Some((plain, groups));
+        }
+        if !self.fused {
             return None;
         }
-        let gemv = m <= gemv_max_m();
-        if !gemv && !(k as u32).is_multiple_of(TILED_K) {
-            return None;
-        }
-        let kernel = match (prologue, gemv) {
-            (Prologue::None, _) => return Some(self.matmul(m as u32, k as u32, rows as u32)),
-            (Prologue::RmsNorm, true) if self.subgroups => Kernel::MatmulGemvNormSubgroup,
-            (Prologue::RmsNorm, true) => Kernel::MatmulGemvNorm,
-            (Prologue::RmsNorm, false) => Kernel::MatmulTiledNorm,
-            (Prologue::SwiGlu, true) if self.subgroups => Kernel::MatmulGemvSwiGluSubgroup,
-            (Prologue::SwiGlu, true) => Kernel::MatmulGemvSwiGlu,
-            (Prologue::SwiGlu, false) => return None,
-        };
-        let groups = if gemv {
-            [groups(m, GEMV_TOKENS), groups(rows, GEMV_ROWS), 1]
-        } else {
-            [groups(rows, TILED), groups(m, TILED), 1]
+        let kernel = match (prologue, plain) {
+            (Prologue::RmsNorm, Kernel::MatmulGemvSubgroup) => Kernel::MatmulGemvNormSubgroup,
+            (Prologue::RmsNorm, Kernel::MatmulGemv) => Kernel::MatmulGemvNorm,
+            (Prologue::RmsNorm, Kernel::MatmulTiled) => Kernel::MatmulTiledNorm,
+            (Prologue::SwiGlu, Kernel::MatmulGemvSubgroup) => Kernel::MatmulGemvSwiGluSubgroup,
+            (Prologue::SwiGlu, Kernel::MatmulGemv) => Kernel::MatmulGemvSwiGlu,
+            // The CPU family's kernels, and SwiGLU in the tile (see `fuses`).
+            _ => return None,
         };
         Some((kernel, groups))
     }
