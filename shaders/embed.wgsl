@@ -1,6 +1,8 @@
 // Embedding gather over one row-chunk of the table:
 // x[t, :] = table[tokens[t].id - row_start, :] for the tokens whose id falls in this chunk.
 // Large tables are split into chunks that each fit one storage binding; one dispatch per chunk.
+// An id with the top bit set (`PREVIOUS_ID | r`) stands for previous_ids[r]: the id the step
+// submitted before this one chose for its logit row r, still on the GPU (CPU/GPU overlap).
 
 struct Params {
     n_tokens: u32,
@@ -12,6 +14,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> tokens: array<vec4<u32>>;  // (n_tokens): (id, position, seq, _)
 @group(0) @binding(3) var<storage, read_write> x: array<f32>;       // (n_tokens, hidden)
+@group(0) @binding(4) var<storage, read> previous_ids: array<u32>;  // (logit rows of the step before)
 
 // BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
 // `Kernel::source`; every form gives `weights()` and the two unpack functions)
@@ -43,7 +46,10 @@ fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (pair >= half || t >= p.n_tokens) {
         return;
     }
-    let id = tokens[t].x;
+    var id = tokens[t].x;
+    if ((id & PREVIOUS_ID) != 0u) {
+        id = previous_ids[id & ~PREVIOUS_ID];
+    }
     if (id < p.row_start || id >= p.row_start + p.row_count) {
         return;
     }

@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use tokenmeter::engine::{generate, EngineOptions, FinishReason, Request, SamplingParams};
+use std::collections::BTreeMap;
+use tokenmeter::engine::{generate, EngineOptions, EventKind, FinishReason, Request, SamplingParams};
 
 #[test]
 fn requests_submitted_together_equal_transformers() {
@@ -100,5 +101,93 @@ fn stop_ids_end_generation_unless_ignored() {
         assert_eq!(done[0].tokens, case.tokens[..=first].to_vec());
         assert_eq!(done[0].finish, Some(FinishReason::Stop));
         assert_eq!(done[1].tokens, case.tokens);
+    });
+}
+
+/// What one request got: its tokens and how it ended.
+type Outcome = (Vec<u32>, Option<FinishReason>);
+
+/// CPU/GPU overlap (on by default: each step is submitted before the previous one's ids are read)
+/// changes when steps run, never what they produce. One workload — greedy requests under KV
+/// pressure (preemptions), a stop id, seeded sampling, and a request cancelled right after its
+/// third token, while its next step is already on the GPU — with overlap on and off: the same
+/// tokens and reasons, the greedy ones equal to transformers', nothing after the cancellation, and
+/// events in time order per request.
+#[test]
+fn overlap_changes_no_token() {
+    pollster::block_on(async {
+        let name = "tiny-gqa-tied";
+        let cases = reference(name).cases;
+        let stop = cases[0].tokens[3];
+        let mut requests: Vec<Request> = cases.iter().map(|c| greedy(&c.prompt_ids, c.max_new_tokens)).collect();
+        requests.push(Request { stop_ids: vec![stop], ignore_eos: false, ..greedy(&cases[0].prompt_ids, 32) });
+        requests.push(Request {
+            sampling: SamplingParams { temperature: 1.5, top_k: 40, top_p: 0.9, seed: 5 },
+            ..greedy(&cases[1].prompt_ids, 24)
+        });
+        let cancelled = requests.len() as u64;
+        requests.push(greedy(&cases[2].prompt_ids, 20));
+        let mut runs = Vec::new();
+        for overlap in [true, false] {
+            let options = EngineOptions {
+                max_batched_tokens: 64,
+                block_size: 8,
+                kv_blocks: Some(48),
+                overlap,
+                ..Default::default()
+            };
+            let mut e = engine(name, options).await;
+            assert_eq!(e.model.limits.overlap, overlap);
+            for r in &requests {
+                e.submit(r.clone()).unwrap();
+            }
+            let mut got: BTreeMap<u64, Outcome> = BTreeMap::new();
+            let mut last_t: BTreeMap<u64, f64> = BTreeMap::new();
+            let (mut preempted, mut after_cancel) = (0, 0);
+            let mut cancel_sent = false;
+            while e.has_work() {
+                let (events, _) = e.step().await.unwrap();
+                for ev in events {
+                    let t = last_t.entry(ev.id).or_insert(0.0);
+                    assert!(ev.t_s >= *t, "overlap {overlap}: request {} went back in time", ev.id);
+                    *t = ev.t_s;
+                    let entry = got.entry(ev.id).or_default();
+                    match ev.kind {
+                        EventKind::FirstToken { token } | EventKind::Token { token } => {
+                            after_cancel += usize::from(cancel_sent && ev.id == cancelled);
+                            entry.0.push(token);
+                        }
+                        EventKind::Finished { reason } => entry.1 = Some(reason),
+                        EventKind::Preempted => preempted += 1,
+                        _ => {}
+                    }
+                }
+                if !cancel_sent && got.get(&cancelled).is_some_and(|o| o.0.len() == 3) {
+                    assert!(e.cancel(cancelled));
+                    cancel_sent = true;
+                }
+            }
+            assert_eq!(after_cancel, 0, "overlap {overlap}: tokens after the cancellation");
+            assert!(preempted > 0, "overlap {overlap}: the cache was big enough, no preemption");
+            assert_eq!(e.kv_blocks().0, 0, "overlap {overlap}: every block returned");
+            assert_eq!(
+                e.overlapped_steps() > 0,
+                overlap,
+                "overlap {overlap}: {} steps overlapped",
+                e.overlapped_steps()
+            );
+            for (i, c) in cases.iter().enumerate() {
+                assert_eq!(
+                    got[&(i as u64)],
+                    (c.tokens.clone(), Some(FinishReason::Length)),
+                    "overlap {overlap}, case {i}"
+                );
+            }
+            let first = cases[0].tokens.iter().position(|&t| t == stop).unwrap();
+            assert_eq!(got[&(cases.len() as u64)], (cases[0].tokens[..=first].to_vec(), Some(FinishReason::Stop)));
+            assert_eq!(got[&cancelled], (cases[2].tokens[..3].to_vec(), Some(FinishReason::Cancelled)));
+            runs.push(got);
+        }
+        assert_eq!(runs[0], runs[1], "overlap on (left) and off (right)");
     });
 }

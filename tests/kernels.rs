@@ -9,6 +9,7 @@ use common::checks::{
     assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS,
 };
 use common::*;
+use tokenmeter::engine::forward::PREVIOUS_ID;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_max_positions, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_split,
@@ -373,7 +374,13 @@ fn embedding_case(
     let table_bits = bf16(&random(4, vocab * hidden));
     let table = Matrix::with_format(&g, "embed", vocab, hidden, chunk_rows, weights, format).unwrap();
     table.write_rows(&g, 0, &table_bits);
-    let tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
+    // Then tokens that read the previous step's ids on the GPU (CPU/GPU overlap): those ids in
+    // reverse, so entry r finds the id of row len - 1 - r.
+    let previous: Vec<u32> = ids.iter().rev().copied().collect();
+    let pb = g.storage_with("previous ids", bytes(&previous));
+    let mut tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
+    tokens.extend((0..ids.len() as u32).map(|r| [PREVIOUS_ID | r, 0, 0, 0]));
+    let ids: Vec<u32> = ids.iter().chain(&previous).copied().collect();
     let tb = g.storage_with("tokens", bytes(&tokens));
     let xb = g.storage_buffer("x", (ids.len() * hidden * 4) as u64);
     let calls: Vec<_> = table
@@ -386,7 +393,7 @@ fn embedding_case(
                 row_start: c.row_start as u32,
                 row_count: c.rows as u32,
             };
-            (vec![&tb as &dyn Bind, c, &xb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
+            (vec![&tb as &dyn Bind, c, &xb, &pb], p, [groups(hidden / 2, 64), ids.len() as u32, 1])
         })
         .collect();
     run(&kernels, Kernel::Embed, &calls);

@@ -14,6 +14,7 @@ mod data;
 use bytemuck::Pod;
 use checks::{assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS};
 use data::random;
+use tokenmeter::engine::forward::PREVIOUS_ID;
 use tokenmeter::gpu::kernels::{
     attention_splits_gpu, groups, record_attention, record_qk_norm_rope, Bind, EmbedParams, KernelFamily,
     KernelOptions, Prologue,
@@ -166,13 +167,18 @@ async fn embedding_over(g: &Gpu, kernels: &Kernels, table: &Matrix, table_bits: 
     for c in &table.chunks[1..] {
         ids.extend([c.row_start as u32 - 1, c.row_start as u32]);
     }
-    let tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
+    // And each id again through the previous step's ids (CPU/GPU overlap), in reverse.
+    let previous: Vec<u32> = ids.iter().rev().copied().collect();
+    let pb = g.storage_with("previous ids", bytes(&previous));
+    let mut tokens: Vec<[u32; 4]> = ids.iter().map(|&id| [id, 0, 0, 0]).collect();
+    tokens.extend((0..ids.len() as u32).map(|r| [PREVIOUS_ID | r, 0, 0, 0]));
+    ids.extend(previous);
     let tb = g.storage_with("tokens", bytes(&tokens));
     let xb = g.storage_buffer("x", (ids.len() * hidden * 4) as u64);
     let binds: Vec<_> = table
         .chunks
         .iter()
-        .map(|c| kernels.bind(&g.device, Kernel::Embed, "embed", &[&tb as &dyn Bind, c, &xb]))
+        .map(|c| kernels.bind(&g.device, Kernel::Embed, "embed", &[&tb as &dyn Bind, c, &xb, &pb]))
         .collect();
     let mut rec = StepRecorder::new(kernels, g.limits.max_compute_workgroups_per_dimension);
     for (c, bind) in table.chunks.iter().zip(&binds) {

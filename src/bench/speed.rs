@@ -106,7 +106,6 @@ pub async fn decode(
     let (mut drafted, mut accepted) = (0, 0);
     let mut profiled = false;
     while engine.has_work() {
-        let profiling = engine.profile_next;
         let context = prompt as f64 + generated.iter().sum::<usize>() as f64 / batch as f64;
         let (events, stats) = engine.step().await?;
         for e in &events {
@@ -119,18 +118,19 @@ pub async fn decode(
         if let Some(s) = stats {
             // The whole batch decoding (each sequence one token plus its draft), nothing else.
             if s.decode_tokens - s.drafted_tokens == batch && s.batched_tokens == s.decode_tokens {
-                if profiling {
+                if s.profiled {
                     profiled = true;
                 } else if times.len() < steps {
                     times.push(s.duration_s);
                     contexts.push(context);
                     drafted += s.drafted_tokens;
                     accepted += s.accepted_tokens;
-                    // Profile one full-batch step in the middle (kept out of the timings).
-                    engine.profile_next = profile && !profiled && times.len() == steps / 2;
                 }
             }
         }
+        // Profile one full-batch step in the middle (kept out of the timings; with CPU/GPU
+        // overlap the step already on the GPU is read first, so this may take a call more).
+        engine.profile_next = profile && !profiled && times.len() >= steps / 2;
         if times.len() >= steps && (profiled || !profile) {
             for &id in &ids {
                 engine.cancel(id);

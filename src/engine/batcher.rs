@@ -1,9 +1,17 @@
 //! The serving loop: `submit` requests, call `step` until idle; each step schedules, runs one
 //! GPU step, samples on the GPU, and returns timestamped events. Timestamps are taken when the
 //! step's token ids are back on the CPU — the moment a client would see them.
+//!
+//! CPU/GPU overlap (`EngineLimits::overlap`): a call submits the next step before it awaits the
+//! ids of the one already on the GPU, planned on that one's provisional commit
+//! ([`Scheduler::commit_provisional`]: each sampled token is a placeholder the next step's
+//! embedding reads on the GPU), so the GPU does not wait while the CPU reads ids, schedules and
+//! encodes. Each call still returns one step's events. A sequence whose token at step n is a stop
+//! id finishes when n's ids arrive; its row in step n + 1, already running, is discarded, so it
+//! leaves the batch at step n + 2 at the latest.
 
 use super::draft::DraftModel;
-use super::forward::{Batch, ForwardPass};
+use super::forward::{Batch, ForwardPass, Submitted};
 use super::scheduler::{FinishReason, Plan, Policy, SamplingParams, Scheduler, Sequence};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
@@ -77,6 +85,22 @@ pub struct StepStats {
     /// Speculative decoding: draft tokens verified in this step, and how many were accepted.
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,
+    /// The step ran kernel by kernel for [`Engine::profile_next`] (its duration is not a step's).
+    pub profiled: bool,
+}
+
+/// A step on the GPU whose ids have not come back (CPU/GPU overlap).
+struct InFlight {
+    submitted: Submitted,
+    plan: Plan,
+    /// When its scheduling began.
+    start: f64,
+    /// Sequence of each logit row, and the sequences its provisional commit finished by length
+    /// (shown with their last token): [`Scheduler::commit_provisional`].
+    rows: Vec<u64>,
+    finishing: Vec<(Sequence, FinishReason)>,
+    batched_tokens: usize,
+    decode_tokens: usize,
 }
 
 pub struct Engine {
@@ -89,6 +113,12 @@ pub struct Engine {
     pub last_profile: Vec<(crate::gpu::Kernel, f64)>,
     /// Speculative decoding with a draft model ([`Engine::set_draft`]).
     draft: Option<DraftModel>,
+    /// CPU/GPU overlap: the step submitted last, whose ids the next call reads.
+    in_flight: Option<InFlight>,
+    /// When the last step's ids arrived (0: none yet): a step's duration starts no earlier.
+    last_resolved_s: f64,
+    /// Steps submitted while the one before was still on the GPU (see [`Engine::overlapped_steps`]).
+    overlapped: u64,
 }
 
 impl Engine {
@@ -111,6 +141,9 @@ impl Engine {
             profile_next: false,
             last_profile: Vec::new(),
             draft: None,
+            in_flight: None,
+            last_resolved_s: 0.0,
+            overlapped: 0,
         }
     }
 
@@ -165,7 +198,14 @@ impl Engine {
 
     /// Cancels a queued or running request; its `Finished { Cancelled }` comes with the next step.
     pub fn cancel(&mut self, id: u64) -> bool {
-        let found = self.scheduler.cancel(id).is_some();
+        let mut found = self.scheduler.cancel(id).is_some();
+        // Finished by length in the step on the GPU, but not shown yet: cancelled instead.
+        if let Some(f) = &mut self.in_flight {
+            if let Some(i) = f.finishing.iter().position(|(s, _)| s.id == id) {
+                f.finishing.remove(i);
+                found = true;
+            }
+        }
         if found {
             self.cancelled.push(id);
         }
@@ -173,7 +213,19 @@ impl Engine {
     }
 
     pub fn has_work(&self) -> bool {
-        self.scheduler.has_work() || !self.cancelled.is_empty()
+        self.scheduler.has_work() || !self.cancelled.is_empty() || self.in_flight.is_some()
+    }
+
+    /// Steps so far that were submitted before the previous step's ids were read (0 without
+    /// CPU/GPU overlap).
+    pub fn overlapped_steps(&self) -> u64 {
+        self.overlapped
+    }
+
+    /// Whether the next step may overlap (`EngineLimits::overlap`; never while profiling, which
+    /// times kernels one by one, or with a draft model).
+    fn overlaps(&self) -> bool {
+        self.model.limits.overlap && !self.profile_next && self.draft.is_none()
     }
 
     pub fn waiting(&self) -> usize {
@@ -195,7 +247,9 @@ impl Engine {
         &self.scheduler.blocks
     }
 
-    /// One iteration: schedule, run, sample, record. Returns no stats when there was nothing to run.
+    /// One iteration: schedule, run, sample, record. Returns no stats when there was nothing to
+    /// run. With CPU/GPU overlap the step whose events come back is the one submitted by the call
+    /// before (or by this call, when the GPU was idle), and the next one is on the GPU meanwhile.
     pub async fn step(&mut self) -> Result<(Vec<Event>, Option<StepStats>)> {
         let start = now_s();
         let mut events: Vec<Event> = self
@@ -203,6 +257,96 @@ impl Engine {
             .drain(..)
             .map(|id| Event { id, t_s: start, kind: EventKind::Finished { reason: FinishReason::Cancelled } })
             .collect();
+        if !self.overlaps() {
+            if let Some(current) = self.in_flight.take() {
+                // Leaving the overlap: this call only reads the step already on the GPU.
+                let stats = self.resolve(current, &mut events).await?;
+                return Ok((events, Some(stats)));
+            }
+            return self.step_serial(start, events).await;
+        }
+        if self.in_flight.is_none() {
+            let Some(mut first) = self.launch(start, &mut events)? else { return Ok((events, None)) };
+            (first.rows, first.finishing) = self.scheduler.commit_provisional(&first.plan);
+            self.in_flight = Some(first);
+        }
+        let current = self.in_flight.take().expect("a step is on the GPU");
+        // The next step goes to the GPU before this one's ids are awaited.
+        let next = if self.scheduler.has_work() { self.launch(now_s(), &mut events)? } else { None };
+        self.overlapped += next.is_some() as u64;
+        let stats = self.resolve(current, &mut events).await?;
+        if let Some(mut next) = next {
+            (next.rows, next.finishing) = self.scheduler.commit_provisional(&next.plan);
+            self.in_flight = Some(next);
+        }
+        Ok((events, Some(stats)))
+    }
+
+    /// Plans a step on what is committed (provisionally, for a step on the GPU) and submits it;
+    /// `None` when there is nothing to run. Its scheduling events are stamped `start`.
+    fn launch(&mut self, start: f64, events: &mut Vec<Event>) -> Result<Option<InFlight>> {
+        let plan = self.scheduler.schedule();
+        for &id in &plan.preempted {
+            events.push(Event { id, t_s: start, kind: EventKind::Preempted });
+        }
+        if plan.items.is_empty() {
+            return Ok(None);
+        }
+        let batch = self.batch(&plan);
+        let submitted = self.model.submit(&batch)?;
+        for &id in &plan.admitted {
+            let cached_tokens = self.scheduler.get(id).expect("admitted sequences are running").cached_tokens as u32;
+            events.push(Event { id, t_s: start, kind: EventKind::Scheduled { cached_tokens } });
+        }
+        let decode_tokens = plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum();
+        Ok(Some(InFlight {
+            submitted,
+            plan,
+            start,
+            rows: Vec::new(),
+            finishing: Vec::new(),
+            batched_tokens: batch.tokens.len(),
+            decode_tokens,
+        }))
+    }
+
+    /// Awaits a launched step's ids, puts them in place of its placeholders and records its
+    /// events (stamped when the ids arrived) and stats.
+    async fn resolve(&mut self, current: InFlight, events: &mut Vec<Event>) -> Result<StepStats> {
+        let sampled = self.model.ids(current.submitted).await?;
+        let t = now_s();
+        let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
+        let (tokens, finished) = self.scheduler.resolve(&current.rows, &sampled, current.finishing);
+        for (id, index, token) in tokens {
+            let kind = if index == 0 { EventKind::FirstToken { token } } else { EventKind::Token { token } };
+            events.push(Event { id, t_s: t, kind });
+        }
+        for (seq, reason) in finished {
+            events.push(Event { id: seq.id, t_s: t, kind: EventKind::Finished { reason } });
+        }
+        // The step ran from its submission, or from the end of the step before it on the GPU.
+        let began = current.start.max(self.last_resolved_s);
+        self.last_resolved_s = t;
+        let (used, total) = self.kv_blocks();
+        Ok(StepStats {
+            t_s: t,
+            duration_s: t - began,
+            running: self.scheduler.running.len(),
+            waiting: self.scheduler.waiting.len(),
+            batched_tokens: current.batched_tokens,
+            decode_tokens: current.decode_tokens,
+            kv_blocks_used: used,
+            kv_blocks_total: total,
+            kv_blocks_cached: self.scheduler.blocks.cached_free(),
+            readback_lag_s,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
+            profiled: false,
+        })
+    }
+
+    /// One step, committed before the next is planned (no overlap).
+    async fn step_serial(&mut self, start: f64, mut events: Vec<Event>) -> Result<(Vec<Event>, Option<StepStats>)> {
         if let Some(draft) = &mut self.draft {
             // The draft model's steps are part of this step (and of its duration).
             self.scheduler.proposals = Some(draft.propose(&self.scheduler.running).await?);
@@ -215,6 +359,7 @@ impl Engine {
             return Ok((events, None));
         }
         let batch = self.batch(&plan);
+        let profiled = self.profile_next;
         let sampled = if self.profile_next {
             self.profile_next = false;
             let (ids, times) = self.model.profile_step(&batch).await?;
@@ -276,7 +421,9 @@ impl Engine {
             readback_lag_s,
             drafted_tokens,
             accepted_tokens,
+            profiled,
         };
+        self.last_resolved_s = t;
         Ok((events, Some(stats)))
     }
 

@@ -3,6 +3,7 @@
 //! chosen token ids.
 
 use super::kv::KvCache;
+pub use super::scheduler::PREVIOUS_ID;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
@@ -10,13 +11,27 @@ use crate::gpu::kernels::{
     HeadParams, KernelFamily, KernelOptions, PairParams, Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM,
     SPLIT_MAX_PAIRS,
 };
-use crate::gpu::readback::{self, Staging};
+use crate::gpu::readback::{self, PendingRead, Staging};
 use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
 use crate::limits;
 use crate::model::quant::WeightFormat;
 use crate::model::reference::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
+
+/// A step submitted by [`ForwardPass::submit`] whose ids are not read yet.
+#[must_use = "a submitted step's ids must be read (ForwardPass::ids) before two more steps are submitted"]
+pub struct Submitted {
+    rows: usize,
+    read: Option<(usize, PendingRead, wgpu::SubmissionIndex)>,
+}
+
+impl Submitted {
+    /// Logit rows, so ids, it will return.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
 
 /// Engine sizes the user may set; the adapter's limits may lower them (reported in [`ForwardPass::limits`]).
 #[derive(Debug, Clone)]
@@ -37,6 +52,25 @@ pub struct EngineOptions {
     /// Prefix caching (off by default): requests whose prompts start with the same full KV blocks
     /// share them and skip their prefill (see [`super::kv::BlockAllocator`]).
     pub prefix_cache: bool,
+    /// CPU/GPU overlap in decode ([`super::batcher`]): on by default (`TOKENMETER_OVERLAP=0`
+    /// natively, `?overlap=0` in the page: [`set_overlap`]); off in force with prefix caching or
+    /// speculative decoding, which need each step's ids before planning the next.
+    pub overlap: bool,
+}
+
+/// Whether engines loaded from now on overlap by default ([`EngineOptions::overlap`]).
+pub fn set_overlap(allowed: bool) {
+    OVERLAP.store(allowed, std::sync::atomic::Ordering::Relaxed);
+}
+
+static OVERLAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+fn overlap_allowed() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("TOKENMETER_OVERLAP").is_ok_and(|v| v.trim() == "0") {
+        return false;
+    }
+    OVERLAP.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Default for EngineOptions {
@@ -50,6 +84,7 @@ impl Default for EngineOptions {
             speculation: super::Speculation::Off,
             weights: WeightFormat::Bf16,
             prefix_cache: false,
+            overlap: overlap_allowed(),
         }
     }
 }
@@ -73,11 +108,17 @@ pub struct EngineLimits {
     /// Prefix caching in force (absent, so off, in results saved before it existed).
     #[serde(default)]
     pub prefix_cache: bool,
+    /// CPU/GPU overlap in force: each step was submitted before the previous one's ids were read
+    /// ([`EngineOptions::overlap`]; absent, so off, in results saved before it existed).
+    #[serde(default)]
+    pub overlap: bool,
 }
 
-/// One step's work. `tokens[i] = [id, position, seq, 0]` where `seq` indexes `block_tables`;
-/// `logit_rows` lists the tokens whose next-token choice is wanted (in output order), and
-/// `sampling` how to choose each (empty: all greedy).
+/// One step's work. `tokens[i] = [id, position, seq, 0]` where `seq` indexes `block_tables`, and
+/// `id` may be `PREVIOUS_ID | r`: the id row `r` of the step submitted just before chose, read on
+/// the GPU (CPU/GPU overlap, see [`ForwardPass::submit`]); `logit_rows` lists the tokens whose
+/// next-token choice is wanted (in output order), and `sampling` how to choose each (empty: all
+/// greedy).
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     pub tokens: Vec<[u32; 4]>,
@@ -152,7 +193,13 @@ pub struct ForwardPass {
     kernels: Kernels,
     buffers: Buffers,
     groups: Groups,
-    staging: Staging,
+    /// Two, used in turn: a step's ids come back while the next step runs ([`ForwardPass::submit`]).
+    staging: [Staging; 2],
+    /// Which of `staging` the next step reads back through, and which are awaiting a readback.
+    next_staging: usize,
+    staging_busy: [bool; 2],
+    /// Logit rows of the last step submitted: what `PREVIOUS_ID | r` may refer to in the next.
+    previous_rows: usize,
     /// See [`ForwardPass::readback_resolved_s`] (0: none yet).
     readback_resolved_s: f64,
 }
@@ -217,9 +264,22 @@ impl ForwardPass {
             ids: gpu.storage_buffer("next ids", s * 4),
         };
         let groups = bind_all(&gpu, &kernels, &weights, &kv, &buffers);
-        let staging = Staging::new(&gpu.device, "next ids readback", s * 4);
-        let mut model =
-            ForwardPass { gpu, cfg, weights, limits, kv, kernels, buffers, groups, staging, readback_resolved_s: 0.0 };
+        let staging = [0, 1].map(|i| Staging::new(&gpu.device, &format!("next ids readback {i}"), s * 4));
+        let mut model = ForwardPass {
+            gpu,
+            cfg,
+            weights,
+            limits,
+            kv,
+            kernels,
+            buffers,
+            groups,
+            staging,
+            next_staging: 0,
+            staging_busy: [false; 2],
+            previous_rows: 0,
+            readback_resolved_s: 0.0,
+        };
         model.warm_up().await?;
         Ok(model)
     }
@@ -245,8 +305,23 @@ impl ForwardPass {
     /// Runs one step and returns the next id of each logit row; a device fault (see
     /// [`Gpu::fault`]) is the step's error.
     pub async fn step(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        let submitted = self.submit(batch)?;
+        self.ids(submitted).await
+    }
+
+    /// Records and submits one step, and asks for its ids without waiting for them: the caller may
+    /// submit the next step (whose tokens may read these ids on the GPU, `PREVIOUS_ID | r`) before
+    /// awaiting [`ForwardPass::ids`]. At most two steps may await their ids at once.
+    pub fn submit(&mut self, batch: &Batch) -> Result<Submitted> {
         self.gpu.check()?;
-        let ids = self.step_unchecked(batch).await;
+        let submitted = self.submit_unchecked(batch);
+        self.checked(submitted)
+    }
+
+    /// The ids of a [`ForwardPass::submit`]ted step, once they are back on the CPU (natively: the
+    /// device is polled until that step, not any later one, is done).
+    pub async fn ids(&mut self, submitted: Submitted) -> Result<Vec<u32>> {
+        let ids = self.ids_unchecked(submitted).await;
         self.checked(ids)
     }
 
@@ -257,17 +332,34 @@ impl ForwardPass {
         result
     }
 
-    async fn step_unchecked(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+    fn submit_unchecked(&mut self, batch: &Batch) -> Result<Submitted> {
         let n = batch.logit_rows.len();
         let mut encoder = self.record(batch)?;
+        self.previous_rows = n;
         if n == 0 {
             // A prefill chunk that needs no token: nothing to wait for (the queue keeps order).
             self.gpu.queue.submit([encoder.finish()]);
-            return Ok(Vec::new());
+            return Ok(Submitted { rows: 0, read: None });
         }
-        self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
-        self.gpu.queue.submit([encoder.finish()]);
-        let (bytes, resolved_s) = self.staging.read_timed(&self.gpu.device, n as u64 * 4).await?;
+        let slot = self.next_staging;
+        if self.staging_busy[slot] {
+            return Err(Error::Invalid("a third step submitted before the first one's ids were read".into()));
+        }
+        self.next_staging = 1 - slot;
+        let bytes = n as u64 * 4;
+        self.staging[slot].copy_from(&mut encoder, &self.buffers.ids, bytes);
+        let index = self.gpu.queue.submit([encoder.finish()]);
+        // Asked for now, the mapping waits for this step only, not for the next one.
+        let pending = self.staging[slot].begin_read(bytes);
+        self.staging_busy[slot] = true;
+        Ok(Submitted { rows: n, read: Some((slot, pending, index)) })
+    }
+
+    async fn ids_unchecked(&mut self, submitted: Submitted) -> Result<Vec<u32>> {
+        let Some((slot, pending, index)) = submitted.read else { return Ok(Vec::new()) };
+        let read = self.staging[slot].finish_read(&self.gpu.device, pending, Some(index)).await;
+        self.staging_busy[slot] = false;
+        let (bytes, resolved_s) = read?;
         self.readback_resolved_s = resolved_s;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
@@ -282,6 +374,7 @@ impl ForwardPass {
     pub async fn step_logits(&mut self, batch: &Batch) -> Result<Vec<f32>> {
         self.gpu.check()?;
         let encoder = self.record(batch)?;
+        self.previous_rows = batch.logit_rows.len();
         self.gpu.queue.submit([encoder.finish()]);
         let count = batch.logit_rows.len() * self.cfg.vocab_size;
         let logits = readback::read_f32(&self.gpu.device, &self.gpu.queue, &self.buffers.logits, count).await;
@@ -300,13 +393,15 @@ impl ForwardPass {
         let rec = self.record_dispatches(batch)?;
         let times = rec.profile(&self.gpu).await?;
         let n = batch.logit_rows.len();
+        self.previous_rows = n;
         if n == 0 {
             return Ok((Vec::new(), times));
         }
+        let staging = Staging::new(&self.gpu.device, "profiled ids readback", n as u64 * 4);
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-        self.staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
+        staging.copy_from(&mut encoder, &self.buffers.ids, n as u64 * 4);
         self.gpu.queue.submit([encoder.finish()]);
-        let (bytes, resolved_s) = self.staging.read_timed(&self.gpu.device, n as u64 * 4).await?;
+        let (bytes, resolved_s) = staging.read_timed(&self.gpu.device, n as u64 * 4).await?;
         self.readback_resolved_s = resolved_s;
         Ok((bytemuck::pod_collect_to_vec(&bytes), times))
     }
@@ -330,10 +425,21 @@ impl ForwardPass {
                 batch.block_tables.len()
             )));
         }
-        if let Some(t) = batch.tokens.iter().find(|t| t[0] as usize >= cfg.vocab_size) {
+        if let Some(t) = batch.tokens.iter().find(|t| t[0] & PREVIOUS_ID == 0 && t[0] as usize >= cfg.vocab_size) {
             return Err(Error::Prompt(format!(
                 "token id {} is outside the vocabulary (size {})",
                 t[0], cfg.vocab_size
+            )));
+        }
+        if let Some(t) = batch
+            .tokens
+            .iter()
+            .find(|t| t[0] & PREVIOUS_ID != 0 && (t[0] & !PREVIOUS_ID) as usize >= self.previous_rows)
+        {
+            return Err(Error::Invalid(format!(
+                "token reads row {} of the previous step's ids, which had {} rows",
+                t[0] & !PREVIOUS_ID,
+                self.previous_rows
             )));
         }
         let q = &self.gpu.queue;
@@ -510,6 +616,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         speculation: o.speculation.clone(),
         max_logit_rows: (max_seqs * rows_per_seq).min(max_tokens),
         prefix_cache: o.prefix_cache,
+        overlap: o.overlap && !o.prefix_cache && o.speculation.max_draft() == 0,
     })
 }
 
@@ -580,7 +687,7 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
             .embed_tokens
             .chunks
             .iter()
-            .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, c, &b.x]))
+            .map(|c| k.bind(d, Kernel::Embed, "embed_tokens", &[&b.tokens, c, &b.x, &b.ids]))
             .collect(),
         layers,
         attention_merge: k.bind(d, Kernel::AttentionMerge, "attention merge", &[&b.partials, &b.attn]),

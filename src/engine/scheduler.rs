@@ -45,6 +45,15 @@ pub enum FinishReason {
     Cancelled,
 }
 
+/// CPU/GPU overlap: a token `PREVIOUS_ID | r` is the id that logit row `r` of the step still on
+/// the GPU will choose ([`Scheduler::commit_provisional`]); the next step's embedding reads it there.
+/// Vocabulary ids are far below it.
+pub const PREVIOUS_ID: u32 = 1 << 31;
+
+/// A token [`Scheduler::resolve`] put in place of its placeholder: (sequence id, index in its
+/// output, token).
+pub type Resolved = (u64, usize, u32);
+
 /// A request in the engine: prompt + output so far, and where its KV lives.
 #[derive(Debug)]
 pub struct Sequence {
@@ -456,7 +465,12 @@ impl Scheduler {
         let mut next = sampled.iter();
         let mut done = Vec::new();
         for item in &plan.items {
-            let idx = self.running.iter().position(|s| s.id == item.id).expect("planned sequences are running");
+            let Some(idx) = self.running.iter().position(|s| s.id == item.id) else {
+                // Gone since the plan was made (CPU/GPU overlap: it stopped at the step before, or
+                // was cancelled): its rows are discarded.
+                next.by_ref().take(item.rows()).for_each(drop);
+                continue;
+            };
             let seq = &mut self.running[idx];
             seq.computed = item.start + item.len;
             if item.sample.is_none() {
@@ -496,6 +510,81 @@ impl Scheduler {
             }
         }
         done
+    }
+
+    /// CPU/GPU overlap: commits a step whose ids are still on the GPU, so that the next step can
+    /// be planned before they arrive. Row `r`'s token is the placeholder `PREVIOUS_ID | r`, which
+    /// the next step's embedding reads from the GPU (`embed.wgsl`); lengths, positions and blocks
+    /// are exact, only stop ids are unknown. Returns each row's sequence id, for
+    /// [`Scheduler::resolve`], and the sequences that reached `max_new_tokens` (they finish now, but
+    /// their last token is only known then). Not with drafts or prefix caching (both need the ids).
+    pub fn commit_provisional(&mut self, plan: &Plan) -> (Vec<u64>, Vec<(Sequence, FinishReason)>) {
+        assert!(!self.blocks.prefix_caching(), "prefix caching hashes the real ids");
+        assert!(plan.items.iter().all(|p| p.draft.is_empty()), "a draft is verified against the real ids");
+        // Row r of the step is item r's (one each): sequences gone since planning skip theirs.
+        let rows: Vec<u64> = plan.items.iter().filter(|p| p.sample.is_some()).map(|p| p.id).collect();
+        let placeholders: Vec<u32> = (0..rows.len() as u32).map(|r| PREVIOUS_ID | r).collect();
+        let finished = self.commit(plan, &placeholders);
+        (rows, finished)
+    }
+
+    /// CPU/GPU overlap: puts the ids of a step committed by [`Scheduler::commit_provisional`] in
+    /// place of its placeholders (`rows[r]`: the sequence of row `r`, `ids[r]` its id). The
+    /// sequence is wherever it is now: running, queued again after a preemption, or in `finishing`
+    /// (finished by length at the provisional commit). One whose new token is a stop id finishes
+    /// now; its row in the step already planned after this one is discarded when that commits
+    /// (it is gone from `running`), and its blocks, freed now, are reused only by steps queued
+    /// after that one. A sequence cancelled meanwhile is skipped. Returns `(id, output index,
+    /// token)` of each token, in row order, and every sequence that finished: the stopped ones,
+    /// then all of `finishing` (whose reason becomes `Stop` when its last token is one).
+    pub fn resolve(
+        &mut self,
+        rows: &[u64],
+        ids: &[u32],
+        mut finishing: Vec<(Sequence, FinishReason)>,
+    ) -> (Vec<Resolved>, Vec<(Sequence, FinishReason)>) {
+        assert_eq!(rows.len(), ids.len(), "one id per provisional row");
+        let (mut tokens, mut done) = (Vec::new(), Vec::new());
+        for (r, (&id, &token)) in rows.iter().zip(ids).enumerate() {
+            let placeholder = PREVIOUS_ID | r as u32;
+            enum At {
+                Running(usize),
+                Waiting(usize),
+                Finishing(usize),
+            }
+            let at = if let Some(i) = self.running.iter().position(|s| s.id == id) {
+                At::Running(i)
+            } else if let Some(i) = self.waiting.iter().position(|s| s.id == id) {
+                At::Waiting(i)
+            } else if let Some(i) = finishing.iter().position(|(s, _)| s.id == id) {
+                At::Finishing(i)
+            } else {
+                continue; // cancelled
+            };
+            let seq = match at {
+                At::Running(i) => &mut self.running[i],
+                At::Waiting(i) => &mut self.waiting[i],
+                At::Finishing(i) => &mut finishing[i].0,
+            };
+            let Some(p) = seq.tokens.iter().rposition(|&t| t == placeholder) else { continue };
+            debug_assert_eq!(p + 1, seq.tokens.len(), "a placeholder is the sequence's last token");
+            seq.tokens[p] = token;
+            tokens.push((id, p - seq.prompt_len, token));
+            if !seq.stop_ids.contains(&token) {
+                continue;
+            }
+            match at {
+                At::Running(i) => {
+                    let mut seq = self.running.remove(i);
+                    self.blocks.release(&mut seq.blocks);
+                    done.push((seq, FinishReason::Stop));
+                }
+                At::Waiting(i) => done.push((self.waiting.remove(i).expect("found"), FinishReason::Stop)),
+                At::Finishing(i) => finishing[i].1 = FinishReason::Stop,
+            }
+        }
+        done.extend(finishing);
+        (tokens, done)
     }
 
     /// Prefix caching: registers `running[idx]`'s full blocks whose every slot holds committed K/V
@@ -748,6 +837,164 @@ mod tests {
             }
         }
         assert!(orders_differ > 100, "the policies should plan differently ({orders_differ} runs did)");
+    }
+
+    /// Every id in `STOPS` ends a sequence (about one token in 17 of [`next_token`]'s).
+    fn with_stops(mut arrivals: Vec<(usize, Sequence)>) -> Vec<(usize, Sequence)> {
+        for (_, seq) in &mut arrivals {
+            seq.stop_ids = (0..1000).filter(|t| t % 17 == 3).collect();
+        }
+        arrivals
+    }
+
+    /// (output, reason) of each finished sequence.
+    type Outcomes = BTreeMap<u64, (Vec<u32>, FinishReason)>;
+
+    /// Runs with [`next_token`] one step at a time, each committed before the next is planned.
+    fn run_serial(mut s: Scheduler, mut arrivals: Vec<(usize, Sequence)>) -> Outcomes {
+        let mut out = BTreeMap::new();
+        for step in 0..10_000 {
+            for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= step) {
+                s.add(seq);
+            }
+            if !s.has_work() && arrivals.is_empty() {
+                break;
+            }
+            let plan = s.schedule();
+            let ids: Vec<u32> = (plan.items.iter().filter(|p| p.sample.is_some()))
+                .map(|p| next_token(&s.get(p.id).expect("planned").tokens[..p.start + p.len]))
+                .collect();
+            for (seq, reason) in s.commit(&plan, &ids) {
+                assert!(out.insert(seq.id, (seq.output().to_vec(), reason)).is_none(), "finished twice");
+            }
+        }
+        assert!(!s.has_work(), "did not drain");
+        out
+    }
+
+    /// Runs as the engine does with CPU/GPU overlap: step n + 1 is planned on step n's provisional
+    /// commit and "submitted" (its ids computed, placeholders read from n's ids as the embedding
+    /// reads them on the GPU) before n's ids are resolved. `cancel`: (call, id) cancels `id` at the
+    /// start of that call, while its step is in flight. Returns the outcomes, and the tokens each
+    /// id got after its cancellation (none, when right).
+    fn run_overlapped(
+        mut s: Scheduler,
+        mut arrivals: Vec<(usize, Sequence)>,
+        cancel: Option<(usize, u64)>,
+    ) -> (Outcomes, usize) {
+        // The fake GPU: ids of a plan's rows, with `prev` the ids of the step before it.
+        let gpu = |s: &Scheduler, plan: &Plan, prev: &[u32]| -> Vec<u32> {
+            (plan.items.iter().filter(|p| p.sample.is_some()))
+                .map(|p| {
+                    let tokens = &s.get(p.id).expect("planned").tokens[..p.start + p.len];
+                    let real: Vec<u32> = (tokens.iter())
+                        .map(|&t| if t & PREVIOUS_ID != 0 { prev[(t & !PREVIOUS_ID) as usize] } else { t })
+                        .collect();
+                    next_token(&real)
+                })
+                .collect()
+        };
+        type InFlight = (Vec<u64>, Vec<u32>, Vec<(Sequence, FinishReason)>);
+        let (mut out, mut late) = (BTreeMap::new(), 0);
+        let mut in_flight: Option<InFlight> = None;
+        let mut cancelled = None;
+        for call in 0..10_000 {
+            for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= call) {
+                s.add(seq);
+            }
+            if let Some((at, id)) = cancel.filter(|&(at, _)| at == call) {
+                let _ = at;
+                if s.cancel(id).is_some() {
+                    cancelled = Some(id);
+                }
+                if let Some(f) = &mut in_flight {
+                    if let Some(i) = f.2.iter().position(|(q, _)| q.id == id) {
+                        f.2.remove(i);
+                        cancelled = Some(id);
+                    }
+                }
+            }
+            if in_flight.is_none() {
+                if !s.has_work() {
+                    if arrivals.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                let plan = s.schedule();
+                let ids = gpu(&s, &plan, &[]);
+                let (rows, finishing) = s.commit_provisional(&plan);
+                in_flight = Some((rows, ids, finishing));
+            }
+            let (rows, ids, finishing) = in_flight.take().expect("launched");
+            let next = s.has_work().then(|| s.schedule()).filter(|p| !p.items.is_empty()).map(|plan| {
+                let next_ids = gpu(&s, &plan, &ids);
+                (plan, next_ids)
+            });
+            let (tokens, done) = s.resolve(&rows, &ids, finishing);
+            late += tokens.iter().filter(|t| Some(t.0) == cancelled).count();
+            for (seq, reason) in done {
+                assert!(out.insert(seq.id, (seq.output().to_vec(), reason)).is_none(), "finished twice");
+            }
+            if let Some((plan, next_ids)) = next {
+                let (rows, finishing) = s.commit_provisional(&plan);
+                in_flight = Some((rows, next_ids, finishing));
+            }
+            for seq in s.running.iter().chain(&s.waiting) {
+                assert!(seq.tokens.iter().rev().skip(1).all(|&t| t & PREVIOUS_ID == 0), "an unresolved placeholder");
+            }
+        }
+        assert!(!s.has_work() && in_flight.is_none(), "did not drain");
+        assert_eq!(s.blocks.free(), s.blocks.total(), "blocks left held");
+        (out, late)
+    }
+
+    #[test]
+    fn overlapped_steps_give_the_same_tokens_and_reasons() {
+        let (mut stopped, mut preempted) = (0, 0);
+        for seed in 0..300 {
+            for policy in all_policies().into_iter().filter(|p| p.chunked_prefill) {
+                let (s, arrivals) = random_scheduler(seed, policy);
+                let serial = run_serial(s, with_stops(arrivals));
+                let (s, arrivals) = random_scheduler(seed, policy);
+                let (overlapped, _) = run_overlapped(s, with_stops(arrivals), None);
+                assert_eq!(overlapped, serial, "seed {seed}, {policy:?}");
+                stopped += serial.values().filter(|o| o.1 == FinishReason::Stop).count();
+                let (mut s, arrivals) = random_scheduler(seed, policy);
+                s.blocks = BlockAllocator::new(s.blocks.total() / 2 + 3);
+                let (_, arrivals_again) = random_scheduler(seed, policy);
+                let serial = run_serial(s, with_stops(arrivals));
+                let (mut s, _) = random_scheduler(seed, policy);
+                s.blocks = BlockAllocator::new(s.blocks.total() / 2 + 3);
+                let (overlapped, _) = run_overlapped(s, with_stops(arrivals_again), None);
+                assert_eq!(overlapped, serial, "seed {seed}, {policy:?}, half the blocks");
+                preempted += 1;
+            }
+        }
+        assert!(stopped > 500, "too few stops exercised ({stopped})");
+        assert!(preempted > 0);
+    }
+
+    #[test]
+    fn a_sequence_cancelled_while_its_step_is_in_flight_gets_no_more_tokens() {
+        let mut cancelled_mid_run = 0;
+        for seed in 0..200 {
+            for call in [1, 2, 4] {
+                let (s, arrivals) = random_scheduler(seed, Policy::default());
+                let serial = run_serial(s, with_stops(arrivals));
+                let (s, arrivals) = random_scheduler(seed, Policy::default());
+                let (overlapped, late) = run_overlapped(s, with_stops(arrivals), Some((call, 0)));
+                assert_eq!(late, 0, "seed {seed}: tokens after the cancellation");
+                // Everyone else is unaffected; 0 finished normally only if it was done before.
+                for (id, outcome) in &serial {
+                    if *id != 0 {
+                        assert_eq!(overlapped.get(id), Some(outcome), "seed {seed}, id {id}");
+                    }
+                }
+                cancelled_mid_run += usize::from(!overlapped.contains_key(&0));
+            }
+        }
+        assert!(cancelled_mid_run > 100, "too few cancellations exercised ({cancelled_mid_run})");
     }
 
     /// Running, in admission order: 1 with 12 prompt tokens left, 0 decoding; waiting: 2 (30

@@ -51,7 +51,7 @@ macro_rules! kernels {
 }
 
 kernels! {
-    Embed = "embed.wgsl", "embed", [Read, Weights, Write], Always;
+    Embed = "embed.wgsl", "embed", [Read, Weights, Write, Read], Always;
     RmsNorm = "rmsnorm.wgsl", "rms_norm", [Read, Read, Read, Write], Always;
     /// The general matmul, a 4-token register tile (the browser's; see [`MatmulTile`]).
     Matmul = "matmul.wgsl", "matmul_bf16", [Read, Weights, Write], TileFour;
@@ -250,7 +250,12 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// The constants both sides depend on, from their Rust definitions: the kernels declare none of
 /// these themselves, so a change here reaches the WGSL and the host's dispatch sizes together.
 pub fn wgsl_prelude() -> String {
-    let constants: [(&str, usize, &str); 6] = [
+    let constants: [(&str, usize, &str); 7] = [
+        (
+            "PREVIOUS_ID",
+            crate::engine::forward::PREVIOUS_ID as usize,
+            "embed: a token that reads the previous step's id",
+        ),
         ("MAX_HEAD_DIM4", MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
         ("GPU_PART", ATTENTION_GPU_PART, "attention_split_gpu: positions a workgroup scores"),
         ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),

@@ -57,15 +57,40 @@ impl Staging {
     /// earliest the CPU can know the data is there. What runs between it and the caller's resumption
     /// (in the page: other tasks of the main thread) is the lag a token's timestamp carries.
     pub async fn read_timed(&self, device: &wgpu::Device, bytes: u64) -> Result<(Vec<u8>, f64)> {
+        let pending = self.begin_read(bytes);
+        self.finish_read(device, pending, None).await
+    }
+
+    /// Asks for the buffer's first `bytes` bytes once the GPU work submitted so far (the copy into
+    /// it) is done, without waiting. Called right after the submission that fills it, the mapping
+    /// does not wait for work submitted later (CPU/GPU overlap: step n + 1 runs while step n's ids
+    /// come back).
+    pub fn begin_read(&self, bytes: u64) -> PendingRead {
         let size = bytes.next_multiple_of(4);
         let (tx, rx) = futures_channel::oneshot::channel();
         self.buffer.map_async(wgpu::MapMode::Read, 0..size, move |r| {
             let _ = tx.send(r.map(|()| crate::clock::now_s()));
         });
+        PendingRead { rx, bytes }
+    }
+
+    /// Waits for a [`Staging::begin_read`] and returns its bytes, with the moment its map callback
+    /// ran. Natively the device is polled until `submission` is done (`None`: everything
+    /// submitted so far, which would stamp earlier work as late as the latest).
+    pub async fn finish_read(
+        &self,
+        device: &wgpu::Device,
+        pending: PendingRead,
+        submission: Option<wgpu::SubmissionIndex>,
+    ) -> Result<(Vec<u8>, f64)> {
+        let PendingRead { rx, bytes } = pending;
+        let size = bytes.next_multiple_of(4);
         #[cfg(not(target_arch = "wasm32"))]
-        device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
+        device
+            .poll(wgpu::PollType::Wait { submission_index: submission, timeout: None })
+            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
         #[cfg(target_arch = "wasm32")]
-        let _ = device;
+        let _ = (device, submission);
         let resolved_s = rx
             .await
             .map_err(|_| Error::Gpu("buffer map callback dropped".into()))?
@@ -77,4 +102,10 @@ impl Staging {
         self.buffer.unmap();
         Ok((out, resolved_s))
     }
+}
+
+/// A mapping asked for by [`Staging::begin_read`], not yet awaited.
+pub struct PendingRead {
+    rx: futures_channel::oneshot::Receiver<std::result::Result<f64, wgpu::BufferAsyncError>>,
+    bytes: u64,
 }

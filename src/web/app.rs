@@ -38,6 +38,9 @@ pub fn App() -> impl IntoView {
     // `?fused=0` runs the GPU family's norm and SwiGLU as their own kernels (before/after).
     let unfused = query("fused").is_some_and(|f| f == "0");
     crate::gpu::kernels::set_fusion(!unfused);
+    // `?overlap=0` reads each step's ids before submitting the next (CPU/GPU overlap off).
+    let serial = query("overlap").is_some_and(|f| f == "0");
+    crate::engine::forward::set_overlap(!serial);
     let state = AppState::new(lang, choice, history::load());
     provide_context(UiLang(state.lang));
     let t = use_text();
@@ -60,6 +63,9 @@ pub fn App() -> impl IntoView {
         }
         if unfused {
             pairs.push(("fused", "0".to_string()));
+        }
+        if serial {
+            pairs.push(("overlap", "0".to_string()));
         }
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);
