@@ -1,6 +1,6 @@
 //! Quantised weights (`--weights int8|int4`) on the whole model. Exactness: the GPU model equals
 //! the CPU reference run on the dequantised weights (logits close, greedy tokens equal), on the
-//! tiny fixtures and on the head_dim-128 ones at Qwen3-0.6B's widths. Cost: top-1 agreement and
+//! tiny fixtures and on the head_dim-128 one at Qwen3-0.6B's widths. Cost: top-1 agreement and
 //! logit RMSE against the bf16 model over the fixtures' prompts (printed; BENCHMARKS.md).
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -90,7 +90,9 @@ fn margin(row: &[f32]) -> f32 {
 #[test]
 fn quantised_model_equals_the_reference_on_dequantised_weights() {
     pollster::block_on(async {
-        for name in FIXTURES.iter().chain(&REAL_FIXTURES) {
+        // At real widths the 0.6B-width fixture only: quantisation changes the matmuls, not the
+        // attention shapes the other head_dim-128 fixture adds (CI time).
+        for name in FIXTURES.iter().chain(&["real-0.6b-2layers"]) {
             let prompt: Vec<u32> = prompts(name).into_iter().find(|p| p.len() >= 7).unwrap()[..7].to_vec();
             with_fixture(name, async |ckpt: &dyn Fixture| {
                 for format in QUANTISED {
