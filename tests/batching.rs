@@ -191,3 +191,23 @@ fn overlap_changes_no_token() {
         assert_eq!(runs[0], runs[1], "overlap on (left) and off (right)");
     });
 }
+
+/// A run stopped with a step still on the GPU (the page's stop button, a saturation stop) drops
+/// its engine with that step's readback unread; the model goes back to the page's pool, and the
+/// next engine over it must still work.
+#[test]
+fn a_model_taken_from_an_engine_with_a_step_in_flight_serves_the_next_one() {
+    pollster::block_on(async {
+        let name = "tiny-mha";
+        let case = &reference(name).cases[1];
+        let mut e = engine(name, EngineOptions::default()).await;
+        e.submit(greedy(&case.prompt_ids, 16)).unwrap();
+        for _ in 0..3 {
+            e.step().await.unwrap();
+        }
+        assert!(e.has_work(), "a step is in flight");
+        let mut next = tokenmeter::engine::Engine::new(e.model);
+        let done = generate(&mut next, vec![greedy(&case.prompt_ids, case.max_new_tokens)], &mut |_| {}).await.unwrap();
+        assert_eq!(done[0].tokens, case.tokens);
+    });
+}

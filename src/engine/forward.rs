@@ -311,7 +311,8 @@ impl ForwardPass {
 
     /// Records and submits one step, and asks for its ids without waiting for them: the caller may
     /// submit the next step (whose tokens may read these ids on the GPU, `PREVIOUS_ID | r`) before
-    /// awaiting [`ForwardPass::ids`]. At most two steps may await their ids at once.
+    /// awaiting [`ForwardPass::ids`]. At most two steps may await their ids at once: a third
+    /// submission abandons the oldest readback (as when a `Submitted` was dropped unread).
     pub fn submit(&mut self, batch: &Batch) -> Result<Submitted> {
         self.gpu.check()?;
         let submitted = self.submit_unchecked(batch);
@@ -343,7 +344,9 @@ impl ForwardPass {
         }
         let slot = self.next_staging;
         if self.staging_busy[slot] {
-            return Err(Error::Invalid("a third step submitted before the first one's ids were read".into()));
+            // Its reader was dropped unread (an engine dropped with a step in flight, at the end
+            // of a stopped run): cancel that mapping so the buffer can take this step's ids.
+            self.staging[slot].abandon();
         }
         self.next_staging = 1 - slot;
         let bytes = n as u64 * 4;

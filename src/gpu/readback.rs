@@ -44,6 +44,11 @@ impl Staging {
         Staging { buffer }
     }
 
+    /// Unmaps the buffer, cancelling a mapping still pending (its reader was dropped).
+    pub fn abandon(&self) {
+        self.buffer.unmap();
+    }
+
     pub fn copy_from(&self, encoder: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, bytes: u64) {
         encoder.copy_buffer_to_buffer(src, 0, &self.buffer, 0, bytes.next_multiple_of(4));
     }
