@@ -850,9 +850,10 @@ mod tests {
     /// (output, reason) of each finished sequence.
     type Outcomes = BTreeMap<u64, (Vec<u32>, FinishReason)>;
 
-    /// Runs with [`next_token`] one step at a time, each committed before the next is planned.
-    fn run_serial(mut s: Scheduler, mut arrivals: Vec<(usize, Sequence)>) -> Outcomes {
-        let mut out = BTreeMap::new();
+    /// Runs with [`next_token`] one step at a time, each committed before the next is planned;
+    /// also returns how many preemptions there were.
+    fn run_serial(mut s: Scheduler, mut arrivals: Vec<(usize, Sequence)>) -> (Outcomes, u32) {
+        let (mut out, mut preemptions) = (BTreeMap::new(), 0);
         for step in 0..10_000 {
             for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= step) {
                 s.add(seq);
@@ -865,11 +866,12 @@ mod tests {
                 .map(|p| next_token(&s.get(p.id).expect("planned").tokens[..p.start + p.len]))
                 .collect();
             for (seq, reason) in s.commit(&plan, &ids) {
+                preemptions += seq.preemptions;
                 assert!(out.insert(seq.id, (seq.output().to_vec(), reason)).is_none(), "finished twice");
             }
         }
         assert!(!s.has_work(), "did not drain");
-        out
+        (out, preemptions)
     }
 
     /// Runs as the engine does with CPU/GPU overlap: step n + 1 is planned on step n's provisional
@@ -902,8 +904,7 @@ mod tests {
             for (_, seq) in arrivals.extract_if(.., |(at, _)| *at <= call) {
                 s.add(seq);
             }
-            if let Some((at, id)) = cancel.filter(|&(at, _)| at == call) {
-                let _ = at;
+            if let Some((_, id)) = cancel.filter(|&(at, _)| at == call) {
                 if s.cancel(id).is_some() {
                     cancelled = Some(id);
                 }
@@ -954,25 +955,27 @@ mod tests {
         let (mut stopped, mut preempted) = (0, 0);
         for seed in 0..300 {
             for policy in all_policies().into_iter().filter(|p| p.chunked_prefill) {
-                let (s, arrivals) = random_scheduler(seed, policy);
-                let serial = run_serial(s, with_stops(arrivals));
-                let (s, arrivals) = random_scheduler(seed, policy);
-                let (overlapped, _) = run_overlapped(s, with_stops(arrivals), None);
-                assert_eq!(overlapped, serial, "seed {seed}, {policy:?}");
-                stopped += serial.values().filter(|o| o.1 == FinishReason::Stop).count();
-                let (mut s, arrivals) = random_scheduler(seed, policy);
-                s.blocks = BlockAllocator::new(s.blocks.total() / 2 + 3);
-                let (_, arrivals_again) = random_scheduler(seed, policy);
-                let serial = run_serial(s, with_stops(arrivals));
-                let (mut s, _) = random_scheduler(seed, policy);
-                s.blocks = BlockAllocator::new(s.blocks.total() / 2 + 3);
-                let (overlapped, _) = run_overlapped(s, with_stops(arrivals_again), None);
-                assert_eq!(overlapped, serial, "seed {seed}, {policy:?}, half the blocks");
-                preempted += 1;
+                // As drawn, and with about half the KV blocks (more preemptions).
+                for scarce in [false, true] {
+                    let setup = || {
+                        let (mut s, arrivals) = random_scheduler(seed, policy);
+                        if scarce {
+                            s.blocks = BlockAllocator::new(s.blocks.total() / 2 + 3);
+                        }
+                        (s, with_stops(arrivals))
+                    };
+                    let (s, arrivals) = setup();
+                    let (serial, preemptions) = run_serial(s, arrivals);
+                    let (s, arrivals) = setup();
+                    let (overlapped, _) = run_overlapped(s, arrivals, None);
+                    assert_eq!(overlapped, serial, "seed {seed}, {policy:?}, scarce blocks {scarce}");
+                    stopped += serial.values().filter(|o| o.1 == FinishReason::Stop).count();
+                    preempted += preemptions;
+                }
             }
         }
         assert!(stopped > 500, "too few stops exercised ({stopped})");
-        assert!(preempted > 0);
+        assert!(preempted > 0, "no preemption exercised");
     }
 
     #[test]
@@ -981,7 +984,7 @@ mod tests {
         for seed in 0..200 {
             for call in [1, 2, 4] {
                 let (s, arrivals) = random_scheduler(seed, Policy::default());
-                let serial = run_serial(s, with_stops(arrivals));
+                let (serial, _) = run_serial(s, with_stops(arrivals));
                 let (s, arrivals) = random_scheduler(seed, Policy::default());
                 let (overlapped, late) = run_overlapped(s, with_stops(arrivals), Some((call, 0)));
                 assert_eq!(late, 0, "seed {seed}: tokens after the cancellation");
