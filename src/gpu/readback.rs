@@ -91,9 +91,13 @@ impl Staging {
         let PendingRead { rx, bytes } = pending;
         let size = bytes.next_multiple_of(4);
         #[cfg(not(target_arch = "wasm32"))]
-        device
-            .poll(wgpu::PollType::Wait { submission_index: submission, timeout: None })
-            .map_err(|e| Error::Gpu(format!("device poll failed: {e}")))?;
+        if let Err(e) = device.poll(wgpu::PollType::Wait { submission_index: submission, timeout: None }) {
+            // A submission that failed (the device was lost meanwhile) has no index to wait for:
+            // wait for what did go through, which runs the device's callbacks (its loss, which
+            // the caller reports in place of this error).
+            let _ = device.poll(wgpu::PollType::wait_indefinitely());
+            return Err(Error::Gpu(format!("device poll failed: {e}")));
+        }
         #[cfg(target_arch = "wasm32")]
         let _ = (device, submission);
         let resolved_s = rx
