@@ -235,6 +235,14 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
         Some(crate::engine::Speculation::Draft { k, model }) => parts.push(format!("speculation draft:{model}:{k}")),
         _ => {}
     }
+    if let Some(e) = &rc.engine {
+        if e.prefix_cache {
+            parts.push("prefix cache".to_string());
+        }
+        if e.overlap {
+            parts.push("CPU/GPU overlap".to_string());
+        }
+    }
     if let Some(d) = rc.workload.as_ref().and_then(|w| w.dataset.as_ref()) {
         parts.push(format!("dataset {} ({}, {} of {} rows)", d.file, d.format.name(), d.rows_kept, d.rows_read));
     }

@@ -153,6 +153,8 @@ await check(/µs \(cross-origin isolated\)/.test(timer), `timer resolution not f
 const ran = await text('ran');
 console.log(ran);
 await check(/(cpu|gpu) kernels · tile \d/.test(ran) && /tokenmeter \d/.test(ran), `the report does not say what ran: ${ran}`);
+// The default run overlaps CPU and GPU (no speculation, no prefix cache): the record says so.
+await check(/CPU\/GPU overlap/.test(ran), `the report does not say the steps overlapped: ${ran}`);
 await check(/maxStorageBufferBindingSize/.test(await text('adapter')), 'adapter limits not shown');
 // The roofline probe from the adapter card: copy bandwidth and FMA rate, as positive numbers.
 await byId('roofline-measure').click();
@@ -559,7 +561,8 @@ async function engineChecks() {
   console.log(`switches in the record: ${JSON.stringify({ kernels: switched.kernels, scheduler: switched.scheduler, speculation: switched.engine.speculation })}`);
   await check(switched.kernels.weight_format === 'int8' && switched.engine.speculation.kind === 'ngram'
     && switched.engine.speculation.k === 2 && switched.scheduler.order === 'decode-first'
-    && switched.scheduler.chunked_prefill === false, 'the run record does not show the switches');
+    && switched.scheduler.chunked_prefill === false && switched.engine.overlap === false,
+    'the run record does not show the switches (speculation runs without CPU/GPU overlap)');
   await check(/decode-first · whole prefills/.test(await text('ran')) && /speculation ngram:2/.test(await text('ran')),
     `the report does not show the switches: ${await text('ran')}`);
   await check(page.url().includes('weights=int8') && page.url().includes('speculate=ngram'), `switches not in the URL: ${page.url()}`);
