@@ -294,11 +294,8 @@ impl Engine {
         }
         let batch = self.batch(&plan);
         let submitted = self.model.submit(&batch)?;
-        for &id in &plan.admitted {
-            let cached_tokens = self.scheduler.get(id).expect("admitted sequences are running").cached_tokens as u32;
-            events.push(Event { id, t_s: start, kind: EventKind::Scheduled { cached_tokens } });
-        }
-        let decode_tokens = plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum();
+        self.admitted_events(&plan, start, events);
+        let decode_tokens = decode_tokens(&plan);
         Ok(Some(InFlight {
             submitted,
             plan,
@@ -345,6 +342,14 @@ impl Engine {
         })
     }
 
+    /// `Scheduled` events, stamped `start`, for the sequences `plan` admitted for the first time.
+    fn admitted_events(&self, plan: &Plan, start: f64, events: &mut Vec<Event>) {
+        for &id in &plan.admitted {
+            let cached_tokens = self.scheduler.get(id).expect("admitted sequences are running").cached_tokens as u32;
+            events.push(Event { id, t_s: start, kind: EventKind::Scheduled { cached_tokens } });
+        }
+    }
+
     /// One step, committed before the next is planned (no overlap).
     async fn step_serial(&mut self, start: f64, mut events: Vec<Event>) -> Result<(Vec<Event>, Option<StepStats>)> {
         if let Some(draft) = &mut self.draft {
@@ -370,10 +375,7 @@ impl Engine {
         };
         let t = now_s();
         let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
-        for &id in &plan.admitted {
-            let cached_tokens = self.scheduler.get(id).expect("admitted sequences are running").cached_tokens as u32;
-            events.push(Event { id, t_s: start, kind: EventKind::Scheduled { cached_tokens } });
-        }
+        self.admitted_events(&plan, start, &mut events);
         // Output lengths before the commit: what follows is this step's tokens (one, or with a
         // draft up to 1 + accepted), all stamped `t`.
         let before: Vec<(u64, usize, usize)> = plan
@@ -414,7 +416,7 @@ impl Engine {
             running: self.scheduler.running.len(),
             waiting: self.scheduler.waiting.len(),
             batched_tokens: batch.tokens.len(),
-            decode_tokens: plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum(),
+            decode_tokens: decode_tokens(&plan),
             kv_blocks_used: used,
             kv_blocks_total: total,
             kv_blocks_cached: self.scheduler.blocks.cached_free(),
@@ -451,4 +453,9 @@ impl Engine {
         }
         batch
     }
+}
+
+/// Tokens of `plan`'s decoding sequences: one each, plus their draft tokens ([`StepStats`]).
+fn decode_tokens(plan: &Plan) -> usize {
+    plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum()
 }

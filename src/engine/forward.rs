@@ -22,15 +22,7 @@ use crate::model::{Qwen3Config, TensorProvider};
 /// A step submitted by [`ForwardPass::submit`] whose ids are not read yet.
 #[must_use = "a submitted step's ids must be read (ForwardPass::ids) before two more steps are submitted"]
 pub struct Submitted {
-    rows: usize,
     read: Option<(usize, PendingRead, wgpu::SubmissionIndex)>,
-}
-
-impl Submitted {
-    /// Logit rows, so ids, it will return.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
 }
 
 /// Engine sizes the user may set; the adapter's limits may lower them (reported in [`ForwardPass::limits`]).
@@ -340,7 +332,7 @@ impl ForwardPass {
         if n == 0 {
             // A prefill chunk that needs no token: nothing to wait for (the queue keeps order).
             self.gpu.queue.submit([encoder.finish()]);
-            return Ok(Submitted { rows: 0, read: None });
+            return Ok(Submitted { read: None });
         }
         let slot = self.next_staging;
         if self.staging_busy[slot] {
@@ -355,7 +347,7 @@ impl ForwardPass {
         // Asked for now, the mapping waits for this step only, not for the next one.
         let pending = self.staging[slot].begin_read(bytes);
         self.staging_busy[slot] = true;
-        Ok(Submitted { rows: n, read: Some((slot, pending, index)) })
+        Ok(Submitted { read: Some((slot, pending, index)) })
     }
 
     async fn ids_unchecked(&mut self, submitted: Submitted) -> Result<Vec<u32>> {
