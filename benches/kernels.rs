@@ -1,9 +1,15 @@
 //! Kernel speed on the native adapter: matmul shapes of Qwen3-0.6B at decode and prefill sizes,
-//! as achieved weight GB/s (decode) or GFLOP/s (prefill) next to the adapter's roofline.
-//! `cargo bench --bench kernels`
+//! as achieved weight GB/s (decode) or GFLOP/s (prefill) next to the adapter's roofline; then the
+//! GPU family's prefill attention (Qwen3-0.6B's 16 / 8 heads of 128) tiled over queries and a
+//! workgroup per (token, head, part), on the same chunk.
+//! `cargo bench --bench kernels [NAME FILTER]`
 
 #![cfg_attr(target_arch = "wasm32", allow(unused_imports))]
 use tokenmeter::clock::now_s;
+use tokenmeter::gpu::kernels::{
+    attention_prefill_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
+    KernelFamily, KernelOptions,
+};
 use tokenmeter::gpu::roofline::{self, wait_idle};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
 use tokenmeter::model::weights::Matrix;
@@ -39,22 +45,7 @@ async fn run() {
         let y = gpu.storage_buffer("y", (m * n * 4) as u64);
         let binds: Vec<_> =
             w.chunks.iter().map(|c| kernels.bind(&gpu.device, Kernel::Matmul, "bench", &[&x, c, &y])).collect();
-        let mut times = Vec::new();
-        for i in 0..6 {
-            let mut rec = StepRecorder::new(&kernels, 65_535);
-            w.record_matmul(&mut rec, &binds, m, false);
-            let mut enc = gpu.device.create_command_encoder(&Default::default());
-            rec.encode(&gpu.queue, &mut enc);
-            wait_idle(&gpu).await.unwrap();
-            let t = now_s();
-            gpu.queue.submit([enc.finish()]);
-            wait_idle(&gpu).await.unwrap();
-            if i > 0 {
-                times.push(now_s() - t);
-            }
-        }
-        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let t = times[times.len() / 2];
+        let t = median_s(&gpu, &kernels, |rec| w.record_matmul(rec, &binds, m, false)).await;
         let gb_s = (n * k * 2) as f64 / t / 1e9;
         let gflop_s = 2.0 * (m * n * k) as f64 / t / 1e9;
         println!(
@@ -63,5 +54,95 @@ async fn run() {
             100.0 * gb_s / roof.copy_gb_s,
             100.0 * gflop_s / roof.fma_gflop_s
         );
+    }
+    attention_prefill(&gpu, filter.as_deref(), roof.fma_gflop_s).await;
+}
+
+/// Median of 5 timed runs (after one warm-up) of the dispatches `record` makes.
+#[cfg(not(target_arch = "wasm32"))]
+async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut StepRecorder<'a>)) -> f64 {
+    let mut times = Vec::new();
+    for i in 0..6 {
+        let mut rec = StepRecorder::new(kernels, gpu.limits.max_compute_workgroups_per_dimension);
+        record(&mut rec);
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        rec.encode(&gpu.queue, &mut enc);
+        wait_idle(gpu).await.unwrap();
+        let t = now_s();
+        gpu.queue.submit([enc.finish()]);
+        wait_idle(gpu).await.unwrap();
+        if i > 0 {
+            times.push(now_s() - t);
+        }
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    times[times.len() / 2]
+}
+
+/// A 512-token prefill chunk of one sequence ending at context 512 and 2,048, through the GPU
+/// family's two attention paths. GFLOP/s counts 4 * head_dim per (query, visible key) pair.
+#[cfg(not(target_arch = "wasm32"))]
+async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64) {
+    let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
+    let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu) };
+    let kernels = Kernels::with_options(&gpu.device, options);
+    for context in [512usize, 2048] {
+        let name = format!("attention prefill {chunk} at {context}");
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let max_blocks = context / block_size;
+        let tokens: Vec<[u32; 4]> = (context - chunk..context).map(|p| [0, p as u32, 0, 0]).collect();
+        let tables: Vec<u32> = (0..max_blocks as u32).collect();
+        let width = (n_heads + 2 * n_kv) * hd;
+        let cache = (context * n_kv * hd * 4) as u64;
+        let qkv = gpu.storage_buffer("qkv", (chunk * width * 4) as u64);
+        let tb = gpu.storage_with("tokens", bytemuck::cast_slice(&tokens));
+        let btb = gpu.storage_with("tables", bytemuck::cast_slice(&tables));
+        let (kb, vb) = (gpu.storage_buffer("k", cache), gpu.storage_buffer("v", cache));
+        let out = gpu.storage_buffer("out", (chunk * n_heads * hd * 4) as u64);
+        let partials_floats = 4 << 20;
+        let partials = gpu.storage_buffer("partials", partials_floats as u64 * 4);
+        let d = &gpu.device;
+        let whole = kernels.bind(d, Kernel::Attention, "whole", &[&qkv, &tb, &btb, &kb, &vb, &out]);
+        let parts = kernels.bind(d, Kernel::AttentionSplit, "parts", &[&qkv, &tb, &btb, &kb, &vb, &partials]);
+        let merge = kernels.bind(d, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+        let p = HeadParams {
+            n_tokens: chunk as u32,
+            n_heads: n_heads as u32,
+            n_kv_heads: n_kv as u32,
+            head_dim: hd as u32,
+            qkv_width: width as u32,
+            block_size: block_size as u32,
+            max_blocks: max_blocks as u32,
+            eps_or_scale: 1.0 / (hd as f32).sqrt(),
+            splits: 1,
+            token_begin: 0,
+            direct: 0,
+            _pad: 0,
+        };
+        let pairs: usize = tokens.iter().map(|t| t[1] as usize + 1).sum::<usize>() * n_heads;
+        let gflop = (4 * hd * pairs) as f64 / 1e9;
+        let tiled_splits = attention_prefill_splits(chunk, n_heads, hd, context);
+        let tiled = median_s(gpu, &kernels, |rec| {
+            record_attention_prefill(rec, &whole, (&parts, &merge), &p, tiled_splits, partials_floats)
+        })
+        .await;
+        let splits = attention_splits_gpu(chunk, n_heads, hd, context);
+        let per_token = median_s(gpu, &kernels, |rec| {
+            record_attention_split(rec, &whole, (&parts, &merge), &p, splits, partials_floats)
+        })
+        .await;
+        for (path, t, parts) in
+            [("tiled over queries", tiled, tiled_splits), ("a workgroup per token", per_token, splits)]
+        {
+            println!(
+                "{name:<30} {path:<22} {parts:>2} parts {:>8.3} ms  {:>7.1} GFLOP/s ({:>5.1}% of FMA)",
+                t * 1e3,
+                gflop / t,
+                100.0 * gflop / t / fma_gflop_s
+            );
+        }
+        println!("{name:<30} tiled / per token: {:.2}x faster", per_token / tiled);
     }
 }

@@ -239,3 +239,170 @@ fn attention_split_gpu(
         out[o + 3u] = acc.w;
     }
 }
+
+// The GPU family's prefill attention, tiled over queries: a workgroup of 64 takes one q head for a
+// tile of consecutive tokens of one sequence (the host dispatches each prefill run of a step on
+// its own: `record_attention`), so every K and V row it stages in workgroup memory serves the
+// whole tile instead of one query. Lanes per query L = the power of two with L * PREFILL_SLICE
+// vec4 >= head_dim / 4, queries per tile 64 / L (16 at head_dim 128); lane (i, c) owns q and the
+// accumulator of query i at vec4 columns c, c + L, c + 2L, ... (interleaved, so the L lanes of a
+// query read neighbouring words). Keys go in blocks of min(PREFILL_KEYS, PREFILL_KV4 / (head_dim
+// / 4)): stage K, each lane's partial dots into workgroup memory, stage V while every lane of a
+// query adds its L partials (the same sums in the same order, so the L lanes agree on the online
+// softmax), then P . V. The causal mask is per query (key position < its own context). With
+// `splits` parts, part s of a tile covers the s-th of `splits` equal parts of the context of the
+// tile's last token and writes partials (as `attention_split`, merged by `attention_merge`);
+// with one part (`direct`) it writes the output itself. Workgroups are numbered
+// wg.x + wg.y * num_workgroups.x over (tile, head, part), heads of a tile adjacent (GQA heads
+// that share K/V run together).
+// Loop iterations per invocation (llvmpipe's budget, `attention_prefill_max_positions`): at most
+// PREFILL_SETUP_LOOPS, plus PREFILL_BLOCK_LOOPS per key block.
+var<workgroup> pf_kv: array<vec4<f32>, PREFILL_KV4>;
+var<workgroup> pf_dots: array<f32, 1024>; // (64 / L queries, PREFILL_KEYS, L lanes)
+
+@compute @workgroup_size(64)
+fn attention_prefill_gpu(
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let hd4 = p.head_dim / 4u;
+    var lanes = 1u;
+    while (lanes * PREFILL_SLICE < hd4) {
+        lanes *= 2u;
+    }
+    let per_tile = 64u / lanes;
+    let keys = min(PREFILL_KEYS, PREFILL_KV4 / hd4);
+    let tiles = (p.n_tokens + per_tile - 1u) / per_tile;
+    let idx = wg.x + wg.y * nwg.x;
+    if (idx >= tiles * p.n_heads * p.splits) {
+        return; // the whole workgroup: no barrier below is left waiting
+    }
+    let s = idx % p.splits;
+    let h = (idx / p.splits) % p.n_heads;
+    let tile = idx / (p.splits * p.n_heads);
+    let i = li / lanes;
+    let c = li % lanes;
+    let first = p.token_begin + tile * per_tile;
+    let end_token = p.token_begin + p.n_tokens;
+    let last = min(first + per_tile, end_token) - 1u;
+    let t = first + i;
+    let live = t < end_token;
+    // Positions this lane's query may see (0 for the lanes past the run: everything masked).
+    var ctx = 0u;
+    if (live) {
+        ctx = tokens[t].y + 1u;
+    }
+    let tile_ctx = tokens[last].y + 1u;
+    let part = (tile_ctx + p.splits - 1u) / p.splits;
+    let begin = min(s * part, tile_ctx);
+    let end = min(begin + part, tile_ctx);
+    let kv_head = h / (p.n_heads / p.n_kv_heads);
+    let table = tokens[last].z * p.max_blocks;
+
+    var q: array<vec4<f32>, PREFILL_SLICE>;
+    var acc: array<vec4<f32>, PREFILL_SLICE>;
+    var weight: array<f32, PREFILL_KEYS>;
+    let q_base = select(0u, t * (p.qkv_width / 4u) + h * hd4, live);
+    for (var d = 0u; d < PREFILL_SLICE; d++) {
+        let col = d * lanes + c;
+        q[d] = select(vec4<f32>(0.0), qkv[q_base + col] * p.scale, live && col < hd4);
+        acc[d] = vec4<f32>(0.0);
+    }
+    var running_max = -3.4e38;
+    var running_sum = 0.0;
+    for (var b0 = begin; b0 < end; b0 += keys) {
+        let n = min(keys, end - b0);
+        // K rows b0 .. b0 + n, neighbouring lanes on neighbouring words of a row.
+        for (var e = li; e < n * hd4; e += 64u) {
+            pf_kv[e] = k_cache[kv_base(table, b0 + e / hd4, kv_head, hd4) + e % hd4];
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < PREFILL_KEYS; j++) {
+            var dot4 = vec4<f32>(0.0);
+            for (var d = 0u; d < PREFILL_SLICE; d++) {
+                let col = d * lanes + c;
+                if (j < n && col < hd4) {
+                    dot4 += q[d] * pf_kv[j * hd4 + col];
+                }
+            }
+            pf_dots[(i * PREFILL_KEYS + j) * lanes + c] = (dot4.x + dot4.y) + (dot4.z + dot4.w);
+        }
+        workgroupBarrier();
+        for (var e = li; e < n * hd4; e += 64u) {
+            pf_kv[e] = v_cache[kv_base(table, b0 + e / hd4, kv_head, hd4) + e % hd4];
+        }
+        var block_max = -3.4e38;
+        for (var j = 0u; j < PREFILL_KEYS; j++) {
+            var score = 0.0;
+            for (var l = 0u; l < PREFILL_SLICE; l++) {
+                if (l < lanes) {
+                    score += pf_dots[(i * PREFILL_KEYS + j) * lanes + l];
+                }
+            }
+            weight[j] = score;
+            if (j < n && b0 + j < ctx) {
+                block_max = max(block_max, score);
+            }
+        }
+        let new_max = max(running_max, block_max);
+        let correction = exp(running_max - new_max);
+        running_sum *= correction;
+        for (var j = 0u; j < PREFILL_KEYS; j++) {
+            var w = 0.0;
+            if (j < n && b0 + j < ctx) {
+                w = exp(weight[j] - new_max);
+            }
+            weight[j] = w;
+            running_sum += w;
+        }
+        running_max = new_max;
+        for (var d = 0u; d < PREFILL_SLICE; d++) {
+            acc[d] *= correction;
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < PREFILL_KEYS; j++) {
+            for (var d = 0u; d < PREFILL_SLICE; d++) {
+                let col = d * lanes + c;
+                if (j < n && col < hd4) {
+                    acc[d] += weight[j] * pf_kv[j * hd4 + col];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    if (!live) {
+        return;
+    }
+    if (p.direct != 0u) {
+        let inv = 1.0 / running_sum;
+        for (var d = 0u; d < PREFILL_SLICE; d++) {
+            let col = d * lanes + c;
+            if (col < hd4) {
+                let o = (t * p.n_heads + h) * p.head_dim + 4u * col;
+                let v = acc[d] * inv;
+                out[o] = v.x;
+                out[o + 1u] = v.y;
+                out[o + 2u] = v.z;
+                out[o + 3u] = v.w;
+            }
+        }
+        return;
+    }
+    // An empty part (a query whose context ends before it) leaves sum 0: it adds nothing in the merge.
+    let o_base = (((t - p.token_begin) * p.n_heads + h) * p.splits + s) * (p.head_dim + 2u);
+    if (c == 0u) {
+        out[o_base] = running_max;
+        out[o_base + 1u] = running_sum;
+    }
+    for (var d = 0u; d < PREFILL_SLICE; d++) {
+        let col = d * lanes + c;
+        if (col < hd4) {
+            let o = o_base + 2u + 4u * col;
+            out[o] = acc[d].x;
+            out[o + 1u] = acc[d].y;
+            out[o + 2u] = acc[d].z;
+            out[o + 3u] = acc[d].w;
+        }
+    }
+}

@@ -100,7 +100,11 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         Kernel::QkNormRope | Kernel::QkNormRopeGpu => {
             (bytes(bytemuck::bytes_of(&head)), head_fields(("eps", F(0.5)), &[]))
         }
-        Kernel::Attention | Kernel::AttentionSplit | Kernel::AttentionSplitGpu | Kernel::AttentionMerge => (
+        Kernel::Attention
+        | Kernel::AttentionSplit
+        | Kernel::AttentionSplitGpu
+        | Kernel::AttentionPrefillGpu
+        | Kernel::AttentionMerge => (
             bytes(bytemuck::bytes_of(&head)),
             head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10)), ("direct", U(11))]),
         ),

@@ -12,9 +12,10 @@ use common::*;
 use tokenmeter::engine::forward::PREVIOUS_ID;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_max_positions, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_split,
-    record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams,
-    Prologue, RmsNormParams,
+    attention_max_positions, attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk,
+    attention_ranges, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_prefill,
+    record_attention_split, record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams,
+    MatmulTile, PairParams, Prologue, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -502,15 +503,72 @@ fn attention_over_paged_cache_with_gqa() {
     // split 3 ways through a partials buffer that holds two tokens at a time (three token ranges).
     let pairs = s.tokens.len() * s.n_heads;
     for (splits, partials) in [(1, 0), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))] {
-        attention_case(&s, 60, Some(splits), partials, 1e-5, KernelFamily::Cpu);
+        attention_case(&s, 60, Path::Split(splits), partials, 1e-5, KernelFamily::Cpu);
     }
     // The GPU family's workgroup-per-part kernel: unsplit (still through the partials), 16 ways,
     // and 3 ways over three token ranges.
     for (splits, partials) in
         [(1, pairs * (s.hd + 2)), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))]
     {
-        attention_case(&s, 60, Some(splits), partials, 1e-5, KernelFamily::Gpu);
+        attention_case(&s, 60, Path::Split(splits), partials, 1e-5, KernelFamily::Gpu);
     }
+}
+
+/// The GPU family's prefill attention, tiled over queries, at the three lane layouts (head_dim 40:
+/// 2 lanes a query, 32 queries a tile; 256: 8 lanes, 8 queries, blocks of 8 keys; 8: one lane, 64
+/// queries), in one part (output written directly) and in parts merged, with tiles cut short by
+/// the run's end and by a partials buffer smaller than a tile.
+#[test]
+fn prefill_attention_tiled_over_queries() {
+    let run = |n_heads, n_kv, hd, positions: std::ops::Range<u32>| HeadSetup {
+        n_heads,
+        n_kv,
+        hd,
+        block_size: 4,
+        max_blocks: 30,
+        tokens: positions.map(|p| [0, p, 1, 0]).collect(),
+        tables: (0..60u32).rev().collect(),
+    };
+    let gqa = run(6, 2, 40, 30..100);
+    let per_token = |s: &HeadSetup, splits: usize| s.n_heads * splits * (s.hd + 2);
+    for (splits, tokens_held) in [(1, 0), (3, 70), (3, 40), (16, 20)] {
+        let partials = tokens_held * per_token(&gqa, splits);
+        attention_case(&gqa, 60, Path::Prefill(splits), partials, 1e-5, KernelFamily::Gpu);
+    }
+    let wide = run(4, 1, 256, 0..20);
+    attention_case(&wide, 60, Path::Prefill(1), 0, 1e-5, KernelFamily::Gpu);
+    attention_case(&wide, 60, Path::Prefill(2), 20 * per_token(&wide, 2), 1e-5, KernelFamily::Gpu);
+    attention_case(&run(2, 2, 8, 0..100), 60, Path::Prefill(1), 0, 1e-5, KernelFamily::Gpu);
+}
+
+/// The ranges the GPU family records attention in: prefill runs (one sequence, consecutive
+/// positions, 16 tokens or more) tiled, everything between them gathered.
+#[test]
+fn attention_ranges_tile_prefill_runs_only() {
+    let seq = |s: u32, positions: std::ops::Range<u32>| positions.map(move |p| [0, p, s, 0]);
+    let tokens: Vec<[u32; 4]> = [[0, 70, 0, 0], [0, 9, 3, 0]]
+        .into_iter()
+        .chain(seq(1, 0..16)) // a run of exactly the minimum
+        .chain(seq(2, 5..20)) // one short of it
+        .chain(seq(4, 0..40))
+        .chain(seq(5, 0..20)) // the next sequence right after: a run of its own
+        .chain(seq(5, 30..50)) // a jump in position ends a run
+        .chain([[0, 3, 6, 0]])
+        .collect();
+    let got: Vec<_> = attention_ranges(&tokens).into_iter().map(|(r, tiled)| (r.start, r.end, tiled)).collect();
+    assert_eq!(
+        got,
+        [
+            (0, 2, false),
+            (2, 18, true),
+            (18, 33, false),
+            (33, 73, true),
+            (73, 93, true),
+            (93, 113, true),
+            (113, 114, false)
+        ]
+    );
+    assert!(attention_ranges(&[]).is_empty());
 }
 
 /// Attention at Qwen3's widths (head_dim 128, 16 / 8 heads) through the engine's own choice of
@@ -536,38 +594,45 @@ fn attention_at_real_widths() {
     assert_eq!(attention_splits(2, 16, 128, max + 1), 16);
     let decodes = HeadSetup { tokens: s.tokens[300..].to_vec(), ..s.clone() };
     for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
-        attention_case(&s, 120, None, 4 << 20, 2e-5, family);
-        attention_case(&decodes, 120, None, 4 << 20, 2e-5, family);
+        attention_case(&s, 120, Path::Engine, 4 << 20, 2e-5, family);
+        attention_case(&decodes, 120, Path::Engine, 4 << 20, 2e-5, family);
     }
-    // Long prefill: 2,048 tokens (positions 2,048..4,095 of one sequence) plus a decode at context
-    // 4,096 of another, 2 heads / 1 KV head so the CPU reference stays quick; a 1 MiB partials
-    // buffer forces several token ranges.
+    // Long prefill: 2,048 tokens (positions 2,368..4,415 of one sequence) plus a decode at context
+    // 4,416 of another, 2 heads / 1 KV head so the CPU reference stays quick; a 1 MiB partials
+    // buffer forces several token ranges. The GPU family tiles the chunk over queries in 4 parts,
+    // the last tile's exactly as long as the loop budget allows (cut short, it would be wrong).
     let long = HeadSetup {
         n_heads: 2,
         n_kv: 1,
         hd: 128,
         block_size: 16,
-        max_blocks: 256,
-        tokens: (2048..4096).map(|p| [0, p, 0, 0]).chain([[0, 4095, 1, 0]]).collect(),
-        tables: (0..512u32).map(|i| (i * 101) % 512).collect(),
+        max_blocks: 280,
+        tokens: (2368..4416).map(|p| [0, p, 0, 0]).chain([[0, 4415, 1, 0]]).collect(),
+        tables: (0..560u32).map(|i| (i * 101) % 560).collect(),
     };
-    assert_eq!(attention_splits(2049, 2, 128, 4096), 9);
-    assert_eq!(attention_splits_gpu(2049, 2, 128, 4096), 9);
+    assert_eq!(attention_splits(2049, 2, 128, 4416), 9);
+    assert_eq!(attention_prefill_max_positions(128), 1104);
+    assert_eq!(attention_prefill_splits(2048, 2, 128, 4416), 4);
+    assert_eq!(attention_splits_gpu(1, 2, 128, 4416), 16);
     for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
-        attention_case(&long, 512, None, 1 << 18, 2e-5, family);
+        attention_case(&long, 560, Path::Engine, 1 << 18, 2e-5, family);
     }
 }
 
-/// Runs attention over random q, K and V for `s` (a cache of `blocks` blocks) with `splits` parts
-/// (None: the engine's choice) and checks every (token, head) against the CPU reference.
-fn attention_case(
-    s: &HeadSetup,
-    blocks: usize,
-    splits: Option<usize>,
-    partials_floats: usize,
-    tol: f32,
-    family: KernelFamily,
-) {
+/// Which recording of attention a case runs.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    /// The engine's own choice (`record_attention`).
+    Engine,
+    /// `record_attention_split` with this many parts.
+    Split(usize),
+    /// `record_attention_prefill` (the tiled kernel, GPU family) with this many parts.
+    Prefill(usize),
+}
+
+/// Runs attention over random q, K and V for `s` (a cache of `blocks` blocks) through `path` and
+/// checks every (token, head) against the CPU reference.
+fn attention_case(s: &HeadSetup, blocks: usize, path: Path, partials_floats: usize, tol: f32, family: KernelFamily) {
     let g = gpu();
     let kernels = Kernels::with_options(&g.device, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
@@ -584,21 +649,22 @@ fn attention_case(
     let parts = kernels.bind(&g.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]);
     let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
     let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-    let longest = s.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap();
     let p = s.params(scale);
-    match splits {
-        Some(n) => record_attention_split(&mut rec, &whole, (&parts, &merge), &p, n, partials_floats),
-        None => record_attention(&mut rec, &whole, (&parts, &merge), &p, longest, partials_floats),
+    let split = (&parts, &merge);
+    match path {
+        Path::Engine => record_attention(&mut rec, &whole, split, &p, &s.tokens, partials_floats),
+        Path::Split(n) => record_attention_split(&mut rec, &whole, split, &p, n, partials_floats),
+        Path::Prefill(n) => record_attention_prefill(&mut rec, &whole, split, &p, n, partials_floats),
     }
     let mut enc = g.device.create_command_encoder(&Default::default());
     rec.encode(&g.queue, &mut enc);
     g.queue.submit([enc.finish()]);
     let got = read(&out, s.tokens.len() * s.n_heads * s.hd);
-    let chosen = splits.unwrap_or_else(|| match family {
-        KernelFamily::Cpu => attention_splits(s.tokens.len(), s.n_heads, s.hd, longest),
-        KernelFamily::Gpu => attention_splits_gpu(s.tokens.len(), s.n_heads, s.hd, longest),
-    });
-    check_attention(s, &qkv, &k_cache, &v_cache, &got, chosen, tol);
+    let splits = match path {
+        Path::Split(n) | Path::Prefill(n) => n,
+        Path::Engine => 0,
+    };
+    check_attention(s, &qkv, &k_cache, &v_cache, &got, splits, tol);
 }
 
 #[test]
@@ -782,6 +848,11 @@ fn probe() {
         assert!(
             walk <= budget,
             "head_dim {head_dim}: attention walks {walk} loop iterations; the adapter allows {budget}"
+        );
+        let walk = attention_prefill_walk(head_dim);
+        assert!(
+            walk <= budget,
+            "head_dim {head_dim}: tiled prefill attention walks {walk} loop iterations; the adapter allows {budget}"
         );
     }
 }

@@ -16,8 +16,8 @@ use checks::{assert_close, check_attention, check_qk_norm_rope, fused_binds, fus
 use data::random;
 use tokenmeter::engine::forward::PREVIOUS_ID;
 use tokenmeter::gpu::kernels::{
-    attention_splits_gpu, groups, record_attention, record_qk_norm_rope, Bind, EmbedParams, KernelFamily,
-    KernelOptions, Prologue,
+    attention_prefill_splits, attention_ranges, attention_splits_gpu, groups, record_attention, record_qk_norm_rope,
+    Bind, EmbedParams, KernelFamily, KernelOptions, Prologue,
 };
 use tokenmeter::gpu::readback::read_f32;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
@@ -200,8 +200,9 @@ async fn embedding_over(g: &Gpu, kernels: &Kernels, table: &Matrix, table_bits: 
 
 /// Qwen3's heads (16 q / 8 kv of 128): the GPU family's q/k norm + RoPE + KV write (a workgroup
 /// per head and token) at positions up to 40,000, then attention over the cache it wrote: a
-/// 300-token prefill chunk (past the 252 positions a toy fixture never reaches) and decodes at
-/// contexts of 503 and 600 (the engine's own choice of parts, `attention_splits_gpu`).
+/// 300-token prefill chunk (past the 252 positions a toy fixture never reaches; the tiled prefill
+/// kernel in one part), a 200-token chunk at positions 1,000..1,200 (tiled, in parts merged) and
+/// decodes at contexts of 503 and 600 (a workgroup per part): the engine's own choice of path.
 #[wasm_bindgen_test]
 async fn gpu_family_rope_and_attention_at_head_dim_128_in_the_browser() {
     let (g, kernels) = gpu_family().await;
@@ -233,13 +234,21 @@ async fn gpu_family_rope_and_attention_at_head_dim_128_in_the_browser() {
     let (k_cache, v_cache) = (read(&g, &kb, cache_len).await, read(&g, &vb, cache_len).await);
     check_qk_norm_rope(&rope, &qkv, &norms, &freqs, &got_qkv, &k_cache, &v_cache);
 
-    // Attention over random K and V in 60 physical blocks (960 slots), three sequences.
-    rope.max_blocks = 40;
+    // Attention over random K and V in 60 physical blocks (960 slots), four sequences.
+    rope.max_blocks = 80;
     let s = HeadSetup {
-        tokens: (0..300).map(|p| [0, p, 0, 0]).chain([[0, 502, 1, 0], [0, 599, 2, 0]]).collect(),
-        tables: (0..120u32).map(|i| (i * 37) % 60).collect(),
+        tokens: (0..300)
+            .map(|p| [0, p, 0, 0])
+            .chain([[0, 502, 1, 0], [0, 599, 2, 0]])
+            .chain((1000..1200).map(|p| [0, p, 3, 0]))
+            .collect(),
+        tables: (0..320u32).map(|i| (i * 37) % 60).collect(),
         ..rope
     };
+    let ranges: Vec<_> = attention_ranges(&s.tokens).into_iter().map(|(r, tiled)| (r.len(), tiled)).collect();
+    assert_eq!(ranges, [(300, true), (2, false), (200, true)]);
+    assert_eq!(attention_prefill_splits(300, n_heads, hd, 300), 1);
+    assert_eq!(attention_prefill_splits(200, n_heads, hd, 1200), 4);
     let qkv = random(43, s.tokens.len() * width);
     let cache_len = 60 * block_size * n_kv * hd;
     let (k_cache, v_cache) = (random(44, cache_len), random(45, cache_len));
@@ -254,9 +263,8 @@ async fn gpu_family_rope_and_attention_at_head_dim_128_in_the_browser() {
     let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
     let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
     let scale = 1.0 / (hd as f32).sqrt();
-    record_attention(&mut rec, &whole, (&parts, &merge), &s.params(scale), 600, partials_floats);
+    record_attention(&mut rec, &whole, (&parts, &merge), &s.params(scale), &s.tokens, partials_floats);
     submit(&g, rec);
     let got = read(&g, &out, s.tokens.len() * n_heads * hd).await;
-    let splits = attention_splits_gpu(s.tokens.len(), n_heads, hd, 600);
-    check_attention(&s, &qkv, &k_cache, &v_cache, &got, splits, 2e-5);
+    check_attention(&s, &qkv, &k_cache, &v_cache, &got, attention_splits_gpu(2, n_heads, hd, 600), 2e-5);
 }

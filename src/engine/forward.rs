@@ -488,8 +488,7 @@ impl ForwardPass {
             _pad: 0,
         };
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
-        // split (flash-decoding) and merged.
-        let longest = batch.tokens.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
+        // split (flash-decoding) and merged; the GPU family tiles prefill runs over queries.
         let partials = (b.partials.size() / 4) as usize;
         // The GPU family folds each RMSNorm into the matmul after it and SwiGLU into down_proj
         // where its kernels serve this step's size (`KernelOptions::fuses`).
@@ -509,7 +508,7 @@ impl ForwardPass {
             }
             record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
             let split = (&lg.attention_split, &g.attention_merge);
-            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), longest, partials);
+            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), &batch.tokens, partials);
             layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             match fused.filter(|_| fuse_norm) {

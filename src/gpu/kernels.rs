@@ -105,6 +105,8 @@ kernels! {
     AttentionSplit = "attention.wgsl", "attention_split", [Read, Read, Read, Read, Read, Write], Always;
     /// `AttentionSplit` with a workgroup per part (the GPU family; with one part it writes the output itself).
     AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
+    /// Prefill attention tiled over queries (the GPU family; runs of one sequence, see [`record_attention`]).
+    AttentionPrefillGpu = "attention.wgsl", "attention_prefill_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
     /// ... and the pass that combines the parts.
     AttentionMerge = "attention_merge.wgsl", "attention_merge", [Read, Write], Always;
     SwiGlu = "swiglu.wgsl", "swiglu", [Read, Write], Always;
@@ -250,7 +252,7 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// The constants both sides depend on, from their Rust definitions: the kernels declare none of
 /// these themselves, so a change here reaches the WGSL and the host's dispatch sizes together.
 pub fn wgsl_prelude() -> String {
-    let constants: [(&str, usize, &str); 7] = [
+    let constants: [(&str, usize, &str); 10] = [
         (
             "PREVIOUS_ID",
             crate::engine::forward::PREVIOUS_ID as usize,
@@ -258,6 +260,9 @@ pub fn wgsl_prelude() -> String {
         ),
         ("MAX_HEAD_DIM4", MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
         ("GPU_PART", ATTENTION_GPU_PART, "attention_split_gpu: positions a workgroup scores"),
+        ("PREFILL_SLICE", PREFILL_SLICE, "attention_prefill_gpu: q / accumulator vec4 per lane"),
+        ("PREFILL_KEYS", PREFILL_KEYS, "attention_prefill_gpu: most keys per staged block"),
+        ("PREFILL_KV4", PREFILL_KV4, "attention_prefill_gpu: vec4 of its workgroup K/V block"),
         ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),
         ("GEMV_TOKENS", GEMV_TOKENS, "matmul_bf16_gemv: tokens per workgroup"),
         ("TILE", TILED, "matmul_bf16_tiled: tokens and rows per workgroup"),
@@ -881,6 +886,81 @@ pub const ATTENTION_GPU_PART: usize = 512;
 /// The GPU family splits a context so that each part has at least this many positions.
 pub const ATTENTION_GPU_MIN_PART: usize = 64;
 
+/// `attention_prefill_gpu` (attention.wgsl): q / accumulator vec4 columns per lane, the most keys
+/// of one staged block, and the vec4 of its workgroup K (then V) block.
+pub const PREFILL_SLICE: usize = 8;
+pub const PREFILL_KEYS: usize = 16;
+pub const PREFILL_KV4: usize = 512;
+/// Its loop iterations per invocation (llvmpipe's budget): the lanes, q and output loops, and per
+/// key block the K and V staging (at most PREFILL_KV4 / 64 each), three PREFILL_KEYS x
+/// PREFILL_SLICE nests (dots, scores, P . V), the weights, the rescale and the block loop itself.
+const PREFILL_SETUP_LOOPS: usize = 3 + 2 * PREFILL_SLICE + 8;
+const PREFILL_BLOCK_LOOPS: usize =
+    2 * (PREFILL_KV4 / 64) + 3 * PREFILL_KEYS * (1 + PREFILL_SLICE) + PREFILL_KEYS + PREFILL_SLICE + 1;
+/// Runs of at least this many step tokens of one sequence at consecutive positions (prefill
+/// chunks) take the GPU family's tiled prefill attention; shorter ones the workgroup per
+/// (token, head, part).
+pub const ATTENTION_PREFILL_MIN_RUN: usize = 16;
+/// The tiled kernel splits contexts further while a run has fewer (tile, head) workgroups than
+/// this, into parts of at least [`PREFILL_MIN_PART`] positions (up to [`SPLITS_FOR_PARALLELISM`]).
+const PREFILL_MIN_WORKGROUPS: usize = 256;
+const PREFILL_MIN_PART: usize = 256;
+
+/// Queries per workgroup tile and keys per staged block of `attention_prefill_gpu` at `head_dim`
+/// (mirrors the kernel: 64 lanes, L lanes a query with L * PREFILL_SLICE vec4 >= head_dim / 4).
+pub fn attention_prefill_tile(head_dim: usize) -> (usize, usize) {
+    let hd4 = head_dim / 4;
+    let lanes = hd4.div_ceil(PREFILL_SLICE).next_power_of_two();
+    (64 / lanes, PREFILL_KEYS.min(PREFILL_KV4 / hd4))
+}
+
+/// Context positions one part of `attention_prefill_gpu` may walk within the loop budget
+/// (head_dim 128: 1,104).
+pub fn attention_prefill_max_positions(head_dim: usize) -> usize {
+    (LLVMPIPE_LOOP_BUDGET - PREFILL_SETUP_LOOPS) / PREFILL_BLOCK_LOOPS * attention_prefill_tile(head_dim).1
+}
+
+/// Loop iterations of the longest part `attention_prefill_gpu` walks at `head_dim`.
+pub fn attention_prefill_walk(head_dim: usize) -> usize {
+    let blocks = attention_prefill_max_positions(head_dim).div_ceil(attention_prefill_tile(head_dim).1);
+    PREFILL_SETUP_LOOPS + blocks * PREFILL_BLOCK_LOOPS
+}
+
+/// Parts each context of a tiled prefill run of `n_tokens` is split into: enough for the loop
+/// budget, and more while the run has few workgroups.
+pub fn attention_prefill_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
+    let needed = longest_context.div_ceil(attention_prefill_max_positions(head_dim)).max(1);
+    let workgroups = n_tokens.div_ceil(attention_prefill_tile(head_dim).0) * n_heads;
+    let for_parallelism = if workgroups < PREFILL_MIN_WORKGROUPS {
+        (longest_context / PREFILL_MIN_PART).clamp(1, SPLITS_FOR_PARALLELISM)
+    } else {
+        1
+    };
+    needed.max(for_parallelism)
+}
+
+/// How the GPU family records a step's attention: the step's tokens cut into ranges, each
+/// `(tokens, tiled)`. A tiled range is a run of at least [`ATTENTION_PREFILL_MIN_RUN`] tokens of
+/// one sequence at consecutive positions; the tokens between them (decodes, short chunks) are
+/// gathered into untiled ranges.
+pub fn attention_ranges(tokens: &[[u32; 4]]) -> Vec<(std::ops::Range<usize>, bool)> {
+    let mut ranges: Vec<(std::ops::Range<usize>, bool)> = Vec::new();
+    let mut start = 0;
+    while start < tokens.len() {
+        let mut end = start + 1;
+        while end < tokens.len() && tokens[end][2] == tokens[start][2] && tokens[end][1] == tokens[end - 1][1] + 1 {
+            end += 1;
+        }
+        let tiled = end - start >= ATTENTION_PREFILL_MIN_RUN;
+        match ranges.last_mut() {
+            Some((last, false)) if !tiled => last.end = end,
+            _ => ranges.push((start..end, tiled)),
+        }
+        start = end;
+    }
+    ranges
+}
+
 /// Parts each context of a step is split into, for the CPU family: 1 (one invocation per
 /// (token, head)) unless the longest context is too long for one invocation or the step has few
 /// pairs over a long context.
@@ -911,38 +991,51 @@ pub fn attention_splits_gpu(n_tokens: usize, n_heads: usize, head_dim: usize, lo
 /// Partials-buffer floats a model needs at least: one token's parts at the longest context, in
 /// either family.
 pub fn attention_min_partials(n_heads: usize, head_dim: usize, max_context: usize) -> usize {
-    let splits = attention_splits(1, n_heads, head_dim, max_context).max(attention_splits_gpu(
-        1,
-        n_heads,
-        head_dim,
-        max_context,
-    ));
+    let splits = attention_splits(1, n_heads, head_dim, max_context)
+        .max(attention_splits_gpu(1, n_heads, head_dim, max_context))
+        .max(attention_prefill_splits(1, n_heads, head_dim, max_context));
     n_heads * splits * attention_part_floats(head_dim)
 }
 
-/// Records attention for the step's `p.n_tokens` tokens whose longest context is
-/// `longest_context`, split as [`attention_splits`] says.
+/// Records attention for the step's `tokens` (`p.n_tokens` of them, from token 0). The CPU family
+/// splits every context as [`attention_splits`] says for the step's longest. The GPU family takes
+/// the ranges of [`attention_ranges`]: prefill runs through the tiled kernel, split as
+/// [`attention_prefill_splits`] says, the rest a workgroup per part ([`attention_splits_gpu`]),
+/// each range by its own longest context.
 pub fn record_attention<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
     split: (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
     p: &HeadParams,
-    longest_context: usize,
+    tokens: &[[u32; 4]],
     partials_floats: usize,
 ) {
-    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
-    let splits = match rec.kernels.options.family {
-        KernelFamily::Cpu => attention_splits(n_tokens, n_heads, head_dim, longest_context),
-        KernelFamily::Gpu => attention_splits_gpu(n_tokens, n_heads, head_dim, longest_context),
-    };
-    record_attention_split(rec, whole, split, p, splits, partials_floats);
+    let (n_heads, head_dim) = (p.n_heads as usize, p.head_dim as usize);
+    let longest = |range: &[[u32; 4]]| range.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
+    if rec.kernels.options.family == KernelFamily::Cpu {
+        let splits = attention_splits(tokens.len(), n_heads, head_dim, longest(tokens));
+        record_attention_split(rec, whole, split, p, splits, partials_floats);
+        return;
+    }
+    for (range, tiled) in attention_ranges(tokens) {
+        let (count, context) = (range.len(), longest(&tokens[range.clone()]));
+        let p = HeadParams { n_tokens: count as u32, token_begin: range.start as u32, ..*p };
+        if tiled && prefill_tiles_allowed() {
+            let splits = attention_prefill_splits(count, n_heads, head_dim, context);
+            record_attention_prefill(rec, whole, split, &p, splits, partials_floats);
+        } else {
+            let splits = attention_splits_gpu(count, n_heads, head_dim, context);
+            record_attention_split(rec, whole, split, &p, splits, partials_floats);
+        }
+    }
 }
 
-/// Records attention with each context split `splits` ways: 1 is one invocation per (token, head)
-/// (`attention`); more is split-and-merge through the partials buffer (`partials_floats` long),
-/// over as many token ranges as it takes to fit. The GPU family runs a workgroup per part
-/// (`attention_split_gpu`), which with one part writes the output itself (no merge). The caller keeps each part within
-/// [`attention_max_positions`] (and [`ATTENTION_GPU_PART`] for the GPU family).
+/// Records attention for tokens `p.token_begin ..` + `p.n_tokens` with each context split `splits`
+/// ways: 1 is one invocation per (token, head) (`attention`); more is split-and-merge through the
+/// partials buffer (`partials_floats` long), over as many token ranges as it takes to fit. The GPU
+/// family runs a workgroup per part (`attention_split_gpu`), which with one part writes the output
+/// itself (no merge). The caller keeps each part within [`attention_max_positions`] (and
+/// [`ATTENTION_GPU_PART`] for the GPU family).
 pub fn record_attention_split<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -954,14 +1047,14 @@ pub fn record_attention_split<'a>(
     let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
     let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
     if splits <= 1 && !gpu_family {
-        let p = HeadParams { splits: 1, token_begin: 0, direct: 0, ..*p };
+        let p = HeadParams { splits: 1, direct: 0, ..*p };
         rec.dispatch(Kernel::Attention, whole, &p, [groups(n_tokens * n_heads, 64), 1, 1]);
         return;
     }
     if splits <= 1 {
         // One part per (token, head): the workgroup's softmax is the whole one, written straight
         // to the output through `attention`'s bind group (same bindings), no partials, no merge.
-        let p = HeadParams { splits: 1, token_begin: 0, direct: 1, ..*p };
+        let p = HeadParams { splits: 1, direct: 1, ..*p };
         let n = n_tokens * n_heads;
         let x = n.min(rec.max_groups as usize);
         rec.dispatch(Kernel::AttentionSplitGpu, whole, &p, [x as u32, groups(n, x), 1]);
@@ -972,8 +1065,13 @@ pub fn record_attention_split<'a>(
     assert!(range > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
     for begin in (0..n_tokens).step_by(range) {
         let count = range.min(n_tokens - begin);
-        let p =
-            HeadParams { n_tokens: count as u32, splits: splits as u32, token_begin: begin as u32, direct: 0, ..*p };
+        let p = HeadParams {
+            n_tokens: count as u32,
+            splits: splits as u32,
+            token_begin: p.token_begin + begin as u32,
+            direct: 0,
+            ..*p
+        };
         if gpu_family {
             // One workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
             let n = count * n_heads * splits;
@@ -982,6 +1080,52 @@ pub fn record_attention_split<'a>(
         } else {
             rec.dispatch(Kernel::AttentionSplit, parts, &p, [groups(count * n_heads * splits, 64), 1, 1]);
         }
+        rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
+    }
+}
+
+/// Records the tiled prefill attention (`attention_prefill_gpu`) for tokens `p.token_begin ..` +
+/// `p.n_tokens`, which must be one sequence at consecutive positions, each context split `splits`
+/// ways (within [`attention_prefill_max_positions`]): one part writes the output itself; more go
+/// through the partials buffer and the merge, in token ranges of whole tiles that fit it.
+pub fn record_attention_prefill<'a>(
+    rec: &mut StepRecorder<'a>,
+    whole: &'a wgpu::BindGroup,
+    (parts, merge): (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
+    p: &HeadParams,
+    splits: usize,
+    partials_floats: usize,
+) {
+    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
+    let per_tile = attention_prefill_tile(head_dim).0;
+    let max_groups = rec.max_groups as usize;
+    let workgroups = |count: usize, splits: usize| {
+        let n = count.div_ceil(per_tile) * n_heads * splits;
+        let x = n.min(max_groups);
+        [x as u32, groups(n, x), 1]
+    };
+    if splits <= 1 {
+        let p = HeadParams { splits: 1, direct: 1, ..*p };
+        let g = workgroups(n_tokens, 1);
+        rec.dispatch(Kernel::AttentionPrefillGpu, whole, &p, g);
+        return;
+    }
+    let per_token = n_heads * splits * attention_part_floats(head_dim);
+    let fits = partials_floats / per_token;
+    assert!(fits > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
+    // Whole tiles per range where the buffer holds one; a tile cut short still attends correctly.
+    let range = if fits >= per_tile { fits / per_tile * per_tile } else { fits };
+    for begin in (0..n_tokens).step_by(range) {
+        let count = range.min(n_tokens - begin);
+        let p = HeadParams {
+            n_tokens: count as u32,
+            splits: splits as u32,
+            token_begin: p.token_begin + begin as u32,
+            direct: 0,
+            ..*p
+        };
+        let g = workgroups(count, splits);
+        rec.dispatch(Kernel::AttentionPrefillGpu, parts, &p, g);
         rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
     }
 }
@@ -1019,6 +1163,20 @@ fn gemv_max_m() -> usize {
         64
     })
 }
+/// Whether the GPU family tiles prefill attention over queries ([`record_attention`]): unless
+/// `TOKENMETER_PREFILL_TILES=0` natively (to measure the difference; the ranges are then recorded
+/// a workgroup per (token, head, part)). Read once.
+fn prefill_tiles_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        #[cfg(not(target_arch = "wasm32"))]
+        if std::env::var("TOKENMETER_PREFILL_TILES").is_ok_and(|v| v.trim() == "0") {
+            return false;
+        }
+        true
+    })
+}
+
 /// Whether the GPU family fuses ([`KernelOptions::fused`]): unless `TOKENMETER_FUSED=0`
 /// natively, or [`set_fusion`] turned it off (the page's `?fused=0`).
 fn fusion_allowed() -> bool {
