@@ -85,7 +85,7 @@ async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut Step
 async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64) {
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
     let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu) };
-    let kernels = Kernels::with_options(&gpu.device, options);
+    let kernels = Kernels::with_options(gpu, options);
     for context in [512usize, 2048] {
         let name = format!("attention prefill {chunk} at {context}");
         if filter.is_some_and(|f| !name.contains(f)) {

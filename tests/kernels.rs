@@ -107,7 +107,7 @@ fn quantised_matmul_matches_reference_on_dequantised_weights() {
 }
 
 fn matmul_case(g: &Gpu, options: KernelOptions) {
-    let kernels = Kernels::with_options(&g.device, options);
+    let kernels = Kernels::with_options(g, options);
     // Shapes with k % 32 == 0 take the subgroup kernels when they are on: decode, the 4-token tile
     // (m <= 4), the 8-token tile (m < 64) and the tall one (m >= 64, two row chunks).
     for (m, n, k, chunk_rows) in [
@@ -245,7 +245,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
                 continue;
             }
             seen.push((gpu_family, tile, subgroups, options.weights));
-            let kernels = Kernels::with_options(&g.device, options);
+            let kernels = Kernels::with_options(&g, options);
             let w = Matrix::with_format(&g, "w", n, k, usize::MAX, options.weights, format).unwrap();
             w.write_rows(&g, 0, &w_bits);
             let xb = g.storage_with("x", bytes(&x));
@@ -319,7 +319,7 @@ fn fused_prologue_matmuls_at_real_widths() {
             format,
             fused: true,
         };
-        let kernels = Kernels::with_options(&g.device, options);
+        let kernels = Kernels::with_options(&g, options);
         for (seed, &(prologue, m, n, k)) in cases.iter().enumerate() {
             assert!(options.fuses(prologue, m, k), "{prologue:?} m={m} k={k} has a fused kernel");
             let seed = 40 + 3 * seed as u64;
@@ -382,7 +382,7 @@ fn embedding_case(
     ids: &[u32],
 ) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g.device, KernelOptions { weights, format, ..KernelOptions::for_gpu(&g) });
+    let kernels = Kernels::with_options(&g, KernelOptions { weights, format, ..KernelOptions::for_gpu(&g) });
     let table_bits = bf16(&random(4, vocab * hidden));
     let table = Matrix::with_format(&g, "embed", vocab, hidden, chunk_rows, weights, format).unwrap();
     table.write_rows(&g, 0, &table_bits);
@@ -453,7 +453,7 @@ fn qk_norm_rope_and_cache_write() {
 
 fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize, family: KernelFamily) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g.device, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
+    let kernels = Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
     // Physical KV blocks: a cache within one 128 MiB binding (the tokens' blocks stay distinct).
     let physical = if hd > 64 { 1024 } else { 5200 };
     // Positions up to 40,000 check the angle reduction at theta = 1e6.
@@ -634,7 +634,7 @@ enum Path {
 /// checks every (token, head) against the CPU reference.
 fn attention_case(s: &HeadSetup, blocks: usize, path: Path, partials_floats: usize, tol: f32, family: KernelFamily) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g.device, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
+    let kernels = Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(9, s.tokens.len() * width);
     let cache_len = blocks * s.block_size * s.n_kv * s.hd;

@@ -41,7 +41,7 @@ async fn gpu_family() -> (Gpu, Kernels) {
         fused: true,
         ..KernelOptions::for_gpu(&g)
     };
-    let kernels = Kernels::with_options(&g.device, options);
+    let kernels = Kernels::with_options(&g, options);
     (g, kernels)
 }
 

@@ -226,10 +226,8 @@ impl ForwardPass {
         let limits = plan(&gpu, &cfg, options)?;
         let weights = weights::upload(&gpu, src, options.weights, progress).await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
-        let kernels = Kernels::with_options(
-            &gpu.device,
-            KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu) },
-        );
+        let kernels =
+            Kernels::with_options(&gpu, KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu) });
         // `s`: logit rows, which bound everything sized per sampled token.
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_logit_rows as u64);
         let f = 4u64;

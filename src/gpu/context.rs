@@ -2,7 +2,7 @@
 //! adapter's largest storage binding and buffer, not WebGPU's defaults).
 
 use crate::error::{Error, Result};
-use crate::gpu::kernels::KernelFamily;
+use crate::gpu::kernels::{Compiled, KernelFamily, KernelOptions};
 use serde::Serialize;
 
 /// What the user is told about the adapter.
@@ -116,6 +116,8 @@ pub struct Gpu {
     _instance: Option<wgpu::Instance>,
     _wgpu_adapter: wgpu::Adapter,
     faults: FaultSlot,
+    /// Kernel pipelines built on this device, by options (`Kernels::with_options`).
+    pub(crate) compiled: std::sync::Mutex<Vec<(KernelOptions, std::sync::Arc<Compiled>)>>,
 }
 
 /// Optional features the engine uses where the adapter has them. Natively: subgroups (the CPU
@@ -245,6 +247,7 @@ impl Gpu {
             _instance: instance,
             _wgpu_adapter: adapter,
             faults,
+            compiled: Default::default(),
         })
     }
 

@@ -598,17 +598,24 @@ impl KernelOptions {
     }
 }
 
+/// A kernel table: the pipelines for one set of [`KernelOptions`] (shared, see
+/// [`Kernels::with_options`]) and a parameter arena of its own.
 pub struct Kernels {
-    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    compiled: std::sync::Arc<Compiled>,
     options: KernelOptions,
-    layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
     /// The per-step parameter arena (uniform, dynamic offsets).
     pub params: wgpu::Buffer,
 }
 
+/// The pipelines and binding layouts built for one device and one set of options.
+pub struct Compiled {
+    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
+}
+
 impl Kernels {
     pub fn new(gpu: &super::Gpu) -> Kernels {
-        Self::with_options(&gpu.device, KernelOptions::for_gpu(gpu))
+        Self::with_options(gpu, KernelOptions::for_gpu(gpu))
     }
 
     /// The kernel choices this table was built with.
@@ -616,7 +623,35 @@ impl Kernels {
         self.options
     }
 
-    pub fn with_options(device: &wgpu::Device, options: KernelOptions) -> Kernels {
+    /// The table for `options` on `gpu`. Its pipelines are built once per device and options and
+    /// shared by every table made after (`Gpu::compiled`): a driver compiles a pipeline's shader
+    /// once (Mesa's llvmpipe at its first dispatch, about a second for the kernels of a step), so
+    /// an engine loaded again — another model, another setting — does not pay it again. Each
+    /// table has its own parameter arena, so engines on one device never share one.
+    pub fn with_options(gpu: &super::Gpu, options: KernelOptions) -> Kernels {
+        let compiled = {
+            let mut built = gpu.compiled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match built.iter().find(|(o, _)| *o == options) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let c = std::sync::Arc::new(Compiled::build(&gpu.device, options));
+                    built.push((options, c.clone()));
+                    c
+                }
+            }
+        };
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernel parameter arena"),
+            size: PARAM_SLOT * MAX_PARAM_SLOTS,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Kernels { compiled, options, params }
+    }
+}
+
+impl Compiled {
+    fn build(device: &wgpu::Device, options: KernelOptions) -> Compiled {
         let mut pipelines = HashMap::new();
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
@@ -678,21 +713,17 @@ impl Kernels {
             pipelines.insert(kernel, pipeline);
             layouts.insert(kernel, layout);
         }
-        let params = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernel parameter arena"),
-            size: PARAM_SLOT * MAX_PARAM_SLOTS,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         // The matmuls share one binding layout: a bind group made for any of them (callers use
         // `Kernel::Matmul`) serves the one a step picks.
         let general = layouts[&Kernel::MatmulM1].clone();
         for kernel in [Kernel::Matmul, Kernel::MatmulWide, Kernel::MatmulTall] {
             layouts.entry(kernel).or_insert_with(|| general.clone());
         }
-        Kernels { pipelines, options, layouts, params }
+        Compiled { pipelines, layouts }
     }
+}
 
+impl Kernels {
     /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order; weights are a
     /// `weights::Chunk`).
     pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&dyn Bind]) -> wgpu::BindGroup {
@@ -710,7 +741,7 @@ impl Kernels {
         }
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),
-            layout: &self.layouts[&kernel],
+            layout: &self.compiled.layouts[&kernel],
             entries: &entries,
         })
     }
@@ -770,7 +801,7 @@ impl<'a> StepRecorder<'a> {
         let mut pass =
             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
         for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
-            pass.set_pipeline(&self.kernels.pipelines[&kernel]);
+            pass.set_pipeline(&self.kernels.compiled.pipelines[&kernel]);
             pass.set_bind_group(0, bind_group, &[offset]);
             pass.dispatch_workgroups(x, y, z);
         }
@@ -802,7 +833,7 @@ impl StepRecorder<'_> {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.kernels.pipelines[&kernel]);
+                pass.set_pipeline(&self.kernels.compiled.pipelines[&kernel]);
                 pass.set_bind_group(0, bind_group, &[offset]);
                 pass.dispatch_workgroups(x, y, z);
             }
@@ -838,7 +869,7 @@ impl StepRecorder<'_> {
                     end_of_pass_write_index: Some(2 * i as u32 + 1),
                 }),
             });
-            pass.set_pipeline(&self.kernels.pipelines[kernel]);
+            pass.set_pipeline(&self.kernels.compiled.pipelines[kernel]);
             pass.set_bind_group(0, *bind_group, &[*offset]);
             pass.dispatch_workgroups(*x, *y, *z);
         }
@@ -1044,7 +1075,7 @@ pub fn record_attention_split<'a>(
     splits: usize,
     partials_floats: usize,
 ) {
-    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
+    let (n_tokens, n_heads) = (p.n_tokens as usize, p.n_heads as usize);
     let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
     if splits <= 1 && !gpu_family {
         let p = HeadParams { splits: 1, direct: 0, ..*p };
@@ -1060,9 +1091,40 @@ pub fn record_attention_split<'a>(
         rec.dispatch(Kernel::AttentionSplitGpu, whole, &p, [x as u32, groups(n, x), 1]);
         return;
     }
+    let max_groups = rec.max_groups as usize;
+    let split = (parts, merge);
+    if gpu_family {
+        record_parts_and_merge(rec, (Kernel::AttentionSplitGpu, 1), split, p, splits, partials_floats, |count| {
+            // A workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
+            let n = count * n_heads * splits;
+            let x = n.min(max_groups);
+            [x as u32, groups(n, x), 1]
+        });
+    } else {
+        record_parts_and_merge(rec, (Kernel::AttentionSplit, 1), split, p, splits, partials_floats, |count| {
+            [groups(count * n_heads * splits, 64), 1, 1]
+        });
+    }
+}
+
+/// Records `kernel` writing partials for tokens `p.token_begin ..` + `p.n_tokens`, each context in
+/// `splits` parts, then the merge, over as many token ranges as it takes for the partials to fit
+/// `partials_floats` (whole multiples of `tile` tokens where the buffer holds them);
+/// `workgroups(count)` sizes a range's dispatch.
+fn record_parts_and_merge<'a>(
+    rec: &mut StepRecorder<'a>,
+    (kernel, tile): (Kernel, usize),
+    (parts, merge): (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
+    p: &HeadParams,
+    splits: usize,
+    partials_floats: usize,
+    workgroups: impl Fn(usize) -> [u32; 3],
+) {
+    let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
     let per_token = n_heads * splits * attention_part_floats(head_dim);
-    let range = partials_floats / per_token;
-    assert!(range > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
+    let fits = partials_floats / per_token;
+    assert!(fits > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
+    let range = if fits >= tile { fits / tile * tile } else { fits };
     for begin in (0..n_tokens).step_by(range) {
         let count = range.min(n_tokens - begin);
         let p = HeadParams {
@@ -1072,14 +1134,7 @@ pub fn record_attention_split<'a>(
             direct: 0,
             ..*p
         };
-        if gpu_family {
-            // One workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
-            let n = count * n_heads * splits;
-            let x = n.min(rec.max_groups as usize);
-            rec.dispatch(Kernel::AttentionSplitGpu, parts, &p, [x as u32, groups(n, x), 1]);
-        } else {
-            rec.dispatch(Kernel::AttentionSplit, parts, &p, [groups(count * n_heads * splits, 64), 1, 1]);
-        }
+        rec.dispatch(kernel, parts, &p, workgroups(count));
         rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
     }
 }
@@ -1091,7 +1146,7 @@ pub fn record_attention_split<'a>(
 pub fn record_attention_prefill<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
-    (parts, merge): (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
+    split: (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
     p: &HeadParams,
     splits: usize,
     partials_floats: usize,
@@ -1110,24 +1165,9 @@ pub fn record_attention_prefill<'a>(
         rec.dispatch(Kernel::AttentionPrefillGpu, whole, &p, g);
         return;
     }
-    let per_token = n_heads * splits * attention_part_floats(head_dim);
-    let fits = partials_floats / per_token;
-    assert!(fits > 0, "partials buffer of {partials_floats} floats cannot hold one token's {per_token}");
     // Whole tiles per range where the buffer holds one; a tile cut short still attends correctly.
-    let range = if fits >= per_tile { fits / per_tile * per_tile } else { fits };
-    for begin in (0..n_tokens).step_by(range) {
-        let count = range.min(n_tokens - begin);
-        let p = HeadParams {
-            n_tokens: count as u32,
-            splits: splits as u32,
-            token_begin: p.token_begin + begin as u32,
-            direct: 0,
-            ..*p
-        };
-        let g = workgroups(count, splits);
-        rec.dispatch(Kernel::AttentionPrefillGpu, parts, &p, g);
-        rec.dispatch(Kernel::AttentionMerge, merge, &p, [groups(count * n_heads * head_dim, 64), 1, 1]);
-    }
+    let kernel = (Kernel::AttentionPrefillGpu, per_tile);
+    record_parts_and_merge(rec, kernel, split, p, splits, partials_floats, |count| workgroups(count, splits));
 }
 
 /// Weight rows per invocation and tokens per workgroup of `matmul_bf16`, and rows per invocation
