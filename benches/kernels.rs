@@ -55,7 +55,9 @@ async fn run() {
             100.0 * gflop_s / roof.fma_gflop_s
         );
     }
-    attention_prefill(&gpu, filter.as_deref(), roof.fma_gflop_s).await;
+    // `cargo test` runs this too (without `--bench`): there, the attention at context 512 only.
+    let contexts: &[usize] = if std::env::args().any(|a| a == "--bench") { &[512, 2048] } else { &[512] };
+    attention_prefill(&gpu, filter.as_deref(), roof.fma_gflop_s, contexts).await;
 }
 
 /// Median of 5 timed runs (after one warm-up) of the dispatches `record` makes.
@@ -82,11 +84,11 @@ async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut Step
 /// A 512-token prefill chunk of one sequence ending at context 512 and 2,048, through the GPU
 /// family's two attention paths. GFLOP/s counts 4 * head_dim per (query, visible key) pair.
 #[cfg(not(target_arch = "wasm32"))]
-async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64) {
+async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, contexts: &[usize]) {
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
     let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu) };
     let kernels = Kernels::with_options(gpu, options);
-    for context in [512usize, 2048] {
+    for &context in contexts {
         let name = format!("attention prefill {chunk} at {context}");
         if filter.is_some_and(|f| !name.contains(f)) {
             continue;
