@@ -47,9 +47,16 @@ fn run<P: Pod, B: Bind + ?Sized>(kernels: &Kernels, kernel: Kernel, calls: &[(Ve
     g.queue.submit([enc.finish()]);
 }
 
+/// Reads `n` floats of `buffer`, failing on any error the device recorded meanwhile (wgpu reports a
+/// kernel that does not compile, or a bad dispatch, there, and the dispatch then does nothing: the
+/// output would only look wrong).
 fn read(buffer: &wgpu::Buffer, n: usize) -> Vec<f32> {
     let g = gpu();
-    pollster::block_on(read_f32(&g.device, &g.queue, buffer, n)).unwrap()
+    let values = pollster::block_on(read_f32(&g.device, &g.queue, buffer, n)).unwrap();
+    if let Some(fault) = g.fault() {
+        panic!("{fault}");
+    }
+    values
 }
 
 fn bf16(values: &[f32]) -> Vec<u16> {
