@@ -608,7 +608,7 @@ pub struct Kernels {
 }
 
 /// The pipelines and binding layouts built for one device and one set of options.
-pub struct Compiled {
+pub(crate) struct Compiled {
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
 }
