@@ -7,8 +7,8 @@ pub use super::scheduler::PREVIOUS_ID;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
-    attention_min_partials, attention_part_floats, groups, record_attention, record_qk_norm_rope, EmbedParams,
-    HeadParams, KernelFamily, KernelOptions, PairParams, Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM,
+    attention_min_partials, attention_part_floats, attention_plan, groups, record_attention_plan, record_qk_norm_rope,
+    EmbedParams, HeadParams, KernelFamily, KernelOptions, PairParams, Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM,
     SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, PendingRead, Staging};
@@ -488,6 +488,7 @@ impl ForwardPass {
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
         // split (flash-decoding) and merged; the GPU family tiles prefill runs over queries.
         let partials = (b.partials.size() / 4) as usize;
+        let attention = attention_plan(self.kernels.options().family, nh, hd, &batch.tokens);
         // The GPU family folds each RMSNorm into the matmul after it and SwiGLU into down_proj
         // where its kernels serve this step's size (`KernelOptions::fuses`).
         let options = self.kernels.options();
@@ -506,7 +507,8 @@ impl ForwardPass {
             }
             record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
             let split = (&lg.attention_split, &g.attention_merge);
-            record_attention(&mut rec, &lg.attention, split, &heads(1.0 / (hd as f32).sqrt()), &batch.tokens, partials);
+            let scale = heads(1.0 / (hd as f32).sqrt());
+            record_attention_plan(&mut rec, &lg.attention, split, &scale, &attention, partials);
             layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             match fused.filter(|_| fuse_norm) {

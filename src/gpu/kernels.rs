@@ -1041,22 +1041,62 @@ pub fn record_attention<'a>(
     tokens: &[[u32; 4]],
     partials_floats: usize,
 ) {
-    let (n_heads, head_dim) = (p.n_heads as usize, p.head_dim as usize);
+    let plan = attention_plan(rec.kernels.options.family, p.n_heads as usize, p.head_dim as usize, tokens);
+    record_attention_plan(rec, whole, split, p, &plan, partials_floats);
+}
+
+/// One range of a step's attention ([`attention_plan`]): its tokens, whether the tiled prefill
+/// kernel takes them, and the parts each context is split into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionRange {
+    pub tokens: std::ops::Range<usize>,
+    pub tiled: bool,
+    pub splits: usize,
+}
+
+/// How [`record_attention`] records a step's `tokens`: the same for every layer, so the engine
+/// works it out once per step ([`record_attention_plan`] per layer).
+pub fn attention_plan(
+    family: KernelFamily,
+    n_heads: usize,
+    head_dim: usize,
+    tokens: &[[u32; 4]],
+) -> Vec<AttentionRange> {
     let longest = |range: &[[u32; 4]]| range.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
-    if rec.kernels.options.family == KernelFamily::Cpu {
+    if family == KernelFamily::Cpu {
         let splits = attention_splits(tokens.len(), n_heads, head_dim, longest(tokens));
-        record_attention_split(rec, whole, split, p, splits, partials_floats);
-        return;
+        return vec![AttentionRange { tokens: 0..tokens.len(), tiled: false, splits }];
     }
-    for (range, tiled) in attention_ranges(tokens) {
-        let (count, context) = (range.len(), longest(&tokens[range.clone()]));
-        let p = HeadParams { n_tokens: count as u32, token_begin: range.start as u32, ..*p };
-        if tiled && prefill_tiles_allowed() {
-            let splits = attention_prefill_splits(count, n_heads, head_dim, context);
-            record_attention_prefill(rec, whole, split, &p, splits, partials_floats);
+    attention_ranges(tokens)
+        .into_iter()
+        .map(|(range, tiled)| {
+            let (count, context) = (range.len(), longest(&tokens[range.clone()]));
+            let tiled = tiled && prefill_tiles_allowed();
+            let splits = if tiled {
+                attention_prefill_splits(count, n_heads, head_dim, context)
+            } else {
+                attention_splits_gpu(count, n_heads, head_dim, context)
+            };
+            AttentionRange { tokens: range, tiled, splits }
+        })
+        .collect()
+}
+
+/// Records one layer's attention as `plan` (from [`attention_plan`] for this step) says.
+pub fn record_attention_plan<'a>(
+    rec: &mut StepRecorder<'a>,
+    whole: &'a wgpu::BindGroup,
+    split: (&'a wgpu::BindGroup, &'a wgpu::BindGroup),
+    p: &HeadParams,
+    plan: &[AttentionRange],
+    partials_floats: usize,
+) {
+    for r in plan {
+        let p = HeadParams { n_tokens: r.tokens.len() as u32, token_begin: r.tokens.start as u32, ..*p };
+        if r.tiled {
+            record_attention_prefill(rec, whole, split, &p, r.splits, partials_floats);
         } else {
-            let splits = attention_splits_gpu(count, n_heads, head_dim, context);
-            record_attention_split(rec, whole, split, &p, splits, partials_floats);
+            record_attention_split(rec, whole, split, &p, r.splits, partials_floats);
         }
     }
 }
