@@ -6,11 +6,12 @@
 
 #![cfg_attr(target_arch = "wasm32", allow(unused_imports))]
 use tokenmeter::clock::now_s;
+use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::{
     attention_prefill_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
     KernelFamily, KernelOptions,
 };
-use tokenmeter::gpu::roofline::{self, wait_idle};
+use tokenmeter::gpu::roofline;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
 use tokenmeter::model::weights::Matrix;
 
@@ -40,7 +41,7 @@ async fn run() {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        let w = Matrix::new(&gpu, name, n, k, tokenmeter::model::quant::WeightFormat::Bf16).expect("fits");
+        let w = Matrix::new(&gpu, name, n, k, tokenmeter::gpu::WeightFormat::Bf16).expect("fits");
         let x = gpu.storage_buffer("x", (m * k * 4) as u64);
         let y = gpu.storage_buffer("y", (m * n * 4) as u64);
         let binds: Vec<_> =
@@ -69,10 +70,10 @@ async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut Step
         record(&mut rec);
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         rec.encode(&gpu.queue, &mut enc);
-        wait_idle(gpu).await.unwrap();
+        gpu.sync().await.unwrap();
         let t = now_s();
         gpu.queue.submit([enc.finish()]);
-        wait_idle(gpu).await.unwrap();
+        gpu.sync().await.unwrap();
         if i > 0 {
             times.push(now_s() - t);
         }
@@ -86,7 +87,7 @@ async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut Step
 #[cfg(not(target_arch = "wasm32"))]
 async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, contexts: &[usize]) {
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
-    let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu) };
+    let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu, &Default::default()) };
     let kernels = Kernels::with_options(gpu, options);
     for &context in contexts {
         let name = format!("attention prefill {chunk} at {context}");

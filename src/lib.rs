@@ -1,8 +1,10 @@
 //! tokenmeter: an LLM inference benchmark lab. Qwen3 runs through WGSL compute shaders on WebGPU
 //! (in the browser) or Vulkan (natively); the same code serves the CLI and the app.
 //!
-//! Module map; each uses only those above it (`clock`, `error` and `latency` everywhere):
-//! - [`gpu`]: device, the kernel table (one WGSL file per family, the shared constants), readback.
+//! Module map, ground floor first; each uses only those above it in this list (`clock`, `error`,
+//! `latency` and `limits` everywhere):
+//! - [`gpu`]: device, weight formats, the kernels (registry, options, pipelines, recorder, one
+//!   module per op), readback, roofline.
 //! - [`model`]: config, validated safetensors, byte sources, weight upload, tokenizer, CPU reference.
 //! - [`engine`]: the forward pass over a paged KV cache, the continuous batcher, its scheduler,
 //!   generation.

@@ -1,6 +1,6 @@
 //! An A/B experiment: the same workload (same seed: same arrivals, lengths and prompts) run under
 //! A and under B alternately, A B A B …, so that a machine drifting during the experiment drifts
-//! both sides alike; then [`compare`] over the repetitions. The CLI's `compare` and (later) the
+//! both sides alike; then [`compare`] over the repetitions. The CLI's `compare` and the
 //! page's Experiment card call [`run_alternating`] with their own targets and show
 //! [`compare::text_report`].
 

@@ -1,6 +1,8 @@
-//! The benchmark, minus the GPU: plan a workload, record what happens, aggregate, diagnose,
-//! report. Everything here is pure and runs on both targets; the driver feeds requests to the
-//! engine and timestamps its events.
+//! The benchmark: plan a workload, record what happens, aggregate, diagnose, report. It sits on the
+//! engine (it knows the GPU only through the engine's events and its run record) and runs on both
+//! targets. Two kinds of module: pure functions over plans and records (workload, dataset,
+//! prompts, record, stats, metrics, diagnosis, compare, report, html, timeline, sweep, saturation,
+//! vllm, ledger), and the ones that drive an engine (driver, session, speed, soak, experiment).
 //!
 //! - [`workload`]: arrival times and lengths from a seed (Poisson, gamma, constant, closed loops).
 //! - [`dataset`]: ShareGPT, JSONL and trace files as workloads (lengths, trace times).
@@ -20,7 +22,7 @@
 //! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
 //! - [`html`]: a self-contained HTML report (SVG charts, timeline, text report, run record).
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
-//!   [`session::Target`]: the engine here, or a server (`crate::remote`).
+//!   [`session::Target`]: the engine here, or a server (the remote layer above implements it).
 
 pub mod compare;
 pub mod dataset;

@@ -553,6 +553,8 @@ mod tests {
                 weights: "buffer".into(),
                 weight_format: "bf16".into(),
                 fused: true,
+                prefill_tiles: true,
+                gemv_max_m: Some(64),
             }),
             ..crate::bench::RunConfig::default()
         };
@@ -612,7 +614,7 @@ mod tests {
         );
         let back: BenchResult = serde_json::from_value(json).unwrap();
         assert_eq!(back.config.target, "browser");
-        assert_eq!(back.config.adapter.unwrap().kernel_family, crate::gpu::kernels::KernelFamily::Cpu);
+        assert_eq!(back.config.adapter.unwrap().kernel_family, crate::gpu::kernels::KernelFamily::Software);
         assert_eq!(back.config.engine.unwrap().max_seqs, 16);
         assert_eq!(back.config.timer_resolution_ms, Some(0.1));
         let server = serde_json::json!({ "target": { "kind": "openai", "base_url": "http://h/v1/" } });

@@ -241,9 +241,11 @@ impl RunConfig {
     }
 }
 
-/// The kernels an engine ran: family (`gpu`/`cpu`), token tile, subgroups requested, weight
-/// storage, weight format, and whether the GPU family's norm and SwiGLU ran inside the matmuls
-/// (`fused`; absent from results saved before it existed, which read as `false`).
+/// The kernels an engine ran — the switches in force after the device had its say, not only
+/// what was asked ([`KernelOptions`]): family (`gpu`/`cpu`), token tile, subgroups used, weight
+/// storage, weight format, whether the GPU family's norm and SwiGLU ran inside the matmuls
+/// (`fused`), prefill attention tiled over queries (`prefill_tiles`) and the GEMV's largest step
+/// (`gemv_max_m`). Fields absent from results saved before they existed read as `false` / absent.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KernelPath {
     pub family: String,
@@ -253,20 +255,41 @@ pub struct KernelPath {
     pub weight_format: String,
     #[serde(default)]
     pub fused: bool,
+    #[serde(default)]
+    pub prefill_tiles: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemv_max_m: Option<u32>,
 }
 
 impl KernelPath {
+    /// One line: "gpu kernels · tile 8 · subgroups · fused · prefill tiles · GEMV ≤ 64 · bf16
+    /// weights in buffers" (the GPU family's switches only where they apply).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!("{} kernels · tile {}", self.family, self.tile)];
+        if self.subgroups {
+            parts.push("subgroups".to_string());
+        }
+        if self.family == "gpu" {
+            parts.push(if self.fused { "fused" } else { "unfused" }.to_string());
+            parts.push(if self.prefill_tiles { "prefill tiles" } else { "prefill untiled" }.to_string());
+        }
+        if let Some(m) = self.gemv_max_m {
+            parts.push(format!("GEMV ≤ {m}"));
+        }
+        parts.push(format!("{} weights in {}s", self.weight_format, self.weights));
+        parts.join(" · ")
+    }
+
     pub fn of(options: &KernelOptions) -> KernelPath {
         KernelPath {
             family: options.family.name().to_string(),
-            tile: match options.tile {
-                crate::gpu::kernels::MatmulTile::Four => 4,
-                crate::gpu::kernels::MatmulTile::Eight => 8,
-            },
+            tile: options.tile.tokens(),
             subgroups: options.subgroups,
-            weights: format!("{:?}", options.weights).to_lowercase(),
+            weights: options.weights.name().to_string(),
             weight_format: options.format.name().to_string(),
             fused: options.fused,
+            prefill_tiles: options.prefill_tiles,
+            gemv_max_m: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_max_m),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The `tokenmeter` command line: the engine and (later) the benchmark, headless, on the first
+//! The `tokenmeter` command line: the engine and the benchmark, headless, on the first
 //! GPU adapter (lavapipe on machines without a GPU).
 
 #[cfg(target_arch = "wasm32")]
@@ -17,6 +17,7 @@ mod cli {
     mod serving;
     mod soak;
     mod spec;
+    mod switches;
 
     use clap::{Args, Parser, Subcommand};
     use std::cell::Cell;
@@ -187,10 +188,12 @@ mod cli {
         block_size: usize,
         #[command(flatten)]
         spec: spec::SpecArgs,
+        #[command(flatten)]
+        switches: switches::SwitchArgs,
         /// How the matrices are stored on the GPU: bf16 (as the checkpoint), int8 (per-row scales) or
         /// int4 (a scale per 32 weights), quantised at load; norms stay f32.
         #[arg(long, default_value = "bf16")]
-        weights: tokenmeter::model::quant::WeightFormat,
+        weights: tokenmeter::gpu::WeightFormat,
     }
 
     #[derive(Args)]
@@ -369,7 +372,8 @@ mod cli {
         }
         let out = serde_json::json!({
             "adapter": engine.model.gpu.adapter.name,
-            "kernel_family": engine.model.gpu.kernel_family,
+            "kernel_family": engine.model.kernel_options().family,
+            "kernels": tokenmeter::bench::session::KernelPath::of(&engine.model.kernel_options()),
             "weight_format": engine.model.kernel_options().format,
             "weight_bytes_per_token": engine.model.weights.bytes_per_token(),
             "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
@@ -430,6 +434,8 @@ mod cli {
             block_size: args.block_size,
             kv_blocks: args.kv_blocks,
             weights: args.weights,
+            overlap: args.switches.overlap(),
+            kernels: args.switches.kernels(),
             ..EngineOptions::default()
         };
         args.spec.apply(&mut options);

@@ -3,19 +3,19 @@
 //! chosen token ids.
 
 use super::kv::KvCache;
-pub use super::scheduler::PREVIOUS_ID;
+use super::linear::Linear;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
     attention_min_partials, attention_part_floats, attention_plan, groups, record_attention_plan, record_qk_norm_rope,
-    EmbedParams, HeadParams, KernelFamily, KernelOptions, PairParams, Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM,
-    SPLIT_MAX_PAIRS,
+    EmbedParams, HeadParams, KernelFamily, KernelOptions, KernelSwitches, PairParams, Prologue, RmsNormParams,
+    SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, PendingRead, Staging};
-use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder};
+use crate::gpu::WeightFormat;
+use crate::gpu::{Gpu, Kernel, Kernels, SharedGpu, StepRecorder, PREVIOUS_ID};
 use crate::limits;
-use crate::model::quant::WeightFormat;
-use crate::model::reference::inv_freq;
+use crate::model::config::inv_freq;
 use crate::model::weights::{self, Matrix, ModelWeights};
 use crate::model::{Qwen3Config, TensorProvider};
 
@@ -44,25 +44,13 @@ pub struct EngineOptions {
     /// Prefix caching (off by default): requests whose prompts start with the same full KV blocks
     /// share them and skip their prefill (see [`super::kv::BlockAllocator`]).
     pub prefix_cache: bool,
-    /// CPU/GPU overlap in decode ([`super::batcher`]): on by default (`TOKENMETER_OVERLAP=0`
-    /// natively, `?overlap=0` in the page: [`set_overlap`]); off in force with prefix caching or
-    /// speculative decoding, which need each step's ids before planning the next.
+    /// CPU/GPU overlap in decode ([`super::batcher`]): on by default (`--overlap off`, `?overlap=off`
+    /// in the page); off in force with prefix caching or speculative decoding, which need each
+    /// step's ids before planning the next.
     pub overlap: bool,
-}
-
-/// Whether engines loaded from now on overlap by default ([`EngineOptions::overlap`]).
-pub fn set_overlap(allowed: bool) {
-    OVERLAP.store(allowed, std::sync::atomic::Ordering::Relaxed);
-}
-
-static OVERLAP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-fn overlap_allowed() -> bool {
-    #[cfg(not(target_arch = "wasm32"))]
-    if std::env::var("TOKENMETER_OVERLAP").is_ok_and(|v| v.trim() == "0") {
-        return false;
-    }
-    OVERLAP.load(std::sync::atomic::Ordering::Relaxed)
+    /// The user's kernel switches, resolved against the device at load
+    /// ([`KernelOptions::for_gpu`]; [`ForwardPass::kernel_options`] says what runs).
+    pub kernels: KernelSwitches,
 }
 
 impl Default for EngineOptions {
@@ -76,7 +64,8 @@ impl Default for EngineOptions {
             speculation: super::Speculation::Off,
             weights: WeightFormat::Bf16,
             prefix_cache: false,
-            overlap: overlap_allowed(),
+            overlap: true,
+            kernels: KernelSwitches::default(),
         }
     }
 }
@@ -202,7 +191,7 @@ impl ForwardPass {
         gpu: SharedGpu,
         src: &P,
         options: &EngineOptions,
-        progress: weights::Progress<'_>,
+        progress: weights::UploadProgress<'_>,
     ) -> Result<ForwardPass> {
         // Allocation failures (a model too big for this GPU's memory) become errors, not panics.
         let oom = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -220,14 +209,15 @@ impl ForwardPass {
         gpu: SharedGpu,
         src: &P,
         options: &EngineOptions,
-        progress: weights::Progress<'_>,
+        progress: weights::UploadProgress<'_>,
     ) -> Result<ForwardPass> {
         let cfg = src.config().clone();
         let limits = plan(&gpu, &cfg, options)?;
-        let weights = weights::upload(&gpu, src, options.weights, progress).await?;
+        let kernel_options =
+            KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu, &options.kernels) };
+        let weights = weights::upload(&gpu, src, kernel_options.weights, options.weights, progress).await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
-        let kernels =
-            Kernels::with_options(&gpu, KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu) });
+        let kernels = Kernels::with_options(&gpu, kernel_options);
         // `s`: logit rows, which bound everything sized per sampled token.
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_logit_rows as u64);
         let f = 4u64;
@@ -488,7 +478,7 @@ impl ForwardPass {
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
         // split (flash-decoding) and merged; the GPU family tiles prefill runs over queries.
         let partials = (b.partials.size() / 4) as usize;
-        let attention = attention_plan(self.kernels.options().family, nh, hd, &batch.tokens);
+        let attention = attention_plan(&self.kernels.options(), nh, hd, &batch.tokens);
         // The GPU family folds each RMSNorm into the matmul after it and SwiGLU into down_proj
         // where its kernels serve this step's size (`KernelOptions::fuses`).
         let options = self.kernels.options();

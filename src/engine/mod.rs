@@ -8,6 +8,7 @@ pub mod draft;
 pub mod forward;
 pub mod generate;
 pub mod kv;
+pub mod linear;
 pub mod scheduler;
 pub mod speculate;
 
@@ -15,5 +16,6 @@ pub use batcher::{Engine, Event, EventKind, Request, StepStats};
 pub use draft::DraftModel;
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
+pub use linear::Linear;
 pub use scheduler::{FinishReason, Order, Policy, SamplingParams};
 pub use speculate::Speculation;

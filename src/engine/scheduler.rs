@@ -1,5 +1,6 @@
-//! Continuous batching, FCFS by arrival. Each step combines the running sequences (decodes and
-//! unfinished chunked prefills, in admission order) with newly admitted prefills, under two knobs:
+//! Continuous batching under a scheduling policy ([`Policy`]: fcfs, prefill-first, decode-first).
+//! Each step combines the running sequences (decodes and unfinished chunked prefills, in admission
+//! order) with newly admitted prefills, under two knobs:
 //! `max_seqs` (running sequences) and `max_batched_tokens` (tokens per step). When KV blocks run
 //! out, the most recently admitted sequence is preempted: its blocks are freed and it goes back to
 //! the front of the queue, to be recomputed (prompt + output so far) when blocks free up.
@@ -7,6 +8,7 @@
 
 use super::kv::{block_hash, BlockAllocator};
 use super::speculate::{accepted_prefix, ngram_draft};
+use crate::gpu::PREVIOUS_ID;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{HashMap, VecDeque};
@@ -44,11 +46,6 @@ pub enum FinishReason {
     Stop,
     Cancelled,
 }
-
-/// CPU/GPU overlap: a token `PREVIOUS_ID | r` is the id that logit row `r` of the step still on
-/// the GPU will choose ([`Scheduler::commit_provisional`]); the next step's embedding reads it there.
-/// Vocabulary ids are far below it.
-pub const PREVIOUS_ID: u32 = 1 << 31;
 
 /// A token [`Scheduler::resolve`] put in place of its placeholder: (sequence id, index in its
 /// output, token).

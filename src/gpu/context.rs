@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::kernels::{Compiled, KernelFamily, KernelOptions};
+use crate::gpu::WeightStorage;
 use serde::Serialize;
 
 /// What the user is told about the adapter.
@@ -21,9 +22,10 @@ pub struct AdapterSummary {
     /// may use. Absent from results saved before it was recorded.
     #[serde(default)]
     pub enabled_features: Vec<String>,
-    /// The matmul kernels this device runs (`gpu` or `cpu`, see [`KernelFamily`]); results saved
+    /// The adapter's own kernel family (`gpu` or `cpu`, see [`KernelFamily`]): what runs unless a
+    /// switch says otherwise (the run record's `kernels.family` says what ran); results saved
     /// before it was recorded ran the CPU family.
-    #[serde(default = "KernelFamily::cpu")]
+    #[serde(default = "KernelFamily::software")]
     pub kernel_family: KernelFamily,
 }
 
@@ -33,31 +35,6 @@ pub struct AdapterSummary {
 pub type SharedGpu = std::sync::Arc<Gpu>;
 #[cfg(target_arch = "wasm32")]
 pub type SharedGpu = std::rc::Rc<Gpu>;
-
-/// Where matmul weights live. CPU adapters (lavapipe) read `rgba32uint` textures ~12% faster than
-/// storage buffers (Mesa turns each storage load into a loop over the SIMD lanes; a texel fetch is
-/// a gather); GPUs and the browser keep buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WeightStorage {
-    Buffer,
-    Texture,
-}
-
-impl WeightStorage {
-    /// Textures on native CPU adapters, buffers elsewhere; `TOKENMETER_WEIGHTS=buffer|texture`
-    /// overrides natively.
-    fn for_adapter(info: &wgpu::AdapterInfo) -> WeightStorage {
-        #[cfg(not(target_arch = "wasm32"))]
-        match std::env::var("TOKENMETER_WEIGHTS").as_deref() {
-            Ok("buffer") => return WeightStorage::Buffer,
-            Ok("texture") => return WeightStorage::Texture,
-            _ if info.device_type == wgpu::DeviceType::Cpu => return WeightStorage::Texture,
-            _ => {}
-        }
-        let _ = info;
-        WeightStorage::Buffer
-    }
-}
 
 /// What the device reported outside any error scope: the first uncaptured error (a validation or
 /// internal error, or an allocation that failed) and whether the device was lost. Written by
@@ -105,6 +82,8 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
     pub limits: wgpu::Limits,
+    /// The adapter's own choices, which [`KernelOptions::for_gpu`] takes unless a switch says
+    /// otherwise: where weights live, and the kernel family.
     pub weight_storage: WeightStorage,
     pub kernel_family: KernelFamily,
     /// The device has `SUBGROUP` and a subgroup reduction compiled on it: the kernels may use
@@ -120,13 +99,14 @@ pub struct Gpu {
     pub(crate) compiled: std::sync::Mutex<Vec<(KernelOptions, std::sync::Arc<Compiled>)>>,
 }
 
-/// Optional features the engine uses where the adapter has them. Natively: subgroups (the CPU
-/// family's matmuls share x across lanes; `TOKENMETER_SUBGROUPS=0` turns them off) and timestamp
-/// queries (per-kernel GPU time for `--profile`). In the browser: `subgroups` for the GPU family
-/// only (real GPUs; the kernels that use them get `enable subgroups;`, see `Kernel::source`) —
-/// SwiftShader, a CPU adapter, stalls on the large subgroup kernels — and `shader-f16` wherever
-/// offered (recorded; no kernel needs it: weights are bf16, unpacked to f32 with integer ops).
-/// A device whose subgroup probe does not compile keeps the feature unused ([`Gpu::subgroups`]).
+/// Optional features the engine uses where the adapter has them. Natively: subgroups (the
+/// kernels use them unless `KernelSwitches::subgroups` says off; a feature enabled and unused
+/// changes nothing) and timestamp queries (per-kernel GPU time for `--profile`). In the browser:
+/// `subgroups` where the adapter's own family is the GPU one (real GPUs; the kernels that use them
+/// get `enable subgroups;`, see `Kernel::source`) — SwiftShader, a CPU adapter, stalls on the
+/// large subgroup kernels — and `shader-f16` wherever offered (recorded; no kernel needs it:
+/// weights are bf16, unpacked to f32 with integer ops). A device whose subgroup probe does not
+/// compile keeps the feature unused ([`Gpu::subgroups`]).
 fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily) -> wgpu::Features {
     #[cfg(target_arch = "wasm32")]
     let wanted = {
@@ -136,10 +116,7 @@ fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily) -> wgpu::Featu
     #[cfg(not(target_arch = "wasm32"))]
     let wanted = {
         let _ = family;
-        match std::env::var("TOKENMETER_SUBGROUPS").as_deref() {
-            Ok("0") => wgpu::Features::TIMESTAMP_QUERY,
-            _ => wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP,
-        }
+        wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP
     };
     wanted & adapter.features()
 }
@@ -170,6 +147,19 @@ async fn subgroups_compile(device: &wgpu::Device) -> bool {
 }
 
 impl Gpu {
+    /// Waits until the GPU has finished all submitted work.
+    pub async fn sync(&self) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| crate::Error::Gpu(format!("device poll failed: {e}")))?;
+        rx.await.map_err(|_| crate::Error::Gpu("work-done callback dropped".into()))
+    }
+
     /// The first adapter the platform offers (lavapipe on these machines, the browser's GPU on the web).
     pub async fn new() -> Result<Gpu> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());

@@ -29,19 +29,6 @@ struct Params {
     _pad: u32,
 }
 
-/// Waits until the GPU has finished all submitted work.
-pub async fn wait_idle(gpu: &Gpu) -> Result<()> {
-    let (tx, rx) = futures_channel::oneshot::channel();
-    gpu.queue.on_submitted_work_done(move || {
-        let _ = tx.send(());
-    });
-    #[cfg(not(target_arch = "wasm32"))]
-    gpu.device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| crate::Error::Gpu(format!("device poll failed: {e}")))?;
-    rx.await.map_err(|_| crate::Error::Gpu("work-done callback dropped".into()))
-}
-
 /// The upper median of timings (NaN when there are none).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -173,10 +160,10 @@ async fn median_seconds(
             pass.set_bind_group(0, bind, &[]);
             pass.dispatch_workgroups(groups, 1, 1);
         }
-        wait_idle(gpu).await?;
+        gpu.sync().await?;
         let t = now_s();
         gpu.queue.submit([enc.finish()]);
-        wait_idle(gpu).await?;
+        gpu.sync().await?;
         if i > 0 {
             times.push(now_s() - t);
         }

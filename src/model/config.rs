@@ -241,6 +241,12 @@ fn shown(x: &Value) -> String {
     }
 }
 
+/// RoPE inverse frequencies, computed as transformers does: 1 / theta^(2d / head_dim) in f32
+/// (the GPU's table and the CPU reference's, one definition).
+pub fn inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
+    (0..head_dim / 2).map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

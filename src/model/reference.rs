@@ -2,10 +2,11 @@
 //! clarity, not speed. GPU kernels and the GPU model are tested against these.
 
 use super::checkpoint::TensorProvider;
-use super::config::Qwen3Config;
-use super::quant::{dequantise, WeightFormat};
+use super::config::{inv_freq, Qwen3Config};
+use super::quant::dequantise;
 use super::safetensors::bf16_to_f32;
 use crate::error::Result;
+use crate::gpu::WeightFormat;
 
 /// W (n, k) bf16 @ x (m, k) -> y (m, n)
 pub fn matmul(x: &[f32], m: usize, k: usize, w: &[u16], n: usize) -> Vec<f32> {
@@ -43,11 +44,6 @@ pub fn rms_norm(x: &[f32], width: usize, weight: &[f32], eps: f32) -> Vec<f32> {
             row.iter().zip(weight).map(move |(v, w)| w * (v * scale))
         })
         .collect()
-}
-
-/// RoPE inverse frequencies, computed as transformers does: 1 / theta^(2d / head_dim) in f32.
-pub fn inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
-    (0..head_dim / 2).map(|d| 1.0 / (theta as f32).powf((2 * d) as f32 / head_dim as f32)).collect()
 }
 
 /// Rotate-half RoPE of one head in place at position `pos`.

@@ -5,10 +5,10 @@
 //! norm weights become f32. A matrix larger than one binding (or texture) is split by rows into chunks.
 
 use super::checkpoint::TensorProvider;
-use super::quant::{self, WeightFormat};
+use super::quant;
 use crate::error::{Error, Result};
 use crate::gpu::fill::RandomFill;
-use crate::gpu::kernels::Prologue;
+use crate::gpu::WeightFormat;
 use crate::gpu::{Gpu, WeightStorage};
 
 /// Rows read from the source per piece (bounds host memory during upload).
@@ -81,45 +81,6 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// Records `y (+)= x W^T` for `m` rows of x over every row chunk, with `binds[i]` binding
-    /// x, chunk i and y (the engine's matmuls, the kernel tests and the benchmark all go through it).
-    pub fn record_matmul<'a>(
-        &self,
-        rec: &mut crate::gpu::StepRecorder<'a>,
-        binds: &'a [wgpu::BindGroup],
-        m: usize,
-        accumulate: bool,
-    ) {
-        self.record_matmul_with(rec, binds, m, accumulate, Prologue::None, 0.0);
-    }
-
-    /// [`Matrix::record_matmul`] through a fused GPU-family kernel that applies `prologue` to x
-    /// first (`eps`: the RMSNorm's); the caller has checked `KernelOptions::fuses`, and `binds`
-    /// were made for that kernel (see [`crate::gpu::kernels::record_matmul_with`]).
-    pub fn record_matmul_with<'a>(
-        &self,
-        rec: &mut crate::gpu::StepRecorder<'a>,
-        binds: &'a [wgpu::BindGroup],
-        m: usize,
-        accumulate: bool,
-        prologue: Prologue,
-        eps: f32,
-    ) {
-        for (chunk, bind) in self.chunks.iter().zip(binds) {
-            let p = crate::gpu::kernels::MatmulParams {
-                m: m as u32,
-                n: self.rows as u32,
-                k: self.cols as u32,
-                row_start: chunk.row_start as u32,
-                rows: chunk.rows as u32,
-                accumulate: accumulate as u32,
-                eps,
-                _pad: 0,
-            };
-            crate::gpu::kernels::record_matmul_with(rec, bind, &p, prologue);
-        }
-    }
-
     pub fn new(gpu: &Gpu, label: &str, rows: usize, cols: usize, format: WeightFormat) -> Result<Matrix> {
         Self::with_format(gpu, label, rows, cols, usize::MAX, gpu.weight_storage, format)
     }
@@ -244,14 +205,15 @@ impl ModelWeights {
 }
 
 /// Upload progress: bytes done of bytes total.
-pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+pub type UploadProgress<'a> = &'a mut dyn FnMut(u64, u64);
 
-/// Uploads every tensor of `src`, the matrices in `format`.
+/// Uploads every tensor of `src`, the matrices in `format`, stored in `storage`.
 pub async fn upload<P: TensorProvider>(
     gpu: &Gpu,
     src: &P,
+    storage: WeightStorage,
     format: WeightFormat,
-    progress: Progress<'_>,
+    progress: UploadProgress<'_>,
 ) -> Result<ModelWeights> {
     let cfg = src.config().clone();
     let h = cfg.hidden_size;
@@ -270,23 +232,27 @@ pub async fn upload<P: TensorProvider>(
 
     let vector = |label: &str, values: &[f32]| gpu.storage_with(label, bytemuck::cast_slice(values));
 
-    let embed_tokens = Matrix::new(gpu, "model.embed_tokens.weight", cfg.vocab_size, h, format)?;
+    let embed_tokens =
+        Matrix::with_format(gpu, "model.embed_tokens.weight", cfg.vocab_size, h, usize::MAX, storage, format)?;
     up.fill(&embed_tokens, 0, "model.embed_tokens.weight", cfg.vocab_size).await?;
 
     let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
     for l in 0..cfg.num_hidden_layers {
         let p = format!("model.layers.{l}");
         let (q, kv, i) = (cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
-        let qkv_proj = Matrix::new(gpu, &format!("{p}.qkv_proj"), q + 2 * kv, h, format)?;
+        let qkv_proj = Matrix::with_format(gpu, &format!("{p}.qkv_proj"), q + 2 * kv, h, usize::MAX, storage, format)?;
         up.fill(&qkv_proj, 0, &format!("{p}.self_attn.q_proj.weight"), q).await?;
         up.fill(&qkv_proj, q, &format!("{p}.self_attn.k_proj.weight"), kv).await?;
         up.fill(&qkv_proj, q + kv, &format!("{p}.self_attn.v_proj.weight"), kv).await?;
-        let o_proj = Matrix::new(gpu, &format!("{p}.self_attn.o_proj.weight"), h, q, format)?;
+        let o_proj =
+            Matrix::with_format(gpu, &format!("{p}.self_attn.o_proj.weight"), h, q, usize::MAX, storage, format)?;
         up.fill(&o_proj, 0, &format!("{p}.self_attn.o_proj.weight"), h).await?;
-        let gate_up_proj = Matrix::new(gpu, &format!("{p}.mlp.gate_up_proj"), 2 * i, h, format)?;
+        let gate_up_proj =
+            Matrix::with_format(gpu, &format!("{p}.mlp.gate_up_proj"), 2 * i, h, usize::MAX, storage, format)?;
         up.fill(&gate_up_proj, 0, &format!("{p}.mlp.gate_proj.weight"), i).await?;
         up.fill(&gate_up_proj, i, &format!("{p}.mlp.up_proj.weight"), i).await?;
-        let down_proj = Matrix::new(gpu, &format!("{p}.mlp.down_proj.weight"), h, i, format)?;
+        let down_proj =
+            Matrix::with_format(gpu, &format!("{p}.mlp.down_proj.weight"), h, i, usize::MAX, storage, format)?;
         up.fill(&down_proj, 0, &format!("{p}.mlp.down_proj.weight"), h).await?;
 
         let mut qk = src.f32(&format!("{p}.self_attn.q_norm.weight")).await?;
@@ -312,7 +278,7 @@ pub async fn upload<P: TensorProvider>(
     let lm_head = if src.lm_head_name() == "model.embed_tokens.weight" {
         None
     } else {
-        let m = Matrix::new(gpu, "lm_head.weight", cfg.vocab_size, h, format)?;
+        let m = Matrix::with_format(gpu, "lm_head.weight", cfg.vocab_size, h, usize::MAX, storage, format)?;
         up.fill(&m, 0, src.lm_head_name(), cfg.vocab_size).await?;
         Some(m)
     };
@@ -331,7 +297,7 @@ struct Uploader<'a, P> {
     src: &'a P,
     done: u64,
     total: u64,
-    progress: Progress<'a>,
+    progress: UploadProgress<'a>,
     /// Created on the first generated tensor.
     fill: Option<RandomFill>,
 }
@@ -365,7 +331,7 @@ impl<P: TensorProvider> Uploader<'_, P> {
             }
             self.advance((rows * m.cols * 2) as u64);
             // Let the queue drain now and then so progress means something and memory stays bounded.
-            crate::gpu::roofline::wait_idle(self.gpu).await?;
+            self.gpu.sync().await?;
             return Ok(());
         }
         let piece = (PIECE_BYTES / (m.cols * 2)).max(1);

@@ -1,6 +1,6 @@
 //! The OpenAI-compatible wire format, without any I/O: the base URL, request bodies for
 //! `/v1/completions` and `/v1/chat/completions`, the streamed chunks, `/v1/models`, and the error
-//! kinds a request can end with. Shared by the native client and (later) the browser's `fetch`.
+//! kinds a request can end with. Shared by the native client and the browser's `fetch` client.
 
 use std::str::FromStr;
 

@@ -16,7 +16,6 @@ use super::state::{AppState, ModelChoice, ModelSource, Phase};
 use super::sweep::SweepPanel;
 use super::target::TargetPanel;
 use crate::bench::Lang;
-use crate::gpu::kernels::KernelFamily;
 use leptos::prelude::*;
 
 /// Uploads the loaded model again, with the weights and speculation the settings ask for.
@@ -32,15 +31,6 @@ pub fn App() -> impl IntoView {
     let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
     let choice =
         query("model").and_then(|m| ModelSource::from_key(&m)).unwrap_or(ModelSource::Preset(ModelChoice::Embedded));
-    // `?kernels=gpu|cpu` forces a kernel family for the device opened later (and stays in links).
-    let kernels = query("kernels").and_then(|k| KernelFamily::parse(&k));
-    KernelFamily::force(kernels);
-    // `?fused=0` runs the GPU family's norm and SwiGLU as their own kernels (before/after).
-    let unfused = query("fused").is_some_and(|f| f == "0");
-    crate::gpu::kernels::set_fusion(!unfused);
-    // `?overlap=0` reads each step's ids before submitting the next (CPU/GPU overlap off).
-    let serial = query("overlap").is_some_and(|f| f == "0");
-    crate::engine::forward::set_overlap(!serial);
     let state = AppState::new(lang, choice, history::load());
     provide_context(UiLang(state.lang));
     let t = use_text();
@@ -58,15 +48,8 @@ pub fn App() -> impl IntoView {
         if state.lang.get() != Lang::En {
             pairs.push(("lang", "zh".to_string()));
         }
-        if let Some(family) = kernels {
-            pairs.push(("kernels", family.name().to_string()));
-        }
-        if unfused {
-            pairs.push(("fused", "0".to_string()));
-        }
-        if serial {
-            pairs.push(("overlap", "0".to_string()));
-        }
+        // The engine switches (`?kernels=`, `?fused=`, …) stay in the link.
+        pairs.extend(state.switches.query_pairs());
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);
     });

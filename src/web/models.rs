@@ -8,7 +8,9 @@ use super::cache::{self, RemoteStore};
 use super::i18n::Text;
 use super::settings::{Caps, LoadOptions};
 use super::sources;
-use super::state::{AppState, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status};
+use super::state::{
+    AppState, LinkSwitches, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status,
+};
 use crate::clock::now_s;
 use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
@@ -24,7 +26,7 @@ use std::rc::Rc;
 /// tokens, so changing them needs no reload. The KV budget is the CLI's for real shapes and a
 /// quarter of it for the tiny default (which needs little). Weights and speculation are the
 /// settings' (`load`): changing them needs an upload.
-fn options(request: &LoadRequest, load: LoadOptions) -> EngineOptions {
+fn options(request: &LoadRequest, load: LoadOptions, switches: LinkSwitches) -> EngineOptions {
     let kv_budget_bytes = match request {
         LoadRequest::Preset(ModelChoice::Embedded) => 128 << 20,
         _ => EngineOptions::default().kv_budget_bytes,
@@ -36,6 +38,8 @@ fn options(request: &LoadRequest, load: LoadOptions) -> EngineOptions {
         weights: load.weights,
         speculation: load.speculation,
         prefix_cache: load.prefix_cache,
+        overlap: switches.overlap != Some(false),
+        kernels: switches.kernels,
         ..EngineOptions::default()
     }
 }
@@ -49,7 +53,7 @@ pub async fn load_variant(
 ) -> Result<(ForwardPass, Option<Rc<Tokenizer>>)> {
     let request = state.loaded_request.get_value().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
     let gpu = state.gpu.get_value().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
-    let options = options(&request, load);
+    let options = options(&request, load, state.switches);
     let mut on_weights = |done: u64, total: u64| progress((done * 100 / total.max(1)) as u32);
     match &request {
         LoadRequest::Preset(choice) => {
@@ -282,7 +286,7 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
         LoadRequest::Local(store) => store.label.clone(),
         LoadRequest::Remote(input) => input.clone(),
     };
-    let options = options(request, LoadOptions::from_settings(state.settings));
+    let options = options(request, LoadOptions::from_settings(state.settings), state.switches);
     match request {
         LoadRequest::Preset(choice) => {
             let model = match choice {

@@ -214,11 +214,7 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
         parts.push(format!("{} ({})", a.name, a.backend));
     }
     if let Some(k) = &rc.kernels {
-        let subgroups = if k.subgroups { " · subgroups" } else { "" };
-        parts.push(format!(
-            "{} kernels · tile {}{subgroups} · {} weights in {}s",
-            k.family, k.tile, k.weight_format, k.weights
-        ));
+        parts.push(k.describe());
     }
     // The engine switches, as the record holds them (scheduler, speculation).
     if let Some(p) = &rc.scheduler {

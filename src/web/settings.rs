@@ -6,8 +6,8 @@ use super::i18n::{use_text, Label, Text};
 use crate::bench::sweep::parse_rates;
 use crate::bench::{Arrival, ArrivalSpan, LenRange, Slo, WorkloadSpec};
 use crate::engine::{Order, Policy, Speculation};
+use crate::gpu::WeightFormat;
 use crate::limits;
-use crate::model::quant::WeightFormat;
 use leptos::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

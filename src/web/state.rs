@@ -12,6 +12,7 @@ use super::target::TargetSettings;
 use crate::bench::Lang;
 use crate::engine::forward::EngineLimits;
 use crate::engine::ForwardPass;
+use crate::gpu::kernels::KernelSwitches;
 use crate::gpu::Gpu;
 use crate::model::source::BlobStore;
 use crate::model::Tokenizer;
@@ -211,6 +212,46 @@ pub struct AppState {
     pub cancel: StoredValue<Rc<Cell<bool>>, LocalStorage>,
     /// The run in progress: long tasks of each rate done so far, and the watch of the current one.
     pub long_tasks: StoredValue<LongTaskLog, LocalStorage>,
+    /// The engine switches of the link, parsed once at start.
+    pub switches: LinkSwitches,
+}
+
+/// The kernel and engine switches a link may carry, as the CLI's flags: `?kernels=gpu|cpu`,
+/// `?fused=off`, `?prefill-tiles=off`, `?subgroups=off`, `?matmul-tile=4`, `?gemv-max-m=N`,
+/// `?weight-storage=buffer|texture` ([`KernelSwitches::from_query`]) and `?overlap=off`. Every
+/// model the page loads gets them ([`crate::engine::EngineOptions`]), and they stay in the link.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkSwitches {
+    pub kernels: KernelSwitches,
+    /// `Some(false)`: CPU/GPU overlap off.
+    pub overlap: Option<bool>,
+}
+
+impl LinkSwitches {
+    /// From the page's query string; a value that does not parse leaves the defaults and says
+    /// which key was wrong.
+    pub fn from_query() -> (LinkSwitches, Option<String>) {
+        let query = super::browser::query_param;
+        let parsed = KernelSwitches::from_query(query).and_then(|kernels| {
+            let overlap = query("overlap")
+                .map(|v| crate::gpu::kernels::parse_on_off(&v).map_err(|e| format!("?overlap=: {e}")))
+                .transpose()?;
+            Ok(LinkSwitches { kernels, overlap })
+        });
+        match parsed {
+            Ok(s) => (s, None),
+            Err(e) => (LinkSwitches::default(), Some(format!("the link's engine switches were ignored: {e}"))),
+        }
+    }
+
+    /// The link's pairs for the switches set.
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = self.kernels.query_pairs();
+        if self.overlap == Some(false) {
+            pairs.push(("overlap", "off".to_string()));
+        }
+        pairs
+    }
 }
 
 /// See [`AppState::long_tasks`].
@@ -223,12 +264,13 @@ pub struct LongTaskLog {
 
 impl AppState {
     pub fn new(lang: Lang, choice: ModelSource, history: Vec<Arc<Entry>>) -> AppState {
+        let (switches, switch_error) = LinkSwitches::from_query();
         AppState {
             lang: RwSignal::new(lang),
             status: RwSignal::new(Status::Starting),
             adapter: RwSignal::new(None),
             choice: RwSignal::new(choice),
-            load_error: RwSignal::new(None),
+            load_error: RwSignal::new(switch_error),
             download: RwSignal::new(None),
             pending_link: RwSignal::new(None),
             cached: RwSignal::new(Vec::new()),
@@ -253,6 +295,7 @@ impl AppState {
             abort: StoredValue::new_local(None),
             cancel: StoredValue::new_local(Rc::new(Cell::new(false))),
             long_tasks: StoredValue::new_local(LongTaskLog::default()),
+            switches,
         }
     }
 

@@ -72,6 +72,8 @@ pub struct SoakArgs {
     /// Write the report (figures, resident-memory samples, violations) as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    switches: super::switches::SwitchArgs,
 }
 
 /// The cases of a fixture's `reference.json`, as far as the soak needs them.
@@ -139,6 +141,8 @@ async fn run(args: SoakArgs) -> Result<bool> {
         block_size: args.block_size,
         kv_blocks: Some(args.kv_blocks),
         prefix_cache: args.prefix_cache,
+        overlap: args.switches.overlap(),
+        kernels: args.switches.kernels(),
         ..EngineOptions::default()
     };
     let gpu = Arc::new(Gpu::new().await?);

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use std::rc::Rc;
 use tokenmeter::engine::{generate_greedy, Engine, EngineOptions, ForwardPass};
-use tokenmeter::gpu::kernels::KernelFamily;
+use tokenmeter::gpu::kernels::{KernelFamily, KernelSwitches};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::MemStore;
@@ -13,8 +13,14 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[path = "common/generated.rs"]
+#[path = "../common/checks.rs"]
+mod checks;
+#[path = "../common/data.rs"]
+mod data;
+#[path = "../common/generated.rs"]
 mod generated;
+/// The GPU kernel family against the CPU reference, in the browser.
+mod kernels;
 
 #[derive(Deserialize)]
 struct Case {
@@ -32,16 +38,24 @@ macro_rules! fixture {
     ($name:literal, [$($file:literal),*]) => {
         (
             MemStore::new($name)
-                $(.with($file, include_bytes!(concat!("fixtures/", $name, "/", $file)).to_vec()))*,
-            include_str!(concat!("fixtures/", $name, "/reference.json")),
+                $(.with($file, include_bytes!(concat!("../fixtures/", $name, "/", $file)).to_vec()))*,
+            include_str!(concat!("../fixtures/", $name, "/reference.json")),
         )
     };
 }
 
 async fn check(store: MemStore, reference: &str, gpu: Rc<Gpu>) {
+    check_with(store, reference, gpu, &EngineOptions::default()).await;
+}
+
+/// [`check`] with an engine loaded with `options`.
+async fn check_with(store: MemStore, reference: &str, gpu: Rc<Gpu>, options: &EngineOptions) {
     let reference: Reference = serde_json::from_str(reference).unwrap();
     let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
+    let model = ForwardPass::load(gpu, &checkpoint, options, &mut |_, _| {}).await.unwrap();
+    if let Some(family) = options.kernels.family {
+        assert_eq!(model.kernel_options().family, family, "the family the switch asked for");
+    }
     let mut engine = Engine::new(model);
     for case in &reference.cases {
         let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
@@ -70,23 +84,24 @@ async fn greedy_tokens_equal_transformers_in_the_browser() {
 }
 
 /// The GPU kernel family (coalesced GEMV, 64 x 64 tile, a workgroup per attention part), forced on
-/// the browser's adapter as `?kernels=gpu` does, against transformers' greedy tokens.
+/// the browser's adapter as `?kernels=gpu` does (the page's link switches, parsed as the page
+/// parses them), against transformers' greedy tokens.
 #[wasm_bindgen_test]
 async fn greedy_tokens_equal_transformers_with_the_gpu_kernel_family_in_the_browser() {
-    KernelFamily::force(Some(KernelFamily::Gpu));
-    let gpu = Gpu::new().await;
-    KernelFamily::force(None);
-    let gpu = Rc::new(gpu.expect("WebGPU adapter"));
-    assert_eq!(gpu.kernel_family, KernelFamily::Gpu);
-    // The GPU family asks for subgroups where offered (and keeps them only if they compile).
+    let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
+    let link = |key: &str| (key == "kernels").then(|| "gpu".to_string());
+    let kernels = KernelSwitches::from_query(link).unwrap();
+    assert_eq!(kernels.family, Some(KernelFamily::Gpu));
+    // Subgroups are asked for where offered (and kept only if they compile).
     let offered = gpu.adapter.features.iter().any(|f| f == "SUBGROUP");
     let enabled = gpu.adapter.enabled_features.iter().any(|f| f == "SUBGROUP");
     web_sys::console::log_1(&format!("subgroups offered {offered}, enabled {enabled}").into());
     assert!(enabled <= offered);
+    let options = EngineOptions { kernels, ..EngineOptions::default() };
     let (store, reference) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
-    check(store, reference, gpu.clone()).await;
+    check_with(store, reference, gpu.clone(), &options).await;
     let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);
-    check(store, reference, gpu).await;
+    check_with(store, reference, gpu, &options).await;
 }
 
 /// The generated fixture at the published attention widths (head_dim 128, 16 / 8 heads; weights
@@ -99,8 +114,8 @@ async fn greedy_tokens_equal_the_float64_reference_at_head_dim_128_in_the_browse
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
     let name = "real-gqa16-h128";
     let reference: RealReference =
-        serde_json::from_str(include_str!("fixtures/real-gqa16-h128/reference.json")).unwrap();
-    let store = real_store(name, include_str!("fixtures/real-gqa16-h128/config.json"), &reference);
+        serde_json::from_str(include_str!("../fixtures/real-gqa16-h128/reference.json")).unwrap();
+    let store = real_store(name, include_str!("../fixtures/real-gqa16-h128/config.json"), &reference);
     let checkpoint = Checkpoint::open(&store).await.unwrap();
     let options = EngineOptions { max_batched_tokens: 2048, ..EngineOptions::default() };
     let model = ForwardPass::load(gpu.clone(), &checkpoint, &options, &mut |_, _| {}).await.unwrap();
@@ -137,7 +152,7 @@ async fn bad_input_is_an_error_in_the_browser_too() {
     let (store, _) = fixture!("tiny-mha", ["config.json"]);
     let err = Checkpoint::open(&store).await.err().expect("no weights must fail").to_string();
     assert!(err.contains("no model.safetensors"), "{err}");
-    let truncated = include_bytes!("fixtures/tiny-mha/model.safetensors")[..4000].to_vec();
+    let truncated = include_bytes!("../fixtures/tiny-mha/model.safetensors")[..4000].to_vec();
     let (store, _) = fixture!("tiny-mha", ["config.json"]);
     let err = Checkpoint::open(&store.with("model.safetensors", truncated)).await.err().expect("truncated").to_string();
     assert!(err.contains("outside"), "{err}");
@@ -156,8 +171,8 @@ use tokenmeter::web::settings::{self, Field, Settings};
 use tokenmeter::web::sources::{self, remote_base, DownloadProgress};
 use wasm_bindgen::JsCast;
 
-const MHA_CONFIG: &[u8] = include_bytes!("fixtures/tiny-mha/config.json");
-const MHA_WEIGHTS: &[u8] = include_bytes!("fixtures/tiny-mha/model.safetensors");
+const MHA_CONFIG: &[u8] = include_bytes!("../fixtures/tiny-mha/config.json");
+const MHA_WEIGHTS: &[u8] = include_bytes!("../fixtures/tiny-mha/model.safetensors");
 
 /// A safetensors file with its JSON header edited (data unchanged).
 fn edit_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
@@ -287,7 +302,7 @@ async fn picked_files_load_through_the_shared_loader() {
     let checkpoint = Checkpoint::open(&store).await.expect("a good model opens from Blobs");
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
     let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
-    let reference: Reference = serde_json::from_str(include_str!("fixtures/tiny-mha/reference.json")).unwrap();
+    let reference: Reference = serde_json::from_str(include_str!("../fixtures/tiny-mha/reference.json")).unwrap();
     let case = &reference.cases[0];
     let mut engine = Engine::new(model);
     let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
@@ -374,7 +389,7 @@ fn settings_round_trip_through_the_url() {
 #[wasm_bindgen_test]
 fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     use tokenmeter::engine::{Order, Policy, Speculation};
-    use tokenmeter::model::quant::WeightFormat;
+    use tokenmeter::gpu::WeightFormat;
     let with = |pairs: &[(Field, &str)]| {
         let pairs: Vec<(Field, String)> = pairs.iter().map(|(f, v)| (*f, v.to_string())).collect();
         settings::validate(

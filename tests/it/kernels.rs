@@ -1,15 +1,14 @@
 //! Every WGSL kernel against its CPU reference on random inputs with awkward sizes
 //! (not multiples of the workgroup size), on the native adapter (lavapipe here).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use bytemuck::Pod;
 use common::checks::{
     assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS,
 };
 use common::*;
-use tokenmeter::engine::forward::PREVIOUS_ID;
+use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_max_positions, attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk,
@@ -18,8 +17,10 @@ use tokenmeter::gpu::kernels::{
     MatmulTile, PairParams, Prologue, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
+use tokenmeter::gpu::WeightFormat;
+use tokenmeter::gpu::PREVIOUS_ID;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
-use tokenmeter::model::quant::{dequantise, WeightFormat};
+use tokenmeter::model::quant::dequantise;
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
@@ -71,7 +72,15 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format, fused: false });
+                paths.push(KernelOptions {
+                    family: KernelFamily::Software,
+                    tile,
+                    subgroups,
+                    weights,
+                    format,
+                    fused: false,
+                    ..Default::default()
+                });
             }
         }
     }
@@ -87,6 +96,7 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
                 weights,
                 format,
                 fused: true,
+                ..Default::default()
             });
         }
     }
@@ -194,7 +204,15 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
     for tile in [MatmulTile::Four, MatmulTile::Eight] {
         for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
             for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-                paths.push(KernelOptions { family: KernelFamily::Cpu, tile, subgroups, weights, format, fused: false });
+                paths.push(KernelOptions {
+                    family: KernelFamily::Software,
+                    tile,
+                    subgroups,
+                    weights,
+                    format,
+                    fused: false,
+                    ..Default::default()
+                });
             }
         }
     }
@@ -208,6 +226,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             weights: WeightStorage::Buffer,
             format,
             fused: true,
+            ..Default::default()
         });
     }
     for &(m, n, k) in shapes {
@@ -308,6 +327,7 @@ fn fused_prologue_matmuls_at_real_widths() {
         weights: WeightStorage::Buffer,
         format: WeightFormat::Bf16,
         fused: true,
+        ..Default::default()
     };
     assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
     assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
@@ -325,6 +345,7 @@ fn fused_prologue_matmuls_at_real_widths() {
             weights,
             format,
             fused: true,
+            ..Default::default()
         };
         let kernels = Kernels::with_options(&g, options);
         for (seed, &(prologue, m, n, k)) in cases.iter().enumerate() {
@@ -389,7 +410,8 @@ fn embedding_case(
     ids: &[u32],
 ) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g, KernelOptions { weights, format, ..KernelOptions::for_gpu(&g) });
+    let kernels =
+        Kernels::with_options(&g, KernelOptions { weights, format, ..KernelOptions::for_gpu(&g, &Default::default()) });
     let table_bits = bf16(&random(4, vocab * hidden));
     let table = Matrix::with_format(&g, "embed", vocab, hidden, chunk_rows, weights, format).unwrap();
     table.write_rows(&g, 0, &table_bits);
@@ -451,7 +473,7 @@ fn qk_norm_rope_and_cache_write() {
     // An awkward shape, and Qwen3's (16 / 8 heads of 128).
     // An awkward shape, and Qwen3's (16 / 8 heads of 128); head_dim 160 gives some lanes of the
     // GPU family's workgroup two pairs to rotate. Both kernel families.
-    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+    for family in [KernelFamily::Software, KernelFamily::Gpu] {
         for (n_heads, n_kv, hd) in [(6, 2, 24), (16, 8, 128), (4, 2, 160)] {
             qk_norm_rope_case(n_heads, n_kv, hd, family);
         }
@@ -460,7 +482,8 @@ fn qk_norm_rope_and_cache_write() {
 
 fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize, family: KernelFamily) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
+    let kernels =
+        Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g, &Default::default()) });
     // Physical KV blocks: a cache within one 128 MiB binding (the tokens' blocks stay distinct).
     let physical = if hd > 64 { 1024 } else { 5200 };
     // Positions up to 40,000 check the angle reduction at theta = 1e6.
@@ -476,7 +499,7 @@ fn qk_norm_rope_case(n_heads: usize, n_kv: usize, hd: usize, family: KernelFamil
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(7, s.tokens.len() * width);
     let norms: Vec<f32> = random(8, 2 * s.hd).iter().map(|v| 1.0 + 0.5 * v).collect();
-    let freqs = reference::inv_freq(s.hd, 1e6);
+    let freqs = tokenmeter::model::config::inv_freq(s.hd, 1e6);
     let cache_len = physical as usize * s.block_size * s.n_kv * s.hd;
     let qkvb = g.storage_with("qkv", bytes(&qkv));
     let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
@@ -510,7 +533,7 @@ fn attention_over_paged_cache_with_gqa() {
     // split 3 ways through a partials buffer that holds two tokens at a time (three token ranges).
     let pairs = s.tokens.len() * s.n_heads;
     for (splits, partials) in [(1, 0), (16, pairs * 16 * (s.hd + 2)), (3, 2 * s.n_heads * 3 * (s.hd + 2))] {
-        attention_case(&s, 60, Path::Split(splits), partials, 1e-5, KernelFamily::Cpu);
+        attention_case(&s, 60, Path::Split(splits), partials, 1e-5, KernelFamily::Software);
     }
     // The GPU family's workgroup-per-part kernel: unsplit (still through the partials), 16 ways,
     // and 3 ways over three token ranges.
@@ -600,7 +623,7 @@ fn attention_at_real_widths() {
     assert_eq!(attention_splits(302, 16, 128, 300), 1);
     assert_eq!(attention_splits(2, 16, 128, max + 1), 16);
     let decodes = HeadSetup { tokens: s.tokens[300..].to_vec(), ..s.clone() };
-    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+    for family in [KernelFamily::Software, KernelFamily::Gpu] {
         attention_case(&s, 120, Path::Engine, 4 << 20, 2e-5, family);
         attention_case(&decodes, 120, Path::Engine, 4 << 20, 2e-5, family);
     }
@@ -621,7 +644,7 @@ fn attention_at_real_widths() {
     assert_eq!(attention_prefill_max_positions(128), 1104);
     assert_eq!(attention_prefill_splits(2048, 2, 128, 4416), 4);
     assert_eq!(attention_splits_gpu(1, 2, 128, 4416), 16);
-    for family in [KernelFamily::Cpu, KernelFamily::Gpu] {
+    for family in [KernelFamily::Software, KernelFamily::Gpu] {
         attention_case(&long, 560, Path::Engine, 1 << 18, 2e-5, family);
     }
 }
@@ -641,7 +664,8 @@ enum Path {
 /// checks every (token, head) against the CPU reference.
 fn attention_case(s: &HeadSetup, blocks: usize, path: Path, partials_floats: usize, tol: f32, family: KernelFamily) {
     let g = gpu();
-    let kernels = Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g) });
+    let kernels =
+        Kernels::with_options(&g, KernelOptions { family, ..KernelOptions::for_gpu(&g, &Default::default()) });
     let width = (s.n_heads + 2 * s.n_kv) * s.hd;
     let qkv = random(9, s.tokens.len() * width);
     let cache_len = blocks * s.block_size * s.n_kv * s.hd;

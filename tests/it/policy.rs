@@ -1,8 +1,7 @@
 //! A scheduling policy changes which tokens share a step, never the tokens: every policy, with
 //! and without chunked prefill, gives each request transformers' greedy tokens.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokenmeter::engine::{generate, Engine, EngineOptions, ForwardPass, Order, Policy, Request, SamplingParams};

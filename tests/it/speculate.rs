@@ -2,9 +2,8 @@
 //! request takes, never its tokens: greedy output with drafts equals plain greedy output (and
 //! transformers' tokens), drafts are really accepted (all of them when the draft model is the
 //! target itself), and sampled requests are left alone.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokenmeter::engine::{
@@ -213,7 +212,7 @@ fn a_different_draft_model_never_changes_the_tokens() {
     });
 }
 
-/// (The CLI's own checks, before any weight is uploaded, are in `tests/bad_flags.rs`.)
+/// (The CLI's own checks, before any weight is uploaded, are in `tests/it/bad_flags.rs`.)
 #[test]
 fn a_draft_model_with_another_vocabulary_is_refused() {
     pollster::block_on(async {

@@ -3,9 +3,8 @@
 //! tiny GGUF fixture. `./scripts/test` builds that server (`scripts/peer`) and sets
 //! TOKENMETER_LLAMA_SERVER and TOKENMETER_REQUIRE_PEER=1; a plain `cargo test` without them skips
 //! the real-server tests with a note.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 use common::read_request;
 use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

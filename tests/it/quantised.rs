@@ -2,15 +2,14 @@
 //! the CPU reference run on the dequantised weights (logits close, greedy tokens equal), on the
 //! tiny fixtures and on the head_dim-128 one at Qwen3-0.6B's widths. Cost: top-1 agreement and
 //! logit RMSE against the bf16 model over the fixtures' prompts (printed; BENCHMARKS.md).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::generated::*;
 use common::*;
 use tokenmeter::engine::{generate_greedy, Batch, Engine, EngineOptions, ForwardPass};
+use tokenmeter::gpu::WeightFormat;
 use tokenmeter::model::checkpoint::{Checkpoint, TensorProvider};
-use tokenmeter::model::quant::WeightFormat;
 use tokenmeter::model::reference::{argmax, CpuModel};
 use tokenmeter::model::source::DirStore;
 

@@ -3,30 +3,25 @@
 //! widths: the GEMV and the tiled matmul over lm_head's 151,936 rows in row chunks (as where a
 //! binding cannot hold it all), the embedding gather over the same table, the workgroup q/k norm + RoPE at head_dim 128,
 //! and the workgroup-per-part attention at head_dim 128 past 252 and 503 positions. The same checks
-//! as tests/kernels.rs (tests/common/checks.rs), run where users run the page.
-#![cfg(target_arch = "wasm32")]
+//! as tests/it/kernels.rs (tests/common/checks.rs), run where users run the page.
 
-#[path = "common/checks.rs"]
-mod checks;
-#[path = "common/data.rs"]
-mod data;
+use crate::{checks, data};
 
 use bytemuck::Pod;
 use checks::{assert_close, check_attention, check_qk_norm_rope, fused_binds, fused_case, HeadSetup, FUSED_EPS};
 use data::random;
-use tokenmeter::engine::forward::PREVIOUS_ID;
+use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::{
     attention_prefill_splits, attention_ranges, attention_splits_gpu, groups, record_attention, record_qk_norm_rope,
     Bind, EmbedParams, KernelFamily, KernelOptions, Prologue,
 };
 use tokenmeter::gpu::readback::read_f32;
+use tokenmeter::gpu::PREVIOUS_ID;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
 use wasm_bindgen_test::*;
-
-wasm_bindgen_test_configure!(run_in_browser);
 
 fn bytes<T: Pod>(v: &[T]) -> &[u8] {
     bytemuck::cast_slice(v)
@@ -39,7 +34,7 @@ async fn gpu_family() -> (Gpu, Kernels) {
         family: KernelFamily::Gpu,
         weights: WeightStorage::Buffer,
         fused: true,
-        ..KernelOptions::for_gpu(&g)
+        ..KernelOptions::for_gpu(&g, &Default::default())
     };
     let kernels = Kernels::with_options(&g, options);
     (g, kernels)
@@ -68,7 +63,7 @@ fn random_bf16(seed: u64, rows: usize, cols: usize) -> Vec<u16> {
 
 /// The GEMV (up to 64 tokens) and the 64 x 64 tiled matmul (more) through the engine's own
 /// dispatch choice, at Qwen3-0.6B's widths, each output within the f32 error bound of a K-term dot
-/// product (|y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k|, as tests/kernels.rs). Then the
+/// product (|y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k|, as tests/it/kernels.rs). Then the
 /// embedding gather over the lm_head-sized table, at ids on both sides of every chunk boundary.
 #[wasm_bindgen_test]
 async fn gpu_family_matmuls_and_embedding_at_real_widths_in_the_browser() {
@@ -128,7 +123,7 @@ async fn gpu_family_matmuls_and_embedding_at_real_widths_in_the_browser() {
 }
 
 /// The fused matmuls (RMSNorm or SwiGLU in the prologue) against the CPU reference of the two
-/// steps they replace, at Qwen3-0.6B's widths (tests/kernels.rs runs more shapes natively): q|k|v
+/// steps they replace, at Qwen3-0.6B's widths (tests/it/kernels.rs runs more shapes natively): q|k|v
 /// at decode (GEMV) and gate|up of a 300-token chunk (tile), down_proj (GEMV only) at batch 4 and
 /// 64.
 #[wasm_bindgen_test]
@@ -220,7 +215,7 @@ async fn gpu_family_rope_and_attention_at_head_dim_128_in_the_browser() {
     let width = (n_heads + 2 * n_kv) * hd;
     let qkv = random(41, rope.tokens.len() * width);
     let norms: Vec<f32> = random(42, 2 * hd).iter().map(|v| 1.0 + 0.5 * v).collect();
-    let freqs = reference::inv_freq(hd, 1e6);
+    let freqs = tokenmeter::model::config::inv_freq(hd, 1e6);
     let cache_len = physical as usize * block_size * n_kv * hd;
     let qkvb = g.storage_with("qkv", bytes(&qkv));
     let (tb, btb) = (g.storage_with("tokens", bytes(&rope.tokens)), g.storage_with("tables", bytes(&rope.tables)));

@@ -1,9 +1,8 @@
 //! What the device reports outside error scopes becomes an `Err` of the next step, not a panic
 //! (wgpu's default handler panics): a validation error, and a lost device, which ends a benchmark
 //! session with the rate it cut short kept. Each test opens its own device, since it breaks it.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::cell::Cell;

@@ -3,9 +3,8 @@
 //! arriving while others are mid-prefill, under a KV pool small enough to preempt, with
 //! speculative decoding, and at head_dim 128 — and every block is back, unreferenced, after each
 //! run. A repeated prompt is served from the cache up to its last full block before its last token.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::generated::*;
 use common::*;

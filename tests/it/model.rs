@@ -1,26 +1,61 @@
 //! The whole model on the GPU (lavapipe) against transformers' greedy tokens and the CPU reference.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokenmeter::engine::{generate_greedy, Batch, Engine, EngineOptions, ForwardPass};
+use tokenmeter::gpu::kernels::{KernelFamily, KernelSwitches};
+use tokenmeter::gpu::WeightStorage;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::reference::CpuModel;
 use tokenmeter::model::source::DirStore;
+
+/// Each check below runs twice: on the kernels the adapter picks, and on the GPU kernel family
+/// forced with its weights in storage buffers (as on GPUs) — `--kernels gpu --weight-storage
+/// buffer` — so both families meet transformers and the CPU reference on every adapter.
+macro_rules! on_both_families {
+    ($($case:ident;)*) => {
+        mod adapters_choice {
+            $(#[test]
+            fn $case() {
+                super::$case(tokenmeter::gpu::kernels::KernelSwitches::default());
+            })*
+        }
+        mod gpu_family {
+            $(#[test]
+            fn $case() {
+                super::$case(super::GPU_FAMILY);
+            })*
+        }
+    };
+}
+
+const GPU_FAMILY: KernelSwitches =
+    KernelSwitches { family: Some(KernelFamily::Gpu), storage: Some(WeightStorage::Buffer), ..KernelSwitches::NONE };
+
+on_both_families! {
+    greedy_tokens_equal_transformers_on_every_fixture;
+    chunked_prefill_gives_the_same_tokens;
+    logits_match_the_cpu_reference_and_transformers;
+    prefill_then_decode_equals_one_prefill;
+    sequences_in_one_step_do_not_interfere;
+}
 
 async fn load(name: &str, options: &EngineOptions) -> (ForwardPass, Checkpoint<tokenmeter::model::source::DiskFile>) {
     let store = DirStore::new(fixture_dir(name)).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
     let model = ForwardPass::load(gpu(), &ckpt, options, &mut |_, _| {}).await.unwrap();
+    // What ran is what the switches asked for.
+    let ran = model.kernel_options();
+    assert!(options.kernels.family.is_none_or(|f| f == ran.family), "{ran:?}");
+    assert!(options.kernels.storage.is_none_or(|s| s == ran.weights), "{ran:?}");
     (model, ckpt)
 }
 
-#[test]
-fn greedy_tokens_equal_transformers_on_every_fixture() {
+fn greedy_tokens_equal_transformers_on_every_fixture(kernels: KernelSwitches) {
     pollster::block_on(async {
         for name in FIXTURES {
-            let (model, _) = load(name, &EngineOptions::default()).await;
+            let (model, _) = load(name, &EngineOptions { kernels, ..EngineOptions::default() }).await;
             let mut engine = Engine::new(model);
             for (i, case) in reference(name).cases.iter().enumerate() {
                 let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {})
@@ -33,10 +68,9 @@ fn greedy_tokens_equal_transformers_on_every_fixture() {
     });
 }
 
-#[test]
-fn chunked_prefill_gives_the_same_tokens() {
+fn chunked_prefill_gives_the_same_tokens(kernels: KernelSwitches) {
     pollster::block_on(async {
-        let options = EngineOptions { max_batched_tokens: 37, block_size: 4, ..EngineOptions::default() };
+        let options = EngineOptions { max_batched_tokens: 37, block_size: 4, kernels, ..EngineOptions::default() };
         let (model, _) = load("tiny-untied", &options).await;
         let mut engine = Engine::new(model);
         let case = reference("tiny-untied").cases.into_iter().find(|c| c.prompt_ids.len() >= 300).unwrap();
@@ -45,11 +79,10 @@ fn chunked_prefill_gives_the_same_tokens() {
     });
 }
 
-#[test]
-fn logits_match_the_cpu_reference_and_transformers() {
+fn logits_match_the_cpu_reference_and_transformers(kernels: KernelSwitches) {
     pollster::block_on(async {
         for name in FIXTURES {
-            let (mut model, ckpt) = load(name, &EngineOptions::default()).await;
+            let (mut model, ckpt) = load(name, &EngineOptions { kernels, ..EngineOptions::default() }).await;
             let cpu = CpuModel::load(&ckpt).await.unwrap();
             let vocab = model.cfg.vocab_size;
             let case = &reference(name).cases[2];
@@ -89,10 +122,10 @@ fn logits_match_the_cpu_reference_and_transformers() {
     });
 }
 
-#[test]
-fn prefill_then_decode_equals_one_prefill() {
+fn prefill_then_decode_equals_one_prefill(kernels: KernelSwitches) {
     pollster::block_on(async {
-        let (mut model, _) = load("tiny-gqa-tied", &EngineOptions { block_size: 4, ..EngineOptions::default() }).await;
+        let (mut model, _) =
+            load("tiny-gqa-tied", &EngineOptions { block_size: 4, kernels, ..EngineOptions::default() }).await;
         let vocab = model.cfg.vocab_size;
         let prompt: Vec<u32> = (0..19).map(|i| (i * 37 + 11) % vocab as u32).collect();
         let table: Vec<u32> = vec![3, 1, 4, 0, 2]; // deliberately not in order
@@ -122,10 +155,10 @@ fn prefill_then_decode_equals_one_prefill() {
     });
 }
 
-#[test]
-fn sequences_in_one_step_do_not_interfere() {
+fn sequences_in_one_step_do_not_interfere(kernels: KernelSwitches) {
     pollster::block_on(async {
-        let (mut model, _) = load("tiny-mha", &EngineOptions { block_size: 4, ..EngineOptions::default() }).await;
+        let (mut model, _) =
+            load("tiny-mha", &EngineOptions { block_size: 4, kernels, ..EngineOptions::default() }).await;
         let a: Vec<u32> = vec![5, 9, 200, 17, 3, 3, 81];
         let b: Vec<u32> = vec![250, 1, 2];
         let alone_a = model

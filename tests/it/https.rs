@@ -2,7 +2,6 @@
 //! server certificate of tests/fixtures/tls, made by scripts/make-test-tls): a private CA through
 //! `--ca-cert`, one clear `error:` line without it, `--insecure` working and recorded, HTTP/2
 //! offered in ALPN, proxies taken from the environment.
-#![cfg(not(target_arch = "wasm32"))]
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -5,13 +5,12 @@
 //! values, and every named WGSL member is read back from those bytes at its own offset. And every
 //! kernel's declared storage bindings (`Kernel::bindings`, from the one list in `gpu::kernels`)
 //! against the globals its entry point uses, with their access.
-#![cfg(not(target_arch = "wasm32"))]
 
 use naga::valid::{Capabilities, GlobalUse, ValidationFlags, Validator};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
 use tokenmeter::gpu::kernels::{Access, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use tokenmeter::gpu::WeightFormat;
 use tokenmeter::gpu::{Kernel, WeightStorage};
-use tokenmeter::model::quant::WeightFormat;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum V {

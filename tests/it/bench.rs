@@ -1,8 +1,7 @@
 //! The benchmark end to end on a fixture model: real arrivals into the real engine, then the
 //! recorded timestamps are checked for consistency and the summary recomputed from them.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokenmeter::bench::{self, driver, Arrival, LenRange, WorkloadSpec};

@@ -1,8 +1,7 @@
 //! `compare` on the real engine: a 2× change in batch size on a fixture model is detected, in
 //! the right direction, through the same code as `tokenmeter compare` (bench::experiment).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::cell::Cell;
@@ -160,6 +159,43 @@ fn compare_runs_a_dataset_on_both_sides() {
             let mut expected = rows.to_vec();
             expected.sort();
             assert_eq!(lens, expected, "{side}: the dataset's lengths");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tokenmeter compare` A/Bs a kernel switch from flags alone: the GPU kernel family forced on both
+/// sides (`--kernels gpu`), fused on one and off on the other; each repetition's run record says
+/// which path ran (the switches in force, not only the flags).
+#[test]
+fn compare_ab_tests_a_kernel_switch_from_flags() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-compare-switch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let side = |fused: &str| {
+        format!(
+            "--model {} --kernels gpu --weight-storage buffer --fused {fused} --rate inf --num-requests 4 \
+             --input-len 12 --output-len 4",
+            model.display()
+        )
+    };
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["compare", "--a", &side("on"), "--b", &side("off"), "--repeats", "2", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for (side, fused) in [("a", true), ("b", false)] {
+        let results = json[side].as_array().unwrap();
+        assert_eq!(results.len(), 2, "{side}: two repetitions");
+        for r in results {
+            let kernels = &r["run_config"]["kernels"];
+            assert_eq!(kernels["family"], "gpu", "{side}: {kernels}");
+            assert_eq!(kernels["weights"], "buffer", "{side}: {kernels}");
+            assert_eq!(kernels["fused"], fused, "{side}: {kernels}");
+            assert_eq!(r["requests"].as_array().unwrap().len(), 4, "{side}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,9 +3,8 @@
 //! they wrapped (prompt + max new tokens, input + output length), divided by zero (block size),
 //! panicked in `Duration` (rate), allocated without bound (request count, remote prompt bodies) or
 //! waited for decades (rate 1e-9).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::cli::{expect_error, run};
 use common::fixture_dir;
@@ -37,6 +36,14 @@ fn generate_flags() {
     generate(&["--seed", "-1"], "--seed");
     generate(&["--weights", "int2"], "unknown weight format \"int2\": expected bf16, int8 or int4");
     generate(&["--weights", ""], "expected bf16, int8 or int4");
+    // The kernel switches, each a value parsed here (no environment read below the binary).
+    generate(&["--kernels", "tpu"], "unknown kernel family \"tpu\": expected gpu or cpu");
+    generate(&["--fused", "maybe"], "'--fused <on|off>': expected on or off, not \"maybe\"");
+    generate(&["--prefill-tiles", ""], "--prefill-tiles");
+    generate(&["--weight-storage", "disk"], "unknown weight storage \"disk\": expected buffer or texture");
+    generate(&["--matmul-tile", "16"], "unknown matmul tile \"16\": expected 4 or 8");
+    generate(&["--gemv-max-m", "0"], "'--gemv-max-m <N>': must be a whole number from 1");
+    generate(&["--overlap", "2"], "--overlap");
     // The engine's own check still names max_position_embeddings for a plausible count.
     generate(&["--max-new-tokens", "1000"], "exceeds max_position_embeddings 512");
 }

@@ -1,9 +1,8 @@
 //! Datasets, traces, vLLM-compatible results, `--max-concurrency` and the saturation stop, end
 //! to end through the CLI against an in-test streaming server (a thread per connection; each
 //! reply is a few SSE token chunks), plus the client-capacity measurement (`--ignored`).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::read_request;
 use std::io::{BufReader, Write};

@@ -1,8 +1,7 @@
 //! Continuous batching is invisible in the tokens: requests submitted together, chunked,
 //! preempted and recomputed produce exactly what each produces alone (and what transformers does).
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeMap;

@@ -5,10 +5,9 @@
 //! - The remote benchmark session against a real llama-server that is killed and restarted in
 //!   the middle of a Poisson run: the run completes and every request is recorded once, as a
 //!   success or as a failure with its error kind. Skipped without the server, as in
-//!   tests/remote.rs, unless TOKENMETER_REQUIRE_PEER=1.
-#![cfg(not(target_arch = "wasm32"))]
+//!   tests/it/remote.rs, unless TOKENMETER_REQUIRE_PEER=1.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::io::{Read, Write};

@@ -1,9 +1,8 @@
 //! Qwen3 at the published widths: head_dim 128 with 16 / 8 heads, and Qwen3-0.6B's exact layer
 //! shapes, on prompts of 1 to 1,531 tokens, against the independent float64 reference
 //! (`tests/fixtures/make_real.py`): greedy tokens prefilled in one chunk, in many, and batched.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::generated::*;
 use common::*;
@@ -85,7 +84,7 @@ fn greedy_tokens_equal_the_float64_reference_prefilled_in_one_chunk() {
 #[test]
 fn greedy_tokens_equal_the_float64_reference_prefilled_in_chunks() {
     // Prompts longer than a chunk in chunks of 64 (1,531 tokens: 24 chunks), on the small fixture
-    // (CI time; the 0.6B shape's chunking is checked on logits in tests/invariance.rs).
+    // (CI time; the 0.6B shape's chunking is checked on logits in tests/it/invariance.rs).
     pollster::block_on(async {
         let options = EngineOptions { max_batched_tokens: 64, ..EngineOptions::default() };
         check(REAL_FIXTURES[0], options, 65, false, "chunks of 64").await;

@@ -3,9 +3,8 @@
 //! logits do not depend on how its prompt is chunked, on which other requests share its steps, or
 //! on whether it was preempted and recomputed. Logits are compared, not argmax: random weights
 //! make argmax degenerate.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
+use crate::common;
 
 use common::*;
 use tokenmeter::engine::{Batch, EngineOptions, ForwardPass};

@@ -15,7 +15,6 @@
 //! TOKENMETER_FUZZ_SECS=1800 cargo test --release --test fuzz -- --ignored --nocapture
 //! TOKENMETER_FUZZ_SECS=60 TOKENMETER_FUZZ_TARGETS=sse,openai TOKENMETER_FUZZ_SEED=7 cargo test …
 //! ```
-#![cfg(not(target_arch = "wasm32"))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -1,9 +1,8 @@
 //! Bad input gets one clear line on stderr and exit code 1 or 2 from the CLI, within seconds and
 //! 200 MB — never a panic, a hang or a huge allocation. Files, configs and headers here; flags in
-//! `tests/bad_flags.rs`.
-#![cfg(not(target_arch = "wasm32"))]
+//! `tests/it/bad_flags.rs`.
 
-mod common;
+use crate::common;
 
 use common::{cli, fixture_dir};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,61 @@
+//! The kernel and engine switches as flags, the one place the binary turns them into values (with
+//! the `TOKENMETER_*` variables as fallbacks, read here by clap and nowhere else).
+
+use clap::Args;
+use tokenmeter::gpu::kernels::{parse_on_off, KernelFamily, KernelSwitches, MatmulTile};
+use tokenmeter::gpu::WeightStorage;
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct SwitchArgs {
+    /// Kernel family: gpu (coalesced loads, workgroup tiles: for GPUs) or cpu (an invocation per
+    /// weight row: shaped for software adapters). Default: the adapter's.
+    #[arg(long, env = "TOKENMETER_KERNELS", value_name = "gpu|cpu")]
+    kernels: Option<KernelFamily>,
+    /// Where matmul weights live: buffer or texture. Default: textures on CPU adapters, else buffers.
+    #[arg(long, env = "TOKENMETER_WEIGHTS", value_name = "buffer|texture")]
+    weight_storage: Option<WeightStorage>,
+    /// Subgroup operations in the kernels where the device has them (default on).
+    #[arg(long, env = "TOKENMETER_SUBGROUPS", value_name = "on|off", value_parser = parse_on_off)]
+    subgroups: Option<bool>,
+    /// Tokens per register tile of the CPU family's general matmul: 4 or 8 (default 8 natively).
+    #[arg(long, env = "TOKENMETER_MATMUL_TILE", value_name = "4|8")]
+    matmul_tile: Option<MatmulTile>,
+    /// GPU family: RMSNorm and SwiGLU inside the matmuls that follow them (default on).
+    #[arg(long, env = "TOKENMETER_FUSED", value_name = "on|off", value_parser = parse_on_off)]
+    fused: Option<bool>,
+    /// GPU family: prefill attention tiled over queries (default on).
+    #[arg(long, env = "TOKENMETER_PREFILL_TILES", value_name = "on|off", value_parser = parse_on_off)]
+    prefill_tiles: Option<bool>,
+    /// GPU family: the most tokens a step's matmuls take through the GEMV; larger steps take the
+    /// 64 x 64 tile (default 64).
+    #[arg(long, env = "TOKENMETER_GEMV_MAX_M", value_name = "N",
+          value_parser = |s: &str| tokenmeter::limits::parse_count(s, 1, tokenmeter::limits::MAX_BATCHED_TOKENS).map(|n| n as u32))]
+    gemv_max_m: Option<u32>,
+    /// Shader modules without wgpu's injected bounds checks (kernel work only).
+    #[arg(long, env = "TOKENMETER_UNCHECKED")]
+    unchecked_shaders: bool,
+    /// CPU/GPU overlap in decode: each step submitted before the previous one's ids are read
+    /// (default on; off in force with --prefix-cache or --speculate).
+    #[arg(long, env = "TOKENMETER_OVERLAP", value_name = "on|off", value_parser = parse_on_off)]
+    overlap: Option<bool>,
+}
+
+impl SwitchArgs {
+    pub fn kernels(&self) -> KernelSwitches {
+        KernelSwitches {
+            family: self.kernels,
+            storage: self.weight_storage,
+            subgroups: self.subgroups,
+            tile: self.matmul_tile,
+            fused: self.fused,
+            prefill_tiles: self.prefill_tiles,
+            gemv_max_m: self.gemv_max_m,
+            unchecked: self.unchecked_shaders,
+        }
+    }
+
+    /// CPU/GPU overlap unless `--overlap off`.
+    pub fn overlap(&self) -> bool {
+        self.overlap != Some(false)
+    }
+}

@@ -1,0 +1,278 @@
+//! Which kernels run: the user's switches ([`KernelSwitches`], parsed once at the edge — the
+//! CLI's flags, the page's link) resolved against what the device offers into the
+//! [`KernelOptions`] a kernel table is built with. Nothing below reads the environment.
+
+use crate::gpu::{Gpu, WeightFormat, WeightStorage};
+use serde::{Deserialize, Serialize};
+
+/// The token tile of the general matmul: 4 tokens per weight load everywhere it compiles, 8 on
+/// native adapters, where it is faster on lavapipe (0.6B decode at batch 16 and prefill, +25-30%).
+/// SwiftShader in Chromium does not finish compiling the 8-token kernel (the page stalls in pipeline
+/// creation), so the browser never builds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MatmulTile {
+    Four,
+    Eight,
+}
+
+impl MatmulTile {
+    /// Eight natively, four in the browser.
+    pub fn for_this_platform() -> MatmulTile {
+        if cfg!(target_arch = "wasm32") {
+            MatmulTile::Four
+        } else {
+            MatmulTile::Eight
+        }
+    }
+
+    /// Tokens per tile.
+    pub fn tokens(self) -> u32 {
+        match self {
+            MatmulTile::Four => 4,
+            MatmulTile::Eight => 8,
+        }
+    }
+}
+
+impl std::str::FromStr for MatmulTile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "4" => Ok(MatmulTile::Four),
+            "8" => Ok(MatmulTile::Eight),
+            other => Err(format!("unknown matmul tile {:?}: expected 4 or 8", crate::limits::printable(other))),
+        }
+    }
+}
+
+/// Which shape of kernels suits the adapter, named for the adapters it is shaped for. `Software`
+/// (software adapters, whose invocation is a SIMD lane of a CPU core: lavapipe, SwiftShader) gives
+/// each invocation its own weight rows; `Gpu` has neighbouring invocations read neighbouring
+/// weights (coalesced) and stages tiles in workgroup memory. Flags, links and saved results call
+/// them `cpu` and `gpu` (`--kernels software` is also understood).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KernelFamily {
+    #[serde(rename = "cpu")]
+    Software,
+    #[serde(rename = "gpu")]
+    Gpu,
+}
+
+impl KernelFamily {
+    /// `Gpu` for discrete, integrated and virtual GPUs; `Software` for CPU adapters and SwiftShader.
+    pub fn for_adapter(device_type: &str, name: &str) -> KernelFamily {
+        let software = device_type == "Cpu" || name.to_ascii_lowercase().contains("swiftshader");
+        if software {
+            KernelFamily::Software
+        } else {
+            KernelFamily::Gpu
+        }
+    }
+
+    /// The family every run used before there were two (old saved results).
+    pub fn software() -> KernelFamily {
+        KernelFamily::Software
+    }
+
+    /// The name in flags, links and results: `gpu` or `cpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelFamily::Software => "cpu",
+            KernelFamily::Gpu => "gpu",
+        }
+    }
+
+    /// Parses "gpu" or "cpu".
+    pub fn parse(s: &str) -> Option<KernelFamily> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gpu" => Some(KernelFamily::Gpu),
+            "cpu" | "software" => Some(KernelFamily::Software),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for KernelFamily {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        KernelFamily::parse(s)
+            .ok_or_else(|| format!("unknown kernel family {:?}: expected gpu or cpu", crate::limits::printable(s)))
+    }
+}
+
+/// "on"/"off" (also 1/0, true/false, yes/no): the form of every on-off switch.
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        other => Err(format!("expected on or off, not {:?}", crate::limits::printable(other))),
+    }
+}
+
+/// The user's say over the kernels. Each `None` leaves the choice to the adapter
+/// ([`KernelOptions::for_gpu`]). The CLI's flags (`--kernels`, `--weight-storage`, `--subgroups`,
+/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--unchecked-shaders`; with
+/// `TOKENMETER_*` variables as fallbacks, read by the binary) and the page's link
+/// ([`KernelSwitches::from_query`]) make one; the engine options (`EngineOptions::kernels`) carry it
+/// to the engine, so two engines on one device may differ (`compare --a … --b …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelSwitches {
+    /// `--kernels gpu|cpu`.
+    pub family: Option<KernelFamily>,
+    /// `--weight-storage buffer|texture`.
+    pub storage: Option<WeightStorage>,
+    /// `--subgroups off` keeps the kernels from subgroup operations where the device has them.
+    pub subgroups: Option<bool>,
+    /// `--matmul-tile 4` forces the 4-token tile natively.
+    pub tile: Option<MatmulTile>,
+    /// `--fused off` runs the GPU family's norm and SwiGLU as kernels of their own.
+    pub fused: Option<bool>,
+    /// `--prefill-tiles off` runs prefill attention a workgroup per (token, head, part).
+    pub prefill_tiles: Option<bool>,
+    /// `--gemv-max-m N`: the most tokens the GPU family's GEMV serves (the tile takes more).
+    pub gemv_max_m: Option<u32>,
+    /// `--unchecked-shaders`: no bounds checks injected by wgpu (kernel work only).
+    pub unchecked: bool,
+}
+
+impl Default for KernelSwitches {
+    fn default() -> Self {
+        KernelSwitches::NONE
+    }
+}
+
+impl KernelSwitches {
+    /// No switch set: every choice the adapter's.
+    pub const NONE: KernelSwitches = KernelSwitches {
+        family: None,
+        storage: None,
+        subgroups: None,
+        tile: None,
+        fused: None,
+        prefill_tiles: None,
+        gemv_max_m: None,
+        unchecked: false,
+    };
+
+    /// The page's link: `?kernels=gpu|cpu`, `?weight-storage=buffer|texture`, `?subgroups=off`,
+    /// `?matmul-tile=4|8`, `?fused=off`, `?prefill-tiles=off`, `?gemv-max-m=N` (`query` gives a
+    /// key's value). A value that does not parse is an error naming the key.
+    pub fn from_query(query: impl Fn(&str) -> Option<String>) -> Result<KernelSwitches, String> {
+        fn get<T>(
+            query: &dyn Fn(&str) -> Option<String>,
+            key: &str,
+            parse: impl Fn(&str) -> Result<T, String>,
+        ) -> Result<Option<T>, String> {
+            query(key).map(|v| parse(&v).map_err(|e| format!("?{key}=: {e}"))).transpose()
+        }
+        let q: &dyn Fn(&str) -> Option<String> = &query;
+        Ok(KernelSwitches {
+            family: get(q, "kernels", str::parse)?,
+            storage: get(q, "weight-storage", str::parse)?,
+            subgroups: get(q, "subgroups", parse_on_off)?,
+            tile: get(q, "matmul-tile", str::parse)?,
+            fused: get(q, "fused", parse_on_off)?,
+            prefill_tiles: get(q, "prefill-tiles", parse_on_off)?,
+            gemv_max_m: get(q, "gemv-max-m", |v| v.trim().parse::<u32>().map_err(|e| e.to_string()))?,
+            unchecked: false,
+        })
+    }
+
+    /// The link's pairs for the switches set ([`KernelSwitches::from_query`] reads them back).
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+        let mut pairs = Vec::new();
+        if let Some(f) = self.family {
+            pairs.push(("kernels", f.name().to_string()));
+        }
+        if let Some(s) = self.storage {
+            pairs.push(("weight-storage", s.name().to_string()));
+        }
+        if let Some(b) = self.subgroups {
+            pairs.push(("subgroups", on_off(b)));
+        }
+        if let Some(t) = self.tile {
+            pairs.push(("matmul-tile", t.tokens().to_string()));
+        }
+        if let Some(b) = self.fused {
+            pairs.push(("fused", on_off(b)));
+        }
+        if let Some(b) = self.prefill_tiles {
+            pairs.push(("prefill-tiles", on_off(b)));
+        }
+        if let Some(m) = self.gemv_max_m {
+            pairs.push(("gemv-max-m", m.to_string()));
+        }
+        pairs
+    }
+}
+
+/// The most tokens the GPU family's GEMV serves by default (it re-reads each weight row once per
+/// 4 tokens, from cache where the rows' workgroups run together); the 64 x 64 tile takes larger
+/// steps. The crossover was measured on an H200 (BENCHMARKS.md, "GEMV or tile").
+pub const GEMV_MAX_M: u32 = 64;
+
+/// Which kernels a [`super::Kernels`] table builds and dispatches: the switches resolved against
+/// the device. What a run records as its kernel path (`bench::session::KernelPath`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelOptions {
+    pub family: KernelFamily,
+    pub tile: MatmulTile,
+    /// Use subgroup operations: the CPU family shares x across lanes (matmul_subgroup.wgsl; the
+    /// browser's 4-token tile has no such variant, only decode does), the GPU family reduces its
+    /// GEMV teams by shuffles (matmul_gpu_subgroup.wgsl). Only where the device has them
+    /// ([`Gpu::subgroups`]).
+    pub subgroups: bool,
+    /// Where the matmul and embedding kernels find their weights (as the `Matrix`es were made).
+    pub weights: WeightStorage,
+    /// How those weights are stored (the model's choice at load; bf16 unless quantised).
+    pub format: WeightFormat,
+    /// GPU family: RMSNorm and SwiGLU inside the matmuls that follow them ([`super::Prologue`]).
+    pub fused: bool,
+    /// GPU family: prefill runs through the attention kernel tiled over queries.
+    pub prefill_tiles: bool,
+    /// GPU family: the most tokens a step's matmuls take through the GEMV.
+    pub gemv_max_m: u32,
+    /// Shader modules without wgpu's injected bounds checks.
+    pub unchecked: bool,
+}
+
+/// The plain path: the CPU family, this platform's tile, no subgroups, bf16 weights in buffers
+/// (tests build each path they check from it).
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions {
+            family: KernelFamily::Software,
+            tile: MatmulTile::for_this_platform(),
+            subgroups: false,
+            weights: WeightStorage::Buffer,
+            format: WeightFormat::Bf16,
+            fused: false,
+            prefill_tiles: true,
+            gemv_max_m: GEMV_MAX_M,
+            unchecked: false,
+        }
+    }
+}
+
+impl KernelOptions {
+    /// `switches` on `gpu`: the adapter's family, this platform's tile, subgroups wherever the
+    /// device has them, the device's weight storage, fusion and tiled prefill in the GPU family,
+    /// each unless a switch says otherwise; bf16 weights (the loader sets the format).
+    pub fn for_gpu(gpu: &Gpu, switches: &KernelSwitches) -> KernelOptions {
+        let family = switches.family.unwrap_or(gpu.kernel_family);
+        let gpu_family = family == KernelFamily::Gpu;
+        KernelOptions {
+            family,
+            tile: switches.tile.unwrap_or_else(MatmulTile::for_this_platform),
+            subgroups: gpu.subgroups && switches.subgroups != Some(false),
+            weights: switches.storage.unwrap_or(gpu.weight_storage),
+            format: WeightFormat::Bf16,
+            fused: gpu_family && switches.fused != Some(false),
+            prefill_tiles: gpu_family && switches.prefill_tiles != Some(false),
+            gemv_max_m: switches.gemv_max_m.unwrap_or(GEMV_MAX_M),
+            unchecked: switches.unchecked,
+        }
+    }
+}

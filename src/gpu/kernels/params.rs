@@ -1,0 +1,88 @@
+//! Parameter blocks, each mirrored field for field in a WGSL `Params` struct (tests/it/contracts.rs
+//! checks every one against naga's reading of the WGSL).
+
+use bytemuck::{Pod, Zeroable};
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct EmbedParams {
+    pub n_tokens: u32,
+    pub hidden: u32,
+    pub row_start: u32,
+    pub row_count: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct RmsNormParams {
+    pub n_rows: u32,
+    pub width: u32,
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct MatmulParams {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub row_start: u32,
+    pub rows: u32,
+    pub accumulate: u32,
+    /// The RMSNorm prologue's epsilon ([`Prologue::RmsNorm`]; unused by the other kernels).
+    pub eps: f32,
+    pub _pad: u32,
+}
+
+/// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels
+/// (scale; [`record_attention`] sets `splits`, `token_begin` and `n_tokens` per dispatch).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct HeadParams {
+    pub n_tokens: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub qkv_width: u32,
+    pub block_size: u32,
+    pub max_blocks: u32,
+    pub eps_or_scale: f32,
+    pub splits: u32,
+    pub token_begin: u32,
+    /// `attention_split_gpu` with one part: 1 writes the normalised output itself (the bind group
+    /// of `attention`, no merge), 0 writes its part's partials. Set by [`record_attention_split`].
+    pub direct: u32,
+    pub _pad: u32,
+}
+
+/// `swiglu` (n_tokens, inter) and `argmax` (n_rows, width).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct PairParams {
+    pub a: u32,
+    pub b: u32,
+    pub _pad: [u32; 2],
+}
+
+/// One row's sampling settings, mirrored in `sample.wgsl`'s `RowParams`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq)]
+pub struct RowSample {
+    /// <= 0: greedy.
+    pub temperature: f32,
+    /// 0: off.
+    pub top_k: u32,
+    /// 1: off.
+    pub top_p: f32,
+    /// Uniform in [0, 1), from the request's seeded generator.
+    pub u: f32,
+}
+
+impl RowSample {
+    pub const GREEDY: RowSample = RowSample { temperature: 0.0, top_k: 0, top_p: 1.0, u: 0.0 };
+
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0 || self.top_k == 1
+    }
+}

@@ -1,0 +1,158 @@
+//! Pipelines and binding layouts, built once per device and [`KernelOptions`] and shared by every
+//! kernel table made after; each table keeps its own parameter arena.
+
+use super::options::KernelOptions;
+use super::recorder::{MAX_PARAM_SLOTS, PARAM_SLOT};
+use super::registry::{Access, Bind, Kernel};
+use crate::gpu::WeightStorage;
+use std::collections::HashMap;
+use Access::{Weights, Write};
+
+/// A kernel table: the pipelines for one set of [`KernelOptions`] (shared, see
+/// [`Kernels::with_options`]) and a parameter arena of its own.
+pub struct Kernels {
+    pub(super) compiled: std::sync::Arc<Compiled>,
+    pub(super) options: KernelOptions,
+    /// The per-step parameter arena (uniform, dynamic offsets).
+    pub params: wgpu::Buffer,
+}
+
+/// The pipelines and binding layouts built for one device and one set of options.
+pub(crate) struct Compiled {
+    pub(super) pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
+}
+
+impl Kernels {
+    pub fn new(gpu: &crate::gpu::Gpu) -> Kernels {
+        Self::with_options(gpu, KernelOptions::for_gpu(gpu, &super::KernelSwitches::default()))
+    }
+
+    /// The kernel choices this table was built with.
+    pub fn options(&self) -> KernelOptions {
+        self.options
+    }
+
+    /// The table for `options` on `gpu`. Its pipelines are built once per device and options and
+    /// shared by every table made after (`Gpu::compiled`): a driver compiles a pipeline's shader
+    /// once (Mesa's llvmpipe at its first dispatch, about a second for the kernels of a step), so
+    /// an engine loaded again — another model, another setting — does not pay it again. Each
+    /// table has its own parameter arena, so engines on one device never share one.
+    pub fn with_options(gpu: &crate::gpu::Gpu, options: KernelOptions) -> Kernels {
+        let compiled = {
+            let mut built = gpu.compiled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match built.iter().find(|(o, _)| *o == options) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let c = std::sync::Arc::new(Compiled::build(&gpu.device, options));
+                    built.push((options, c.clone()));
+                    c
+                }
+            }
+        };
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernel parameter arena"),
+            size: PARAM_SLOT * MAX_PARAM_SLOTS,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Kernels { compiled, options, params }
+    }
+}
+
+impl Compiled {
+    fn build(device: &wgpu::Device, options: KernelOptions) -> Compiled {
+        let mut pipelines = HashMap::new();
+        let mut layouts = HashMap::new();
+        // Only the matmuls these options use are built (the others may not compile on this adapter).
+        for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
+            let (source, entry) = kernel.source(options.weights, options.format);
+            let name = kernel.name();
+            let mut entries = vec![wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: true,
+                    min_binding_size: None,
+                },
+                count: None,
+            }];
+            for (i, &access) in kernel.bindings().iter().enumerate() {
+                let ty = match access {
+                    Weights if options.weights == WeightStorage::Texture => wgpu::BindingType::Texture {
+                        sample_type: wgpu::TextureSampleType::Uint,
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                        multisampled: false,
+                    },
+                    _ => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: access != Write },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                };
+                entries.push(wgpu::BindGroupLayoutEntry {
+                    binding: i as u32 + 1,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty,
+                    count: None,
+                });
+            }
+            let layout = device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
+            let desc =
+                wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) };
+            let module = if options.unchecked {
+                unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+            } else {
+                device.create_shader_module(desc)
+            };
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(name),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(name),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            pipelines.insert(kernel, pipeline);
+            layouts.insert(kernel, layout);
+        }
+        // The matmuls share one binding layout: a bind group made for any of them (callers use
+        // `Kernel::Matmul`) serves the one a step picks.
+        let general = layouts[&Kernel::MatmulM1].clone();
+        for kernel in [Kernel::Matmul, Kernel::MatmulWide, Kernel::MatmulTall] {
+            layouts.entry(kernel).or_insert_with(|| general.clone());
+        }
+        Compiled { pipelines, layouts }
+    }
+}
+
+impl Kernels {
+    /// A bind group for `kernel` over `buffers` (bindings 1.. in the kernel's order; weights are a
+    /// `weights::Chunk`).
+    pub fn bind(&self, device: &wgpu::Device, kernel: Kernel, label: &str, buffers: &[&dyn Bind]) -> wgpu::BindGroup {
+        assert_eq!(buffers.len(), kernel.bindings().len(), "{}: wrong number of buffers", kernel.name());
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: 0,
+                size: Some(std::num::NonZeroU64::new(PARAM_SLOT).expect("non-zero")),
+            }),
+        }];
+        for (i, buffer) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: buffer.resource() });
+        }
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.compiled.layouts[&kernel],
+            entries: &entries,
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! The native integration tests, one binary (one compile and link; one GPU device and one set of
+//! compiled pipelines shared by every test: `common::gpu`). A module per area; tests that need a
+//! process of their own (signals, memory bounds, `soak`) run the CLI as a child.
+//!
+//! `cargo test --release --test it -- kernels::` runs one area.
+#![cfg(not(target_arch = "wasm32"))]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod bad_flags;
+mod bad_input;
+mod batching;
+mod bench;
+mod compare;
+mod contracts;
+mod fuzz;
+mod gpu_faults;
+mod https;
+mod invariance;
+mod kernels;
+mod layers;
+mod model;
+mod policy;
+mod prefix_cache;
+mod quantised;
+mod real_widths;
+mod remote;
+mod serving;
+mod soak;
+mod speculate;
