@@ -13,8 +13,8 @@ pub const PARAM_SLOT: u64 = 256;
 /// Distinct parameter blocks per step (deduplicated: layers share theirs).
 pub const MAX_PARAM_SLOTS: u64 = 256;
 
-/// Declares every kernel once: its name, the WGSL file in shaders/ (and the file it is compiled
-/// after, whose Params, bindings and helpers it uses), its entry point, its storage bindings 1.. in
+/// Declares every kernel once: its name, the WGSL file in shaders/ or rendered by build.rs (and the file it is
+/// compiled after, whose Params, bindings and helpers it uses), its entry point, its storage bindings 1.. in
 /// order (binding 0 is the parameter uniform), and which [`KernelOptions`] build it. The `Kernel`
 /// enum, `Kernel::ALL` and the lookups below are generated from this one list, and
 /// `tests/contracts.rs` checks each line against its WGSL (entry, parameter block, bindings).
@@ -55,14 +55,14 @@ kernels! {
     RmsNorm = "rmsnorm.wgsl", "rms_norm", [Read, Read, Read, Write], Always;
     /// The general matmul, a 4-token register tile (the browser's; see [`MatmulTile`]).
     Matmul = "matmul.wgsl", "matmul_bf16", [Read, Weights, Write], TileFour;
-    /// `Matmul` with an 8-token register tile (native CPU adapters; generated).
+    /// `Matmul` with an 8-token register tile (native CPU adapters; rendered by build.rs).
     MatmulWide = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_wide", [Read, Weights, Write], TileEight;
     /// `MatmulWide` with 8 weight rows per invocation, for prefill-sized M (native CPU adapters).
     MatmulTall = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_tall", [Read, Weights, Write], TileEight;
     /// `Matmul` specialised for one row of x (decode at batch 1).
     MatmulM1 = "matmul.wgsl", "matmul_bf16_m1", [Read, Weights, Write], Always;
     /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
-    /// with the `subgroups` feature; see [`KernelOptions`]; generated).
+    /// with the `subgroups` feature; see [`KernelOptions`]; rendered by build.rs).
     MatmulM1Subgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_m1_sg",
         [Read, Weights, Write], Subgroups;
     /// 8 rows x 4 tokens with shared x, for steps of 2-4 tokens (native, with subgroups).
@@ -198,11 +198,15 @@ impl Kernel {
         (format!("{enable}{}{text}", wgsl_prelude()), entry)
     }
 
-    /// A WGSL file of shaders/: compiled in, or (native, for kernel work without rebuilding) read
-    /// from `$TOKENMETER_SHADER_DIR` when that is set.
+    /// A WGSL file, compiled in: hand-written in shaders/, or rendered by build.rs into `OUT_DIR`
+    /// (matmul_tiles.wgsl, matmul_subgroup.wgsl). Natively, for kernel work without rebuilding,
+    /// `$TOKENMETER_SHADER_DIR` overrides the hand-written files only; the rendered ones change
+    /// with build.rs.
     fn file_text(file: &str) -> std::borrow::Cow<'static, str> {
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(dir) = std::env::var_os("TOKENMETER_SHADER_DIR") {
+        if let Some(dir) = std::env::var_os("TOKENMETER_SHADER_DIR")
+            .filter(|_| !matches!(file, "matmul_tiles.wgsl" | "matmul_subgroup.wgsl"))
+        {
             let path = std::path::Path::new(&dir).join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             return text.into();
@@ -211,12 +215,12 @@ impl Kernel {
             "embed.wgsl" => include_str!("../../shaders/embed.wgsl"),
             "rmsnorm.wgsl" => include_str!("../../shaders/rmsnorm.wgsl"),
             "matmul.wgsl" => include_str!("../../shaders/matmul.wgsl"),
-            "matmul_subgroup.wgsl" => include_str!("../../shaders/matmul_subgroup.wgsl"),
+            "matmul_subgroup.wgsl" => include_str!(concat!(env!("OUT_DIR"), "/matmul_subgroup.wgsl")),
             "matmul_gpu.wgsl" => include_str!("../../shaders/matmul_gpu.wgsl"),
             "matmul_gpu_subgroup.wgsl" => include_str!("../../shaders/matmul_gpu_subgroup.wgsl"),
             "matmul_x_norm.wgsl" => include_str!("../../shaders/matmul_x_norm.wgsl"),
             "matmul_x_swiglu.wgsl" => include_str!("../../shaders/matmul_x_swiglu.wgsl"),
-            "matmul_tiles.wgsl" => include_str!("../../shaders/matmul_tiles.wgsl"),
+            "matmul_tiles.wgsl" => include_str!(concat!(env!("OUT_DIR"), "/matmul_tiles.wgsl")),
             "weights_texture.wgsl" => include_str!("../../shaders/weights_texture.wgsl"),
             "weights_int8.wgsl" => include_str!("../../shaders/weights_int8.wgsl"),
             "weights_int8_texture.wgsl" => include_str!("../../shaders/weights_int8_texture.wgsl"),
