@@ -174,7 +174,7 @@ fn matmul_bf16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup
     }
 }
 
-// The 8-token tiles `matmul_bf16_wide` and `matmul_bf16_tall` are generated into matmul_tiles.wgsl.
+// The 8-token tiles `matmul_bf16_wide` and `matmul_bf16_tall` are rendered by build.rs (matmul_tiles.wgsl).
 
 // Decode (m == 1): one row of x, ROWS_1 weight rows per invocation, so each pair of x loads
 // feeds 8 rows of weights; every invocation still streams its own contiguous weight rows. The rows

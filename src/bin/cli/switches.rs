@@ -34,6 +34,10 @@ pub struct SwitchArgs {
     /// Shader modules without wgpu's injected bounds checks (kernel work only).
     #[arg(long, env = "TOKENMETER_UNCHECKED")]
     unchecked_shaders: bool,
+    /// Read the hand-written WGSL of shaders/ from DIR instead of the compiled-in copies (kernel
+    /// work without rebuilding; the kernels build.rs renders stay as built).
+    #[arg(long, env = "TOKENMETER_SHADER_DIR", value_name = "DIR")]
+    shader_dir: Option<std::path::PathBuf>,
     /// CPU/GPU overlap in decode: each step submitted before the previous one's ids are read
     /// (default on; off in force with --prefix-cache or --speculate).
     #[arg(long, env = "TOKENMETER_OVERLAP", value_name = "on|off", value_parser = parse_on_off)]
@@ -51,6 +55,8 @@ impl SwitchArgs {
             prefill_tiles: self.prefill_tiles,
             gemv_max_m: self.gemv_max_m,
             unchecked: self.unchecked_shaders,
+            // Read when pipelines are built, for the process's life: leaked once, here.
+            shader_dir: self.shader_dir.clone().map(|d| &*Box::leak(d.into_boxed_path())),
         }
     }
 

@@ -111,7 +111,7 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
 
 /// The user's say over the kernels. Each `None` leaves the choice to the adapter
 /// ([`KernelOptions::for_gpu`]). The CLI's flags (`--kernels`, `--weight-storage`, `--subgroups`,
-/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--unchecked-shaders`; with
+/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--unchecked-shaders`, `--shader-dir`; with
 /// `TOKENMETER_*` variables as fallbacks, read by the binary) and the page's link
 /// ([`KernelSwitches::from_query`]) make one; the engine options (`EngineOptions::kernels`) carry it
 /// to the engine, so two engines on one device may differ (`compare --a … --b …`).
@@ -134,6 +134,10 @@ pub struct KernelSwitches {
     pub gemv_max_m: Option<u32>,
     /// `--unchecked-shaders`: no bounds checks injected by wgpu (kernel work only).
     pub unchecked: bool,
+    /// `--shader-dir DIR`: the hand-written WGSL read from DIR when the pipelines are built
+    /// (natively, kernel work without rebuilding). Not recorded.
+    #[serde(skip)]
+    pub shader_dir: Option<&'static std::path::Path>,
 }
 
 impl Default for KernelSwitches {
@@ -153,6 +157,7 @@ impl KernelSwitches {
         prefill_tiles: None,
         gemv_max_m: None,
         unchecked: false,
+        shader_dir: None,
     };
 
     /// The page's link: `?kernels=gpu|cpu`, `?weight-storage=buffer|texture`, `?subgroups=off`,
@@ -175,7 +180,7 @@ impl KernelSwitches {
             fused: get(q, "fused", parse_on_off)?,
             prefill_tiles: get(q, "prefill-tiles", parse_on_off)?,
             gemv_max_m: get(q, "gemv-max-m", |v| v.trim().parse::<u32>().map_err(|e| e.to_string()))?,
-            unchecked: false,
+            ..KernelSwitches::NONE
         })
     }
 
@@ -236,6 +241,8 @@ pub struct KernelOptions {
     pub gemv_max_m: u32,
     /// Shader modules without wgpu's injected bounds checks.
     pub unchecked: bool,
+    /// Where the hand-written WGSL is read from instead of the compiled-in copies.
+    pub shader_dir: Option<&'static std::path::Path>,
 }
 
 /// The plain path: the CPU family, this platform's tile, no subgroups, bf16 weights in buffers
@@ -252,6 +259,7 @@ impl Default for KernelOptions {
             prefill_tiles: true,
             gemv_max_m: GEMV_MAX_M,
             unchecked: false,
+            shader_dir: None,
         }
     }
 }
@@ -273,6 +281,7 @@ impl KernelOptions {
             prefill_tiles: gpu_family && switches.prefill_tiles != Some(false),
             gemv_max_m: switches.gemv_max_m.unwrap_or(GEMV_MAX_M),
             unchecked: switches.unchecked,
+            shader_dir: switches.shader_dir,
         }
     }
 }

@@ -66,7 +66,7 @@ impl Compiled {
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
         for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
-            let (source, entry) = kernel.source(options.weights, options.format);
+            let (source, entry) = kernel.source_in(options.weights, options.format, options.shader_dir);
             let name = kernel.name();
             let mut entries = vec![wgpu::BindGroupLayoutEntry {
                 binding: 0,

@@ -7,8 +7,8 @@ use super::matmul::{GEMV_ROWS, GEMV_TOKENS, TILED, TILED_K};
 use super::options::{KernelFamily, KernelOptions, MatmulTile};
 use crate::gpu::{WeightFormat, WeightStorage};
 
-/// Declares every kernel once: its name, the WGSL file in shaders/ (and the file it is compiled
-/// after, whose Params, bindings and helpers it uses), its entry point, its storage bindings 1.. in
+/// Declares every kernel once: its name, the WGSL file in shaders/ or rendered by build.rs (and the
+/// file it is compiled after, whose Params, bindings and helpers it uses), its entry point, its storage bindings 1.. in
 /// order (binding 0 is the parameter uniform), and which [`KernelOptions`] build it. The `Kernel`
 /// enum, `Kernel::ALL` and the lookups below are generated from this one list, and
 /// `tests/it/contracts.rs` checks each line against its WGSL (entry, parameter block, bindings).
@@ -49,14 +49,14 @@ kernels! {
     RmsNorm = "rmsnorm.wgsl", "rms_norm", [Read, Read, Read, Write], Always;
     /// The general matmul, a 4-token register tile (the browser's; see [`MatmulTile`]).
     Matmul = "matmul.wgsl", "matmul_bf16", [Read, Weights, Write], TileFour;
-    /// `Matmul` with an 8-token register tile (native CPU adapters; generated).
+    /// `Matmul` with an 8-token register tile (native CPU adapters; rendered by build.rs).
     MatmulWide = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_wide", [Read, Weights, Write], TileEight;
     /// `MatmulWide` with 8 weight rows per invocation, for prefill-sized M (native CPU adapters).
     MatmulTall = "matmul_tiles.wgsl" after "matmul.wgsl", "matmul_bf16_tall", [Read, Weights, Write], TileEight;
     /// `Matmul` specialised for one row of x (decode at batch 1).
     MatmulM1 = "matmul.wgsl", "matmul_bf16_m1", [Read, Weights, Write], Always;
     /// `MatmulM1`, `MatmulWide` and `MatmulTall` with x shared across subgroup lanes (adapters
-    /// with the `subgroups` feature; see [`KernelOptions`]; generated).
+    /// with the `subgroups` feature; see [`KernelOptions`]; rendered by build.rs).
     MatmulM1Subgroup = "matmul_subgroup.wgsl" after "matmul.wgsl", "matmul_bf16_m1_sg",
         [Read, Weights, Write], Subgroups;
     /// 8 rows x 4 tokens with shared x, for steps of 2-4 tokens (native, with subgroups).
@@ -171,46 +171,60 @@ impl Kernel {
     /// the same for every format. Every kernel's WGSL starts with [`wgsl_prelude`] (after any
     /// `enable`), the constants the host sizes dispatches and buffers with.
     pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
+        self.source_in(weights, format, None)
+    }
+
+    /// [`Kernel::source`] with the hand-written files read from `shader_dir` where given (natively,
+    /// for kernel work without rebuilding: `--shader-dir DIR`); the files build.rs renders
+    /// (matmul_tiles.wgsl, matmul_subgroup.wgsl) always come from the build.
+    pub fn source_in(
+        self,
+        weights: WeightStorage,
+        format: WeightFormat,
+        shader_dir: Option<&std::path::Path>,
+    ) -> (String, &'static str) {
         let Decl { file, bases, x_form, entry, needs, .. } = self.decl();
-        let mut text = Self::file_text(file).into_owned();
+        let mut text = Self::file_text(file, shader_dir).into_owned();
         let subgroups = matches!(needs, Needs::Subgroups | Needs::SubgroupsTileEight | Needs::SubgroupsGpuFamily)
             && cfg!(target_arch = "wasm32");
         let enable = if subgroups { "enable subgroups;\n\n" } else { "" };
         for base in bases.iter().rev() {
-            text = format!("{}\n{text}", Self::file_text(base));
+            text = format!("{}\n{text}", Self::file_text(base, shader_dir));
         }
         if let Some(block) = weights_block(weights, format).filter(|_| self.bindings().contains(&Weights)) {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
             let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
-            text.replace_range(begin..end, &Self::file_text(block));
+            text.replace_range(begin..end, &Self::file_text(block, shader_dir));
         }
         if let Some(form) = x_form {
             let begin = text.find(X_BEGIN).expect("the x block starts");
             let end = text.find(X_END).expect("the x block ends") + X_END.len();
-            text.replace_range(begin..end, &Self::file_text(form));
+            text.replace_range(begin..end, &Self::file_text(form, shader_dir));
         }
         (format!("{enable}{}{text}", wgsl_prelude()), entry)
     }
 
-    /// A WGSL file of shaders/: compiled in, or (native, for kernel work without rebuilding) read
-    /// from `$TOKENMETER_SHADER_DIR` when that is set.
-    fn file_text(file: &str) -> std::borrow::Cow<'static, str> {
+    /// A WGSL file, compiled in: hand-written in shaders/ (or read from `shader_dir`, natively),
+    /// or rendered by build.rs into `OUT_DIR` (matmul_tiles.wgsl, matmul_subgroup.wgsl).
+    fn file_text(file: &str, shader_dir: Option<&std::path::Path>) -> std::borrow::Cow<'static, str> {
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(dir) = std::env::var_os("TOKENMETER_SHADER_DIR") {
-            let path = std::path::Path::new(&dir).join(file);
+        if let Some(dir) = shader_dir.filter(|_| !matches!(file, "matmul_tiles.wgsl" | "matmul_subgroup.wgsl")) {
+            let path = dir.join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             return text.into();
         }
+        #[cfg(target_arch = "wasm32")]
+        let _ = shader_dir;
         let text = match file {
             "embed.wgsl" => include_str!("../../../shaders/embed.wgsl"),
             "rmsnorm.wgsl" => include_str!("../../../shaders/rmsnorm.wgsl"),
             "matmul.wgsl" => include_str!("../../../shaders/matmul.wgsl"),
-            "matmul_subgroup.wgsl" => include_str!("../../../shaders/matmul_subgroup.wgsl"),
+            "matmul_subgroup.wgsl" => include_str!(concat!(env!("OUT_DIR"), "/matmul_subgroup.wgsl")),
             "matmul_gpu.wgsl" => include_str!("../../../shaders/matmul_gpu.wgsl"),
             "matmul_gpu_subgroup.wgsl" => include_str!("../../../shaders/matmul_gpu_subgroup.wgsl"),
             "matmul_x_norm.wgsl" => include_str!("../../../shaders/matmul_x_norm.wgsl"),
             "matmul_x_swiglu.wgsl" => include_str!("../../../shaders/matmul_x_swiglu.wgsl"),
-            "matmul_tiles.wgsl" => include_str!("../../../shaders/matmul_tiles.wgsl"),
+            "matmul_tiles.wgsl" => include_str!(concat!(env!("OUT_DIR"), "/matmul_tiles.wgsl")),
             "weights_texture.wgsl" => include_str!("../../../shaders/weights_texture.wgsl"),
             "weights_int8.wgsl" => include_str!("../../../shaders/weights_int8.wgsl"),
             "weights_int8_texture.wgsl" => include_str!("../../../shaders/weights_int8_texture.wgsl"),
