@@ -285,3 +285,49 @@ impl KernelOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |key| pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn a_link_round_trips_and_old_links_still_parse() {
+        let switches = KernelSwitches {
+            family: Some(KernelFamily::Gpu),
+            storage: Some(WeightStorage::Buffer),
+            subgroups: Some(false),
+            tile: Some(MatmulTile::Four),
+            fused: Some(false),
+            prefill_tiles: Some(true),
+            gemv_max_m: Some(16),
+            ..KernelSwitches::NONE
+        };
+        let pairs = switches.query_pairs();
+        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(KernelSwitches::from_query(query(&borrowed)).unwrap(), switches);
+        // Links made before the switches were values: `?kernels=gpu&fused=0&overlap=0`.
+        let old = KernelSwitches::from_query(query(&[("kernels", "gpu"), ("fused", "0")])).unwrap();
+        assert_eq!((old.family, old.fused, old.prefill_tiles), (Some(KernelFamily::Gpu), Some(false), None));
+        assert_eq!(KernelSwitches::from_query(query(&[])).unwrap(), KernelSwitches::NONE);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key() {
+        let err = KernelSwitches::from_query(query(&[("fused", "maybe")])).unwrap_err();
+        assert!(err.starts_with("?fused=: expected on or off"), "{err}");
+        let err = KernelSwitches::from_query(query(&[("kernels", "tpu")])).unwrap_err();
+        assert!(err.contains("?kernels=") && err.contains("expected gpu or cpu"), "{err}");
+    }
+
+    #[test]
+    fn families_keep_their_recorded_names() {
+        // Saved results say "cpu" and "gpu"; the software family is also understood by that name.
+        assert_eq!(serde_json::to_string(&KernelFamily::Software).unwrap(), "\"cpu\"");
+        assert_eq!(serde_json::from_str::<KernelFamily>("\"gpu\"").unwrap(), KernelFamily::Gpu);
+        assert_eq!("software".parse::<KernelFamily>(), Ok(KernelFamily::Software));
+    }
+}
