@@ -687,13 +687,7 @@ mod cli {
         }
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let session = session(&spec);
-        let max_total = spec.input_len.max + spec.output_len.max;
-        if max_total > cfg.max_position_embeddings {
-            return Err(Error::Invalid(format!(
-                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
-                cfg.max_position_embeddings
-            )));
-        }
+        bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
             Loaded::Disk(c, _) => load(&args.model, c).await?,

@@ -112,13 +112,7 @@ impl Local {
             Loaded::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
             Loaded::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
-        let max_total = spec.input_len.max + spec.output_len.max;
-        if max_total > cfg.max_position_embeddings {
-            return Err(Error::Invalid(format!(
-                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
-                cfg.max_position_embeddings
-            )));
-        }
+        bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);
