@@ -6,7 +6,8 @@
 //!
 //! - [`workload`]: arrival times and lengths from a seed (Poisson, gamma, constant, closed loops).
 //! - [`dataset`]: ShareGPT, JSONL and trace files as workloads (lengths, trace times).
-//! - [`prompts`]: seeded random token ids, or built-in English/Chinese text, at a given length.
+//! - [`prompts`]: every request's prompt ([`PromptSource`]): a dataset row's text, built-in
+//!   English/Chinese text, or seeded random token ids, at the planned length.
 //! - [`record`]: the raw data, one record per request and one sample per engine step.
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
 //! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`: TTFT (from arrival, and from
@@ -47,9 +48,9 @@ pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
 pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, LongTasks, Slo, TimePoint};
-pub use prompts::{random_prompt, text_prompt, with_shared_prefix, TEXT_PROMPTS};
+pub use prompts::{random_prompt, Prompt, PromptSource, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, run_warnings, text_report, text_report_for, BenchResult, Measured, LATENESS_WARN_MS};
 pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};
-pub use workload::{plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec};
+pub use workload::{check_context, plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec};

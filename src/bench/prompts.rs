@@ -1,13 +1,145 @@
-//! Prompt contents: seeded random token ids (for throughput, independent of any text), or
-//! built-in English and Chinese text cut or repeated to the planned length.
+//! Prompt contents: seeded random token ids (for throughput, independent of any text), built-in
+//! English and Chinese text cut or repeated to the planned length, or a dataset row's own text.
+//! [`PromptSource`] chooses among them for each request of a run; the CLI and the page, for the
+//! engine and for a server, build every prompt through it.
 
 use rand::Rng;
 
 use crate::bench::workload::{stream, PlannedRequest, WorkloadSpec, STREAM_PREFIXES, STREAM_PROMPTS};
 use crate::error::{Error, Result};
+use crate::model::Tokenizer;
 
 /// Token ids at or above this are Qwen's special tokens (`<|endoftext|>` = 151643 onwards).
 pub const FIRST_SPECIAL_TOKEN: usize = 151_643;
+
+/// What one request sends to a server as its prompt (`crate::remote` sends it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prompt {
+    /// Token ids (completions only): exactly the planned length, no tokenizer involved.
+    Ids(Vec<u32>),
+    /// Text the server tokenizes (its count comes back in `usage.prompt_tokens`).
+    Text(String),
+}
+
+/// Where a run's prompts come from, decided once for the run. A request's prompt is:
+///
+/// 1. its dataset row's text, when the row has text: encoded by the tokenizer for the engine,
+///    sent as it is to a server (which tokenizes it);
+/// 2. otherwise a synthetic prompt of its planned length: the workload's shared prefix (seeded
+///    random ids) if any, then built-in text through the tokenizer ([`TEXT_PROMPTS`]) or, with
+///    random ids asked for or no tokenizer, seeded random ids ([`random_prompt`]).
+///
+/// The tokenizer and the model's vocabulary: a tokenizer whose vocabulary is larger than the
+/// model's (a small test model next to Qwen's tokenizer) can make ids the model does not have, so
+/// the engine does not use it at all: the run is as without a tokenizer (random ids of the planned
+/// lengths, a dataset row's text included). A server's vocabulary is not known, so its tokenizer
+/// is always used; random ids for it are drawn below `--vocab-size`, else the tokenizer's
+/// vocabulary, else Qwen's regular tokens, never among Qwen's special tokens.
+pub struct PromptSource<'a> {
+    spec: &'a WorkloadSpec,
+    /// Encodes dataset rows (engine) and built-in text.
+    tokenizer: Option<&'a Tokenizer>,
+    /// Built-in text through `tokenizer` for synthetic prompts; else seeded random ids.
+    builtin_text: bool,
+    /// Random ids (shared prefixes included) are drawn below `min(vocab, FIRST_SPECIAL_TOKEN)`.
+    vocab: usize,
+    /// A dataset row's text is its request's prompt (a server: always; the engine: with a
+    /// tokenizer, which encodes it).
+    rows: bool,
+}
+
+impl<'a> PromptSource<'a> {
+    /// Prompts for the engine, whose model has `vocab_size` ids; `random_ids`: seeded random ids
+    /// instead of built-in text (a dataset row's text is still encoded).
+    pub fn for_model(
+        spec: &'a WorkloadSpec,
+        tokenizer: Option<&'a Tokenizer>,
+        random_ids: bool,
+        vocab_size: usize,
+    ) -> PromptSource<'a> {
+        let tokenizer = tokenizer.filter(|tok| tok.vocab_size() <= vocab_size);
+        PromptSource {
+            spec,
+            tokenizer,
+            builtin_text: tokenizer.is_some() && !random_ids,
+            vocab: vocab_size,
+            rows: tokenizer.is_some(),
+        }
+    }
+
+    /// Prompts for a server: random ids below `vocab_size` when given (`--vocab-size`). A caller
+    /// whose API takes only text (chat) passes a tokenizer and `random_ids` false.
+    pub fn for_server(
+        spec: &'a WorkloadSpec,
+        tokenizer: Option<&'a Tokenizer>,
+        random_ids: bool,
+        vocab_size: Option<usize>,
+    ) -> PromptSource<'a> {
+        let vocab = vocab_size.or(tokenizer.map(Tokenizer::vocab_size)).unwrap_or(FIRST_SPECIAL_TOKEN);
+        PromptSource {
+            spec,
+            tokenizer,
+            builtin_text: tokenizer.is_some() && !random_ids,
+            vocab: vocab.min(FIRST_SPECIAL_TOKEN),
+            rows: true,
+        }
+    }
+
+    /// Request `p`'s prompt for the engine: token ids.
+    pub fn ids(&self, p: &PlannedRequest) -> Result<Vec<u32>> {
+        match (self.row(p), self.tokenizer) {
+            (Some(row), Some(tok)) => tok.encode(row),
+            (Some(_), None) => Err(Error::Prompt(format!("request {}: its dataset text needs a tokenizer", p.id))),
+            (None, _) => self.synthetic(p),
+        }
+    }
+
+    /// Request `p`'s prompt for a server: a dataset row's text as it is, built-in text (the
+    /// synthetic ids decoded: the server tokenizes them again), or token ids.
+    pub fn prompt(&self, p: &PlannedRequest) -> Result<Prompt> {
+        if let Some(row) = self.row(p) {
+            return Ok(Prompt::Text(row.to_string()));
+        }
+        let ids = self.synthetic(p)?;
+        match self.text() {
+            Some(tok) => Ok(Prompt::Text(tok.decode(&ids)?)),
+            None => Ok(Prompt::Ids(ids)),
+        }
+    }
+
+    /// For the run record: "dataset text" (the dataset's rows bring text), "text" (built-in
+    /// texts) or "token ids" (seeded random ids).
+    pub fn kind(&self) -> &'static str {
+        let rows_with_text =
+            self.rows && self.spec.dataset.as_ref().is_some_and(|d| d.items.iter().any(|i| i.prompt.is_some()));
+        match (rows_with_text, self.builtin_text) {
+            (true, _) => "dataset text",
+            (false, true) => "text",
+            (false, false) => "token ids",
+        }
+    }
+
+    /// The text of `p`'s dataset row, when this source sends rows and the row has text.
+    fn row(&self, p: &PlannedRequest) -> Option<&'a str> {
+        if !self.rows {
+            return None;
+        }
+        self.spec.dataset.as_ref()?.items.get(p.id as usize)?.prompt.as_deref()
+    }
+
+    /// The tokenizer of built-in texts, when they are wanted.
+    fn text(&self) -> Option<&'a Tokenizer> {
+        self.tokenizer.filter(|_| self.builtin_text)
+    }
+
+    /// `p`'s synthetic prompt: shared prefix, then built-in text or random ids.
+    fn synthetic(&self, p: &PlannedRequest) -> Result<Vec<u32>> {
+        with_shared_prefix(self.spec, p, self.vocab, &|len| match self.text() {
+            Some(tok) => text_prompt(p.id, len, &|s| tok.encode(s)),
+            None => Ok(random_prompt(self.spec.seed, p.id, len, self.vocab)),
+        })
+    }
+}
 
 /// `len` token ids drawn uniformly below `min(vocab, FIRST_SPECIAL_TOKEN)`, the same for the
 /// same (seed, id). Panics if `vocab` is 0.
@@ -22,7 +154,7 @@ pub fn random_prompt(rng_seed: u64, id: u64, len: usize, vocab: usize) -> Vec<u3
 /// its group's prefix (seeded random ids below `vocab`, the same for every request of the group)
 /// followed by `own(prompt_len − prefix)`, its own tokens as the workload makes them; without,
 /// `own(prompt_len)`.
-pub fn with_shared_prefix(
+fn with_shared_prefix(
     spec: &WorkloadSpec,
     p: &PlannedRequest,
     vocab: usize,
@@ -53,7 +185,7 @@ pub const TEXT_PROMPTS: &[&str] = &[
 ];
 
 /// Prompt `id % TEXT_PROMPTS.len()`, tokenized and cut or repeated to exactly `len` ids.
-pub fn text_prompt(id: u64, len: usize, encode: &dyn Fn(&str) -> Result<Vec<u32>>) -> Result<Vec<u32>> {
+fn text_prompt(id: u64, len: usize, encode: &dyn Fn(&str) -> Result<Vec<u32>>) -> Result<Vec<u32>> {
     let text = TEXT_PROMPTS[(id % TEXT_PROMPTS.len() as u64) as usize];
     let ids = encode(text)?;
     if ids.is_empty() {
@@ -65,6 +197,190 @@ pub fn text_prompt(id: u64, len: usize, encode: &dyn Fn(&str) -> Result<Vec<u32>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::dataset::{DatasetFormat, DatasetItem, DatasetWorkload};
+    use crate::bench::workload::{plan, Arrival, ArrivalSpan, LenRange, SharedPrefix};
+    use std::sync::Arc;
+
+    /// The words of `TEXT_PROMPTS[0]` as the Whitespace pre-tokenizer splits it, ids 1 onwards
+    /// ("[UNK]" is 0).
+    const WORDS: [&str; 15] =
+        ["Explain", ",", "step", "by", "why", "the", "sky", "looks", "blue", "at", "noon", "and", "red", "sunset", "."];
+
+    /// A word-level tokenizer of `WORDS` (vocabulary 16): one id per word or punctuation run.
+    fn word_tokenizer() -> Tokenizer {
+        let vocab: Vec<String> =
+            std::iter::once("[UNK]").chain(WORDS).enumerate().map(|(i, w)| format!("{w:?}: {i}")).collect();
+        let json = format!(
+            r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+                "pre_tokenizer": {{"type": "Whitespace"}}, "post_processor": null, "decoder": null,
+                "model": {{"type": "WordLevel", "vocab": {{{}}}, "unk_token": "[UNK]"}}}}"#,
+            vocab.join(", ")
+        );
+        Tokenizer::from_bytes(json.as_bytes()).unwrap()
+    }
+
+    /// Three sequential requests of `input_len` tokens, seed 42.
+    fn spec(input_len: usize) -> WorkloadSpec {
+        WorkloadSpec {
+            arrival: Arrival::Sequential,
+            rate: f64::INFINITY,
+            burstiness: 1.0,
+            concurrency: 1,
+            span: ArrivalSpan::Drawn,
+            num_requests: 3,
+            input_len: LenRange { min: input_len, max: input_len },
+            output_len: LenRange { min: 1, max: 1 },
+            seed: 42,
+            dataset: None,
+            max_concurrency: None,
+            saturation_stop: false,
+            shared_prefix: None,
+        }
+    }
+
+    /// `spec(6)` with a dataset: row 0 is text ("why is the sky blue", 5 tokens), rows 1 and 2
+    /// give only lengths (6 and 7).
+    fn with_dataset() -> WorkloadSpec {
+        let item = |prompt: Option<&str>, prompt_len| DatasetItem {
+            prompt: prompt.map(Arc::from),
+            prompt_len,
+            output_len: 1,
+            arrival_s: None,
+        };
+        let items = vec![item(Some("why is the sky blue"), 5), item(None, 6), item(None, 7)];
+        let dataset = DatasetWorkload {
+            file: "rows.jsonl".into(),
+            format: DatasetFormat::Jsonl,
+            rows_read: 3,
+            rows_kept: 3,
+            filters: String::new(),
+            lengths_measured_by: "words".into(),
+            trace_speedup: None,
+            items: Arc::new(items),
+        };
+        WorkloadSpec { input_len: LenRange { min: 5, max: 7 }, dataset: Some(dataset), ..spec(6) }
+    }
+
+    #[test]
+    fn random_ids_are_those_of_before() {
+        // Printed by the prompt code before `PromptSource` (seed 42, 6 tokens, requests 0..3).
+        let qwen: [[u32; 6]; 3] = [
+            [128880, 28690, 128081, 32486, 20772, 109277],
+            [150150, 11783, 18728, 140344, 134347, 91180],
+            [128628, 69929, 21042, 125526, 44934, 72474],
+        ];
+        let small: [[u32; 6]; 3] =
+            [[849, 189, 844, 214, 136, 720], [990, 77, 123, 925, 885, 601], [848, 461, 138, 827, 296, 477]];
+        let spec = spec(6);
+        let planned = plan(&spec).unwrap();
+        let engine = PromptSource::for_model(&spec, None, false, 151_936);
+        let tiny = PromptSource::for_model(&spec, None, false, 1000);
+        // A server's ids are drawn below Qwen's special tokens, as the model's are.
+        let server = PromptSource::for_server(&spec, None, false, None);
+        for (p, (qwen, small)) in planned.iter().zip(qwen.iter().zip(&small)) {
+            assert_eq!(engine.ids(p).unwrap(), qwen, "request {}", p.id);
+            assert_eq!(tiny.ids(p).unwrap(), small, "request {}", p.id);
+            assert_eq!(server.prompt(p).unwrap(), Prompt::Ids(qwen.to_vec()), "request {}", p.id);
+        }
+        assert_eq!((engine.kind(), server.kind()), ("token ids", "token ids"));
+        // A tokenizer and random ids asked for: the same ids, the tokenizer unused.
+        let tok = word_tokenizer();
+        assert_eq!(PromptSource::for_model(&spec, Some(&tok), true, 1000).ids(&planned[1]).unwrap(), small[1]);
+        let below_16 = PromptSource::for_server(&spec, Some(&tok), true, None);
+        assert_eq!(below_16.prompt(&planned[0]).unwrap(), Prompt::Ids(random_prompt(42, 0, 6, 16)));
+        let flag = PromptSource::for_server(&spec, Some(&tok), true, Some(1000));
+        assert_eq!(flag.prompt(&planned[2]).unwrap(), Prompt::Ids(small[2].to_vec()), "--vocab-size wins");
+    }
+
+    #[test]
+    fn shared_prefix_then_each_request_s_own_tokens() {
+        // Printed by the prompt code before `PromptSource`: a 4-token prefix, 2 groups, vocab 1000.
+        let before: [[u32; 6]; 3] =
+            [[313, 558, 286, 361, 849, 189], [701, 814, 625, 389, 990, 77], [313, 558, 286, 361, 848, 461]];
+        let spec = WorkloadSpec { shared_prefix: Some(SharedPrefix { len: 4, groups: 2 }), ..spec(6) };
+        let planned = plan(&spec).unwrap();
+        let ids = PromptSource::for_model(&spec, None, false, 1000);
+        for (p, before) in planned.iter().zip(&before) {
+            assert_eq!(ids.ids(p).unwrap(), before, "request {}", p.id);
+        }
+        // With built-in text: the prefix's ids, then the text's.
+        let tok = word_tokenizer();
+        let text = PromptSource::for_model(&spec, Some(&tok), false, 1000);
+        assert_eq!(text.ids(&planned[0]).unwrap(), [313, 558, 286, 361, 1, 2]);
+        let server = PromptSource::for_server(&spec, Some(&tok), false, Some(1000));
+        let decoded = tok.decode(&[313, 558, 286, 361, 1, 2]).unwrap();
+        assert_eq!(server.prompt(&planned[0]).unwrap(), Prompt::Text(decoded));
+    }
+
+    #[test]
+    fn built_in_text_is_cut_to_the_planned_length() {
+        let spec = spec(20);
+        let planned = plan(&spec).unwrap();
+        let tok = word_tokenizer();
+        // "Explain, step by step, why the sky looks blue at noon and red at sunset." is 18 words
+        // and marks; 20 tokens start it again.
+        let sky = [1, 2, 3, 4, 3, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 10, 14, 15, 1, 2];
+        let engine = PromptSource::for_model(&spec, Some(&tok), false, 1000);
+        assert_eq!(engine.ids(&planned[0]).unwrap(), sky);
+        assert_eq!(engine.ids(&planned[1]).unwrap(), [0; 20], "request 1's prompt is Chinese: unknown words");
+        assert_eq!(engine.kind(), "text");
+        let server = PromptSource::for_server(&spec, Some(&tok), false, None);
+        let text = tok.decode(&sky).unwrap();
+        assert!(text.starts_with("Explain , step by step ,"), "{text}");
+        assert_eq!(server.prompt(&planned[0]).unwrap(), Prompt::Text(text));
+        assert_eq!(server.kind(), "text");
+    }
+
+    #[test]
+    fn dataset_rows_go_through_the_tokenizer_or_as_they_are() {
+        let spec = with_dataset();
+        let planned = plan(&spec).unwrap();
+        assert_eq!(planned.iter().map(|p| p.prompt_len).collect::<Vec<_>>(), [5, 6, 7]);
+        let tok = word_tokenizer();
+        // The engine: the row's words through the tokenizer ("is" is unknown), even with random
+        // ids asked for; rows without text get random ids of their length.
+        let engine = PromptSource::for_model(&spec, Some(&tok), true, 1000);
+        assert_eq!(engine.ids(&planned[0]).unwrap(), [5, 0, 6, 7, 9]);
+        assert_eq!(engine.ids(&planned[1]).unwrap(), random_prompt(42, 1, 6, 1000));
+        assert_eq!(engine.kind(), "dataset text");
+        // A server: the row's text as it is, with or without a tokenizer.
+        let row = Prompt::Text("why is the sky blue".into());
+        for server in [
+            PromptSource::for_server(&spec, Some(&tok), false, None),
+            PromptSource::for_server(&spec, None, false, None),
+        ] {
+            assert_eq!(server.prompt(&planned[0]).unwrap(), row);
+            assert_eq!(server.kind(), "dataset text");
+        }
+        let ids = PromptSource::for_server(&spec, None, false, None).prompt(&planned[2]).unwrap();
+        assert_eq!(ids, Prompt::Ids(random_prompt(42, 2, 7, FIRST_SPECIAL_TOKEN)));
+        // The engine without a tokenizer: random ids of the row's measured length.
+        let untokenized = PromptSource::for_model(&spec, None, false, 1000);
+        assert_eq!(untokenized.ids(&planned[0]).unwrap(), random_prompt(42, 0, 5, 1000));
+        assert_eq!(untokenized.kind(), "token ids");
+    }
+
+    #[test]
+    fn a_tokenizer_larger_than_the_model_s_vocabulary_is_not_used() {
+        let tok = word_tokenizer();
+        assert_eq!(tok.vocab_size(), 16);
+        let spec = spec(20);
+        let planned = plan(&spec).unwrap();
+        // 16 ids fit a vocabulary of 16; not one of 15, which gets random ids below 15.
+        assert_eq!(PromptSource::for_model(&spec, Some(&tok), false, 16).kind(), "text");
+        let small = PromptSource::for_model(&spec, Some(&tok), false, 15);
+        assert_eq!(small.kind(), "token ids");
+        assert_eq!(small.ids(&planned[0]).unwrap(), random_prompt(42, 0, 20, 15));
+        // A dataset row's text too: random ids of its length.
+        let spec = with_dataset();
+        let planned = plan(&spec).unwrap();
+        let rows = PromptSource::for_model(&spec, Some(&tok), false, 15);
+        assert_eq!(rows.ids(&planned[0]).unwrap(), random_prompt(42, 0, 5, 15));
+        assert_eq!(rows.kind(), "token ids");
+        // A server's vocabulary is not known: its tokenizer is used whatever `--vocab-size` says.
+        let server = PromptSource::for_server(&spec, Some(&tok), false, Some(15));
+        assert_eq!(server.prompt(&planned[0]).unwrap(), Prompt::Text("why is the sky blue".into()));
+    }
 
     #[test]
     fn prompts_are_seeded_in_range_and_exact_length() {

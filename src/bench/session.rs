@@ -218,7 +218,8 @@ pub struct RunConfig {
     pub workload: Option<WorkloadSpec>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<String>,
-    /// "text" (built-in texts through the tokenizer) or "token ids" (seeded random ids).
+    /// "dataset text" (a dataset's rows), "text" (built-in texts through the tokenizer) or "token
+    /// ids" (seeded random ids): [`crate::bench::PromptSource::kind`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompts: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

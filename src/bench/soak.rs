@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::ledger::{Expected, Ledger};
-use super::prompts::{random_prompt, with_shared_prefix};
+use super::prompts::PromptSource;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
@@ -126,8 +126,8 @@ fn request_for(spec: &SoakSpec, id: u64, prompt_len: usize, output_len: usize, v
         None => {
             // Random ids, after the workload's shared prefix if it has one.
             let planned = PlannedRequest { id, arrival_s: None, prompt_len, output_len };
-            let own = |len| Ok(random_prompt(spec.workload.seed, id, len, vocab));
-            (with_shared_prefix(&spec.workload, &planned, vocab, &own).expect("random ids never fail"), output_len)
+            let prompts = PromptSource::for_model(&spec.workload, None, true, vocab);
+            (prompts.ids(&planned).expect("random ids never fail"), output_len)
         }
     };
     let stop_ids = if stops { spec.stop_ids.clone() } else { Vec::new() };

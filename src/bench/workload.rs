@@ -362,6 +362,21 @@ impl WorkloadSpec {
     }
 }
 
+/// Whether the longest request the lengths allow (the longest prompt with the longest output)
+/// fits a model's context of `max_position_embeddings` tokens. The one check of it, before
+/// anything runs: the CLI's flags, a dataset's rows, the page's form.
+pub fn check_context(input_len: LenRange, output_len: LenRange, max_position_embeddings: usize) -> Result<()> {
+    let longest = input_len.max.saturating_add(output_len.max);
+    if longest > max_position_embeddings {
+        return Err(Error::Invalid(format!(
+            "prompts up to {} tokens + outputs up to {} reach {longest} tokens, above the model's context \
+             (max_position_embeddings {max_position_embeddings})",
+            input_len.max, output_len.max
+        )));
+    }
+    Ok(())
+}
+
 /// One request of the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannedRequest {

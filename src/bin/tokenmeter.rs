@@ -693,31 +693,14 @@ mod cli {
         }
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let session = session(&spec);
-        let max_total = spec.input_len.max + spec.output_len.max;
-        if max_total > cfg.max_position_embeddings {
-            return Err(Error::Invalid(format!(
-                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
-                cfg.max_position_embeddings
-            )));
-        }
+        bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
             Loaded::Disk(c, _) => load(&args.model, c).await?,
             Loaded::Synthetic(s) => load(&args.model, s).await?,
         };
-        let vocab = cfg.vocab_size;
-        let text = tokenizer.filter(|_| !args.random_prompts);
-        let prompt = |p: &bench::PlannedRequest| -> Result<Vec<u32>> {
-            // A dataset row's own text (measured by this tokenizer), else a synthetic prompt.
-            let row = spec.dataset.as_ref().and_then(|d| d.items.get(p.id as usize)).and_then(|i| i.prompt.as_deref());
-            if let (Some(row), Some(tok)) = (row, tokenizer) {
-                return tok.encode(row);
-            }
-            bench::with_shared_prefix(&spec, p, vocab, &|len| match text {
-                Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-                None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
-            })
-        };
+        let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
+        let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
         let options = engine_options(&args.model, args.model.max_batch);
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
@@ -728,7 +711,7 @@ mod cli {
             describe: RunConfig {
                 target: "local".into(),
                 model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-                prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
+                prompts: Some(prompts.kind().to_string()),
                 ..RunConfig::default()
             },
             saturation: None,

@@ -15,7 +15,6 @@ use super::forward::{Batch, ForwardPass, Submitted};
 use super::scheduler::{FinishReason, Plan, Policy, SamplingParams, Scheduler, Sequence};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
-use crate::gpu::kernels::RowSample;
 use serde::Serialize;
 
 /// What a client asks for.
@@ -286,9 +285,7 @@ impl Engine {
     /// `None` when there is nothing to run. Its scheduling events are stamped `start`.
     fn launch(&mut self, start: f64, events: &mut Vec<Event>) -> Result<Option<InFlight>> {
         let plan = self.scheduler.schedule();
-        for &id in &plan.preempted {
-            events.push(Event { id, t_s: start, kind: EventKind::Preempted });
-        }
+        preempted_events(&plan, start, events);
         if plan.items.is_empty() {
             return Ok(None);
         }
@@ -312,34 +309,36 @@ impl Engine {
     async fn resolve(&mut self, current: InFlight, events: &mut Vec<Event>) -> Result<StepStats> {
         let sampled = self.model.ids(current.submitted).await?;
         let t = now_s();
-        let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
         let (tokens, finished) = self.scheduler.resolve(&current.rows, &sampled, current.finishing);
-        for (id, index, token) in tokens {
-            let kind = if index == 0 { EventKind::FirstToken { token } } else { EventKind::Token { token } };
-            events.push(Event { id, t_s: t, kind });
-        }
+        events.extend(tokens.into_iter().map(|(id, index, token)| token_event(id, index, token, t)));
         for (seq, reason) in finished {
             events.push(Event { id: seq.id, t_s: t, kind: EventKind::Finished { reason } });
         }
         // The step ran from its submission, or from the end of the step before it on the GPU.
         let began = current.start.max(self.last_resolved_s);
         self.last_resolved_s = t;
+        Ok(self.step_stats(t, began, !sampled.is_empty(), current.batched_tokens, current.decode_tokens))
+    }
+
+    /// The stats of a step whose ids arrived at `t` (it ran from `began`; `sampled`: it sampled
+    /// tokens): what it ran, and the queues and KV blocks now. No drafts, not profiled.
+    fn step_stats(&self, t: f64, began: f64, sampled: bool, batched_tokens: usize, decode_tokens: usize) -> StepStats {
         let (used, total) = self.kv_blocks();
-        Ok(StepStats {
+        StepStats {
             t_s: t,
             duration_s: t - began,
             running: self.scheduler.running.len(),
             waiting: self.scheduler.waiting.len(),
-            batched_tokens: current.batched_tokens,
-            decode_tokens: current.decode_tokens,
+            batched_tokens,
+            decode_tokens,
             kv_blocks_used: used,
             kv_blocks_total: total,
             kv_blocks_cached: self.scheduler.blocks.cached_free(),
-            readback_lag_s,
+            readback_lag_s: if sampled { self.model.readback_resolved_s().map(|r| t - r) } else { None },
             drafted_tokens: 0,
             accepted_tokens: 0,
             profiled: false,
-        })
+        }
     }
 
     /// `Scheduled` events, stamped `start`, for the sequences `plan` admitted for the first time.
@@ -357,9 +356,7 @@ impl Engine {
             self.scheduler.proposals = Some(draft.propose(&self.scheduler.running).await?);
         }
         let plan = self.scheduler.schedule();
-        for &id in &plan.preempted {
-            events.push(Event { id, t_s: start, kind: EventKind::Preempted });
-        }
+        preempted_events(&plan, start, &mut events);
         if plan.items.is_empty() {
             return Ok((events, None));
         }
@@ -374,7 +371,6 @@ impl Engine {
             self.model.step(&batch).await?
         };
         let t = now_s();
-        let readback_lag_s = if sampled.is_empty() { None } else { self.model.readback_resolved_s().map(|r| t - r) };
         self.admitted_events(&plan, start, &mut events);
         // Output lengths before the commit: what follows is this step's tokens (one, or with a
         // draft up to 1 + accepted), all stamped `t`.
@@ -401,29 +397,17 @@ impl Engine {
                 let kind = EventKind::Speculated { drafted: drafted as u32, accepted: accepted as u32 };
                 events.push(Event { id, t_s: t, kind });
             }
-            for (i, &token) in seq.output()[from..].iter().enumerate() {
-                let kind = if from + i == 0 { EventKind::FirstToken { token } } else { EventKind::Token { token } };
-                events.push(Event { id, t_s: t, kind });
-            }
+            events
+                .extend(seq.output()[from..].iter().enumerate().map(|(i, &token)| token_event(id, from + i, token, t)));
         }
         for (seq, reason) in finished {
             events.push(Event { id: seq.id, t_s: t, kind: EventKind::Finished { reason } });
         }
-        let (used, total) = self.kv_blocks();
         let stats = StepStats {
-            t_s: t,
-            duration_s: t - start,
-            running: self.scheduler.running.len(),
-            waiting: self.scheduler.waiting.len(),
-            batched_tokens: batch.tokens.len(),
-            decode_tokens: decode_tokens(&plan),
-            kv_blocks_used: used,
-            kv_blocks_total: total,
-            kv_blocks_cached: self.scheduler.blocks.cached_free(),
-            readback_lag_s,
             drafted_tokens,
             accepted_tokens,
             profiled,
+            ..self.step_stats(t, start, !sampled.is_empty(), batch.tokens.len(), decode_tokens(&plan))
         };
         self.last_resolved_s = t;
         Ok((events, Some(stats)))
@@ -443,16 +427,26 @@ impl Engine {
             if let Some(u) = item.sample {
                 // One row per position whose next token is wanted: the last known token and each
                 // draft token (drafts are greedy only, so `u` is unused for them).
-                let s = seq.sampling;
                 let end = batch.tokens.len() as u32;
                 for row in end - item.rows() as u32..end {
                     batch.logit_rows.push(row);
-                    batch.sampling.push(RowSample { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, u });
+                    batch.sampling.push(seq.sampling.row(u));
                 }
             }
         }
         batch
     }
+}
+
+/// `Preempted` events, stamped `start`, for the sequences `plan` evicted.
+fn preempted_events(plan: &Plan, start: f64, events: &mut Vec<Event>) {
+    events.extend(plan.preempted.iter().map(|&id| Event { id, t_s: start, kind: EventKind::Preempted }));
+}
+
+/// The event of token `index` of a request's output (0: its first token), stamped `t_s`.
+fn token_event(id: u64, index: usize, token: u32, t_s: f64) -> Event {
+    let kind = if index == 0 { EventKind::FirstToken { token } } else { EventKind::Token { token } };
+    Event { id, t_s, kind }
 }
 
 /// Tokens of `plan`'s decoding sequences: one each, plus their draft tokens ([`StepStats`]).

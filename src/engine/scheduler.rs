@@ -8,6 +8,7 @@
 
 use super::kv::{block_hash, BlockAllocator};
 use super::speculate::{accepted_prefix, ngram_draft};
+use crate::gpu::kernels::RowSample;
 use crate::gpu::PREVIOUS_ID;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -25,9 +26,15 @@ pub struct SamplingParams {
 }
 
 impl SamplingParams {
-    /// Greedy: the most likely token, no draw.
+    /// The sampling kernel's settings for one logit row, `u` its uniform draw.
+    pub fn row(&self, u: f32) -> RowSample {
+        RowSample { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, u }
+    }
+
+    /// Greedy (the most likely token, no draw) as the sampling kernel decides it:
+    /// [`RowSample::is_greedy`], the one definition.
     pub fn is_greedy(&self) -> bool {
-        self.temperature <= 0.0 || self.top_k == 1
+        self.row(0.0).is_greedy()
     }
 }
 

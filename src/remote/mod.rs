@@ -63,7 +63,7 @@ impl Endpoint {
 pub struct RemoteSetup<'a> {
     pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Prompt>,
     pub timeout_s: f64,
-    /// "text" or "token ids", for the record.
+    /// What the prompts are ([`crate::bench::PromptSource::kind`]), for the record.
     pub prompts: &'static str,
     /// "native" (the CLI) or "browser" (the page), for the record.
     pub client: &'static str,

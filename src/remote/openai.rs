@@ -118,14 +118,8 @@ pub fn redact(text: &str, key: Option<&ApiKey>) -> String {
     }
 }
 
-/// What one request sends as its prompt.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Prompt {
-    /// Token ids (completions only): exactly the planned length, no tokenizer involved.
-    Ids(Vec<u32>),
-    /// Text the server tokenizes (its count comes back in `usage.prompt_tokens`).
-    Text(String),
-}
+/// What one request sends as its prompt: made by [`crate::bench::PromptSource::prompt`].
+pub use crate::bench::prompts::Prompt;
 
 /// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
 /// completions; `messages`: one user message for chat), `max_tokens`, `"temperature": 0.0`,

@@ -8,7 +8,7 @@
 use super::i18n::use_text;
 use super::settings::RunConfig;
 use crate::bench::dataset::{self, Dataset, DatasetFormat, Select};
-use crate::bench::{Arrival, LenRange};
+use crate::bench::{check_context, Arrival, LenRange};
 use crate::limits;
 use crate::model::source::BlobStore;
 use crate::model::{ModelStore, Tokenizer};
@@ -126,11 +126,9 @@ pub fn attach(
     spec.output_len = LenRange { min: output_min, max: output_max };
     spec.num_requests = selected.items.len();
     spec.dataset = Some(selected);
-    if let Some(max) = max_position.filter(|&max| input_max + output_max > max) {
-        return Err(Error::Invalid(format!(
-            "{}: prompts up to {input_max} tokens + outputs up to {output_max} exceed the model's context of {max}",
-            limits::printable(&data.file)
-        )));
+    if let Some(max) = max_position {
+        check_context(spec.input_len, spec.output_len, max)
+            .map_err(|e| Error::Invalid(format!("{}: {e}", limits::printable(&data.file))))?;
     }
     config.policy.check_request(input_max, output_max, config.max_batched_tokens)?;
     spec.validate()?;

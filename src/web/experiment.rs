@@ -13,11 +13,10 @@ use crate::bench::compare::{text_report, CompareOptions, CompareVerdict, Compari
 use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Event, Listener, Target};
-use crate::bench::{self, BenchResult, Lang, PlannedRequest, WorkloadSpec};
+use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
 use crate::gpu::Gpu;
-use crate::model::Tokenizer;
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -338,9 +337,9 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
         } else {
             None
         };
-        let vocab = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
-        let prompts = Prompts::new(tokenizer.as_deref(), &a, vocab);
-        let prompt = |p: &PlannedRequest| prompts.prompt(p, &a.spec);
+        let vocab_size = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
+        let prompts = PromptSource::for_model(&a.spec, tokenizer.as_deref(), a.random_prompts, vocab_size);
+        let prompt = |p: &PlannedRequest| prompts.ids(p);
         let describe = bench::RunConfig {
             target: "browser".into(),
             model: Some(model_key.clone()),
@@ -429,42 +428,6 @@ fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, 
     x.progress.set(None);
     state.progress.set(None);
     state.phase.set(Phase::Idle);
-}
-
-/// Prompts as a page run makes them: built-in text through the tokenizer (when its ids fit the
-/// model), else seeded random ids.
-struct Prompts<'a> {
-    /// Encodes dataset rows.
-    tokenizer: Option<&'a Tokenizer>,
-    /// Built-in texts (when not random ids and the ids fit the model).
-    text: Option<&'a Tokenizer>,
-    seed: u64,
-    vocab: usize,
-}
-
-impl<'a> Prompts<'a> {
-    fn new(tokenizer: Option<&'a Tokenizer>, config: &RunConfig, vocab: usize) -> Prompts<'a> {
-        let text = tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
-        Prompts { tokenizer, text, seed: config.spec.seed, vocab }
-    }
-
-    fn kind(&self) -> &'static str {
-        if self.text.is_some() {
-            "text"
-        } else {
-            "token ids"
-        }
-    }
-
-    fn prompt(&self, p: &PlannedRequest, spec: &WorkloadSpec) -> Result<Vec<u32>> {
-        if let (Some(row), Some(tok)) = (run::dataset_prompt(spec, p), self.tokenizer) {
-            return tok.encode(row);
-        }
-        bench::with_shared_prefix(spec, p, self.vocab, &|len| match self.text {
-            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(self.seed, p.id, len, self.vocab)),
-        })
-    }
 }
 
 /// B's settings: A's, with B's overrides (validated the same way, against the loaded model).

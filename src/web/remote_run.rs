@@ -4,10 +4,10 @@
 
 use super::settings::RunConfig;
 use super::state::AppState;
-use crate::bench::{self, BenchResult, PlannedRequest};
+use crate::bench::{self, BenchResult, PlannedRequest, PromptSource};
 use crate::model::Tokenizer;
 use crate::remote::browser::{Client, RemoteTarget};
-use crate::remote::{Api, Endpoint, Prompt, RemoteSetup};
+use crate::remote::{Api, Endpoint, RemoteSetup};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::rc::Rc;
@@ -33,32 +33,15 @@ async fn benchmark(
     client: &Client,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Vec<(f64, BenchResult)>> {
-    let spec = &config.spec;
     // Text prompts through the page's tokenizer (the server re-tokenizes them); chat needs text.
-    let text = match client.endpoint().api {
-        Api::Chat => Some(tokenizer.ok_or_else(|| Error::Invalid("chat sends text: no tokenizer is loaded".into()))?),
-        Api::Completions => tokenizer.filter(|_| !config.random_prompts),
-    };
-    let vocab = bench::prompts::FIRST_SPECIAL_TOKEN;
-    let prompt = |p: &PlannedRequest| -> Result<Prompt> {
-        if let Some(row) = super::run::dataset_prompt(spec, p) {
-            return Ok(Prompt::Text(row.to_string()));
-        }
-        let ids = bench::with_shared_prefix(spec, p, vocab, &|len| match text {
-            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
-        })?;
-        match text {
-            Some(tok) => Ok(Prompt::Text(tok.decode(&ids)?)),
-            None => Ok(Prompt::Ids(ids)),
-        }
-    };
-    let setup = RemoteSetup {
-        prompt: &prompt,
-        timeout_s: TIMEOUT_S,
-        prompts: if text.is_some() { "text" } else { "token ids" },
-        client: "browser",
-    };
+    let api = client.endpoint().api;
+    if api == Api::Chat && tokenizer.is_none() {
+        return Err(Error::Invalid("chat sends text: no tokenizer is loaded".into()));
+    }
+    let random_ids = config.random_prompts && api == Api::Completions;
+    let prompts = PromptSource::for_server(&config.spec, tokenizer, random_ids, None);
+    let prompt = |p: &PlannedRequest| prompts.prompt(p);
+    let setup = RemoteSetup { prompt: &prompt, timeout_s: TIMEOUT_S, prompts: prompts.kind(), client: "browser" };
     let mut target = PageRemote { inner: RemoteTarget { client, setup }, page: super::run::page_record(state) };
     let session = super::run::session_spec(config, state.lang.get_untracked());
     let cancel = state.cancel.get_value();

@@ -9,7 +9,7 @@ use super::settings::{self, LoadOptions, Problems, RunConfig};
 use super::state::{AppState, Loaded, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::session::{EngineTarget, Event, Listener};
-use crate::bench::{self, BenchResult, PlannedRequest, SessionSpec, WorkloadSpec};
+use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
 use crate::engine::{Engine, Policy, SamplingParams};
 use crate::model::Tokenizer;
 use crate::Result;
@@ -331,20 +331,9 @@ struct RunContext<'a> {
 /// the error that stopped it, if any (the rates it finished, and the one it cut short, are kept).
 async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, BenchResult)>, Option<crate::Error>) {
     let (state, config) = (cx.state, cx.config);
-    let spec = &config.spec;
-    let vocab = engine.model.cfg.vocab_size;
-    // A tokenizer whose ids the model does not have (a small test model) cannot make text prompts.
-    let text = cx.tokenizer.filter(|tok| !config.random_prompts && tok.vocab_size() <= vocab);
-    let prompt = |p: &PlannedRequest| -> Result<Vec<u32>> {
-        // A dataset row's own text (its length was measured by this tokenizer).
-        if let (Some(row), Some(tok)) = (dataset_prompt(spec, p), cx.tokenizer) {
-            return tok.encode(row);
-        }
-        bench::with_shared_prefix(spec, p, vocab, &|len| match text {
-            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(spec.seed, p.id, len, vocab)),
-        })
-    };
+    let vocab_size = engine.model.cfg.vocab_size;
+    let prompts = PromptSource::for_model(&config.spec, cx.tokenizer, config.random_prompts, vocab_size);
+    let prompt = |p: &PlannedRequest| prompts.ids(p);
     let mut target = EngineTarget {
         engine,
         prompt: &prompt,
@@ -352,7 +341,7 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
         describe: bench::RunConfig {
             target: "browser".into(),
             model: Some(cx.model_name.to_string()),
-            prompts: Some(if text.is_some() { "text" } else { "token ids" }.to_string()),
+            prompts: Some(prompts.kind().to_string()),
             ..page_record(state)
         },
         saturation: None,
@@ -363,11 +352,6 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
         bench::session::run_into(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel, &mut results)
             .await;
     (config.rates.iter().copied().zip(results).collect(), outcome.err())
-}
-
-/// The text of `p`'s dataset row, when the workload has a dataset whose rows are text.
-pub(super) fn dataset_prompt<'a>(spec: &'a WorkloadSpec, p: &PlannedRequest) -> Option<&'a str> {
-    spec.dataset.as_ref()?.items.get(p.id as usize)?.prompt.as_deref()
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.

@@ -4,7 +4,7 @@
 
 use super::i18n::{use_text, Label, Text};
 use crate::bench::sweep::parse_rates;
-use crate::bench::{Arrival, ArrivalSpan, LenRange, Slo, WorkloadSpec};
+use crate::bench::{check_context, Arrival, ArrivalSpan, LenRange, Slo, WorkloadSpec};
 use crate::engine::{Order, Policy, Speculation};
 use crate::gpu::WeightFormat;
 use crate::limits;
@@ -325,7 +325,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
 
     if let (Some(caps), Some(input), Some(output)) = (caps, input_len, output_len) {
-        if input.max + output.max > caps.max_position {
+        if check_context(input, output, caps.max_position).is_err() {
             check(Field::OutputLen, Err(format!("{} ({})", t.context_too_long, caps.max_position)));
         }
     }

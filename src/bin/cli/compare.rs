@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use tokenmeter::bench::compare::{text_report, CompareOptions};
 use tokenmeter::bench::experiment::{self, Experiment, ExperimentSpec, Side};
 use tokenmeter::bench::session::{EngineTarget, Listener};
-use tokenmeter::bench::{self, BenchResult, RunConfig, Slo, WorkloadSpec};
+use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
@@ -88,23 +88,13 @@ fn workload(args: &BenchArgs, loaded: &Loaded) -> Result<WorkloadSpec> {
     Ok(spec)
 }
 
-/// One side, loaded: its engine and how it makes prompts.
+/// One side, loaded: its engine and what its prompts are made with (as `bench` makes them).
 struct Local {
     engine: Engine,
-    prompts: Prompts,
-    describe: RunConfig,
-}
-
-/// Prompts as `bench` makes them: a dataset row's text, built-in text through the tokenizer, or
-/// seeded random ids.
-struct Prompts {
     tokenizer: Option<Tokenizer>,
-    /// Built-in text (a tokenizer and no --random-prompts).
-    text: bool,
-    /// The dataset's prompt texts by request id (empty without a dataset).
-    rows: Vec<Option<std::sync::Arc<str>>>,
-    vocab: usize,
-    spec: WorkloadSpec,
+    random_prompts: bool,
+    vocab_size: usize,
+    describe: RunConfig,
 }
 
 impl Local {
@@ -122,39 +112,18 @@ impl Local {
             Loaded::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
             Loaded::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
-        let max_total = spec.input_len.max + spec.output_len.max;
-        if max_total > cfg.max_position_embeddings {
-            return Err(Error::Invalid(format!(
-                "--input-len + --output-len reach {max_total} tokens, above max_position_embeddings {}",
-                cfg.max_position_embeddings
-            )));
-        }
+        bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
-        let text = tokenizer.is_some() && !args.random_prompts;
+        let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);
+        let prompts = PromptSource::for_model(spec, tokenizer.as_ref(), random_prompts, vocab_size);
         let describe = RunConfig {
             target: "local".into(),
             model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-            prompts: Some(if text { "text" } else { "token ids" }.to_string()),
+            prompts: Some(prompts.kind().to_string()),
             ..RunConfig::default()
         };
-        let rows = spec.dataset.as_ref().map_or_else(Vec::new, |d| d.items.iter().map(|i| i.prompt.clone()).collect());
-        let prompts = Prompts { tokenizer, text, rows, vocab: cfg.vocab_size, spec: spec.clone() };
-        Ok(Local { engine, prompts, describe })
-    }
-}
-
-impl Prompts {
-    /// As `bench`: a dataset row's own text (through the tokenizer), else built-in text or ids.
-    fn prompt(&self, p: &bench::PlannedRequest) -> Result<Vec<u32>> {
-        let row = self.rows.get(p.id as usize).and_then(|r| r.as_deref());
-        if let (Some(tok), Some(row)) = (&self.tokenizer, row) {
-            return tok.encode(row);
-        }
-        bench::with_shared_prefix(&self.spec, p, self.vocab, &|len| match &self.tokenizer {
-            Some(tok) if self.text => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            _ => Ok(bench::random_prompt(self.spec.seed, p.id, len, self.vocab)),
-        })
+        Ok(Local { engine, tokenizer, random_prompts, vocab_size, describe })
     }
 }
 
@@ -215,8 +184,10 @@ async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Expe
     let (total, done) = (2 * repeats, std::cell::Cell::new(0));
     eprintln!("warm-up: one run per side, not compared");
     let progress: Listener = std::rc::Rc::new(|_| {});
-    let prompt_a = |p: &bench::PlannedRequest| side_a.prompts.prompt(p);
-    let prompt_b = |p: &bench::PlannedRequest| side_b.prompts.prompt(p);
+    let prompts_a = PromptSource::for_model(&spec, side_a.tokenizer.as_ref(), side_a.random_prompts, side_a.vocab_size);
+    let prompts_b = PromptSource::for_model(&spec, side_b.tokenizer.as_ref(), side_b.random_prompts, side_b.vocab_size);
+    let prompt_a = |p: &bench::PlannedRequest| prompts_a.ids(p);
+    let prompt_b = |p: &bench::PlannedRequest| prompts_b.ids(p);
     let mut target_a = EngineTarget {
         engine: &mut side_a.engine,
         prompt: &prompt_a,

@@ -3,10 +3,10 @@
 
 use clap::Args;
 use tokenmeter::bench::session::Listener;
-use tokenmeter::bench::{self, PlannedRequest, SessionSpec};
+use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
-use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteSetup};
+use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, RemoteSetup};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -66,42 +66,20 @@ pub async fn run(
         })?),
         None => None,
     };
-    let text = match (api, &tokenizer) {
-        (Api::Chat, None) => {
-            return Err(Error::Invalid(
-                "--api chat sends text: pass --tokenizer tokenizer.json (the served model's) to cut the built-in \
-                 prompts to --input-len"
-                    .into(),
-            ))
-        }
-        (Api::Chat, Some(tok)) => Some(tok),
-        (Api::Completions, tok) => tok.as_ref().filter(|_| !random_prompts),
-    };
-    let vocab = args
-        .vocab_size
-        .or(tokenizer.as_ref().map(Tokenizer::vocab_size))
-        .unwrap_or(bench::prompts::FIRST_SPECIAL_TOKEN)
-        .min(bench::prompts::FIRST_SPECIAL_TOKEN);
-    if vocab == 0 {
+    // Chat sends text: its built-in prompts need the tokenizer, whatever --random-prompts says.
+    if api == Api::Chat && tokenizer.is_none() {
+        return Err(Error::Invalid(
+            "--api chat sends text: pass --tokenizer tokenizer.json (the served model's) to cut the built-in prompts \
+             to --input-len"
+                .into(),
+        ));
+    }
+    if args.vocab_size == Some(0) {
         return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
     }
-    let seed = session.spec.seed;
-    let dataset = session.spec.dataset.as_ref();
-    let prompt = |p: &PlannedRequest| -> Result<Prompt> {
-        // A dataset row's own text goes as it is (the server tokenizes it).
-        if let Some(row) = dataset.and_then(|d| d.items.get(p.id as usize)).and_then(|i| i.prompt.as_deref()) {
-            return Ok(Prompt::Text(row.to_string()));
-        }
-        // A shared prefix goes as ids, or as their text with a tokenizer.
-        let ids = bench::with_shared_prefix(session.spec, p, vocab, &|len| match text {
-            Some(tok) => bench::text_prompt(p.id, len, &|s| tok.encode(s)),
-            None => Ok(bench::random_prompt(seed, p.id, len, vocab)),
-        })?;
-        match text {
-            Some(tok) => Ok(Prompt::Text(tok.decode(&ids)?)),
-            None => Ok(Prompt::Ids(ids)),
-        }
-    };
+    let random_ids = random_prompts && api == Api::Completions;
+    let prompts = PromptSource::for_server(session.spec, tokenizer.as_ref(), random_ids, args.vocab_size);
+    let prompt = |p: &PlannedRequest| prompts.prompt(p);
 
     let tls = Tls { ca_cert: args.ca_cert.clone(), insecure: args.insecure };
     let mut client = Client::with_tls(Endpoint { base_url, model: String::new(), api, api_key }, tls)?;
@@ -112,20 +90,11 @@ pub async fn run(
     if client.tls().is_some_and(|tls| tls.insecure) {
         eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
     }
-    let setup = RemoteSetup {
-        prompt: &prompt,
-        timeout_s: args.timeout_s,
-        prompts: match (dataset.is_some_and(|d| d.items.iter().any(|i| i.prompt.is_some())), text.is_some()) {
-            (true, _) => "dataset text",
-            (false, true) => "text",
-            (false, false) => "token ids",
-        },
-        client: "native",
-    };
+    let setup = RemoteSetup { prompt: &prompt, timeout_s: args.timeout_s, prompts: prompts.kind(), client: "native" };
     let mut target = RemoteTarget { client: &client, setup };
     let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;
     for r in results.iter() {
-        warn_about_usage(&r.requests, text.is_none());
+        warn_about_usage(&r.requests, prompts.kind() == "token ids");
     }
     outcome
 }
