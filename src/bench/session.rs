@@ -22,7 +22,7 @@ use crate::gpu::kernels::KernelOptions;
 
 /// What a session tells its caller as it goes. `Progress` comes after every engine step (or
 /// every finished request, from a server).
-pub enum Event<'a> {
+pub enum SessionEvent<'a> {
     Baseline(&'a Baseline),
     RateStarted { rate: f64, requests: usize },
     Progress(&'a Progress<'a>),
@@ -30,7 +30,7 @@ pub enum Event<'a> {
 }
 
 /// The caller's listener: shared, so that a target may hand it to tasks it spawns.
-pub type Listener = Rc<dyn Fn(Event)>;
+pub type Listener = Rc<dyn Fn(SessionEvent)>;
 
 /// Something the benchmark can load with requests.
 #[allow(async_fn_in_trait)] // used generically (no `dyn`), on one thread in the browser
@@ -112,7 +112,7 @@ pub async fn run_into<T: Target>(
         return Err(e);
     }
     if let Some(b) = &baseline {
-        listener(Event::Baseline(b));
+        listener(SessionEvent::Baseline(b));
     }
     for &rate in s.rates {
         if cancel.get() {
@@ -120,7 +120,7 @@ pub async fn run_into<T: Target>(
         }
         let spec = WorkloadSpec { rate, ..s.spec.clone() };
         let planned = plan(&spec)?;
-        listener(Event::RateStarted { rate, requests: planned.len() });
+        listener(SessionEvent::RateStarted { rate, requests: planned.len() });
         let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
         let saturation = target.take_saturation();
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
@@ -151,7 +151,7 @@ pub async fn run_into<T: Target>(
             steps,
             saturation,
         };
-        listener(Event::RateDone { rate, result: &result });
+        listener(SessionEvent::RateDone { rate, result: &result });
         results.push(result);
         if let Some(e) = target.fault() {
             return Err(e);
@@ -332,7 +332,7 @@ impl Target for EngineTarget<'_> {
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
         let options = driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt };
-        let on_progress = &mut |p: &Progress| listener(Event::Progress(p));
+        let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
         let (records, steps, saturation) =
             driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;
         self.saturation = saturation;

@@ -24,7 +24,7 @@ mod cli {
     use std::rc::Rc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    use tokenmeter::bench::session::{Event, Listener};
+    use tokenmeter::bench::session::{Listener, SessionEvent};
     use tokenmeter::engine::{
         generate as run_requests, EngineOptions, EventKind, ForwardPass, Request, SamplingParams,
     };
@@ -310,13 +310,13 @@ mod cli {
         let max_batch = args.batches.iter().copied().max().unwrap_or(1);
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
-            Loaded::Disk(c, t) => (&c.config, t.as_ref().as_ref()),
-            Loaded::Synthetic(s) => (&s.config, None),
+            Opened::Disk(c, t) => (&c.config, t.as_ref().as_ref()),
+            Opened::Synthetic(s) => (&s.config, None),
         };
         let draft = args.model.spec.open_draft(cfg, tokenizer).await?;
         let model = match &loaded {
-            Loaded::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
-            Loaded::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
+            Opened::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
+            Opened::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
         };
         let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
         let host = host_copy_gb_s();
@@ -392,12 +392,13 @@ mod cli {
         Ok(())
     }
 
-    enum Loaded {
+    /// A model opened from its files or a synthetic shape, before its weights go to the GPU.
+    enum Opened {
         Disk(Checkpoint<tokenmeter::model::source::DiskFile>, Box<Option<Tokenizer>>),
         Synthetic(SyntheticModel),
     }
 
-    async fn open(args: &ModelArgs) -> Result<Loaded> {
+    async fn open(args: &ModelArgs) -> Result<Opened> {
         match (&args.model, &args.synthetic) {
             (Some(dir), _) => {
                 let store = DirStore::new(dir)?;
@@ -407,7 +408,7 @@ mod cli {
                         Some(bytes) => Some(Tokenizer::from_bytes(&bytes)?),
                         None => None,
                     };
-                Ok(Loaded::Disk(checkpoint, Box::new(tokenizer)))
+                Ok(Opened::Disk(checkpoint, Box::new(tokenizer)))
             }
             (None, Some(name)) => {
                 let cfg = Qwen3Config::preset(name).ok_or_else(|| {
@@ -416,7 +417,7 @@ mod cli {
                         Qwen3Config::PRESETS.join(", ")
                     ))
                 })?;
-                Ok(Loaded::Synthetic(SyntheticModel::new(cfg, 0)))
+                Ok(Opened::Synthetic(SyntheticModel::new(cfg, 0)))
             }
             (None, None) => Err(Error::Invalid("pass --model DIR or --synthetic NAME".into())),
         }
@@ -469,8 +470,8 @@ mod cli {
         let policy = args.policy.policy()?;
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
-            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
-            Loaded::Synthetic(s) => (s.config.clone(), None),
+            Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
+            Opened::Synthetic(s) => (s.config.clone(), None),
         };
         // Prompts are checked against the config before any weight is read.
         let mut prompts: Vec<Vec<u32>> = Vec::new();
@@ -491,8 +492,8 @@ mod cli {
         }
         let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
-            Loaded::Disk(c, _) => load(&args.model, c).await?,
-            Loaded::Synthetic(s) => load(&args.model, s).await?,
+            Opened::Disk(c, _) => load(&args.model, c).await?,
+            Opened::Synthetic(s) => load(&args.model, s).await?,
         };
         let requests = prompts
             .into_iter()
@@ -683,8 +684,8 @@ mod cli {
         }
         let loaded = open(&args.model).await?;
         let (cfg, tokenizer) = match &loaded {
-            Loaded::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
-            Loaded::Synthetic(s) => (s.config.clone(), None),
+            Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
+            Opened::Synthetic(s) => (s.config.clone(), None),
         };
         if let Some(data) = &data {
             let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
@@ -696,8 +697,8 @@ mod cli {
         bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
         let model = match &loaded {
-            Loaded::Disk(c, _) => load(&args.model, c).await?,
-            Loaded::Synthetic(s) => load(&args.model, s).await?,
+            Opened::Disk(c, _) => load(&args.model, c).await?,
+            Opened::Synthetic(s) => load(&args.model, s).await?,
         };
         let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
         let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
@@ -850,22 +851,22 @@ mod cli {
         let rate = Cell::new(0.0);
         let last_shown = Cell::new(usize::MAX);
         Rc::new(move |event| match event {
-            Event::Baseline(b) => match &b.error {
+            SessionEvent::Baseline(b) => match &b.error {
                 Some(e) => eprintln!("warning: {e}; the run goes on, without a diagnosis"),
                 None => eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms),
             },
-            Event::RateStarted { rate: r, .. } => {
+            SessionEvent::RateStarted { rate: r, .. } => {
                 rate.set(r);
                 last_shown.set(usize::MAX);
             }
-            Event::Progress(p) => {
+            SessionEvent::Progress(p) => {
                 if p.finished != last_shown.get() {
                     last_shown.set(p.finished);
                     let bar = "#".repeat(30 * p.finished / p.total.max(1));
                     eprint!("\rrate {}: [{bar:<30}] {}/{}", rate.get(), p.finished, p.total);
                 }
             }
-            Event::RateDone { result, .. } => {
+            SessionEvent::RateDone { result, .. } => {
                 eprintln!();
                 let measured = tokenmeter::bench::Measured::of(&result.config);
                 let report =

@@ -29,7 +29,7 @@ pub mod browser;
 use serde_json::{json, Value};
 
 use crate::bench::driver::Progress;
-use crate::bench::session::{Event, Listener};
+use crate::bench::session::{Listener, SessionEvent};
 use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
 use crate::error::Result;
 pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
@@ -118,7 +118,7 @@ impl RemoteSetup<'_> {
 /// A client's progress (requests ended so far) as the session's event: a server has no live
 /// records to chart.
 pub fn report(listener: &Listener, finished: usize, total: usize) {
-    listener(Event::Progress(&Progress { records: &[], steps: &[], finished, total }));
+    listener(SessionEvent::Progress(&Progress { records: &[], steps: &[], finished, total }));
 }
 
 /// One planned request, ready to send.

@@ -6,7 +6,7 @@
 //! the file's name and options go into the record (`run_config.workload.dataset`).
 
 use super::i18n::use_text;
-use super::settings::RunConfig;
+use super::settings::RunForm;
 use crate::bench::dataset::{self, Dataset, DatasetFormat, Select};
 use crate::bench::{check_context, Arrival, LenRange};
 use crate::limits;
@@ -88,7 +88,7 @@ fn one_line(message: &str) -> String {
 /// recorded arrivals (scaled by the speedup). `max_position`: the model's context, when known.
 pub fn attach(
     x: DatasetState,
-    config: &mut RunConfig,
+    config: &mut RunForm,
     tokenizer: Option<(&Tokenizer, &str)>,
     max_position: Option<usize>,
 ) -> Result<()> {

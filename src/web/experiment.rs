@@ -7,12 +7,12 @@
 use super::browser;
 use super::i18n::{use_text, Text};
 use super::run;
-use super::settings::{self, Field, Problems, RunConfig};
+use super::settings::{self, Field, Problems, RunForm};
 use super::state::{AppState, Phase};
 use crate::bench::compare::{text_report, CompareOptions, CompareVerdict, Comparison, MetricComparison};
 use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
-use crate::bench::session::{EngineTarget, Event, Listener, Target};
+use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
 use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
@@ -287,7 +287,7 @@ fn run_label(n: usize, repeats: usize, t: &Text) -> String {
 }
 
 /// Starts the experiment: A is `a`, B is `b` (same workload), `repeats` per side.
-pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, repeats: usize) {
+pub fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: usize) {
     let lang = state.lang.get_untracked();
     let t = super::i18n::text(lang);
     let (mut a, mut b) = (a, b);
@@ -350,7 +350,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
             Some((limits, pool)) => (pool, limits.clone()),
             None => (&pool_a, capacity.clone()),
         };
-        let side = |pool, capacity, c: &RunConfig| Variant {
+        let side = |pool, capacity, c: &RunForm| Variant {
             pool,
             capacity,
             max_batch: c.max_batch,
@@ -376,7 +376,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
         let charts = run::listener(state);
         let started = Cell::new(0usize);
         let listener: Listener = Rc::new(move |event| {
-            if let Event::RateStarted { .. } = event {
+            if let SessionEvent::RateStarted { .. } = event {
                 x.progress.set(Some(run_label(started.get(), repeats, super::i18n::text(state.lang.get_untracked()))));
                 started.set(started.get() + 1);
             }
@@ -422,7 +422,7 @@ pub fn start(state: AppState, x: ExperimentState, a: RunConfig, b: RunConfig, re
 /// Puts the loaded model back and leaves the page idle.
 fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, capacity: &EngineLimits) {
     if let Some(model) = pool.into_inner() {
-        state.put_model(super::state::Loaded { model, capacity: capacity.clone() });
+        state.put_model(super::state::LoadedModel { model, capacity: capacity.clone() });
     }
     x.running.set(false);
     x.progress.set(None);
@@ -431,7 +431,7 @@ fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, 
 }
 
 /// B's settings: A's, with B's overrides (validated the same way, against the loaded model).
-fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<RunConfig, Problems>> {
+fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<RunForm, Problems>> {
     let t = use_text();
     Memo::new(move |_| {
         let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
@@ -462,7 +462,7 @@ fn outcome_json(o: &Outcome) -> String {
 pub fn ExperimentPanel(
     state: AppState,
     x: ExperimentState,
-    checked: Memo<std::result::Result<RunConfig, Problems>>,
+    checked: Memo<std::result::Result<RunForm, Problems>>,
 ) -> impl IntoView {
     let t = use_text();
     let checked_b = checked_b(state, x);

@@ -9,7 +9,7 @@ use super::i18n::Text;
 use super::settings::{Caps, LoadOptions};
 use super::sources;
 use super::state::{
-    AppState, LinkSwitches, LoadRequest, Loaded, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status,
+    AppState, LinkSwitches, LoadRequest, LoadedModel, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status,
 };
 use crate::clock::now_s;
 use crate::engine::{EngineOptions, ForwardPass};
@@ -383,7 +383,7 @@ async fn upload<P: TensorProvider>(
     }));
     state.tokenizer.set_value(tokenizer.or_else(|| state.default_tokenizer.get_value()));
     let capacity = model.limits.clone();
-    state.put_model(Loaded { model, capacity });
+    state.put_model(LoadedModel { model, capacity });
     state.status.set(Status::Ready);
     Ok(())
 }

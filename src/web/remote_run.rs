@@ -2,7 +2,7 @@
 //! alone for the baseline, then the workload per rate through [`crate::remote::browser`]; the
 //! results go to the same report, charts and history as the engine's.
 
-use super::settings::RunConfig;
+use super::settings::RunForm;
 use super::state::AppState;
 use crate::bench::{self, BenchResult, PlannedRequest, PromptSource};
 use crate::model::Tokenizer;
@@ -16,7 +16,7 @@ use std::rc::Rc;
 const TIMEOUT_S: f64 = 300.0;
 
 /// Starts a run (or a sweep) against `endpoint`.
-pub fn start(state: AppState, config: RunConfig, endpoint: Endpoint) {
+pub fn start(state: AppState, config: RunForm, endpoint: Endpoint) {
     let tokenizer = state.tokenizer.get_value().or_else(|| state.default_tokenizer.get_value());
     super::run::begin(state, &config);
     wasm_bindgen_futures::spawn_local(async move {
@@ -29,7 +29,7 @@ pub fn start(state: AppState, config: RunConfig, endpoint: Endpoint) {
 
 async fn benchmark(
     state: AppState,
-    config: &RunConfig,
+    config: &RunForm,
     client: &Client,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Vec<(f64, BenchResult)>> {

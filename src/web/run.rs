@@ -5,10 +5,10 @@
 use super::charts::ChartData;
 use super::history::{self, Entry};
 use super::i18n::use_text;
-use super::settings::{self, LoadOptions, Problems, RunConfig};
-use super::state::{AppState, Loaded, Phase, RunProgress};
+use super::settings::{self, LoadOptions, Problems, RunForm};
+use super::state::{AppState, LoadedModel, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
-use crate::bench::session::{EngineTarget, Event, Listener};
+use crate::bench::session::{EngineTarget, Listener, SessionEvent};
 use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
 use crate::engine::{Engine, Policy, SamplingParams};
 use crate::model::Tokenizer;
@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings.
-pub fn start(state: AppState, config: RunConfig) {
+pub fn start(state: AppState, config: RunForm) {
     let t = super::i18n::text(state.lang.get_untracked());
     let mut config = config;
     let max_position = if state.target.is_remote() { None } else { max_position(state) };
@@ -48,7 +48,7 @@ pub fn start(state: AppState, config: RunConfig) {
     let lang = state.lang.get_untracked();
     begin(state, &config);
     wasm_bindgen_futures::spawn_local(async move {
-        let Loaded { model, capacity } = loaded;
+        let LoadedModel { model, capacity } = loaded;
         let mut model = model;
         // The buffers were sized for `capacity`; a run may ask the scheduler for less.
         model.limits.max_seqs = config.max_batch.min(capacity.max_seqs);
@@ -62,7 +62,7 @@ pub fn start(state: AppState, config: RunConfig) {
         };
         let mut model = engine.model;
         model.limits = capacity.clone();
-        state.put_model(Loaded { model, capacity });
+        state.put_model(LoadedModel { model, capacity });
         // What was measured is kept even when the run ended at an error (a lost device).
         finish(state, &config, &model_key, Some(config.max_batch), Ok(results));
         if let Some(e) = error {
@@ -79,7 +79,7 @@ pub(super) fn max_position(state: AppState) -> Option<usize> {
 
 /// `config` with the picked dataset's requests (none picked: unchanged), measured with the run's
 /// tokenizer.
-pub(super) fn with_dataset(state: AppState, config: &mut RunConfig, max_position: Option<usize>) -> Result<()> {
+pub(super) fn with_dataset(state: AppState, config: &mut RunForm, max_position: Option<usize>) -> Result<()> {
     let default = state.default_tokenizer.get_value();
     let tokenizer = state.tokenizer.get_value().or_else(|| default.clone());
     let name = match (&tokenizer, &default) {
@@ -91,13 +91,13 @@ pub(super) fn with_dataset(state: AppState, config: &mut RunConfig, max_position
 
 /// Whether the loaded model was uploaded with other weights or speculation than `config` asks for
 /// (an upload is needed first).
-pub fn needs_reload(state: AppState, config: &RunConfig) -> bool {
+pub fn needs_reload(state: AppState, config: &RunForm) -> bool {
     state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != config.load))
 }
 
 /// The page's state when a run (local or remote) starts: running, nothing shown, a sweep view
 /// when several rates are asked for.
-pub(super) fn begin(state: AppState, config: &RunConfig) {
+pub(super) fn begin(state: AppState, config: &RunForm) {
     state.cancel.with_value(|c| c.set(false));
     state.long_tasks.set_value(Default::default());
     state.phase.set(Phase::Running);
@@ -113,7 +113,7 @@ pub(super) fn begin(state: AppState, config: &RunConfig) {
 /// one), shows the last, or shows the error; then the page is idle again.
 pub(super) fn finish(
     state: AppState,
-    config: &RunConfig,
+    config: &RunForm,
     label: &str,
     batch: Option<usize>,
     outcome: Result<Vec<(f64, BenchResult)>>,
@@ -255,18 +255,18 @@ fn show_next_frame(state: AppState, frame: Rc<RefCell<Frame>>) {
 pub(super) fn listener(state: AppState) -> Listener {
     let frame = Rc::new(RefCell::new(Frame::default()));
     Rc::new(move |event| match event {
-        Event::Baseline(_) => {}
-        Event::RateStarted { requests, .. } => {
+        SessionEvent::Baseline(_) => {}
+        SessionEvent::RateStarted { requests, .. } => {
             state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
             frame.borrow_mut().reset();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
             state.charts.set(ChartData::default());
         }
-        Event::Progress(p) if p.records.is_empty() => {
+        SessionEvent::Progress(p) if p.records.is_empty() => {
             // A server: no live records, only how many requests have ended.
             state.progress.set(Some(RunProgress::Requests { finished: p.finished, total: p.total }));
         }
-        Event::Progress(p) => {
+        SessionEvent::Progress(p) => {
             // Only the first step after the frames showed a snapshot builds the next; later ones
             // wait for it (their counts go to the next frame).
             let mut f = frame.borrow_mut();
@@ -279,7 +279,7 @@ pub(super) fn listener(state: AppState) -> Listener {
             drop(f);
             show_next_frame(state, frame.clone());
         }
-        Event::RateDone { rate, result } => {
+        SessionEvent::RateDone { rate, result } => {
             state.long_tasks.update_value(|log| {
                 if let Some(watch) = log.watch.take() {
                     log.done.push((rate, watch.finish()));
@@ -297,7 +297,7 @@ pub(super) fn listener(state: AppState) -> Listener {
 }
 
 /// The session's settings from the page's.
-pub(super) fn session_spec(config: &RunConfig, lang: bench::Lang) -> SessionSpec<'_> {
+pub(super) fn session_spec(config: &RunForm, lang: bench::Lang) -> SessionSpec<'_> {
     SessionSpec {
         spec: &config.spec,
         rates: &config.rates,
@@ -321,7 +321,7 @@ pub(super) fn page_record(state: AppState) -> bench::RunConfig {
 /// What every rate of a run shares.
 struct RunContext<'a> {
     state: AppState,
-    config: &'a RunConfig,
+    config: &'a RunForm,
     tokenizer: Option<&'a Tokenizer>,
     lang: bench::Lang,
     model_name: &'a str,
@@ -356,7 +356,7 @@ async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, Bench
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.
 #[component]
-pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Problems>>) -> impl IntoView {
+pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunForm, Problems>>) -> impl IntoView {
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
     let reload_pending = move || {
@@ -451,7 +451,7 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunConfig, Pr
 }
 
 /// The live validation of the settings against the loaded model.
-pub fn checked(state: AppState) -> Memo<std::result::Result<RunConfig, Problems>> {
+pub fn checked(state: AppState) -> Memo<std::result::Result<RunForm, Problems>> {
     let t = use_text();
     Memo::new(move |_| {
         // A server's limits are its own: only the in-browser engine's are checked here.

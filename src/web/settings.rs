@@ -195,7 +195,7 @@ pub struct Caps {
 
 /// A run's settings, checked.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RunConfig {
+pub struct RunForm {
     /// The first rate's workload.
     pub spec: WorkloadSpec,
     /// Every rate: one for a run, several for a sweep.
@@ -254,7 +254,7 @@ impl LoadOptions {
 pub type Problems = Vec<(Field, String)>;
 
 /// Checks every field; all problems at once, each with its field.
-pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -> Result<RunConfig, Problems> {
+pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -> Result<RunForm, Problems> {
     let mut problems: Problems = Vec::new();
     let mut check = |field: Field, outcome: Result<(), String>| {
         if let Err(message) = outcome {
@@ -425,7 +425,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     // Rates only matter to the open-loop arrivals; the others run once.
     let rates = if matches!(arrival, Arrival::Sequential | Arrival::Concurrency) { vec![spec.rate] } else { rates };
     let load = LoadOptions { weights, speculation, prefix_cache: value(Field::PrefixCache) == "on" };
-    Ok(RunConfig { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts, policy, load })
+    Ok(RunForm { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts, policy, load })
 }
 
 /// The settings card. `problems` is the live validation; `locked` while a run is going.

@@ -110,7 +110,7 @@ pub struct PendingLink {
 }
 
 /// A model on the GPU, with the engine sizes it was loaded for (a run may use less).
-pub struct Loaded {
+pub struct LoadedModel {
     pub model: ForwardPass,
     pub capacity: EngineLimits,
 }
@@ -200,7 +200,7 @@ pub struct AppState {
     pub history: RwSignal<Vec<Arc<Entry>>>,
     /// Set when older runs had to go to make room in localStorage.
     pub history_dropped: RwSignal<bool>,
-    pub slot: StoredValue<Rc<RefCell<Option<Loaded>>>, LocalStorage>,
+    pub slot: StoredValue<Rc<RefCell<Option<LoadedModel>>>, LocalStorage>,
     pub gpu: StoredValue<Option<Rc<Gpu>>, LocalStorage>,
     /// The tokenizer runs use: the model's own, else the page's Qwen3 one.
     pub tokenizer: StoredValue<Option<Rc<Tokenizer>>, LocalStorage>,
@@ -300,11 +300,11 @@ impl AppState {
     }
 
     /// Takes the model out of its slot (None when absent or already taken).
-    pub fn take_model(&self) -> Option<Loaded> {
+    pub fn take_model(&self) -> Option<LoadedModel> {
         self.slot.with_value(|slot| slot.borrow_mut().take())
     }
 
-    pub fn put_model(&self, loaded: Loaded) {
+    pub fn put_model(&self, loaded: LoadedModel) {
         self.slot.with_value(|slot| *slot.borrow_mut() = Some(loaded));
     }
 }

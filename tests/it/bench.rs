@@ -96,7 +96,7 @@ fn concurrent_decodes_overlap_when_the_batch_allows() {
 fn a_session_records_what_ran_and_stops_when_cancelled() {
     use std::cell::{Cell, RefCell};
     use std::rc::Rc;
-    use tokenmeter::bench::session::{self, EngineTarget, Event, Listener};
+    use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
     use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
     pollster::block_on(async {
         let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
@@ -126,10 +126,10 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         let log = events.clone();
         let listener: Listener = Rc::new(move |e| {
             log.borrow_mut().push(match e {
-                Event::Baseline(b) => format!("baseline {}", b.ttft_ms > 0.0 && b.tpot_ms > 0.0),
-                Event::RateStarted { rate, requests } => format!("start {rate} {requests}"),
-                Event::Progress(_) => "progress".into(),
-                Event::RateDone { rate, result } => format!("done {rate} {}", result.requests.len()),
+                SessionEvent::Baseline(b) => format!("baseline {}", b.ttft_ms > 0.0 && b.tpot_ms > 0.0),
+                SessionEvent::RateStarted { rate, requests } => format!("start {rate} {requests}"),
+                SessionEvent::Progress(_) => "progress".into(),
+                SessionEvent::RateDone { rate, result } => format!("done {rate} {}", result.requests.len()),
             })
         });
         let cancel = Rc::new(Cell::new(false));
@@ -153,7 +153,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         // Cancelled during the first rate: that rate's result holds what was sent, and no second.
         let cancel_now = cancel.clone();
         let listener: Listener = Rc::new(move |e| {
-            if let Event::Progress(p) = e {
+            if let SessionEvent::Progress(p) = e {
                 if p.finished >= 2 {
                     cancel_now.set(true);
                 }

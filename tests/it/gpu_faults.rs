@@ -8,7 +8,7 @@ use common::*;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
-use tokenmeter::bench::session::{self, EngineTarget, Event, Listener};
+use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
 use tokenmeter::bench::{self, Arrival, Lang, LenRange, RunConfig, SessionSpec, WorkloadSpec};
 use tokenmeter::engine::forward::Batch;
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
@@ -89,7 +89,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
         let (doomed, finished_seen) = (gpu.clone(), Rc::new(Cell::new(0)));
         let seen = finished_seen.clone();
         let listener: Listener = Rc::new(move |e| {
-            if let Event::Progress(p) = e {
+            if let SessionEvent::Progress(p) = e {
                 seen.set(p.finished);
                 if p.finished >= 2 {
                     doomed.device.destroy();

@@ -12,7 +12,7 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
-use super::{open, serving, BenchArgs, Loaded};
+use super::{open, serving, BenchArgs, Opened};
 use std::sync::Arc;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
@@ -73,13 +73,13 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
 
 /// The workload of `bench`'s options, as `bench` plans it: a dataset's lengths are measured by
 /// the side's tokenizer (`loaded`'s, when it has one), as `bench` measures them.
-fn workload(args: &BenchArgs, loaded: &Loaded) -> Result<WorkloadSpec> {
+fn workload(args: &BenchArgs, loaded: &Opened) -> Result<WorkloadSpec> {
     let rates = args.rates()?;
     let mut spec = args.workload(rates[0])?;
     if let Some(data) = args.serving.read()? {
         let tokenizer = match loaded {
-            Loaded::Disk(_, t) => t.as_ref().as_ref(),
-            Loaded::Synthetic(_) => None,
+            Opened::Disk(_, t) => t.as_ref().as_ref(),
+            Opened::Synthetic(_) => None,
         };
         let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
         serving::attach(&mut spec, &rates, &data, &args.serving, args.num_requests, tokenizer.zip(name.as_deref()))?;
@@ -100,17 +100,17 @@ struct Local {
 impl Local {
     /// Both sides load onto one GPU device: with a device each, lavapipe made one side's runs
     /// ~1.6× slower than the other's with identical settings (the idle device's threads compete).
-    async fn load(args: &BenchArgs, loaded: Loaded, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
+    async fn load(args: &BenchArgs, loaded: Opened, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
         let policy = args.policy.policy()?;
         policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let options = super::engine_options(&args.model, args.model.max_batch);
         let draft = match &loaded {
-            Loaded::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
-            Loaded::Synthetic(s) => args.model.spec.open_draft(&s.config, None).await?,
+            Opened::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
+            Opened::Synthetic(s) => args.model.spec.open_draft(&s.config, None).await?,
         };
         let (model, tokenizer, cfg) = match loaded {
-            Loaded::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
-            Loaded::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
+            Opened::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
+            Opened::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
         bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
