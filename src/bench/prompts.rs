@@ -12,7 +12,7 @@ use crate::model::Tokenizer;
 /// Token ids at or above this are Qwen's special tokens (`<|endoftext|>` = 151643 onwards).
 pub const FIRST_SPECIAL_TOKEN: usize = 151_643;
 
-/// What one request sends to a server as its prompt (`crate::remote` sends it).
+/// What one request sends to a server as its prompt (the remote layer above sends it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Prompt {
     /// Token ids (completions only): exactly the planned length, no tokenizer involved.

@@ -66,57 +66,64 @@ async fn experiment(first: usize, second: usize) -> Experiment {
     run_alternating(&mut a, &mut b, &x, &quiet, &Rc::new(Cell::new(false)), &mut |_, _, _| {}).await.unwrap()
 }
 
-#[test]
-fn doubling_the_batch_is_detected_and_swapping_flips_it() {
-    pollster::block_on(async {
-        let x = experiment(1, 2).await;
-        let verdict =
-            |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
-        let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
-        eprintln!("{report}");
-        assert_eq!(x.a.len(), 8);
-        assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 1);
-        assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 2);
-        // Twice the sequences per step. Where a step's cost is mostly fixed (a GPU, dispatch and
-        // readback), the queue drains in half the waves: throughput better. Where it grows with
-        // the tokens (lavapipe on 2 busy cores: TPOT +100%, throughput +5% measured under load),
-        // every token waits for the other sequence's work: TPOT worse. Either way the change is
-        // detected, and a detected metric is never one its own medians contradict.
-        let tpot = verdict(&x, "tpot_p50_ms");
-        let throughput = verdict(&x, "output_throughput_tok_s");
-        assert!(
-            tpot == CompareVerdict::Worse || throughput == CompareVerdict::Better,
-            "a doubled batch went undetected (TPOT p50 {tpot:?}, throughput {throughput:?})\n{report}"
-        );
-        for m in &x.comparison.metrics {
-            let expected =
-                if m.higher_is_better == (m.b > m.a) { CompareVerdict::Better } else { CompareVerdict::Worse };
-            if matches!(m.verdict, CompareVerdict::Better | CompareVerdict::Worse) {
-                assert_eq!(m.verdict, expected, "{}\n{report}", m.metric);
+/// Measures a speed difference: needs the machine to itself (scripts/test runs the `alone` tests
+/// after the others, one at a time; see tests/it/main.rs).
+mod alone {
+    use super::*;
+
+    #[test]
+    fn doubling_the_batch_is_detected_and_swapping_flips_it() {
+        pollster::block_on(async {
+            let x = experiment(1, 2).await;
+            let verdict =
+                |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
+            let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
+            eprintln!("{report}");
+            assert_eq!(x.a.len(), 8);
+            assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 1);
+            assert_eq!(x.b[0].config.engine.as_ref().unwrap().max_seqs, 2);
+            // Twice the sequences per step. Where a step's cost is mostly fixed (a GPU, dispatch and
+            // readback), the queue drains in half the waves: throughput better. Where it grows with
+            // the tokens (lavapipe on 2 busy cores: TPOT +100%, throughput +5% measured under load),
+            // every token waits for the other sequence's work: TPOT worse. Either way the change is
+            // detected, and a detected metric is never one its own medians contradict.
+            let tpot = verdict(&x, "tpot_p50_ms");
+            let throughput = verdict(&x, "output_throughput_tok_s");
+            assert!(
+                tpot == CompareVerdict::Worse || throughput == CompareVerdict::Better,
+                "a doubled batch went undetected (TPOT p50 {tpot:?}, throughput {throughput:?})\n{report}"
+            );
+            for m in &x.comparison.metrics {
+                let expected =
+                    if m.higher_is_better == (m.b > m.a) { CompareVerdict::Better } else { CompareVerdict::Worse };
+                if matches!(m.verdict, CompareVerdict::Better | CompareVerdict::Worse) {
+                    assert_eq!(m.verdict, expected, "{}\n{report}", m.metric);
+                }
             }
-        }
-        // The same runs with A and B swapped: every verdict flips.
-        let comparison = tokenmeter::bench::experiment::compare_results(
-            &x.b,
-            &x.a,
-            None,
-            &tokenmeter::bench::compare::CompareOptions::default(),
-        )
-        .unwrap();
-        for (ab, ba) in x.comparison.metrics.iter().zip(&comparison.metrics) {
-            let flipped = match ab.verdict {
-                CompareVerdict::Better => CompareVerdict::Worse,
-                CompareVerdict::Worse => CompareVerdict::Better,
-                v => v,
-            };
-            assert_eq!(ba.verdict, flipped, "{}", ab.metric);
-        }
-        // Results of another workload are refused.
-        let mut other = x.b.clone();
-        other[0].config.workload.as_mut().unwrap().seed = 4;
-        let err = tokenmeter::bench::experiment::compare_results(&x.a, &other, None, &Default::default()).unwrap_err();
-        assert!(err.to_string().contains("workloads differ"), "{err}");
-    });
+            // The same runs with A and B swapped: every verdict flips.
+            let comparison = tokenmeter::bench::experiment::compare_results(
+                &x.b,
+                &x.a,
+                None,
+                &tokenmeter::bench::compare::CompareOptions::default(),
+            )
+            .unwrap();
+            for (ab, ba) in x.comparison.metrics.iter().zip(&comparison.metrics) {
+                let flipped = match ab.verdict {
+                    CompareVerdict::Better => CompareVerdict::Worse,
+                    CompareVerdict::Worse => CompareVerdict::Better,
+                    v => v,
+                };
+                assert_eq!(ba.verdict, flipped, "{}", ab.metric);
+            }
+            // Results of another workload are refused.
+            let mut other = x.b.clone();
+            other[0].config.workload.as_mut().unwrap().seed = 4;
+            let err =
+                tokenmeter::bench::experiment::compare_results(&x.a, &other, None, &Default::default()).unwrap_err();
+            assert!(err.to_string().contains("workloads differ"), "{err}");
+        });
+    }
 }
 
 /// `tokenmeter compare` with `--dataset` on both sides: A and B run the file's requests (its

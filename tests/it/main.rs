@@ -2,7 +2,9 @@
 //! compiled pipelines shared by every test: `common::gpu`). A module per area; tests that need a
 //! process of their own (signals, memory bounds, `soak`) run the CLI as a child.
 //!
-//! `cargo test --release --test it -- kernels::` runs one area.
+//! `cargo test --release --test it -- kernels::` runs one area. Tests in a module named `alone`
+//! measure a speed difference and need the machine to themselves: `scripts/test` skips them in the
+//! parallel run (`--skip ::alone::`) and runs them after it, one at a time.
 #![cfg(not(target_arch = "wasm32"))]
 
 #[path = "../common/mod.rs"]

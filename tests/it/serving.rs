@@ -147,55 +147,65 @@ fn percentile(values: &[f64], p: f64) -> f64 {
     v[lo] + (rank - lo as f64) * (v[hi] - v[lo])
 }
 
-#[test]
-fn a_trace_is_replayed_at_its_recorded_times_at_100_per_s() {
-    let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None });
-    let dir = scratch("trace");
-    // 300 requests at 100/s on average: gaps alternate 5 and 15 ms, from a non-zero start.
-    let mut text = String::new();
-    let mut ms = 27_482.0;
-    let mut recorded = Vec::new();
-    for i in 0..300 {
-        text.push_str(&format!(
-            "{{\"timestamp\": {ms}, \"input_length\": {}, \"output_length\": 2, \"hash_ids\": [{i}]}}\n",
-            8 + i % 5
-        ));
-        recorded.push((ms - 27_482.0) / 1000.0);
-        ms += if i % 2 == 0 { 5.0 } else { 15.0 };
+/// Measures send lateness against the wall clock: needs the machine to itself (scripts/test runs
+/// the `alone` tests after the others, one at a time; see tests/it/main.rs).
+mod alone {
+    use super::*;
+
+    #[test]
+    fn a_trace_is_replayed_at_its_recorded_times_at_100_per_s() {
+        let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None });
+        let dir = scratch("trace");
+        // 300 requests at 100/s on average: gaps alternate 5 and 15 ms, from a non-zero start.
+        let mut text = String::new();
+        let mut ms = 27_482.0;
+        let mut recorded = Vec::new();
+        for i in 0..300 {
+            text.push_str(&format!(
+                "{{\"timestamp\": {ms}, \"input_length\": {}, \"output_length\": 2, \"hash_ids\": [{i}]}}\n",
+                8 + i % 5
+            ));
+            recorded.push((ms - 27_482.0) / 1000.0);
+            ms += if i % 2 == 0 { 5.0 } else { 15.0 };
+        }
+        let trace = dir.join("trace.jsonl");
+        std::fs::write(&trace, text).unwrap();
+        let out = dir.join("out.json");
+        let (ok, _, stderr) = bench(&s.url, &["--dataset", trace.to_str().unwrap(), "--json", out.to_str().unwrap()]);
+        assert!(ok, "{stderr}");
+        let json = read_json(&out);
+        let workload = &json["run_config"]["workload"];
+        assert_eq!(workload["arrival"], "trace");
+        assert_eq!(workload["dataset"]["format"], "trace");
+        assert_eq!(workload["dataset"]["trace_speedup"], 1.0);
+        assert!(workload.get("rate").is_none(), "a trace has no rate: {workload}");
+        let requests = json["requests"].as_array().unwrap();
+        assert_eq!(requests.len(), 300);
+        let mut late_ms = Vec::new();
+        for r in requests {
+            let id = r["id"].as_u64().unwrap() as usize;
+            let arrival = r["arrival_s"].as_f64().unwrap();
+            assert!(
+                (arrival - recorded[id]).abs() < 1e-9,
+                "request {id} planned at {arrival}, recorded {}",
+                recorded[id]
+            );
+            assert_eq!(r["prompt_len"].as_u64().unwrap() as usize, 8 + id % 5);
+            late_ms.push((r["sent_s"].as_f64().unwrap() - arrival) * 1000.0);
+        }
+        let worst = late_ms.iter().copied().fold(f64::MIN, f64::max);
+        eprintln!(
+            "send lateness: p50 {:.3} ms, p99 {:.3} ms, max {worst:.3} ms",
+            percentile(&late_ms, 50.0),
+            percentile(&late_ms, 99.0)
+        );
+        assert!(late_ms.iter().all(|&l| l >= 0.0), "nothing is sent early");
+        // Every request within 2 ms is what an idle machine gives; on a shared one (load ~15 on 2
+        // cores when this was written) the scheduler alone adds milliseconds to a few sends, so the
+        // bound is held at the 90th percentile.
+        let p90 = percentile(&late_ms, 90.0);
+        assert!(p90 < 2.0, "p90 send lateness {p90:.3} ms (max {worst:.3} ms)");
     }
-    let trace = dir.join("trace.jsonl");
-    std::fs::write(&trace, text).unwrap();
-    let out = dir.join("out.json");
-    let (ok, _, stderr) = bench(&s.url, &["--dataset", trace.to_str().unwrap(), "--json", out.to_str().unwrap()]);
-    assert!(ok, "{stderr}");
-    let json = read_json(&out);
-    let workload = &json["run_config"]["workload"];
-    assert_eq!(workload["arrival"], "trace");
-    assert_eq!(workload["dataset"]["format"], "trace");
-    assert_eq!(workload["dataset"]["trace_speedup"], 1.0);
-    assert!(workload.get("rate").is_none(), "a trace has no rate: {workload}");
-    let requests = json["requests"].as_array().unwrap();
-    assert_eq!(requests.len(), 300);
-    let mut late_ms = Vec::new();
-    for r in requests {
-        let id = r["id"].as_u64().unwrap() as usize;
-        let arrival = r["arrival_s"].as_f64().unwrap();
-        assert!((arrival - recorded[id]).abs() < 1e-9, "request {id} planned at {arrival}, recorded {}", recorded[id]);
-        assert_eq!(r["prompt_len"].as_u64().unwrap() as usize, 8 + id % 5);
-        late_ms.push((r["sent_s"].as_f64().unwrap() - arrival) * 1000.0);
-    }
-    let worst = late_ms.iter().copied().fold(f64::MIN, f64::max);
-    eprintln!(
-        "send lateness: p50 {:.3} ms, p99 {:.3} ms, max {worst:.3} ms",
-        percentile(&late_ms, 50.0),
-        percentile(&late_ms, 99.0)
-    );
-    assert!(late_ms.iter().all(|&l| l >= 0.0), "nothing is sent early");
-    // Every request within 2 ms is what an idle machine gives; on a shared one (load ~15 on 2
-    // cores when this was written) the scheduler alone adds milliseconds to a few sends, so the
-    // bound is held at the 90th percentile.
-    let p90 = percentile(&late_ms, 90.0);
-    assert!(p90 < 2.0, "p90 send lateness {p90:.3} ms (max {worst:.3} ms)");
 }
 
 /// A word-level tokenizer: one token per whitespace-separated word.

@@ -1,0 +1,476 @@
+//! `tokenmeter bench`: a workload against the engine or a server, the report and the results.
+
+use super::model::{engine_options, load, open, ModelArgs, Opened};
+use super::{policy, remote, serving};
+use clap::Args;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokenmeter::bench::session::{Listener, SessionEvent};
+use tokenmeter::engine::SamplingParams;
+use tokenmeter::limits::{self, parse_count, parse_number};
+use tokenmeter::{Error, Result};
+
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    #[command(flatten)]
+    pub(crate) model: ModelArgs,
+    #[command(flatten)]
+    pub(crate) policy: policy::PolicyArgs,
+    #[command(flatten)]
+    pub(crate) remote: Box<remote::RemoteArgs>, // boxed: keeps `Command` small
+    #[command(flatten)]
+    pub(crate) serving: Box<serving::ServingArgs>,
+    /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
+    #[arg(long, default_value = "poisson")]
+    pub(crate) arrival: String,
+    /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
+    #[arg(long, default_value = "4", allow_hyphen_values = true)]
+    pub(crate) rate: String,
+    /// Open loops: "drawn" (request 0 at once, the last around (N-1)/rate by chance) or
+    /// "exact" (a gap before each request, rescaled so the last arrives at exactly N/rate).
+    #[arg(long, default_value = "drawn")]
+    pub(crate) arrival_span: String,
+    /// Gamma shape (1 = Poisson; larger = more regular).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_number(s, limits::MIN_BURSTINESS, limits::MAX_BURSTINESS))]
+    pub(crate) burstiness: f64,
+    /// Closed-loop users for --arrival concurrency.
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
+    pub(crate) concurrency: usize,
+    /// Requests per rate (default 32; with --dataset, every usable row).
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_REQUESTS))]
+    pub(crate) num_requests: Option<usize>,
+    /// Prompt tokens: N or MIN:MAX.
+    #[arg(long, default_value = "128", allow_hyphen_values = true)]
+    pub(crate) input_len: String,
+    /// Output tokens: N or MIN:MAX.
+    #[arg(long, default_value = "64", allow_hyphen_values = true)]
+    pub(crate) output_len: String,
+    /// Every prompt starts with the same N tokens (a shared "system prompt"), counted in
+    /// --input-len; 0 (default): no shared prefix.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 0, limits::MAX_TOKENS))]
+    pub(crate) shared_prefix_len: usize,
+    /// With --shared-prefix-len: G different prefixes, request i taking prefix i mod G.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_PREFIX_GROUPS))]
+    pub(crate) prefix_groups: usize,
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub(crate) seed: u64,
+    /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
+    #[arg(long)]
+    pub(crate) slo: Option<String>,
+    /// Report language: en or zh.
+    #[arg(long, default_value = "en")]
+    pub(crate) lang: String,
+    /// Stop at EOS instead of generating exactly --output-len tokens.
+    #[arg(long)]
+    pub(crate) respect_eos: bool,
+    /// Random token ids even when the model has a tokenizer (default: built-in text prompts).
+    #[arg(long)]
+    pub(crate) random_prompts: bool,
+    /// Skip the single-request baseline (and the diagnosis that needs it).
+    #[arg(long)]
+    pub(crate) no_baseline: bool,
+    /// Write the results JSON (config, summary, diagnosis, every request and step) here
+    /// (a sweep writes a list, one result per rate).
+    #[arg(long, alias = "out")]
+    pub(crate) json: Option<std::path::PathBuf>,
+    /// Write one CSV row per request here.
+    #[arg(long)]
+    pub(crate) csv: Option<std::path::PathBuf>,
+    /// Write a self-contained HTML report here (SVG charts, the request timeline, the text
+    /// report and the run record; one section per rate), e.g. to attach to a pull request.
+    #[arg(long)]
+    pub(crate) html: Option<std::path::PathBuf>,
+}
+
+impl BenchArgs {
+    /// `--rate`: numbers or `inf`, comma-separated.
+    pub(crate) fn rates(&self) -> Result<Vec<f64>> {
+        self.rate
+            .split(',')
+            .map(|r| match r.trim() {
+                "inf" | "infinity" => Ok(f64::INFINITY),
+                r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
+            })
+            .collect()
+    }
+
+    /// The workload these options describe at `rate` (a dataset is attached later, once a
+    /// tokenizer can measure it).
+    pub(crate) fn workload(&self, rate: f64) -> Result<tokenmeter::bench::WorkloadSpec> {
+        use tokenmeter::bench::{Arrival, ArrivalSpan, LenRange, WorkloadSpec};
+        Ok(WorkloadSpec {
+            arrival: self.arrival.parse::<Arrival>()?,
+            rate,
+            burstiness: self.burstiness,
+            concurrency: self.concurrency,
+            span: self.arrival_span.parse::<ArrivalSpan>()?,
+            num_requests: self.num_requests.unwrap_or(32),
+            input_len: self.input_len.parse::<LenRange>()?,
+            output_len: self.output_len.parse::<LenRange>()?,
+            seed: self.seed,
+            dataset: None,
+            max_concurrency: self.serving.max_concurrency,
+            saturation_stop: !self.serving.no_saturation_stop,
+            shared_prefix: self.shared_prefix()?,
+        })
+    }
+
+    pub(crate) fn shared_prefix(&self) -> Result<Option<tokenmeter::bench::SharedPrefix>> {
+        match (self.shared_prefix_len, self.prefix_groups) {
+            (0, 1) => Ok(None),
+            (0, _) => Err(Error::Invalid("--prefix-groups: goes with --shared-prefix-len".into())),
+            (len, groups) => Ok(Some(tokenmeter::bench::SharedPrefix { len, groups })),
+        }
+    }
+}
+
+pub(crate) async fn main(args: BenchArgs) -> Result<()> {
+    use tokenmeter::bench::session::EngineTarget;
+    use tokenmeter::bench::{self, RunConfig, SessionSpec, Slo, WorkloadSpec};
+    let rates = args.rates()?;
+    let mut spec = args.workload(rates[0])?;
+    args.serving.save_format()?;
+    let data = args.serving.read()?;
+    if data.is_none() {
+        bench::plan(&spec)?;
+        for &rate in &rates {
+            bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
+        }
+    }
+    let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+    let lang = args.lang.parse::<bench::Lang>()?;
+    let policy = args.policy.policy()?;
+    // Where the results go is checked before any work, so that a run is never lost to it.
+    for (flag, path) in [("--json", &args.json), ("--csv", &args.csv), ("--html", &args.html)] {
+        if let Some(path) = path {
+            check_writable(flag, path)?;
+        }
+    }
+    let session = |spec| SessionSpec {
+        spec,
+        rates: &rates,
+        slo: slo.as_ref(),
+        slo_text: args.slo.as_deref(),
+        lang,
+        baseline: !args.no_baseline,
+        ignore_eos: !args.respect_eos,
+    };
+    let interrupt = Interrupt::on_ctrl_c();
+    let listener = interrupt.listener(terminal_listener(lang));
+    let mut results = Vec::new();
+    if let Some(url) = &args.remote.endpoint {
+        if args.model.model.is_some() || args.model.synthetic.is_some() {
+            return Err(Error::Invalid(
+                "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
+            ));
+        }
+        if policy != tokenmeter::engine::Policy::default() {
+            return Err(Error::Invalid(
+                "--policy, --no-chunked-prefill and --prefill-chunk set this engine's scheduler, not a server's".into(),
+            ));
+        }
+        let tokenizer = remote::load_tokenizer(&args.remote)?;
+        if let Some(data) = &data {
+            let named = args.remote.tokenizer.as_ref().map(|p| format!("{} (--tokenizer)", p.display()));
+            let measuring = tokenizer.as_ref().zip(named.as_deref());
+            serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+        }
+        let session = session(&spec);
+        let outcome = remote::run(
+            &args.remote,
+            url,
+            &session,
+            tokenizer,
+            args.random_prompts,
+            &listener,
+            &interrupt,
+            &mut results,
+        )
+        .await;
+        return finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt);
+    }
+    let loaded = open(&args.model).await?;
+    let (cfg, tokenizer) = match &loaded {
+        Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
+        Opened::Synthetic(s) => (s.config.clone(), None),
+    };
+    if let Some(data) = &data {
+        let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
+        let measuring = tokenizer.zip(name.as_deref());
+        serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+    }
+    policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
+    let session = session(&spec);
+    bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
+    let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
+    let model = match &loaded {
+        Opened::Disk(c, _) => load(&args.model, c).await?,
+        Opened::Synthetic(s) => load(&args.model, s).await?,
+    };
+    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
+    let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
+    let options = engine_options(&args.model, args.model.max_batch);
+    let mut engine = args.model.spec.engine(model, draft, &options).await?;
+    engine.set_policy(policy)?;
+    let mut target = EngineTarget {
+        engine: &mut engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe: RunConfig {
+            target: "local".into(),
+            model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+            prompts: Some(prompts.kind().to_string()),
+            ..RunConfig::default()
+        },
+        saturation: None,
+    };
+    let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+    finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
+}
+
+/// A run's end, however it ended: what was measured is written first (every finished rate,
+/// and the rate Ctrl-C or an error cut short), then the error, if any, is the exit status.
+/// A run in which no request succeeded is an error too, its results kept.
+pub(crate) fn finish_bench(
+    args: &BenchArgs,
+    rates: &[f64],
+    results: &[tokenmeter::bench::BenchResult],
+    slo: Option<&tokenmeter::bench::Slo>,
+    outcome: Result<()>,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    let kept = if results.is_empty() { None } else { Some(write_results(args, rates, results, slo)) };
+    let written = || {
+        let paths: Vec<String> =
+            [&args.json, &args.csv, &args.html].into_iter().flatten().map(|p| p.display().to_string()).collect();
+        if results.is_empty() {
+            "; nothing was measured".to_string()
+        } else if paths.is_empty() {
+            String::new()
+        } else {
+            format!("; what was measured is in {}", paths.join(" and "))
+        }
+    };
+    match (outcome, kept) {
+        (_, Some(Err(e))) => Err(e),
+        (Err(e), Some(Ok(()))) => {
+            eprintln!("note: the run stopped at an error{}", written());
+            Err(e)
+        }
+        (Err(e), None) => Err(e),
+        (Ok(()), _) if interrupt.fired() => {
+            eprintln!("interrupted (Ctrl-C){}", written());
+            Err(Error::Cancelled)
+        }
+        (Ok(()), _) => {
+            let sent: usize = results.iter().map(|r| r.metrics.num_requests).sum();
+            if sent > 0 && results.iter().all(|r| r.metrics.completed == 0) {
+                let mut kinds = std::collections::BTreeMap::new();
+                for (kind, n) in results.iter().flat_map(|r| &r.metrics.errors) {
+                    *kinds.entry(kind.as_str()).or_insert(0) += n;
+                }
+                let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{kind} × {n}")).collect();
+                return Err(Error::Invalid(format!(
+                    "none of the {sent} requests succeeded ({}){}",
+                    kinds.join(", "),
+                    written()
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `path` can be written (created, or appended to when it exists; nothing is truncated):
+/// checked before a run so that its results are not lost at the end.
+pub(crate) fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+    let invalid = |why: String| Error::Invalid(format!("{flag} {}: {why}", path.display()));
+    if path.is_dir() {
+        return Err(invalid("is a folder; give a file name".into()));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| invalid(format!("cannot be written ({e})")))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Ctrl-C during `bench`: the first stops the run (the session's `cancel`, and the remote
+/// client's own flag, since a server run has no engine steps to notice it at), so that what
+/// was measured is written; a second quits at once.
+pub(crate) struct Interrupt {
+    pub flag: Arc<AtomicBool>,
+    pub cancel: Rc<Cell<bool>>,
+}
+
+impl Interrupt {
+    fn on_ctrl_c() -> Interrupt {
+        let flag = Arc::new(AtomicBool::new(false));
+        #[cfg(unix)]
+        {
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let set = flag.clone();
+            std::thread::spawn(move || {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                    return;
+                };
+                runtime.block_on(async move {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let Ok(mut ctrl_c) = signal(SignalKind::interrupt()) else { return };
+                    let _ = ready_tx.send(());
+                    ctrl_c.recv().await;
+                    set.store(true, Ordering::SeqCst);
+                    eprintln!("\ninterrupted: stopping and keeping what was measured (Ctrl-C again quits now)");
+                    ctrl_c.recv().await;
+                    std::process::exit(130);
+                });
+            });
+            // The handler is in place before the run starts.
+            let _ = ready_rx.recv_timeout(std::time::Duration::from_secs(2));
+        }
+        Interrupt { flag, cancel: Rc::new(Cell::new(false)) }
+    }
+
+    fn fired(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// `inner`, which also passes a Ctrl-C on to the session (the engine's driver reads
+    /// `cancel` after every step).
+    fn listener(&self, inner: Listener) -> Listener {
+        let (flag, cancel) = (self.flag.clone(), self.cancel.clone());
+        Rc::new(move |event| {
+            if flag.load(Ordering::SeqCst) {
+                cancel.set(true);
+            }
+            inner(event)
+        })
+    }
+}
+
+/// Prints the baseline, a progress bar per rate and each rate's report, as a session goes.
+pub(crate) fn terminal_listener(lang: tokenmeter::bench::Lang) -> Listener {
+    let rate = Cell::new(0.0);
+    let last_shown = Cell::new(usize::MAX);
+    Rc::new(move |event| match event {
+        SessionEvent::Baseline(b) => match &b.error {
+            Some(e) => eprintln!("warning: {e}; the run goes on, without a diagnosis"),
+            None => eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms),
+        },
+        SessionEvent::RateStarted { rate: r, .. } => {
+            rate.set(r);
+            last_shown.set(usize::MAX);
+        }
+        SessionEvent::Progress(p) => {
+            if p.finished != last_shown.get() {
+                last_shown.set(p.finished);
+                let bar = "#".repeat(30 * p.finished / p.total.max(1));
+                eprint!("\rrate {}: [{bar:<30}] {}/{}", rate.get(), p.finished, p.total);
+            }
+        }
+        SessionEvent::RateDone { result, .. } => {
+            eprintln!();
+            let measured = tokenmeter::bench::Measured::of(&result.config);
+            let report = tokenmeter::bench::text_report_for(&result.metrics, result.diagnosis.as_ref(), lang, measured);
+            print!("{report}");
+            serving::warnings(result, lang);
+        }
+    })
+}
+
+/// The sweep table (several rates), the results JSON and the per-request CSV.
+pub(crate) fn write_results(
+    args: &BenchArgs,
+    rates: &[f64],
+    results: &[tokenmeter::bench::BenchResult],
+    slo: Option<&tokenmeter::bench::Slo>,
+) -> Result<()> {
+    if results.len() > 1 {
+        print!("{}", sweep_table(rates, results, slo));
+    }
+    if let Some(path) = &args.json {
+        let json = if args.serving.save_format()? == serving::SaveFormat::Vllm {
+            // vLLM's layout: one object per rate, one per line (as its --append-result).
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let date = tokenmeter::bench::vllm::date_of_unix(now);
+            let lines: Vec<String> =
+                results.iter().map(|r| tokenmeter::bench::vllm::result_json(r, &date).to_string()).collect();
+            Ok(lines.join("\n") + "\n")
+        } else if results.len() == 1 {
+            serde_json::to_string_pretty(&results[0])
+        } else {
+            serde_json::to_string_pretty(&results)
+        }
+        .expect("serialisable");
+        std::fs::write(path, json)
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+    }
+    if let Some(path) = &args.csv {
+        let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
+        std::fs::write(path, tokenmeter::bench::csv(&rows))
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+    }
+    if let Some(path) = &args.html {
+        // The language was checked when the run began.
+        let lang = args.lang.parse().unwrap_or_default();
+        let model = results[0].config.model.clone().unwrap_or_else(|| "endpoint".to_string());
+        let runs: Vec<(String, &tokenmeter::bench::BenchResult)> =
+            rates.iter().zip(results).map(|(rate, r)| (format!("{model} · rate {rate} req/s"), r)).collect();
+        std::fs::write(path, tokenmeter::bench::html::html_report(&runs, lang))
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+    }
+    Ok(())
+}
+
+/// Rate -> throughput and latency table, and the knee: the highest rate whose p99 TTFT meets the
+/// SLO (with one), or the last rate before output throughput stops rising by 5%.
+pub(crate) fn sweep_table(
+    rates: &[f64],
+    results: &[tokenmeter::bench::BenchResult],
+    slo: Option<&tokenmeter::bench::Slo>,
+) -> String {
+    let mut out = String::from("\n========== Sweep ==========\n");
+    out += &format!(
+        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
+        "rate", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "goodput"
+    );
+    for (rate, r) in rates.iter().zip(results) {
+        let m = &r.metrics;
+        out += &format!(
+            "{:>8} {:>10.1} {:>10.2} {:>10.1} {:>10.1} {:>10.2} {:>10.2} {:>9}\n",
+            if rate.is_infinite() { "inf".to_string() } else { format!("{rate}") },
+            m.output_throughput,
+            m.request_throughput,
+            m.ttft_ms.p50,
+            m.ttft_ms.p99,
+            m.tpot_ms.p50,
+            m.tpot_ms.p99,
+            m.goodput.map_or("-".to_string(), |g| format!("{g:.2}"))
+        );
+    }
+    use tokenmeter::bench::sweep::{knee, KneeReason};
+    let runs: Vec<_> = results.iter().map(|r| &r.metrics).collect();
+    let knee = knee(&runs, slo.and_then(|s| s.ttft_ms)).map(|(i, reason)| {
+        let why = match reason {
+            KneeReason::MeetsTtftSlo => "highest rate meeting the p99 TTFT SLO",
+            KneeReason::ThroughputFlattens => "throughput stops rising past this rate",
+        };
+        (i, why)
+    });
+    match knee {
+        Some((i, why)) => out += &format!("knee: rate {} ({why})\n", rates[i]),
+        None => out += "knee: no rate meets the SLO\n",
+    }
+    out
+}

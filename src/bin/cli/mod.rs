@@ -1,0 +1,84 @@
+//! The `tokenmeter` command line, a module per command; the model and engine flags (`ModelArgs`,
+//! with the kernel and engine switches) are declared once, in [`model`], and shared by every
+//! command that loads a model.
+
+mod bench;
+mod compare;
+mod generate;
+mod model;
+mod policy;
+mod remote;
+mod serving;
+mod soak;
+mod spec;
+mod speed;
+mod switches;
+
+use clap::{Parser, Subcommand};
+use tokenmeter::Error;
+
+pub(crate) use bench::{check_writable, BenchArgs, Interrupt};
+pub(crate) use model::{engine_options, open, Opened};
+
+#[derive(Parser)]
+#[command(name = "tokenmeter", version, about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Greedy generation for one or more prompts.
+    Generate(generate::GenerateArgs),
+    /// Serve a simulated workload (Poisson or other arrivals) and report TTFT, TPOT, ITL, throughput.
+    Bench(Box<BenchArgs>),
+    /// Show the GPU adapter and its limits.
+    Adapter,
+    /// Measure the adapter's copy bandwidth and FMA rate (and, natively, host memory copy bandwidth).
+    Roofline,
+    /// Engine speed vs the roofline: decode at several batch sizes, prefill at several lengths.
+    Speed(speed::SpeedArgs),
+    /// Thousands of requests under KV pressure, every event and KV block checked, memory watched.
+    Soak(soak::SoakArgs),
+    /// The same workload under two settings, alternately and repeatedly: B − A per metric with a
+    /// confidence interval and a verdict (better, worse, no detectable difference).
+    Compare(compare::CompareArgs),
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+        Err(e) => {
+            // One line, as every other error: clap's first paragraph (its tips and usage dropped).
+            let text = e.render().to_string();
+            let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            eprintln!("{}", first.join(" "));
+            return 2;
+        }
+    };
+    let result = match cli.command {
+        Command::Generate(args) => pollster::block_on(generate::main(args)),
+        Command::Bench(args) => pollster::block_on(bench::main(*args)),
+        Command::Adapter => pollster::block_on(speed::adapter()),
+        Command::Roofline => pollster::block_on(speed::roofline()),
+        Command::Speed(args) => pollster::block_on(speed::main(args)),
+        Command::Soak(args) => return soak::main(args),
+        Command::Compare(args) => pollster::block_on(compare::main(args)),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                Error::Invalid(_) | Error::Prompt(_) => 2,
+                Error::Cancelled => 130, // Ctrl-C, as a shell reports it
+                _ => 1,
+            }
+        }
+    }
+}

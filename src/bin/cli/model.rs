@@ -1,0 +1,117 @@
+//! The model and engine flags every model-loading command shares, and opening and loading a model.
+
+use super::{spec, switches};
+use clap::Args;
+use std::sync::Arc;
+use tokenmeter::engine::{EngineOptions, ForwardPass};
+use tokenmeter::gpu::Gpu;
+use tokenmeter::limits::{self, parse_count};
+use tokenmeter::model::checkpoint::Checkpoint;
+use tokenmeter::model::source::DirStore;
+use tokenmeter::model::synthetic::SyntheticModel;
+use tokenmeter::model::{ModelStore, Qwen3Config, TensorProvider, Tokenizer};
+use tokenmeter::{Error, Result};
+
+#[derive(Args)]
+pub(crate) struct ModelArgs {
+    /// A Hugging Face model folder: config.json, *.safetensors (or sharded with an index), tokenizer.json.
+    #[arg(long, conflicts_with = "synthetic")]
+    pub(crate) model: Option<std::path::PathBuf>,
+    /// Random weights with a published shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b.
+    #[arg(long)]
+    pub(crate) synthetic: Option<String>,
+    /// Tokens per engine step (prefill chunks + decodes).
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
+    pub(crate) max_batched_tokens: usize,
+    /// Sequences per engine step.
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_SEQS))]
+    pub(crate) max_batch: usize,
+    /// KV cache blocks (default: as many as 512 MiB and the adapter allow).
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_KV_BLOCKS))]
+    pub(crate) kv_blocks: Option<usize>,
+    /// Tokens per KV block.
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_BLOCK_SIZE))]
+    pub(crate) block_size: usize,
+    #[command(flatten)]
+    pub(crate) spec: spec::SpecArgs,
+    #[command(flatten)]
+    pub(crate) switches: switches::SwitchArgs,
+    /// How the matrices are stored on the GPU: bf16 (as the checkpoint), int8 (per-row scales) or
+    /// int4 (a scale per 32 weights), quantised at load; norms stay f32.
+    #[arg(long, default_value = "bf16")]
+    pub(crate) weights: tokenmeter::gpu::WeightFormat,
+}
+
+/// A model opened from its files or a synthetic shape, before its weights go to the GPU.
+pub(crate) enum Opened {
+    Disk(Checkpoint<tokenmeter::model::source::DiskFile>, Box<Option<Tokenizer>>),
+    Synthetic(SyntheticModel),
+}
+
+pub(crate) async fn open(args: &ModelArgs) -> Result<Opened> {
+    match (&args.model, &args.synthetic) {
+        (Some(dir), _) => {
+            let store = DirStore::new(dir)?;
+            let checkpoint = Checkpoint::open(&store).await?;
+            let tokenizer = match store.read_all("tokenizer.json", tokenmeter::limits::TOKENIZER_JSON_MAX_BYTES).await?
+            {
+                Some(bytes) => Some(Tokenizer::from_bytes(&bytes)?),
+                None => None,
+            };
+            Ok(Opened::Disk(checkpoint, Box::new(tokenizer)))
+        }
+        (None, Some(name)) => {
+            let cfg = Qwen3Config::preset(name).ok_or_else(|| {
+                Error::Invalid(format!("unknown synthetic model {name:?} (one of {})", Qwen3Config::PRESETS.join(", ")))
+            })?;
+            Ok(Opened::Synthetic(SyntheticModel::new(cfg, 0)))
+        }
+        (None, None) => Err(Error::Invalid("pass --model DIR or --synthetic NAME".into())),
+    }
+}
+
+pub(crate) async fn load<P: TensorProvider>(args: &ModelArgs, src: &P) -> Result<ForwardPass> {
+    load_with(args, src, args.max_batch).await
+}
+
+/// The engine options `args` ask for, with `max_batch` sequences per step.
+pub(crate) fn engine_options(args: &ModelArgs, max_batch: usize) -> EngineOptions {
+    let mut options = EngineOptions {
+        max_batched_tokens: args.max_batched_tokens,
+        max_seqs: max_batch,
+        block_size: args.block_size,
+        kv_blocks: args.kv_blocks,
+        weights: args.weights,
+        overlap: args.switches.overlap(),
+        kernels: args.switches.kernels(),
+        ..EngineOptions::default()
+    };
+    args.spec.apply(&mut options);
+    options
+}
+
+pub(crate) async fn load_with<P: TensorProvider>(args: &ModelArgs, src: &P, max_batch: usize) -> Result<ForwardPass> {
+    let gpu = Arc::new(Gpu::new().await?);
+    let options = engine_options(args, max_batch);
+    let start = std::time::Instant::now();
+    let mut last_pct = 0;
+    let model = ForwardPass::load(gpu, src, &options, &mut |done, total| {
+        let pct = done * 100 / total.max(1);
+        if pct >= last_pct + 10 {
+            last_pct = pct;
+            eprint!("\rloading weights: {pct}%");
+        }
+    })
+    .await?;
+    eprintln!(
+        "\rloaded {:.1} MB of weights in {:.2} s on {} ({})",
+        model.weights.bytes as f64 / 1e6,
+        start.elapsed().as_secs_f64(),
+        model.gpu.adapter.name,
+        model.gpu.adapter.backend
+    );
+    Ok(model)
+}
