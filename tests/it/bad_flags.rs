@@ -70,7 +70,7 @@ fn bench_flags() {
     bench(&["--burstiness", "1e-300"], "'--burstiness <BURSTINESS>': must be a number from 0.001 to 1000000");
     bench(&["--arrival", "concurrency", "--concurrency", "18446744073709551615"], "--concurrency");
     // Within the bounds, still above the model's context: the config check names it.
-    bench(&["--input-len", "1000000"], "above max_position_embeddings");
+    bench(&["--input-len", "1000000"], "above the model's context (max_position_embeddings");
     bench(&["--shared-prefix-len", "18446744073709551615"], "'--shared-prefix-len <SHARED_PREFIX_LEN>': must be");
     bench(&["--shared-prefix-len", "128"], "shared prefix length 128: must be from 1 to one below the shortest input");
     bench(&["--prefix-groups", "2"], "--prefix-groups: goes with --shared-prefix-len");

@@ -272,7 +272,7 @@ pub fn wgsl_prelude() -> String {
         ("TILE", TILED, "matmul_bf16_tiled: tokens and rows per workgroup"),
         ("TILE_K", TILED_K as usize, "matmul_bf16_tiled: columns of K staged per round"),
     ];
-    let mut out = String::from("// Prepended by src/gpu/kernels.rs (wgsl_prelude): shared with the host.\n");
+    let mut out = String::from("// Prepended by src/gpu/kernels/registry.rs (wgsl_prelude): shared with the host.\n");
     for (name, value, what) in constants {
         out += &format!("const {name}: u32 = {value}u; // {what}\n");
     }
