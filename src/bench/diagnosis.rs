@@ -1,19 +1,17 @@
-//! What limits this run: compare the loaded latencies with one isolated request's (the
-//! baseline) and watch the waiting queue. Each verdict carries the numbers that triggered it
-//! and what to try next, in English or Chinese.
+//! What limits this run: first whether the offered load was beyond what the target serves (the
+//! outstanding requests grow while requests arrive: [`crate::bench::saturation::Load`]), then the
+//! loaded latencies against one isolated request's (the baseline). Each verdict carries the
+//! numbers that triggered it and what to try next, in English or Chinese.
 
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::metrics::{BenchmarkMetrics, TimePoint};
+use crate::bench::metrics::BenchmarkMetrics;
+use crate::bench::saturation::Load;
 use crate::bench::stats::nan_as_null;
 use crate::error::{Error, Result};
 
-/// Saturated: the last quarter's mean waiting queue exceeds the first quarter's by this factor…
-pub const SATURATION_GROWTH: f64 = 2.0;
-/// …and holds more than this many requests (a queue of 0.1 → 0.3 is no backlog).
-pub const SATURATION_MIN_WAITING: f64 = 1.0;
 /// Prefill-bound: TTFT p50 above this multiple of the baseline TTFT…
 pub const PREFILL_TTFT_RATIO: f64 = 3.0;
 /// …while TPOT p50 stays below this multiple of the baseline TPOT; above it, decode-bound.
@@ -42,13 +40,17 @@ impl FromStr for Lang {
     }
 }
 
-/// One isolated request, measured by the caller on the same engine before the run.
+/// Isolated requests, measured on the same target after a warm-up and before the run: their
+/// median TTFT and TPOT (`bench::session`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Baseline {
     #[serde(with = "nan_as_null")]
     pub ttft_ms: f64,
     #[serde(with = "nan_as_null")]
     pub tpot_ms: f64,
+    /// How many requests alone the medians are of (results saved before it: one, unwarmed).
+    #[serde(default = "one")]
+    pub requests: usize,
     /// Why the baseline request failed (its latencies are then null, and there is no diagnosis).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -57,8 +59,12 @@ pub struct Baseline {
 impl Baseline {
     /// The baseline request failed with `error`: recorded, and the run goes on.
     pub fn failed(error: String) -> Self {
-        Baseline { ttft_ms: f64::NAN, tpot_ms: f64::NAN, error: Some(error) }
+        Baseline { ttft_ms: f64::NAN, tpot_ms: f64::NAN, requests: 0, error: Some(error) }
     }
+}
+
+fn one() -> usize {
+    1
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,13 +127,9 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
     let busy_line = say(format!("GPU busy {busy:.0}% of the run"), format!("GPU 忙碌时间占 {busy:.0}%"));
     let unmeasured_busy = busy.is_nan().then(|| busy_line.clone());
 
-    let (verdict, evidence) = if let Some(q) = queue_growth(&m.series).filter(|q| q.is_growing()) {
-        let (first, last, slope) = (q.first, q.last, q.slope);
-        let queue_line = say(
-            format!("waiting requests: mean {first:.1} in the first quarter, {last:.1} in the last; trend {slope:+.2} per bucket"),
-            format!("等待请求数：前四分之一均值 {first:.1}，后四分之一均值 {last:.1}；每个时间桶 {slope:+.2}"),
-        );
-        (Verdict::Saturated, vec![queue_line])
+    let load = m.load.as_ref();
+    let (verdict, evidence) = if let Some(load) = load.filter(|l| l.saturated == Some(true)) {
+        (Verdict::Saturated, saturation_lines(load, lang))
     } else if ttft_ratio > PREFILL_TTFT_RATIO && tpot_low(DECODE_TPOT_RATIO) {
         (Verdict::PrefillBound, vec![ttft_line, tpot_line])
     } else if tpot_ratio > DECODE_TPOT_RATIO {
@@ -145,16 +147,66 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
     if let Some(line) = unmeasured_busy {
         evidence.retain(|l| *l != line);
     }
-    // Requests per second the engine sustained: output tok/s over the mean output length.
-    let capacity = m.output_throughput / (m.total_output_tokens as f64 / m.completed as f64);
+    if let Some(load) = load.filter(|l| l.saturated == Some(false)) {
+        evidence.push(say(
+            format!(
+                "offered {:.2} req/s, served {:.2} req/s; no queue grew while requests arrived",
+                load.offered_rps, load.served_rps
+            ),
+            format!("到达 {:.2} 请求/秒，服务 {:.2} 请求/秒；到达期间队列没有增长", load.offered_rps, load.served_rps),
+        ));
+    }
+    // Requests per second the target sustained: the saturation model's served rate; without it
+    // (results saved before it), output tok/s over the mean output length.
+    let capacity =
+        load.map_or(m.output_throughput / (m.total_output_tokens as f64 / m.completed as f64), |l| l.served_rps);
     Diagnosis { verdict, evidence, advice: advice(verdict, lang, capacity) }
+}
+
+/// The evidence of a saturated run: how far beyond capacity, the queue's growth, the waiting.
+fn saturation_lines(load: &Load, lang: Lang) -> Vec<String> {
+    let (offered, served, overload) = (load.offered_rps, load.served_rps, load.overload());
+    let (ttft_growth, window) = (load.ttft_growth, load.arrival_window_s);
+    let mut lines = match lang {
+        Lang::En => vec![
+            format!(
+                "offered {offered:.2} req/s, served {served:.2} req/s: the load was {overload:.1}x what the target \
+                 serves"
+            ),
+            format!(
+                "TTFT grew by {ttft_growth:.2} s per second of arrivals over {window:.1} s: each request waited for \
+                 those before it"
+            ),
+        ],
+        Lang::Zh => vec![
+            format!("到达 {offered:.2} 请求/秒，服务 {served:.2} 请求/秒：负载为服务能力的 {overload:.1} 倍"),
+            format!("在 {window:.1} 秒的到达期间，每秒到达使 TTFT 增加 {ttft_growth:.2} 秒：每个请求都在等前面的请求"),
+        ],
+    };
+    if load.growth_rps.is_finite() {
+        let (growth, outstanding) = (load.growth_rps, load.outstanding_at_last_arrival);
+        lines.push(match lang {
+            Lang::En => format!(
+                "requests outstanding grew by {growth:.1}/s while requests arrived ({outstanding} at the last arrival)"
+            ),
+            Lang::Zh => format!("到达期间未完成请求数每秒增长 {growth:.1}（最后一个请求到达时有 {outstanding} 个）"),
+        });
+    }
+    if let Some(share) = load.waiting_share {
+        let share = share * 100.0;
+        lines.push(match lang {
+            Lang::En => format!("half the requests spent at least {share:.0}% of their TTFT waiting to be scheduled"),
+            Lang::Zh => format!("半数请求至少 {share:.0}% 的 TTFT 花在等待调度上"),
+        });
+    }
+    lines
 }
 
 /// What to try next, in the spirit of the classic tuning guides.
 fn advice(verdict: Verdict, lang: Lang, capacity_rps: f64) -> Vec<String> {
     let lines: &[&str] = match (verdict, lang) {
         (Verdict::Saturated, Lang::En) => &[
-            "Requests arrive faster than they are served: the measured capacity is about {capacity} req/s.",
+            "Requests arrive faster than they are served: the capacity is about {capacity} req/s.",
             "Lower the rate below that, or add capacity (faster kernels, quantisation, a bigger GPU).",
             "This run's latencies measure the queue, not the engine.",
         ],
@@ -202,80 +254,46 @@ fn advice(verdict: Verdict, lang: Lang, capacity_rps: f64) -> Vec<String> {
     lines.iter().map(|line| line.replace("{capacity}", &capacity)).collect()
 }
 
-/// Mean waiting queue over the first and last quarter of the series, and its least-squares
-/// slope per bucket. `None` for fewer than four points.
-struct QueueGrowth {
-    first: f64,
-    last: f64,
-    slope: f64,
-}
-
-impl QueueGrowth {
-    fn is_growing(&self) -> bool {
-        self.slope > 0.0 && self.last > SATURATION_GROWTH * self.first && self.last > SATURATION_MIN_WAITING
-    }
-}
-
-fn queue_growth(series: &[TimePoint]) -> Option<QueueGrowth> {
-    let n = series.len();
-    if n < 4 {
-        return None;
-    }
-    let mean = |points: &[TimePoint]| points.iter().map(|p| p.waiting).sum::<f64>() / points.len() as f64;
-    let quarter = n / 4;
-    let (x_mean, y_mean) = ((n - 1) as f64 / 2.0, mean(series));
-    let (mut covariance, mut variance) = (0.0, 0.0);
-    for (i, p) in series.iter().enumerate() {
-        let dx = i as f64 - x_mean;
-        covariance += dx * (p.waiting - y_mean);
-        variance += dx * dx;
-    }
-    Some(QueueGrowth {
-        first: mean(&series[..quarter]),
-        last: mean(&series[n - quarter..]),
-        slope: covariance / variance,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bench::metrics::{stats, summarize};
+    use crate::bench::saturation::tests::queue_run;
 
-    const BASE: Baseline = Baseline { ttft_ms: 100.0, tpot_ms: 10.0, error: None };
+    const BASE: Baseline = Baseline { ttft_ms: 100.0, tpot_ms: 10.0, requests: 3, error: None };
 
-    /// Ten requests of 100 output tokens at 100 output tok/s; `waiting` per bucket.
-    fn metrics(ttft_p50: f64, tpot_p50: f64, busy: f64, waiting: &[f64]) -> BenchmarkMetrics {
+    /// Ten requests of 100 output tokens at 100 output tok/s.
+    fn metrics(ttft_p50: f64, tpot_p50: f64, busy: f64) -> BenchmarkMetrics {
         let mut m = summarize(&[], &[], None, 0.25);
         (m.completed, m.total_output_tokens, m.output_throughput) = (10, 1000, 100.0);
         (m.ttft_ms, m.tpot_ms, m.gpu_busy_fraction) = (stats(&[ttft_p50]), stats(&[tpot_p50]), busy);
-        m.series = waiting
-            .iter()
-            .enumerate()
-            .map(|(i, &w)| TimePoint {
-                t_s: i as f64,
-                output_tok_s: 0.0,
-                running: 1.0,
-                waiting: w,
-                kv_blocks_used: 0.0,
-            })
-            .collect();
         m
     }
 
     #[test]
-    fn growing_queue_is_saturated_with_capacity_advice() {
-        let rising: Vec<f64> = (0..16).map(f64::from).collect();
-        let d = diagnose(&metrics(900.0, 10.0, 1.0, &rising), &BASE);
-        assert_eq!(d.verdict, Verdict::Saturated);
-        assert!(d.evidence[0].contains("1.5") && d.evidence[0].contains("13.5"), "{:?}", d.evidence);
-        assert!(d.advice[0].contains("1.00 req/s"), "{:?}", d.advice);
-        // A steady queue, however long, is not a growing one.
-        let steady = diagnose(&metrics(110.0, 11.0, 0.9, &[5.0; 16]), &BASE);
-        assert_eq!(steady.verdict, Verdict::Healthy);
-        // Nor is a small one.
-        let tiny = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0];
-        assert_ne!(diagnose(&metrics(110.0, 11.0, 0.9, &tiny), &BASE).verdict, Verdict::Saturated);
+    fn a_run_beyond_capacity_is_saturated_whatever_its_latencies_say() {
+        // The issue's run: 64 requests at 50 req/s against an engine serving ~8 req/s. Its TPOT
+        // also rose (2x the baseline), which alone reads "decode-bound".
+        let records = queue_run(64, 50.0, 8, 1.0);
+        let m = BenchmarkMetrics { load: Load::of(&records), ..metrics(3100.0, 20.0, 1.0) };
+        let d = diagnose(&m, &BASE);
+        assert_eq!(d.verdict, Verdict::Saturated, "{d:?}");
+        assert!(d.evidence[0].contains("served 7.8") && d.evidence[0].contains("x what the target serves"), "{d:?}");
+        assert!(d.evidence[1].contains("TTFT grew by"), "{d:?}");
+        assert!(d.evidence[2].contains("outstanding grew by"), "{d:?}");
+        assert!(d.evidence[3].contains("waiting to be scheduled"), "{d:?}");
+        assert!(d.advice[0].contains("about 7.8"), "{:?}", d.advice);
+        // Well below capacity, the same latencies read as they did: not saturated, and said so.
+        let m = BenchmarkMetrics { load: Load::of(&queue_run(200, 2.0, 8, 1.0)), ..metrics(100.0, 20.0, 1.0) };
+        let d = diagnose(&m, &BASE);
+        assert_eq!(d.verdict, Verdict::DecodeBound, "{d:?}");
+        assert!(d.evidence.last().unwrap().contains("no queue grew"), "{d:?}");
+        // Without a load (results saved before it), no saturation verdict and the old capacity.
+        let d = diagnose(&metrics(900.0, 10.0, 1.0), &BASE);
+        assert_ne!(d.verdict, Verdict::Saturated);
+        let zh =
+            diagnose_in(&BenchmarkMetrics { load: Load::of(&records), ..metrics(3100.0, 20.0, 1.0) }, &BASE, Lang::Zh);
+        assert!(zh.evidence[0].contains("倍") && zh.advice[0].contains("请求/秒"), "{zh:?}");
     }
 
     #[test]
@@ -289,19 +307,19 @@ mod tests {
             (200.0, 11.0, 0.3, Verdict::Healthy),
         ];
         for (ttft, tpot, busy, want) in cases {
-            let d = diagnose(&metrics(ttft, tpot, busy, &[0.0; 8]), &BASE);
+            let d = diagnose(&metrics(ttft, tpot, busy), &BASE);
             assert_eq!(d.verdict, want, "ttft {ttft} tpot {tpot} busy {busy}");
             assert!(!d.evidence.is_empty() && !d.advice.is_empty());
         }
-        let prefill = diagnose(&metrics(400.0, 11.0, 0.9, &[]), &BASE);
+        let prefill = diagnose(&metrics(400.0, 11.0, 0.9), &BASE);
         assert!(prefill.evidence[0].contains("4.0x"), "{:?}", prefill.evidence);
-        let decode = diagnose(&metrics(100.0, 20.0, 0.9, &[]), &BASE);
+        let decode = diagnose(&metrics(100.0, 20.0, 0.9), &BASE);
         assert!(decode.advice[0].contains("NOT"));
     }
 
     #[test]
     fn chinese_labels_and_advice() {
-        let d = diagnose_in(&metrics(400.0, 11.0, 0.9, &[]), &BASE, Lang::Zh);
+        let d = diagnose_in(&metrics(400.0, 11.0, 0.9), &BASE, Lang::Zh);
         assert!(d.advice[0].contains("分块预填充"));
         assert!(d.evidence[0].contains("倍"));
         assert_eq!(Verdict::Healthy.label(Lang::Zh), "健康 (Healthy)");

@@ -202,16 +202,3 @@ pub async fn run_watched(
     }
     Ok((records, steps, saturation))
 }
-
-/// One request alone on an idle engine: the unloaded TTFT and TPOT that loaded runs are judged against.
-pub async fn baseline(engine: &mut Engine, prompt: Vec<u32>, output_len: usize) -> Result<super::Baseline> {
-    let req = Request {
-        prompt,
-        max_new_tokens: output_len.max(2),
-        sampling: SamplingParams::default(),
-        stop_ids: vec![],
-        ignore_eos: true,
-    };
-    let done = crate::engine::generate(engine, vec![req], &mut |_| {}).await?;
-    Ok(super::Baseline { ttft_ms: done[0].ttft_ms(), tpot_ms: done[0].tpot_ms(), error: None })
-}

@@ -11,6 +11,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::record::{RequestRecord, StepSample};
+use crate::bench::saturation::Load;
 use crate::bench::stats::nan_as_null;
 pub use crate::bench::stats::{stats, Stats};
 use crate::error::{Error, Result};
@@ -157,6 +158,11 @@ pub struct BenchmarkMetrics {
     pub cached_prompt_tokens: Option<usize>,
     #[serde(default)]
     pub prefix_cache_prompt_tokens: Option<usize>,
+    /// The offered load against what the target served, and whether the outstanding requests
+    /// grew while requests arrived ([`Load`]: the diagnosis's and the sweep's saturation); absent
+    /// for fewer than two requests and in results saved before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
 }
 
 /// What drafting bought: a verification is one sequence's draft checked in one step.
@@ -299,6 +305,7 @@ pub fn summarize(
         // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
+        load: Load::of(records),
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;

@@ -433,7 +433,8 @@ mod tests {
 
     #[test]
     fn chinese_report_keeps_the_tutorial_lines() {
-        let d = diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0, error: None }, Lang::Zh);
+        let d =
+            diagnose_in(&metrics(), &Baseline { ttft_ms: 50.0, tpot_ms: 140.0, requests: 3, error: None }, Lang::Zh);
         assert_eq!(d.verdict, Verdict::PrefillBound);
         let report = text_report(&metrics(), Some(&d), Lang::Zh);
         for expected in [
@@ -562,7 +563,7 @@ mod tests {
             config,
             metrics: metrics(),
             diagnosis: None,
-            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, error: None }),
+            baseline: Some(Baseline { ttft_ms: 50.0, tpot_ms: f64::NAN, requests: 3, error: None }),
             requests: records(),
             steps: vec![],
             saturation: None,

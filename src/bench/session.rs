@@ -23,10 +23,22 @@ use crate::gpu::kernels::KernelOptions;
 /// What a session tells its caller as it goes. `Progress` comes after every engine step (or
 /// every finished request, from a server).
 pub enum SessionEvent<'a> {
+    /// The warm-up before the baseline ended: `requests` shaped like the workload's, not
+    /// measured ([`WARM_UP_REQUESTS`]).
+    WarmedUp {
+        requests: usize,
+        seconds: f64,
+    },
     Baseline(&'a Baseline),
-    RateStarted { rate: f64, requests: usize },
+    RateStarted {
+        rate: f64,
+        requests: usize,
+    },
     Progress(&'a Progress<'a>),
-    RateDone { rate: f64, result: &'a BenchResult },
+    RateDone {
+        rate: f64,
+        result: &'a BenchResult,
+    },
 }
 
 /// The caller's listener: shared, so that a target may hand it to tasks it spawns.
@@ -107,7 +119,17 @@ pub async fn run_into<T: Target>(
     for &rate in s.rates {
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
-    let baseline = if s.baseline { baseline(target, s.spec, cancel).await? } else { None };
+    let baseline = if s.baseline {
+        let start = crate::clock::now_s();
+        let requests = warm_up(target, s.spec, cancel).await?;
+        if let Some(e) = target.fault() {
+            return Err(e);
+        }
+        listener(SessionEvent::WarmedUp { requests, seconds: crate::clock::now_s() - start });
+        baseline(target, s.spec, cancel).await?
+    } else {
+        None
+    };
     if let Some(e) = target.fault() {
         return Err(e);
     }
@@ -160,10 +182,43 @@ pub async fn run_into<T: Target>(
     Ok(())
 }
 
-/// One request alone, at the workload's longest prompt and output (at least 2 tokens, so that it
-/// has a TPOT), ignoring EOS: the latencies a loaded run is judged against. Measured with the same
-/// definitions as every request of the run ([`RequestRecord::ttft_s`], [`RequestRecord::tpot_s`]).
-/// A request that fails is a failed baseline, not an error; `None` when cancelled before it ended.
+/// Requests in the warm-up before the baseline (fewer when the workload has fewer).
+pub const WARM_UP_REQUESTS: usize = 8;
+/// Requests alone whose median latencies are the baseline.
+pub const BASELINE_REQUESTS: usize = 3;
+
+/// Before the baseline, what the run will do, unmeasured: [`WARM_UP_REQUESTS`] requests at once
+/// with prompts spread over the workload's lengths (shortest to longest) and outputs of 2, 3, …
+/// tokens (within its output lengths), so that the steps take every shape a run takes — prefill
+/// of one prompt and of several, decode batches from all of them down to one — and a target pays
+/// its first uses (a driver compiling a pipeline at its first dispatch, a server's lazy set-up)
+/// here, not in the baseline or the run. Returns how many requests it sent.
+async fn warm_up<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<usize> {
+    let k = spec.num_requests.clamp(1, WARM_UP_REQUESTS);
+    let (input, output) = (&spec.input_len, &spec.output_len);
+    let plan: Vec<PlannedRequest> = (0..k)
+        .map(|i| {
+            let share = if k > 1 { i as f64 / (k - 1) as f64 } else { 1.0 };
+            PlannedRequest {
+                id: u64::MAX - 1 - i as u64,
+                arrival_s: Some(0.0),
+                prompt_len: input.min + ((input.max - input.min) as f64 * share).round() as usize,
+                output_len: (2 + i).clamp(output.min.max(2), output.max.max(2)),
+            }
+        })
+        .collect();
+    let burst = WorkloadSpec { num_requests: k, rate: f64::INFINITY, ..spec.clone() };
+    let quiet: Listener = Rc::new(|_| {});
+    target.run(&plan, &burst, true, &quiet, cancel).await?;
+    Ok(k)
+}
+
+/// [`BASELINE_REQUESTS`] requests alone, one after another, each at the workload's longest
+/// prompt and output (at least 2 tokens, so that it has a TPOT), ignoring EOS; the baseline is
+/// their median TTFT and median TPOT: the latencies a loaded run is judged against, measured with
+/// the same definitions as every request of the run ([`RequestRecord::ttft_s`],
+/// [`RequestRecord::tpot_s`]). A request that fails is a failed baseline, not an error; `None`
+/// when cancelled before they ended.
 async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<Option<Baseline>> {
     let alone = PlannedRequest {
         id: u64::MAX,
@@ -174,20 +229,28 @@ async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Ce
     let alone_spec = WorkloadSpec { num_requests: 1, ..spec.clone() };
     // Progress of the baseline is not the run's: the listener hears about it as `Baseline`.
     let quiet: Listener = Rc::new(|_| {});
-    let (records, _) = target.run(std::slice::from_ref(&alone), &alone_spec, true, &quiet, cancel).await?;
-    let Some(first) = records.first().filter(|r| r.arrival_s.is_finite() && !cancel.get()) else {
-        return Ok(None);
-    };
-    let failure = match (&first.error, first.finish_s) {
-        (Some(e), _) => Some(e.as_str()),
-        (None, None) => Some("it did not finish"),
-        (None, Some(_)) => None,
-    };
-    if let Some(e) = failure {
-        return Ok(Some(Baseline::failed(format!("the baseline request (one request alone) failed: {e}"))));
+    let (mut ttft, mut tpot) = (Vec::new(), Vec::new());
+    for _ in 0..BASELINE_REQUESTS {
+        let (records, _) = target.run(std::slice::from_ref(&alone), &alone_spec, true, &quiet, cancel).await?;
+        let Some(first) = records.first().filter(|r| r.arrival_s.is_finite() && !cancel.get()) else {
+            return Ok(None);
+        };
+        let failure = match (&first.error, first.finish_s) {
+            (Some(e), _) => Some(e.as_str()),
+            (None, None) => Some("it did not finish"),
+            (None, Some(_)) => None,
+        };
+        if let Some(e) = failure {
+            return Ok(Some(Baseline::failed(format!("the baseline request (one request alone) failed: {e}"))));
+        }
+        ttft.extend(first.ttft_s());
+        tpot.extend(first.tpot_s());
     }
-    let ms = |s: Option<f64>| s.map_or(f64::NAN, |s| s * 1000.0);
-    Ok(Some(Baseline { ttft_ms: ms(first.ttft_s()), tpot_ms: ms(first.tpot_s()), error: None }))
+    let median_ms = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).map_or(f64::NAN, |s| s * 1000.0)
+    };
+    Ok(Some(Baseline { ttft_ms: median_ms(ttft), tpot_ms: median_ms(tpot), requests: BASELINE_REQUESTS, error: None }))
 }
 
 /// What ran, in every results JSON (`run_config`; results saved before it was typed call it

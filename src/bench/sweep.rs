@@ -1,7 +1,9 @@
 //! Rate sweeps: several open-loop rates in one go, and the knee — where more offered load stops
-//! paying. The same rules as the CLI's sweep table (`tokenmeter bench --rate 1,2,4,inf`): with a
-//! TTFT SLO, the highest rate whose p99 TTFT meets it; without, the last rate before output
-//! throughput stops rising by 5%.
+//! paying. The same rules for the CLI's sweep table (`tokenmeter bench --rate 1,2,4,inf`) and the
+//! page: with a TTFT SLO, the highest rate whose p99 TTFT meets it; without, the highest rate
+//! before the first one that saturated the target ([`crate::bench::saturation::Load`]: a queue
+//! grew while requests arrived), or, when no rate was judged saturated, the last rate before
+//! output throughput stops rising by 5%.
 
 use super::metrics::BenchmarkMetrics;
 use crate::error::{Error, Result};
@@ -22,7 +24,12 @@ pub fn parse_rates(text: &str) -> Result<Vec<f64>> {
 pub enum KneeReason {
     /// The highest rate whose p99 TTFT meets the SLO.
     MeetsTtftSlo,
-    /// Output throughput rises by less than 5% at the next rate (or this is the last rate).
+    /// The highest rate before the first that saturated the target.
+    LastSustained,
+    /// The lowest rate already saturated the target: the knee lies below it.
+    BelowLowest,
+    /// Output throughput rises by less than 5% at the next rate (or this is the last rate); no
+    /// rate was judged saturated.
     ThroughputFlattens,
 }
 
@@ -38,6 +45,12 @@ pub fn knee(runs: &[&BenchmarkMetrics], ttft_slo_ms: Option<f64>) -> Option<(usi
     match ttft_slo_ms {
         Some(limit) => runs.iter().rposition(|m| m.ttft_ms.p99 <= limit).map(|i| (i, KneeReason::MeetsTtftSlo)),
         None => {
+            let saturated = |m: &&BenchmarkMetrics| m.load.as_ref().and_then(|l| l.saturated) == Some(true);
+            match runs.iter().position(saturated) {
+                Some(0) => return Some((0, KneeReason::BelowLowest)),
+                Some(i) => return Some((i - 1, KneeReason::LastSustained)),
+                None => {}
+            }
             let i = runs
                 .windows(2)
                 .position(|w| w[1].output_throughput < (1.0 + FLAT_GAIN) * w[0].output_throughput)
@@ -74,5 +87,26 @@ mod tests {
         assert_eq!(knee(&refs, Some(10.0)), None);
         assert_eq!(knee(&refs[..1], None), Some((0, KneeReason::ThroughputFlattens)));
         assert_eq!(knee(&[], None), None);
+    }
+
+    #[test]
+    fn knee_is_the_last_rate_before_a_queue_grows() {
+        use crate::bench::saturation::{tests::queue_run, Load};
+        // Capacity 8 req/s; throughput still rises at 16 and 32 (the queue is served later).
+        let mut runs: Vec<BenchmarkMetrics> = [2.0, 4.0, 16.0, 32.0]
+            .iter()
+            .map(|&rate| {
+                let records = queue_run(if rate < 8.0 { 200 } else { 64 }, rate, 8, 1.0);
+                BenchmarkMetrics { load: Load::of(&records), ..run(rate * 10.0, 100.0) }
+            })
+            .collect();
+        let refs: Vec<&BenchmarkMetrics> = runs.iter().collect();
+        assert_eq!(knee(&refs, None), Some((1, KneeReason::LastSustained)));
+        assert_eq!(knee(&refs[2..], None), Some((0, KneeReason::BelowLowest)));
+        // An SLO still decides when given.
+        assert_eq!(knee(&refs, Some(500.0)), Some((3, KneeReason::MeetsTtftSlo)));
+        runs.truncate(2);
+        let refs: Vec<&BenchmarkMetrics> = runs.iter().collect();
+        assert_eq!(knee(&refs, None), Some((1, KneeReason::ThroughputFlattens)));
     }
 }

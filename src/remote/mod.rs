@@ -22,6 +22,8 @@ pub mod stream;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod tls;
 
 #[cfg(target_arch = "wasm32")]
 pub mod browser;

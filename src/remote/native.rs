@@ -22,34 +22,10 @@ use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target,
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
-use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
+use crate::remote::{report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
 
+pub use crate::remote::tls::Tls;
 pub use crate::remote::RunOptions;
-
-/// How an https server's certificate is checked.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Tls {
-    /// PEM certificates to trust besides the system's roots (a private CA): `--ca-cert`.
-    pub ca_cert: Option<std::path::PathBuf>,
-    /// Accept any certificate, unverified (`--insecure`); recorded in the run record.
-    pub insecure: bool,
-}
-
-impl Tls {
-    /// For `run_config.target.tls`.
-    pub fn describe(&self) -> serde_json::Value {
-        let mut tls = serde_json::json!({ "verify": !self.insecure, "roots": "system" });
-        if let Some(path) = &self.ca_cert {
-            tls["ca_cert"] = path.display().to_string().into();
-            tls["roots"] = "system + ca_cert".into();
-        }
-        if self.insecure {
-            tls["insecure"] = true.into();
-            tls["roots"] = "none (not verified)".into();
-        }
-        tls
-    }
-}
 
 pub struct Client {
     endpoint: Endpoint,
@@ -100,21 +76,13 @@ impl Client {
             .pool_max_idle_per_host(0)
             .connect_timeout(Duration::from_secs(10))
             .redirect(redirects);
-        if let Some(path) = &tls.ca_cert {
-            let shown = path.display();
-            let pem = crate::limits::read_file(path, MAX_CA_CERT_BYTES)
-                .map_err(|e| Error::Invalid(format!("--ca-cert {shown}: {e}")))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| Error::Invalid(format!("--ca-cert {shown}: not PEM certificates: {e}")))?;
-            if certs.is_empty() {
-                return Err(Error::Invalid(format!("--ca-cert {shown}: no PEM certificate in it")));
-            }
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        if tls.insecure {
-            builder = builder.danger_accept_invalid_certs(true);
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        if let Some(config) = tls.client_config(provider)? {
+            builder = builder.tls_backend_preconfigured(config);
+        } else if tls.insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
         }
         if is_loopback(&endpoint.base_url.to_string()) {
             builder = builder.no_proxy();
@@ -503,32 +471,36 @@ fn classify(e: reqwest::Error) -> RequestError {
     }
 }
 
-/// A `--ca-cert` file may hold a bundle, not a whole system store.
-const MAX_CA_CERT_BYTES: u64 = 4 << 20;
-
 /// The error and its causes on one line ("error sending request …: connection refused"); a
-/// certificate the client does not trust says what to do about it.
+/// certificate the client refused says why and what to do about it ([`tls::advice`]).
 fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
-    let mut certificate = false;
+    let mut advice = None;
     while let Some(cause) = source {
         let cause_text = cause.to_string();
-        certificate |= cause.downcast_ref::<rustls::Error>().is_some_and(|e| {
-            matches!(e, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
-        });
+        advice = advice.or_else(|| rustls_cause(cause).and_then(tls::advice));
         if !text.contains(&cause_text) {
             text = format!("{text}: {cause_text}");
         }
         source = cause.source();
     }
-    if certificate || text.contains("invalid peer certificate") {
-        text.push_str(
-            " (the server's TLS certificate is not trusted: pass its CA with --ca-cert FILE, or --insecure to skip \
-             verification)",
-        );
+    if let Some(advice) = advice {
+        text.push_str(&format!(" ({advice})"));
+    } else if text.contains("invalid peer certificate") {
+        text.push_str(" (the server's TLS certificate is not trusted: pass its CA with --ca-cert FILE; --insecure skips verification)");
     }
     text
+}
+
+/// The rustls error `e` is or wraps: a handshake's error reaches reqwest inside io::Errors
+/// (two), whose `source()` skips the error they wrap.
+fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(rustls) = e.downcast_ref::<rustls::Error>() {
+        return Some(rustls);
+    }
+    let inner: &(dyn std::error::Error + 'static) = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+    rustls_cause(inner)
 }
 
 /// A server as the benchmark's [`Target`]: the planned requests through this client, stopped by

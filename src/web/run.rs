@@ -255,7 +255,7 @@ fn show_next_frame(state: AppState, frame: Rc<RefCell<Frame>>) {
 pub(super) fn listener(state: AppState) -> Listener {
     let frame = Rc::new(RefCell::new(Frame::default()));
     Rc::new(move |event| match event {
-        SessionEvent::Baseline(_) => {}
+        SessionEvent::WarmedUp { .. } | SessionEvent::Baseline(_) => {}
         SessionEvent::RateStarted { requests, .. } => {
             state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
             frame.borrow_mut().reset();

@@ -63,6 +63,8 @@ fn knee_text(view: &SweepView, t: &Text) -> String {
             let why = match reason {
                 KneeReason::MeetsTtftSlo => t.knee_slo,
                 KneeReason::ThroughputFlattens => t.knee_flat,
+                KneeReason::LastSustained => t.knee_sustained,
+                KneeReason::BelowLowest => t.knee_below,
             };
             format!("{}: {} {} req/s ({why})", t.knee, t.sweep_rate, rate_text(view.points[i].rate))
         }

@@ -126,7 +126,8 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         let log = events.clone();
         let listener: Listener = Rc::new(move |e| {
             log.borrow_mut().push(match e {
-                SessionEvent::Baseline(b) => format!("baseline {}", b.ttft_ms > 0.0 && b.tpot_ms > 0.0),
+                SessionEvent::WarmedUp { requests, .. } => format!("warm-up {requests}"),
+                SessionEvent::Baseline(b) => format!("baseline {} {}", b.ttft_ms > 0.0 && b.tpot_ms > 0.0, b.requests),
                 SessionEvent::RateStarted { rate, requests } => format!("start {rate} {requests}"),
                 SessionEvent::Progress(_) => "progress".into(),
                 SessionEvent::RateDone { rate, result } => format!("done {rate} {}", result.requests.len()),
@@ -148,7 +149,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         }
         let events = events.borrow().clone();
         let order: Vec<&str> = events.iter().filter(|e| *e != "progress").map(String::as_str).collect();
-        assert_eq!(order, ["baseline true", "start 50 12", "done 50 12", "start inf 12", "done inf 12"]);
+        assert_eq!(order, ["warm-up 8", "baseline true 3", "start 50 12", "done 50 12", "start inf 12", "done inf 12"]);
 
         // Cancelled during the first rate: that rate's result holds what was sent, and no second.
         let cancel_now = cancel.clone();
@@ -164,5 +165,70 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         assert_eq!(results.len(), 1);
         assert!(results[0].requests.iter().all(|r| r.arrival_s.is_finite()));
         assert!(results[0].metrics.completed < 12, "{} completed after the cancel", results[0].metrics.completed);
+    });
+}
+
+/// The warm-up before the baseline takes every path the workload takes: no pipeline is used for
+/// the first time (a driver's compilation, ~a second on llvmpipe) during the baseline or the run.
+/// Structural, not timed: the device's count of pipelines ever recorded into a step
+/// (`Gpu::pipelines_used`) must not change after the warm-up. On a device of its own, so that
+/// other tests' dispatches do not count.
+#[test]
+fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
+    use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
+    use tokenmeter::gpu::Gpu;
+    pollster::block_on(async {
+        let own = Arc::new(Gpu::new().await.unwrap());
+        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+        let ckpt = Checkpoint::open(&store).await.unwrap();
+        let options = EngineOptions { max_seqs: 8, max_batched_tokens: 96, ..EngineOptions::default() };
+        let mut engine = Engine::new(ForwardPass::load(own.clone(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
+        let after_load = own.pipelines_used();
+        // Prompts of 3 to 150 tokens (chunked past 96), outputs of 1 to 24, arriving fast enough
+        // that steps mix prefills and decodes of many sizes.
+        let workload = bench::WorkloadSpec {
+            num_requests: 24,
+            input_len: LenRange { min: 3, max: 150 },
+            output_len: LenRange { min: 1, max: 24 },
+            ..spec(Arrival::Poisson, 40.0)
+        };
+        let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
+        let mut target = EngineTarget {
+            engine: &mut engine,
+            prompt: &prompt,
+            sampling: SamplingParams::default(),
+            describe: RunConfig { target: "local".into(), ..RunConfig::default() },
+            saturation: None,
+        };
+        let s = SessionSpec {
+            spec: &workload,
+            rates: &[40.0],
+            slo: None,
+            slo_text: None,
+            lang: Lang::En,
+            baseline: true,
+            ignore_eos: false,
+        };
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let log = seen.clone();
+        let gpu = own.clone();
+        let listener: Listener = Rc::new(move |e| match e {
+            SessionEvent::WarmedUp { .. } => log.borrow_mut().push(("warmed up", gpu.pipelines_used())),
+            SessionEvent::Baseline(_) => log.borrow_mut().push(("baseline", gpu.pipelines_used())),
+            SessionEvent::RateDone { .. } => log.borrow_mut().push(("run", gpu.pipelines_used())),
+            _ => {}
+        });
+        let cancel = Rc::new(std::cell::Cell::new(false));
+        let results = session::run(&mut target, &s, &listener, &cancel).await.unwrap();
+        assert_eq!(results[0].metrics.completed, 24);
+        let seen = seen.borrow().clone();
+        let warmed = seen[0].1;
+        assert!(warmed > after_load, "the warm-up used pipelines the load's step did not: {after_load} -> {seen:?}");
+        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), ["warmed up", "baseline", "run"]);
+        assert!(seen.iter().all(|s| s.1 == warmed), "pipelines first used after the warm-up: {seen:?}");
     });
 }

@@ -41,12 +41,18 @@ struct TlsMock {
 }
 
 /// An HTTPS server speaking HTTP/1.1 only (its ALPN says so), one thread per connection:
-/// `GET /v1/models` lists "tls-model", any POST streams three tokens, usage and `[DONE]`.
+/// `GET /v1/models` lists "tls-model", any POST streams three tokens, usage and `[DONE]`. Its
+/// certificate is the test CA's `server.pem`.
 fn tls_mock() -> TlsMock {
+    tls_mock_with("server")
+}
+
+/// As [`tls_mock`], presenting tests/fixtures/tls/`NAME`.pem (key `NAME`.key).
+fn tls_mock_with(name: &str) -> TlsMock {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(format!("{FIXTURES}/server.pem")).unwrap().map(Result::unwrap).collect();
-    let key = PrivateKeyDer::from_pem_file(format!("{FIXTURES}/server.key")).unwrap();
+        CertificateDer::pem_file_iter(format!("{FIXTURES}/{name}.pem")).unwrap().map(Result::unwrap).collect();
+    let key = PrivateKeyDer::from_pem_file(format!("{FIXTURES}/{name}.key")).unwrap();
     let signing = provider.key_provider.load_private_key(key).unwrap();
     let alpn = Arc::new(Mutex::new(Vec::new()));
     let resolver = Recording { key: Arc::new(CertifiedKey::new(chain, signing)), alpn: alpn.clone() };
@@ -192,6 +198,37 @@ fn an_unknown_certificate_is_one_clear_error_and_insecure_is_recorded() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.lines().any(|l| l.starts_with("error: --ca-cert") && l.contains("no PEM certificate")), "{stderr}");
+}
+
+/// The usual one-liner's self-signed certificate (`openssl req -x509 … -addext
+/// subjectAltName=IP:127.0.0.1`, marked CA:TRUE), passed as `--ca-cert`, is trusted: pinned, as
+/// curl trusts it. A different self-signed certificate is refused, and so is the pinned one under a
+/// name it does not carry; each error says why.
+#[test]
+fn a_self_signed_certificate_passed_as_ca_cert_is_pinned() {
+    let m = tls_mock_with("selfsigned");
+    let pinned = format!("{FIXTURES}/selfsigned.pem");
+    let (out, result) = bench(&m.url, "pinned", &["--ca-cert", &pinned], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Requests: 3\nFailed: 0\n"), "{}", text(&out.stdout));
+    let tls = &result.expect("results written")["run_config"]["target"]["tls"];
+    assert_eq!(tls["verify"].as_bool(), Some(true), "{tls}");
+
+    let error_line = |out: &Output| {
+        let stderr = text(&out.stderr);
+        let errors: Vec<String> = stderr.lines().filter(|l| l.starts_with("error:")).map(String::from).collect();
+        assert!(!out.status.success() && errors.len() == 1 && !stderr.contains("panicked"), "{stderr}");
+        errors[0].clone()
+    };
+    let (out, _) = bench(&m.url, "other-pin", &["--ca-cert", &format!("{FIXTURES}/other-selfsigned.pem")], &[]);
+    let error = error_line(&out);
+    assert!(error.contains("CaUsedAsEndEntity") && error.contains("pass that very certificate"), "{error}");
+
+    let by_name = m.url.replace("127.0.0.1", "localhost");
+    let (out, _) = bench(&by_name, "pinned-wrong-name", &["--ca-cert", &pinned], &[]);
+    let error = error_line(&out);
+    assert!(error.contains("does not name the host"), "{error}");
+    assert_eq!(m.requests.lock().unwrap().len(), 4, "only the pinned run's requests got through");
 }
 
 /// `HTTPS_PROXY` is honoured: the client asks the proxy to CONNECT to the server.

@@ -72,7 +72,8 @@ pub(crate) struct BenchArgs {
     /// Random token ids even when the model has a tokenizer (default: built-in text prompts).
     #[arg(long)]
     pub(crate) random_prompts: bool,
-    /// Skip the single-request baseline (and the diagnosis that needs it).
+    /// Skip the warm-up and the baseline (the median of three requests alone), and the diagnosis
+    /// that needs them.
     #[arg(long)]
     pub(crate) no_baseline: bool,
     /// Write the results JSON (config, summary, diagnosis, every request and step) here
@@ -364,9 +365,15 @@ pub(crate) fn terminal_listener(lang: tokenmeter::bench::Lang) -> Listener {
     let rate = Cell::new(0.0);
     let last_shown = Cell::new(usize::MAX);
     Rc::new(move |event| match event {
+        SessionEvent::WarmedUp { requests, seconds } => {
+            eprintln!("warm-up: {requests} requests shaped like the workload's in {seconds:.1} s (not measured)")
+        }
         SessionEvent::Baseline(b) => match &b.error {
             Some(e) => eprintln!("warning: {e}; the run goes on, without a diagnosis"),
-            None => eprintln!("baseline (one request alone): TTFT {:.1} ms, TPOT {:.2} ms", b.ttft_ms, b.tpot_ms),
+            None => eprintln!(
+                "baseline (median of {} requests alone): TTFT {:.1} ms, TPOT {:.2} ms",
+                b.requests, b.ttft_ms, b.tpot_ms
+            ),
         },
         SessionEvent::RateStarted { rate: r, .. } => {
             rate.set(r);
@@ -465,6 +472,8 @@ pub(crate) fn sweep_table(
         let why = match reason {
             KneeReason::MeetsTtftSlo => "highest rate meeting the p99 TTFT SLO",
             KneeReason::ThroughputFlattens => "throughput stops rising past this rate",
+            KneeReason::LastSustained => "the highest rate served without a growing queue",
+            KneeReason::BelowLowest => "below this rate: even the lowest rate grew a queue",
         };
         (i, why)
     });

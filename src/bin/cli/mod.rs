@@ -47,6 +47,7 @@ enum Command {
 }
 
 pub fn main() -> i32 {
+    quiet_headless_vulkan();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -80,5 +81,22 @@ pub fn main() -> i32 {
                 _ => 1,
             }
         }
+    }
+}
+
+/// On a machine without a display session (no `XDG_RUNTIME_DIR`, no `WAYLAND_DISPLAY`), Mesa's
+/// Vulkan device-select layer asks the Wayland client library for the compositor's GPU when the
+/// GPU is opened (wgpu enables the window-system extensions), and the library prints `error:
+/// XDG_RUNTIME_DIR is invalid or not set in the environment.` twice: not an error, in a tool whose
+/// own errors start with `error:`. There is no compositor whose GPU could be picked, so the layer
+/// is turned off (`NODEVICE_SELECT=1`, Mesa's switch) for this process, before any thread starts.
+/// Kept when the user chose a device through it (`MESA_VK_DEVICE_SELECT`, `DRI_PRIME`) or set
+/// `NODEVICE_SELECT` themselves; Vulkan's real errors are untouched.
+fn quiet_headless_vulkan() {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let headless = !set("XDG_RUNTIME_DIR") && !set("WAYLAND_DISPLAY");
+    let chosen = ["MESA_VK_DEVICE_SELECT", "DRI_PRIME", "NODEVICE_SELECT"].iter().any(|name| set(name));
+    if headless && !chosen {
+        std::env::set_var("NODEVICE_SELECT", "1");
     }
 }

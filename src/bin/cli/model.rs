@@ -15,6 +15,7 @@ use tokenmeter::{Error, Result};
 #[derive(Args)]
 pub(crate) struct ModelArgs {
     /// A Hugging Face model folder: config.json, *.safetensors (or sharded with an index), tokenizer.json.
+    /// Without it (and without --synthetic): the page's embedded default, a small random model.
     #[arg(long, conflicts_with = "synthetic")]
     pub(crate) model: Option<std::path::PathBuf>,
     /// Random weights with a published shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b.
@@ -69,7 +70,17 @@ pub(crate) async fn open(args: &ModelArgs) -> Result<Opened> {
             })?;
             Ok(Opened::Synthetic(SyntheticModel::new(cfg, 0)))
         }
-        (None, None) => Err(Error::Invalid("pass --model DIR or --synthetic NAME".into())),
+        (None, None) => {
+            // As the page starts: the embedded default, so that a first command runs as it is.
+            let model = SyntheticModel::embedded_default();
+            let c = &model.config;
+            eprintln!(
+                "no --model: the embedded default model, as the page starts on (random weights, {} layers, hidden {}, \
+                 vocab {}); --model DIR for a checkpoint, --synthetic NAME for a real shape",
+                c.num_hidden_layers, c.hidden_size, c.vocab_size
+            );
+            Ok(Opened::Synthetic(model))
+        }
     }
 }
 

@@ -19,8 +19,30 @@ pub struct Kernels {
 
 /// The pipelines and binding layouts built for one device and one set of options.
 pub(crate) struct Compiled {
-    pub(super) pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
     layouts: HashMap<Kernel, wgpu::BindGroupLayout>,
+    /// Which pipelines have been recorded into a step, by `Kernel as usize`: a driver compiles a
+    /// pipeline's shader at its first dispatch (llvmpipe), so a first use during a measurement
+    /// is a compilation measured ([`Gpu::pipelines_used`]).
+    used: Vec<std::sync::atomic::AtomicBool>,
+}
+
+impl Compiled {
+    /// `kernel`'s pipeline, marked used.
+    pub(super) fn pipeline(&self, kernel: Kernel) -> &wgpu::ComputePipeline {
+        self.used[kernel as usize].store(true, std::sync::atomic::Ordering::Relaxed);
+        &self.pipelines[&kernel]
+    }
+}
+
+impl crate::gpu::Gpu {
+    /// How many pipelines, over every kernel table built on this device, have been recorded into
+    /// a step so far. Unchanged across a measurement means no pipeline was used for the first
+    /// time during it (the benchmark's warm-up is checked this way).
+    pub fn pipelines_used(&self) -> usize {
+        let built = self.compiled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        built.iter().map(|(_, c)| c.used.iter().filter(|u| u.load(std::sync::atomic::Ordering::Relaxed)).count()).sum()
+    }
 }
 
 impl Kernels {
@@ -129,7 +151,8 @@ impl Compiled {
         for kernel in [Kernel::Matmul, Kernel::MatmulWide, Kernel::MatmulTall] {
             layouts.entry(kernel).or_insert_with(|| general.clone());
         }
-        Compiled { pipelines, layouts }
+        let used = Kernel::ALL.iter().map(|_| Default::default()).collect();
+        Compiled { pipelines, layouts, used }
     }
 }
 

@@ -65,7 +65,7 @@ impl<'a> StepRecorder<'a> {
         let mut pass =
             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
         for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
-            pass.set_pipeline(&self.kernels.compiled.pipelines[&kernel]);
+            pass.set_pipeline(self.kernels.compiled.pipeline(kernel));
             pass.set_bind_group(0, bind_group, &[offset]);
             pass.dispatch_workgroups(x, y, z);
         }
@@ -97,7 +97,7 @@ impl StepRecorder<'_> {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.kernels.compiled.pipelines[&kernel]);
+                pass.set_pipeline(self.kernels.compiled.pipeline(kernel));
                 pass.set_bind_group(0, bind_group, &[offset]);
                 pass.dispatch_workgroups(x, y, z);
             }
@@ -133,7 +133,7 @@ impl StepRecorder<'_> {
                     end_of_pass_write_index: Some(2 * i as u32 + 1),
                 }),
             });
-            pass.set_pipeline(&self.kernels.compiled.pipelines[kernel]);
+            pass.set_pipeline(self.kernels.compiled.pipeline(*kernel));
             pass.set_bind_group(0, *bind_group, &[*offset]);
             pass.dispatch_workgroups(*x, *y, *z);
         }

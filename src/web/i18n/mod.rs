@@ -71,6 +71,8 @@ pub struct Text {
     pub knee: &'static str,
     pub knee_slo: &'static str,
     pub knee_flat: &'static str,
+    pub knee_sustained: &'static str,
+    pub knee_below: &'static str,
     pub knee_none: &'static str,
     pub sweep_progress: &'static str,
     // Settings.

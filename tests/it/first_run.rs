@@ -1,0 +1,37 @@
+//! A newcomer's first commands: `tokenmeter bench` with no model runs on the page's embedded
+//! default and says so; on a machine without a display session no `error:` line on stderr is
+//! another program's (Mesa's Vulkan device-select layer reached the Wayland client library, which
+//! printed `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice).
+
+use std::process::Command;
+
+#[test]
+fn opening_the_gpu_headless_prints_no_foreign_error_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .arg("adapter")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("NODEVICE_SELECT")
+        .env_remove("MESA_VK_DEVICE_SELECT")
+        .env_remove("DRI_PRIME")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"backend\""), "the adapter was opened");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.trim_start().starts_with("error:")).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+#[test]
+fn bench_without_a_model_runs_the_embedded_default() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--num-requests", "2", "--input-len", "8", "--output-len", "4", "--rate", "inf"])
+        .arg("--no-baseline")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no --model: the embedded default model") && stderr.contains("vocab 151936"), "{stderr}");
+    assert!(stdout.contains("Requests: 2\nFailed: 0\n"), "{stdout}");
+}
