@@ -236,11 +236,16 @@ pub fn compare(
     let (sa, sb) = (side(a), side(b));
     let point = |reps: &[Vec<Sample>]| mean_over_reps(reps, None, with_goodput, defs.len());
     let (pa, pb) = (point(&sa), point(&sb));
-    let mut rng = StdRng::seed_from_u64(options.seed);
+    // Each side is resampled by a generator of its own, seeded by the seed and that side's data:
+    // comparing B with A then draws the same replicates as A with B, negated, so swapping the
+    // sides flips every verdict exactly (one shared generator drew A's resamples first, and a
+    // metric at the edge of its interval could come out differently the other way round).
+    let generator = |reps: &[Vec<Sample>]| StdRng::seed_from_u64(options.seed ^ fingerprint(reps));
+    let (mut rng_a, mut rng_b) = (generator(&sa), generator(&sb));
     let mut replicates: Vec<Vec<f64>> = vec![Vec::with_capacity(options.replicates); defs.len()];
     for _ in 0..options.replicates {
-        let ra = mean_over_reps(&sa, Some(&mut rng), with_goodput, defs.len());
-        let rb = mean_over_reps(&sb, Some(&mut rng), with_goodput, defs.len());
+        let ra = mean_over_reps(&sa, Some(&mut rng_a), with_goodput, defs.len());
+        let rb = mean_over_reps(&sb, Some(&mut rng_b), with_goodput, defs.len());
         for (k, reps) in replicates.iter_mut().enumerate() {
             reps.push(rb[k] - ra[k]);
         }
@@ -312,6 +317,18 @@ pub fn compare(
         method: format!("{method}{}", if options.family_wise { "" } else { " (no family-wise correction)" }),
         metrics,
         warnings,
+    })
+}
+
+/// FNV-1a over a side's repetitions: their lengths and each request's TTFT, finish and output.
+fn fingerprint(reps: &[Vec<Sample>]) -> u64 {
+    let mix = |h: u64, x: u64| (h ^ x).wrapping_mul(0x100_0000_01b3);
+    reps.iter().fold(0xcbf2_9ce4_8422_2325, |h, rep| {
+        rep.iter().fold(mix(h, rep.len() as u64), |h, s| {
+            let h = mix(h, s.ttft_ms.map_or(0, f64::to_bits));
+            let h = mix(h, s.finish_s.map_or(0, f64::to_bits));
+            mix(h, s.output_tokens as u64)
+        })
     })
 }
 
@@ -509,6 +526,8 @@ mod tests {
             };
             assert_eq!(y.verdict, flipped, "{}", x.metric);
             assert!((x.diff + y.diff).abs() < 1e-9);
+            // The same replicates, negated: the interval is mirrored, not merely close.
+            assert!((x.se - y.se).abs() <= 1e-9 * x.se.abs().max(1.0), "{}: {} vs {}", x.metric, x.se, y.se);
         }
         // Throughput: higher is better. B's doubled token gaps halve it roughly: worse.
         let tput = ab.metrics.iter().find(|m| m.metric == "output_throughput_tok_s").unwrap();

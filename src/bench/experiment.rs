@@ -66,6 +66,7 @@ pub async fn run_alternating<A: Target, B: Target>(
         lang: x.lang,
         baseline: false,
         ignore_eos: x.ignore_eos,
+        cost_per_hour: None,
     };
     if x.warmup {
         session::run(a, &session, listener, cancel).await?;

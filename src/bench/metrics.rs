@@ -163,6 +163,34 @@ pub struct BenchmarkMetrics {
     /// for fewer than two requests and in results saved before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<Load>,
+    /// What the measured throughput costs at the price given (`--cost-per-hour`); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// The price of the serving hardware per hour, and what it makes the measured throughput cost:
+/// the hour's price spread over the output tokens and the requests completed in an hour at this
+/// run's rates. In the price's own currency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub per_hour: f64,
+    /// `null` when no output token was completed.
+    #[serde(with = "nan_as_null")]
+    pub per_million_output_tokens: f64,
+    #[serde(with = "nan_as_null")]
+    pub per_request: f64,
+}
+
+impl Cost {
+    pub fn at(per_hour: f64, m: &BenchmarkMetrics) -> Cost {
+        let per_second = per_hour / 3600.0;
+        let spread = |rate: f64| if rate > 0.0 { per_second / rate } else { f64::NAN };
+        Cost {
+            per_hour,
+            per_million_output_tokens: spread(m.output_throughput) * 1e6,
+            per_request: spread(m.request_throughput),
+        }
+    }
 }
 
 /// What drafting bought: a verification is one sequence's draft checked in one step.
@@ -306,6 +334,7 @@ pub fn summarize(
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
         series: series(records, steps, duration_s, bucket_s),
         load: Load::of(records),
+        cost: None,
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;
@@ -365,6 +394,17 @@ fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, buck
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cost_spreads_the_hour_over_what_was_served() {
+        let mut m = summarize(&[], &[], None, 0.25);
+        (m.output_throughput, m.request_throughput) = (500.0, 2.0);
+        // $3.60 an hour is $0.001 a second: 500 tok/s -> $2 per million tokens; 2 req/s -> $0.0005.
+        let c = Cost::at(3.6, &m);
+        assert!((c.per_million_output_tokens - 2.0).abs() < 1e-12 && (c.per_request - 0.0005).abs() < 1e-15, "{c:?}");
+        m.output_throughput = 0.0;
+        assert!(Cost::at(3.6, &m).per_million_output_tokens.is_nan());
+    }
     use super::*;
 
     fn close(a: f64, b: f64) -> bool {

@@ -47,7 +47,7 @@ pub mod vllm;
 pub mod workload;
 
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
-pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, LongTasks, Slo, TimePoint};
+pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, Cost, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, Prompt, PromptSource, TEXT_PROMPTS};
 pub use record::{RequestRecord, StepSample};
 pub use report::{csv, run_warnings, text_report, text_report_for, BenchResult, Measured, LATENESS_WARN_MS};

@@ -45,6 +45,10 @@ struct Labels {
     req_s: &'static str,
     goodput: &'static str,
     slo_attainment: &'static str,
+    cost: &'static str,
+    per_hour: &'static str,
+    per_million_tokens: &'static str,
+    per_request: &'static str,
     preemptions: &'static str,
     speculation: &'static str,
     prefix_cache: &'static str,
@@ -85,6 +89,10 @@ const EN: Labels = Labels {
     req_s: "req/s",
     goodput: "Goodput",
     slo_attainment: "SLO attainment",
+    cost: "Cost",
+    per_hour: "per hour",
+    per_million_tokens: "per million output tokens",
+    per_request: "per request",
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     prefix_cache: "Prefix cache hit rate",
@@ -128,6 +136,10 @@ const ZH: Labels = Labels {
     req_s: "请求/秒",
     goodput: "有效吞吐量 (Goodput)",
     slo_attainment: "SLO 达成率",
+    cost: "成本",
+    per_hour: "每小时",
+    per_million_tokens: "每百万输出 token",
+    per_request: "每个请求",
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     prefix_cache: "前缀缓存命中率",
@@ -214,6 +226,18 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     line(format!("{}: {} {}", l.request_throughput, num(m.request_throughput), l.req_s));
     if let (Some(goodput), Some(attainment)) = (m.goodput, m.slo_attainment) {
         line(format!("{}: {} {} ({} {})", l.goodput, num(goodput), l.req_s, l.slo_attainment, percent(attainment)));
+    }
+    if let Some(c) = &m.cost {
+        line(format!(
+            "{}: {} {} -> {} {}, {} {}",
+            l.cost,
+            money(c.per_hour),
+            l.per_hour,
+            money(c.per_million_output_tokens),
+            l.per_million_tokens,
+            money(c.per_request),
+            l.per_request
+        ));
     }
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
     if let Some(s) = &m.speculation {
@@ -302,6 +326,16 @@ fn table_row(label: &str, numbers: [String; 6]) -> String {
 
 fn display_width(s: &str) -> usize {
     s.chars().map(|c| if c as u32 >= 0x2E80 { 2 } else { 1 }).sum()
+}
+
+/// An amount of money with four significant digits (at least two decimals): a request may cost
+/// a hundredth of a cent.
+fn money(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let decimals = if x > 0.0 { (3 - x.log10().floor() as i32).max(2) } else { 2 };
+    format!("{x:.*}", decimals as usize)
 }
 
 fn num(x: f64) -> String {
@@ -396,6 +430,15 @@ pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn money_keeps_four_significant_digits() {
+        assert_eq!(
+            (money(2.5), money(0.0005), money(1234.5), money(0.0)),
+            ("2.500".into(), "0.0005000".into(), "1234.50".into(), "0.00".into())
+        );
+        assert_eq!(money(f64::NAN), "-");
+    }
     use super::*;
     use crate::bench::diagnosis::{diagnose_in, Verdict};
     use crate::bench::metrics::{summarize, Slo};

@@ -13,7 +13,7 @@ use super::driver::{self, Progress};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
-use super::{diagnose_in, summarize, Baseline, BenchResult, Lang, Slo};
+use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, SamplingParams};
 use crate::error::{Error, Result};
@@ -90,6 +90,8 @@ pub struct SessionSpec<'a> {
     pub lang: Lang,
     pub baseline: bool,
     pub ignore_eos: bool,
+    /// The hardware's price per hour, for [`crate::bench::Cost`] in each rate's summary.
+    pub cost_per_hour: Option<f64>,
 }
 
 /// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
@@ -156,6 +158,7 @@ pub async fn run_into<T: Target>(
             metrics.gpu_busy_fraction = f64::NAN;
             metrics.preemptions = None;
         }
+        metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
             workload: Some(spec),

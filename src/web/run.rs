@@ -306,6 +306,7 @@ pub(super) fn session_spec(config: &RunForm, lang: bench::Lang) -> SessionSpec<'
         lang,
         baseline: true,
         ignore_eos: true,
+        cost_per_hour: None,
     }
 }
 

@@ -68,6 +68,8 @@ fn bench_flags() {
     bench(&["--output-len", "1:18446744073709551615"], "above the limit of 1048576 tokens");
     bench(&["--input-len", "-5"], "length range \"-5\"");
     bench(&["--burstiness", "1e-300"], "'--burstiness <BURSTINESS>': must be a number from 0.001 to 1000000");
+    bench(&["--cost-per-hour", "-2"], "'--cost-per-hour <COST_PER_HOUR>': must be a number from 0 to 1000000");
+    bench(&["--cost-per-hour", "inf"], "'--cost-per-hour <COST_PER_HOUR>': must be a number from 0 to 1000000");
     bench(&["--arrival", "concurrency", "--concurrency", "18446744073709551615"], "--concurrency");
     // Within the bounds, still above the model's context: the config check names it.
     bench(&["--input-len", "1000000"], "above the model's context (max_position_embeddings");

@@ -121,6 +121,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             lang: Lang::En,
             baseline: true,
             ignore_eos: true,
+            cost_per_hour: None,
         };
         let events = Rc::new(RefCell::new(Vec::new()));
         let log = events.clone();
@@ -212,6 +213,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
             lang: Lang::En,
             baseline: true,
             ignore_eos: false,
+            cost_per_hour: None,
         };
         let seen = Rc::new(RefCell::new(Vec::new()));
         let log = seen.clone();

@@ -204,6 +204,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         lang: tokenmeter::bench::Lang::En,
         baseline: false,
         ignore_eos: true,
+        cost_per_hour: None,
     };
     let listener: Listener = Rc::new(|_| {});
     let cancel = Rc::new(Cell::new(false));

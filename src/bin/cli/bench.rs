@@ -66,6 +66,10 @@ pub(crate) struct BenchArgs {
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     pub(crate) lang: String,
+    /// What the serving hardware costs per hour (any currency): each rate's report, JSON summary
+    /// (`cost`) and the sweep table add the cost per million output tokens and per request.
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_number(s, 0.0, 1e6))]
+    pub(crate) cost_per_hour: Option<f64>,
     /// Stop at EOS instead of generating exactly --output-len tokens.
     #[arg(long)]
     pub(crate) respect_eos: bool,
@@ -161,6 +165,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         lang,
         baseline: !args.no_baseline,
         ignore_eos: !args.respect_eos,
+        cost_per_hour: args.cost_per_hour,
     };
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
@@ -448,14 +453,29 @@ pub(crate) fn sweep_table(
     slo: Option<&tokenmeter::bench::Slo>,
 ) -> String {
     let mut out = String::from("\n========== Sweep ==========\n");
+    // With a price (--cost-per-hour), what a million output tokens cost at each rate.
+    let priced = results.iter().any(|r| r.metrics.cost.is_some());
     out += &format!(
-        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}\n",
-        "rate", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "goodput"
+        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}{}\n",
+        "rate",
+        "out tok/s",
+        "req/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "goodput",
+        if priced { format!(" {:>10}", "cost/Mtok") } else { String::new() }
     );
     for (rate, r) in rates.iter().zip(results) {
         let m = &r.metrics;
+        let cost = match &m.cost {
+            Some(c) if c.per_million_output_tokens.is_finite() => format!(" {:>10.3}", c.per_million_output_tokens),
+            Some(_) => format!(" {:>10}", "-"),
+            None => String::new(),
+        };
         out += &format!(
-            "{:>8} {:>10.1} {:>10.2} {:>10.1} {:>10.1} {:>10.2} {:>10.2} {:>9}\n",
+            "{:>8} {:>10.1} {:>10.2} {:>10.1} {:>10.1} {:>10.2} {:>10.2} {:>9}{cost}\n",
             if rate.is_infinite() { "inf".to_string() } else { format!("{rate}") },
             m.output_throughput,
             m.request_throughput,
