@@ -12,7 +12,8 @@
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
 //! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`: TTFT (from arrival, and from
 //!   send for servers), TPOT, ITL, E2E, queue or client lateness, goodput.
-//! - [`diagnosis`]: loaded latencies against a single-request baseline -> a verdict and advice.
+//! - [`diagnosis`]: saturation first ([`saturation::Load`]), then loaded latencies against the
+//!   baseline (the median of requests alone, after a warm-up) -> a verdict and advice.
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
 //! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV

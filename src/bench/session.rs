@@ -1,7 +1,7 @@
-//! One benchmark session, whatever the target: the baseline (one request alone), then for each
-//! rate the planned workload, its summary, its diagnosis against the baseline and a
-//! [`BenchResult`] that records what ran ([`RunConfig`]). The CLI and the page only parse their
-//! inputs, pick a [`Target`] — the engine in this process ([`EngineTarget`]) or a server
+//! One benchmark session, whatever the target: a warm-up and the baseline (the median of requests
+//! alone), then for each rate the planned workload, its summary, its diagnosis against the
+//! baseline and a [`BenchResult`] that records what ran ([`RunConfig`]). The CLI and the page only
+//! parse their inputs, pick a [`Target`] — the engine in this process ([`EngineTarget`]) or a server
 //! (`remote::native::RemoteTarget`, `remote::browser::RemoteTarget`) — and present the results.
 
 use std::cell::Cell;
