@@ -306,7 +306,7 @@ pub(super) fn session_spec(config: &RunForm, lang: bench::Lang) -> SessionSpec<'
         lang,
         baseline: true,
         ignore_eos: true,
-        cost_per_hour: None,
+        cost_per_hour: config.cost_per_hour,
     }
 }
 

@@ -35,10 +35,12 @@ pub enum Field {
     PrefixCache,
     /// The workload's `--shared-prefix-len` (one group).
     SharedPrefix,
+    /// The CLI's `--cost-per-hour`: the hardware's price per hour (empty: none).
+    CostPerHour,
 }
 
 impl Field {
-    pub const ALL: [Field; 20] = [
+    pub const ALL: [Field; 21] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -59,6 +61,7 @@ impl Field {
         Field::PrefillChunk,
         Field::PrefixCache,
         Field::SharedPrefix,
+        Field::CostPerHour,
     ];
 
     /// The field's name in the query string.
@@ -84,6 +87,7 @@ impl Field {
             Field::PrefillChunk => "prefill_chunk",
             Field::PrefixCache => "prefix_cache",
             Field::SharedPrefix => "shared_prefix",
+            Field::CostPerHour => "cost_per_hour",
         }
     }
 
@@ -107,7 +111,7 @@ impl Field {
             Field::ChunkedPrefill => "on",
             Field::PrefixCache => "off",
             Field::SharedPrefix => "0",
-            Field::SloTtft | Field::SloTpot | Field::PrefillChunk => "",
+            Field::SloTtft | Field::SloTpot | Field::PrefillChunk | Field::CostPerHour => "",
         }
     }
 
@@ -133,6 +137,7 @@ impl Field {
             Field::PrefillChunk => t.prefill_chunk,
             Field::PrefixCache => t.prefix_cache,
             Field::SharedPrefix => t.shared_prefix,
+            Field::CostPerHour => t.cost_per_hour,
         }
     }
 
@@ -146,6 +151,7 @@ impl Field {
             Field::Speculate => t.speculate_hint,
             Field::PrefillChunk => t.prefill_chunk_hint,
             Field::SharedPrefix => t.shared_prefix_hint,
+            Field::CostPerHour => t.cost_per_hour_hint,
             _ => "",
         }
     }
@@ -153,7 +159,7 @@ impl Field {
 
 /// The settings as typed, one signal per field.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; 20]);
+pub struct Settings([RwSignal<String>; 21]);
 
 impl Settings {
     /// Defaults, overridden by whatever the query string says.
@@ -210,6 +216,8 @@ pub struct RunForm {
     pub policy: Policy,
     /// What the model must have been uploaded with.
     pub load: LoadOptions,
+    /// The hardware's price per hour, for each result's `cost`; `None` when empty.
+    pub cost_per_hour: Option<f64>,
 }
 
 /// The engine options fixed when the model is uploaded (`EngineOptions::weights`,
@@ -322,6 +330,17 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         }
     }
     let slo_text = (!slo_parts.is_empty()).then(|| slo_parts.join(","));
+    // The price: empty means none; otherwise the CLI's bounds on --cost-per-hour.
+    let cost_per_hour = match value(Field::CostPerHour).trim() {
+        "" => None,
+        text => match limits::parse_number(text, 0.0, 1e6) {
+            Ok(price) => Some(price),
+            Err(e) => {
+                check(Field::CostPerHour, Err(e));
+                None
+            }
+        },
+    };
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
 
     if let (Some(caps), Some(input), Some(output)) = (caps, input_len, output_len) {
@@ -425,7 +444,18 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     // Rates only matter to the open-loop arrivals; the others run once.
     let rates = if matches!(arrival, Arrival::Sequential | Arrival::Concurrency) { vec![spec.rate] } else { rates };
     let load = LoadOptions { weights, speculation, prefix_cache: value(Field::PrefixCache) == "on" };
-    Ok(RunForm { spec, rates, slo, slo_text, max_batch, max_batched_tokens, random_prompts, policy, load })
+    Ok(RunForm {
+        spec,
+        rates,
+        slo,
+        slo_text,
+        max_batch,
+        max_batched_tokens,
+        random_prompts,
+        policy,
+        load,
+        cost_per_hour,
+    })
 }
 
 /// The settings card. `problems` is the live validation; `locked` while a run is going.
@@ -587,7 +617,7 @@ pub fn SettingsPanel(
             </div>
             {reload_note}
             <h3>{move || t().slo}</h3>
-            <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)}</div>
+            <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)} {input(Field::CostPerHour)}</div>
         </section>
     }
 }

@@ -423,6 +423,11 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     assert_eq!(fields(&[(Field::SharedPrefix, "128")]), [Field::SharedPrefix]);
     assert_eq!(fields(&[(Field::SharedPrefix, "x")]), [Field::SharedPrefix]);
     assert_eq!(fields(&[(Field::ChunkedPrefill, "off"), (Field::PrefillChunk, "64")]), [Field::PrefillChunk]);
+    // The price per hour, as the CLI's --cost-per-hour: empty is none.
+    assert_eq!(with(&[]).unwrap().cost_per_hour, None);
+    assert_eq!(with(&[(Field::CostPerHour, " 2.5 ")]).unwrap().cost_per_hour, Some(2.5));
+    assert_eq!(fields(&[(Field::CostPerHour, "-1")]), [Field::CostPerHour]);
+    assert_eq!(fields(&[(Field::CostPerHour, "cheap")]), [Field::CostPerHour]);
     // Whole prefills of 600 + 63 tokens cannot fit 512 tokens per step: the engine's own rule.
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);

@@ -86,6 +86,8 @@ pub const EN: Text = Text {
     max_batch: "Max batch",
     max_batched_tokens: "Max batched tokens",
     slo_ttft: "SLO TTFT",
+    cost_per_hour: "Cost per hour",
+    cost_per_hour_hint: "the hardware's price (any currency), empty: none",
     slo_tpot: "SLO TPOT",
     slo_hint: "ms, empty: none",
     prompts: "Prompts",

@@ -96,6 +96,8 @@ pub struct Text {
     pub max_batch: &'static str,
     pub max_batched_tokens: &'static str,
     pub slo_ttft: &'static str,
+    pub cost_per_hour: &'static str,
+    pub cost_per_hour_hint: &'static str,
     pub slo_tpot: &'static str,
     pub slo_hint: &'static str,
     pub prompts: &'static str,

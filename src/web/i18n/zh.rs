@@ -86,6 +86,8 @@ pub const ZH: Text = Text {
     max_batch: "最大批大小",
     max_batched_tokens: "每步最大 token 数",
     slo_ttft: "SLO TTFT",
+    cost_per_hour: "每小时成本",
+    cost_per_hour_hint: "硬件每小时价格（任意货币），留空：不计算",
     slo_tpot: "SLO TPOT",
     slo_hint: "毫秒，留空表示不设",
     prompts: "提示词",
