@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::stats::nan_as_null;
+use crate::bench::stats::{nan_as_null, stats};
 use crate::bench::RequestRecord;
 
 /// Saturated: TTFT grows by at least this many seconds per second of arrivals (offered at least
@@ -93,7 +93,7 @@ impl Load {
         ttfts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let ttft_growth = if judged && ttfts.len() >= MIN_FIT_REQUESTS { slope(&ttfts) } else { f64::NAN };
         let saturated = ttft_growth.is_finite().then(|| {
-            let early = median(ttfts[..ttfts.len() / 4].iter().map(|p| p.1).collect());
+            let early = stats(&ttfts[..ttfts.len() / 4].iter().map(|p| p.1).collect::<Vec<_>>()).p50;
             ttft_growth >= TTFT_GROWTH && ttft_growth * window_s >= early
         });
         let shares = sent
@@ -102,7 +102,7 @@ impl Load {
             .filter_map(|r| Some(r.queue_s()? / r.ttft_s()?))
             .filter(|share| share.is_finite())
             .collect::<Vec<f64>>();
-        let waiting_share = (!shares.is_empty()).then(|| median(shares));
+        let waiting_share = (!shares.is_empty()).then(|| stats(&shares).p50);
         Some(Load {
             offered_rps,
             served_rps,
@@ -119,11 +119,6 @@ impl Load {
     pub fn overload(&self) -> f64 {
         self.offered_rps / self.served_rps
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Least-squares slope of y over t; NaN when t does not vary.

@@ -249,10 +249,7 @@ async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Ce
         ttft.extend(first.ttft_s());
         tpot.extend(first.tpot_s());
     }
-    let median_ms = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values.get(values.len() / 2).map_or(f64::NAN, |s| s * 1000.0)
-    };
+    let median_ms = |values: Vec<f64>| super::stats(&values).p50 * 1000.0;
     Ok(Some(Baseline { ttft_ms: median_ms(ttft), tpot_ms: median_ms(tpot), requests: BASELINE_REQUESTS, error: None }))
 }
 
