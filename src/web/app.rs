@@ -20,7 +20,7 @@ use leptos::prelude::*;
 
 /// Uploads the loaded model again, with the weights and speculation the settings ask for.
 fn reload_model(state: AppState) {
-    if let Some(request) = state.loaded_request.get_value() {
+    if let Some(request) = state.host().loaded_request() {
         models::load(state, request);
     }
 }
@@ -49,7 +49,7 @@ pub fn App() -> impl IntoView {
             pairs.push(("lang", "zh".to_string()));
         }
         // The engine switches (`?kernels=`, `?fused=`, …) stay in the link.
-        pairs.extend(state.switches.query_pairs());
+        pairs.extend(state.host().switches.query_pairs());
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);
     });

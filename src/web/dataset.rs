@@ -24,6 +24,14 @@ pub struct Picked {
     pub bytes: Arc<Vec<u8>>,
 }
 
+/// A parsed dataset and its options, as a run takes it ([`DatasetState::choice`]).
+#[derive(Clone)]
+pub struct DatasetChoice {
+    pub data: Arc<Dataset>,
+    /// A trace's times are divided by this.
+    pub speedup: f64,
+}
+
 /// The picker's state: the file, its parse under the chosen format, the options.
 #[derive(Clone, Copy)]
 pub struct DatasetState {
@@ -37,6 +45,23 @@ pub struct DatasetState {
 }
 
 impl DatasetState {
+    /// What a run takes from the picker (untracked): `None` when no file is picked; an error when
+    /// the file did not parse or the speedup is not a number.
+    pub fn choice(&self) -> Result<Option<DatasetChoice>> {
+        let data = match self.parsed.get_untracked() {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(Error::Invalid(e)),
+            Some(Ok(data)) => data,
+        };
+        let speedup = self.speedup.with_untracked(|s| s.trim().parse::<f64>()).map_err(|_| {
+            Error::Invalid(format!(
+                "trace speedup {:?} is not a number",
+                limits::printable(&self.speedup.get_untracked())
+            ))
+        })?;
+        Ok(Some(DatasetChoice { data, speedup }))
+    }
+
     pub fn new() -> DatasetState {
         DatasetState {
             picked: RwSignal::new(None),
@@ -83,23 +108,16 @@ fn one_line(message: &str) -> String {
     }
 }
 
-/// `config` with the dataset's requests, when a file is picked: at most the settings' number of
-/// requests, lengths measured by `tokenizer` (named `tokenizer_name` in the record), a trace's
-/// recorded arrivals (scaled by the speedup). `max_position`: the model's context, when known.
+/// `config` with the dataset's requests: at most the settings' number of requests, lengths
+/// measured by `tokenizer` (its name goes into the record), a trace's recorded arrivals (scaled by
+/// the speedup). `max_position`: the model's context, when known.
 pub fn attach(
-    x: DatasetState,
+    choice: &DatasetChoice,
     config: &mut RunForm,
     tokenizer: Option<(&Tokenizer, &str)>,
     max_position: Option<usize>,
 ) -> Result<()> {
-    let data = match x.parsed.get_untracked() {
-        None => return Ok(()),
-        Some(Err(e)) => return Err(Error::Invalid(e)),
-        Some(Ok(data)) => data,
-    };
-    let speedup = x.speedup.with_untracked(|s| s.trim().parse::<f64>()).map_err(|_| {
-        Error::Invalid(format!("trace speedup {:?} is not a number", limits::printable(&x.speedup.get_untracked())))
-    })?;
+    let DatasetChoice { data, speedup } = choice;
     let count = |text: &str| -> Result<usize> {
         let (tok, _) = tokenizer.ok_or_else(|| Error::Invalid("no tokenizer is loaded".into()))?;
         Ok(tok.encode(text)?.len())
@@ -110,7 +128,7 @@ pub fn attach(
         tokenizer: tokenizer.map_or("", |(_, name)| name),
         num_requests: Some(spec.num_requests),
         seed: spec.seed,
-        trace_speedup: speedup,
+        trace_speedup: *speedup,
     })?;
     if data.format == DatasetFormat::Trace {
         if config.rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {

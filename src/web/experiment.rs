@@ -7,19 +7,14 @@
 use super::browser;
 use super::i18n::{use_text, Text};
 use super::run;
+use super::service::{Command, Ended, Report, Sink};
 use super::settings::{self, Field, Problems, RunForm};
 use super::state::{AppState, Phase};
-use crate::bench::compare::{text_report, CompareOptions, CompareVerdict, Comparison, MetricComparison};
-use crate::bench::experiment::{self, ExperimentSpec, Side};
-use crate::bench::saturation::Saturation;
-use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
-use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
-use crate::engine::forward::EngineLimits;
-use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
-use crate::gpu::Gpu;
-use crate::{Error, Result};
+use crate::bench::compare::{text_report, CompareVerdict, Comparison, MetricComparison};
+use crate::bench::session::SessionEvent;
+use crate::bench::{BenchResult, Lang};
 use leptos::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -180,77 +175,6 @@ pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
     }
 }
 
-/// One side of the experiment as a session target: the model (shared with the other side, or
-/// its own) is taken from `pool` for each run and given back after, so one upload can serve both
-/// sides; each run builds an engine with this side's batch, tokens per step and policy and runs
-/// it through the CLI's `EngineTarget`.
-struct Variant<'a> {
-    pool: &'a RefCell<Option<ForwardPass>>,
-    /// The sizes the model was loaded for (restored after each run).
-    capacity: EngineLimits,
-    max_batch: usize,
-    max_batched_tokens: usize,
-    policy: Policy,
-    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
-    describe: bench::RunConfig,
-    /// The last run's record (the session asks for it after the run).
-    record: bench::RunConfig,
-    saturation: Option<Saturation>,
-    gpu: Rc<Gpu>,
-}
-
-impl Target for Variant<'_> {
-    fn run_config(&self) -> bench::RunConfig {
-        self.record.clone()
-    }
-
-    fn reports_steps(&self) -> bool {
-        true
-    }
-
-    async fn run(
-        &mut self,
-        plan: &[PlannedRequest],
-        spec: &WorkloadSpec,
-        ignore_eos: bool,
-        listener: &Listener,
-        cancel: &Rc<Cell<bool>>,
-    ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
-        let mut model = self.pool.borrow_mut().take().ok_or_else(|| Error::Invalid("the model is busy".into()))?;
-        model.limits.max_seqs = self.max_batch.min(self.capacity.max_seqs);
-        model.limits.max_batched_tokens = self.max_batched_tokens.min(self.capacity.max_batched_tokens);
-        let mut engine = Engine::new(model);
-        let outcome = match engine.set_policy(self.policy) {
-            Ok(()) => {
-                let mut target = EngineTarget {
-                    engine: &mut engine,
-                    prompt: self.prompt,
-                    sampling: SamplingParams::default(),
-                    describe: self.describe.clone(),
-                    saturation: None,
-                };
-                let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
-                self.record = target.run_config();
-                self.saturation = target.take_saturation();
-                outcome
-            }
-            Err(e) => Err(e),
-        };
-        let mut model = engine.model;
-        model.limits = self.capacity.clone();
-        *self.pool.borrow_mut() = Some(model);
-        outcome
-    }
-
-    fn fault(&self) -> Option<Error> {
-        self.gpu.fault()
-    }
-
-    fn take_saturation(&mut self) -> Option<Saturation> {
-        self.saturation.take()
-    }
-}
-
 /// B's changes against A: (field, A's value, B's value), in the editor's order (tracked).
 fn changes(state: AppState, x: ExperimentState) -> Vec<(Field, String, String)> {
     x.overrides.with(|o| {
@@ -287,147 +211,42 @@ fn run_label(n: usize, repeats: usize, t: &Text) -> String {
 }
 
 /// Starts the experiment: A is `a`, B is `b` (same workload), `repeats` per side.
-pub fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: usize) {
-    let lang = state.lang.get_untracked();
-    let t = super::i18n::text(lang);
-    let (mut a, mut b) = (a, b);
-    // The picked dataset, once, for both sides: the same requests.
-    if let Err(e) = run::with_dataset(state, &mut a, run::max_position(state)) {
-        x.error.set(Some(e.to_string()));
-        return;
-    }
-    if let Err(e) = b.policy.check_request(a.spec.input_len.max, a.spec.output_len.max, b.max_batched_tokens) {
-        x.error.set(Some(format!("B: {e}")));
-        return;
-    }
-    b.spec = a.spec.clone();
-    if run::needs_reload(state, &a) {
-        x.error.set(Some(t.run_needs_reload.to_string()));
-        return;
-    }
-    let (Some(loaded), Some(gpu)) = (state.take_model(), state.gpu.get_value()) else { return };
-    let tokenizer = state.tokenizer.get_value();
-    let model_key = state.choice.get_untracked().key();
+fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: usize) {
     let changes = untrack(|| changes(state, x));
-    run::begin(state, &a);
-    x.running.set(true);
     x.error.set(None);
     x.outcome.set(None);
     x.progress.set(None);
-    wasm_bindgen_futures::spawn_local(async move {
-        let capacity = loaded.capacity.clone();
-        let pool_a = RefCell::new(Some(loaded.model));
-        // B's own copy when its weights or speculation differ; else B shares A's.
-        let own_b = if b.load != a.load {
-            let mut shown = 0;
-            let mut progress = |p: u32| {
-                if p != shown {
-                    shown = p;
-                    x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string())));
-                }
-            };
-            match super::models::load_variant(state, b.load.clone(), &mut progress).await {
-                Ok((model, _)) => Some((model.limits.clone(), RefCell::new(Some(model)))),
-                Err(e) => {
-                    end(state, x, pool_a, &capacity);
-                    x.error.set(Some(e.to_string()));
-                    return;
-                }
-            }
-        } else {
-            None
-        };
-        let vocab_size = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
-        let prompts = PromptSource::for_model(&a.spec, tokenizer.as_deref(), a.random_prompts, vocab_size);
-        let prompt = |p: &PlannedRequest| prompts.ids(p);
-        let describe = bench::RunConfig {
-            target: "browser".into(),
-            model: Some(model_key.clone()),
-            prompts: Some(prompts.kind().to_string()),
-            ..run::page_record(state)
-        };
-        let (pool_b, capacity_b) = match &own_b {
-            Some((limits, pool)) => (pool, limits.clone()),
-            None => (&pool_a, capacity.clone()),
-        };
-        let side = |pool, capacity, c: &RunForm| Variant {
-            pool,
-            capacity,
-            max_batch: c.max_batch,
-            max_batched_tokens: c.max_batched_tokens,
-            policy: c.policy,
-            prompt: &prompt,
-            describe: describe.clone(),
-            record: bench::RunConfig::default(),
-            saturation: None,
-            gpu: gpu.clone(),
-        };
-        let mut target_a = side(&pool_a, capacity.clone(), &a);
-        let mut target_b = side(pool_b, capacity_b, &b);
-        let spec = ExperimentSpec {
-            spec: &a.spec,
-            slo: a.slo.as_ref(),
-            slo_text: a.slo_text.as_deref(),
-            repeats,
-            ignore_eos: true,
-            lang,
-            warmup: true,
-        };
-        let charts = run::listener(state);
-        let started = Cell::new(0usize);
-        let listener: Listener = Rc::new(move |event| {
-            if let SessionEvent::RateStarted { .. } = event {
-                x.progress.set(Some(run_label(started.get(), repeats, super::i18n::text(state.lang.get_untracked()))));
+    let page = run::sink(state);
+    let started = Cell::new(0usize);
+    let sink: Sink = Rc::new(move |update| {
+        let t = super::i18n::text(state.lang.get_untracked());
+        match update {
+            Report::Began { .. } => x.running.set(true),
+            Report::LoadingB(p) => x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string()))),
+            Report::Session(SessionEvent::RateStarted { .. }) => {
+                x.progress.set(Some(run_label(started.get(), repeats, t)));
                 started.set(started.get() + 1);
             }
-            charts(event);
-        });
-        let cancel = state.cancel.get_value();
-        // Every repetition as it ends, and whether Cancel cut it short.
-        let mut kept: Vec<(Side, BenchResult, bool)> = Vec::new();
-        let outcome =
-            experiment::run_alternating(&mut target_a, &mut target_b, &spec, &listener, &cancel, &mut |side, _, r| {
-                kept.push((side, r.clone(), cancel.get()))
-            })
-            .await;
-        drop(target_a);
-        drop(target_b);
-        drop(own_b);
-        let cancelled = cancel.get();
-        let last = kept.last().map(|(_, r, _)| r.clone());
-        let finished =
-            |s: Side| kept.iter().filter(move |(side, _, cut)| *side == s && !cut).map(|(_, r, _)| r.clone());
-        let (runs_a, runs_b): (Vec<_>, Vec<_>) = (finished(Side::A).collect(), finished(Side::B).collect());
-        let comparison = match outcome {
-            Ok(e) if !cancelled => Ok(e.comparison),
-            Ok(_) => experiment::compare_results(&runs_a, &runs_b, a.slo.as_ref(), &CompareOptions::default())
-                .map_err(|e| e.to_string()),
-            Err(e) => {
-                x.error.set(Some(e.to_string()));
-                experiment::compare_results(&runs_a, &runs_b, a.slo.as_ref(), &CompareOptions::default())
-                    .map_err(|e| e.to_string())
+            Report::Ended(ended) if matches!(*ended, Ended::Experiment(_)) => {
+                let Ended::Experiment(end) = *ended else { return };
+                if let Some(last) = &end.last {
+                    state.charts.set(super::charts::ChartData::from_result(last));
+                }
+                x.error.set(end.error);
+                if !end.a.is_empty() || !end.b.is_empty() {
+                    let (a, b, comparison, cancelled) = (end.a, end.b, end.comparison, end.cancelled);
+                    x.outcome.set(Some(Arc::new(Outcome { a, b, changes: changes.clone(), comparison, cancelled })));
+                }
+                x.running.set(false);
+                x.progress.set(None);
+                run::idle(state);
+                return;
             }
-        };
-        if let Some(last) = &last {
-            state.charts.set(super::charts::ChartData::from_result(last));
+            _ => {}
         }
-        if !runs_a.is_empty() || !runs_b.is_empty() {
-            x.outcome.set(Some(Arc::new(Outcome { a: runs_a, b: runs_b, changes, comparison, cancelled })));
-        }
-        end(state, x, pool_a, &capacity);
-        super::models::forget_faulty_gpu(state);
+        page(update);
     });
-}
-
-/// Puts the loaded model back and leaves the page idle.
-fn end(state: AppState, x: ExperimentState, pool: RefCell<Option<ForwardPass>>, capacity: &EngineLimits) {
-    if let Some(model) = pool.into_inner() {
-        state.put_model(super::state::LoadedModel { model, capacity: capacity.clone() });
-    }
-    x.running.set(false);
-    x.progress.set(None);
-    state.progress.set(None);
-    state.phase.set(Phase::Idle);
+    run::send(state, Command::Experiment { a: Box::new(a), b: Box::new(b), repeats }, sink, &|e| x.error.set(Some(e)));
 }
 
 /// B's settings: A's, with B's overrides (validated the same way, against the loaded model).
@@ -503,7 +322,7 @@ pub fn ExperimentPanel(
     };
     let cancel = move |_| {
         cancelling.set(true);
-        state.cancel.with_value(|c| c.set(true));
+        run::cancel_run(state);
     };
     let row = move |field: Field| {
         let a_value = move || {

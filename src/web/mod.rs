@@ -3,13 +3,15 @@
 //! prompt in the playground. Models: the embedded default (the real Qwen3 tokenizer on a small
 //! random-weight Qwen3) or random weights with Qwen3-0.6B/1.7B shapes, on the browser's WebGPU.
 //!
-//! - [`app`]: the layout; [`state`]: shared signals and the model's slot.
+//! - [`app`]: the layout; [`state`]: shared signals, and the engine's side ([`state::Host`]).
 //! - [`models`]: adapter, tokenizer and model loading; the model card.
 //! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
 //!   the URL; [`dataset`]: a dataset file instead of drawn lengths.
-//! - [`run`]: a benchmark run wired as the CLI's `bench`; Run / Cancel.
+//! - [`service`]: the run service, the one owner of a run's life (the engine's run or sweep, a
+//!   server's, the experiment): commands in, updates out, no signals; [`run`]: Run / Cancel and
+//!   the page's side of a run (progress, live charts, history).
 //! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
-//!   kept in memory only, API style; the HTTP/1.1 connection warning); [`remote_run`]: its run.
+//!   kept in memory only, API style; the HTTP/1.1 connection warning).
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
 //! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
@@ -30,9 +32,9 @@ pub mod i18n;
 pub mod model_panel;
 pub mod models;
 pub mod playground;
-pub mod remote_run;
 pub mod results;
 pub mod run;
+pub mod service;
 pub mod settings;
 pub mod sources;
 pub mod state;

@@ -324,7 +324,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
     let roofline = RwSignal::new(None::<Result<crate::gpu::roofline::Roofline, String>>);
     let measuring = move || state.phase.get() == Phase::Measuring;
     let measure = move |_| {
-        let Some(gpu) = state.gpu.get_value() else { return };
+        let Some(gpu) = state.host().gpu() else { return };
         state.phase.set(Phase::Measuring);
         wasm_bindgen_futures::spawn_local(async move {
             let result = crate::gpu::roofline::measure(&gpu, 3).await.map_err(|e| e.to_string());

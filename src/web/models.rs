@@ -9,7 +9,8 @@ use super::i18n::Text;
 use super::settings::{Caps, LoadOptions};
 use super::sources;
 use super::state::{
-    AppState, LinkSwitches, LoadRequest, LoadedModel, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase, Status,
+    AppState, Host, LinkSwitches, LoadRequest, LoadedModel, ModelChoice, ModelInfo, ModelSource, PendingLink, Phase,
+    Status,
 };
 use crate::clock::now_s;
 use crate::engine::{EngineOptions, ForwardPass};
@@ -47,13 +48,13 @@ fn options(request: &LoadRequest, load: LoadOptions, switches: LinkSwitches) -> 
 /// The loaded model again, as a second copy with other weights or speculation (an experiment's
 /// B), on the page's device; the loaded one is not touched. `progress` gets percents.
 pub async fn load_variant(
-    state: AppState,
+    host: &Host,
     load: LoadOptions,
     progress: &mut dyn FnMut(u32),
 ) -> Result<(ForwardPass, Option<Rc<Tokenizer>>)> {
-    let request = state.loaded_request.get_value().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
-    let gpu = state.gpu.get_value().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
-    let options = options(&request, load, state.switches);
+    let request = host.loaded_request().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
+    let gpu = host.gpu().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
+    let options = options(&request, load, host.switches);
     let mut on_weights = |done: u64, total: u64| progress((done * 100 / total.max(1)) as u32);
     match &request {
         LoadRequest::Preset(choice) => {
@@ -111,11 +112,10 @@ pub fn start(state: AppState) {
             state.status.set(Status::RequestingAdapter);
             let gpu = Rc::new(Gpu::new().await?);
             state.adapter.set(Some(gpu.adapter.clone()));
-            state.gpu.set_value(Some(gpu));
+            state.host().set_gpu(Some(gpu));
             state.status.set(Status::LoadingTokenizer);
             let tokenizer = Rc::new(Tokenizer::from_bytes(&super::browser::fetch_bytes("tokenizer.json").await?)?);
-            state.default_tokenizer.set_value(Some(tokenizer.clone()));
-            state.tokenizer.set_value(Some(tokenizer));
+            state.host().set_default_tokenizer(tokenizer);
             Ok::<_, Error>(())
         };
         match init.await {
@@ -187,33 +187,37 @@ pub fn refresh_cached(state: AppState) {
 /// The page's device, or a new one in place of a device that was lost or reported an error
 /// (nothing more runs on such a device; the page goes on without a reload).
 async fn healthy_gpu(state: AppState) -> Result<Rc<Gpu>> {
-    if let Some(gpu) = state.gpu.get_value().filter(|gpu| !gpu.is_faulty()) {
+    if let Some(gpu) = state.host().gpu().filter(|gpu| !gpu.is_faulty()) {
         return Ok(gpu);
     }
     // The old device's model goes with it.
-    drop(state.take_model());
+    drop(state.host().take_model());
     state.model_info.set(None);
-    state.gpu.set_value(None);
+    state.host().set_gpu(None);
     let gpu = Rc::new(Gpu::new().await?);
     state.adapter.set(Some(gpu.adapter.clone()));
-    state.gpu.set_value(Some(gpu.clone()));
+    state.host().set_gpu(Some(gpu.clone()));
     Ok(gpu)
 }
 
-/// After a run or a generation: when the device faulted, its model is dropped and the status
-/// says why; the next load opens a new device.
+/// After a generation: when the device faulted, its model is dropped and the status says why;
+/// the next load opens a new device.
 pub fn forget_faulty_gpu(state: AppState) {
-    let Some(fault) = state.gpu.get_value().and_then(|gpu| gpu.fault()) else { return };
-    drop(state.take_model());
+    if let Some(fault) = state.host().forget_faulty_gpu() {
+        device_lost(state, fault);
+    }
+}
+
+/// The page's side of a lost device: no model, and the status says why.
+pub fn device_lost(state: AppState, fault: String) {
     state.model_info.set(None);
-    state.gpu.set_value(None);
-    state.status.set(Status::Error(fault.to_string()));
+    state.status.set(Status::Error(fault));
 }
 
 /// Loads `request` in place of the current model. On failure the message is in `load_error`
 /// and the previous model is (still, or again) the loaded one.
 pub fn load(state: AppState, request: LoadRequest) {
-    if state.gpu.with_value(Option::is_none) && state.adapter.with_untracked(Option::is_none) {
+    if state.host().gpu().is_none() && state.adapter.with_untracked(Option::is_none) {
         // Start-up has not opened a device yet (or could not).
         return;
     }
@@ -232,10 +236,10 @@ pub fn load(state: AppState, request: LoadRequest) {
             }
         };
         match load_request(state, gpu.clone(), &request).await {
-            Ok(()) => state.loaded_request.set_value(Some(request)),
+            Ok(()) => state.host().set_loaded_request(Some(request)),
             Err(failure) => {
                 state.load_error.set(Some(failure.error.to_string()));
-                let previous = state.loaded_request.get_value();
+                let previous = state.host().loaded_request();
                 match previous {
                     Some(previous) if failure.model_freed => {
                         // A load that broke the device brings the previous model back on a new one.
@@ -256,7 +260,7 @@ pub fn load(state: AppState, request: LoadRequest) {
             }
         }
         state.download.set(None);
-        state.abort.set_value(None);
+        state.host().set_abort(None);
         refresh_cached(state);
         state.phase.set(Phase::Idle);
     });
@@ -264,7 +268,7 @@ pub fn load(state: AppState, request: LoadRequest) {
 
 /// Cancels a download in progress (the load then fails with "cancelled").
 pub fn cancel_download(state: AppState) {
-    if let Some(abort) = state.abort.get_value() {
+    if let Some(abort) = state.host().abort() {
         abort.abort();
     }
 }
@@ -286,7 +290,7 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
         LoadRequest::Local(store) => store.label.clone(),
         LoadRequest::Remote(input) => input.clone(),
     };
-    let options = options(request, LoadOptions::from_settings(state.settings), state.switches);
+    let options = options(request, LoadOptions::from_settings(state.settings), state.host().switches);
     match request {
         LoadRequest::Preset(choice) => {
             let model = match choice {
@@ -308,7 +312,7 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
             state.status.set(Status::Opening(name.clone()));
             let abort = web_sys::AbortController::new()
                 .map_err(|e| before_free(Error::Invalid(crate::model::source::js_message(&e))))?;
-            state.abort.set_value(Some(abort.clone()));
+            state.host().set_abort(Some(abort.clone()));
             let progress = Box::new(move |p: &sources::DownloadProgress| state.download.set(Some(p.clone())));
             let store = RemoteStore::new(&base, abort.signal(), progress).await.map_err(before_free)?;
             let opened = async {
@@ -318,7 +322,7 @@ async fn load_request(state: AppState, gpu: Rc<Gpu>, request: &LoadRequest) -> s
             };
             let (checkpoint, tokenizer) = opened.await.map_err(before_free)?;
             state.download.set(None);
-            state.abort.set_value(None);
+            state.host().set_abort(None);
             let kind = checkpoint.dtypes.join("+");
             upload(state, gpu, &checkpoint, source, name, Some(kind), tokenizer, &options).await
         }
@@ -345,7 +349,7 @@ async fn upload<P: TensorProvider>(
     tokenizer: Option<Rc<Tokenizer>>,
     options: &EngineOptions,
 ) -> std::result::Result<(), Failure> {
-    drop(state.take_model());
+    drop(state.host().take_model());
     state.model_info.set(None);
     state.choice.set(source.clone());
     state.status.set(Status::LoadingWeights(name.clone(), 0));
@@ -381,9 +385,9 @@ async fn upload<P: TensorProvider>(
             max_position: c.max_position_embeddings,
         },
     }));
-    state.tokenizer.set_value(tokenizer.or_else(|| state.default_tokenizer.get_value()));
+    state.host().set_model_tokenizer(tokenizer);
     let capacity = model.limits.clone();
-    state.put_model(LoadedModel { model, capacity });
+    state.host().put_model(LoadedModel { model, capacity });
     state.status.set(Status::Ready);
     Ok(())
 }

@@ -28,7 +28,7 @@ pub fn Playground(state: AppState) -> impl IntoView {
     let ready = move || state.phase.get() == Phase::Idle && state.model_info.with(Option::is_some);
 
     let generate = move |_| {
-        let (Some(mut loaded), Some(tokenizer)) = (state.take_model(), state.tokenizer.get_value()) else {
+        let (Some(mut loaded), Some(tokenizer)) = (state.host().take_model(), state.host().tokenizer()) else {
             return;
         };
         let text = prompt.get_untracked();
@@ -67,7 +67,7 @@ pub fn Playground(state: AppState) -> impl IntoView {
             }
             .await;
             loaded.model = engine.model;
-            state.put_model(loaded);
+            state.host().put_model(loaded);
             timing.set(result.unwrap_or_else(|e| format!("Error: {e}")));
             super::models::forget_faulty_gpu(state);
             state.phase.set(Phase::Idle);

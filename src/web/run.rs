@@ -1,151 +1,128 @@
-//! A benchmark run, wired as the CLI's `bench`: plan, baseline, driver, summarize, diagnose,
-//! `BenchResult`. The driver reports after every engine step; the charts take that at most
-//! once per animation frame.
+//! Run / Cancel and the page's side of a run: [`start`] turns the checked form into a command
+//! for the run service ([`super::service`]), and [`sink`] draws what the service reports —
+//! progress, the live charts (at most one chart per animation frame), the sweep, then the
+//! results saved to the history and shown.
 
 use super::charts::ChartData;
 use super::history::{self, Entry};
-use super::i18n::use_text;
-use super::settings::{self, LoadOptions, Problems, RunForm};
-use super::state::{AppState, LoadedModel, Phase, RunProgress};
+use super::i18n::{use_text, Text};
+use super::service::{self, Command, Context, Destination, Ended, Refused, Report, Sink};
+use super::settings::{self, Problems, RunForm};
+use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
-use crate::bench::session::{EngineTarget, Listener, SessionEvent};
-use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
-use crate::engine::{Engine, Policy, SamplingParams};
-use crate::model::Tokenizer;
-use crate::Result;
+use crate::bench::session::SessionEvent;
+use crate::bench::{self, WorkloadSpec};
 use leptos::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// Starts a run (or a sweep, one run per rate) with the current settings.
-pub fn start(state: AppState, config: RunForm) {
+/// Starts a run (or a sweep, one run per rate) with the current settings, on the page's engine or
+/// the chosen server.
+pub fn start(state: AppState, form: RunForm) {
     let t = super::i18n::text(state.lang.get_untracked());
-    let mut config = config;
-    let max_position = if state.target.is_remote() { None } else { max_position(state) };
-    if let Err(e) = with_dataset(state, &mut config, max_position) {
-        state.run_error.set(Some(e.to_string()));
-        return;
-    }
-    if state.target.is_remote() {
-        // As the CLI's `bench --endpoint`: a server's scheduler and weights are its own.
-        if config.policy != Policy::default() || config.load != LoadOptions::default() {
-            state.run_error.set(Some(t.switches_not_remote.to_string()));
-            return;
-        }
+    let destination = if state.target.is_remote() {
         match state.target.runnable(t) {
-            Ok(endpoint) => super::remote_run::start(state, config, endpoint),
-            Err(e) => state.run_error.set(Some(e)),
+            Ok(endpoint) => Destination::Server(endpoint),
+            Err(e) => return state.run_error.set(Some(e)),
         }
-        return;
-    }
-    if needs_reload(state, &config) {
-        state.run_error.set(Some(t.run_needs_reload.to_string()));
-        return;
-    }
-    let Some(loaded) = state.take_model() else { return };
-    let tokenizer = state.tokenizer.get_value();
-    let model_key = state.choice.get_untracked().key();
-    let lang = state.lang.get_untracked();
-    begin(state, &config);
-    wasm_bindgen_futures::spawn_local(async move {
-        let LoadedModel { model, capacity } = loaded;
-        let mut model = model;
-        // The buffers were sized for `capacity`; a run may ask the scheduler for less.
-        model.limits.max_seqs = config.max_batch.min(capacity.max_seqs);
-        model.limits.max_batched_tokens = config.max_batched_tokens.min(capacity.max_batched_tokens);
-        let mut engine = Engine::new(model);
-        let context =
-            RunContext { state, config: &config, tokenizer: tokenizer.as_deref(), lang, model_name: &model_key };
-        let (results, error) = match engine.set_policy(config.policy) {
-            Ok(()) => benchmark(&context, &mut engine).await,
-            Err(e) => (Vec::new(), Some(e)),
-        };
-        let mut model = engine.model;
-        model.limits = capacity.clone();
-        state.put_model(LoadedModel { model, capacity });
-        // What was measured is kept even when the run ended at an error (a lost device).
-        finish(state, &config, &model_key, Some(config.max_batch), Ok(results));
-        if let Some(e) = error {
-            state.run_error.set(Some(e.to_string()));
-        }
-        super::models::forget_faulty_gpu(state);
-    });
-}
-
-/// The loaded model's context length.
-pub(super) fn max_position(state: AppState) -> Option<usize> {
-    state.model_info.with_untracked(|m| m.as_ref().map(|m| m.caps.max_position))
-}
-
-/// `config` with the picked dataset's requests (none picked: unchanged), measured with the run's
-/// tokenizer.
-pub(super) fn with_dataset(state: AppState, config: &mut RunForm, max_position: Option<usize>) -> Result<()> {
-    let default = state.default_tokenizer.get_value();
-    let tokenizer = state.tokenizer.get_value().or_else(|| default.clone());
-    let name = match (&tokenizer, &default) {
-        (Some(t), Some(d)) if Rc::ptr_eq(t, d) => "the page's Qwen3 tokenizer.json",
-        _ => "the model's tokenizer.json",
+    } else {
+        Destination::Engine
     };
-    super::dataset::attach(state.dataset, config, tokenizer.as_deref().map(|t| (t, name)), max_position)
+    send(state, Command::Run { form: Box::new(form), destination }, sink(state), &|e| state.run_error.set(Some(e)));
 }
 
-/// Whether the loaded model was uploaded with other weights or speculation than `config` asks for
+/// Sends `command` to the service with what it needs from the page; `refused` gets why it did not
+/// start (nothing, when another task holds the model: the buttons say so).
+pub(super) fn send(state: AppState, command: Command, sink: Sink, refused: &dyn Fn(String)) {
+    let t = super::i18n::text(state.lang.get_untracked());
+    let outcome = context(state).map_err(Refused::from).and_then(|cx| service::start(&state.host(), cx, command, sink));
+    if let Some(why) = outcome.err().and_then(|r| refused_text(r, t)) {
+        refused(why);
+    }
+}
+
+/// Stops the run in progress at its next step.
+pub(super) fn cancel_run(state: AppState) {
+    let noop: Sink = Rc::new(|_| {});
+    send(state, Command::Cancel, noop, &|_| {});
+}
+
+/// What the service needs from the page now.
+fn context(state: AppState) -> crate::Result<Context> {
+    Ok(Context {
+        lang: state.lang.get_untracked(),
+        model_key: state.choice.get_untracked().key(),
+        loaded: state.model_info.with_untracked(|m| m.as_ref().map(|m| (m.load.clone(), m.caps.max_position))),
+        dataset: state.dataset.choice()?,
+        page: bench::RunConfig {
+            timer_resolution_ms: state.timer_resolution_ms.get_untracked(),
+            cross_origin_isolated: Some(super::model_panel::cross_origin_isolated()),
+            ..bench::RunConfig::default()
+        },
+    })
+}
+
+/// Why a command did not start, in the page's language (`None` for [`Refused::Busy`]).
+fn refused_text(refused: Refused, t: &Text) -> Option<String> {
+    match refused {
+        Refused::Busy => None,
+        Refused::NeedsReload => Some(t.run_needs_reload.to_string()),
+        Refused::SwitchesNotRemote => Some(t.switches_not_remote.to_string()),
+        Refused::Invalid(e) => Some(e),
+    }
+}
+
+/// Whether the loaded model was uploaded with other weights or speculation than `form` asks for
 /// (an upload is needed first).
-pub fn needs_reload(state: AppState, config: &RunForm) -> bool {
-    state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != config.load))
+pub fn needs_reload(state: AppState, form: &RunForm) -> bool {
+    state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != form.load))
 }
 
-/// The page's state when a run (local or remote) starts: running, nothing shown, a sweep view
-/// when several rates are asked for.
-pub(super) fn begin(state: AppState, config: &RunForm) {
-    state.cancel.with_value(|c| c.set(false));
+/// The page's state when a command starts: busy, nothing shown, a sweep view when several rates
+/// are asked for.
+fn begin(state: AppState, rates: &[f64], ttft_slo_ms: Option<f64>) {
     state.long_tasks.set_value(Default::default());
     state.phase.set(Phase::Running);
     state.run_error.set(None);
     state.progress.set(Some(RunProgress::Baseline));
     state.charts.set(ChartData::default());
     state.shown.set(None);
-    let sweep = config.rates.len() > 1;
-    state.sweep.set(sweep.then(|| SweepView::new(config.rates.clone(), config.slo.as_ref().and_then(|s| s.ttft_ms))));
+    let sweep = rates.len() > 1;
+    state.sweep.set(sweep.then(|| SweepView::new(rates.to_vec(), ttft_slo_ms)));
+}
+
+/// The page idle again.
+pub(super) fn idle(state: AppState) {
+    state.progress.set(None);
+    state.phase.set(Phase::Idle);
 }
 
 /// Saves each rate's result to the history (named after `label`, the engine batch when there is
-/// one), shows the last, or shows the error; then the page is idle again.
-pub(super) fn finish(
-    state: AppState,
-    config: &RunForm,
-    label: &str,
-    batch: Option<usize>,
-    outcome: Result<Vec<(f64, BenchResult)>>,
-) {
+/// one), shows the last, or the error; then the page is idle again.
+fn finish(state: AppState, ended: Ended) {
+    let Ended::Run { results, spec, label, batch, cancelled, error } = ended else { return };
     let long_tasks = state.long_tasks.try_update_value(|log| std::mem::take(&mut log.done)).unwrap_or_default();
-    match outcome {
-        Ok(results) => {
-            let last = results.len().saturating_sub(1);
-            for (i, (rate, mut result)) in results.into_iter().enumerate() {
-                // Matched by position and rate: a rate cut short by Cancel has its own reading.
-                if let Some((_, seen)) = long_tasks.get(i).filter(|(r, _)| r.total_cmp(&rate).is_eq()) {
-                    result.metrics.long_tasks = Some(seen.clone());
-                }
-                let spec = WorkloadSpec { rate, ..config.spec.clone() };
-                let mut name = run_name(&spec, label, batch);
-                if i == last && state.cancel.with_value(|c| c.get()) {
-                    name.push_str(" (cancelled)");
-                }
-                let entry = Entry { time_ms: super::browser::now_ms(), name, result };
-                if i == last {
-                    state.charts.set(ChartData::from_result(&entry.result));
-                }
-                let saved = history::add(state, entry);
-                if i == last {
-                    state.shown.set(Some(saved));
-                }
-            }
+    let last = results.len().saturating_sub(1);
+    for (i, (rate, mut result)) in results.into_iter().enumerate() {
+        // Matched by position and rate: a rate cut short by Cancel has its own reading.
+        if let Some((_, seen)) = long_tasks.get(i).filter(|(r, _)| r.total_cmp(&rate).is_eq()) {
+            result.metrics.long_tasks = Some(seen.clone());
         }
-        Err(e) => state.run_error.set(Some(e.to_string())),
+        let mut name = run_name(&WorkloadSpec { rate, ..spec.clone() }, &label, batch);
+        if i == last && cancelled {
+            name.push_str(" (cancelled)");
+        }
+        let entry = Entry { time_ms: super::browser::now_ms(), name, result };
+        if i == last {
+            state.charts.set(ChartData::from_result(&entry.result));
+        }
+        let saved = history::add(state, entry);
+        if i == last {
+            state.shown.set(Some(saved));
+        }
     }
-    state.progress.set(None);
-    state.phase.set(Phase::Idle);
+    state.run_error.set(error);
+    idle(state);
 }
 
 /// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16"; `batch` is the engine's (none for a
@@ -249,12 +226,26 @@ fn show_next_frame(state: AppState, frame: Rc<RefCell<Frame>>) {
     });
 }
 
-/// The page's view of a session (local or remote): progress and live charts (a snapshot built at
-/// most once per chain of animation frames, one chart redrawn per frame), the sweep as each rate
-/// ends.
-pub(super) fn listener(state: AppState) -> Listener {
+/// The page's side of the service: progress and live charts (a snapshot built at most once per
+/// chain of animation frames, one chart redrawn per frame), the sweep as each rate ends, the main
+/// thread's long tasks per rate, then the results. A caller with more to show (the experiment)
+/// wraps it.
+pub(super) fn sink(state: AppState) -> Sink {
     let frame = Rc::new(RefCell::new(Frame::default()));
-    Rc::new(move |event| match event {
+    Rc::new(move |update| match update {
+        Report::Began { rates, ttft_slo_ms } => begin(state, rates, ttft_slo_ms),
+        Report::Session(event) => session_event(state, &frame, event),
+        Report::LoadingB(_) => {}
+        Report::Ended(ended) => {
+            frame.borrow_mut().reset();
+            finish(state, *ended);
+        }
+        Report::DeviceLost(fault) => super::models::device_lost(state, fault),
+    })
+}
+
+fn session_event(state: AppState, frame: &Rc<RefCell<Frame>>, event: SessionEvent<'_>) {
+    match event {
         SessionEvent::WarmedUp { .. } | SessionEvent::Baseline(_) => {}
         SessionEvent::RateStarted { requests, .. } => {
             state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
@@ -293,66 +284,7 @@ pub(super) fn listener(state: AppState) -> Listener {
                 }
             });
         }
-    })
-}
-
-/// The session's settings from the page's.
-pub(super) fn session_spec(config: &RunForm, lang: bench::Lang) -> SessionSpec<'_> {
-    SessionSpec {
-        spec: &config.spec,
-        rates: &config.rates,
-        slo: config.slo.as_ref(),
-        slo_text: config.slo_text.as_deref(),
-        lang,
-        baseline: true,
-        ignore_eos: true,
-        cost_per_hour: config.cost_per_hour,
     }
-}
-
-/// The page's part of every run record: how finely it can take timestamps.
-pub(super) fn page_record(state: AppState) -> bench::RunConfig {
-    bench::RunConfig {
-        timer_resolution_ms: state.timer_resolution_ms.get_untracked(),
-        cross_origin_isolated: Some(super::model_panel::cross_origin_isolated()),
-        ..bench::RunConfig::default()
-    }
-}
-
-/// What every rate of a run shares.
-struct RunContext<'a> {
-    state: AppState,
-    config: &'a RunForm,
-    tokenizer: Option<&'a Tokenizer>,
-    lang: bench::Lang,
-    model_name: &'a str,
-}
-
-/// The baseline once, then one run per rate (stopping early when cancelled): (rate, result), and
-/// the error that stopped it, if any (the rates it finished, and the one it cut short, are kept).
-async fn benchmark(cx: &RunContext<'_>, engine: &mut Engine) -> (Vec<(f64, BenchResult)>, Option<crate::Error>) {
-    let (state, config) = (cx.state, cx.config);
-    let vocab_size = engine.model.cfg.vocab_size;
-    let prompts = PromptSource::for_model(&config.spec, cx.tokenizer, config.random_prompts, vocab_size);
-    let prompt = |p: &PlannedRequest| prompts.ids(p);
-    let mut target = EngineTarget {
-        engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: bench::RunConfig {
-            target: "browser".into(),
-            model: Some(cx.model_name.to_string()),
-            prompts: Some(prompts.kind().to_string()),
-            ..page_record(state)
-        },
-        saturation: None,
-    };
-    let cancel = state.cancel.get_value();
-    let mut results = Vec::new();
-    let outcome =
-        bench::session::run_into(&mut target, &session_spec(config, cx.lang), &listener(state), &cancel, &mut results)
-            .await;
-    (config.rates.iter().copied().zip(results).collect(), outcome.err())
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.
@@ -385,7 +317,7 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunForm, Prob
     };
     let cancel = move |_| {
         cancelling.set(true);
-        state.cancel.with_value(|c| c.set(true));
+        cancel_run(state);
     };
     let progress = move || match state.progress.get() {
         Some(RunProgress::Baseline) => Some((t().measuring_baseline.to_string(), None)),

@@ -200,20 +200,121 @@ pub struct AppState {
     pub history: RwSignal<Vec<Arc<Entry>>>,
     /// Set when older runs had to go to make room in localStorage.
     pub history_dropped: RwSignal<bool>,
-    pub slot: StoredValue<Rc<RefCell<Option<LoadedModel>>>, LocalStorage>,
-    pub gpu: StoredValue<Option<Rc<Gpu>>, LocalStorage>,
-    /// The tokenizer runs use: the model's own, else the page's Qwen3 one.
-    pub tokenizer: StoredValue<Option<Rc<Tokenizer>>, LocalStorage>,
-    pub default_tokenizer: StoredValue<Option<Rc<Tokenizer>>, LocalStorage>,
-    /// How the loaded model was loaded, to load it again.
-    pub loaded_request: StoredValue<Option<LoadRequest>, LocalStorage>,
-    /// Aborts the download in progress.
-    pub abort: StoredValue<Option<web_sys::AbortController>, LocalStorage>,
-    pub cancel: StoredValue<Rc<Cell<bool>>, LocalStorage>,
-    /// The run in progress: long tasks of each rate done so far, and the watch of the current one.
+    /// The engine's side: model, device, tokenizers, the run's cancel flag.
+    pub host: StoredValue<Rc<Host>, LocalStorage>,
+    /// The run in progress: long tasks of each rate done so far, and the watch of the current one
+    /// (the main thread's, so the page's side).
     pub long_tasks: StoredValue<LongTaskLog, LocalStorage>,
-    /// The engine switches of the link, parsed once at start.
+}
+
+/// The engine's side of the page: what a run, a load or a generation works with, outside the
+/// reactive graph (none of it is `Send`). The loaders fill it, the run service
+/// ([`super::service`]) and the playground borrow the model from it; no view reads it. A task
+/// that needs the model takes it out of its slot and puts it back when done, so no `RefCell`
+/// borrow spans an await.
+pub struct Host {
+    model: RefCell<Option<LoadedModel>>,
+    gpu: RefCell<Option<Rc<Gpu>>>,
+    /// The loaded model's own tokenizer, if it has one.
+    tokenizer: RefCell<Option<Rc<Tokenizer>>>,
+    default_tokenizer: RefCell<Option<Rc<Tokenizer>>>,
+    /// How the loaded model was loaded, to load it again.
+    loaded_request: RefCell<Option<LoadRequest>>,
+    /// Aborts the download in progress.
+    abort: RefCell<Option<web_sys::AbortController>>,
+    /// Set by Cancel; the run in progress stops at its next step.
+    cancel: Rc<Cell<bool>>,
+    /// The engine switches of the link, parsed once at start: every model the page loads gets them.
     pub switches: LinkSwitches,
+}
+
+impl Host {
+    pub fn new(switches: LinkSwitches) -> Host {
+        Host {
+            model: RefCell::new(None),
+            gpu: RefCell::new(None),
+            tokenizer: RefCell::new(None),
+            default_tokenizer: RefCell::new(None),
+            loaded_request: RefCell::new(None),
+            abort: RefCell::new(None),
+            cancel: Rc::new(Cell::new(false)),
+            switches,
+        }
+    }
+
+    /// Takes the model out of its slot (None when absent or already taken).
+    pub fn take_model(&self) -> Option<LoadedModel> {
+        self.model.borrow_mut().take()
+    }
+
+    pub fn put_model(&self, loaded: LoadedModel) {
+        *self.model.borrow_mut() = Some(loaded);
+    }
+
+    pub fn gpu(&self) -> Option<Rc<Gpu>> {
+        self.gpu.borrow().clone()
+    }
+
+    pub fn set_gpu(&self, gpu: Option<Rc<Gpu>>) {
+        *self.gpu.borrow_mut() = gpu;
+    }
+
+    /// The tokenizer runs use: the model's own, else the page's Qwen3 one.
+    pub fn tokenizer(&self) -> Option<Rc<Tokenizer>> {
+        self.tokenizer.borrow().clone().or_else(|| self.default_tokenizer())
+    }
+
+    /// What [`Host::tokenizer`] is, for messages and records.
+    pub fn tokenizer_name(&self) -> &'static str {
+        if self.tokenizer.borrow().is_some() {
+            "the model's tokenizer.json"
+        } else {
+            "the page's Qwen3 tokenizer.json"
+        }
+    }
+
+    /// The model's own tokenizer, or `None` for the page's default.
+    pub fn set_model_tokenizer(&self, tokenizer: Option<Rc<Tokenizer>>) {
+        *self.tokenizer.borrow_mut() = tokenizer;
+    }
+
+    pub fn default_tokenizer(&self) -> Option<Rc<Tokenizer>> {
+        self.default_tokenizer.borrow().clone()
+    }
+
+    pub fn set_default_tokenizer(&self, tokenizer: Rc<Tokenizer>) {
+        *self.default_tokenizer.borrow_mut() = Some(tokenizer);
+    }
+
+    pub fn loaded_request(&self) -> Option<LoadRequest> {
+        self.loaded_request.borrow().clone()
+    }
+
+    pub fn set_loaded_request(&self, request: Option<LoadRequest>) {
+        *self.loaded_request.borrow_mut() = request;
+    }
+
+    pub fn abort(&self) -> Option<web_sys::AbortController> {
+        self.abort.borrow().clone()
+    }
+
+    pub fn set_abort(&self, abort: Option<web_sys::AbortController>) {
+        *self.abort.borrow_mut() = abort;
+    }
+
+    /// When the device was lost or reported an error: drops it and its model (the next load opens
+    /// a new device) and says why.
+    pub fn forget_faulty_gpu(&self) -> Option<String> {
+        let fault = self.gpu()?.fault()?;
+        drop(self.take_model());
+        self.set_gpu(None);
+        Some(fault.to_string())
+    }
+
+    /// The run's cancel flag (shared with the session).
+    pub fn cancel_flag(&self) -> Rc<Cell<bool>> {
+        self.cancel.clone()
+    }
 }
 
 /// The kernel and engine switches a link may carry, as the CLI's flags: `?kernels=gpu|cpu`,
@@ -287,24 +388,13 @@ impl AppState {
             shown: RwSignal::new(None),
             history: RwSignal::new(history),
             history_dropped: RwSignal::new(false),
-            slot: StoredValue::new_local(Rc::new(RefCell::new(None))),
-            gpu: StoredValue::new_local(None),
-            tokenizer: StoredValue::new_local(None),
-            default_tokenizer: StoredValue::new_local(None),
-            loaded_request: StoredValue::new_local(None),
-            abort: StoredValue::new_local(None),
-            cancel: StoredValue::new_local(Rc::new(Cell::new(false))),
+            host: StoredValue::new_local(Rc::new(Host::new(switches))),
             long_tasks: StoredValue::new_local(LongTaskLog::default()),
-            switches,
         }
     }
 
-    /// Takes the model out of its slot (None when absent or already taken).
-    pub fn take_model(&self) -> Option<LoadedModel> {
-        self.slot.with_value(|slot| slot.borrow_mut().take())
-    }
-
-    pub fn put_model(&self, loaded: LoadedModel) {
-        self.slot.with_value(|slot| *slot.borrow_mut() = Some(loaded));
+    /// The engine's side (see [`Host`]).
+    pub fn host(&self) -> Rc<Host> {
+        self.host.get_value()
     }
 }

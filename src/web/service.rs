@@ -1,0 +1,536 @@
+//! The run service: the one owner of a benchmark's life in the page — a run or a sweep on the
+//! in-browser engine, the same workload against a server, and the A/B experiment.
+//!
+//! A view sends a [`Command`] with the [`Context`] it read from the page; the service checks it
+//! (a [`Refused`] says why it cannot start, before anything runs), takes the model from the
+//! [`Host`], runs the CLI's session or experiment, gives the model back, and says everything
+//! through one [`Sink`] of [`Report`]s, ending with exactly one [`Ended`]. It reads and writes no
+//! signal: `run.rs` and `experiment.rs` draw what it reports. Commands in, updates out — the seam
+//! a Web Worker can host.
+
+use super::dataset::{self, DatasetChoice};
+use super::settings::{LoadOptions, RunForm};
+use super::state::{Host, LoadedModel};
+use crate::bench::compare::{CompareOptions, Comparison};
+use crate::bench::experiment::{self, ExperimentSpec, Side};
+use crate::bench::saturation::Saturation;
+use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
+use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
+use crate::engine::forward::EngineLimits;
+use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
+use crate::gpu::Gpu;
+use crate::remote::browser::{Client, RemoteTarget};
+use crate::remote::{Api, Endpoint, RemoteSetup};
+use crate::{Error, Result};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Per request against a server, from `fetch()` to the end of its stream.
+const REMOTE_TIMEOUT_S: f64 = 300.0;
+
+/// What the page asks of the service.
+pub enum Command {
+    /// One run, or a sweep when the form has several rates.
+    Run { form: Box<RunForm>, destination: Destination },
+    /// A against B (the same workload: A's), `repeats` each, run A B A B … on the page's engine.
+    Experiment { a: Box<RunForm>, b: Box<RunForm>, repeats: usize },
+    /// Stops the run in progress at its next step; what finished is kept.
+    Cancel,
+}
+
+/// Where a run's requests go.
+pub enum Destination {
+    /// The page's engine, on the loaded model.
+    Engine,
+    /// An OpenAI-compatible server.
+    Server(Endpoint),
+}
+
+/// What the service needs from the page, read when the command is sent.
+pub struct Context {
+    pub lang: Lang,
+    /// The loaded model's name in results (`ModelSource::key`).
+    pub model_key: String,
+    /// The loaded model: what it was uploaded with and its context length (`None`: no model).
+    pub loaded: Option<(LoadOptions, usize)>,
+    /// The picked dataset (`None`: lengths are drawn).
+    pub dataset: Option<DatasetChoice>,
+    /// The page's part of every record (timer resolution, cross-origin isolation).
+    pub page: bench::RunConfig,
+}
+
+/// Why a command did not start.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    /// Another run, load or generation holds the model (the buttons should have said so).
+    Busy,
+    /// The form asks for other weights, speculation or prefix caching than the loaded model has.
+    NeedsReload,
+    /// Engine switches for a server, whose scheduler and weights are its own.
+    SwitchesNotRemote,
+    /// The workload does not fit (one line; B's problems start with "B: ").
+    Invalid(String),
+}
+
+impl From<Error> for Refused {
+    fn from(e: Error) -> Refused {
+        Refused::Invalid(e.to_string())
+    }
+}
+
+/// What the service reports, in order: `Began`, then the session's events (and an experiment's
+/// `LoadingB`), then one `Ended`, then `DeviceLost` when the device faulted meanwhile.
+pub enum Report<'a> {
+    /// The command started: the rates it will run (one per rate of a sweep) and the TTFT SLO.
+    Began {
+        rates: &'a [f64],
+        ttft_slo_ms: Option<f64>,
+    },
+    Session(SessionEvent<'a>),
+    /// An experiment uploads B's own copy of the model: percent done.
+    LoadingB(u32),
+    Ended(Box<Ended>),
+    /// The device was lost or reported an error: its model is dropped; the next load opens a new
+    /// device.
+    DeviceLost(String),
+}
+
+/// The view's side of the service.
+pub type Sink = Rc<dyn Fn(Report<'_>)>;
+
+/// How a command ended. What was measured is kept even when it ended at an error.
+pub enum Ended {
+    Run {
+        /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.
+        results: Vec<(f64, BenchResult)>,
+        /// The workload as it ran (a picked dataset's lengths and count in it).
+        spec: WorkloadSpec,
+        /// The model, or "model @ server".
+        label: String,
+        /// The engine's batch (none for a server, whose scheduler is its own).
+        batch: Option<usize>,
+        cancelled: bool,
+        error: Option<String>,
+    },
+    Experiment(Box<ExperimentEnd>),
+}
+
+/// An experiment's end: every finished repetition per side, in the order they ran, and the
+/// comparison of them.
+pub struct ExperimentEnd {
+    pub a: Vec<BenchResult>,
+    pub b: Vec<BenchResult>,
+    /// The last repetition that ran, finished or not (the charts show it).
+    pub last: Option<BenchResult>,
+    pub comparison: std::result::Result<Comparison, String>,
+    /// Cancelled: only finished repetitions are compared.
+    pub cancelled: bool,
+    pub error: Option<String>,
+}
+
+/// Starts `command`, or says why it cannot. `Began` is sent before this returns, so the page is
+/// busy from the click on.
+pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
+    match command {
+        Command::Cancel => {
+            host.cancel_flag().set(true);
+            Ok(())
+        }
+        Command::Run { form, destination: Destination::Server(endpoint) } => {
+            if form.policy != Policy::default() || form.load != LoadOptions::default() {
+                return Err(Refused::SwitchesNotRemote);
+            }
+            // A server's context is its own: only the API's answer limits it.
+            let form = prepared(host, &cx, *form, None)?;
+            began(host, &form, &sink);
+            let host = host.clone();
+            wasm_bindgen_futures::spawn_local(async move { on_server(&host, &cx, form, endpoint, &sink).await });
+            Ok(())
+        }
+        Command::Run { form, destination: Destination::Engine } => {
+            let (load, max_position) = cx.loaded.clone().ok_or(Refused::Busy)?;
+            let form = prepared(host, &cx, *form, Some(max_position))?;
+            if form.load != load {
+                return Err(Refused::NeedsReload);
+            }
+            let loaded = host.take_model().ok_or(Refused::Busy)?;
+            began(host, &form, &sink);
+            let host = host.clone();
+            wasm_bindgen_futures::spawn_local(async move { on_engine(&host, &cx, form, loaded, &sink).await });
+            Ok(())
+        }
+        Command::Experiment { a, b, repeats } => {
+            let (load, max_position) = cx.loaded.clone().ok_or(Refused::Busy)?;
+            // The picked dataset, once, for both sides: the same requests.
+            let a = prepared(host, &cx, *a, Some(max_position))?;
+            let mut b = *b;
+            b.policy
+                .check_request(a.spec.input_len.max, a.spec.output_len.max, b.max_batched_tokens)
+                .map_err(|e| Refused::Invalid(format!("B: {e}")))?;
+            b.spec = a.spec.clone();
+            if a.load != load {
+                return Err(Refused::NeedsReload);
+            }
+            let gpu = host.gpu().ok_or(Refused::Busy)?;
+            let loaded = host.take_model().ok_or(Refused::Busy)?;
+            began(host, &a, &sink);
+            let host = host.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                let end = experiment(&host, &cx, Sides { a, b, repeats }, loaded, gpu, &sink).await;
+                sink(Report::Ended(Box::new(Ended::Experiment(Box::new(end)))));
+                device_check(&host, &sink);
+            });
+            Ok(())
+        }
+    }
+}
+
+/// `form` with the picked dataset's requests (none picked: unchanged), measured with the run's
+/// tokenizer.
+fn prepared(host: &Host, cx: &Context, mut form: RunForm, max_position: Option<usize>) -> Result<RunForm> {
+    if let Some(choice) = &cx.dataset {
+        let tokenizer = host.tokenizer();
+        let named = tokenizer.as_deref().map(|t| (t, host.tokenizer_name()));
+        dataset::attach(choice, &mut form, named, max_position)?;
+    }
+    Ok(form)
+}
+
+fn began(host: &Host, form: &RunForm, sink: &Sink) {
+    host.cancel_flag().set(false);
+    sink(Report::Began { rates: &form.rates, ttft_slo_ms: form.slo.as_ref().and_then(|s| s.ttft_ms) });
+}
+
+/// After a run: a device that faulted is dropped with its model, and the page told.
+fn device_check(host: &Host, sink: &Sink) {
+    if let Some(fault) = host.forget_faulty_gpu() {
+        sink(Report::DeviceLost(fault));
+    }
+}
+
+/// The session's settings from the page's.
+fn session_spec(form: &RunForm, lang: Lang) -> SessionSpec<'_> {
+    SessionSpec {
+        spec: &form.spec,
+        rates: &form.rates,
+        slo: form.slo.as_ref(),
+        slo_text: form.slo_text.as_deref(),
+        lang,
+        baseline: true,
+        ignore_eos: true,
+        cost_per_hour: form.cost_per_hour,
+    }
+}
+
+/// The session's listener: every event to the sink.
+fn listener(sink: &Sink) -> Listener {
+    let sink = sink.clone();
+    Rc::new(move |event| sink(Report::Session(event)))
+}
+
+/// The engine's record: the page's, with what the engine ran.
+fn engine_record(cx: &Context, prompts: &PromptSource<'_>) -> bench::RunConfig {
+    bench::RunConfig {
+        target: "browser".into(),
+        model: Some(cx.model_key.clone()),
+        prompts: Some(prompts.kind().to_string()),
+        ..cx.page.clone()
+    }
+}
+
+/// A run or a sweep on the page's engine, as the CLI's `bench`.
+async fn on_engine(host: &Host, cx: &Context, form: RunForm, loaded: LoadedModel, sink: &Sink) {
+    let LoadedModel { model, capacity } = loaded;
+    let mut engine = Engine::new(sized(model, &capacity, form.max_batch, form.max_batched_tokens));
+    let tokenizer = host.tokenizer();
+    let vocab_size = engine.model.cfg.vocab_size;
+    let prompts = PromptSource::for_model(&form.spec, tokenizer.as_deref(), form.random_prompts, vocab_size);
+    let prompt = |p: &PlannedRequest| prompts.ids(p);
+    let cancel = host.cancel_flag();
+    let mut results = Vec::new();
+    let outcome = match engine.set_policy(form.policy) {
+        Ok(()) => {
+            let mut target = EngineTarget {
+                engine: &mut engine,
+                prompt: &prompt,
+                sampling: SamplingParams::default(),
+                describe: engine_record(cx, &prompts),
+                saturation: None,
+            };
+            let session = session_spec(&form, cx.lang);
+            bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
+        }
+        Err(e) => Err(e),
+    };
+    let mut model = engine.model;
+    model.limits = capacity.clone();
+    host.put_model(LoadedModel { model, capacity });
+    sink(Report::Ended(Box::new(Ended::Run {
+        results: form.rates.iter().copied().zip(results).collect(),
+        label: cx.model_key.clone(),
+        batch: Some(form.max_batch),
+        cancelled: cancel.get(),
+        error: outcome.err().map(|e| e.to_string()),
+        spec: form.spec,
+    })));
+    device_check(host, sink);
+}
+
+/// `model` with the scheduler's sizes a run asks for: its buffers were sized for `capacity`, and a
+/// run may ask for less.
+fn sized(mut model: ForwardPass, capacity: &EngineLimits, max_batch: usize, max_batched_tokens: usize) -> ForwardPass {
+    model.limits.max_seqs = max_batch.min(capacity.max_seqs);
+    model.limits.max_batched_tokens = max_batched_tokens.min(capacity.max_batched_tokens);
+    model
+}
+
+/// A run or a sweep against a server, as the CLI's `bench --endpoint`: one request alone for the
+/// baseline, then the workload per rate through [`crate::remote::browser`].
+async fn on_server(host: &Host, cx: &Context, form: RunForm, endpoint: Endpoint, sink: &Sink) {
+    let label = format!("{} @ {}", endpoint.model, endpoint.base_url);
+    let client = Client::new(endpoint);
+    let cancel = host.cancel_flag();
+    let mut results = Vec::new();
+    let outcome = async {
+        // Text prompts through the page's tokenizer (the server re-tokenizes them); chat needs text.
+        let tokenizer = host.tokenizer();
+        let api = client.endpoint().api;
+        if api == Api::Chat && tokenizer.is_none() {
+            return Err(Error::Invalid("chat sends text: no tokenizer is loaded".into()));
+        }
+        let random_ids = form.random_prompts && api == Api::Completions;
+        let prompts = PromptSource::for_server(&form.spec, tokenizer.as_deref(), random_ids, None);
+        let prompt = |p: &PlannedRequest| prompts.prompt(p);
+        let setup =
+            RemoteSetup { prompt: &prompt, timeout_s: REMOTE_TIMEOUT_S, prompts: prompts.kind(), client: "browser" };
+        let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
+        let session = session_spec(&form, cx.lang);
+        bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
+    }
+    .await;
+    sink(Report::Ended(Box::new(Ended::Run {
+        results: form.rates.iter().copied().zip(results).collect(),
+        label,
+        batch: None,
+        cancelled: cancel.get(),
+        error: outcome.err().map(|e| e.to_string()),
+        spec: form.spec,
+    })));
+}
+
+/// The browser client's target with the page's own part of the record (timer resolution).
+struct PageRemote<'a> {
+    inner: RemoteTarget<'a>,
+    page: bench::RunConfig,
+}
+
+impl Target for PageRemote<'_> {
+    fn run_config(&self) -> bench::RunConfig {
+        let own = self.inner.run_config();
+        bench::RunConfig { target: own.target, prompts: own.prompts, ..self.page.clone() }
+    }
+
+    fn reports_steps(&self) -> bool {
+        self.inner.reports_steps()
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
+        self.inner.run(plan, spec, ignore_eos, listener, cancel).await
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.inner.take_saturation()
+    }
+}
+
+/// An experiment's two forms (B's workload is A's) and its repetitions per side.
+struct Sides {
+    a: RunForm,
+    b: RunForm,
+    repeats: usize,
+}
+
+/// The experiment: B shares A's upload unless its weights, speculation or prefix cache differ
+/// (then B gets its own copy on the same device, freed at the end); A B A B … by
+/// `bench::experiment::run_alternating`, every repetition kept as it ends so that Cancel or an
+/// error still compares the finished ones.
+async fn experiment(
+    host: &Host,
+    cx: &Context,
+    sides: Sides,
+    loaded: LoadedModel,
+    gpu: Rc<Gpu>,
+    sink: &Sink,
+) -> ExperimentEnd {
+    let Sides { a, b, repeats } = sides;
+    let LoadedModel { model, capacity } = loaded;
+    let pool_a = RefCell::new(Some(model));
+    let give_back = |pool: RefCell<Option<ForwardPass>>| {
+        if let Some(model) = pool.into_inner() {
+            host.put_model(LoadedModel { model, capacity: capacity.clone() });
+        }
+    };
+    let own_b = if b.load != a.load {
+        let mut shown = 0;
+        let mut progress = |p: u32| {
+            if p != shown {
+                shown = p;
+                sink(Report::LoadingB(p));
+            }
+        };
+        match super::models::load_variant(host, b.load.clone(), &mut progress).await {
+            Ok((model, _)) => Some((model.limits.clone(), RefCell::new(Some(model)))),
+            Err(e) => {
+                give_back(pool_a);
+                return ExperimentEnd {
+                    a: Vec::new(),
+                    b: Vec::new(),
+                    last: None,
+                    comparison: Err(e.to_string()),
+                    cancelled: false,
+                    error: Some(e.to_string()),
+                };
+            }
+        }
+    } else {
+        None
+    };
+    let tokenizer = host.tokenizer();
+    let vocab_size = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
+    let prompts = PromptSource::for_model(&a.spec, tokenizer.as_deref(), a.random_prompts, vocab_size);
+    let prompt = |p: &PlannedRequest| prompts.ids(p);
+    let describe = engine_record(cx, &prompts);
+    let (pool_b, capacity_b) = match &own_b {
+        Some((limits, pool)) => (pool, limits.clone()),
+        None => (&pool_a, capacity.clone()),
+    };
+    let side = |pool, capacity, form: &RunForm| Variant {
+        pool,
+        capacity,
+        max_batch: form.max_batch,
+        max_batched_tokens: form.max_batched_tokens,
+        policy: form.policy,
+        prompt: &prompt,
+        describe: describe.clone(),
+        record: bench::RunConfig::default(),
+        saturation: None,
+        gpu: gpu.clone(),
+    };
+    let mut target_a = side(&pool_a, capacity.clone(), &a);
+    let mut target_b = side(pool_b, capacity_b, &b);
+    let spec = ExperimentSpec {
+        spec: &a.spec,
+        slo: a.slo.as_ref(),
+        slo_text: a.slo_text.as_deref(),
+        repeats,
+        ignore_eos: true,
+        lang: cx.lang,
+        warmup: true,
+    };
+    let cancel = host.cancel_flag();
+    // Every repetition as it ends, and whether Cancel cut it short.
+    let mut kept: Vec<(Side, BenchResult, bool)> = Vec::new();
+    let outcome = experiment::run_alternating(
+        &mut target_a,
+        &mut target_b,
+        &spec,
+        &listener(sink),
+        &cancel,
+        &mut |side, _, r| kept.push((side, r.clone(), cancel.get())),
+    )
+    .await;
+    drop((target_a, target_b));
+    drop(own_b);
+    give_back(pool_a);
+    let cancelled = cancel.get();
+    let last = kept.last().map(|(_, r, _)| r.clone());
+    let finished = |s: Side| -> Vec<BenchResult> {
+        kept.iter().filter(|(side, _, cut)| *side == s && !cut).map(|(_, r, _)| r.clone()).collect()
+    };
+    let (runs_a, runs_b) = (finished(Side::A), finished(Side::B));
+    let (comparison, error) = match outcome {
+        Ok(e) if !cancelled => (Ok(e.comparison), None),
+        other => {
+            let compared = experiment::compare_results(&runs_a, &runs_b, a.slo.as_ref(), &CompareOptions::default())
+                .map_err(|e| e.to_string());
+            (compared, other.err().map(|e| e.to_string()))
+        }
+    };
+    ExperimentEnd { a: runs_a, b: runs_b, last, comparison, cancelled, error }
+}
+
+/// One side of the experiment as a session target: the model (shared with the other side, or its
+/// own) is taken from `pool` for each run and given back after, so one upload can serve both
+/// sides; each run builds an engine with this side's batch, tokens per step and policy and runs it
+/// through the CLI's `EngineTarget`.
+struct Variant<'a> {
+    pool: &'a RefCell<Option<ForwardPass>>,
+    /// The sizes the model was loaded for (restored after each run).
+    capacity: EngineLimits,
+    max_batch: usize,
+    max_batched_tokens: usize,
+    policy: Policy,
+    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    describe: bench::RunConfig,
+    /// The last run's record (the session asks for it after the run).
+    record: bench::RunConfig,
+    saturation: Option<Saturation>,
+    gpu: Rc<Gpu>,
+}
+
+impl Target for Variant<'_> {
+    fn run_config(&self) -> bench::RunConfig {
+        self.record.clone()
+    }
+
+    fn reports_steps(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
+        let model = self.pool.borrow_mut().take().ok_or_else(|| Error::Invalid("the model is busy".into()))?;
+        let mut engine = Engine::new(sized(model, &self.capacity, self.max_batch, self.max_batched_tokens));
+        let outcome = match engine.set_policy(self.policy) {
+            Ok(()) => {
+                let mut target = EngineTarget {
+                    engine: &mut engine,
+                    prompt: self.prompt,
+                    sampling: SamplingParams::default(),
+                    describe: self.describe.clone(),
+                    saturation: None,
+                };
+                let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
+                self.record = target.run_config();
+                self.saturation = target.take_saturation();
+                outcome
+            }
+            Err(e) => Err(e),
+        };
+        let mut model = engine.model;
+        model.limits = self.capacity.clone();
+        *self.pool.borrow_mut() = Some(model);
+        outcome
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.gpu.fault()
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.saturation.take()
+    }
+}
