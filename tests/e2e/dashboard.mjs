@@ -5,12 +5,14 @@
 // local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
 // refused before the data), a rate sweep with its knee, the playground, a dataset file, an A/B
 // experiment (verdict table, report, JSON), the engine switches in the run record and the
-// history's A/B test. E2E_ONLY=engine runs only the last four (after loading the page).
+// history's A/B test, a run against a server (a mock here). E2E_ONLY=engine runs only 13–16,
+// E2E_ONLY=remote only the server's run (after loading the page).
 // Screenshots go to OUT (default target/e2e).
 // Usage: node tests/e2e/dashboard.mjs [URL | DIST] [OUT]
 //   URL: a running server (./scripts/serve); DIST: a folder built by scripts/build-web, served
 //   here by tests/e2e/serve.mjs (default target/e2e/dist).
 import { chromium } from 'playwright-core';
+import { createServer } from 'node:http';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { serve } from './serve.mjs';
 
@@ -104,6 +106,10 @@ await page.goto(`${base}?${workload}`);
 console.log(`status: ${await waitReady()}`);
 if (process.env.E2E_ONLY === 'engine') {
   await engineChecks();
+  await finish();
+}
+if (process.env.E2E_ONLY === 'remote') {
+  await remoteRun();
   await finish();
 }
 await check(await byId('setting-requests').inputValue() === '8', 'requests not read from the URL');
@@ -417,7 +423,54 @@ await check(!timing.startsWith('Error'), timing);
 await check(await page.locator('[data-testid=tokens] .token').count() > 0, 'no token chips');
 
 await engineChecks();
+await remoteRun();
 await finish();
+
+// 17. The same run service against a server: an OpenAI-compatible mock (here) streams 3 tokens a
+// request; the page's run record names the server and the page's timer, every request streamed,
+// and the run is saved beside the engine's.
+async function remoteRun() {
+  const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'Authorization, Content-Type, Accept',
+    'access-control-allow-methods': 'GET, POST, OPTIONS' };
+  let served = 0;
+  const mock = createServer(async (req, res) => {
+    if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
+    if (req.method === 'GET') {
+      res.writeHead(200, { ...cors, 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: 'mock-model', object: 'model' }] }));
+      return;
+    }
+    for await (const _ of req); // the body
+    served += 1;
+    res.writeHead(200, { ...cors, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    for (let i = 0; i < 3; i += 1) {
+      res.write(`data: {"choices":[{"index":0,"text":"t${i}","finish_reason":null}]}\n\n`);
+      await new Promise((ok) => setTimeout(ok, 5));
+    }
+    res.end('data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}\n\ndata: [DONE]\n\n');
+  });
+  await new Promise((ok) => mock.listen(0, '127.0.0.1', ok));
+  const endpoint = `http://127.0.0.1:${mock.address().port}/v1`;
+  const query = new URLSearchParams({ target: 'remote', endpoint, served_model: 'mock-model', api: 'completions',
+    arrival: 'poisson', rate: '20', requests: '6', input: '4:4', output: '3:3', prompts: 'random' });
+  await page.goto(`${base}?${query}`);
+  await waitReady();
+  await check(await byId('run').isEnabled(), 'remote: Run is disabled');
+  await byId('run').click();
+  try { await byId('report').waitFor({ timeout: 120000 }); } catch {
+    await fail(`remote: no report; error: ${await page.locator('[role=alert]').allTextContents()}`);
+  }
+  const result = await downloadResult();
+  const rc = result.run_config;
+  await check(rc.target?.base_url === endpoint && rc.target?.client === 'browser' && typeof rc.timer_resolution_ms === 'number',
+    `remote: the record does not name the server and the page: ${JSON.stringify(rc.target)}`);
+  const ok = result.requests.filter((r) => !r.error && r.output_len === 3).length;
+  // The baseline's request too: at least the run's 6 reached the server.
+  await check(ok === 6 && served >= 6, `remote: ${ok} of 6 requests streamed 3 tokens (server saw ${served})`);
+  await check((await text('history')).includes('mock-model @'), 'remote: the run is not in the history');
+  console.log(`remote: ${ok} requests through the run service, TTFT p50 ${result.summary.ttft_ms.p50.toFixed(1)} ms`);
+  await new Promise((ok) => mock.close(ok));
+}
 
 async function finish() {
   await check(errors.length === 0, `console errors: ${errors.join(' | ')}`);
