@@ -43,8 +43,7 @@ pub(super) fn send(state: AppState, command: Command, sink: Sink, refused: &dyn 
 
 /// Stops the run in progress at its next step.
 pub(super) fn cancel_run(state: AppState) {
-    let noop: Sink = Rc::new(|_| {});
-    send(state, Command::Cancel, noop, &|_| {});
+    service::cancel(&state.host());
 }
 
 /// What the service needs from the page now.
@@ -70,12 +69,6 @@ fn refused_text(refused: Refused, t: &Text) -> Option<String> {
         Refused::SwitchesNotRemote => Some(t.switches_not_remote.to_string()),
         Refused::Invalid(e) => Some(e),
     }
-}
-
-/// Whether the loaded model was uploaded with other weights or speculation than `form` asks for
-/// (an upload is needed first).
-pub fn needs_reload(state: AppState, form: &RunForm) -> bool {
-    state.model_info.with_untracked(|m| m.as_ref().is_some_and(|m| m.load != form.load))
 }
 
 /// The page's state when a command starts: busy, nothing shown, a sweep view when several rates

@@ -34,8 +34,6 @@ pub enum Command {
     Run { form: Box<RunForm>, destination: Destination },
     /// A against B (the same workload: A's), `repeats` each, run A B A B … on the page's engine.
     Experiment { a: Box<RunForm>, b: Box<RunForm>, repeats: usize },
-    /// Stops the run in progress at its next step; what finished is kept.
-    Cancel,
 }
 
 /// Where a run's requests go.
@@ -128,14 +126,16 @@ pub struct ExperimentEnd {
     pub error: Option<String>,
 }
 
+/// Stops the run in progress at its next step; what finished is kept. (Needs no [`Context`]: a
+/// Cancel must work whatever the form says now.)
+pub fn cancel(host: &Host) {
+    host.cancel_flag().set(true);
+}
+
 /// Starts `command`, or says why it cannot. `Began` is sent before this returns, so the page is
 /// busy from the click on.
 pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
     match command {
-        Command::Cancel => {
-            host.cancel_flag().set(true);
-            Ok(())
-        }
         Command::Run { form, destination: Destination::Server(endpoint) } => {
             if form.policy != Policy::default() || form.load != LoadOptions::default() {
                 return Err(Refused::SwitchesNotRemote);
