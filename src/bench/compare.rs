@@ -17,6 +17,10 @@
 //! their spread is itself poorly known). A metric whose interval excludes 0 is `better` or `worse`
 //! by its direction (lower latency, higher throughput is better); otherwise
 //! `no detectable difference`.
+//!
+//! A many-way experiment compares each of k settings with one reference: its k·m intervals share
+//! α (the quantile at 1 − α/(2km)), so that no setting is called different by chance in more than
+//! α of experiments.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -124,11 +128,19 @@ pub struct CompareOptions {
     /// Resample repetitions, then requests within them. Off: pool every repetition's requests and
     /// resample requests only (blind to drift between runs), with a normal quantile.
     pub two_level: bool,
+    /// Comparisons made together (k): a many-way experiment compares each of its k other settings
+    /// with the reference, and `alpha` is then shared by all k·m intervals, not m.
+    #[serde(default = "one")]
+    pub comparisons: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for CompareOptions {
     fn default() -> Self {
-        CompareOptions { alpha: 0.05, replicates: 2000, seed: 0, family_wise: true, two_level: true }
+        CompareOptions { alpha: 0.05, replicates: 2000, seed: 0, family_wise: true, two_level: true, comparisons: 1 }
     }
 }
 
@@ -197,6 +209,10 @@ pub struct Comparison {
     pub confidence: f64,
     /// Metrics tested (m): those measured on both sides.
     pub metrics_tested: usize,
+    /// Comparisons the family-wise interval covers (k: 1 for A/B; a many-way experiment's other
+    /// settings against its reference); results saved before it was recorded read as 1.
+    #[serde(default = "one")]
+    pub comparisons: usize,
     /// Student-t degrees of freedom (R_A + R_B − 2), and the quantile each interval uses.
     pub degrees_of_freedom: u32,
     pub critical_value: f64,
@@ -220,8 +236,10 @@ pub fn compare(
             return Err(Error::Invalid(format!("compare: side {side} has a repetition without requests, or none")));
         }
     }
-    if !(options.alpha > 0.0 && options.alpha < 1.0) || options.replicates < 100 {
-        return Err(Error::Invalid("compare: alpha must be in (0, 1) and replicates at least 100".into()));
+    if !(options.alpha > 0.0 && options.alpha < 1.0) || options.replicates < 100 || options.comparisons == 0 {
+        return Err(Error::Invalid(
+            "compare: alpha must be in (0, 1), replicates at least 100 and comparisons at least 1".into(),
+        ));
     }
     let with_goodput = slo.is_some();
     let defs = metric_defs(with_goodput);
@@ -252,7 +270,8 @@ pub fn compare(
     }
     let measured: Vec<bool> = (0..defs.len()).map(|k| pa[k].is_finite() && pb[k].is_finite()).collect();
     let m = measured.iter().filter(|&&x| x).count().max(1);
-    let tail = if options.family_wise { options.alpha / (2.0 * m as f64) } else { options.alpha / 2.0 };
+    let k = options.comparisons;
+    let tail = if options.family_wise { options.alpha / (2.0 * (m * k) as f64) } else { options.alpha / 2.0 };
     let nu = if options.two_level { (a.len() + b.len()).saturating_sub(2) as u32 } else { 0 };
     let mut warnings = Vec::new();
     let critical_value = if nu >= 1 {
@@ -302,7 +321,7 @@ pub fn compare(
         .collect();
     let method = if options.two_level {
         "two-level bootstrap (repetitions, then requests within each) of the mean over repetitions; \
-         interval = diff ± t(1 − α/2m, R_A + R_B − 2) · SE"
+         interval = diff ± t(1 − α/2km, R_A + R_B − 2) · SE"
     } else {
         "request-level bootstrap of all repetitions pooled; interval = diff ± z · SE"
     };
@@ -311,6 +330,7 @@ pub fn compare(
         b_repetitions: b.len(),
         confidence: 1.0 - options.alpha,
         metrics_tested: m,
+        comparisons: k,
         degrees_of_freedom: nu,
         critical_value,
         replicates: options.replicates,
@@ -392,26 +412,49 @@ pub fn normal_quantile(p: f64) -> f64 {
 
 /// The text report: one line per metric, A, B, B − A (%), its interval and the verdict.
 pub fn text_report(c: &Comparison, lang: Lang) -> String {
+    text_report_named(c, lang, "A", "B")
+}
+
+/// [`text_report`] with the two settings' names (a many-way experiment's reference and other).
+pub fn text_report_named(c: &Comparison, lang: Lang, a: &str, b: &str) -> String {
     let zh = lang == Lang::Zh;
+    let named = (a, b) != ("A", "B");
     let mut out = String::new();
-    out += if zh { "========== A/B 对比 ==========\n" } else { "========== A/B comparison ==========\n" };
+    out += &match (zh, named) {
+        (true, false) => "========== A/B 对比 ==========\n".to_string(),
+        (false, false) => "========== A/B comparison ==========\n".to_string(),
+        (true, true) => format!("========== {b} 对比 {a} ==========\n"),
+        (false, true) => format!("========== {b} against {a} ==========\n"),
+    };
+    let family = if c.comparisons > 1 {
+        if zh {
+            format!("{} 个指标 × {} 组对比", c.metrics_tested, c.comparisons)
+        } else {
+            format!("{} metrics of {} comparisons", c.metrics_tested, c.comparisons)
+        }
+    } else if zh {
+        format!("{} 个指标", c.metrics_tested)
+    } else {
+        format!("{} metrics", c.metrics_tested)
+    };
     out += &if zh {
         format!(
-            "重复次数：A {} 次，B {} 次（交替运行）。区间：{} 个指标同时成立的 {:.0}% 置信区间（Bonferroni，t 分位数 {:.2}，自由度 {}，{} 次自助重采样）\n",
-            c.a_repetitions, c.b_repetitions, c.metrics_tested, 100.0 * c.confidence, c.critical_value, c.degrees_of_freedom, c.replicates
+            "重复次数：{a} {} 次，{b} {} 次（交替运行）。区间：{family}同时成立的 {:.0}% 置信区间（Bonferroni，t 分位数 {:.2}，自由度 {}，{} 次自助重采样）\n",
+            c.a_repetitions, c.b_repetitions, 100.0 * c.confidence, c.critical_value, c.degrees_of_freedom, c.replicates
         )
     } else {
         format!(
-            "repetitions: A {}, B {} (alternating). Intervals: {:.0}% for all {} metrics together (Bonferroni, t quantile {:.2}, {} degrees of freedom, {} bootstrap replicates)\n",
-            c.a_repetitions, c.b_repetitions, 100.0 * c.confidence, c.metrics_tested, c.critical_value, c.degrees_of_freedom, c.replicates
+            "repetitions: {a} {}, {b} {} (alternating). Intervals: {:.0}% for all {family} together (Bonferroni, t quantile {:.2}, {} degrees of freedom, {} bootstrap replicates)\n",
+            c.a_repetitions, c.b_repetitions, 100.0 * c.confidence, c.critical_value, c.degrees_of_freedom, c.replicates
         )
     };
+    let short = |name: &str| name.chars().take(11).collect::<String>();
     out += &format!(
         "{:<24} {:>11} {:>11} {:>11} {:>8} {:>25}  {}\n",
         if zh { "指标" } else { "metric" },
-        "A",
-        "B",
-        "B − A",
+        short(a),
+        short(b),
+        if named { "diff".to_string() } else { "B − A".to_string() },
         "%",
         if zh { "区间" } else { "interval" },
         if zh { "结论" } else { "verdict" }

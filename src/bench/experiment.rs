@@ -1,8 +1,8 @@
-//! An A/B experiment: the same workload (same seed: same arrivals, lengths and prompts) run under
-//! A and under B alternately, A B A B …, so that a machine drifting during the experiment drifts
-//! both sides alike; then [`compare`] over the repetitions. The CLI's `compare` and the
-//! page's Experiment card call [`run_alternating`] with their own targets and show
-//! [`compare::text_report`].
+//! An experiment: the same workload (same seed: same arrivals, lengths and prompts) run under
+//! two or more settings in turn, A B C A B C …, so that a machine drifting during the experiment
+//! drifts every setting alike; then [`compare`] of each setting against a reference over the
+//! repetitions. The CLI's `compare` runs [`run_round_robin`] and [`compare_arms`]; the page's
+//! Experiment card, an A/B, calls [`run_alternating`]; both show [`compare::text_report`].
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -43,19 +43,64 @@ pub struct Experiment {
     pub comparison: Comparison,
 }
 
-/// Runs A, B, A, B, … `repeats` times each (no baseline; after a warm-up run per side), telling `on_repetition` after each
-/// run, then compares. Stops with the runs so far when `cancel` is set (an error if a side has
-/// none yet).
-pub async fn run_alternating<A: Target, B: Target>(
-    a: &mut A,
-    b: &mut B,
+/// One setting of a many-way experiment: its name and its repetitions, in the order they ran.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Arm {
+    pub name: String,
+    pub runs: Vec<BenchResult>,
+}
+
+/// One setting against the reference (the comparison's A is the reference, its B the setting).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Versus {
+    pub name: String,
+    pub reference: String,
+    pub comparison: Comparison,
+}
+
+/// A many-way experiment: every setting's repetitions, and each other setting against the
+/// reference, with intervals that hold for all of them together.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ManyWay {
+    pub reference: String,
+    pub arms: Vec<Arm>,
+    pub versus: Vec<Versus>,
+}
+
+/// Runs A, B, A, B, … `repeats` times each (no baseline; after a warm-up run per side), telling
+/// `on_repetition` after each run, then compares. Stops with the runs so far when `cancel` is set
+/// (an error if a side has none yet).
+pub async fn run_alternating<T: Target>(
+    a: &mut T,
+    b: &mut T,
     x: &ExperimentSpec<'_>,
     listener: &Listener,
     cancel: &Rc<Cell<bool>>,
     on_repetition: &mut dyn FnMut(Side, usize, &BenchResult),
 ) -> Result<Experiment> {
+    let side = |k: usize| if k == 0 { Side::A } else { Side::B };
+    let mut runs =
+        run_round_robin(&mut [a, b], x, listener, cancel, &mut |k, i, r| on_repetition(side(k), i, r)).await?;
+    let (runs_b, runs_a) = (runs.pop().unwrap_or_default(), runs.pop().unwrap_or_default());
+    let comparison = compare_results(&runs_a, &runs_b, x.slo, &CompareOptions::default())?;
+    Ok(Experiment { a: runs_a, b: runs_b, comparison })
+}
+
+/// Runs every target in turn, `repeats` rounds (no baseline; after a warm-up run of each),
+/// telling `on_repetition` (target, round, result) after each run; returns each target's runs.
+/// Stops with the runs so far when `cancel` is set.
+pub async fn run_round_robin<T: Target>(
+    targets: &mut [T],
+    x: &ExperimentSpec<'_>,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    on_repetition: &mut dyn FnMut(usize, usize, &BenchResult),
+) -> Result<Vec<Vec<BenchResult>>> {
     if x.repeats == 0 {
         return Err(Error::Invalid("an experiment needs at least one repetition per side".into()));
+    }
+    if targets.len() < 2 {
+        return Err(Error::Invalid("an experiment needs at least two settings".into()));
     }
     let rates = [x.spec.rate];
     let session = SessionSpec {
@@ -69,29 +114,44 @@ pub async fn run_alternating<A: Target, B: Target>(
         cost_per_hour: None,
     };
     if x.warmup {
-        session::run(a, &session, listener, cancel).await?;
-        session::run(b, &session, listener, cancel).await?;
+        for target in targets.iter_mut() {
+            session::run(target, &session, listener, cancel).await?;
+        }
     }
-    let (mut runs_a, mut runs_b) = (Vec::new(), Vec::new());
+    let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); targets.len()];
     for i in 0..x.repeats {
-        for side in [Side::A, Side::B] {
+        for (k, target) in targets.iter_mut().enumerate() {
             if cancel.get() {
                 break;
             }
-            let mut results = match side {
-                Side::A => session::run(a, &session, listener, cancel).await?,
-                Side::B => session::run(b, &session, listener, cancel).await?,
-            };
+            let mut results = session::run(target, &session, listener, cancel).await?;
             let Some(result) = results.pop() else { continue };
-            on_repetition(side, i, &result);
-            match side {
-                Side::A => runs_a.push(result),
-                Side::B => runs_b.push(result),
-            }
+            on_repetition(k, i, &result);
+            runs[k].push(result);
         }
     }
-    let comparison = compare_results(&runs_a, &runs_b, x.slo, &CompareOptions::default())?;
-    Ok(Experiment { a: runs_a, b: runs_b, comparison })
+    Ok(runs)
+}
+
+/// Each arm but the `reference` against it ([`compare_results`]), with the family-wise interval
+/// shared by all of those comparisons.
+pub fn compare_arms(arms: &[Arm], reference: usize, slo: Option<&Slo>, options: &CompareOptions) -> Result<ManyWay> {
+    let base = arms.get(reference).ok_or_else(|| Error::Invalid("compare: no such reference".into()))?;
+    if arms.len() < 2 {
+        return Err(Error::Invalid("compare: at least two settings".into()));
+    }
+    let options = CompareOptions { comparisons: arms.len() - 1, ..options.clone() };
+    let versus = arms
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| k != reference)
+        .map(|(_, arm)| {
+            let comparison = compare_results(&base.runs, &arm.runs, slo, &options)
+                .map_err(|e| Error::Invalid(format!("{} against {}: {e}", arm.name, base.name)))?;
+            Ok(Versus { name: arm.name.clone(), reference: base.name.clone(), comparison })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ManyWay { reference: base.name.clone(), arms: arms.to_vec(), versus })
 }
 
 /// Compares saved results: each result is one repetition. All must have run the same workload

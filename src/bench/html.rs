@@ -7,6 +7,7 @@
 
 use std::fmt::Write;
 
+use super::pareto::{self, ParetoPoint};
 use super::report::{text_report_for, BenchResult, Measured};
 use super::timeline::{self, nice_step, Timeline};
 use super::{diagnose_in, Diagnosis, Lang, RequestRecord};
@@ -40,6 +41,8 @@ struct Words {
     run_record: &'static str,
     running: &'static str,
     waiting: &'static str,
+    pareto: &'static str,
+    pareto_note: &'static str,
 }
 
 const EN: Words = Words {
@@ -55,6 +58,8 @@ const EN: Words = Words {
     run_record: "Run record",
     running: "running",
     waiting: "waiting",
+    pareto: "Trade-off: speed per user against throughput (Pareto)",
+    pareto_note: "Filled points are on the frontier: no other run is faster per user and higher in throughput at once.",
 };
 
 const ZH: Words = Words {
@@ -70,6 +75,8 @@ const ZH: Words = Words {
     run_record: "运行记录",
     running: "运行",
     waiting: "等待",
+    pareto: "权衡：每用户速度与吞吐（帕累托）",
+    pareto_note: "实心点在前沿上：没有别的运行同时每用户更快、吞吐更高。",
 };
 
 /// The report of `runs`, each a (name, result) — the page's run names, or the CLI's rates — in
@@ -89,11 +96,28 @@ pub fn html_report(runs: &[(String, &BenchResult)], lang: Lang) -> String {
         escape(&title),
         escape(w.heading)
     );
+    pareto_section(&mut out, runs, lang, w);
     for (name, result) in runs {
         section(&mut out, name, result, lang, w);
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// Two or more runs with a point each: the Pareto chart of them ([`super::pareto`]).
+fn pareto_section(out: &mut String, runs: &[(String, &BenchResult)], lang: Lang, w: &Words) {
+    let points: Vec<ParetoPoint> = runs.iter().filter_map(|(name, r)| ParetoPoint::of(name.clone(), r)).collect();
+    if points.len() < 2 {
+        return;
+    }
+    let chart = pareto::Chart::draw(&points, pareto::counts_gpus(runs.iter().map(|(_, r)| *r)), lang);
+    let _ = write!(
+        out,
+        "<section class=\"pareto\" data-testid=\"pareto\">\n<h2>{}</h2>\n{}\n<p class=\"note\">{}</p>\n</section>\n",
+        escape(w.pareto),
+        chart.svg(w.pareto),
+        escape(w.pareto_note)
+    );
 }
 
 fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words) {
@@ -352,10 +376,15 @@ mod tests {
         // One TTFT dot (the failed request has none), four steps in the batch chart.
         assert!(html.contains("data-testid=\"chart-ttft\" data-points=\"1\""));
         assert!(html.contains("data-testid=\"chart-batch\" data-points=\"8\""));
-        assert_eq!(html.matches("<svg").count(), 12);
+        // Two runs: a Pareto chart of both (TPOT 200 ms: 5 tok/s per user; 3 tokens by 0.7 s).
+        assert_eq!(html.matches("data-testid=\"pareto\"").count(), 1);
+        assert!(html.contains("first: 5.0 tok/s per user, 4.3 tok/s per GPU"), "{html}");
+        assert_eq!(html.matches("<svg").count(), 13);
         assert!(html.contains("Benchmark report"), "no text report");
         assert!(html.contains("&quot;model&quot;: &quot;tiny&quot;"), "no run record");
         assert!(!html.contains("src=") && !html.contains("href="), "outside resources");
+        let one = html_report(&[("first".into(), &r)], Lang::En);
+        assert!(!one.contains("data-testid=\"pareto\""), "one run is no trade-off");
         let zh = html_report(&[("一".into(), &r)], Lang::Zh);
         assert!(zh.contains("lang=\"zh-CN\"") && zh.contains("请求时间线") && zh.contains("性能测试报告"));
     }

@@ -34,6 +34,7 @@ pub mod experiment;
 pub mod html;
 pub mod ledger;
 pub mod metrics;
+pub mod pareto;
 pub mod prompts;
 pub mod record;
 pub mod report;

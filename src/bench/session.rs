@@ -79,6 +79,36 @@ pub trait Target {
     }
 }
 
+/// A borrowed target is a target (an experiment runs a slice of borrowed ones).
+impl<T: Target> Target for &mut T {
+    fn run_config(&self) -> RunConfig {
+        (**self).run_config()
+    }
+
+    fn reports_steps(&self) -> bool {
+        (**self).reports_steps()
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+        (**self).run(plan, spec, ignore_eos, listener, cancel).await
+    }
+
+    fn fault(&self) -> Option<Error> {
+        (**self).fault()
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        (**self).take_saturation()
+    }
+}
+
 /// What a session runs: the workload (its rate replaced by each of `rates`), the SLOs, the report
 /// language, whether to measure the baseline, and whether requests ignore EOS.
 pub struct SessionSpec<'a> {
@@ -295,6 +325,10 @@ pub struct RunConfig {
     pub timer_resolution_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_origin_isolated: Option<bool>,
+    /// GPUs that served the run, when known: a server's from `--gpus`; absent for the engine,
+    /// which runs on one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<usize>,
 }
 
 impl RunConfig {

@@ -69,6 +69,8 @@ pub struct RemoteSetup<'a> {
     pub prompts: &'static str,
     /// "native" (the CLI) or "browser" (the page), for the record.
     pub client: &'static str,
+    /// GPUs behind the endpoint, when the user says (`--gpus`), for the record.
+    pub gpus: Option<usize>,
 }
 
 /// How requests are sent, by either client.
@@ -113,7 +115,7 @@ impl RemoteSetup<'_> {
         let mut target = endpoint.describe();
         target["client"] = self.client.into();
         target["timeout_s"] = self.timeout_s.into();
-        RunConfig { target, prompts: Some(self.prompts.to_string()), ..RunConfig::default() }
+        RunConfig { target, prompts: Some(self.prompts.to_string()), gpus: self.gpus, ..RunConfig::default() }
     }
 }
 

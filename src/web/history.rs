@@ -4,6 +4,7 @@
 use super::browser;
 use super::charts::ChartData;
 use super::experiment::VerdictTable;
+use super::pareto::ParetoChart;
 use super::i18n::{use_text, Text};
 use super::state::AppState;
 use crate::bench::compare::{CompareOptions, Comparison};
@@ -206,6 +207,11 @@ fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
     (!differ.is_empty()).then(|| differ.join(", "))
 }
 
+/// Every saved run's point on the Pareto chart, oldest first.
+fn pareto_of_history(state: &AppState) -> (Vec<crate::bench::pareto::ParetoPoint>, bool) {
+    state.history.with(|list| super::pareto::points_of(list.iter().map(|e| (e.name.clone(), &e.result))))
+}
+
 fn summary(e: &Entry, t: &Text) -> String {
     let m = &e.result.metrics;
     format!(
@@ -323,6 +329,11 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
                     }
                 />
             </ul>
+            <ParetoChart
+                points=Signal::derive(move || pareto_of_history(&state).0)
+                per_gpu=Signal::derive(move || pareto_of_history(&state).1)
+                testid="history-pareto"
+            />
             {move || pair().map(|(a, b)| view! { <SideBySide a=a b=b /> })}
             <Show when=move || pair().is_some()>
                 <div class="row history-test">

@@ -14,6 +14,7 @@
 //!   kept in memory only, API style; the HTTP/1.1 connection warning).
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
+//! - [`pareto`]: speed per user against throughput per GPU, in the sweep and history cards.
 //! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
@@ -31,6 +32,7 @@ pub mod history;
 pub mod i18n;
 pub mod model_panel;
 pub mod models;
+pub mod pareto;
 pub mod playground;
 pub mod results;
 pub mod run;

@@ -302,7 +302,13 @@ async fn on_server(host: &Host, cx: &Context, form: RunForm, endpoint: Endpoint,
         let prompts = PromptSource::for_server(&form.spec, tokenizer.as_deref(), random_ids, None);
         let prompt = |p: &PlannedRequest| prompts.prompt(p);
         let setup =
-            RemoteSetup { prompt: &prompt, timeout_s: REMOTE_TIMEOUT_S, prompts: prompts.kind(), client: "browser" };
+            RemoteSetup {
+                prompt: &prompt,
+                timeout_s: REMOTE_TIMEOUT_S,
+                prompts: prompts.kind(),
+                client: "browser",
+                gpus: None,
+            };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
         let session = session_spec(&form, cx.lang);
         bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await

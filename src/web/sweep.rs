@@ -3,6 +3,8 @@
 //! CLI's rule). The chart is a small SVG drawn here: a few points with one of them ringed.
 
 use super::i18n::{use_text, Text};
+use super::pareto::ParetoChart;
+use crate::bench::pareto::ParetoPoint;
 use crate::bench::sweep::{knee, KneeReason};
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use leptos::prelude::*;
@@ -26,11 +28,15 @@ pub struct SweepView {
     pub metrics: Vec<BenchmarkMetrics>,
     pub knee: Option<(usize, KneeReason)>,
     pub ttft_slo_ms: Option<f64>,
+    /// Each rate's point on the Pareto chart (rates without one are left out).
+    pub pareto: Vec<ParetoPoint>,
+    /// Whether every rate's run says its GPUs ([`crate::bench::pareto::counts_gpus`]).
+    pub per_gpu: bool,
 }
 
 impl SweepView {
     pub fn new(rates: Vec<f64>, ttft_slo_ms: Option<f64>) -> SweepView {
-        SweepView { rates, ttft_slo_ms, ..SweepView::default() }
+        SweepView { rates, ttft_slo_ms, per_gpu: true, ..SweepView::default() }
     }
 
     /// Adds a rate's result and recomputes the knee.
@@ -44,6 +50,8 @@ impl SweepView {
             goodput: m.goodput,
         });
         self.metrics.push(m.clone());
+        self.pareto.extend(ParetoPoint::of(format!("{} req/s", rate_text(rate)), result));
+        self.per_gpu &= crate::bench::pareto::counts_gpus([result]);
         let runs: Vec<_> = self.metrics.iter().collect();
         self.knee = knee(&runs, self.ttft_slo_ms);
     }
@@ -213,6 +221,11 @@ pub fn SweepPanel(sweep: RwSignal<Option<SweepView>>) -> impl IntoView {
                         </tbody>
                     </table>
                 </div>
+                <ParetoChart
+                    points=Signal::derive(move || shown.with(|v| v.pareto.clone()))
+                    per_gpu=Signal::derive(move || shown.with(|v| v.per_gpu))
+                    testid="sweep-pareto"
+                />
                 <p class="note" data-testid="sweep-knee-text">
                     {move || {
                         let v = shown.get();

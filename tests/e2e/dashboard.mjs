@@ -405,7 +405,13 @@ await runAndWait('sweep');
 await check(await page.locator('[data-testid=sweep] .sweep-dot').count() === 2, 'sweep chart lacks a point per rate');
 await check(await byId('sweep-knee').count() === 1, 'no knee marked');
 console.log(`sweep: ${await text('sweep-knee-text')}`);
+// The sweep's trade-off: a Pareto point per rate (speed per user against throughput per GPU),
+// and the history's chart across every saved run.
+await check(await page.locator('[data-testid=sweep-pareto] .pareto-dot').count() === 2, 'sweep Pareto chart lacks a point per rate');
+await check(await page.locator('[data-testid=sweep-pareto] .pareto-dot.frontier').count() >= 1, 'sweep Pareto chart has no frontier');
+await check(await page.locator('[data-testid=history-pareto] .pareto-dot').count() >= 2, 'history has no Pareto chart across runs');
 await byId('sweep').screenshot({ path: `${out}/sweep.png` });
+await byId('history-pareto').screenshot({ path: `${out}/history-pareto.png` });
 await page.evaluate(() => window.scrollTo(0, 0));
 await page.screenshot({ path: `${out}/dashboard-sweep.png`, fullPage: true });
 await byId('setting-rate').fill('20');

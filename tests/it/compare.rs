@@ -149,8 +149,9 @@ fn compare_runs_a_dataset_on_both_sides() {
     let stderr = String::from_utf8_lossy(&status.stderr);
     assert!(status.status.success(), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    for side in ["a", "b"] {
-        let results = json[side].as_array().unwrap();
+    for (k, side) in ["A", "B"].into_iter().enumerate() {
+        assert_eq!(json["arms"][k]["name"], side);
+        let results = json["arms"][k]["runs"].as_array().unwrap();
         assert_eq!(results.len(), 2, "{side}: two repetitions");
         for r in results {
             let workload = &r["run_config"]["workload"];
@@ -194,8 +195,9 @@ fn compare_ab_tests_a_kernel_switch_from_flags() {
     let stderr = String::from_utf8_lossy(&status.stderr);
     assert!(status.status.success(), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    for (side, fused) in [("a", true), ("b", false)] {
-        let results = json[side].as_array().unwrap();
+    for (k, (side, fused)) in [("A", true), ("B", false)].into_iter().enumerate() {
+        assert_eq!(json["arms"][k]["name"], side);
+        let results = json["arms"][k]["runs"].as_array().unwrap();
         assert_eq!(results.len(), 2, "{side}: two repetitions");
         for r in results {
             let kernels = &r["run_config"]["kernels"];
@@ -205,5 +207,120 @@ fn compare_ab_tests_a_kernel_switch_from_flags() {
             assert_eq!(r["requests"].as_array().unwrap().len(), 4, "{side}");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `requests` of a `bench --json` result with every latency multiplied by `factor`: each time after
+/// the arrival moves to arrival + factor × (time − arrival), as if the engine ran `factor`× slower.
+fn slowed(result: &serde_json::Value, factor: f64) -> serde_json::Value {
+    let mut r = result.clone();
+    for q in r["requests"].as_array_mut().unwrap() {
+        let arrival = q["arrival_s"].as_f64().unwrap();
+        let scale = |v: &mut serde_json::Value| {
+            if let Some(t) = v.as_f64() {
+                *v = serde_json::json!(arrival + factor * (t - arrival));
+            }
+        };
+        for key in ["scheduled_s", "first_token_s", "finish_s"] {
+            scale(&mut q[key]);
+        }
+        q["token_times_s"].as_array_mut().unwrap().iter_mut().for_each(scale);
+    }
+    r
+}
+
+/// A three-way `compare` of saved results (`--results NAME=FILE`): one measured run, repeated with
+/// a few percent of drift as A and as B (no change), and 2× slower as C (a planted change). C is
+/// worse than A on the latencies and the throughput, B shows no difference on any metric, and
+/// the intervals are shared by the two comparisons.
+#[test]
+fn a_three_way_compare_finds_the_planted_2x_change_and_only_it() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-compare-3way-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let measured = dir.join("measured.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--model", model.to_str().unwrap(), "--rate", "inf", "--num-requests", "16"])
+        .args(["--input-len", "8:32", "--output-len", "4:16", "--json", measured.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&measured).unwrap()).unwrap();
+    let run = if json.is_array() { json[0].clone() } else { json };
+    let arm = |name: &str, factors: [f64; 4]| {
+        let path = dir.join(format!("{name}.json"));
+        let reps: Vec<serde_json::Value> = factors.iter().map(|&f| slowed(&run, f)).collect();
+        std::fs::write(&path, serde_json::to_string(&reps).unwrap()).unwrap();
+        format!("{name}={}", path.display())
+    };
+    let a = arm("A", [1.0, 1.03, 0.98, 1.01]);
+    let b = arm("B", [1.01, 0.99, 1.02, 0.985]);
+    let c = arm("C", [2.0, 2.04, 1.98, 2.02]);
+    let out = dir.join("out.json");
+    let compare = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["compare", "--results", &a, "--results", &b, "--results", &c, "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&compare.stdout);
+    assert!(compare.status.success(), "{}", String::from_utf8_lossy(&compare.stderr));
+    assert!(stdout.contains("3 settings against A") && stdout.contains("C against A"), "{stdout}");
+    let x: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(x["reference"], "A");
+    let versus = x["versus"].as_array().unwrap();
+    assert_eq!(versus.len(), 2);
+    let verdict = |v: &serde_json::Value, metric: &str| -> String {
+        let m = v["comparison"]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == metric).unwrap();
+        m["verdict"].as_str().unwrap().to_string()
+    };
+    let (vb, vc) = (&versus[0], &versus[1]);
+    assert_eq!((vb["name"].as_str(), vc["name"].as_str()), (Some("B"), Some("C")));
+    for v in versus {
+        assert_eq!(v["comparison"]["comparisons"], 2, "the interval covers both comparisons");
+    }
+    for m in vb["comparison"]["metrics"].as_array().unwrap() {
+        let v = m["verdict"].as_str().unwrap();
+        assert!(v == "no detectable difference" || v == "not measured", "B: {} {v}\n{stdout}", m["metric"]);
+    }
+    for metric in ["ttft_p50_ms", "e2e_p50_ms", "e2e_p90_ms", "output_throughput_tok_s"] {
+        assert_eq!(verdict(vc, metric), "worse", "C: {metric}\n{stdout}");
+    }
+    // --reference picks another; a name that is not there is refused by name.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["compare", "--results", &a, "--results", &b, "--reference", "Z"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("--reference \"Z\"") && stderr.contains("A, B"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `compare --config NAME=OPTIONS` three times: three settings run in turn on the engine, each
+/// recorded under its name, two compared with the reference chosen by `--reference`.
+#[test]
+fn compare_runs_three_named_settings_in_turn() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-compare-configs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let side = |batch: usize| {
+        format!("--model {} --rate inf --num-requests 4 --input-len 8 --output-len 4 --max-batch {batch}", model.display())
+    };
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["compare", "--config", &format!("one={}", side(1)), "--config", &format!("two={}", side(2))])
+        .args(["--config", &format!("four={}", side(4)), "--reference", "two", "--repeats", "2"])
+        .args(["--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let x: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(x["reference"], "two");
+    for (k, (name, batch)) in [("one", 1), ("two", 2), ("four", 4)].into_iter().enumerate() {
+        assert_eq!(x["arms"][k]["name"], name);
+        let runs = x["arms"][k]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{name}: two repetitions");
+        assert_eq!(runs[0]["run_config"]["engine"]["max_seqs"], batch, "{name}");
+    }
+    let names: Vec<&str> = x["versus"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["one", "four"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,10 +1,11 @@
-//! `tokenmeter compare`: one workload under two `bench` settings, alternately (A B A B …), or two
-//! saved results files; the statistics are `tokenmeter::bench::compare`'s.
+//! `tokenmeter compare`: one workload under two or more `bench` settings, in turn (A B C A B C …),
+//! or saved results files; each setting against the reference, with the statistics of
+//! `tokenmeter::bench::compare` (intervals that hold for every setting and metric together).
 
 use clap::{Args, Parser};
 use std::path::PathBuf;
-use tokenmeter::bench::compare::{text_report, CompareOptions};
-use tokenmeter::bench::experiment::{self, Experiment, ExperimentSpec, Side};
+use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions};
+use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
 use tokenmeter::bench::session::{EngineTarget, Listener};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
 use tokenmeter::engine::{Engine, SamplingParams};
@@ -20,13 +21,18 @@ use tokenmeter::model::TensorProvider;
 
 #[derive(Args)]
 pub struct CompareArgs {
-    /// A's `bench` options in one string, e.g. "--synthetic qwen3-0.6b --max-batch 4 --rate 8".
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "a_json", conflicts_with = "a_json")]
+    /// A's `bench` options in one string, e.g. "--synthetic qwen3-0.6b --max-batch 4 --rate 8"
+    /// (the setting named A; the same as `--config A=…`).
+    #[arg(long, allow_hyphen_values = true, requires = "b")]
     a: Option<String>,
     /// B's `bench` options: the same workload (seed, arrivals, lengths, SLOs) as A.
-    #[arg(long, allow_hyphen_values = true, required_unless_present = "b_json", conflicts_with = "b_json")]
+    #[arg(long, allow_hyphen_values = true, requires = "a")]
     b: Option<String>,
-    /// Runs per side.
+    /// A named setting, NAME=OPTIONS (`bench`'s options in one string); repeat it for two or more.
+    /// Every setting runs the same workload, in turn; each is compared with the reference.
+    #[arg(long = "config", value_name = "NAME=OPTIONS", allow_hyphen_values = true)]
+    configs: Vec<String>,
+    /// Runs per setting.
     #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 2, 100))]
     repeats: usize,
     /// A's saved results (a `bench --json` file; a list of results = one repetition each).
@@ -35,12 +41,48 @@ pub struct CompareArgs {
     /// B's saved results, of the same workload as A's.
     #[arg(long, requires = "a_json")]
     b_json: Option<PathBuf>,
-    /// Write every repetition's result and the comparison here.
+    /// A named setting's saved results, NAME=FILE (as --a-json); repeat it for two or more.
+    #[arg(long = "results", value_name = "NAME=FILE")]
+    results: Vec<String>,
+    /// The setting the others are compared with (default: the first).
+    #[arg(long)]
+    reference: Option<String>,
+    /// Write every repetition's result and the comparisons here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write an HTML report here: the settings' trade-off (Pareto chart) and each one's last run.
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     lang: String,
+}
+
+/// Names are how settings are told apart in the report and the JSON: short, printable, distinct.
+const NAME_MAX_CHARS: usize = 40;
+
+/// "NAME=VALUE" pairs of `flag`, checked: two or more, names printable and distinct.
+fn named<'a>(flag: &str, pairs: &'a [String]) -> Result<Vec<(String, &'a str)>> {
+    let mut out: Vec<(String, &str)> = Vec::new();
+    for pair in pairs {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::Invalid(format!("{flag} {pair:?}: expected NAME=VALUE")))?;
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > NAME_MAX_CHARS || name.chars().any(char::is_control) {
+            return Err(Error::Invalid(format!(
+                "{flag} {pair:?}: a name is 1 to {NAME_MAX_CHARS} printable characters"
+            )));
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(Error::Invalid(format!("{flag}: the name {name:?} is used twice")));
+        }
+        out.push((name.to_string(), value));
+    }
+    if out.len() < 2 {
+        return Err(Error::Invalid(format!("{flag}: give two or more settings (one is nothing to compare)")));
+    }
+    Ok(out)
 }
 
 /// `bench`'s options, parsed from one string.
@@ -63,7 +105,7 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
         return refuse("compare runs the engine in this process; --endpoint is not supported here");
     }
     if args.json.is_some() || args.csv.is_some() {
-        return refuse("--json and --csv go to compare itself, not inside --a/--b");
+        return refuse("--json and --csv go to compare itself, not inside a setting");
     }
     if args.rate.contains(',') {
         return refuse("one rate per comparison (a sweep is `bench --rate 1,2,4`)");
@@ -129,86 +171,172 @@ impl Local {
 
 pub async fn main(args: CompareArgs) -> Result<()> {
     let lang = args.lang.parse::<bench::Lang>()?;
-    if let Some(path) = &args.json {
-        super::check_writable("--json", path)?;
-    }
-    let experiment = match (&args.a_json, &args.b_json, &args.a, &args.b) {
-        (Some(fa), Some(fb), _, _) => {
-            let (a, b) = (read_results(fa)?, read_results(fb)?);
-            let comparison = experiment::compare_results(&a, &b, None, &CompareOptions::default())?;
-            Experiment { a, b, comparison }
+    for (flag, path) in [("--json", &args.json), ("--html", &args.html)] {
+        if let Some(path) = path {
+            super::check_writable(flag, path)?;
         }
-        (None, None, Some(a), Some(b)) => run(a, b, args.repeats, lang).await?,
-        _ => return Err(Error::Invalid("pass --a and --b (bench options), or --a-json and --b-json".into())),
+    }
+    let ways = [!args.configs.is_empty(), !args.results.is_empty(), args.a.is_some(), args.a_json.is_some()];
+    if ways.iter().filter(|&&w| w).count() != 1 {
+        return Err(Error::Invalid(
+            "pass the settings one way: --config NAME=OPTIONS (two or more), --results NAME=FILE (two or more), \
+             --a and --b, or --a-json and --b-json"
+                .into(),
+        ));
+    }
+    let pair = |a: &str, b: &str| vec![format!("A={a}"), format!("B={b}")];
+    let arms = if let (Some(a), Some(b)) = (&args.a_json, &args.b_json) {
+        saved(&named("--a-json/--b-json", &pair(&a.display().to_string(), &b.display().to_string()))?)?
+    } else if !args.results.is_empty() {
+        saved(&named("--results", &args.results)?)?
+    } else {
+        let (configs, ab) = match (&args.a, &args.b) {
+            (Some(a), Some(b)) => (pair(a, b), true),
+            _ => (args.configs.clone(), false),
+        };
+        run(&named("--config", &configs)?, ab, args.repeats, lang).await?
     };
-    print!("{}", text_report(&experiment.comparison, lang));
+    let reference = match &args.reference {
+        None => 0,
+        Some(name) => arms.iter().position(|a| &a.name == name).ok_or_else(|| {
+            let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+            Error::Invalid(format!("--reference {name:?}: no setting of that name (there are {})", names.join(", ")))
+        })?,
+    };
+    let experiment = experiment::compare_arms(&arms, reference, None, &CompareOptions::default())?;
+    print!("{}", many_way_report(&experiment, lang));
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&experiment).expect("serialisable");
         std::fs::write(path, json)
             .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
     }
+    if let Some(path) = &args.html {
+        let last: Vec<(String, &BenchResult)> =
+            experiment.arms.iter().filter_map(|a| Some((a.name.clone(), a.runs.last()?))).collect();
+        std::fs::write(path, tokenmeter::bench::html::html_report(&last, lang))
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+    }
     Ok(())
 }
 
-async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Experiment> {
-    let (args_a, args_b) = (parse_side("--a", a)?, parse_side("--b", b)?);
-    let (loaded_a, loaded_b) = (open(&args_a.model).await?, open(&args_b.model).await?);
-    let (spec, spec_b) = (workload(&args_a, &loaded_a)?, workload(&args_b, &loaded_b)?);
-    if spec != spec_b {
-        return Err(Error::Invalid(format!(
-            "--a and --b must run the same workload (arrivals, rate, lengths, seed): A {spec:?}, B {spec_b:?}"
-        )));
+/// Each setting against the reference: a summary line per metric across all of them, then each
+/// comparison in full.
+fn many_way_report(x: &ManyWay, lang: bench::Lang) -> String {
+    if x.versus.len() == 1 && x.reference == "A" && x.versus[0].name == "B" {
+        return text_report(&x.versus[0].comparison, lang);
     }
-    if args_a.slo != args_b.slo
-        || args_a.respect_eos != args_b.respect_eos
-        || args_a.random_prompts != args_b.random_prompts
-    {
-        return Err(Error::Invalid(
-            "--a and --b must agree on --slo, --respect-eos and --random-prompts (they define the workload)".into(),
-        ));
+    let mut out = summary_table(x, lang);
+    for v in &x.versus {
+        out += "\n";
+        out += &text_report_named(&v.comparison, lang, &v.reference, &v.name);
     }
-    let slo = args_a.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+    out
+}
+
+/// metric | reference | each other setting's value, change and verdict.
+fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
+    let zh = lang == bench::Lang::Zh;
+    let mut out = if zh {
+        format!("========== {} 组设置，参照：{} ==========\n", x.arms.len(), x.reference)
+    } else {
+        format!("========== {} settings against {} ==========\n", x.arms.len(), x.reference)
+    };
+    let cell = |s: &str| format!(" {s:>30}");
+    out += &format!("{:<24} {:>11}", if zh { "指标" } else { "metric" }, x.reference.chars().take(11).collect::<String>());
+    for v in &x.versus {
+        out += &cell(&v.name.chars().take(30).collect::<String>());
+    }
+    out += "\n";
+    let Some(first) = x.versus.first() else { return out };
+    for (k, m) in first.comparison.metrics.iter().enumerate() {
+        out += &format!("{:<24} {:>11.3}", m.metric, m.a);
+        for v in &x.versus {
+            let n = &v.comparison.metrics[k];
+            out += &cell(&format!("{:.3} ({:+.1}%) {}", n.b, n.diff_pct, n.verdict.label(lang)));
+        }
+        out += "\n";
+    }
+    out
+}
+
+/// Runs the settings in turn. `ab`: they came as --a and --b (errors name those flags).
+async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::Lang) -> Result<Vec<Arm>> {
+    let mut args = Vec::new();
+    for (name, text) in configs {
+        let flag = if ab { format!("--{}", name.to_lowercase()) } else { format!("--config {name}") };
+        args.push(parse_side(&flag, text)?);
+    }
+    let mut specs = Vec::new();
+    let mut opened = Vec::new();
+    for a in &args {
+        let loaded = open(&a.model).await?;
+        specs.push(workload(a, &loaded)?);
+        opened.push(loaded);
+    }
+    let (first, spec) = (&args[0], specs[0].clone());
+    for (k, (a, s)) in args.iter().zip(&specs).enumerate().skip(1) {
+        let name = &configs[k].0;
+        if *s != spec {
+            return Err(Error::Invalid(format!(
+                "{name} and {} must run the same workload (arrivals, rate, lengths, seed): {} {spec:?}, {name} {s:?}",
+                configs[0].0, configs[0].0
+            )));
+        }
+        if a.slo != first.slo || a.respect_eos != first.respect_eos || a.random_prompts != first.random_prompts {
+            return Err(Error::Invalid(format!(
+                "{name} and {} must agree on --slo, --respect-eos and --random-prompts (they define the workload)",
+                configs[0].0
+            )));
+        }
+    }
+    let slo = first.slo.as_deref().map(str::parse::<Slo>).transpose()?;
     let gpu = Arc::new(Gpu::new().await?);
-    let mut side_a = Local::load(&args_a, loaded_a, &spec, &gpu).await?;
-    let mut side_b = Local::load(&args_b, loaded_b, &spec, &gpu).await?;
+    let mut locals = Vec::new();
+    for (a, loaded) in args.iter().zip(opened) {
+        locals.push(Local::load(a, loaded, &spec, &gpu).await?);
+    }
     let x = ExperimentSpec {
         spec: &spec,
         slo: slo.as_ref(),
-        slo_text: args_a.slo.as_deref(),
+        slo_text: first.slo.as_deref(),
         repeats,
-        ignore_eos: !args_a.respect_eos,
+        ignore_eos: !first.respect_eos,
         lang,
         warmup: true,
     };
     let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
-    let (total, done) = (2 * repeats, std::cell::Cell::new(0));
-    eprintln!("warm-up: one run per side, not compared");
+    let (total, done) = (configs.len() * repeats, std::cell::Cell::new(0));
+    eprintln!("warm-up: one run per setting, not compared");
     let progress: Listener = std::rc::Rc::new(|_| {});
-    let prompts_a = PromptSource::for_model(&spec, side_a.tokenizer.as_ref(), side_a.random_prompts, side_a.vocab_size);
-    let prompts_b = PromptSource::for_model(&spec, side_b.tokenizer.as_ref(), side_b.random_prompts, side_b.vocab_size);
-    let prompt_a = |p: &bench::PlannedRequest| prompts_a.ids(p);
-    let prompt_b = |p: &bench::PlannedRequest| prompts_b.ids(p);
-    let mut target_a = EngineTarget {
-        engine: &mut side_a.engine,
-        prompt: &prompt_a,
-        sampling: SamplingParams::default(),
-        describe: side_a.describe.clone(),
-        saturation: None,
-    };
-    let mut target_b = EngineTarget {
-        engine: &mut side_b.engine,
-        prompt: &prompt_b,
-        sampling: SamplingParams::default(),
-        describe: side_b.describe.clone(),
-        saturation: None,
-    };
-    experiment::run_alternating(&mut target_a, &mut target_b, &x, &progress, &cancel, &mut |side, i, result| {
+    // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.
+    let (mut engines, sides): (Vec<Engine>, Vec<_>) = locals
+        .into_iter()
+        .map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe)))
+        .unzip();
+    let prompts: Vec<PromptSource> = sides
+        .iter()
+        .map(|(tokenizer, random, vocab, _)| PromptSource::for_model(&spec, tokenizer.as_ref(), *random, *vocab))
+        .collect();
+    let prompt_fns: Vec<_> = prompts.iter().map(|p| move |q: &bench::PlannedRequest| p.ids(q)).collect();
+    let mut targets: Vec<EngineTarget> = engines
+        .iter_mut()
+        .zip(&prompt_fns)
+        .zip(&sides)
+        .map(|((engine, prompt), side)| EngineTarget {
+            engine,
+            prompt,
+            sampling: SamplingParams::default(),
+            describe: side.3.clone(),
+            saturation: None,
+        })
+        .collect();
+    let runs = experiment::run_round_robin(&mut targets, &x, &progress, &cancel, &mut |k, i, result| {
         done.set(done.get() + 1);
         let m = &result.metrics;
         eprintln!(
             "[{}/{total}] {} run {}: output {:.1} tok/s, TTFT p50 {:.1} ms, TPOT p50 {:.2} ms, {} of {} requests completed",
             done.get(),
-            if side == Side::A { "A" } else { "B" },
+            configs[k].0,
             i + 1,
             m.output_throughput,
             m.ttft_ms.p50,
@@ -217,7 +345,16 @@ async fn run(a: &str, b: &str, repeats: usize, lang: bench::Lang) -> Result<Expe
             m.num_requests
         );
     })
-    .await
+    .await?;
+    Ok(configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect())
+}
+
+/// Each named file's results (`bench --json`), as an arm.
+fn saved(files: &[(String, &str)]) -> Result<Vec<Arm>> {
+    files
+        .iter()
+        .map(|(name, path)| Ok(Arm { name: name.clone(), runs: read_results(std::path::Path::new(path))? }))
+        .collect()
 }
 
 /// A `bench --json` file: one result, or a list (one repetition each).

@@ -4,6 +4,7 @@
 use clap::Args;
 use tokenmeter::bench::session::Listener;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
+use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
 use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, RemoteSetup};
@@ -41,6 +42,10 @@ pub struct RemoteArgs {
     /// tokenizer's vocabulary).
     #[arg(long, requires = "endpoint", allow_negative_numbers = true)]
     pub vocab_size: Option<usize>,
+    /// GPUs behind the endpoint (all replicas), for the record and the per-GPU throughput of the
+    /// Pareto chart; without it, a server's throughput is per target.
+    #[arg(long, requires = "endpoint", allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1_000_000))]
+    pub gpus: Option<usize>,
 }
 
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
@@ -90,7 +95,8 @@ pub async fn run(
     if client.tls().is_some_and(|tls| tls.insecure) {
         eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
     }
-    let setup = RemoteSetup { prompt: &prompt, timeout_s: args.timeout_s, prompts: prompts.kind(), client: "native" };
+    let setup =
+        RemoteSetup { prompt: &prompt, timeout_s: args.timeout_s, prompts: prompts.kind(), client: "native", gpus: args.gpus };
     let mut target = RemoteTarget { client: &client, setup };
     let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;
     for r in results.iter() {
