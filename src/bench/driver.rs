@@ -5,6 +5,7 @@
 
 use super::record::{RequestRecord, StepSample};
 use super::saturation::{Detector, Saturation};
+use super::thinking::ThinkTags;
 use super::workload::{Arrival, PlannedRequest, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
@@ -17,6 +18,9 @@ pub struct DriverOptions<'a> {
     pub ignore_eos: bool,
     /// The prompt of each planned request.
     pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    /// The model's thinking tags, to split each reply into reasoning and answer
+    /// ([`crate::bench::thinking`]); `None` (no tokenizer that has them): no split.
+    pub think: Option<ThinkTags>,
 }
 
 /// Live view for charts and progress, after every step.
@@ -70,6 +74,8 @@ pub async fn run_watched(
         })
         .collect();
     let mut steps = Vec::new();
+    // Each request's output ids, kept only to split thinking from answer at the end.
+    let mut output_ids: Vec<Vec<u32>> = vec![Vec::new(); if options.think.is_some() { plan.len() } else { 0 }];
     // engine id -> index in plan
     let mut by_engine_id: Vec<(u64, usize)> = Vec::new();
     let closed_limit = match options.spec.arrival {
@@ -161,11 +167,19 @@ pub async fn run_watched(
                     r.scheduled_s = Some(t);
                     r.cached_tokens = Some(cached_tokens as usize);
                 }
-                EventKind::FirstToken { .. } => {
+                EventKind::FirstToken { token } => {
                     r.first_token_s = Some(t);
                     r.token_times_s.push(t);
+                    if let Some(ids) = output_ids.get_mut(i) {
+                        ids.push(token);
+                    }
                 }
-                EventKind::Token { .. } => r.token_times_s.push(t),
+                EventKind::Token { token } => {
+                    r.token_times_s.push(t);
+                    if let Some(ids) = output_ids.get_mut(i) {
+                        ids.push(token);
+                    }
+                }
                 EventKind::Preempted => {
                     r.preemptions += 1;
                     r.preempted_s.push(t);
@@ -199,6 +213,13 @@ pub async fn run_watched(
             });
         }
         on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });
+    }
+    if let Some(tags) = options.think {
+        for (r, ids) in records.iter_mut().zip(&output_ids) {
+            let (reasoning, answer) = tags.split(ids);
+            r.reasoning_tokens = reasoning;
+            r.first_answer_s = answer.filter(|_| reasoning > 0).and_then(|k| r.token_times_s.get(k).copied());
+        }
     }
     Ok((records, steps, saturation))
 }

@@ -43,6 +43,7 @@ struct Words {
     waiting: &'static str,
     pareto: &'static str,
     pareto_note: &'static str,
+    first_answer: &'static str,
 }
 
 const EN: Words = Words {
@@ -60,6 +61,7 @@ const EN: Words = Words {
     waiting: "waiting",
     pareto: "Trade-off: speed per user against throughput (Pareto)",
     pareto_note: "Filled points are on the frontier: no other run is faster per user and higher in throughput at once.",
+    first_answer: "first answer token",
 };
 
 const ZH: Words = Words {
@@ -77,6 +79,7 @@ const ZH: Words = Words {
     waiting: "等待",
     pareto: "权衡：每用户速度与吞吐（帕累托）",
     pareto_note: "实心点在前沿上：没有别的运行同时每用户更快、吞吐更高。",
+    first_answer: "首个回答 token",
 };
 
 /// The report of `runs`, each a (name, result) — the page's run names, or the CLI's rates — in
@@ -135,7 +138,13 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
     let waiting: Vec<(f64, f64)> = steps.iter().map(|s| (s.t_s, s.waiting as f64)).collect();
     let kv: Vec<(f64, f64)> =
         steps.iter().map(|s| (s.t_s, 100.0 * s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64)).collect();
-    chart(out, "chart-ttft", w.ttft, w.x_arrival, &[("TTFT", timeline::DECODE, Shape::Dots, &ttft)]);
+    // A thinking model's replies: the first answer token beside the first token.
+    let answer = latency(|q| if q.reasoning_tokens > 0 { q.ttfat_s() } else { None });
+    let mut ttft_series: Vec<Series> = vec![("TTFT", timeline::DECODE, Shape::Dots, &ttft)];
+    if !answer.is_empty() {
+        ttft_series.push((w.first_answer, "#f59e0b", Shape::Dots, &answer));
+    }
+    chart(out, "chart-ttft", w.ttft, w.x_arrival, &ttft_series);
     chart(out, "chart-tpot", w.tpot, w.x_arrival, &[("TPOT", "#14b8a6", Shape::Dots, &tpot)]);
     chart(out, "chart-throughput", w.throughput, w.x_time, &[("tok/s", timeline::DECODE, Shape::Steps, &throughput)]);
     chart(

@@ -166,6 +166,38 @@ pub struct BenchmarkMetrics {
     /// What the measured throughput costs at the price given (`--cost-per-hour`); absent without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// A thinking model's split of its replies ([`crate::bench::thinking`]); absent when no
+    /// completed request thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingSummary>,
+}
+
+/// Reasoning against answer over the completed requests.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ThinkingSummary {
+    /// Completed requests whose reply thought.
+    pub requests_thinking: usize,
+    pub reasoning_tokens: usize,
+    pub answer_tokens: usize,
+    /// Time to first answer token from the planned arrival, over the completed requests that
+    /// answered (TTFT for a reply that did not think).
+    pub ttfat_ms: Stats,
+    /// Completed requests that ended while still thinking (no answer token).
+    pub unanswered: usize,
+}
+
+fn thinking(completed: &[&RequestRecord]) -> Option<ThinkingSummary> {
+    let thinking = completed.iter().filter(|r| r.reasoning_tokens > 0).count();
+    (thinking > 0).then(|| {
+        let ttfat: Vec<f64> = completed.iter().filter_map(|r| r.ttfat_s()).map(|s| s * 1000.0).collect();
+        ThinkingSummary {
+            requests_thinking: thinking,
+            reasoning_tokens: completed.iter().map(|r| r.reasoning_tokens).sum(),
+            answer_tokens: completed.iter().map(|r| r.answer_tokens()).sum(),
+            ttfat_ms: stats(&ttfat),
+            unanswered: completed.iter().filter(|r| r.answer_s().is_none()).count(),
+        }
+    })
 }
 
 /// The price of the serving hardware per hour, and what it makes the measured throughput cost:
@@ -335,6 +367,7 @@ pub fn summarize(
         series: series(records, steps, duration_s, bucket_s),
         load: Load::of(records),
         cost: None,
+        thinking: thinking(&completed),
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;
@@ -425,6 +458,26 @@ mod tests {
             error: None,
             ..RequestRecord::default()
         }
+    }
+
+    /// Three replies, by hand: a thinks for 3 tokens then answers at 0.5 s (arrival 0); b does not
+    /// think (its answer starts at its first token, 0.3 s after arriving at 0.1); c thinks to the
+    /// end. Time to first answer token over a and b: 500 and 300 ms; TTFT over all: 100, 300, 200.
+    #[test]
+    fn thinking_is_split_from_the_answer() {
+        let mut a = record(0, 0.0, 0.0, &[0.1, 0.2, 0.3, 0.5, 0.6], 4);
+        (a.reasoning_tokens, a.first_answer_s) = (3, Some(0.5));
+        let b = record(1, 0.1, 0.1, &[0.4, 0.5], 4);
+        let mut c = record(2, 0.2, 0.2, &[0.4, 0.5, 0.6], 4);
+        c.reasoning_tokens = 3;
+        let m = summarize(&[a.clone(), b.clone(), c], &[], None, 0.25);
+        let t = m.thinking.expect("two replies thought");
+        assert_eq!((t.requests_thinking, t.reasoning_tokens, t.answer_tokens, t.unanswered), (2, 6, 4, 1));
+        assert_eq!(t.ttfat_ms.count, 2);
+        assert!(close(t.ttfat_ms.mean, 400.0) && close(t.ttfat_ms.p50, 400.0), "{:?}", t.ttfat_ms);
+        assert!(close(m.ttft_ms.mean, 200.0) && m.ttft_ms.count == 3);
+        // No reply thought: no split.
+        assert!(summarize(&[b], &[], None, 0.25).thinking.is_none());
     }
 
     fn step(t_s: f64, duration_s: f64, running: usize, waiting: usize, kv_blocks_used: usize) -> StepSample {

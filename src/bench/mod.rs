@@ -21,6 +21,7 @@
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`sweep`]: several rates in one go, and the knee.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
+//! - [`thinking`]: reasoning tokens and the first answer token of a thinking model's reply.
 //! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
 //! - [`html`]: a self-contained HTML report (SVG charts, timeline, text report, run record).
 //! - [`session`]: the one benchmark run (baseline, rates, summary, diagnosis, run record) over a
@@ -44,6 +45,7 @@ pub mod soak;
 pub mod speed;
 pub mod stats;
 pub mod sweep;
+pub mod thinking;
 pub mod timeline;
 pub mod vllm;
 pub mod workload;

@@ -34,7 +34,8 @@ impl ParetoPoint {
     pub fn of(label: String, r: &BenchResult) -> Option<ParetoPoint> {
         let tpot = r.metrics.tpot_ms.p50;
         let gpus = r.config.gpus.unwrap_or(1).max(1) as f64;
-        let point = ParetoPoint { label, per_user_tok_s: 1000.0 / tpot, per_gpu_tok_s: r.metrics.output_throughput / gpus };
+        let point =
+            ParetoPoint { label, per_user_tok_s: 1000.0 / tpot, per_gpu_tok_s: r.metrics.output_throughput / gpus };
         (tpot > 0.0 && point.per_user_tok_s.is_finite() && point.per_gpu_tok_s.is_finite() && point.per_gpu_tok_s > 0.0)
             .then_some(point)
     }
@@ -54,8 +55,7 @@ pub fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
             && p.per_gpu_tok_s >= q.per_gpu_tok_s
             && (p.per_user_tok_s > q.per_user_tok_s || p.per_gpu_tok_s > q.per_gpu_tok_s)
     };
-    let mut on: Vec<usize> =
-        (0..points.len()).filter(|&i| !points.iter().any(|p| beats(p, &points[i]))).collect();
+    let mut on: Vec<usize> = (0..points.len()).filter(|&i| !points.iter().any(|p| beats(p, &points[i]))).collect();
     on.sort_by(|&i, &j| points[i].per_user_tok_s.total_cmp(&points[j].per_user_tok_s));
     on
 }
@@ -72,7 +72,11 @@ const BOTTOM: f64 = 36.0;
 pub struct Dot {
     pub x: f64,
     pub y: f64,
-    pub label: String,
+    /// Shown beside the dot for frontier points only (others have the tooltip): the frontier's
+    /// labels alternate above and below their dots, so neighbours do not overprint.
+    pub label: Option<String>,
+    /// Where the label's baseline sits, in view-box units below the dot (negative: above).
+    pub label_dy: f64,
     pub on_frontier: bool,
     /// "label: 41.2 tok/s per user, 530 tok/s per GPU".
     pub title: String,
@@ -139,7 +143,11 @@ impl Chart {
             .map(|(i, p)| Dot {
                 x: x_of(p.per_user_tok_s),
                 y: y_of(p.per_gpu_tok_s),
-                label: p.label.clone(),
+                label: on.contains(&i).then(|| p.label.clone()),
+                label_dy: match on.iter().position(|&j| j == i) {
+                    Some(k) if k % 2 == 1 => 16.0,
+                    _ => -8.0,
+                },
                 on_frontier: on.contains(&i),
                 title: format!(
                     "{}: {:.1} tok/s per user, {:.1} tok/s per {unit}",
@@ -218,15 +226,20 @@ impl Chart {
             let fill = if d.on_frontier { "#3b82f6" } else { "#94a3b8" };
             let _ = write!(
                 out,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{fill}\"><title>{}</title></circle>\
-                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#334155\">{}</text>",
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{fill}\"><title>{}</title></circle>",
                 d.x,
                 d.y,
-                escape(&d.title),
-                d.x,
-                d.y - 8.0,
-                escape(&d.label)
+                escape(&d.title)
             );
+            if let Some(label) = &d.label {
+                let _ = write!(
+                    out,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#334155\">{}</text>",
+                    d.x,
+                    d.y + d.label_dy,
+                    escape(label)
+                );
+            }
         }
         out.push_str("</svg>");
         out
@@ -245,8 +258,14 @@ mod tests {
     fn the_frontier_is_the_points_nothing_beats_on_both_axes() {
         // By hand: d (10, 400) beats a (5, 300) on both; b (20, 250) and c (40, 100) and d are each
         // best somewhere; e (20, 200) loses to b on throughput at the same per-user speed; f equals b.
-        let points =
-            [p("a", 5.0, 300.0), p("b", 20.0, 250.0), p("c", 40.0, 100.0), p("d", 10.0, 400.0), p("e", 20.0, 200.0), p("f", 20.0, 250.0)];
+        let points = [
+            p("a", 5.0, 300.0),
+            p("b", 20.0, 250.0),
+            p("c", 40.0, 100.0),
+            p("d", 10.0, 400.0),
+            p("e", 20.0, 200.0),
+            p("f", 20.0, 250.0),
+        ];
         assert_eq!(frontier(&points), vec![3, 1, 5, 2]);
         assert!(frontier(&[]).is_empty());
     }

@@ -107,6 +107,13 @@ impl<'a> PromptSource<'a> {
         }
     }
 
+    /// The thinking tags of the tokenizer the engine's prompts go through: only a tokenizer the
+    /// model's vocabulary covers is used, so its ids are the model's
+    /// ([`crate::bench::thinking`]).
+    pub fn think_tags(&self) -> Option<crate::bench::thinking::ThinkTags> {
+        self.tokenizer.and_then(crate::bench::thinking::ThinkTags::of)
+    }
+
     /// For the run record: "dataset text" (the dataset's rows bring text), "text" (built-in
     /// texts) or "token ids" (seeded random ids).
     pub fn kind(&self) -> &'static str {

@@ -68,6 +68,14 @@ pub struct RequestRecord {
     /// caching off); `null` for a server, which cannot say, and a request never scheduled.
     #[serde(default)]
     pub cached_tokens: Option<usize>,
+    /// Output tokens that were the model's thinking ([`crate::bench::thinking`]): 0 for a reply
+    /// that did not think, and in results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: usize,
+    /// When the first token after the thinking arrived; absent for a reply that did not think
+    /// (its answer starts at `first_token_s`) or never got past its thinking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_s: Option<f64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -100,6 +108,26 @@ impl RequestRecord {
     /// the finish (the last token, or a stream's last chunk) over `output_len` tokens.
     pub fn tpot_s(&self) -> Option<f64> {
         crate::latency::tpot_s(self.first_token_s, self.finish_s, self.output_len)
+    }
+
+    /// When the answer began: after the thinking, or the first token of a reply that did not
+    /// think; `None` for one still thinking when it ended.
+    pub fn answer_s(&self) -> Option<f64> {
+        if self.reasoning_tokens == 0 {
+            self.first_token_s
+        } else {
+            self.first_answer_s
+        }
+    }
+
+    /// Time to first answer token from the planned arrival (TTFT for a reply that did not think).
+    pub fn ttfat_s(&self) -> Option<f64> {
+        crate::latency::ttft_s(self.arrival_s, self.answer_s())
+    }
+
+    /// Output tokens of the answer itself: the output less the reasoning.
+    pub fn answer_tokens(&self) -> usize {
+        self.output_len.saturating_sub(self.reasoning_tokens)
     }
 
     /// End-to-end latency: finish − arrival.

@@ -51,6 +51,10 @@ struct Labels {
     per_request: &'static str,
     preemptions: &'static str,
     speculation: &'static str,
+    thinking: &'static str,
+    first_answer: &'static str,
+    reasoning_share: &'static str,
+    still_thinking: &'static str,
     prefix_cache: &'static str,
     prompt_tokens: &'static str,
     gpu_busy: &'static str,
@@ -95,6 +99,10 @@ const EN: Labels = Labels {
     per_request: "per request",
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
+    thinking: "Thinking: reasoning / answer tokens",
+    first_answer: "Time to first answer token (after the thinking)",
+    reasoning_share: "of the output",
+    still_thinking: "ended still thinking",
     prefix_cache: "Prefix cache hit rate",
     prompt_tokens: "prompt tokens",
     gpu_busy: "GPU busy",
@@ -142,6 +150,10 @@ const ZH: Labels = Labels {
     per_request: "每个请求",
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
+    thinking: "思考：推理 / 回答 token",
+    first_answer: "首个回答 token 时间（思考之后）",
+    reasoning_share: "占输出",
+    still_thinking: "结束时仍在思考",
     prefix_cache: "前缀缓存命中率",
     prompt_tokens: "提示 token",
     gpu_busy: "GPU 忙碌占比",
@@ -237,6 +249,32 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             l.per_million_tokens,
             money(c.per_request),
             l.per_request
+        ));
+    }
+    if let Some(t) = &m.thinking {
+        let share = t.reasoning_tokens as f64 / (t.reasoning_tokens + t.answer_tokens).max(1) as f64;
+        let mut text = format!(
+            "{}: {} / {} ({} {}; {} / {} {})",
+            l.thinking,
+            t.reasoning_tokens,
+            t.answer_tokens,
+            percent(share),
+            l.reasoning_share,
+            t.requests_thinking,
+            m.completed,
+            l.requests.to_lowercase()
+        );
+        if t.unanswered > 0 {
+            text += &format!(", {} {}", t.unanswered, l.still_thinking);
+        }
+        line(text);
+        line(format!(
+            "{}: {} {} ms, P50 {} ms, P99 {} ms",
+            l.first_answer,
+            l.mean,
+            num(t.ttfat_ms.mean),
+            num(t.ttfat_ms.p50),
+            num(t.ttfat_ms.p99)
         ));
     }
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));

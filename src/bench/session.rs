@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::driver::{self, Progress};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
+use super::thinking::ThinkTags;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
@@ -402,6 +403,8 @@ pub struct EngineTarget<'a> {
     pub describe: RunConfig,
     /// Set by a run that ended early at saturation ([`Target::take_saturation`]).
     pub saturation: Option<Saturation>,
+    /// The tokenizer's thinking tags, to split replies into reasoning and answer; `None`: no split.
+    pub think: Option<ThinkTags>,
 }
 
 impl Target for EngineTarget<'_> {
@@ -428,7 +431,8 @@ impl Target for EngineTarget<'_> {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let options = driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt };
+        let options =
+            driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt, think: self.think };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
         let (records, steps, saturation) =
             driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;

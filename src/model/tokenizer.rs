@@ -36,6 +36,12 @@ impl Tokenizer {
         self.encode(&text)
     }
 
+    /// The id of `token` when the vocabulary has it as one token (a special or added token, or a
+    /// plain vocabulary entry).
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }

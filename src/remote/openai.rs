@@ -159,6 +159,10 @@ pub struct Chunk {
     /// Output tokens it carries: the length of its per-token `logprobs` (or llama.cpp's `tokens`)
     /// when present, else 1 for non-empty text, else 0.
     pub tokens: usize,
+    /// Its text is the model's thinking (`delta.reasoning_content` or `delta.reasoning`) and
+    /// nothing else: a chunk that also carries answer text counts as answer
+    /// ([`crate::bench::thinking`]).
+    pub reasoning: bool,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
 }
@@ -187,11 +191,12 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
         let text_len = |v: Option<&Value>| v.and_then(Value::as_str).map_or(0, str::len);
         let delta = choice.get("delta");
         let field = |name: &str| delta.and_then(|d| d.get(name));
-        let has_text = text_len(choice.get("text")) > 0
+        let answer = text_len(choice.get("text")) > 0
             || text_len(field("content")) > 0
-            || text_len(field("reasoning_content")) > 0
-            || text_len(field("reasoning")) > 0
             || field("tool_calls").and_then(Value::as_array).is_some_and(|calls| !calls.is_empty());
+        let reasoning = text_len(field("reasoning_content")) > 0 || text_len(field("reasoning")) > 0;
+        let has_text = answer || reasoning;
+        chunk.reasoning = reasoning && !answer;
         let listed = [
             choice.get("logprobs").and_then(|l| l.get("content")),
             choice.get("logprobs").and_then(|l| l.get("tokens")),
@@ -334,10 +339,19 @@ mod tests {
         let completion = r#"{"choices":[{"index":0,"text":" the","finish_reason":null}],"usage":null}"#;
         assert_eq!(parse_chunk(completion).unwrap(), Chunk { tokens: 1, ..Chunk::default() });
         let chat = r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":"length"}]}"#;
-        assert_eq!(parse_chunk(chat).unwrap(), Chunk { tokens: 1, finish_reason: Some("length".into()), usage: None });
+        assert_eq!(
+            parse_chunk(chat).unwrap(),
+            Chunk { tokens: 1, finish_reason: Some("length".into()), ..Chunk::default() }
+        );
         // A role-only first delta, and Qwen3's thinking in reasoning_content.
         assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#).unwrap().tokens, 0);
         assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().tokens, 1);
+        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().reasoning);
+        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning":"Hm"}}]}"#).unwrap().reasoning);
+        assert!(!parse_chunk(r#"{"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap().reasoning);
+        assert!(
+            !parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm","content":"Hi"}}]}"#).unwrap().reasoning
+        );
         // Several tokens in one chunk, counted by their logprobs or llama.cpp's token list.
         let three = r#"{"choices":[{"text":"abc","logprobs":{"tokens":["a","b","c"],"token_logprobs":[0,0,0]}}]}"#;
         assert_eq!(parse_chunk(three).unwrap().tokens, 3);

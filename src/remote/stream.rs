@@ -186,6 +186,13 @@ impl StreamRecorder {
                 }
                 self.record.token_times_s.push(t_s);
                 self.chunk_tokens.push(u32::try_from(chunk.tokens).unwrap_or(u32::MAX));
+                // Thinking, then the answer (crate::bench::thinking): the first answer chunk
+                // after reasoning is the first answer token.
+                if chunk.reasoning {
+                    self.record.reasoning_tokens = self.record.reasoning_tokens.saturating_add(chunk.tokens);
+                } else if self.record.reasoning_tokens > 0 && self.record.first_answer_s.is_none() {
+                    self.record.first_answer_s = Some(t_s);
+                }
             }
             if chunk.finish_reason.is_some() {
                 self.finish_reason = chunk.finish_reason;
@@ -239,6 +246,28 @@ mod tests {
         let mut r = StreamRecorder::new(3, 1.0, 6, Some(5));
         r.sent(1.25);
         r
+    }
+
+    /// A mock thinking model's stream: role, reasoning at 1.5 and 1.6 (one token each), then the
+    /// answer at 1.9 and 2.0. By hand: TTFT 0.5 s, first answer 0.9 s after the arrival at 1.0,
+    /// 2 reasoning and 2 answer tokens.
+    #[test]
+    fn reasoning_then_content_splits_thinking_from_the_answer() {
+        let delta =
+            |field: &str, text: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"{field}\":\"{text}\"}}}}]}}\n\n");
+        let mut r = StreamRecorder::new(3, 1.0, 6, Some(4));
+        r.sent(1.25);
+        r.receive(1.4, b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n").unwrap();
+        r.receive(1.5, delta("reasoning_content", "Let").as_bytes()).unwrap();
+        r.receive(1.6, delta("reasoning_content", " me").as_bytes()).unwrap();
+        r.receive(1.9, delta("content", "Hi").as_bytes()).unwrap();
+        r.receive(2.0, delta("content", "!").as_bytes()).unwrap();
+        r.receive(2.1, b"data: [DONE]\n\n").unwrap();
+        let record = r.end(Ok(()));
+        assert_eq!(record.first_token_s, Some(1.5));
+        assert_eq!(record.first_answer_s, Some(1.9));
+        assert_eq!((record.reasoning_tokens, record.answer_tokens()), (2, 2));
+        assert!((record.ttfat_s().unwrap() - 0.9).abs() < 1e-12 && (record.ttft_s().unwrap() - 0.5).abs() < 1e-12);
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct BatchPoint {
 pub struct ChartData {
     /// x: arrival (s), y: TTFT (ms), one per request that has its first token.
     pub ttft: Vec<Point>,
+    /// x: arrival (s), y: time to first answer token (ms), one per reply that thought and then
+    /// answered (`crate::bench::thinking`); empty for a model that does not think.
+    pub ttfat: Vec<Point>,
     /// x: arrival (s), y: TPOT (ms), one per finished request with two or more tokens.
     pub tpot: Vec<Point>,
     /// x: bucket start (s), y: output tokens per second.
@@ -91,6 +94,7 @@ impl ChartData {
             .collect();
         ChartData {
             ttft: latency(RequestRecord::ttft_s),
+            ttfat: latency(|r| if r.reasoning_tokens > 0 { r.ttfat_s() } else { None }),
             tpot: latency(|r| r.succeeded().then(|| r.tpot_s()).flatten()),
             throughput: Vec::new(),
             timeline: Timeline::default(),
@@ -218,6 +222,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
     let t = use_text();
     let pick = move |f: fn(&ChartData) -> Vec<Point>| Signal::from(Memo::new(move |_| data.with(f)));
     let ttft = pick(|d| d.ttft.clone());
+    let ttfat = pick(|d| d.ttfat.clone());
     let tpot = pick(|d| d.tpot.clone());
     let throughput = pick(|d| d.throughput.clone());
     let kv = pick(|d| d.kv.clone());
@@ -235,6 +240,11 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
             <ChartCard title=|t| t.chart_ttft x_axis=|t| t.x_arrival testid="chart-ttft" count=count(ttft)>
                 <Scatter points=ttft colour=BLUE name="TTFT" />
             </ChartCard>
+            <Show when=move || ttfat.with(|p| !p.is_empty())>
+                <ChartCard title=|t| t.chart_ttfat x_axis=|t| t.x_arrival testid="chart-ttfat" count=count(ttfat)>
+                    <Scatter points=ttfat colour=AMBER name="TTFAT" />
+                </ChartCard>
+            </Show>
             <ChartCard title=|t| t.chart_tpot x_axis=|t| t.x_arrival testid="chart-tpot" count=count(tpot)>
                 <Scatter points=tpot colour=TEAL name="TPOT" />
             </ChartCard>

@@ -4,8 +4,8 @@
 use super::browser;
 use super::charts::ChartData;
 use super::experiment::VerdictTable;
-use super::pareto::ParetoChart;
 use super::i18n::{use_text, Text};
+use super::pareto::ParetoChart;
 use super::state::AppState;
 use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::compare_results;

@@ -51,12 +51,12 @@ pub fn ParetoChart(
                     .dots
                     .iter()
                     .map(|d| {
-                        let label: String = d.label.chars().take(LABEL_CHARS).collect();
+                        let label = d.label.as_ref().map(|l| l.chars().take(LABEL_CHARS).collect::<String>());
                         view! {
                             <circle class="pareto-dot" class:frontier=d.on_frontier cx=d.x cy=d.y r="4">
                                 <title>{d.title.clone()}</title>
                             </circle>
-                            <text class="tick" x=d.x y=d.y - 8.0 text-anchor="middle">{label}</text>
+                            {label.map(|l| view! { <text class="tick" x=d.x y=d.y + d.label_dy text-anchor="middle">{l}</text> })}
                         }
                     })
                     .collect_view()}

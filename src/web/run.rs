@@ -176,6 +176,7 @@ pub fn show_one_chart(shown: &mut ChartData, new: &ChartData) -> bool {
     let mut free = true;
     let left = [
         one(&mut shown.ttft, &new.ttft, &mut free),
+        one(&mut shown.ttfat, &new.ttfat, &mut free),
         one(&mut shown.tpot, &new.tpot, &mut free),
         one(&mut shown.throughput, &new.throughput, &mut free),
         one(&mut shown.batch, &new.batch, &mut free),

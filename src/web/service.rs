@@ -15,6 +15,7 @@ use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
+use crate::bench::thinking::ThinkTags;
 use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
@@ -256,6 +257,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunForm, loaded: LoadedModel
                 sampling: SamplingParams::default(),
                 describe: engine_record(cx, &prompts),
                 saturation: None,
+                think: prompts.think_tags(),
             };
             let session = session_spec(&form, cx.lang);
             bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
@@ -301,14 +303,13 @@ async fn on_server(host: &Host, cx: &Context, form: RunForm, endpoint: Endpoint,
         let random_ids = form.random_prompts && api == Api::Completions;
         let prompts = PromptSource::for_server(&form.spec, tokenizer.as_deref(), random_ids, None);
         let prompt = |p: &PlannedRequest| prompts.prompt(p);
-        let setup =
-            RemoteSetup {
-                prompt: &prompt,
-                timeout_s: REMOTE_TIMEOUT_S,
-                prompts: prompts.kind(),
-                client: "browser",
-                gpus: None,
-            };
+        let setup = RemoteSetup {
+            prompt: &prompt,
+            timeout_s: REMOTE_TIMEOUT_S,
+            prompts: prompts.kind(),
+            client: "browser",
+            gpus: None,
+        };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
         let session = session_spec(&form, cx.lang);
         bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
@@ -427,6 +428,7 @@ async fn experiment(
         describe: describe.clone(),
         record: bench::RunConfig::default(),
         saturation: None,
+        think: prompts.think_tags(),
         gpu: gpu.clone(),
     };
     let mut target_a = side(&pool_a, capacity.clone(), &a);
@@ -488,6 +490,7 @@ struct Variant<'a> {
     /// The last run's record (the session asks for it after the run).
     record: bench::RunConfig,
     saturation: Option<Saturation>,
+    think: Option<ThinkTags>,
     gpu: Rc<Gpu>,
 }
 
@@ -518,6 +521,7 @@ impl Target for Variant<'_> {
                     sampling: SamplingParams::default(),
                     describe: self.describe.clone(),
                     saturation: None,
+                    think: self.think,
                 };
                 let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
                 self.record = target.run_config();

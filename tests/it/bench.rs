@@ -4,6 +4,7 @@
 use crate::common;
 
 use common::*;
+use tokenmeter::bench::thinking::ThinkTags;
 use tokenmeter::bench::{self, driver, Arrival, LenRange, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -16,8 +17,13 @@ async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>
     let mut engine = Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
-    let options =
-        driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt: &prompt };
+    let options = driver::DriverOptions {
+        spec,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt: &prompt,
+        think: None,
+    };
     driver::run(&mut engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap()
 }
 
@@ -111,6 +117,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             sampling: SamplingParams::default(),
             describe: RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
             saturation: None,
+            think: None,
         };
         let rates = [50.0, f64::INFINITY];
         let s = SessionSpec {
@@ -204,6 +211,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
             sampling: SamplingParams::default(),
             describe: RunConfig { target: "local".into(), ..RunConfig::default() },
             saturation: None,
+            think: None,
         };
         let s = SessionSpec {
             spec: &workload,
@@ -232,5 +240,57 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
         assert!(warmed > after_load, "the warm-up used pipelines the load's step did not: {after_load} -> {seen:?}");
         assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), ["warmed up", "baseline", "run"]);
         assert!(seen.iter().all(|s| s.1 == warmed), "pipelines first used after the warm-up: {seen:?}");
+    });
+}
+
+/// The thinking split on the engine ([`tokenmeter::bench::thinking`]): the fixture's greedy reply
+/// is generated once, then the same request runs through the driver with tags planted on that
+/// reply's own ids (its first id opens the thinking, a later one closes it), so the reply
+/// contains both tags. By hand: the tokens up to the closing one are reasoning, the next is the
+/// first answer token, later than the first token.
+#[test]
+fn a_reply_with_think_tags_is_split_into_reasoning_and_answer() {
+    pollster::block_on(async {
+        let mut s = spec(Arrival::Sequential, 1.0);
+        (s.num_requests, s.input_len, s.output_len) = (1, LenRange { min: 16, max: 16 }, LenRange { min: 12, max: 12 });
+        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+        let ckpt = Checkpoint::open(&store).await.unwrap();
+        let mut engine =
+            Engine::new(ForwardPass::load(gpu(), &ckpt, &EngineOptions::default(), &mut |_, _| {}).await.unwrap());
+        let plan = bench::plan(&s).unwrap();
+        let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(s.seed, p.id, p.prompt_len, 512));
+        let mut reply = Vec::new();
+        tokenmeter::engine::generate::generate_greedy(
+            &mut engine,
+            &prompt(&plan[0]).unwrap(),
+            12,
+            &[],
+            &mut |_, id| reply.push(id),
+        )
+        .await
+        .unwrap();
+        // The closing tag: the first id, from the third on, not seen before it (so it closes there).
+        let close_at = (2..reply.len() - 1).find(|&k| !reply[..k].contains(&reply[k])).expect("a varied reply");
+        let tags = ThinkTags { open: reply[0], close: reply[close_at] };
+        let options = driver::DriverOptions {
+            spec: &s,
+            sampling: SamplingParams::default(),
+            ignore_eos: true,
+            prompt: &prompt,
+            think: Some(tags),
+        };
+        let (records, _) = driver::run(&mut engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap();
+        let r = &records[0];
+        assert_eq!(r.token_times_s.len(), 12);
+        assert_eq!(r.reasoning_tokens, close_at + 1, "reply {reply:?}, closed at {close_at}");
+        assert_eq!(r.first_answer_s, Some(r.token_times_s[close_at + 1]));
+        assert!(r.ttfat_s().unwrap() > r.ttft_s().unwrap());
+        let m = bench::summarize(&records, &[], None, 0.25);
+        let t = m.thinking.expect("the reply thought");
+        assert_eq!((t.reasoning_tokens, t.answer_tokens, t.requests_thinking), (close_at + 1, 11 - close_at, 1));
+        // Without tags, no split.
+        let plain = driver::DriverOptions { think: None, ..options };
+        let (records, _) = driver::run(&mut engine, &plan, &plain, &mut |_| {}, &|| false).await.unwrap();
+        assert_eq!((records[0].reasoning_tokens, records[0].first_answer_s), (0, None));
     });
 }

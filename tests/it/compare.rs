@@ -51,6 +51,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
         sampling: SamplingParams::default(),
         describe: RunConfig { target: "local".into(), ..RunConfig::default() },
         saturation: None,
+        think: None,
     };
     let (mut a, mut b) = (target(&mut ea), target(&mut eb));
     let x = ExperimentSpec {
@@ -303,7 +304,10 @@ fn compare_runs_three_named_settings_in_turn() {
     let out = dir.join("out.json");
     let model = fixture_dir("tiny-gqa-tied");
     let side = |batch: usize| {
-        format!("--model {} --rate inf --num-requests 4 --input-len 8 --output-len 4 --max-batch {batch}", model.display())
+        format!(
+            "--model {} --rate inf --num-requests 4 --input-len 8 --output-len 4 --max-batch {batch}",
+            model.display()
+        )
     };
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
         .args(["compare", "--config", &format!("one={}", side(1)), "--config", &format!("two={}", side(2))])

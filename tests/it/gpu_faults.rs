@@ -74,6 +74,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             sampling: SamplingParams::default(),
             describe: RunConfig { target: "local".into(), ..RunConfig::default() },
             saturation: None,
+            think: None,
         };
         let rates = [1.0, 2.0];
         let s = SessionSpec {

@@ -52,9 +52,12 @@ enum Behaviour {
     RedirectAway = 13,
     /// 307 to /v2/completions on the same server, which answers normally.
     RedirectHome = 14,
+    /// A thinking model: two `reasoning_content` chunks 30 ms apart, then two `content` chunks
+    /// 30 ms apart starting 60 ms later, usage 4, [DONE].
+    Thinking = 15,
 }
 
-const LAST_BEHAVIOUR: u64 = 14;
+const LAST_BEHAVIOUR: u64 = 15;
 
 struct Mock {
     url: String,
@@ -236,6 +239,23 @@ fn stream_reply(stream: &mut TcpStream, behaviour: u64, written: &AtomicUsize) -
                 true,
             )
         }
+        15 => {
+            let delta = |field: &str, text: &str| {
+                format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":\"{text}\"}}}}]}}\n\n")
+            };
+            chunked(
+                &[
+                    (0, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n".into()),
+                    (0, delta("reasoning_content", "Let")),
+                    (30, delta("reasoning_content", " me")),
+                    (60, delta("content", "Hi")),
+                    (30, delta("content", "!")),
+                    (0, usage(4)),
+                    (0, "data: [DONE]\n\n".into()),
+                ],
+                true,
+            )
+        }
         other => panic!("no behaviour {other}"),
     }
 }
@@ -284,6 +304,26 @@ fn normal_stream_gives_timestamps_and_usage() {
     for gap in r.itl_s() {
         assert!((0.025..1.0).contains(&gap), "gap {gap}");
     }
+}
+
+/// A server streaming `reasoning_content` then `content` (vLLM's and llama.cpp's reasoning
+/// parsers): the first token is the first reasoning chunk, the first answer token the first
+/// content chunk, ≥ 60 ms later; 2 reasoning and 2 answer tokens, as streamed.
+#[test]
+fn a_thinking_stream_is_split_into_reasoning_and_answer() {
+    let m = mock();
+    let mut asked = requests(&[Behaviour::Thinking], 0.0);
+    asked[0].max_tokens = 4;
+    let r = client(&m.url, None).run(&asked, &options(10.0), &mut |_, _| {}).remove(0);
+    assert!(r.succeeded(), "{:?}", r.error);
+    assert_eq!((r.output_len, r.reasoning_tokens, r.answer_tokens()), (4, 2, 2));
+    let (first, answer) = (r.first_token_s.unwrap(), r.first_answer_s.unwrap());
+    assert_eq!(answer, r.token_times_s[2], "the first content chunk");
+    assert!(answer - first >= 0.085, "reasoning 30 ms + 60 ms before the answer: {}", answer - first);
+    assert!(r.ttfat_s().unwrap() > r.ttft_s().unwrap());
+    let m = tokenmeter::bench::summarize(&[r], &[], None, 0.25);
+    let t = m.thinking.expect("the reply thought");
+    assert_eq!((t.requests_thinking, t.reasoning_tokens, t.answer_tokens, t.unanswered), (1, 2, 2, 0));
 }
 
 #[test]

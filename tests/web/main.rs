@@ -516,7 +516,7 @@ fn live_charts_change_one_chart_per_frame() {
         throughput: p(1.0),
         batch: vec![BatchPoint { t: 1.0, running: 2.0, waiting: 0.0 }],
         kv: p(3.0),
-        timeline: Default::default(),
+        ..ChartData::default()
     };
     let mut frames = Vec::new();
     loop {

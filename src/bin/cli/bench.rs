@@ -235,6 +235,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             ..RunConfig::default()
         },
         saturation: None,
+        think: prompts.think_tags(),
     };
     let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)

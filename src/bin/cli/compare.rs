@@ -65,9 +65,8 @@ const NAME_MAX_CHARS: usize = 40;
 fn named<'a>(flag: &str, pairs: &'a [String]) -> Result<Vec<(String, &'a str)>> {
     let mut out: Vec<(String, &str)> = Vec::new();
     for pair in pairs {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| Error::Invalid(format!("{flag} {pair:?}: expected NAME=VALUE")))?;
+        let (name, value) =
+            pair.split_once('=').ok_or_else(|| Error::Invalid(format!("{flag} {pair:?}: expected NAME=VALUE")))?;
         let name = name.trim();
         if name.is_empty() || name.chars().count() > NAME_MAX_CHARS || name.chars().any(char::is_control) {
             return Err(Error::Invalid(format!(
@@ -242,7 +241,8 @@ fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
         format!("========== {} settings against {} ==========\n", x.arms.len(), x.reference)
     };
     let cell = |s: &str| format!(" {s:>30}");
-    out += &format!("{:<24} {:>11}", if zh { "指标" } else { "metric" }, x.reference.chars().take(11).collect::<String>());
+    out +=
+        &format!("{:<24} {:>11}", if zh { "指标" } else { "metric" }, x.reference.chars().take(11).collect::<String>());
     for v in &x.versus {
         out += &cell(&v.name.chars().take(30).collect::<String>());
     }
@@ -309,10 +309,8 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
     eprintln!("warm-up: one run per setting, not compared");
     let progress: Listener = std::rc::Rc::new(|_| {});
     // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.
-    let (mut engines, sides): (Vec<Engine>, Vec<_>) = locals
-        .into_iter()
-        .map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe)))
-        .unzip();
+    let (mut engines, sides): (Vec<Engine>, Vec<_>) =
+        locals.into_iter().map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe))).unzip();
     let prompts: Vec<PromptSource> = sides
         .iter()
         .map(|(tokenizer, random, vocab, _)| PromptSource::for_model(&spec, tokenizer.as_ref(), *random, *vocab))
@@ -321,13 +319,14 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
     let mut targets: Vec<EngineTarget> = engines
         .iter_mut()
         .zip(&prompt_fns)
-        .zip(&sides)
-        .map(|((engine, prompt), side)| EngineTarget {
+        .zip(sides.iter().zip(&prompts))
+        .map(|((engine, prompt), (side, prompts))| EngineTarget {
             engine,
             prompt,
             sampling: SamplingParams::default(),
             describe: side.3.clone(),
             saturation: None,
+            think: prompts.think_tags(),
         })
         .collect();
     let runs = experiment::run_round_robin(&mut targets, &x, &progress, &cancel, &mut |k, i, result| {

@@ -95,8 +95,13 @@ pub async fn run(
     if client.tls().is_some_and(|tls| tls.insecure) {
         eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
     }
-    let setup =
-        RemoteSetup { prompt: &prompt, timeout_s: args.timeout_s, prompts: prompts.kind(), client: "native", gpus: args.gpus };
+    let setup = RemoteSetup {
+        prompt: &prompt,
+        timeout_s: args.timeout_s,
+        prompts: prompts.kind(),
+        client: "native",
+        gpus: args.gpus,
+    };
     let mut target = RemoteTarget { client: &client, setup };
     let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;
     for r in results.iter() {

@@ -113,6 +113,7 @@ pub const EN: Text = Text {
     fix_settings: "Fix the settings above to run.",
     live: "Live",
     chart_ttft: "TTFT per request (ms)",
+    chart_ttfat: "Time to first answer token, after thinking (ms)",
     chart_tpot: "TPOT per request (ms)",
     chart_throughput: "Output throughput (tok/s)",
     chart_batch: "Running batch and queue",

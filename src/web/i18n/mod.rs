@@ -127,6 +127,8 @@ pub struct Text {
     // Charts.
     pub live: &'static str,
     pub chart_ttft: &'static str,
+    /// A thinking model's replies only.
+    pub chart_ttfat: &'static str,
     pub chart_tpot: &'static str,
     pub chart_throughput: &'static str,
     pub chart_batch: &'static str,

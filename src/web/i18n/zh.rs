@@ -113,6 +113,7 @@ pub const ZH: Text = Text {
     fix_settings: "请先修正上面的设置。",
     live: "实时",
     chart_ttft: "每个请求的 TTFT (ms)",
+    chart_ttfat: "思考之后的首个回答 token 时间 (ms)",
     chart_tpot: "每个请求的 TPOT (ms)",
     chart_throughput: "输出吞吐量 (tok/s)",
     chart_batch: "运行批大小与排队数",
