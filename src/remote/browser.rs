@@ -479,8 +479,14 @@ impl Shared {
         let mut recorder =
             StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact).max_tokens(request.max_tokens);
         let endpoint = &self.endpoint;
-        let outcome = match request_body(endpoint.api, &endpoint.model, &request.prompt, request.max_tokens, ignore_eos)
-        {
+        let outcome = match request_body(
+            endpoint.api,
+            &endpoint.model,
+            &request.prompt,
+            request.max_tokens,
+            ignore_eos,
+            endpoint.thinking,
+        ) {
             Ok(body) => self.stream(&body.to_string(), &mut recorder).await,
             Err(e) => Err(RequestError::Request(e.to_string())),
         };

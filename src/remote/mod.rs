@@ -45,6 +45,10 @@ pub struct Endpoint {
     pub model: String,
     pub api: Api,
     pub api_key: Option<ApiKey>,
+    /// Chat only: ask the server's chat template to turn a thinking model's thinking on or off
+    /// (`"chat_template_kwargs": {"enable_thinking": …}`, which vLLM, SGLang and llama-server
+    /// read); `None` sends nothing and leaves the server's default.
+    pub thinking: Option<bool>,
 }
 
 impl Endpoint {
@@ -56,6 +60,7 @@ impl Endpoint {
             "model": self.model,
             "api": self.api,
             "api_key": if self.api_key.is_some() { "set (not recorded)" } else { "none" },
+            "thinking": self.thinking,
         })
     }
 }

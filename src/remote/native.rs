@@ -360,7 +360,14 @@ impl Send {
         let exact = self.ignore_eos.then_some(r.max_tokens);
         let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact).max_tokens(r.max_tokens);
         let endpoint = &self.endpoint;
-        let outcome = match request_body(endpoint.api, &endpoint.model, &r.prompt, r.max_tokens, self.ignore_eos) {
+        let outcome = match request_body(
+            endpoint.api,
+            &endpoint.model,
+            &r.prompt,
+            r.max_tokens,
+            self.ignore_eos,
+            endpoint.thinking,
+        ) {
             Ok(body) => {
                 recorder.sent(self.t0.elapsed().as_secs_f64());
                 let stream = self.stream(&body, &mut recorder);

@@ -124,9 +124,17 @@ pub use crate::bench::prompts::Prompt;
 /// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
 /// completions; `messages`: one user message for chat), `max_tokens`, `"temperature": 0.0`,
 /// `"stream": true`, `"stream_options": {"include_usage": true}`, and `"ignore_eos": true` when
-/// asked (a non-standard field that vLLM, SGLang and llama-server accept). Nothing else: no
+/// asked (a non-standard field that vLLM, SGLang and llama-server accept), and for chat with
+/// `thinking` set, `"chat_template_kwargs": {"enable_thinking": thinking}`. Nothing else: no
 /// `logprobs`, `top_p`, `seed` or `min_tokens`, so other benchmark clients' bodies may differ.
-pub fn request_body(api: Api, model: &str, prompt: &Prompt, max_tokens: usize, ignore_eos: bool) -> Result<Value> {
+pub fn request_body(
+    api: Api,
+    model: &str,
+    prompt: &Prompt,
+    max_tokens: usize,
+    ignore_eos: bool,
+    thinking: Option<bool>,
+) -> Result<Value> {
     let mut body = match (api, prompt) {
         (Api::Completions, Prompt::Ids(ids)) => json!({ "prompt": ids }),
         (Api::Completions, Prompt::Text(text)) => json!({ "prompt": text }),
@@ -142,6 +150,13 @@ pub fn request_body(api: Api, model: &str, prompt: &Prompt, max_tokens: usize, i
     body["stream_options"] = json!({ "include_usage": true });
     if ignore_eos {
         body["ignore_eos"] = true.into();
+    }
+    match (api, thinking) {
+        (Api::Chat, Some(on)) => body["chat_template_kwargs"] = json!({ "enable_thinking": on }),
+        (Api::Completions, Some(_)) => {
+            return Err(Error::Invalid("thinking on/off is a chat template's switch: use the chat API".into()));
+        }
+        (_, None) => {}
     }
     Ok(body)
 }
@@ -318,18 +333,23 @@ mod tests {
 
     #[test]
     fn bodies() {
-        let ids = request_body(Api::Completions, "m", &Prompt::Ids(vec![1, 2]), 8, true).unwrap();
+        let ids = request_body(Api::Completions, "m", &Prompt::Ids(vec![1, 2]), 8, true, None).unwrap();
         assert_eq!(
             ids,
             json!({"model": "m", "prompt": [1, 2], "max_tokens": 8, "temperature": 0.0, "stream": true,
                    "stream_options": {"include_usage": true}, "ignore_eos": true})
         );
-        let chat = request_body(Api::Chat, "m", &Prompt::Text("hi".into()), 4, false).unwrap();
+        let chat = request_body(Api::Chat, "m", &Prompt::Text("hi".into()), 4, false, None).unwrap();
         assert_eq!(chat["messages"], json!([{"role": "user", "content": "hi"}]));
         assert!(chat.get("ignore_eos").is_none() && chat.get("prompt").is_none());
-        let text = request_body(Api::Completions, "m", &Prompt::Text("hi".into()), 4, false).unwrap();
+        let text = request_body(Api::Completions, "m", &Prompt::Text("hi".into()), 4, false, None).unwrap();
         assert_eq!(text["prompt"], "hi");
-        assert!(request_body(Api::Chat, "m", &Prompt::Ids(vec![1]), 4, true).is_err());
+        assert!(request_body(Api::Chat, "m", &Prompt::Ids(vec![1]), 4, true, None).is_err());
+        // Thinking off through the chat template; refused for completions, which has none.
+        let off = request_body(Api::Chat, "m", &Prompt::Text("hi".into()), 4, false, Some(false)).unwrap();
+        assert_eq!(off["chat_template_kwargs"]["enable_thinking"], false);
+        assert!(chat.get("chat_template_kwargs").is_none());
+        assert!(request_body(Api::Completions, "m", &Prompt::Text("hi".into()), 4, false, Some(true)).is_err());
         assert_eq!("chat".parse::<Api>().unwrap().path(), "chat/completions");
         assert!("Chat".parse::<Api>().is_err());
     }

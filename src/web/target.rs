@@ -85,7 +85,7 @@ impl TargetSettings {
         let base_url = BaseUrl::parse(self.base_url.get().trim()).map_err(|e| e.to_string())?;
         let api = self.api.get().parse::<Api>().map_err(|e| e.to_string())?;
         let api_key = ApiKey::new(self.api_key.get());
-        Ok(Endpoint { base_url, model: self.model.get().trim().to_string(), api, api_key })
+        Ok(Endpoint { base_url, model: self.model.get().trim().to_string(), api, api_key, thinking: None })
     }
 
     /// The endpoint a run can use: a valid URL and a model name (tracked).

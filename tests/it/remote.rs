@@ -266,6 +266,7 @@ fn client(url: &str, key: Option<&str>) -> Client {
         model: "mock-model".into(),
         api: Api::Completions,
         api_key: key.and_then(|k| ApiKey::new(k.into())),
+        thinking: None,
     };
     Client::new(endpoint).unwrap()
 }

@@ -453,6 +453,7 @@ fn client_capacity() {
             model: "mock-model".into(),
             api: Api::Completions,
             api_key: None,
+            thinking: None,
         };
         let client = Client::new(endpoint).unwrap();
         let requests: Vec<RemoteRequest> = (0..n)

@@ -189,6 +189,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         model: "qwen3-tiny".into(),
         api: Api::Completions,
         api_key: None,
+        thinking: None,
     };
     let client = Client::new(endpoint).unwrap();
     let prompt = |p: &tokenmeter::bench::PlannedRequest| {

@@ -680,6 +680,7 @@ async fn a_real_server_round_trip_from_the_browser() {
         api: Api::Completions,
         // llama-server without --api-key ignores it; it still has to pass CORS.
         api_key: ApiKey::new(SECRET.into()),
+        thinking: None,
     };
     let models = Client::new(endpoint.clone()).models(30.0).await.unwrap();
     assert_eq!(models, ["qwen3-tiny"]);
@@ -741,8 +742,13 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
         assert!(option_env!("TOKENMETER_REQUIRE_PEER").is_none(), "TOKENMETER_PEER_URL not set at build time");
         return;
     };
-    let endpoint =
-        Endpoint { base_url: BaseUrl::parse(url).unwrap(), model: String::new(), api: Api::Completions, api_key: None };
+    let endpoint = Endpoint {
+        base_url: BaseUrl::parse(url).unwrap(),
+        model: String::new(),
+        api: Api::Completions,
+        api_key: None,
+        thinking: None,
+    };
     let client = Client::new(endpoint);
     let request = |id: u64, arrival_s: f64, max_tokens: usize| RemoteRequest {
         id,

@@ -46,6 +46,10 @@ pub struct RemoteArgs {
     /// Pareto chart; without it, a server's throughput is per target.
     #[arg(long, requires = "endpoint", allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1_000_000))]
     pub gpus: Option<usize>,
+    /// on or off: ask the server's chat template to turn a thinking model's thinking on or off
+    /// (`chat_template_kwargs.enable_thinking`; --api chat only); recorded. Default: the server's.
+    #[arg(long, requires = "endpoint")]
+    pub thinking: Option<String>,
 }
 
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
@@ -87,7 +91,17 @@ pub async fn run(
     let prompt = |p: &PlannedRequest| prompts.prompt(p);
 
     let tls = Tls { ca_cert: args.ca_cert.clone(), insecure: args.insecure };
-    let mut client = Client::with_tls(Endpoint { base_url, model: String::new(), api, api_key }, tls)?;
+    let thinking = match args.thinking.as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some(other) => return Err(Error::Invalid(format!("--thinking {other:?}: expected on or off"))),
+    };
+    if thinking.is_some() && api != Api::Chat {
+        return Err(Error::Invalid("--thinking switches the chat template: use it with --api chat".into()));
+    }
+    let endpoint = Endpoint { base_url, model: String::new(), api, api_key, thinking };
+    let mut client = Client::with_tls(endpoint, tls)?;
     client.interrupt_on(interrupt.flag.clone());
     let model = served_model(&client, args)?;
     client.set_model(model.clone());
