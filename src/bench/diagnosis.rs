@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::metrics::BenchmarkMetrics;
 use crate::bench::saturation::Load;
+use crate::bench::server_metrics::ServerSummary;
 use crate::bench::stats::nan_as_null;
 use crate::error::{Error, Result};
 
@@ -156,11 +157,33 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
             format!("到达 {:.2} 请求/秒，服务 {:.2} 请求/秒；到达期间队列没有增长", load.offered_rps, load.served_rps),
         ));
     }
+    // The server's own view, when its /metrics were scraped: where the waiting happened.
+    if let Some(server) = &m.server {
+        evidence.extend(server_line(server, lang));
+    }
     // Requests per second the target sustained: the saturation model's served rate; without it
     // (results saved before it), output tok/s over the mean output length.
     let capacity =
         load.map_or(m.output_throughput / (m.total_output_tokens as f64 / m.completed as f64), |l| l.served_rps);
     Diagnosis { verdict, evidence, advice: advice(verdict, lang, capacity) }
+}
+
+/// What the server's `/metrics` said of its queue: requests waiting for admission there (its
+/// batch was full: admission-bound), or none (the wait, if any, was elsewhere).
+fn server_line(s: &ServerSummary, lang: Lang) -> Option<String> {
+    let waiting = s.max_waiting?;
+    let source = s.waiting_source.as_deref().unwrap_or("/metrics");
+    let running = s.max_running.map_or(String::new(), |r| format!("{r:.0}"));
+    Some(match (lang, waiting >= 1.0) {
+        (Lang::En, true) => format!(
+            "the server's own queue ({source}) grew to {waiting:.0} with {running} running: requests waited there for admission (admission-bound)"
+        ),
+        (Lang::En, false) => {
+            format!("the server's own queue ({source}) stayed empty ({running} running at most): it admitted every request")
+        }
+        (Lang::Zh, true) => format!("服务端自己的队列（{source}）增长到 {waiting:.0}，运行中 {running}：请求在那里等待准入（准入受限）"),
+        (Lang::Zh, false) => format!("服务端自己的队列（{source}）始终为空（最多 {running} 个运行中）：每个请求都被立即准入"),
+    })
 }
 
 /// The evidence of a saturated run: how far beyond capacity, the queue's growth, the waiting.
@@ -268,6 +291,29 @@ mod tests {
         (m.completed, m.total_output_tokens, m.output_throughput) = (10, 1000, 100.0);
         (m.ttft_ms, m.tpot_ms, m.gpu_busy_fraction) = (stats(&[ttft_p50]), stats(&[tpot_p50]), busy);
         m
+    }
+
+    #[test]
+    fn the_servers_own_queue_is_cited_when_its_metrics_were_scraped() {
+        let mut m = metrics(120.0, 11.0, f64::NAN);
+        let server = ServerSummary {
+            samples: 9,
+            max_running: Some(4.0),
+            max_waiting: Some(37.0),
+            waiting_source: Some("vllm:num_requests_waiting".into()),
+            ..ServerSummary::default()
+        };
+        m.server = Some(server.clone());
+        let d = diagnose_in(&m, &BASE, Lang::En);
+        let line = d.evidence.last().unwrap();
+        assert!(
+            line.contains("(vllm:num_requests_waiting) grew to 37 with 4 running") && line.contains("admission-bound"),
+            "{d:?}"
+        );
+        m.server = Some(ServerSummary { max_waiting: Some(0.0), ..server });
+        assert!(diagnose_in(&m, &BASE, Lang::Zh).evidence.last().unwrap().contains("始终为空"));
+        m.server = None;
+        assert!(!diagnose_in(&m, &BASE, Lang::En).evidence.iter().any(|l| l.contains("server's own queue")));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::fmt::Write;
 
 use super::pareto::{self, ParetoPoint};
 use super::report::{text_report_for, BenchResult, Measured};
+use super::server_metrics::ServerSample;
 use super::timeline::{self, nice_step, Timeline};
 use super::{diagnose_in, Diagnosis, Lang, RequestRecord};
 
@@ -44,6 +45,7 @@ struct Words {
     pareto: &'static str,
     pareto_note: &'static str,
     first_answer: &'static str,
+    server: &'static str,
 }
 
 const EN: Words = Words {
@@ -62,6 +64,7 @@ const EN: Words = Words {
     pareto: "Trade-off: speed per user against throughput (Pareto)",
     pareto_note: "Filled points are on the frontier: no other run is faster per user and higher in throughput at once.",
     first_answer: "first answer token",
+    server: "The server's own view: running and waiting (its /metrics)",
 };
 
 const ZH: Words = Words {
@@ -80,6 +83,7 @@ const ZH: Words = Words {
     pareto: "权衡：每用户速度与吞吐（帕累托）",
     pareto_note: "实心点在前沿上：没有别的运行同时每用户更快、吞吐更高。",
     first_answer: "首个回答 token",
+    server: "服务端视角：运行与等待（其 /metrics）",
 };
 
 /// The report of `runs`, each a (name, result) — the page's run names, or the CLI's rates — in
@@ -155,6 +159,19 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
         &[(w.running, timeline::PREFILL, Shape::Steps, &running), (w.waiting, "#f43f5e", Shape::Steps, &waiting)],
     );
     chart(out, "chart-kv", w.kv, w.x_time, &[("KV %", timeline::WAITING, Shape::Line, &kv)]);
+    if let Some(m) = &r.server_metrics {
+        let of = |f: fn(&ServerSample) -> Option<f64>| -> Vec<(f64, f64)> {
+            m.samples.iter().filter_map(|s| Some((s.t_s, f(s)?))).collect()
+        };
+        let (running, waiting) = (of(|s| s.running), of(|s| s.waiting));
+        chart(
+            out,
+            "chart-server",
+            w.server,
+            w.x_time,
+            &[(w.running, timeline::PREFILL, Shape::Line, &running), (w.waiting, "#f43f5e", Shape::Line, &waiting)],
+        );
+    }
     out.push_str("</div>\n");
 
     let t = Timeline::draw(&r.requests, &r.steps, None, r.config.is_server());
@@ -351,6 +368,7 @@ mod tests {
             requests,
             steps,
             saturation: None,
+            server_metrics: None,
         }
     }
 

@@ -170,6 +170,10 @@ pub struct BenchmarkMetrics {
     /// completed request thought.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<ThinkingSummary>,
+    /// The server's own view, from its `/metrics` scraped during the run
+    /// ([`crate::bench::server_metrics`]); absent without `--server-metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::bench::server_metrics::ServerSummary>,
 }
 
 /// Reasoning against answer over the completed requests.
@@ -368,6 +372,7 @@ pub fn summarize(
         load: Load::of(records),
         cost: None,
         thinking: thinking(&completed),
+        server: None,
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;

@@ -19,6 +19,7 @@
 //! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV
 //!   blocks and resident memory accounted for at the end.
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
+//! - [`server_metrics`]: a server's Prometheus `/metrics`, scraped during a run, as one set of series.
 //! - [`sweep`]: several rates in one go, and the knee.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`thinking`]: reasoning tokens and the first answer token of a thinking model's reply.
@@ -40,6 +41,7 @@ pub mod prompts;
 pub mod record;
 pub mod report;
 pub mod saturation;
+pub mod server_metrics;
 pub mod session;
 pub mod soak;
 pub mod speed;

@@ -24,6 +24,9 @@ pub struct BenchResult {
     /// not yet due then were never sent (and are not in `requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation: Option<crate::bench::saturation::Saturation>,
+    /// The server's own `/metrics`, scraped during the run (`--server-metrics`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::bench::server_metrics::ServerMetrics>,
 }
 
 struct Labels {
@@ -52,6 +55,7 @@ struct Labels {
     preemptions: &'static str,
     speculation: &'static str,
     thinking: &'static str,
+    server: &'static str,
     first_answer: &'static str,
     reasoning_share: &'static str,
     still_thinking: &'static str,
@@ -100,6 +104,7 @@ const EN: Labels = Labels {
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     thinking: "Thinking: reasoning / answer tokens",
+    server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     first_answer: "Time to first answer token (after the thinking)",
     reasoning_share: "of the output",
     still_thinking: "ended still thinking",
@@ -151,6 +156,7 @@ const ZH: Labels = Labels {
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     thinking: "思考：推理 / 回答 token",
+    server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     first_answer: "首个回答 token 时间（思考之后）",
     reasoning_share: "占输出",
     still_thinking: "结束时仍在思考",
@@ -275,6 +281,20 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             num(t.ttfat_ms.mean),
             num(t.ttfat_ms.p50),
             num(t.ttfat_ms.p99)
+        ));
+    }
+    if let Some(s) = &m.server {
+        let count = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let share = |v: Option<f64>| v.map_or("-".to_string(), percent);
+        line(format!(
+            "{}: {} / {}, {}, {}, {} ({} × /metrics)",
+            l.server,
+            count(s.max_running),
+            count(s.max_waiting),
+            share(s.max_kv_cache_usage),
+            count(s.preemptions),
+            share(s.prefix_cache_hit_rate),
+            s.samples
         ));
     }
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
@@ -648,6 +668,7 @@ mod tests {
             requests: records(),
             steps: vec![],
             saturation: None,
+            server_metrics: None,
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
@@ -672,6 +693,7 @@ mod tests {
             requests: records(),
             steps: vec![],
             saturation: None,
+            server_metrics: None,
         })
         .unwrap();
         let object = json.as_object_mut().unwrap();
@@ -714,6 +736,7 @@ mod tests {
             requests: records(),
             steps: vec![],
             saturation: None,
+            server_metrics: None,
         };
         assert!(run_warnings(&base, Lang::En).is_empty(), "engine records have no send time");
         let late = |ms: f64| {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::driver::{self, Progress};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
+use super::server_metrics::ServerMetrics;
 use super::thinking::ThinkTags;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
@@ -78,6 +79,12 @@ pub trait Target {
     fn take_saturation(&mut self) -> Option<Saturation> {
         None
     }
+
+    /// The server's `/metrics` scraped during the last `run`, if this target scrapes them;
+    /// taken once.
+    fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
+        None
+    }
 }
 
 /// A borrowed target is a target (an experiment runs a slice of borrowed ones).
@@ -107,6 +114,10 @@ impl<T: Target> Target for &mut T {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         (**self).take_saturation()
+    }
+
+    fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
+        (**self).take_server_metrics()
     }
 }
 
@@ -176,8 +187,11 @@ pub async fn run_into<T: Target>(
         let spec = WorkloadSpec { rate, ..s.spec.clone() };
         let planned = plan(&spec)?;
         listener(SessionEvent::RateStarted { rate, requests: planned.len() });
+        // Scrapes left by the warm-up, the baseline or an earlier rate are not this rate's.
+        let _ = target.take_server_metrics();
         let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
         let saturation = target.take_saturation();
+        let server_metrics = target.take_server_metrics();
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
@@ -190,6 +204,7 @@ pub async fn run_into<T: Target>(
             metrics.preemptions = None;
         }
         metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
+        metrics.server = server_metrics.as_ref().map(ServerMetrics::summary);
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
             workload: Some(spec),
@@ -206,6 +221,7 @@ pub async fn run_into<T: Target>(
             requests,
             steps,
             saturation,
+            server_metrics,
         };
         listener(SessionEvent::RateDone { rate, result: &result });
         results.push(result);

@@ -200,8 +200,16 @@ mod tests {
             target: json!({"kind": "openai", "model": "m", "api": "chat"}),
             ..Default::default()
         };
-        let result =
-            BenchResult { config, metrics, diagnosis: None, baseline: None, requests, steps: vec![], saturation: None };
+        let result = BenchResult {
+            config,
+            metrics,
+            diagnosis: None,
+            baseline: None,
+            requests,
+            steps: vec![],
+            saturation: None,
+            server_metrics: None,
+        };
         let v = result_json(&result, "20261201-070000");
         assert_eq!(v["backend"], "openai-chat");
         assert_eq!(v["model_id"], "m");

@@ -19,12 +19,15 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::{spawn_local, JsFuture};
 
 use crate::bench::saturation::{Detector, Saturation};
+use crate::bench::server_metrics::ServerMetrics;
 use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
-use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
+use crate::remote::{
+    report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S, SCRAPE_TIMEOUT_S,
+};
 
 /// Connections Chromium (and Firefox, Safari) open to one HTTP/1.1 origin at most.
 pub const HTTP1_CONNECTIONS: usize = 6;
@@ -262,11 +265,18 @@ pub struct Client {
     endpoint: Endpoint,
     /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
     saturation: RefCell<Option<Saturation>>,
+    /// The last run's scrapes of the server's `/metrics` ([`RunOptions::server_metrics`]).
+    server_metrics: RefCell<Option<ServerMetrics>>,
 }
 
 impl Client {
     pub fn new(endpoint: Endpoint) -> Self {
-        Client { endpoint, saturation: RefCell::new(None) }
+        Client { endpoint, saturation: RefCell::new(None), server_metrics: RefCell::new(None) }
+    }
+
+    /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.
+    pub fn take_server_metrics(&self) -> Option<ServerMetrics> {
+        self.server_metrics.borrow_mut().take()
     }
 
     /// Whether the last run was ended early at saturation, and why; taken once.
@@ -333,6 +343,33 @@ impl Client {
             on_progress,
             stop: stop.clone(),
         });
+        // The server's /metrics, every SCRAPE_PERIOD_S from the start; one last scrape after the
+        // last request ends (so the counters' growth spans the run), then the loop stops.
+        let ended = Rc::new(Cell::new(false));
+        let scraper = options.server_metrics.clone().map(|url| {
+            let scraped = Rc::new(RefCell::new(ServerMetrics {
+                url: url.clone(),
+                period_s: SCRAPE_PERIOD_S,
+                ..ServerMetrics::default()
+            }));
+            let (done_tx, done_rx) = futures_channel::oneshot::channel::<()>();
+            let (into, ended) = (scraped.clone(), ended.clone());
+            spawn_local(async move {
+                loop {
+                    let last = ended.get();
+                    match scrape_once(&url).await {
+                        Ok(text) => into.borrow_mut().push(now_s() - t0, &text),
+                        Err(why) => into.borrow_mut().fail(why),
+                    }
+                    if last {
+                        break;
+                    }
+                    sleep_s(SCRAPE_PERIOD_S).await;
+                }
+                let _ = done_tx.send(());
+            });
+            (scraped, done_rx)
+        });
         let jobs = requests.iter().cloned().zip(senders);
         match options.closed_loop {
             // Open loop: every request on its own, released at its arrival time; with
@@ -371,7 +408,6 @@ impl Client {
         }
         // The watcher: passes Cancel on, and judges an open loop's outstanding requests every
         // 50 ms ([`crate::bench::saturation`]).
-        let ended = Rc::new(Cell::new(false));
         let watcher = {
             let (stop, ended, finished) = (stop.clone(), ended.clone(), finished.clone());
             let mut detector = (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new);
@@ -407,8 +443,42 @@ impl Client {
         }
         ended.set(true);
         *self.saturation.borrow_mut() = verdict_rx.await.ok().flatten();
+        if let Some((scraped, done)) = scraper {
+            let _ = done.await;
+            *self.server_metrics.borrow_mut() = Some(std::mem::take(&mut *scraped.borrow_mut()));
+        }
         records
     }
+}
+
+/// One GET of a `/metrics` URL from the page (a simple request: no headers, so no preflight;
+/// the server must allow the page's origin), bounded by [`SCRAPE_TIMEOUT_S`] and
+/// [`SCRAPE_MAX_BYTES`].
+async fn scrape_once(url: &str) -> std::result::Result<String, String> {
+    let deadline = Deadline::new(SCRAPE_TIMEOUT_S, None).map_err(|e| e.to_string())?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("GET");
+    init.set_signal(Some(&deadline.signal()));
+    let scope = js_sys::global();
+    let fetch = js_sys::Reflect::get(&scope, &JsValue::from_str("fetch")).map_err(|e| js_text(&e, None))?;
+    let fetch: js_sys::Function = fetch.dyn_into().map_err(|_| "no fetch() in this scope".to_string())?;
+    let promise = fetch.call2(&scope, &JsValue::from_str(url), &init).map_err(|e| js_text(&e, None))?;
+    let response = JsFuture::from(js_sys::Promise::from(promise)).await.map_err(|e| {
+        if deadline.fired.get() {
+            format!("no answer within {SCRAPE_TIMEOUT_S} s")
+        } else {
+            fetch_failed(js_text(&e, None)).to_string()
+        }
+    })?;
+    let response: web_sys::Response = response.unchecked_into();
+    if !response.ok() {
+        return Err(format!("http {}", response.status()));
+    }
+    let body = read_capped(&response, SCRAPE_MAX_BYTES).await.map_err(|e| js_text(&e, None))?;
+    if body.is_cut() {
+        return Err(format!("the answer is over {SCRAPE_MAX_BYTES} bytes"));
+    }
+    Ok(body.text())
 }
 
 /// A counting semaphore for one thread: `acquire` waits its turn (first come, first served).
@@ -600,5 +670,9 @@ impl Target for RemoteTarget<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.client.take_saturation()
+    }
+
+    fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
+        self.client.take_server_metrics()
     }
 }

@@ -76,6 +76,8 @@ pub struct RemoteSetup<'a> {
     pub client: &'static str,
     /// GPUs behind the endpoint, when the user says (`--gpus`), for the record.
     pub gpus: Option<usize>,
+    /// The server's Prometheus `/metrics` to scrape during each run (`--server-metrics`).
+    pub server_metrics: Option<String>,
 }
 
 /// How requests are sent, by either client.
@@ -94,7 +96,15 @@ pub struct RunOptions {
     /// Open loops: stop sending once requests outstanding keep growing
     /// ([`crate::bench::saturation`]; both clients).
     pub saturation_stop: bool,
+    /// Scrape this Prometheus `/metrics` URL while the run is in flight
+    /// ([`crate::bench::server_metrics`]).
+    pub server_metrics: Option<String>,
 }
+
+/// How often the server's `/metrics` is scraped during a run, and the bounds of one scrape.
+pub const SCRAPE_PERIOD_S: f64 = 0.5;
+pub const SCRAPE_TIMEOUT_S: f64 = 2.0;
+pub const SCRAPE_MAX_BYTES: usize = 4 << 20;
 
 impl RemoteSetup<'_> {
     /// The plan's requests with their prompts, and how to send them.
@@ -111,6 +121,7 @@ impl RemoteSetup<'_> {
             closed_loop: closed_loop_limit(spec),
             max_concurrency: spec.max_concurrency.filter(|_| open),
             saturation_stop: spec.saturation_stop && open,
+            server_metrics: self.server_metrics.clone(),
         };
         Ok((requests(plan, self.prompt)?, options))
     }

@@ -17,12 +17,16 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::bench::saturation::{Detector, Saturation};
+use crate::bench::server_metrics::ServerMetrics;
 use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
-use crate::remote::{report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder};
+use crate::remote::{
+    report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S,
+    SCRAPE_TIMEOUT_S,
+};
 
 pub use crate::remote::tls::Tls;
 pub use crate::remote::RunOptions;
@@ -36,6 +40,8 @@ pub struct Client {
     interrupt: Arc<AtomicBool>,
     /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
     saturation: std::sync::Mutex<Option<Saturation>>,
+    /// The last run's scrapes of the server's `/metrics` ([`RunOptions::server_metrics`]).
+    server_metrics: std::sync::Mutex<Option<ServerMetrics>>,
 }
 
 impl Client {
@@ -95,6 +101,7 @@ impl Client {
             runtime,
             interrupt: Arc::new(AtomicBool::new(false)),
             saturation: std::sync::Mutex::new(None),
+            server_metrics: std::sync::Mutex::new(None),
         })
     }
 
@@ -107,6 +114,11 @@ impl Client {
     /// Whether the last run was ended early at saturation, and why; taken once.
     pub fn take_saturation(&self) -> Option<Saturation> {
         self.saturation.lock().map(|mut s| s.take()).unwrap_or(None)
+    }
+
+    /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.
+    pub fn take_server_metrics(&self) -> Option<ServerMetrics> {
+        self.server_metrics.lock().map(|mut s| s.take()).unwrap_or(None)
     }
 
     /// The interrupt flag is set.
@@ -181,9 +193,25 @@ impl Client {
         stop: &dyn Fn() -> bool,
     ) -> Vec<RequestRecord> {
         let stop = || stop() || self.interrupted();
-        let (records, saturation) = self.runtime.block_on(self.run_async(requests, options, on_progress, &stop));
+        let (records, saturation, scraped) = self.runtime.block_on(async {
+            // The server's /metrics, from just before the first request to just after the last.
+            let (scrape_tx, scrape_rx) = watch::channel(false);
+            let t0 = Instant::now();
+            let scraper =
+                options.server_metrics.clone().map(|url| tokio::spawn(scrape(self.http.clone(), url, t0, scrape_rx)));
+            let (records, saturation) = self.run_async(requests, options, on_progress, &stop, t0).await;
+            let _ = scrape_tx.send(true);
+            let scraped = match scraper {
+                Some(task) => task.await.ok(),
+                None => None,
+            };
+            (records, saturation, scraped)
+        });
         if let Ok(mut last) = self.saturation.lock() {
             *last = saturation;
+        }
+        if let Ok(mut last) = self.server_metrics.lock() {
+            *last = scraped;
         }
         records
     }
@@ -194,8 +222,8 @@ impl Client {
         options: &RunOptions,
         on_progress: &mut dyn FnMut(usize, usize),
         stop: &dyn Fn() -> bool,
+        t0: Instant,
     ) -> (Vec<RequestRecord>, Option<Saturation>) {
-        let t0 = Instant::now();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, RequestRecord)>();
         // `stop`: cancel what is in flight; `halt`: send nothing more.
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -310,6 +338,46 @@ impl Client {
             records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect();
         (records, saturation)
     }
+}
+
+/// Scrapes `url` every [`SCRAPE_PERIOD_S`] from `t0` until `stop` turns true, then once more, so
+/// the counters' growth spans the whole run. Each scrape is bounded: [`SCRAPE_TIMEOUT_S`] and
+/// [`SCRAPE_MAX_BYTES`]; one that fails is counted, and the scraping goes on.
+async fn scrape(http: reqwest::Client, url: String, t0: Instant, mut stop: watch::Receiver<bool>) -> ServerMetrics {
+    let mut metrics = ServerMetrics { url: url.clone(), period_s: SCRAPE_PERIOD_S, ..ServerMetrics::default() };
+    let mut tick = tokio::time::interval(duration(SCRAPE_PERIOD_S));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = stop.wait_for(|&s| s) => true,
+        };
+        let fetched = tokio::time::timeout(duration(SCRAPE_TIMEOUT_S), fetch_metrics(&http, &url)).await;
+        match fetched {
+            Ok(Ok(text)) => metrics.push(t0.elapsed().as_secs_f64(), &text),
+            Ok(Err(e)) => metrics.fail(e),
+            Err(_) => metrics.fail(format!("no answer within {SCRAPE_TIMEOUT_S} s")),
+        }
+        if last {
+            return metrics;
+        }
+    }
+}
+
+/// One GET of the metrics text, at most [`SCRAPE_MAX_BYTES`].
+async fn fetch_metrics(http: &reqwest::Client, url: &str) -> std::result::Result<String, String> {
+    let mut response = http.get(url).send().await.map_err(|e| describe(&e))?;
+    if !response.status().is_success() {
+        return Err(format!("http {}", response.status().as_u16()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+        if body.len() + chunk.len() > SCRAPE_MAX_BYTES {
+            return Err(format!("the answer is over {SCRAPE_MAX_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| "the answer is not UTF-8 text".to_string())
 }
 
 /// Resolves at `at`, to within microseconds: tokio's timer has millisecond granularity (it
@@ -550,6 +618,10 @@ impl Target for RemoteTarget<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.client.take_saturation()
+    }
+
+    fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
+        self.client.take_server_metrics()
     }
 }
 

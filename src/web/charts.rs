@@ -36,6 +36,9 @@ pub struct ChartData {
     /// x: bucket start (s), y: output tokens per second.
     pub throughput: Vec<Point>,
     pub batch: Vec<BatchPoint>,
+    /// The server's running and waiting requests from its `/metrics`, per scrape (a server run
+    /// with scraping on, once it has ended; empty otherwise).
+    pub server: Vec<BatchPoint>,
     /// x: step end (s), y: KV blocks in use (%).
     pub kv: Vec<Point>,
     /// One bar per request, split into its phases (see `crate::bench::timeline`).
@@ -71,7 +74,18 @@ impl ChartData {
     /// After a run: the throughput series is the one `summarize` computed.
     pub fn from_result(result: &BenchResult) -> ChartData {
         let series: &[TimePoint] = &result.metrics.series;
+        let server = result.server_metrics.as_ref().map_or_else(Vec::new, |m| {
+            m.samples
+                .iter()
+                .map(|s| BatchPoint {
+                    t: s.t_s,
+                    running: s.running.unwrap_or(f64::NAN),
+                    waiting: s.waiting.unwrap_or(f64::NAN),
+                })
+                .collect()
+        });
         ChartData {
+            server,
             throughput: series.iter().map(|p| Point { x: p.t_s, y: p.output_tok_s }).collect(),
             timeline: Timeline::draw(&result.requests, &result.steps, None, result.config.is_server()),
             ..ChartData::per_request(&result.requests, &result.steps)
@@ -102,6 +116,7 @@ impl ChartData {
                 .iter()
                 .map(|s| BatchPoint { t: s.t_s, running: s.running as f64, waiting: s.waiting as f64 })
                 .collect(),
+            server: Vec::new(),
             kv: thinned
                 .iter()
                 .map(|s| Point { x: s.t_s, y: 100.0 * s.kv_blocks_used as f64 / s.kv_blocks_total.max(1) as f64 })
@@ -227,6 +242,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
     let throughput = pick(|d| d.throughput.clone());
     let kv = pick(|d| d.kv.clone());
     let batch = Signal::from(Memo::new(move |_| data.with(|d| d.batch.clone())));
+    let server = Signal::from(Memo::new(move |_| data.with(|d| d.server.clone())));
     let timeline = Signal::from(Memo::new(move |_| data.with(|d| d.timeline.clone())));
     let count = |points: Signal<Vec<Point>>| Signal::derive(move || points.with(Vec::len));
     let step = Interpolation::Step(Step::Horizontal);
@@ -240,7 +256,7 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
             <ChartCard title=|t| t.chart_ttft x_axis=|t| t.x_arrival testid="chart-ttft" count=count(ttft)>
                 <Scatter points=ttft colour=BLUE name="TTFT" />
             </ChartCard>
-            <Show when=move || ttfat.with(|p| !p.is_empty())>
+            <Show when=move || ttfat.with(|p: &Vec<Point>| !p.is_empty())>
                 <ChartCard title=|t| t.chart_ttfat x_axis=|t| t.x_arrival testid="chart-ttfat" count=count(ttfat)>
                     <Scatter points=ttfat colour=AMBER name="TTFAT" />
                 </ChartCard>
@@ -281,6 +297,35 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                     {move || t().waiting}
                 </p>
             </ChartCard>
+            <Show when=move || server.with(|s: &Vec<BatchPoint>| !s.is_empty())>
+                <ChartCard
+                    title=|t| t.chart_server
+                    x_axis=|t| t.x_time
+                    testid="chart-server"
+                    count=Signal::derive(move || server.with(Vec::len))
+                >
+                    <Chart
+                        aspect_ratio=AspectRatio::from_env_width(HEIGHT)
+                        font_height=12.0
+                        font_width=7.2
+                        left=edges().0
+                        bottom=edges().1
+                        inner=inner()
+                        tooltip=Tooltip::left_cursor()
+                        series=Series::new(|p: &BatchPoint| p.t)
+                            .with_min_y(0.0)
+                            .line(Line::new(|p: &BatchPoint| p.running).with_name("running").with_colour(VIOLET))
+                            .line(Line::new(|p: &BatchPoint| p.waiting).with_name("waiting").with_colour(ROSE))
+                        data=server
+                    />
+                    <p class="legend">
+                        <span class="swatch" style="background:#8b5cf6"></span>
+                        {move || t().running}
+                        <span class="swatch" style="background:#f43f5e"></span>
+                        {move || t().waiting}
+                    </p>
+                </ChartCard>
+            </Show>
             <ChartCard title=|t| t.chart_kv x_axis=|t| t.x_time testid="chart-kv" count=count(kv)>
                 <LineChart points=kv colour=AMBER name="KV %" interpolation=Interpolation::Linear />
             </ChartCard>

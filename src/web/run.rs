@@ -22,7 +22,7 @@ pub fn start(state: AppState, form: RunForm) {
     let t = super::i18n::text(state.lang.get_untracked());
     let destination = if state.target.is_remote() {
         match state.target.runnable(t) {
-            Ok(endpoint) => Destination::Server(endpoint),
+            Ok(endpoint) => Destination::Server(endpoint, state.target.server_metrics_url()),
             Err(e) => return state.run_error.set(Some(e)),
         }
     } else {

@@ -42,7 +42,8 @@ pub enum Destination {
     /// The page's engine, on the loaded model.
     Engine,
     /// An OpenAI-compatible server.
-    Server(Endpoint),
+    /// A server, and its `/metrics` URL when the page scrapes it during the run.
+    Server(Endpoint, Option<String>),
 }
 
 /// What the service needs from the page, read when the command is sent.
@@ -137,7 +138,7 @@ pub fn cancel(host: &Host) {
 /// busy from the click on.
 pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
     match command {
-        Command::Run { form, destination: Destination::Server(endpoint) } => {
+        Command::Run { form, destination: Destination::Server(endpoint, server_metrics) } => {
             if form.policy != Policy::default() || form.load != LoadOptions::default() {
                 return Err(Refused::SwitchesNotRemote);
             }
@@ -145,7 +146,9 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
             let form = prepared(host, &cx, *form, None)?;
             began(host, &form, &sink);
             let host = host.clone();
-            wasm_bindgen_futures::spawn_local(async move { on_server(&host, &cx, form, endpoint, &sink).await });
+            wasm_bindgen_futures::spawn_local(async move {
+                on_server(&host, &cx, form, endpoint, server_metrics, &sink).await
+            });
             Ok(())
         }
         Command::Run { form, destination: Destination::Engine } => {
@@ -288,7 +291,14 @@ fn sized(mut model: ForwardPass, capacity: &EngineLimits, max_batch: usize, max_
 
 /// A run or a sweep against a server, as the CLI's `bench --endpoint`: one request alone for the
 /// baseline, then the workload per rate through [`crate::remote::browser`].
-async fn on_server(host: &Host, cx: &Context, form: RunForm, endpoint: Endpoint, sink: &Sink) {
+async fn on_server(
+    host: &Host,
+    cx: &Context,
+    form: RunForm,
+    endpoint: Endpoint,
+    server_metrics: Option<String>,
+    sink: &Sink,
+) {
     let label = format!("{} @ {}", endpoint.model, endpoint.base_url);
     let client = Client::new(endpoint);
     let cancel = host.cancel_flag();
@@ -309,6 +319,7 @@ async fn on_server(host: &Host, cx: &Context, form: RunForm, endpoint: Endpoint,
             prompts: prompts.kind(),
             client: "browser",
             gpus: None,
+            server_metrics,
         };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
         let session = session_spec(&form, cx.lang);
@@ -354,6 +365,10 @@ impl Target for PageRemote<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.inner.take_saturation()
+    }
+
+    fn take_server_metrics(&mut self) -> Option<crate::bench::server_metrics::ServerMetrics> {
+        self.inner.take_server_metrics()
     }
 }
 

@@ -36,6 +36,8 @@ pub struct TargetSettings {
     /// `GET /v1/models`'s answer, or why it failed.
     pub models: RwSignal<Result<Vec<String>, String>>,
     pub fetching: RwSignal<bool>,
+    /// Scrape the server's `/metrics` (at the endpoint's origin) during each run.
+    pub server_metrics: RwSignal<bool>,
 }
 
 const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
@@ -54,6 +56,7 @@ impl TargetSettings {
             api_key: RwSignal::new(String::new()),
             models: RwSignal::new(Ok(Vec::new())),
             fetching: RwSignal::new(false),
+            server_metrics: RwSignal::new(super::browser::query_param("server_metrics").as_deref() == Some("1")),
         }
     }
 
@@ -67,6 +70,9 @@ impl TargetSettings {
             return Vec::new();
         }
         let mut pairs = vec![("target", "remote".to_string())];
+        if self.server_metrics.get() {
+            pairs.push(("server_metrics", "1".to_string()));
+        }
         for (key, value, default) in [
             ("endpoint", self.base_url, DEFAULT_BASE_URL),
             ("served_model", self.model, ""),
@@ -95,6 +101,11 @@ impl TargetSettings {
             return Err(t.remote_needs_model.to_string());
         }
         Ok(endpoint)
+    }
+
+    /// The `/metrics` URL to scrape during a run, when asked for (tracked).
+    pub fn server_metrics_url(&self) -> Option<String> {
+        self.server_metrics.get().then(|| crate::bench::server_metrics::default_url(self.base_url.get().trim()))
     }
 
     /// `GET /v1/models` into `models`; picks the only model when the name is empty.
@@ -232,6 +243,16 @@ pub fn TargetPanel(target: TargetSettings, spec: Signal<Option<WorkloadSpec>>, l
                                 {move || t().api_chat}
                             </option>
                         </select>
+                    </label>
+                    <label class="check wide">
+                        <input
+                            type="checkbox"
+                            data-testid="target-server-metrics"
+                            prop:checked=move || target.server_metrics.get()
+                            disabled=move || locked.get()
+                            on:change=move |ev| target.server_metrics.set(event_target_checked(&ev))
+                        />
+                        <span>{move || t().server_metrics}</span>
                     </label>
                 </div>
                 {move || warning().map(|w| view! { <p class="note warn" data-testid="http1-warning">{w}</p> })}

@@ -434,13 +434,21 @@ await finish();
 
 // 17. The same run service against a server: an OpenAI-compatible mock (here) streams 3 tokens a
 // request; the page's run record names the server and the page's timer, every request streamed,
-// and the run is saved beside the engine's.
+// and the run is saved beside the engine's. The page scrapes the mock's /metrics (llama.cpp's
+// names) during the run: the samples are in the result and drawn in the server's chart.
 async function remoteRun() {
   const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'Authorization, Content-Type, Accept',
     'access-control-allow-methods': 'GET, POST, OPTIONS' };
   let served = 0;
+  let inFlight = 0;
   const mock = createServer(async (req, res) => {
     if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
+    if (req.method === 'GET' && req.url === '/metrics') {
+      res.writeHead(200, { ...cors, 'content-type': 'text/plain; version=0.0.4' });
+      res.end(`# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing ${inFlight}\n`
+        + `llamacpp:requests_deferred 0\n`);
+      return;
+    }
     if (req.method === 'GET') {
       res.writeHead(200, { ...cors, 'content-type': 'application/json' });
       res.end(JSON.stringify({ object: 'list', data: [{ id: 'mock-model', object: 'model' }] }));
@@ -448,6 +456,8 @@ async function remoteRun() {
     }
     for await (const _ of req); // the body
     served += 1;
+    inFlight += 1;
+    res.on('close', () => { inFlight -= 1; });
     res.writeHead(200, { ...cors, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     for (let i = 0; i < 3; i += 1) {
       res.write(`data: {"choices":[{"index":0,"text":"t${i}","finish_reason":null}]}\n\n`);
@@ -458,7 +468,7 @@ async function remoteRun() {
   await new Promise((ok) => mock.listen(0, '127.0.0.1', ok));
   const endpoint = `http://127.0.0.1:${mock.address().port}/v1`;
   const query = new URLSearchParams({ target: 'remote', endpoint, served_model: 'mock-model', api: 'completions',
-    arrival: 'poisson', rate: '20', requests: '6', input: '4:4', output: '3:3', prompts: 'random' });
+    arrival: 'poisson', rate: '20', requests: '6', input: '4:4', output: '3:3', prompts: 'random', server_metrics: '1' });
   await page.goto(`${base}?${query}`);
   await waitReady();
   await check(await byId('run').isEnabled(), 'remote: Run is disabled');
@@ -474,6 +484,13 @@ async function remoteRun() {
   // The baseline's request too: at least the run's 6 reached the server.
   await check(ok === 6 && served >= 6, `remote: ${ok} of 6 requests streamed 3 tokens (server saw ${served})`);
   await check((await text('history')).includes('mock-model @'), 'remote: the run is not in the history');
+  const scraped = result.server_metrics;
+  await check(scraped?.sources?.running === 'llamacpp:requests_processing' && scraped.samples.length >= 2,
+    `remote: the server's /metrics were not scraped: ${JSON.stringify(scraped)?.slice(0, 300)}`);
+  await check(await byId('target-server-metrics').isChecked(), 'remote: the scrape box is not ticked from the link');
+  await byId('chart-server').waitFor({ timeout: 10000 }).catch(() => fail('remote: no chart of the server\'s metrics'));
+  await byId('chart-server').screenshot({ path: `${out}/chart-server.png` });
+  console.log(`remote: ${scraped.samples.length} scrapes of /metrics, peak running ${result.summary.server?.max_running}`);
   console.log(`remote: ${ok} requests through the run service, TTFT p50 ${result.summary.ttft_ms.p50.toFixed(1)} ms`);
   await new Promise((ok) => mock.close(ok));
 }

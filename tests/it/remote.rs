@@ -775,6 +775,11 @@ impl Drop for Peer {
 }
 
 fn start_peer(server: &Path, api_key: Option<&str>) -> Peer {
+    start_peer_with(server, api_key, &[])
+}
+
+/// [`start_peer`] with more of llama-server's flags (`--metrics`).
+fn start_peer_with(server: &Path, api_key: Option<&str>, extra: &[&str]) -> Peer {
     let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/peer/qwen3-tiny.gguf");
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut command = Command::new(server);
@@ -784,6 +789,7 @@ fn start_peer(server: &Path, api_key: Option<&str>) -> Peer {
         .args(["--alias", "qwen3-tiny", "--host", "127.0.0.1", "--port", &port.to_string()])
         // One compute thread leaves a core to the client and the HTTP thread on a 2-core machine.
         .args(["-t", "1", "-c", "4096", "-np", "4", "--no-webui"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(key) = api_key {
@@ -920,6 +926,38 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("http 401"), "{stderr}");
+}
+
+/// `--server-metrics` against llama-server's `--metrics`: 16 requests at once into its 4 slots,
+/// the Prometheus text scraped every 0.5 s into the results (on the run's clock), read as the
+/// canonical series (its `requests_processing` is "running", `requests_deferred` "waiting"),
+/// summarised, and printed in the report.
+#[test]
+fn llama_server_metrics_are_scraped_into_the_results() {
+    let Some(server) = common::llama_server("the llama-server tests") else { return };
+    let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
+    let peer = start_peer_with(&server, None, &["--metrics"]);
+    let args = ["--rate", "inf", "--num-requests", "16", "--input-len", "32", "--output-len", "96", "--server-metrics"];
+    let (result, stdout, stderr) = bench_cli(&peer.url, "metrics", &args, &[]);
+    let scraped = &result["server_metrics"];
+    assert_eq!(scraped["url"], peer.url.replace("/v1", "/metrics"), "{stderr}");
+    assert_eq!(scraped["sources"]["running"], "llamacpp:requests_processing", "{scraped}");
+    assert_eq!(scraped["sources"]["waiting"], "llamacpp:requests_deferred", "{scraped}");
+    let samples = scraped["samples"].as_array().unwrap();
+    let duration = result["summary"]["duration_s"].as_f64().unwrap();
+    assert!(samples.len() >= 2, "{scraped}");
+    let times: Vec<f64> = samples.iter().map(|s| s["t_s"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]) && times[times.len() - 2] <= duration + 0.5, "{times:?}");
+    // The 4 slots were busy while 16 requests were in flight, and the server said so.
+    let running: f64 = samples.iter().filter_map(|s| s["running"].as_f64()).fold(0.0, f64::max);
+    assert!(running >= 1.0, "{scraped}");
+    let server = &result["summary"]["server"];
+    assert_eq!(server["max_running"].as_f64(), Some(running));
+    assert_eq!(server["samples"].as_u64(), Some(samples.len() as u64));
+    assert!(stdout.contains("Server's /metrics:"), "{stdout}");
+    // Without the flag, nothing is scraped.
+    let (plain, _, _) = bench_cli(&peer.url, "no-metrics", &["--num-requests", "2", "--output-len", "4"], &[]);
+    assert!(plain.get("server_metrics").is_none() && plain["summary"].get("server").is_none());
 }
 
 #[test]

@@ -195,7 +195,14 @@ fn llama_server_killed_and_restarted_mid_soak() {
     let prompt = |p: &tokenmeter::bench::PlannedRequest| {
         Ok(Prompt::Ids(random_prompt(spec.seed, p.id, p.prompt_len, tokenmeter::bench::prompts::FIRST_SPECIAL_TOKEN)))
     };
-    let setup = RemoteSetup { prompt: &prompt, timeout_s: 10.0, prompts: "token ids", client: "native", gpus: None };
+    let setup = RemoteSetup {
+        prompt: &prompt,
+        timeout_s: 10.0,
+        prompts: "token ids",
+        client: "native",
+        gpus: None,
+        server_metrics: None,
+    };
     let mut target = RemoteTarget { client: &client, setup };
     let session_spec = SessionSpec {
         spec: &spec,

@@ -484,6 +484,7 @@ async fn sweep_view_marks_the_knee() {
             requests: vec![],
             steps: vec![],
             saturation: None,
+            server_metrics: None,
         }
     };
     let mut view = SweepView::new(vec![1.0, 2.0, 4.0, f64::INFINITY], None);
@@ -648,6 +649,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         requests: records,
         steps: vec![],
         saturation: None,
+        server_metrics: None,
     };
     let entry = tokenmeter::web::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();

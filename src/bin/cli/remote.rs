@@ -50,6 +50,23 @@ pub struct RemoteArgs {
     /// (`chat_template_kwargs.enable_thinking`; --api chat only); recorded. Default: the server's.
     #[arg(long, requires = "endpoint")]
     pub thinking: Option<String>,
+    /// Scrape the server's Prometheus /metrics during each rate (every 0.5 s: queue, running
+    /// requests, KV cache in use, preemptions, prefix-cache hits, where it exposes them), kept in
+    /// the results and shown beside the latencies. The URL is the endpoint's origin + /metrics.
+    #[arg(long, requires = "endpoint")]
+    pub server_metrics: bool,
+    /// Scrape this URL instead (implies --server-metrics).
+    #[arg(long, requires = "endpoint")]
+    pub server_metrics_url: Option<String>,
+}
+
+/// Where `--server-metrics` scrapes, if it was asked for.
+fn server_metrics_url(args: &RemoteArgs) -> Option<String> {
+    match (&args.server_metrics_url, args.server_metrics, &args.endpoint) {
+        (Some(url), _, _) => Some(url.clone()),
+        (None, true, Some(endpoint)) => Some(tokenmeter::bench::server_metrics::default_url(endpoint)),
+        _ => None,
+    }
 }
 
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
@@ -115,6 +132,7 @@ pub async fn run(
         prompts: prompts.kind(),
         client: "native",
         gpus: args.gpus,
+        server_metrics: server_metrics_url(args),
     };
     let mut target = RemoteTarget { client: &client, setup };
     let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;

@@ -176,6 +176,8 @@ pub const EN: Text = Text {
     models_failed: "Could not list the models",
     api_key: "API key",
     api_key_hint: "kept in memory for this tab only: never in the link, the history or the downloads",
+    server_metrics: "Scrape the server's /metrics during the run (queue, running, KV cache; the server must allow this page's origin)",
+    chart_server: "The server's own view: running and waiting (its /metrics)",
     api_style: "API",
     api_completions: "Completions (/v1/completions)",
     api_chat: "Chat (/v1/chat/completions)",

@@ -197,6 +197,8 @@ pub struct Text {
     pub models_failed: &'static str,
     pub api_key: &'static str,
     pub api_key_hint: &'static str,
+    pub server_metrics: &'static str,
+    pub chart_server: &'static str,
     pub api_style: &'static str,
     pub api_completions: &'static str,
     pub api_chat: &'static str,
