@@ -112,6 +112,7 @@ pub async fn run_round_robin<T: Target>(
         baseline: false,
         ignore_eos: x.ignore_eos,
         cost_per_hour: None,
+        phases: super::phases::Phases::default(),
     };
     if x.warmup {
         for target in targets.iter_mut() {

@@ -174,6 +174,10 @@ pub struct BenchmarkMetrics {
     /// ([`crate::bench::server_metrics`]); absent without `--server-metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::bench::server_metrics::ServerSummary>,
+    /// Requests sent but left out of this summary (a warm-up, a cool-down:
+    /// [`crate::bench::phases`]); absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<crate::bench::phases::Excluded>,
 }
 
 /// Reasoning against answer over the completed requests.
@@ -373,6 +377,7 @@ pub fn summarize(
         cost: None,
         thinking: thinking(&completed),
         server: None,
+        excluded: None,
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;

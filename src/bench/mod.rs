@@ -20,6 +20,7 @@
 //!   blocks and resident memory accounted for at the end.
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`server_metrics`]: a server's Prometheus `/metrics`, scraped during a run, as one set of series.
+//! - [`phases`]: a warm-up and a cool-down sent but left out of the summary.
 //! - [`sweep`]: several rates in one go, and the knee.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`thinking`]: reasoning tokens and the first answer token of a thinking model's reply.
@@ -37,6 +38,7 @@ pub mod html;
 pub mod ledger;
 pub mod metrics;
 pub mod pareto;
+pub mod phases;
 pub mod prompts;
 pub mod record;
 pub mod report;

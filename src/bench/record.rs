@@ -76,6 +76,10 @@ pub struct RequestRecord {
     /// (its answer starts at `first_token_s`) or never got past its thinking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_answer_s: Option<f64>,
+    /// Left out of the summary as part of the run's warm-up or cool-down
+    /// ([`crate::bench::phases`]); absent for a measured request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<crate::bench::phases::Phase>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -56,6 +56,8 @@ struct Labels {
     speculation: &'static str,
     thinking: &'static str,
     server: &'static str,
+    excluded: &'static str,
+    measured_from: &'static str,
     first_answer: &'static str,
     reasoning_share: &'static str,
     still_thinking: &'static str,
@@ -105,6 +107,8 @@ const EN: Labels = Labels {
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     thinking: "Thinking: reasoning / answer tokens",
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
+    excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
+    measured_from: "measured from",
     first_answer: "Time to first answer token (after the thinking)",
     reasoning_share: "of the output",
     still_thinking: "ended still thinking",
@@ -157,6 +161,8 @@ const ZH: Labels = Labels {
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     thinking: "思考：推理 / 回答 token",
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
+    excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
+    measured_from: "计量起点",
     first_answer: "首个回答 token 时间（思考之后）",
     reasoning_share: "占输出",
     still_thinking: "结束时仍在思考",
@@ -221,6 +227,16 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     // Tutorial layout first.
     line(format!("========== {} ==========", l.title));
     line(format!("{}: {}", l.requests, m.completed + m.failed));
+    if let Some(x) = &m.excluded {
+        line(format!(
+            "{}: {} + {} ({} {} s)",
+            l.excluded,
+            x.warmup,
+            x.cooldown,
+            l.measured_from,
+            num(x.measured_from_s)
+        ));
+    }
     line(format!("{}: {}", l.failed, m.failed));
     let ttft = if server { l.ttft_from_arrival } else { l.ttft };
     line(format!("{ttft}: {} {} ms, P50 {} ms", l.mean, num(m.ttft_ms.mean), num(m.ttft_ms.p50)));

@@ -10,6 +10,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use super::driver::{self, Progress};
+use super::phases::{measured, Phases};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
 use super::server_metrics::ServerMetrics;
@@ -134,6 +135,8 @@ pub struct SessionSpec<'a> {
     pub ignore_eos: bool,
     /// The hardware's price per hour, for [`crate::bench::Cost`] in each rate's summary.
     pub cost_per_hour: Option<f64>,
+    /// A warm-up and a cool-down left out of each rate's summary (default: none).
+    pub phases: Phases,
 }
 
 /// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
@@ -160,6 +163,7 @@ pub async fn run_into<T: Target>(
     results: &mut Vec<BenchResult>,
 ) -> Result<()> {
     // Every rate's plan is checked before anything runs.
+    s.phases.check(s.spec.num_requests)?;
     for &rate in s.rates {
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
@@ -196,8 +200,16 @@ pub async fn run_into<T: Target>(
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
         // The bucket follows the run's step time, so that slow steps do not alias into zeros.
-        let bucket_s = super::metrics::throughput_bucket_s(&requests, &steps);
-        let mut metrics = summarize(&requests, &steps, s.slo, bucket_s);
+        s.phases.mark(&mut requests);
+        let mut metrics = match measured(&requests, &steps) {
+            Some((kept, kept_steps, excluded)) => {
+                let bucket_s = super::metrics::throughput_bucket_s(&kept, &kept_steps);
+                let mut m = summarize(&kept, &kept_steps, s.slo, bucket_s);
+                m.excluded = Some(excluded);
+                m
+            }
+            None => summarize(&requests, &steps, s.slo, super::metrics::throughput_bucket_s(&requests, &steps)),
+        };
         if !target.reports_steps() {
             // A server does not say how busy it was or whether it preempted: unknown, not 0.
             metrics.gpu_busy_fraction = f64::NAN;
@@ -211,6 +223,7 @@ pub async fn run_into<T: Target>(
             slo: s.slo_text.map(String::from),
             ignore_eos: Some(s.ignore_eos),
             tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            phases: (!s.phases.is_none()).then_some(s.phases),
             ..target.run_config()
         };
         let result = BenchResult {
@@ -346,6 +359,10 @@ pub struct RunConfig {
     /// which runs on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<usize>,
+    /// The warm-up and cool-down left out of the summary ([`crate::bench::phases`]); absent
+    /// when none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
 }
 
 impl RunConfig {

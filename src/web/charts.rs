@@ -314,8 +314,18 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                         tooltip=Tooltip::left_cursor()
                         series=Series::new(|p: &BatchPoint| p.t)
                             .with_min_y(0.0)
-                            .line(Line::new(|p: &BatchPoint| p.running).with_name("running").with_colour(VIOLET))
-                            .line(Line::new(|p: &BatchPoint| p.waiting).with_name("waiting").with_colour(ROSE))
+                            .line(
+                                Line::new(|p: &BatchPoint| p.running)
+                                    .with_name("running")
+                                    .with_colour(VIOLET)
+                                    .with_interpolation(Interpolation::Linear),
+                            )
+                            .line(
+                                Line::new(|p: &BatchPoint| p.waiting)
+                                    .with_name("waiting")
+                                    .with_colour(ROSE)
+                                    .with_interpolation(Interpolation::Linear),
+                            )
                         data=server
                     />
                     <p class="legend">

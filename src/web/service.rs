@@ -223,6 +223,7 @@ fn session_spec(form: &RunForm, lang: Lang) -> SessionSpec<'_> {
         baseline: true,
         ignore_eos: true,
         cost_per_hour: form.cost_per_hour,
+        phases: Default::default(),
     }
 }
 

@@ -461,7 +461,8 @@ async function remoteRun() {
     res.writeHead(200, { ...cors, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     for (let i = 0; i < 3; i += 1) {
       res.write(`data: {"choices":[{"index":0,"text":"t${i}","finish_reason":null}]}\n\n`);
-      await new Promise((ok) => setTimeout(ok, 5));
+      // 120 ms a token: requests overlap a scrape of /metrics (every 0.5 s).
+      await new Promise((ok) => setTimeout(ok, 120));
     }
     res.end('data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}\n\ndata: [DONE]\n\n');
   });
@@ -485,7 +486,8 @@ async function remoteRun() {
   await check(ok === 6 && served >= 6, `remote: ${ok} of 6 requests streamed 3 tokens (server saw ${served})`);
   await check((await text('history')).includes('mock-model @'), 'remote: the run is not in the history');
   const scraped = result.server_metrics;
-  await check(scraped?.sources?.running === 'llamacpp:requests_processing' && scraped.samples.length >= 2,
+  await check(scraped?.sources?.running === 'llamacpp:requests_processing' && scraped.samples.length >= 2
+    && result.summary.server?.max_running >= 1,
     `remote: the server's /metrics were not scraped: ${JSON.stringify(scraped)?.slice(0, 300)}`);
   await check(await byId('target-server-metrics').isChecked(), 'remote: the scrape box is not ticked from the link');
   await byId('chart-server').waitFor({ timeout: 10000 }).catch(() => fail('remote: no chart of the server\'s metrics'));

@@ -129,6 +129,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             baseline: true,
             ignore_eos: true,
             cost_per_hour: None,
+            phases: Default::default(),
         };
         let events = Rc::new(RefCell::new(Vec::new()));
         let log = events.clone();
@@ -222,6 +223,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
             baseline: true,
             ignore_eos: false,
             cost_per_hour: None,
+            phases: Default::default(),
         };
         let seen = Rc::new(RefCell::new(Vec::new()));
         let log = seen.clone();
@@ -293,4 +295,49 @@ fn a_reply_with_think_tags_is_split_into_reasoning_and_answer() {
         let (records, _) = driver::run(&mut engine, &plan, &plain, &mut |_| {}, &|| false).await.unwrap();
         assert_eq!((records[0].reasoning_tokens, records[0].first_answer_s), (0, None));
     });
+}
+
+/// `bench --warmup-requests 3 --cooldown-s …`: every request is sent and kept with its phase, and
+/// the summary is over the measured ones alone, on a clock from the first measured arrival — it
+/// recomputes from the saved requests through `phases::measured`.
+#[test]
+fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-phases-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--model", model.to_str().unwrap(), "--rate", "20", "--num-requests", "12", "--seed", "5"])
+        .args(["--input-len", "8:24", "--output-len", "4:8", "--no-baseline", "--warmup-requests", "3"])
+        .args(["--cooldown-s", "0.05", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let result: bench::BenchResult =
+        serde_json::from_value(if json.is_array() { json[0].clone() } else { json }).unwrap();
+    use tokenmeter::bench::phases::{measured, Phase, Phases};
+    assert_eq!(result.requests.len(), 12, "every request is kept");
+    let warm = result.requests.iter().filter(|r| r.phase == Some(Phase::Warmup)).count();
+    let cool = result.requests.iter().filter(|r| r.phase == Some(Phase::Cooldown)).count();
+    assert_eq!(warm, 3);
+    assert!(cool >= 1, "the last arrival is in its own cool-down");
+    let x = result.metrics.excluded.expect("the summary says what it left out");
+    assert_eq!((x.warmup, x.cooldown), (warm, cool));
+    assert_eq!(result.metrics.num_requests, 12 - warm - cool);
+    assert_eq!(result.config.phases, Some(Phases { warmup_requests: 3, warmup_s: 0.0, cooldown_s: 0.05 }));
+    let (kept, steps, _) = measured(&result.requests, &result.steps).unwrap();
+    let again = bench::summarize(&kept, &steps, None, result.metrics.timeseries_bucket_s);
+    assert_eq!(again.ttft_ms.p50, result.metrics.ttft_ms.p50);
+    assert_eq!(again.output_throughput, result.metrics.output_throughput);
+    assert!(stdout.contains("Not measured (warm-up + cool-down"), "{stdout}");
+    // A warm-up that leaves nothing to measure is refused before anything runs.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--model", model.to_str().unwrap(), "--num-requests", "4", "--warmup-requests", "4"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("leaves none of the 4 requests"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tokenmeter::bench::phases::Phases;
 use tokenmeter::bench::session::{Listener, SessionEvent};
 use tokenmeter::engine::SamplingParams;
 use tokenmeter::limits::{self, parse_count, parse_number};
@@ -70,6 +71,16 @@ pub(crate) struct BenchArgs {
     /// (`cost`) and the sweep table add the cost per million output tokens and per request.
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_number(s, 0.0, 1e6))]
     pub(crate) cost_per_hour: Option<f64>,
+    /// Leave the first N requests (by arrival) out of each rate's summary: sent, kept in the
+    /// results (`"phase": "warmup"`), not measured.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub(crate) warmup_requests: usize,
+    /// Leave the requests arriving in the first S seconds out of each rate's summary.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) warmup_s: f64,
+    /// Leave the requests arriving in the last S seconds of the arrivals out of each rate's summary.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) cooldown_s: f64,
     /// Stop at EOS instead of generating exactly --output-len tokens.
     #[arg(long)]
     pub(crate) respect_eos: bool,
@@ -166,6 +177,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         baseline: !args.no_baseline,
         ignore_eos: !args.respect_eos,
         cost_per_hour: args.cost_per_hour,
+        phases: Phases { warmup_requests: args.warmup_requests, warmup_s: args.warmup_s, cooldown_s: args.cooldown_s },
     };
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
