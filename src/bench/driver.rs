@@ -6,7 +6,7 @@
 use super::record::{RequestRecord, StepSample};
 use super::saturation::{Detector, Saturation};
 use super::thinking::ThinkTags;
-use super::workload::{Arrival, PlannedRequest, WorkloadSpec};
+use super::workload::{conversation_turns, Arrival, PlannedRequest, WorkloadSpec};
 use crate::clock::{now_s, sleep_s};
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
 use crate::error::Result;
@@ -56,7 +56,17 @@ pub async fn run_watched(
     on_progress: &mut dyn FnMut(&Progress),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<RequestRecord>, Vec<StepSample>, Option<Saturation>)> {
-    let prompts: Vec<Vec<u32>> = plan.iter().map(|p| (options.prompt)(p)).collect::<Result<_>>()?;
+    // Conversations: each request's own prompt is its new text; the history goes before it when
+    // the turn is released (its earlier turns' prompt and reply are known only then).
+    let turns = conversation_turns(options.spec);
+    let own = |i: usize, p: &PlannedRequest| match &turns {
+        Some(t) => PlannedRequest { prompt_len: t[i].new_len, ..p.clone() },
+        None => p.clone(),
+    };
+    let prompts: Vec<Vec<u32>> =
+        plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
+    // The prompt each released turn was sent with (the next turn's history starts with it).
+    let mut sent_prompts: Vec<Vec<u32>> = vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }];
     let mut records: Vec<RequestRecord> = plan
         .iter()
         .map(|p| RequestRecord {
@@ -73,9 +83,18 @@ pub async fn run_watched(
             ..RequestRecord::default()
         })
         .collect();
+    if let Some(turns) = &turns {
+        for (r, t) in records.iter_mut().zip(turns) {
+            (r.session, r.turn) = (Some(t.session), Some(t.turn));
+        }
+    }
     let mut steps = Vec::new();
-    // Each request's output ids, kept only to split thinking from answer at the end.
-    let mut output_ids: Vec<Vec<u32>> = vec![Vec::new(); if options.think.is_some() { plan.len() } else { 0 }];
+    // Each request's output ids, kept to split thinking from answer at the end and to carry a
+    // reply into its conversation's next turn.
+    let keep_ids = options.think.is_some() || turns.is_some();
+    let mut output_ids: Vec<Vec<u32>> = vec![Vec::new(); if keep_ids { plan.len() } else { 0 }];
+    // Requests not yet released, in plan order.
+    let mut unreleased: std::collections::VecDeque<usize> = (0..plan.len()).collect();
     // engine id -> index in plan
     let mut by_engine_id: Vec<(u64, usize)> = Vec::new();
     let closed_limit = match options.spec.arrival {
@@ -83,7 +102,7 @@ pub async fn run_watched(
         Arrival::Concurrency => options.spec.concurrency,
         _ => usize::MAX,
     };
-    let (mut released, mut finished, mut in_flight) = (0usize, 0usize, 0usize);
+    let (mut finished, mut in_flight) = (0usize, 0usize);
     let t0 = now_s();
     let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
     let mut detector = Detector::new();
@@ -107,39 +126,79 @@ pub async fn run_watched(
                 continue;
             }
         }
-        while released < plan.len() {
-            let p = &plan[released];
-            let due = match p.arrival_s {
-                Some(a) => a <= now,
-                None => in_flight < closed_limit,
+        // In plan order. Without conversations, what is due is a prefix of the rest (open-loop
+        // arrivals in time order; a closed loop's next when a slot is free): stop at the first not
+        // due. With them, a later turn waits for its own conversation: look at every one.
+        let mut k = 0;
+        while k < unreleased.len() {
+            let i = unreleased[k];
+            let p = &plan[i];
+            let due = match turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s))) {
+                Some((prev, think_s)) => match (&records[prev].error, records[prev].finish_s) {
+                    (Some(_), _) => Err("the turn before it failed".to_string()),
+                    (None, Some(done)) => Ok((done + think_s <= now).then_some(done + think_s)),
+                    (None, None) => Ok(None),
+                },
+                None => Ok(match p.arrival_s {
+                    Some(a) => (a <= now).then_some(a),
+                    None => (in_flight < closed_limit).then_some(now),
+                }),
             };
-            if !due {
-                break;
+            let arrival_s = match due {
+                Ok(Some(arrival_s)) => arrival_s,
+                Ok(None) if turns.is_some() => {
+                    k += 1;
+                    continue;
+                }
+                Ok(None) => break,
+                Err(why) => {
+                    unreleased.remove(k);
+                    (records[i].arrival_s, records[i].error) = (now, Some(why));
+                    finished += 1;
+                    continue;
+                }
+            };
+            unreleased.remove(k);
+            let prompt = match turns.as_ref().and_then(|t| t[i].prev) {
+                Some(prev) => [&sent_prompts[prev][..], &output_ids[prev], &prompts[i]].concat(),
+                None => prompts[i].clone(),
+            };
+            records[i].prompt_len = prompt.len();
+            if turns.is_some() {
+                sent_prompts[i] = prompt.clone();
             }
             let req = Request {
-                prompt: prompts[released].clone(),
+                prompt,
                 max_new_tokens: p.output_len,
                 sampling: SamplingParams { seed: options.sampling.seed.wrapping_add(p.id), ..options.sampling },
                 stop_ids: engine.model.cfg.eos_token_ids.clone(),
                 ignore_eos: options.ignore_eos,
             };
-            // The request's clock starts at its planned arrival, so the driver's own lateness counts.
-            records[released].arrival_s = p.arrival_s.unwrap_or(now);
+            // The request's clock starts when it was due (its planned arrival; a later turn's
+            // reply plus think time), so the driver's own lateness counts.
+            records[i].arrival_s = arrival_s;
             match engine.submit(req) {
                 Ok(eid) => {
-                    by_engine_id.push((eid, released));
+                    by_engine_id.push((eid, i));
                     in_flight += 1;
                 }
                 Err(e) => {
-                    records[released].error = Some(e.to_string());
+                    records[i].error = Some(e.to_string());
                     finished += 1;
                 }
             }
-            released += 1;
         }
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
-            if let Some(next) = plan.get(released).and_then(|p| p.arrival_s) {
+            // The next time something is due: an arrival, or a finished turn's think time.
+            let next = unreleased
+                .iter()
+                .filter_map(|&i| match turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s))) {
+                    Some((prev, think_s)) => records[prev].finish_s.map(|done| done + think_s),
+                    None => plan[i].arrival_s,
+                })
+                .reduce(f64::min);
+            if let Some(next) = next {
                 sleep_s(next - (now_s() - t0)).await;
             }
             continue;

@@ -178,6 +178,77 @@ pub struct BenchmarkMetrics {
     /// [`crate::bench::phases`]); absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded: Option<crate::bench::phases::Excluded>,
+    /// Multi-turn workloads: per turn and per session ([`ConversationSummary`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationSummary>,
+}
+
+/// A multi-turn run by turn number (turn 0 is each session's first) and by session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    pub sessions: usize,
+    /// Sessions every turn of which completed.
+    pub completed_sessions: usize,
+    /// Completed sessions: from the first turn's arrival to the last turn's finish.
+    pub session_duration_s: Stats,
+    pub per_turn: Vec<TurnSummary>,
+}
+
+/// The completed requests that were turn `turn` of their session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TurnSummary {
+    pub turn: u32,
+    pub completed: usize,
+    /// Prompt tokens (the history so far plus the new text), mean.
+    #[serde(with = "nan_as_null")]
+    pub mean_prompt_len: f64,
+    pub ttft_ms: Stats,
+    /// Their prompt tokens served from the engine's prefix cache over their prompt tokens; `null`
+    /// where the target cannot say.
+    pub prefix_cache_hit_rate: Option<f64>,
+}
+
+fn conversations(records: &[RequestRecord]) -> Option<ConversationSummary> {
+    let in_sessions: Vec<&RequestRecord> = records.iter().filter(|r| r.session.is_some()).collect();
+    if in_sessions.is_empty() {
+        return None;
+    }
+    let mut sessions: BTreeMap<u64, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in &in_sessions {
+        sessions.entry(r.session.unwrap_or_default()).or_default().push(r);
+    }
+    let durations: Vec<f64> = sessions
+        .values()
+        .filter(|turns| turns.iter().all(|r| r.succeeded()))
+        .filter_map(|turns| {
+            let start = turns.iter().map(|r| r.arrival_s).fold(f64::INFINITY, f64::min);
+            let end = turns.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
+            (end >= start).then_some(end - start)
+        })
+        .collect();
+    let last_turn = in_sessions.iter().filter_map(|r| r.turn).max().unwrap_or(0);
+    let per_turn = (0..=last_turn)
+        .map(|turn| {
+            let done: Vec<&&RequestRecord> =
+                in_sessions.iter().filter(|r| r.turn == Some(turn) && r.succeeded()).collect();
+            let ttft: Vec<f64> = done.iter().filter_map(|r| r.ttft_s()).map(|s| s * 1000.0).collect();
+            let prompt: usize = done.iter().map(|r| r.prompt_len).sum();
+            let cached: Option<usize> = done.iter().map(|r| r.cached_tokens).sum();
+            TurnSummary {
+                turn,
+                completed: done.len(),
+                mean_prompt_len: prompt as f64 / done.len() as f64,
+                ttft_ms: stats(&ttft),
+                prefix_cache_hit_rate: cached.filter(|_| prompt > 0).map(|c| c as f64 / prompt as f64),
+            }
+        })
+        .collect();
+    Some(ConversationSummary {
+        sessions: sessions.len(),
+        completed_sessions: durations.len(),
+        session_duration_s: stats(&durations),
+        per_turn,
+    })
 }
 
 /// Reasoning against answer over the completed requests.
@@ -378,6 +449,7 @@ pub fn summarize(
         thinking: thinking(&completed),
         server: None,
         excluded: None,
+        conversations: conversations(records),
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;
@@ -473,6 +545,42 @@ mod tests {
     /// Three replies, by hand: a thinks for 3 tokens then answers at 0.5 s (arrival 0); b does not
     /// think (its answer starts at its first token, 0.3 s after arriving at 0.1); c thinks to the
     /// end. Time to first answer token over a and b: 500 and 300 ms; TTFT over all: 100, 300, 200.
+    /// Two sessions of two turns, by hand: turn 0 prompts of 10 and 20 tokens, 0 cached, TTFT 100
+    /// and 300 ms; turn 1 prompts of 40 and 60 with 30 and 45 cached (75 of 100), TTFT 50 and
+    /// 150 ms. Session 0 lasts 0 → 1.2 s; session 1's second turn failed.
+    #[test]
+    fn conversations_are_summarised_per_turn_and_per_session() {
+        let turn = |session: u64, turn: u32, arrival: f64, ttft: f64, end: f64, prompt: usize, cached: usize| {
+            let mut r = record(session * 10 + turn as u64, arrival, arrival, &[arrival + ttft, end], prompt);
+            (r.session, r.turn, r.cached_tokens) = (Some(session), Some(turn), Some(cached));
+            r
+        };
+        let mut failed = turn(1, 1, 1.0, 0.15, 1.5, 60, 45);
+        failed.error = Some("cancelled".into());
+        let records = [
+            turn(0, 0, 0.0, 0.1, 0.5, 10, 0),
+            turn(0, 1, 0.7, 0.05, 1.2, 40, 30),
+            turn(1, 0, 0.2, 0.3, 0.8, 20, 0),
+            failed,
+        ];
+        let c = summarize(&records, &[], None, 0.25).conversations.expect("sessions");
+        assert_eq!((c.sessions, c.completed_sessions), (2, 1));
+        assert!(close(c.session_duration_s.mean, 1.2));
+        assert_eq!(c.per_turn.len(), 2);
+        let (t0, t1) = (&c.per_turn[0], &c.per_turn[1]);
+        assert_eq!((t0.completed, t1.completed), (2, 1));
+        assert!(
+            close(t0.mean_prompt_len, 15.0) && close(t0.ttft_ms.mean, 200.0) && t0.prefix_cache_hit_rate == Some(0.0)
+        );
+        assert!(
+            close(t1.mean_prompt_len, 40.0) && close(t1.ttft_ms.mean, 50.0) && t1.prefix_cache_hit_rate == Some(0.75)
+        );
+        assert!(summarize(&records[..1], &[], None, 0.25).conversations.is_some());
+        let mut alone = records[0].clone();
+        alone.session = None;
+        assert!(summarize(&[alone], &[], None, 0.25).conversations.is_none());
+    }
+
     #[test]
     fn thinking_is_split_from_the_answer() {
         let mut a = record(0, 0.0, 0.0, &[0.1, 0.2, 0.3, 0.5, 0.6], 4);

@@ -61,4 +61,6 @@ pub use record::{RequestRecord, StepSample};
 pub use report::{csv, run_warnings, text_report, text_report_for, BenchResult, Measured, LATENESS_WARN_MS};
 pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};
-pub use workload::{check_context, plan, Arrival, ArrivalSpan, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec};
+pub use workload::{
+    check_context, plan, Arrival, ArrivalSpan, Conversations, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec,
+};

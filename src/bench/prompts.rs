@@ -242,6 +242,7 @@ mod tests {
             max_concurrency: None,
             saturation_stop: false,
             shared_prefix: None,
+            conversations: None,
         }
     }
 
@@ -425,6 +426,7 @@ mod tests {
             max_concurrency: None,
             saturation_stop: false,
             shared_prefix: Some(SharedPrefix { len: 12, groups: 2 }),
+            conversations: None,
         };
         let planned = plan(&spec).unwrap();
         let prompts: Vec<Vec<u32>> = planned

@@ -80,6 +80,12 @@ pub struct RequestRecord {
     /// ([`crate::bench::phases`]); absent for a measured request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<crate::bench::phases::Phase>,
+    /// Multi-turn workloads ([`crate::bench::workload::Conversations`]): the conversation this
+    /// request is a turn of, and which turn (0 first); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -58,6 +58,11 @@ struct Labels {
     server: &'static str,
     excluded: &'static str,
     measured_from: &'static str,
+    conversations: &'static str,
+    completed_sessions: &'static str,
+    session_duration: &'static str,
+    turn: &'static str,
+    prompt: &'static str,
     first_answer: &'static str,
     reasoning_share: &'static str,
     still_thinking: &'static str,
@@ -109,6 +114,11 @@ const EN: Labels = Labels {
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
     measured_from: "measured from",
+    conversations: "Conversations",
+    completed_sessions: "complete",
+    session_duration: "mean length",
+    turn: "turn",
+    prompt: "prompt",
     first_answer: "Time to first answer token (after the thinking)",
     reasoning_share: "of the output",
     still_thinking: "ended still thinking",
@@ -163,6 +173,11 @@ const ZH: Labels = Labels {
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
     measured_from: "计量起点",
+    conversations: "多轮会话",
+    completed_sessions: "个完整",
+    session_duration: "平均时长",
+    turn: "第",
+    prompt: "提示",
     first_answer: "首个回答 token 时间（思考之后）",
     reasoning_share: "占输出",
     still_thinking: "结束时仍在思考",
@@ -312,6 +327,31 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             share(s.prefix_cache_hit_rate),
             s.samples
         ));
+    }
+    if let Some(c) = &m.conversations {
+        line(format!(
+            "{}: {} ({} {}), {} {} s",
+            l.conversations,
+            c.sessions,
+            c.completed_sessions,
+            l.completed_sessions,
+            l.session_duration,
+            num(c.session_duration_s.mean)
+        ));
+        for t in &c.per_turn {
+            line(format!(
+                "  {} {}: {} {}, {} {} tok, TTFT P50 {} ms, {} {}",
+                l.turn,
+                t.turn + 1,
+                t.completed,
+                l.requests.to_lowercase(),
+                l.prompt,
+                num(t.mean_prompt_len),
+                num(t.ttft_ms.p50),
+                l.prefix_cache,
+                t.prefix_cache_hit_rate.map_or("-".to_string(), percent)
+            ));
+        }
     }
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
     if let Some(s) = &m.speculation {

@@ -258,7 +258,8 @@ pub const BASELINE_REQUESTS: usize = 3;
 /// here, not in the baseline or the run. Returns how many requests it sent.
 async fn warm_up<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cell<bool>>) -> Result<usize> {
     let k = spec.num_requests.clamp(1, WARM_UP_REQUESTS);
-    let (input, output) = (&spec.input_len, &spec.output_len);
+    // A conversation's prompts grow with its history: warm up to the longest.
+    let (input, output) = (&spec.prompt_range(), &spec.output_len);
     let plan: Vec<PlannedRequest> = (0..k)
         .map(|i| {
             let share = if k > 1 { i as f64 / (k - 1) as f64 } else { 1.0 };
@@ -270,14 +271,14 @@ async fn warm_up<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cel
             }
         })
         .collect();
-    let burst = WorkloadSpec { num_requests: k, rate: f64::INFINITY, ..spec.clone() };
+    let burst = WorkloadSpec { num_requests: k, rate: f64::INFINITY, conversations: None, ..spec.clone() };
     let quiet: Listener = Rc::new(|_| {});
     target.run(&plan, &burst, true, &quiet, cancel).await?;
     Ok(k)
 }
 
 /// [`BASELINE_REQUESTS`] requests alone, one after another, each at the workload's longest
-/// prompt and output (at least 2 tokens, so that it has a TPOT), ignoring EOS; the baseline is
+/// prompt (with conversations, the longest history: [`WorkloadSpec::prompt_range`]) and output (at least 2 tokens, so that it has a TPOT), ignoring EOS; the baseline is
 /// their median TTFT and median TPOT: the latencies a loaded run is judged against, measured with
 /// the same definitions as every request of the run ([`RequestRecord::ttft_s`],
 /// [`RequestRecord::tpot_s`]). A request that fails is a failed baseline, not an error; `None`
@@ -286,10 +287,10 @@ async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Ce
     let alone = PlannedRequest {
         id: u64::MAX,
         arrival_s: Some(0.0),
-        prompt_len: spec.input_len.max,
+        prompt_len: spec.prompt_range().max,
         output_len: spec.output_len.max.max(2),
     };
-    let alone_spec = WorkloadSpec { num_requests: 1, ..spec.clone() };
+    let alone_spec = WorkloadSpec { num_requests: 1, conversations: None, ..spec.clone() };
     // Progress of the baseline is not the run's: the listener hears about it as `Baseline`.
     let quiet: Listener = Rc::new(|_| {});
     let (mut ttft, mut tpot) = (Vec::new(), Vec::new());

@@ -168,6 +168,38 @@ pub struct WorkloadSpec {
     /// prompt is its own.
     #[serde(default)]
     pub shared_prefix: Option<SharedPrefix>,
+    /// Multi-turn conversations ([`Conversations`]); absent: every request stands alone.
+    #[serde(default)]
+    pub conversations: Option<Conversations>,
+}
+
+/// Multi-turn conversations: the requests are grouped, in plan order, into sessions of `turns`
+/// requests each (drawn, the last one cut to what is left). A session starts at the arrival
+/// process's next time (so `rate` is sessions per second); each later turn is sent when the turn
+/// before it has finished plus a think time (exponential with mean `think_time_s`; 0: at once).
+/// A turn's prompt is the whole conversation so far: the previous turn's prompt, then its reply
+/// (the ids the engine generated), then the new user text of `input_len` tokens; so its planned
+/// `prompt_len` is that sum, and prompts grow turn by turn. Engine targets only (a server's reply
+/// would come back as text).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Conversations {
+    pub turns: LenRange,
+    #[serde(default)]
+    pub think_time_s: f64,
+}
+
+/// One request's place in its conversation ([`conversation_turns`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Turn {
+    pub session: u64,
+    /// 0 for the session's first request.
+    pub turn: u32,
+    /// The plan index of the turn before (whose prompt and reply start this one's prompt).
+    pub prev: Option<usize>,
+    /// Seconds after `prev` finished that this turn is sent.
+    pub think_s: f64,
+    /// Tokens of new user text at the end of the prompt (`input_len`'s draw).
+    pub new_len: usize,
 }
 
 /// Shared prompt prefixes: request `id` starts with prefix `id % groups` (round-robin), `len`
@@ -212,7 +244,7 @@ impl Serialize for WorkloadSpec {
         let drawn = open && self.arrival != Arrival::Trace;
         let gamma = self.arrival == Arrival::Gamma;
         let concurrency = self.arrival == Arrival::Concurrency;
-        let mut out = serializer.serialize_struct("WorkloadSpec", 13)?;
+        let mut out = serializer.serialize_struct("WorkloadSpec", 14)?;
         out.serialize_field("arrival", &self.arrival)?;
         match drawn {
             true => out.serialize_field("rate", &self.rate.is_finite().then_some(self.rate))?,
@@ -249,6 +281,10 @@ impl Serialize for WorkloadSpec {
         match &self.shared_prefix {
             Some(p) => out.serialize_field("shared_prefix", p)?,
             None => out.skip_field("shared_prefix")?,
+        }
+        match &self.conversations {
+            Some(c) => out.serialize_field("conversations", c)?,
+            None => out.skip_field("conversations")?,
         }
         out.end()
     }
@@ -338,6 +374,34 @@ impl WorkloadSpec {
         }
         self.input_len.validate()?;
         self.output_len.validate()?;
+        if let Some(c) = &self.conversations {
+            c.turns.validate()?;
+            if !open_loop || self.arrival == Arrival::Trace {
+                return Err(Error::Invalid(
+                    "conversations: sessions arrive by an open loop (poisson, gamma or constant)".into(),
+                ));
+            }
+            if self.dataset.is_some() || self.shared_prefix.is_some() || self.saturation_stop {
+                return Err(Error::Invalid(
+                    "conversations: not with a dataset, a shared prefix or the saturation stop".into(),
+                ));
+            }
+            if !(c.think_time_s.is_finite() && (0.0..=limits::MAX_SCHEDULE_S).contains(&c.think_time_s)) {
+                return Err(Error::Invalid(format!(
+                    "think time {}: must be from 0 to {} s",
+                    limits::show(c.think_time_s),
+                    limits::MAX_SCHEDULE_S
+                )));
+            }
+            let longest = self.prompt_range().max;
+            if longest > limits::MAX_TOKENS {
+                return Err(Error::Invalid(format!(
+                    "conversations: a {}-turn history reaches {longest} prompt tokens, above the limit of {}",
+                    c.turns.max,
+                    limits::MAX_TOKENS
+                )));
+            }
+        }
         if let Some(p) = &self.shared_prefix {
             if self.dataset.is_some() {
                 return Err(Error::Invalid(
@@ -359,6 +423,23 @@ impl WorkloadSpec {
             }
         }
         Ok(())
+    }
+}
+
+impl WorkloadSpec {
+    /// The prompt lengths requests can have: `input_len`, or with conversations up to the longest
+    /// session's history (every turn's new text and every reply but the last, at their longest).
+    pub fn prompt_range(&self) -> LenRange {
+        match &self.conversations {
+            None => self.input_len,
+            Some(c) => {
+                let turns = c.turns.max;
+                let max = turns
+                    .saturating_mul(self.input_len.max)
+                    .saturating_add(turns.saturating_sub(1).saturating_mul(self.output_len.max));
+                LenRange { min: self.input_len.min, max }
+            }
+        }
     }
 }
 
@@ -429,7 +510,13 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
         Some(&last) if exact && last > 0.0 => spec.num_requests as f64 / spec.rate / last,
         _ => 1.0,
     };
-    let mut requests = Vec::with_capacity(spec.num_requests);
+    // Conversations: a session starts at each drawn time in turn; later turns have no time.
+    let turns = conversation_turns(spec);
+    let times: Vec<f64> = match &turns {
+        Some(turns) => turns.iter().map(|t| if t.turn == 0 { times[t.session as usize] } else { f64::NAN }).collect(),
+        None => times,
+    };
+    let mut requests: Vec<PlannedRequest> = Vec::with_capacity(spec.num_requests);
     for (id, drawn_s) in (0..spec.num_requests as u64).zip(times) {
         let clock_s = if exact && id + 1 == spec.num_requests as u64 {
             spec.num_requests as f64 / spec.rate // exactly, not within rounding
@@ -457,15 +544,51 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
                 clock_s,
             ),
         };
-        requests.push(PlannedRequest { id, arrival_s: (!closed_loop).then_some(clock_s), prompt_len, output_len });
+        // A later turn: sent when the one before it ends; its prompt carries the history.
+        let (arrival_s, prompt_len) = match turns.as_ref().map(|t| t[id as usize]) {
+            Some(Turn { prev: Some(prev), .. }) => {
+                let before = &requests[prev];
+                (None, before.prompt_len + before.output_len + prompt_len)
+            }
+            _ => ((!closed_loop).then_some(clock_s), prompt_len),
+        };
+        requests.push(PlannedRequest { id, arrival_s, prompt_len, output_len });
     }
     Ok(requests)
+}
+
+/// Each request's place in its conversation, when the workload has conversations: sessions of
+/// `turns` requests (drawn from their own stream, the last cut to what is left), think times
+/// from another. The new text's length is the request's own `input_len` draw ([`plan`] keeps the
+/// same length stream, so turning conversations on keeps every request's lengths).
+pub fn conversation_turns(spec: &WorkloadSpec) -> Option<Vec<Turn>> {
+    let c = spec.conversations.as_ref()?;
+    let mut size_rng = stream(spec.seed, STREAM_CONVERSATIONS, 0);
+    let mut think_rng = stream(spec.seed, STREAM_CONVERSATIONS, 1);
+    let think = Exp::new(1.0).expect("rate 1");
+    let mut length_rng = stream(spec.seed, STREAM_LENGTHS, 0);
+    let mut out = Vec::with_capacity(spec.num_requests);
+    let mut session = 0u64;
+    while out.len() < spec.num_requests {
+        let size = size_rng.random_range(c.turns.min..=c.turns.max).min(spec.num_requests - out.len());
+        for turn in 0..size {
+            // The same draws, in the same order, as `plan`'s lengths.
+            let new_len = length_rng.random_range(spec.input_len.min..=spec.input_len.max);
+            let _output = length_rng.random_range(spec.output_len.min..=spec.output_len.max);
+            let think_s: f64 = if turn == 0 { 0.0 } else { c.think_time_s * think.sample(&mut think_rng) };
+            let prev = (turn > 0).then(|| out.len() - 1);
+            out.push(Turn { session, turn: turn as u32, prev, think_s, new_len });
+        }
+        session += 1;
+    }
+    Some(out)
 }
 
 const STREAM_ARRIVALS: u64 = 1;
 const STREAM_LENGTHS: u64 = 2;
 pub(crate) const STREAM_PROMPTS: u64 = 3;
 pub(crate) const STREAM_PREFIXES: u64 = 4;
+const STREAM_CONVERSATIONS: u64 = 5;
 
 /// An independent RNG per (seed, purpose, index), mixed with SplitMix64 so nearby seeds and
 /// indices give unrelated streams.
@@ -509,6 +632,7 @@ mod tests {
             max_concurrency: None,
             saturation_stop: false,
             shared_prefix: None,
+            conversations: None,
         }
     }
 
@@ -660,6 +784,53 @@ mod tests {
         let old = r#"{"arrival":"sequential","rate":4.0,"burstiness":1.0,"concurrency":4,"num_requests":3,
             "input_len":{"min":8,"max":64},"output_len":{"min":1,"max":32},"seed":42}"#;
         assert_eq!(serde_json::from_str::<WorkloadSpec>(old).unwrap(), spec(Arrival::Sequential, 4.0, 3));
+    }
+
+    /// 10 requests in conversations of 2–4 turns, by the plan: each session's first turn has an
+    /// arrival (the sessions' arrivals in order), later ones none; a later turn's prompt length is
+    /// the turn before's prompt and output plus its own new text, whose length is what the plan
+    /// without conversations draws for it.
+    #[test]
+    fn conversations_group_requests_and_grow_their_prompts() {
+        let plain = spec(Arrival::Poisson, 4.0, 10);
+        let spec = WorkloadSpec {
+            conversations: Some(Conversations { turns: LenRange { min: 2, max: 4 }, think_time_s: 1.5 }),
+            ..plain.clone()
+        };
+        let (alone, planned, turns) = (plan(&plain).unwrap(), plan(&spec).unwrap(), conversation_turns(&spec).unwrap());
+        assert_eq!((planned.len(), turns.len()), (10, 10));
+        let mut sessions = 0;
+        for (i, (p, t)) in planned.iter().zip(&turns).enumerate() {
+            assert_eq!(t.new_len, alone[i].prompt_len, "request {i}: its own text keeps its length");
+            assert_eq!(p.output_len, alone[i].output_len);
+            match t.prev {
+                None => {
+                    assert_eq!(t.turn, 0);
+                    assert!(p.arrival_s.is_some());
+                    sessions += 1;
+                }
+                Some(prev) => {
+                    assert_eq!((prev, t.session, t.turn), (i - 1, turns[i - 1].session, turns[i - 1].turn + 1));
+                    assert!(p.arrival_s.is_none() && t.think_s >= 0.0);
+                    assert_eq!(p.prompt_len, planned[prev].prompt_len + planned[prev].output_len + t.new_len);
+                }
+            }
+            assert!(t.turn < 4);
+        }
+        assert_eq!(sessions, turns.last().unwrap().session as usize + 1);
+        // Session arrivals are the first draws of the arrival process, in order.
+        let starts: Vec<f64> = planned.iter().filter_map(|p| p.arrival_s).collect();
+        let drawn: Vec<f64> = alone.iter().take(sessions).map(|p| p.arrival_s.unwrap()).collect();
+        assert_eq!(starts, drawn);
+        // Closed loops, datasets and the saturation stop do not go with them.
+        let closed = WorkloadSpec { arrival: Arrival::Sequential, ..spec.clone() };
+        assert!(closed.validate().is_err());
+        assert!(WorkloadSpec { saturation_stop: true, ..spec.clone() }.validate().is_err());
+        let conv = spec.conversations.unwrap();
+        assert_eq!(spec.prompt_range().max, 4 * spec.input_len.max + 3 * spec.output_len.max);
+        assert!(WorkloadSpec { conversations: Some(Conversations { think_time_s: -1.0, ..conv }), ..plain }
+            .validate()
+            .is_err());
     }
 
     #[test]

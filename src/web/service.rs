@@ -99,6 +99,7 @@ pub enum Report<'a> {
 pub type Sink = Rc<dyn Fn(Report<'_>)>;
 
 /// How a command ended. What was measured is kept even when it ended at an error.
+#[allow(clippy::large_enum_variant)] // one a command, sent boxed (`Report::Ended`)
 pub enum Ended {
     Run {
         /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.

@@ -420,6 +420,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
             Ok(len) if len > 0 => Some(crate::bench::SharedPrefix { len, groups: 1 }),
             _ => None,
         },
+        conversations: None,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());

@@ -42,6 +42,7 @@ fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
         max_concurrency: None,
         saturation_stop: false,
         shared_prefix: None,
+        conversations: None,
     }
 }
 
@@ -339,5 +340,60 @@ fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("leaves none of the 4 requests"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bench --turns 3 --prefix-cache`: requests grouped into conversations of three turns; each
+/// later turn's prompt is the turn before's prompt, its reply and new text (so its length is their
+/// sum, by the plan), sent after the turn before finished; with the prefix cache, later turns
+/// find their history's blocks cached. The summary has a line per turn.
+#[test]
+fn conversations_carry_their_history_and_the_prefix_cache_finds_it() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-turns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--model", model.to_str().unwrap(), "--rate", "8", "--num-requests", "9", "--turns", "3"])
+        .args(["--think-time-s", "0.02", "--input-len", "40", "--output-len", "24", "--prefix-cache"])
+        .args(["--no-baseline", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let result: bench::BenchResult =
+        serde_json::from_value(if json.is_array() { json[0].clone() } else { json }).unwrap();
+    let mut requests = result.requests.clone();
+    requests.sort_by_key(|r| (r.session, r.turn));
+    assert_eq!(requests.len(), 9);
+    for r in &requests {
+        assert!(r.succeeded(), "{:?}", r.error);
+        let (session, turn) = (r.session.unwrap(), r.turn.unwrap());
+        assert_eq!(session, r.id / 3, "sessions of three consecutive requests");
+        // 40 new tokens a turn, 24-token replies: 40, 104, 168.
+        assert_eq!(r.prompt_len, 40 + 64 * turn as usize, "request {}", r.id);
+        if turn > 0 {
+            let before = requests.iter().find(|q| q.session == Some(session) && q.turn == Some(turn - 1)).unwrap();
+            assert!(r.arrival_s >= before.finish_s.unwrap(), "a turn is sent after the one before finished");
+            assert!(r.cached_tokens.unwrap() > 0, "turn {turn} of session {session} found no cached history");
+        } else {
+            assert_eq!(r.cached_tokens, Some(0));
+        }
+    }
+    let c = result.metrics.conversations.expect("a per-turn summary");
+    assert_eq!((c.sessions, c.completed_sessions, c.per_turn.len()), (3, 3, 3));
+    assert!(c.per_turn[2].prefix_cache_hit_rate.unwrap() > c.per_turn[0].prefix_cache_hit_rate.unwrap());
+    assert!(stdout.contains("Conversations: 3 (3 complete)") && stdout.contains("turn 3: 3 requests"), "{stdout}");
+    // Against a server it is refused, with the reason.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", "http://127.0.0.1:9/v1", "--turns", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--turns: conversations run against this process's engine"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -38,6 +38,7 @@ fn spec() -> WorkloadSpec {
         max_concurrency: None,
         saturation_stop: false,
         shared_prefix: None,
+        conversations: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             max_concurrency: None,
             saturation_stop: false,
             shared_prefix: None,
+            conversations: None,
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target = EngineTarget {

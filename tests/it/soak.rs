@@ -173,6 +173,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         max_concurrency: None,
         saturation_stop: false,
         shared_prefix: None,
+        conversations: None,
     };
     let (kill_at, restart_at) = (Duration::from_secs(4), Duration::from_secs(6));
     let t0 = Instant::now();

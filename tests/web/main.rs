@@ -561,6 +561,7 @@ fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::benc
         max_concurrency: None,
         saturation_stop: false,
         shared_prefix: None,
+        conversations: None,
     }
 }
 

@@ -55,6 +55,15 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 0, limits::MAX_TOKENS))]
     pub(crate) shared_prefix_len: usize,
+    /// Multi-turn conversations: requests grouped into sessions of N or MIN:MAX turns; each turn's
+    /// prompt is the conversation so far (the turn before's prompt and reply, then --input-len
+    /// new tokens); sessions arrive at --rate (per second), a turn follows the one before after
+    /// --think-time-s. The engine only.
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) turns: Option<String>,
+    /// With --turns: mean seconds between a reply and the next turn (exponential; 0: at once).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub(crate) think_time_s: f64,
     /// With --shared-prefix-len: G different prefixes, request i taking prefix i mod G.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_PREFIX_GROUPS))]
@@ -132,8 +141,19 @@ impl BenchArgs {
             seed: self.seed,
             dataset: None,
             max_concurrency: self.serving.max_concurrency,
-            saturation_stop: !self.serving.no_saturation_stop,
+            // The stop judges arrivals in time order; a conversation's later turns have none.
+            saturation_stop: !self.serving.no_saturation_stop && self.turns.is_none(),
             shared_prefix: self.shared_prefix()?,
+            conversations: match &self.turns {
+                Some(turns) => Some(tokenmeter::bench::Conversations {
+                    turns: turns.parse::<LenRange>()?,
+                    think_time_s: self.think_time_s,
+                }),
+                None if self.think_time_s != 0.0 => {
+                    return Err(Error::Invalid("--think-time-s: goes with --turns".into()))
+                }
+                None => None,
+            },
         })
     }
 
@@ -183,6 +203,13 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results = Vec::new();
     if let Some(url) = &args.remote.endpoint {
+        if spec.conversations.is_some() {
+            return Err(Error::Invalid(
+                "--turns: conversations run against this process's engine only (a server's reply comes back as \
+                 text, and carrying it into the next turn is not built yet)"
+                    .into(),
+            ));
+        }
         if args.model.model.is_some() || args.model.synthetic.is_some() {
             return Err(Error::Invalid(
                 "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
@@ -225,7 +252,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     }
     policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
     let session = session(&spec);
-    bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
+    bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
     let model = match &loaded {
         Opened::Disk(c, _) => load(&args.model, c).await?,

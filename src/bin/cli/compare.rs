@@ -153,7 +153,7 @@ impl Local {
             Opened::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
             Opened::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
-        bench::check_context(spec.input_len, spec.output_len, cfg.max_position_embeddings)?;
+        bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);

@@ -132,6 +132,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         saturation_stop: false,
         shared_prefix: (args.shared_prefix_len > 0)
             .then_some(tokenmeter::bench::SharedPrefix { len: args.shared_prefix_len, groups: args.prefix_groups }),
+        conversations: None,
     };
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;
