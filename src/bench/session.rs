@@ -264,7 +264,8 @@ async fn warm_up<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Cel
         .map(|i| {
             let share = if k > 1 { i as f64 / (k - 1) as f64 } else { 1.0 };
             PlannedRequest {
-                id: u64::MAX - 1 - i as u64,
+                // Below the baseline's ids (u64::MAX down): no warm-up prompt is a baseline one.
+                id: u64::MAX - BASELINE_REQUESTS as u64 - i as u64,
                 arrival_s: Some(0.0),
                 prompt_len: input.min + ((input.max - input.min) as f64 * share).round() as usize,
                 output_len: (2 + i).clamp(output.min.max(2), output.max.max(2)),
@@ -294,7 +295,10 @@ async fn baseline<T: Target>(target: &mut T, spec: &WorkloadSpec, cancel: &Rc<Ce
     // Progress of the baseline is not the run's: the listener hears about it as `Baseline`.
     let quiet: Listener = Rc::new(|_| {});
     let (mut ttft, mut tpot) = (Vec::new(), Vec::new());
-    for _ in 0..BASELINE_REQUESTS {
+    for k in 0..BASELINE_REQUESTS {
+        // Each its own prompt (a prompt is drawn by id): with the prefix cache on, a repeated one
+        // would be served from the cache, and the baseline would be a cache hit's TTFT.
+        let alone = PlannedRequest { id: u64::MAX - k as u64, ..alone.clone() };
         let (records, _) = target.run(std::slice::from_ref(&alone), &alone_spec, true, &quiet, cancel).await?;
         let Some(first) = records.first().filter(|r| r.arrival_s.is_finite() && !cancel.get()) else {
             return Ok(None);

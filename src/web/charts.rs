@@ -231,10 +231,42 @@ fn LineChart(
     }
 }
 
+/// Running and waiting requests over time (the engine's steps, or a server's scrapes), with the
+/// legend in the page's language (chartistry's series names are fixed at mount).
+#[component]
+fn RunningWaiting(points: Signal<Vec<BatchPoint>>, interpolation: Interpolation) -> impl IntoView {
+    let t = use_text();
+    let (left, bottom) = edges();
+    let running = Line::new(|p: &BatchPoint| p.running)
+        .with_name("running")
+        .with_colour(VIOLET)
+        .with_interpolation(interpolation);
+    let waiting =
+        Line::new(|p: &BatchPoint| p.waiting).with_name("waiting").with_colour(ROSE).with_interpolation(interpolation);
+    view! {
+        <Chart
+            aspect_ratio=AspectRatio::from_env_width(HEIGHT)
+            font_height=12.0
+            font_width=7.2
+            left=left
+            bottom=bottom
+            inner=inner()
+            tooltip=Tooltip::left_cursor()
+            series=Series::new(|p: &BatchPoint| p.t).with_min_y(0.0).line(running).line(waiting)
+            data=points
+        />
+        <p class="legend">
+            <span class="swatch" style="background:#8b5cf6"></span>
+            {move || t().running}
+            <span class="swatch" style="background:#f43f5e"></span>
+            {move || t().waiting}
+        </p>
+    }
+}
+
 /// All five charts and the request timeline, fed by `data`.
 #[component]
 pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
-    let t = use_text();
     let pick = move |f: fn(&ChartData) -> Vec<Point>| Signal::from(Memo::new(move |_| data.with(f)));
     let ttft = pick(|d| d.ttft.clone());
     let ttfat = pick(|d| d.ttfat.clone());
@@ -246,11 +278,6 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
     let timeline = Signal::from(Memo::new(move |_| data.with(|d| d.timeline.clone())));
     let count = |points: Signal<Vec<Point>>| Signal::derive(move || points.with(Vec::len));
     let step = Interpolation::Step(Step::Horizontal);
-    // Names are fixed at mount; the legend below the chart follows the language.
-    let running =
-        Line::new(|p: &BatchPoint| p.running).with_name("running").with_colour(VIOLET).with_interpolation(step);
-    let waiting = Line::new(|p: &BatchPoint| p.waiting).with_name("waiting").with_colour(ROSE).with_interpolation(step);
-    let (left, bottom) = edges();
     view! {
         <div class="charts">
             <ChartCard title=|t| t.chart_ttft x_axis=|t| t.x_arrival testid="chart-ttft" count=count(ttft)>
@@ -279,23 +306,8 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                 testid="chart-batch"
                 count=Signal::derive(move || batch.with(Vec::len))
             >
-                <Chart
-                    aspect_ratio=AspectRatio::from_env_width(HEIGHT)
-                    font_height=12.0
-                    font_width=7.2
-                    left=left
-                    bottom=bottom
-                    inner=inner()
-                    tooltip=Tooltip::left_cursor()
-                    series=Series::new(|p: &BatchPoint| p.t).with_min_y(0.0).line(running).line(waiting)
-                    data=batch
-                />
-                <p class="legend">
-                    <span class="swatch" style="background:#8b5cf6"></span>
-                    {move || t().running}
-                    <span class="swatch" style="background:#f43f5e"></span>
-                    {move || t().waiting}
-                </p>
+                // The engine's state holds from one step to the next.
+                <RunningWaiting points=batch interpolation=step />
             </ChartCard>
             <Show when=move || server.with(|s: &Vec<BatchPoint>| !s.is_empty())>
                 <ChartCard
@@ -304,36 +316,8 @@ pub fn LiveCharts(data: Signal<ChartData>) -> impl IntoView {
                     testid="chart-server"
                     count=Signal::derive(move || server.with(Vec::len))
                 >
-                    <Chart
-                        aspect_ratio=AspectRatio::from_env_width(HEIGHT)
-                        font_height=12.0
-                        font_width=7.2
-                        left=edges().0
-                        bottom=edges().1
-                        inner=inner()
-                        tooltip=Tooltip::left_cursor()
-                        series=Series::new(|p: &BatchPoint| p.t)
-                            .with_min_y(0.0)
-                            .line(
-                                Line::new(|p: &BatchPoint| p.running)
-                                    .with_name("running")
-                                    .with_colour(VIOLET)
-                                    .with_interpolation(Interpolation::Linear),
-                            )
-                            .line(
-                                Line::new(|p: &BatchPoint| p.waiting)
-                                    .with_name("waiting")
-                                    .with_colour(ROSE)
-                                    .with_interpolation(Interpolation::Linear),
-                            )
-                        data=server
-                    />
-                    <p class="legend">
-                        <span class="swatch" style="background:#8b5cf6"></span>
-                        {move || t().running}
-                        <span class="swatch" style="background:#f43f5e"></span>
-                        {move || t().waiting}
-                    </p>
+                    // A scrape is an instant's value: joined by straight lines.
+                    <RunningWaiting points=server interpolation=Interpolation::Linear />
                 </ChartCard>
             </Show>
             <ChartCard title=|t| t.chart_kv x_axis=|t| t.x_time testid="chart-kv" count=count(kv)>

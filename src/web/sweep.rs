@@ -4,7 +4,7 @@
 
 use super::i18n::{use_text, Text};
 use super::pareto::ParetoChart;
-use crate::bench::pareto::ParetoPoint;
+use crate::bench::pareto::{tick_text, ParetoPoint};
 use crate::bench::sweep::{knee, KneeReason};
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use leptos::prelude::*;
@@ -88,17 +88,6 @@ const PAD: f64 = 14.0;
 /// Room above the plot for the y axis' name.
 const PAD_TOP: f64 = 28.0;
 
-/// "0", "12.5", "1.2k".
-fn tick(x: f64) -> String {
-    if x >= 1000.0 {
-        format!("{:.1}k", x / 1000.0)
-    } else if x >= 10.0 || x == 0.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
 /// Throughput (x) against p99 TTFT (y), points joined in rate order, the knee ringed.
 #[component]
 fn SweepChart(view: Signal<SweepView>) -> impl IntoView {
@@ -131,10 +120,10 @@ fn SweepChart(view: Signal<SweepView>) -> impl IntoView {
                             <line class="grid" x1=sx(f * max_x) x2=sx(f * max_x) y1=sy(0.0) y2=sy(max_y) />
                             <line class="grid" x1=sx(0.0) x2=sx(max_x) y1=sy(f * max_y) y2=sy(f * max_y) />
                             <text class="tick" x=sx(f * max_x) y=H - PAD_BOTTOM + 14.0 text-anchor="middle">
-                                {tick(f * max_x)}
+                                {tick_text(f * max_x)}
                             </text>
                             <text class="tick" x=PAD_LEFT - 6.0 y=sy(f * max_y) + 4.0 text-anchor="end">
-                                {tick(f * max_y)}
+                                {tick_text(f * max_y)}
                             </text>
                         }
                     })

@@ -303,21 +303,12 @@ fn a_reply_with_think_tags_is_split_into_reasoning_and_answer() {
 /// recomputes from the saved requests through `phases::measured`.
 #[test]
 fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
-    let dir = std::env::temp_dir().join(format!("tokenmeter-phases-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("out.json");
+    let (result, stdout) = bench_on_fixture(
+        "phases",
+        &["--rate", "20", "--num-requests", "12", "--seed", "5", "--input-len", "8:24", "--output-len", "4:8"],
+        &["--no-baseline", "--warmup-requests", "3", "--cooldown-s", "0.05"],
+    );
     let model = fixture_dir("tiny-gqa-tied");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-        .args(["bench", "--model", model.to_str().unwrap(), "--rate", "20", "--num-requests", "12", "--seed", "5"])
-        .args(["--input-len", "8:24", "--output-len", "4:8", "--no-baseline", "--warmup-requests", "3"])
-        .args(["--cooldown-s", "0.05", "--json", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let result: bench::BenchResult =
-        serde_json::from_value(if json.is_array() { json[0].clone() } else { json }).unwrap();
     use tokenmeter::bench::phases::{measured, Phase, Phases};
     assert_eq!(result.requests.len(), 12, "every request is kept");
     let warm = result.requests.iter().filter(|r| r.phase == Some(Phase::Warmup)).count();
@@ -340,7 +331,6 @@ fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("leaves none of the 4 requests"), "{stderr}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `bench --turns 3 --prefix-cache`: requests grouped into conversations of three turns; each
@@ -349,21 +339,11 @@ fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
 /// find their history's blocks cached. The summary has a line per turn.
 #[test]
 fn conversations_carry_their_history_and_the_prefix_cache_finds_it() {
-    let dir = std::env::temp_dir().join(format!("tokenmeter-turns-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("out.json");
-    let model = fixture_dir("tiny-gqa-tied");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-        .args(["bench", "--model", model.to_str().unwrap(), "--rate", "8", "--num-requests", "9", "--turns", "3"])
-        .args(["--think-time-s", "0.02", "--input-len", "40", "--output-len", "24", "--prefix-cache"])
-        .args(["--no-baseline", "--json", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let result: bench::BenchResult =
-        serde_json::from_value(if json.is_array() { json[0].clone() } else { json }).unwrap();
+    let (result, stdout) = bench_on_fixture(
+        "turns",
+        &["--rate", "8", "--num-requests", "9", "--turns", "3", "--think-time-s", "0.02"],
+        &["--input-len", "40", "--output-len", "24", "--prefix-cache", "--no-baseline"],
+    );
     let mut requests = result.requests.clone();
     requests.sort_by_key(|r| (r.session, r.turn));
     assert_eq!(requests.len(), 9);
@@ -395,5 +375,104 @@ fn conversations_carry_their_history_and_the_prefix_cache_finds_it() {
         !refused.status.success() && stderr.contains("--turns: conversations run against this process's engine"),
         "{stderr}"
     );
+}
+
+/// `tokenmeter bench` on the tiny fixture with `args` and `more` (two slices, for line length):
+/// its one result from `--json`, and its stdout.
+fn bench_on_fixture(name: &str, args: &[&str], more: &[&str]) -> (bench::BenchResult, String) {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let model = fixture_dir("tiny-gqa-tied");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--model", model.to_str().unwrap()])
+        .args(args)
+        .args(more)
+        .args(["--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    let result = serde_json::from_value(if json.is_array() { json[0].clone() } else { json }).unwrap();
+    (result, String::from_utf8_lossy(&run.stdout).into_owned())
+}
+
+/// A target that answers every request at once (TTFT 10 ms, a token every 5 ms) and keeps the
+/// ids of what it was sent, run by run.
+struct Recorder {
+    runs: Vec<Vec<u64>>,
+}
+
+impl tokenmeter::bench::Target for Recorder {
+    fn run_config(&self) -> bench::RunConfig {
+        bench::RunConfig::default()
+    }
+
+    fn reports_steps(&self) -> bool {
+        false
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[bench::PlannedRequest],
+        _spec: &WorkloadSpec,
+        _ignore_eos: bool,
+        _listener: &tokenmeter::bench::session::Listener,
+        _cancel: &std::rc::Rc<std::cell::Cell<bool>>,
+    ) -> tokenmeter::Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
+        self.runs.push(plan.iter().map(|p| p.id).collect());
+        let records = plan
+            .iter()
+            .map(|p| {
+                let arrival = p.arrival_s.unwrap_or(0.0);
+                let times: Vec<f64> = (0..p.output_len).map(|k| arrival + 0.01 + 0.005 * k as f64).collect();
+                bench::RequestRecord {
+                    id: p.id,
+                    arrival_s: arrival,
+                    scheduled_s: Some(arrival),
+                    first_token_s: times.first().copied(),
+                    finish_s: times.last().copied(),
+                    token_times_s: times,
+                    prompt_len: p.prompt_len,
+                    output_len: p.output_len,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        Ok((records, Vec::new()))
+    }
+}
+
+/// The baseline's requests alone each have a prompt of their own (a prompt is drawn by its id),
+/// none of them a warm-up's: with the prefix cache on, a repeated prompt would be a cache hit
+/// and the baseline a cached TTFT (it was: 210 ms against 4.4 s uncached on a 1,120-token prompt).
+#[test]
+fn the_baseline_requests_have_prompts_of_their_own() {
+    pollster::block_on(async {
+        let s = spec(Arrival::Poisson, 50.0);
+        let mut target = Recorder { runs: Vec::new() };
+        let session = bench::SessionSpec {
+            spec: &s,
+            rates: &[50.0],
+            slo: None,
+            slo_text: None,
+            lang: bench::Lang::En,
+            baseline: true,
+            ignore_eos: true,
+            cost_per_hour: None,
+            phases: Default::default(),
+        };
+        let quiet: tokenmeter::bench::session::Listener = std::rc::Rc::new(|_| {});
+        let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
+        bench::session::run(&mut target, &session, &quiet, &cancel).await.unwrap();
+        // The warm-up, three baseline runs of one request, the rate.
+        assert_eq!(target.runs.len(), 5, "{:?}", target.runs);
+        let baseline: Vec<u64> = target.runs[1..4].iter().map(|run| run[0]).collect();
+        let mut distinct = baseline.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "baseline ids {baseline:?}");
+        assert!(baseline.iter().all(|id| !target.runs[0].contains(id)), "a warm-up prompt reused: {:?}", target.runs);
+    });
 }
