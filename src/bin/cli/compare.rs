@@ -232,7 +232,8 @@ fn many_way_report(x: &ManyWay, lang: bench::Lang) -> String {
     out
 }
 
-/// metric | reference | each other setting's value, change and verdict.
+/// metric | reference | each other setting's value, change and verdict (columns as wide as
+/// their widest cell).
 fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
     let zh = lang == bench::Lang::Zh;
     let mut out = if zh {
@@ -240,20 +241,29 @@ fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
     } else {
         format!("========== {} settings against {} ==========\n", x.arms.len(), x.reference)
     };
-    let cell = |s: &str| format!(" {s:>30}");
-    out +=
-        &format!("{:<24} {:>11}", if zh { "指标" } else { "metric" }, x.reference.chars().take(11).collect::<String>());
-    for v in &x.versus {
-        out += &cell(&v.name.chars().take(30).collect::<String>());
-    }
-    out += "\n";
     let Some(first) = x.versus.first() else { return out };
+    let mut rows: Vec<Vec<String>> = vec![std::iter::once(if zh { "指标" } else { "metric" }.to_string())
+        .chain(std::iter::once(x.reference.clone()))
+        .chain(x.versus.iter().map(|v| v.name.clone()))
+        .collect()];
     for (k, m) in first.comparison.metrics.iter().enumerate() {
-        out += &format!("{:<24} {:>11.3}", m.metric, m.a);
+        let mut row = vec![m.metric.clone(), format!("{:.3}", m.a)];
         for v in &x.versus {
             let n = &v.comparison.metrics[k];
-            out += &cell(&format!("{:.3} ({:+.1}%) {}", n.b, n.diff_pct, n.verdict.label(lang)));
+            row.push(format!("{:.3} ({:+.1}%) {}", n.b, n.diff_pct, n.verdict.label(lang)));
         }
+        rows.push(row);
+    }
+    let widths: Vec<usize> =
+        (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, &w))| if c == 0 { format!("{cell:<w$}") } else { format!("{cell:>w$}") })
+            .collect();
+        out += cells.join("  ").trim_end();
         out += "\n";
     }
     out
