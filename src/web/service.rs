@@ -68,6 +68,8 @@ pub enum Refused {
     NeedsReload,
     /// Engine switches for a server, whose scheduler and weights are its own.
     SwitchesNotRemote,
+    /// Conversations for a server: its replies come back as text (not built yet).
+    ConversationsNotRemote,
     /// The workload does not fit (one line; B's problems start with "B: ").
     Invalid(String),
 }
@@ -142,6 +144,9 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
         Command::Run { form, destination: Destination::Server(endpoint, server_metrics) } => {
             if form.policy != Policy::default() || form.load != LoadOptions::default() {
                 return Err(Refused::SwitchesNotRemote);
+            }
+            if form.spec.conversations.is_some() {
+                return Err(Refused::ConversationsNotRemote);
             }
             // A server's context is its own: only the API's answer limits it.
             let form = prepared(host, &cx, *form, None)?;
@@ -224,7 +229,7 @@ fn session_spec(form: &RunForm, lang: Lang) -> SessionSpec<'_> {
         baseline: true,
         ignore_eos: true,
         cost_per_hour: form.cost_per_hour,
-        phases: Default::default(),
+        phases: form.phases,
     }
 }
 

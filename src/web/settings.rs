@@ -37,10 +37,15 @@ pub enum Field {
     SharedPrefix,
     /// The CLI's `--cost-per-hour`: the hardware's price per hour (empty: none).
     CostPerHour,
+    /// The CLI's `--turns` (empty: no conversations) and `--think-time-s`.
+    Turns,
+    ThinkTime,
+    /// The CLI's `--warmup-requests`.
+    WarmupRequests,
 }
 
 impl Field {
-    pub const ALL: [Field; 21] = [
+    pub const ALL: [Field; 24] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -62,6 +67,9 @@ impl Field {
         Field::PrefixCache,
         Field::SharedPrefix,
         Field::CostPerHour,
+        Field::Turns,
+        Field::ThinkTime,
+        Field::WarmupRequests,
     ];
 
     /// The field's name in the query string.
@@ -88,6 +96,9 @@ impl Field {
             Field::PrefixCache => "prefix_cache",
             Field::SharedPrefix => "shared_prefix",
             Field::CostPerHour => "cost_per_hour",
+            Field::Turns => "turns",
+            Field::ThinkTime => "think_time",
+            Field::WarmupRequests => "warmup_requests",
         }
     }
 
@@ -111,7 +122,9 @@ impl Field {
             Field::ChunkedPrefill => "on",
             Field::PrefixCache => "off",
             Field::SharedPrefix => "0",
-            Field::SloTtft | Field::SloTpot | Field::PrefillChunk | Field::CostPerHour => "",
+            Field::ThinkTime => "0",
+            Field::WarmupRequests => "0",
+            Field::SloTtft | Field::SloTpot | Field::PrefillChunk | Field::CostPerHour | Field::Turns => "",
         }
     }
 
@@ -138,6 +151,9 @@ impl Field {
             Field::PrefixCache => t.prefix_cache,
             Field::SharedPrefix => t.shared_prefix,
             Field::CostPerHour => t.cost_per_hour,
+            Field::Turns => t.turns,
+            Field::ThinkTime => t.think_time,
+            Field::WarmupRequests => t.warmup_requests,
         }
     }
 
@@ -152,6 +168,9 @@ impl Field {
             Field::PrefillChunk => t.prefill_chunk_hint,
             Field::SharedPrefix => t.shared_prefix_hint,
             Field::CostPerHour => t.cost_per_hour_hint,
+            Field::Turns => t.turns_hint,
+            Field::ThinkTime => t.think_time_hint,
+            Field::WarmupRequests => t.warmup_requests_hint,
             _ => "",
         }
     }
@@ -159,7 +178,7 @@ impl Field {
 
 /// The settings as typed, one signal per field.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; 21]);
+pub struct Settings([RwSignal<String>; 24]);
 
 impl Settings {
     /// Defaults, overridden by whatever the query string says.
@@ -218,6 +237,8 @@ pub struct RunForm {
     pub load: LoadOptions,
     /// The hardware's price per hour, for each result's `cost`; `None` when empty.
     pub cost_per_hour: Option<f64>,
+    /// Requests left out of each rate's summary (`--warmup-requests`).
+    pub phases: crate::bench::phases::Phases,
 }
 
 /// The engine options fixed when the model is uploaded (`EngineOptions::weights`,
@@ -342,6 +363,26 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         },
     };
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
+    // Conversations: empty turns means none; the think time goes with them.
+    let conversations = match value(Field::Turns).trim() {
+        "" => None,
+        text => match text.parse::<LenRange>() {
+            Ok(turns) => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
+                Ok(think_time_s) => Some(crate::bench::Conversations { turns, think_time_s }),
+                Err(e) => {
+                    check(Field::ThinkTime, Err(e));
+                    None
+                }
+            },
+            Err(e) => {
+                check(Field::Turns, Err(t.bad_length.map_or_else(|| e.to_string(), String::from)));
+                None
+            }
+        },
+    };
+    let warmup_requests = count(Field::WarmupRequests);
+    check(Field::WarmupRequests, warmup_requests.as_ref().map(|_| ()).map_err(String::clone));
+    let phases = crate::bench::phases::Phases { warmup_requests: warmup_requests.unwrap_or(0), ..Default::default() };
 
     if let (Some(caps), Some(input), Some(output)) = (caps, input_len, output_len) {
         if check_context(input, output, caps.max_position).is_err() {
@@ -414,13 +455,14 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         seed,
         dataset: None,
         max_concurrency: None,
-        // As the CLI: an open-loop rate the target cannot sustain ends early, with the reason.
-        saturation_stop: true,
+        // As the CLI: an open-loop rate the target cannot sustain ends early, with the reason
+        // (not with conversations: their later turns have no arrival times to judge).
+        saturation_stop: conversations.is_none(),
         shared_prefix: match shared_prefix_len {
             Ok(len) if len > 0 => Some(crate::bench::SharedPrefix { len, groups: 1 }),
             _ => None,
         },
-        conversations: None,
+        conversations,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
     let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());
@@ -432,11 +474,22 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
             ("concurrency", Field::Concurrency),
             ("number of requests", Field::Requests),
             ("shared prefix", Field::SharedPrefix),
+            ("conversations", Field::Turns),
+            ("think time", Field::ThinkTime),
         ]
         .into_iter()
         .find(|(prefix, _)| message.starts_with(prefix))
         .map_or(Field::Requests, |(_, f)| f);
         check(field, Err(t.bad_workload.map_or(message, String::from)));
+    }
+    // A conversation's history must fit the model's context too.
+    if let (Some(caps), Some(_)) = (caps, &spec.conversations) {
+        if check_context(spec.prompt_range(), output_len, caps.max_position).is_err() {
+            check(Field::Turns, Err(format!("{} ({})", t.context_too_long, caps.max_position)));
+        }
+    }
+    if let Err(e) = phases.check(num_requests) {
+        check(Field::WarmupRequests, Err(e.to_string()));
     }
     if !problems.is_empty() {
         return Err(problems);
@@ -456,6 +509,7 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         policy,
         load,
         cost_per_hour,
+        phases,
     })
 }
 
@@ -584,6 +638,9 @@ pub fn SettingsPanel(
                 {input(Field::OutputLen)}
                 {input(Field::Seed)}
                 {select(Field::Prompts, vec![("text", |t| t.prompts_text), ("random", |t| t.prompts_random)], true)}
+                {input(Field::Turns)}
+                {input(Field::ThinkTime)}
+                {input(Field::WarmupRequests)}
             </div>
             {dataset
                 .map(|x| {

@@ -428,6 +428,17 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     assert_eq!(with(&[(Field::CostPerHour, " 2.5 ")]).unwrap().cost_per_hour, Some(2.5));
     assert_eq!(fields(&[(Field::CostPerHour, "-1")]), [Field::CostPerHour]);
     assert_eq!(fields(&[(Field::CostPerHour, "cheap")]), [Field::CostPerHour]);
+    // Conversations and a warm-up, as the CLI's --turns, --think-time-s, --warmup-requests.
+    let talk = with(&[(Field::Turns, "2:4"), (Field::ThinkTime, "1.5"), (Field::WarmupRequests, "4")]).unwrap();
+    let c = talk.spec.conversations.expect("turns make conversations");
+    assert_eq!((c.turns.min, c.turns.max, c.think_time_s), (2, 4, 1.5));
+    assert!(!talk.spec.saturation_stop, "the stop needs arrival times, which later turns lack");
+    assert_eq!(talk.phases.warmup_requests, 4);
+    assert!(with(&[]).unwrap().spec.conversations.is_none() && with(&[]).unwrap().phases.is_none());
+    assert_eq!(fields(&[(Field::Turns, "0")]), [Field::Turns]);
+    assert_eq!(fields(&[(Field::Turns, "3"), (Field::ThinkTime, "-1")]), [Field::ThinkTime]);
+    assert_eq!(fields(&[(Field::Turns, "3"), (Field::Arrival, "sequential")]), [Field::Turns]);
+    assert_eq!(fields(&[(Field::WarmupRequests, "32")]), [Field::WarmupRequests], "leaves none of 32");
     // Whole prefills of 600 + 63 tokens cannot fit 512 tokens per step: the engine's own rule.
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);
@@ -762,11 +773,24 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
     };
     let no_cancel = || Rc::new(std::cell::Cell::new(false));
 
-    // Four requests due at once, one slot: sent one after another, never overlapping.
+    // Four requests due at once, one slot: sent one after another, never overlapping. The page
+    // scrapes the peer's /metrics (llama-server --metrics) meanwhile, from the start to the end.
     let requests: Vec<RemoteRequest> = (0..4).map(|i| request(i, 0.0, 8)).collect();
-    let options = RunOptions { ignore_eos: true, timeout_s: 60.0, max_concurrency: Some(1), ..RunOptions::default() };
+    let metrics_url = tokenmeter::bench::server_metrics::default_url(url);
+    let options = RunOptions {
+        ignore_eos: true,
+        timeout_s: 60.0,
+        max_concurrency: Some(1),
+        server_metrics: Some(metrics_url.clone()),
+        ..RunOptions::default()
+    };
     let mut records = client.run(&requests, &options, Rc::new(|_, _| {}), no_cancel()).await;
     assert_eq!(records.len(), 4);
+    let scraped = client.take_server_metrics().expect("the run scraped the server's /metrics");
+    assert_eq!(scraped.url, metrics_url);
+    assert!(scraped.samples.len() >= 2, "{scraped:?}");
+    assert_eq!(scraped.sources.get("running").map(String::as_str), Some("llamacpp:requests_processing"), "{scraped:?}");
+    assert!(client.take_server_metrics().is_none(), "taken once");
     records.sort_by(|a, b| a.sent_s.partial_cmp(&b.sent_s).unwrap());
     for pair in records.windows(2) {
         assert!(pair[0].succeeded() && pair[1].succeeded(), "{:?} {:?}", pair[0].error, pair[1].error);
