@@ -414,6 +414,17 @@ await byId('sweep').screenshot({ path: `${out}/sweep.png` });
 await byId('history-pareto').screenshot({ path: `${out}/history-pareto.png` });
 await page.evaluate(() => window.scrollTo(0, 0));
 await page.screenshot({ path: `${out}/dashboard-sweep.png`, fullPage: true });
+// 11b. Conversations: 4 requests in sessions of 2 turns; the report has a line per turn, the
+// second turn's prompt carrying the first's prompt and reply.
+await byId('setting-rate').fill('10');
+await byId('setting-requests').fill('4');
+await byId('setting-turns').fill('2');
+await runAndWait('conversations');
+const talk = await text('text-report');
+await check(/Conversations: 2 \(2 complete\)/.test(talk) && /turn 2: 2 requests/.test(talk),
+  `conversations: no per-turn lines in the report:\n${talk}`);
+console.log(`conversations: ${talk.split('\n').filter((l) => /turn \d:/.test(l)).join(' | ')}`);
+await byId('setting-turns').fill('');
 await byId('setting-rate').fill('20');
 await byId('setting-requests').fill('8');
 
