@@ -236,6 +236,21 @@ await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
 await check(/请求时间线/.test(await byId('timeline').textContent()), 'the timeline is not translated');
 await page.screenshot({ path: `${out}/dashboard-zh.png`, fullPage: true });
 await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
+// 5c. The common widths: side by side from the top at 1,280 and 1,920 px; on a phone (390 px)
+// one column, nothing wider than the screen.
+for (const width of [1280, 1920, 390]) {
+  await page.setViewportSize({ width, height: width > 500 ? 1000 : 844 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const [side, content] = await page.evaluate(() => ['.side', '.content'].map((s) => document.querySelector(s).getBoundingClientRect()));
+  if (width > 500) {
+    await check(Math.abs(side.top - content.top) < 2 && side.right <= content.left + 1,
+      `at ${width} px the settings and the results are not side by side from the top (${JSON.stringify([side, content])})`);
+  } else {
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    await check(overflow <= 1, `at ${width} px the page is ${overflow} px wider than the screen`);
+  }
+  await page.screenshot({ path: `${out}/dashboard-${width}.png`, fullPage: false });
+}
 await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 6. A second run with a batch of one, then compare the two.
