@@ -72,12 +72,14 @@ async fn check_cases(name: &str, options: EngineOptions, keep: impl Fn(&RealCase
 
 #[test]
 fn greedy_tokens_equal_the_float64_reference_prefilled_in_one_chunk() {
-    // Every prompt (1 to 1,531 tokens) in one step, on both fixtures.
+    // Every prompt (1 to 1,531 tokens) in one step on the 0.6B-shaped fixture; on the small one,
+    // those up to 513 (its 1,531-token prompt runs in chunks below). CI time: on lavapipe a
+    // 1,531-token prefill is ~45 s, nearly all of it attention.
     let options = EngineOptions { max_batched_tokens: 2048, ..EngineOptions::default() };
     pollster::block_on(async {
-        for name in REAL_FIXTURES {
-            check(name, options.clone(), 0, false, "one chunk").await;
-        }
+        let short = |c: &RealCase| c.prompt_ids.len() <= 513;
+        check_cases(REAL_FIXTURES[0], options.clone(), short, false, "one chunk").await;
+        check(REAL_FIXTURES[1], options, 0, false, "one chunk").await;
     });
 }
 
