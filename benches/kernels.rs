@@ -8,7 +8,7 @@
 use tokenmeter::clock::now_s;
 use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::{
-    attention_prefill_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
+    attention_prefill_splits, attention_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
     KernelFamily, KernelOptions,
 };
 use tokenmeter::gpu::roofline;
@@ -89,6 +89,8 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
     let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu, &Default::default()) };
     let kernels = Kernels::with_options(gpu, options);
+    let cpu_options = KernelOptions { family: KernelFamily::Software, ..KernelOptions::for_gpu(gpu, &Default::default()) };
+    let cpu_kernels = Kernels::with_options(gpu, cpu_options);
     for &context in contexts {
         let name = format!("attention prefill {chunk} at {context}");
         if filter.is_some_and(|f| !name.contains(f)) {
@@ -110,6 +112,9 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
         let whole = kernels.bind(d, Kernel::Attention, "whole", &[&qkv, &tb, &btb, &kb, &vb, &out]);
         let parts = kernels.bind(d, Kernel::AttentionSplit, "parts", &[&qkv, &tb, &btb, &kb, &vb, &partials]);
         let merge = kernels.bind(d, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+        let whole_cpu = cpu_kernels.bind(d, Kernel::Attention, "whole", &[&qkv, &tb, &btb, &kb, &vb, &out]);
+        let parts_cpu = cpu_kernels.bind(d, Kernel::AttentionSplit, "parts", &[&qkv, &tb, &btb, &kb, &vb, &partials]);
+        let merge_cpu = cpu_kernels.bind(d, Kernel::AttentionMerge, "merge", &[&partials, &out]);
         let p = HeadParams {
             n_tokens: chunk as u32,
             n_heads: n_heads as u32,
@@ -136,9 +141,16 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
             record_attention_split(rec, &whole, (&parts, &merge), &p, splits, partials_floats)
         })
         .await;
-        for (path, t, parts) in
-            [("tiled over queries", tiled, tiled_splits), ("a workgroup per token", per_token, splits)]
-        {
+        let cpu_splits = attention_splits(chunk, n_heads, hd, context);
+        let cpu = median_s(gpu, &cpu_kernels, |rec| {
+            record_attention_split(rec, &whole_cpu, (&parts_cpu, &merge_cpu), &p, cpu_splits, partials_floats)
+        })
+        .await;
+        for (path, t, parts) in [
+            ("tiled over queries", tiled, tiled_splits),
+            ("a workgroup per token", per_token, splits),
+            ("cpu family", cpu, cpu_splits),
+        ] {
             println!(
                 "{name:<30} {path:<22} {parts:>2} parts {:>8.3} ms  {:>7.1} GFLOP/s ({:>5.1}% of FMA)",
                 t * 1e3,

@@ -106,6 +106,144 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>) {
     attend(t, h, 0u, tokens[t].y + 1u, (p.token_begin * p.n_heads + idx) * p.head_dim, false);
 }
 
+// The CPU family's prefill attention: an invocation takes CPU_QUERIES consecutive tokens of one
+// sequence (a prefill run, dispatched on its own by `record_attention`) for one q head and one
+// part of their context, so every K and V vec4 it loads serves CPU_QUERIES queries instead of
+// one. On a software adapter a storage load is a per-lane loop (Mesa's llvmpipe), so loads, not
+// FLOPs, set the speed: `attention` makes one per query and key element, this kernel a quarter.
+// The queries' q and accumulators are function arrays (kept in the invocation's stack on a CPU);
+// scores and softmax state are written out per query (registers). The causal mask is per query
+// (key position < its own context); queries past the run repeat the last token and store
+// nothing. With `splits` parts, part s covers the s-th of `splits` equal parts of the context of
+// the group's last token and writes partials (as `attention_split`); with `direct` the output
+// itself. Invocations are numbered gid.x + gid.y * 64 * num_workgroups.x over (tile, part, head),
+// heads fastest (neighbouring lanes walk the same positions).
+// Loop iterations per invocation: 2 * head_dim / 4 + 1 per position, plus 2 * head_dim / 4
+// around the walk (`attention_prefill_cpu_max_positions`). CPU_QUERIES (4) is written out by hand.
+fn cpu_store(t: u32, h: u32, s: u32, acc: ptr<function, array<vec4<f32>, MAX_HEAD_DIM4>>, running_max: f32, running_sum: f32) {
+    let hd4 = p.head_dim / 4u;
+    if (p.direct != 0u) {
+        let inv = 1.0 / running_sum;
+        let o_base = (t * p.n_heads + h) * p.head_dim;
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 4u * d;
+            let v = (*acc)[d] * inv;
+            out[o] = v.x;
+            out[o + 1u] = v.y;
+            out[o + 2u] = v.z;
+            out[o + 3u] = v.w;
+        }
+        return;
+    }
+    // A part past this query's context leaves sum 0: it adds nothing in the merge.
+    let o_base = (((t - p.token_begin) * p.n_heads + h) * p.splits + s) * (p.head_dim + 2u);
+    out[o_base] = running_max;
+    out[o_base + 1u] = running_sum;
+    for (var d = 0u; d < hd4; d++) {
+        let o = o_base + 2u + 4u * d;
+        let v = (*acc)[d];
+        out[o] = v.x;
+        out[o + 1u] = v.y;
+        out[o + 2u] = v.z;
+        out[o + 3u] = v.w;
+    }
+}
+
+@compute @workgroup_size(64)
+fn attention_prefill_cpu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let tiles = (p.n_tokens + CPU_QUERIES - 1u) / CPU_QUERIES;
+    let idx = gid.x + gid.y * nwg.x * 64u;
+    if (idx >= tiles * p.n_heads * p.splits) {
+        return;
+    }
+    let h = idx % p.n_heads;
+    let s = (idx / p.n_heads) % p.splits;
+    let tile = idx / (p.n_heads * p.splits);
+    let first = p.token_begin + tile * CPU_QUERIES;
+    let last = min(first + CPU_QUERIES, p.token_begin + p.n_tokens) - 1u;
+    let t0 = first;
+    let t1 = min(first + 1u, last);
+    let t2 = min(first + 2u, last);
+    let t3 = min(first + 3u, last);
+    // Positions each query sees (its own context).
+    let c0 = tokens[t0].y + 1u;
+    let c1 = tokens[t1].y + 1u;
+    let c2 = tokens[t2].y + 1u;
+    let c3 = tokens[t3].y + 1u;
+    let tile_ctx = tokens[last].y + 1u;
+    let part = (tile_ctx + p.splits - 1u) / p.splits;
+    let begin = min(s * part, tile_ctx);
+    let end = min(begin + part, tile_ctx);
+    let hd4 = p.head_dim / 4u;
+    let kv_head = h / (p.n_heads / p.n_kv_heads);
+    let table = tokens[last].z * p.max_blocks;
+    let row = p.qkv_width / 4u;
+    var q0: array<vec4<f32>, MAX_HEAD_DIM4>; var q1: array<vec4<f32>, MAX_HEAD_DIM4>;
+    var q2: array<vec4<f32>, MAX_HEAD_DIM4>; var q3: array<vec4<f32>, MAX_HEAD_DIM4>;
+    var a0: array<vec4<f32>, MAX_HEAD_DIM4>; var a1: array<vec4<f32>, MAX_HEAD_DIM4>;
+    var a2: array<vec4<f32>, MAX_HEAD_DIM4>; var a3: array<vec4<f32>, MAX_HEAD_DIM4>;
+    for (var d = 0u; d < hd4; d++) {
+        q0[d] = qkv[t0 * row + h * hd4 + d] * p.scale;
+        q1[d] = qkv[t1 * row + h * hd4 + d] * p.scale;
+        q2[d] = qkv[t2 * row + h * hd4 + d] * p.scale;
+        q3[d] = qkv[t3 * row + h * hd4 + d] * p.scale;
+        a0[d] = vec4<f32>(0.0);
+        a1[d] = vec4<f32>(0.0);
+        a2[d] = vec4<f32>(0.0);
+        a3[d] = vec4<f32>(0.0);
+    }
+    var m0 = -3.4e38; var m1 = -3.4e38; var m2 = -3.4e38; var m3 = -3.4e38;
+    var l0 = 0.0; var l1 = 0.0; var l2 = 0.0; var l3 = 0.0;
+    for (var j = begin; j < end; j++) {
+        let base = kv_base(table, j, kv_head, hd4);
+        var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
+        for (var d = 0u; d < hd4; d++) {
+            let k = k_cache[base + d];
+            s0 += q0[d] * k;
+            s1 += q1[d] * k;
+            s2 += q2[d] * k;
+            s3 += q3[d] * k;
+        }
+        let n0 = select(m0, max(m0, (s0.x + s0.y) + (s0.z + s0.w)), j < c0);
+        let n1 = select(m1, max(m1, (s1.x + s1.y) + (s1.z + s1.w)), j < c1);
+        let n2 = select(m2, max(m2, (s2.x + s2.y) + (s2.z + s2.w)), j < c2);
+        let n3 = select(m3, max(m3, (s3.x + s3.y) + (s3.z + s3.w)), j < c3);
+        let f0 = exp(m0 - n0);
+        let f1 = exp(m1 - n1);
+        let f2 = exp(m2 - n2);
+        let f3 = exp(m3 - n3);
+        let w0 = select(0.0, exp((s0.x + s0.y) + (s0.z + s0.w) - n0), j < c0);
+        let w1 = select(0.0, exp((s1.x + s1.y) + (s1.z + s1.w) - n1), j < c1);
+        let w2 = select(0.0, exp((s2.x + s2.y) + (s2.z + s2.w) - n2), j < c2);
+        let w3 = select(0.0, exp((s3.x + s3.y) + (s3.z + s3.w) - n3), j < c3);
+        l0 = l0 * f0 + w0;
+        l1 = l1 * f1 + w1;
+        l2 = l2 * f2 + w2;
+        l3 = l3 * f3 + w3;
+        m0 = n0;
+        m1 = n1;
+        m2 = n2;
+        m3 = n3;
+        for (var d = 0u; d < hd4; d++) {
+            let v = v_cache[base + d];
+            a0[d] = a0[d] * f0 + w0 * v;
+            a1[d] = a1[d] * f1 + w1 * v;
+            a2[d] = a2[d] * f2 + w2 * v;
+            a3[d] = a3[d] * f3 + w3 * v;
+        }
+    }
+    cpu_store(t0, h, s, &a0, m0, l0);
+    if (first + 1u <= last) {
+        cpu_store(t1, h, s, &a1, m1, l1);
+    }
+    if (first + 2u <= last) {
+        cpu_store(t2, h, s, &a2, m2, l2);
+    }
+    if (first + 3u <= last) {
+        cpu_store(t3, h, s, &a3, m3, l3);
+    }
+}
+
 // Split-context attention (flash-decoding), for contexts longer than one invocation may walk and
 // for steps with few (token, head) pairs over long contexts, where one invocation per pair would
 // leave most of the adapter idle: invocation (t, h, s) attends to the s-th of `splits` equal parts

@@ -408,8 +408,8 @@ impl KernelPath {
         }
         if self.family == "gpu" {
             parts.push(if self.fused { "fused" } else { "unfused" }.to_string());
-            parts.push(if self.prefill_tiles { "prefill tiles" } else { "prefill untiled" }.to_string());
         }
+        parts.push(if self.prefill_tiles { "prefill tiles" } else { "prefill untiled" }.to_string());
         if let Some(m) = self.gemv_max_m {
             parts.push(format!("GEMV ≤ {m}"));
         }

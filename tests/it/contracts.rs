@@ -103,6 +103,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         | Kernel::AttentionSplit
         | Kernel::AttentionSplitGpu
         | Kernel::AttentionPrefillGpu
+        | Kernel::AttentionPrefillCpu
         | Kernel::AttentionMerge => (
             bytes(bytemuck::bytes_of(&head)),
             head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10)), ("direct", U(11))]),

@@ -11,7 +11,8 @@ use common::*;
 use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_max_positions, attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk,
+    attention_max_positions, attention_prefill_cpu_max_positions, attention_prefill_cpu_splits,
+    attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk,
     attention_ranges, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_prefill,
     record_attention_split, record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams,
     MatmulTile, PairParams, Prologue, RmsNormParams,
@@ -544,10 +545,11 @@ fn attention_over_paged_cache_with_gqa() {
     }
 }
 
-/// The GPU family's prefill attention, tiled over queries, at the three lane layouts (head_dim 40:
-/// 2 lanes a query, 32 queries a tile; 256: 8 lanes, 8 queries, blocks of 8 keys; 8: one lane, 64
-/// queries), in one part (output written directly) and in parts merged, with tiles cut short by
-/// the run's end and by a partials buffer smaller than a tile.
+/// The prefill attention tiled over queries. The GPU family's at its three lane layouts (head_dim
+/// 40: 2 lanes a query, 32 queries a tile; 256: 8 lanes, 8 queries, blocks of 8 keys; 8: one lane,
+/// 64 queries), the CPU family's (4 queries an invocation) at the same shapes; in one part (output
+/// written directly) and in parts merged, with tiles cut short by the run's end and by a partials
+/// buffer smaller than a tile.
 #[test]
 fn prefill_attention_tiled_over_queries() {
     let run = |n_heads, n_kv, hd, positions: std::ops::Range<u32>| HeadSetup {
@@ -561,14 +563,19 @@ fn prefill_attention_tiled_over_queries() {
     };
     let gqa = run(6, 2, 40, 30..100);
     let per_token = |s: &HeadSetup, splits: usize| s.n_heads * splits * (s.hd + 2);
-    for (splits, tokens_held) in [(1, 0), (3, 70), (3, 40), (16, 20)] {
-        let partials = tokens_held * per_token(&gqa, splits);
-        attention_case(&gqa, 60, Path::Prefill(splits), partials, 1e-5, KernelFamily::Gpu);
+    // The CPU family's kernel (4 queries an invocation) too: 70 tokens end in a group of 2, and
+    // a buffer of 21 tokens' partials cuts the groups at 20.
+    for family in [KernelFamily::Gpu, KernelFamily::Software] {
+        for (splits, tokens_held) in [(1, 0), (3, 70), (3, 40), (16, 20), (3, 21)] {
+            let partials = tokens_held * per_token(&gqa, splits);
+            attention_case(&gqa, 60, Path::Prefill(splits), partials, 1e-5, family);
+        }
+        let wide = run(4, 1, 256, 0..20);
+        attention_case(&wide, 60, Path::Prefill(1), 0, 1e-5, family);
+        attention_case(&wide, 60, Path::Prefill(2), 20 * per_token(&wide, 2), 1e-5, family);
+        attention_case(&run(2, 2, 8, 0..100), 60, Path::Prefill(1), 0, 1e-5, family);
+        attention_case(&run(3, 3, 24, 0..17), 60, Path::Prefill(1), 0, 1e-5, family);
     }
-    let wide = run(4, 1, 256, 0..20);
-    attention_case(&wide, 60, Path::Prefill(1), 0, 1e-5, KernelFamily::Gpu);
-    attention_case(&wide, 60, Path::Prefill(2), 20 * per_token(&wide, 2), 1e-5, KernelFamily::Gpu);
-    attention_case(&run(2, 2, 8, 0..100), 60, Path::Prefill(1), 0, 1e-5, KernelFamily::Gpu);
 }
 
 /// The ranges the GPU family records attention in: prefill runs (one sequence, consecutive
@@ -643,6 +650,9 @@ fn attention_at_real_widths() {
     assert_eq!(attention_splits(2049, 2, 128, 4416), 9);
     assert_eq!(attention_prefill_max_positions(128), 1104);
     assert_eq!(attention_prefill_splits(2048, 2, 128, 4416), 4);
+    assert_eq!(attention_prefill_cpu_max_positions(128), 501);
+    assert_eq!(attention_prefill_cpu_splits(2048, 2, 128, 4416), 9);
+    assert_eq!(attention_prefill_cpu_splits(300, 16, 128, 300), 1);
     assert_eq!(attention_splits_gpu(1, 2, 128, 4416), 16);
     for family in [KernelFamily::Software, KernelFamily::Gpu] {
         attention_case(&long, 560, Path::Engine, 1 << 18, 2e-5, family);
@@ -879,6 +889,13 @@ fn probe() {
         assert!(
             walk <= budget,
             "head_dim {head_dim}: attention walks {walk} loop iterations; the adapter allows {budget}"
+        );
+        // The CPU family's tiled kernel: per position a score and an accumulator loop of
+        // head_dim / 4 and the position loop itself; around the walk the q loop and 4 outputs.
+        let walk = attention_prefill_cpu_max_positions(head_dim) * (head_dim / 2 + 1) + head_dim / 4 * 5;
+        assert!(
+            walk <= budget,
+            "head_dim {head_dim}: the CPU family's prefill attention walks {walk} loop iterations; the adapter allows {budget}"
         );
         let walk = attention_prefill_walk(head_dim);
         assert!(

@@ -23,7 +23,7 @@ pub struct SwitchArgs {
     /// GPU family: RMSNorm and SwiGLU inside the matmuls that follow them (default on).
     #[arg(long, env = "TOKENMETER_FUSED", value_name = "on|off", value_parser = parse_on_off)]
     fused: Option<bool>,
-    /// GPU family: prefill attention tiled over queries (default on).
+    /// Prefill attention tiled over queries (default on).
     #[arg(long, env = "TOKENMETER_PREFILL_TILES", value_name = "on|off", value_parser = parse_on_off)]
     prefill_tiles: Option<bool>,
     /// GPU family: the most tokens a step's matmuls take through the GEMV; larger steps take the

@@ -80,8 +80,31 @@ pub fn attention_prefill_walk(head_dim: usize) -> usize {
 /// Parts each context of a tiled prefill run of `n_tokens` is split into: enough for the loop
 /// budget, and more while the run has few workgroups.
 pub fn attention_prefill_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
-    let needed = longest_context.div_ceil(attention_prefill_max_positions(head_dim)).max(1);
-    let workgroups = n_tokens.div_ceil(attention_prefill_tile(head_dim).0) * n_heads;
+    let (per_tile, most) = (attention_prefill_tile(head_dim).0, attention_prefill_max_positions(head_dim));
+    prefill_splits(n_tokens.div_ceil(per_tile) * n_heads, most, longest_context)
+}
+
+/// `attention_prefill_cpu` (attention.wgsl): queries per invocation (written out by hand there).
+pub const PREFILL_CPU_QUERIES: usize = 4;
+
+/// Context positions one part of `attention_prefill_cpu` may walk within the loop budget: the
+/// q and output loops (head_dim / 4 each, the output once per query), then per position the
+/// score and accumulator loops and the position loop itself (head_dim 128: 501).
+pub fn attention_prefill_cpu_max_positions(head_dim: usize) -> usize {
+    let hd4 = head_dim / 4;
+    (LLVMPIPE_LOOP_BUDGET - (1 + PREFILL_CPU_QUERIES) * hd4) / (2 * hd4 + 1)
+}
+
+/// [`attention_prefill_splits`] for the CPU family's tiled kernel.
+pub fn attention_prefill_cpu_splits(n_tokens: usize, n_heads: usize, head_dim: usize, longest_context: usize) -> usize {
+    let most = attention_prefill_cpu_max_positions(head_dim);
+    prefill_splits(n_tokens.div_ceil(PREFILL_CPU_QUERIES) * n_heads, most, longest_context)
+}
+
+/// Parts for a tiled prefill run of `workgroups` (tile, head) pairs whose longest context is
+/// `longest_context`, when a part may walk at most `most` positions.
+fn prefill_splits(workgroups: usize, most: usize, longest_context: usize) -> usize {
+    let needed = longest_context.div_ceil(most).max(1);
     let for_parallelism = if workgroups < PREFILL_MIN_WORKGROUPS {
         (longest_context / PREFILL_MIN_PART).clamp(1, SPLITS_FOR_PARALLELISM)
     } else {
@@ -90,7 +113,7 @@ pub fn attention_prefill_splits(n_tokens: usize, n_heads: usize, head_dim: usize
     needed.max(for_parallelism)
 }
 
-/// How the GPU family records a step's attention: the step's tokens cut into ranges, each
+/// How a step's attention is recorded: the step's tokens cut into ranges, each
 /// `(tokens, tiled)`. A tiled range is a run of at least [`ATTENTION_PREFILL_MIN_RUN`] tokens of
 /// one sequence at consecutive positions; the tokens between them (decodes, short chunks) are
 /// gathered into untiled ranges.
@@ -144,15 +167,16 @@ pub fn attention_splits_gpu(n_tokens: usize, n_heads: usize, head_dim: usize, lo
 pub fn attention_min_partials(n_heads: usize, head_dim: usize, max_context: usize) -> usize {
     let splits = attention_splits(1, n_heads, head_dim, max_context)
         .max(attention_splits_gpu(1, n_heads, head_dim, max_context))
-        .max(attention_prefill_splits(1, n_heads, head_dim, max_context));
+        .max(attention_prefill_splits(1, n_heads, head_dim, max_context))
+        .max(attention_prefill_cpu_splits(1, n_heads, head_dim, max_context));
     n_heads * splits * attention_part_floats(head_dim)
 }
 
-/// Records attention for the step's `tokens` (`p.n_tokens` of them, from token 0). The CPU family
-/// splits every context as [`attention_splits`] says for the step's longest. The GPU family takes
-/// the ranges of [`attention_ranges`]: prefill runs through the tiled kernel, split as
-/// [`attention_prefill_splits`] says, the rest a workgroup per part ([`attention_splits_gpu`]),
-/// each range by its own longest context.
+/// Records attention for the step's `tokens` (`p.n_tokens` of them, from token 0), in the ranges
+/// of [`attention_ranges`], each by its own longest context: prefill runs through the family's
+/// tiled kernel (split as [`attention_prefill_splits`] / [`attention_prefill_cpu_splits`] say),
+/// the rest an invocation per (token, head, part) ([`attention_splits`]) or, in the GPU family, a
+/// workgroup per part ([`attention_splits_gpu`]).
 pub fn record_attention<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -183,19 +207,17 @@ pub fn attention_plan(
     tokens: &[[u32; 4]],
 ) -> Vec<AttentionRange> {
     let longest = |range: &[[u32; 4]]| range.iter().map(|t| t[1] as usize + 1).max().unwrap_or(0);
-    if options.family == KernelFamily::Software {
-        let splits = attention_splits(tokens.len(), n_heads, head_dim, longest(tokens));
-        return vec![AttentionRange { tokens: 0..tokens.len(), tiled: false, splits }];
-    }
+    let gpu_family = options.family == KernelFamily::Gpu;
     attention_ranges(tokens)
         .into_iter()
         .map(|(range, tiled)| {
             let (count, context) = (range.len(), longest(&tokens[range.clone()]));
             let tiled = tiled && options.prefill_tiles;
-            let splits = if tiled {
-                attention_prefill_splits(count, n_heads, head_dim, context)
-            } else {
-                attention_splits_gpu(count, n_heads, head_dim, context)
+            let splits = match (tiled, gpu_family) {
+                (true, true) => attention_prefill_splits(count, n_heads, head_dim, context),
+                (true, false) => attention_prefill_cpu_splits(count, n_heads, head_dim, context),
+                (false, true) => attention_splits_gpu(count, n_heads, head_dim, context),
+                (false, false) => attention_splits(count, n_heads, head_dim, context),
             };
             AttentionRange { tokens: range, tiled, splits }
         })
@@ -299,10 +321,12 @@ fn record_parts_and_merge<'a>(
     }
 }
 
-/// Records the tiled prefill attention (`attention_prefill_gpu`) for tokens `p.token_begin ..` +
-/// `p.n_tokens`, which must be one sequence at consecutive positions, each context split `splits`
-/// ways (within [`attention_prefill_max_positions`]): one part writes the output itself; more go
-/// through the partials buffer and the merge, in token ranges of whole tiles that fit it.
+/// Records the tiled prefill attention (`attention_prefill_gpu`, or `attention_prefill_cpu` in the
+/// CPU family) for tokens `p.token_begin ..` + `p.n_tokens`, which must be one sequence at
+/// consecutive positions, each context split `splits` ways (within
+/// [`attention_prefill_max_positions`] / [`attention_prefill_cpu_max_positions`]): one part writes
+/// the output itself; more go through the partials buffer and the merge, in token ranges of whole
+/// tiles that fit it.
 pub fn record_attention_prefill<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -312,20 +336,25 @@ pub fn record_attention_prefill<'a>(
     partials_floats: usize,
 ) {
     let (n_tokens, n_heads, head_dim) = (p.n_tokens as usize, p.n_heads as usize, p.head_dim as usize);
-    let per_tile = attention_prefill_tile(head_dim).0;
+    let (kernel, per_tile) = match rec.kernels.options.family {
+        KernelFamily::Gpu => (Kernel::AttentionPrefillGpu, attention_prefill_tile(head_dim).0),
+        KernelFamily::Software => (Kernel::AttentionPrefillCpu, PREFILL_CPU_QUERIES),
+    };
     let max_groups = rec.max_groups as usize;
+    let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
     let workgroups = |count: usize, splits: usize| {
+        // A workgroup (GPU family) or an invocation (CPU family) per (tile, head, part).
         let n = count.div_ceil(per_tile) * n_heads * splits;
+        let n = if gpu_family { n } else { n.div_ceil(64) };
         let x = n.min(max_groups);
         [x as u32, groups(n, x), 1]
     };
     if splits <= 1 {
         let p = HeadParams { splits: 1, direct: 1, ..*p };
         let g = workgroups(n_tokens, 1);
-        rec.dispatch(Kernel::AttentionPrefillGpu, whole, &p, g);
+        rec.dispatch(kernel, whole, &p, g);
         return;
     }
     // Whole tiles per range where the buffer holds one; a tile cut short still attends correctly.
-    let kernel = (Kernel::AttentionPrefillGpu, per_tile);
-    record_parts_and_merge(rec, kernel, split, p, splits, partials_floats, |count| workgroups(count, splits));
+    record_parts_and_merge(rec, (kernel, per_tile), split, p, splits, partials_floats, |count| workgroups(count, splits))
 }

@@ -128,7 +128,7 @@ pub struct KernelSwitches {
     pub tile: Option<MatmulTile>,
     /// `--fused off` runs the GPU family's norm and SwiGLU as kernels of their own.
     pub fused: Option<bool>,
-    /// `--prefill-tiles off` runs prefill attention a workgroup per (token, head, part).
+    /// `--prefill-tiles off` runs prefill attention an invocation (GPU family: a workgroup) per (token, head, part).
     pub prefill_tiles: Option<bool>,
     /// `--gemv-max-m N`: the most tokens the GPU family's GEMV serves (the tile takes more).
     pub gemv_max_m: Option<u32>,
@@ -235,7 +235,7 @@ pub struct KernelOptions {
     pub format: WeightFormat,
     /// GPU family: RMSNorm and SwiGLU inside the matmuls that follow them ([`super::Prologue`]).
     pub fused: bool,
-    /// GPU family: prefill runs through the attention kernel tiled over queries.
+    /// Prefill runs through the family's attention kernel tiled over queries.
     pub prefill_tiles: bool,
     /// GPU family: the most tokens a step's matmuls take through the GEMV.
     pub gemv_max_m: u32,
@@ -278,7 +278,7 @@ impl KernelOptions {
             weights: switches.storage.unwrap_or(gpu.weight_storage),
             format: WeightFormat::Bf16,
             fused: gpu_family && switches.fused != Some(false),
-            prefill_tiles: gpu_family && switches.prefill_tiles != Some(false),
+            prefill_tiles: switches.prefill_tiles != Some(false),
             gemv_max_m: switches.gemv_max_m.unwrap_or(GEMV_MAX_M),
             unchecked: switches.unchecked,
             shader_dir: switches.shader_dir,

@@ -2,7 +2,7 @@
 //! point, bindings, which options build it) and its WGSL assembled from shaders/ — the weights and
 //! x blocks swapped in, the constants prelude prepended.
 
-use super::attention::{ATTENTION_GPU_PART, PREFILL_KEYS, PREFILL_KV4, PREFILL_SLICE};
+use super::attention::{ATTENTION_GPU_PART, PREFILL_CPU_QUERIES, PREFILL_KEYS, PREFILL_KV4, PREFILL_SLICE};
 use super::matmul::{GEMV_ROWS, GEMV_TOKENS, TILED, TILED_K};
 use super::options::{KernelFamily, KernelOptions, MatmulTile};
 use crate::gpu::{WeightFormat, WeightStorage};
@@ -101,6 +101,9 @@ kernels! {
     AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
     /// Prefill attention tiled over queries (the GPU family; runs of one sequence, see [`record_attention`]).
     AttentionPrefillGpu = "attention.wgsl", "attention_prefill_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
+    /// Prefill attention tiled over queries with K/V addresses uniform across the workgroup (the
+    /// CPU family: software adapters broadcast them instead of gathering per lane).
+    AttentionPrefillCpu = "attention.wgsl", "attention_prefill_cpu", [Read, Read, Read, Read, Read, Write], Always;
     /// ... and the pass that combines the parts.
     AttentionMerge = "attention_merge.wgsl", "attention_merge", [Read, Write], Always;
     SwiGlu = "swiglu.wgsl", "swiglu", [Read, Write], Always;
@@ -260,13 +263,14 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// The constants both sides depend on, from their Rust definitions: the kernels declare none of
 /// these themselves, so a change here reaches the WGSL and the host's dispatch sizes together.
 pub fn wgsl_prelude() -> String {
-    let constants: [(&str, usize, &str); 10] = [
+    let constants: [(&str, usize, &str); 11] = [
         ("PREVIOUS_ID", crate::gpu::PREVIOUS_ID as usize, "embed: a token that reads the previous step's id"),
         ("MAX_HEAD_DIM4", MAX_HEAD_DIM / 4, "attention: private q/acc arrays"),
         ("GPU_PART", ATTENTION_GPU_PART, "attention_split_gpu: positions a workgroup scores"),
         ("PREFILL_SLICE", PREFILL_SLICE, "attention_prefill_gpu: q / accumulator vec4 per lane"),
         ("PREFILL_KEYS", PREFILL_KEYS, "attention_prefill_gpu: most keys per staged block"),
         ("PREFILL_KV4", PREFILL_KV4, "attention_prefill_gpu: vec4 of its workgroup K/V block"),
+        ("CPU_QUERIES", PREFILL_CPU_QUERIES, "attention_prefill_cpu: queries per invocation"),
         ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),
         ("GEMV_TOKENS", GEMV_TOKENS, "matmul_bf16_gemv: tokens per workgroup"),
         ("TILE", TILED, "matmul_bf16_tiled: tokens and rows per workgroup"),
