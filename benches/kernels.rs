@@ -1,14 +1,15 @@
 //! Kernel speed on the native adapter: matmul shapes of Qwen3-0.6B at decode and prefill sizes,
 //! as achieved weight GB/s (decode) or GFLOP/s (prefill) next to the adapter's roofline; then the
-//! GPU family's prefill attention (Qwen3-0.6B's 16 / 8 heads of 128) tiled over queries and a
-//! workgroup per (token, head, part), on the same chunk.
+//! prefill attention (Qwen3-0.6B's 16 / 8 heads of 128) on the same chunk: the GPU family's tiled
+//! over queries and a workgroup per (token, head, part); the CPU family's four queries an
+//! invocation and one.
 //! `cargo bench --bench kernels [NAME FILTER]`
 
 #![cfg_attr(target_arch = "wasm32", allow(unused_imports))]
 use tokenmeter::clock::now_s;
 use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::{
-    attention_prefill_splits, attention_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
+    attention_prefill_cpu_splits, attention_prefill_splits, attention_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
     KernelFamily, KernelOptions,
 };
 use tokenmeter::gpu::roofline;
@@ -82,8 +83,8 @@ async fn median_s<'a>(gpu: &Gpu, kernels: &'a Kernels, record: impl Fn(&mut Step
     times[times.len() / 2]
 }
 
-/// A 512-token prefill chunk of one sequence ending at context 512 and 2,048, through the GPU
-/// family's two attention paths. GFLOP/s counts 4 * head_dim per (query, visible key) pair.
+/// A 512-token prefill chunk of one sequence ending at context 512 and 2,048, through each
+/// family's two prefill attention paths. GFLOP/s counts 4 * head_dim per (query, visible key) pair.
 #[cfg(not(target_arch = "wasm32"))]
 async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, contexts: &[usize]) {
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
@@ -141,6 +142,11 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
             record_attention_split(rec, &whole, (&parts, &merge), &p, splits, partials_floats)
         })
         .await;
+        let cpu_tiled_splits = attention_prefill_cpu_splits(chunk, n_heads, hd, context);
+        let cpu_tiled = median_s(gpu, &cpu_kernels, |rec| {
+            record_attention_prefill(rec, &whole_cpu, (&parts_cpu, &merge_cpu), &p, cpu_tiled_splits, partials_floats)
+        })
+        .await;
         let cpu_splits = attention_splits(chunk, n_heads, hd, context);
         let cpu = median_s(gpu, &cpu_kernels, |rec| {
             record_attention_split(rec, &whole_cpu, (&parts_cpu, &merge_cpu), &p, cpu_splits, partials_floats)
@@ -149,7 +155,8 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
         for (path, t, parts) in [
             ("tiled over queries", tiled, tiled_splits),
             ("a workgroup per token", per_token, splits),
-            ("cpu family", cpu, cpu_splits),
+            ("cpu: 4 queries each", cpu_tiled, cpu_tiled_splits),
+            ("cpu: one query each", cpu, cpu_splits),
         ] {
             println!(
                 "{name:<30} {path:<22} {parts:>2} parts {:>8.3} ms  {:>7.1} GFLOP/s ({:>5.1}% of FMA)",
@@ -158,6 +165,6 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
                 100.0 * gflop / t / fma_gflop_s
             );
         }
-        println!("{name:<30} tiled / per token: {:.2}x faster", per_token / tiled);
+        println!("{name:<30} tiled / per token: {:.2}x faster (gpu family), {:.2}x (cpu family)", per_token / tiled, cpu / cpu_tiled);
     }
 }
