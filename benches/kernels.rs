@@ -9,8 +9,8 @@
 use tokenmeter::clock::now_s;
 use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::{
-    attention_prefill_cpu_splits, attention_prefill_splits, attention_splits, attention_splits_gpu, record_attention_prefill, record_attention_split, HeadParams,
-    KernelFamily, KernelOptions,
+    attention_prefill_cpu_splits, attention_prefill_splits, attention_splits, attention_splits_gpu,
+    record_attention_prefill, record_attention_split, HeadParams, KernelFamily, KernelOptions,
 };
 use tokenmeter::gpu::roofline;
 use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder};
@@ -90,7 +90,8 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
     let (n_heads, n_kv, hd, block_size, chunk) = (16usize, 8usize, 128usize, 16usize, 512usize);
     let options = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::for_gpu(gpu, &Default::default()) };
     let kernels = Kernels::with_options(gpu, options);
-    let cpu_options = KernelOptions { family: KernelFamily::Software, ..KernelOptions::for_gpu(gpu, &Default::default()) };
+    let cpu_options =
+        KernelOptions { family: KernelFamily::Software, ..KernelOptions::for_gpu(gpu, &Default::default()) };
     let cpu_kernels = Kernels::with_options(gpu, cpu_options);
     for &context in contexts {
         let name = format!("attention prefill {chunk} at {context}");
@@ -165,6 +166,10 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
                 100.0 * gflop / t / fma_gflop_s
             );
         }
-        println!("{name:<30} tiled / per token: {:.2}x faster (gpu family), {:.2}x (cpu family)", per_token / tiled, cpu / cpu_tiled);
+        println!(
+            "{name:<30} tiled / per token: {:.2}x faster (gpu family), {:.2}x (cpu family)",
+            per_token / tiled,
+            cpu / cpu_tiled
+        );
     }
 }

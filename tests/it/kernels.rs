@@ -12,10 +12,10 @@ use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
     attention_max_positions, attention_prefill_cpu_max_positions, attention_prefill_cpu_splits,
-    attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk,
-    attention_ranges, attention_splits, attention_splits_gpu, groups, record_attention, record_attention_prefill,
-    record_attention_split, record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams,
-    MatmulTile, PairParams, Prologue, RmsNormParams,
+    attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk, attention_ranges,
+    attention_splits, attention_splits_gpu, groups, record_attention, record_attention_prefill, record_attention_split,
+    record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams,
+    Prologue, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::WeightFormat;

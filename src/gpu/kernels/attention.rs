@@ -356,5 +356,7 @@ pub fn record_attention_prefill<'a>(
         return;
     }
     // Whole tiles per range where the buffer holds one; a tile cut short still attends correctly.
-    record_parts_and_merge(rec, (kernel, per_tile), split, p, splits, partials_floats, |count| workgroups(count, splits))
+    record_parts_and_merge(rec, (kernel, per_tile), split, p, splits, partials_floats, |count| {
+        workgroups(count, splits)
+    })
 }
