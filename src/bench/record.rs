@@ -289,4 +289,25 @@ mod tests {
         assert!(!json.contains("chunk_tokens") && !json.contains("requested_output_len"), "{json}");
         assert_eq!(serde_json::from_str::<RequestRecord>(&json).unwrap(), record());
     }
+
+    /// A saved run reloads bit for bit, so a summary recomputed from it equals the live one
+    /// (serde_json's default float parser misses some values by an ulp: `float_roundtrip`).
+    #[test]
+    fn timestamps_reload_bit_for_bit() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let times: Vec<f64> = (0..20_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Wall-clock-like seconds with every mantissa bit in use.
+                (state >> 11) as f64 / (1u64 << 53) as f64 * 1.0e4
+            })
+            .collect();
+        let r = RequestRecord { token_times_s: times, ..record() };
+        let back: RequestRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let differ =
+            r.token_times_s.iter().zip(&back.token_times_s).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{differ} of 20,000 timestamps came back changed");
+    }
 }
