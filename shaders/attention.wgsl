@@ -36,34 +36,6 @@ struct Params {
 
 // MAX_HEAD_DIM4 (MAX_HEAD_DIM / 4) and GPU_PART come from the prelude (src/gpu/kernels.rs).
 
-// Writes v to out[o .. o + 4] (out is f32: an output row or a part's accumulators after its
-// max and sum are not vec4-aligned).
-fn store4(o: u32, v: vec4<f32>) {
-    out[o] = v.x;
-    out[o + 1u] = v.y;
-    out[o + 2u] = v.z;
-    out[o + 3u] = v.w;
-}
-
-// One (token, head)'s online-softmax result at `o_base`: with `parts`, the unnormalised partial
-// [running max, running sum, acc[0..head_dim]] (an empty range, context shorter than the
-// splits, leaves sum 0: it adds nothing in the merge); otherwise the normalised head output.
-fn store_head(o_base: u32, parts: bool, acc: ptr<function, array<vec4<f32>, MAX_HEAD_DIM4>>, running_max: f32, running_sum: f32) {
-    let hd4 = p.head_dim / 4u;
-    if (parts) {
-        out[o_base] = running_max;
-        out[o_base + 1u] = running_sum;
-        for (var d = 0u; d < hd4; d++) {
-            store4(o_base + 2u + 4u * d, (*acc)[d]);
-        }
-    } else {
-        let inv = 1.0 / running_sum;
-        for (var d = 0u; d < hd4; d++) {
-            store4(o_base + 4u * d, (*acc)[d] * inv);
-        }
-    }
-}
-
 // Online softmax of token t's q head h over context positions begin..end. With `parts`, writes the
 // unnormalised partial result [running max, running sum, acc[0..head_dim]] at `o_base`;
 // otherwise the normalised head output at `o_base`.
@@ -99,7 +71,28 @@ fn attend(t: u32, h: u32, begin: u32, end: u32, o_base: u32, parts: bool) {
         }
         running_max = new_max;
     }
-    store_head(o_base, parts, &acc, running_max, running_sum);
+    if (parts) {
+        // An empty range (context shorter than the splits) leaves sum 0: it adds nothing in the merge.
+        out[o_base] = running_max;
+        out[o_base + 1u] = running_sum;
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 2u + 4u * d;
+            out[o] = acc[d].x;
+            out[o + 1u] = acc[d].y;
+            out[o + 2u] = acc[d].z;
+            out[o + 3u] = acc[d].w;
+        }
+    } else {
+        let inv = 1.0 / running_sum;
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 4u * d;
+            let v = acc[d] * inv;
+            out[o] = v.x;
+            out[o + 1u] = v.y;
+            out[o + 2u] = v.z;
+            out[o + 3u] = v.w;
+        }
+    }
 }
 
 @compute @workgroup_size(64)
@@ -127,13 +120,32 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>) {
 // heads fastest (neighbouring lanes walk the same positions).
 // Loop iterations per invocation: 2 * head_dim / 4 + 1 per position, plus 2 * head_dim / 4
 // around the walk (`attention_prefill_cpu_max_positions`). CPU_QUERIES (4) is written out by hand.
-// Query i of an `attention_prefill_cpu` group (token t) stores its result for head h, part s.
 fn cpu_store(t: u32, h: u32, s: u32, acc: ptr<function, array<vec4<f32>, MAX_HEAD_DIM4>>, running_max: f32, running_sum: f32) {
+    let hd4 = p.head_dim / 4u;
     if (p.direct != 0u) {
-        store_head((t * p.n_heads + h) * p.head_dim, false, acc, running_max, running_sum);
-    } else {
-        let o_base = (((t - p.token_begin) * p.n_heads + h) * p.splits + s) * (p.head_dim + 2u);
-        store_head(o_base, true, acc, running_max, running_sum);
+        let inv = 1.0 / running_sum;
+        let o_base = (t * p.n_heads + h) * p.head_dim;
+        for (var d = 0u; d < hd4; d++) {
+            let o = o_base + 4u * d;
+            let v = (*acc)[d] * inv;
+            out[o] = v.x;
+            out[o + 1u] = v.y;
+            out[o + 2u] = v.z;
+            out[o + 3u] = v.w;
+        }
+        return;
+    }
+    // A part past this query's context leaves sum 0: it adds nothing in the merge.
+    let o_base = (((t - p.token_begin) * p.n_heads + h) * p.splits + s) * (p.head_dim + 2u);
+    out[o_base] = running_max;
+    out[o_base + 1u] = running_sum;
+    for (var d = 0u; d < hd4; d++) {
+        let o = o_base + 2u + 4u * d;
+        let v = (*acc)[d];
+        out[o] = v.x;
+        out[o + 1u] = v.y;
+        out[o + 2u] = v.z;
+        out[o + 3u] = v.w;
     }
 }
 
@@ -347,7 +359,10 @@ fn attention_split_gpu(
             // One part: this is the whole softmax; out is the attention output, not partials.
             let o = (t * p.n_heads + h) * p.head_dim + 4u * c;
             let r = acc / part_sum;
-            store4(o, r);
+            out[o] = r.x;
+            out[o + 1u] = r.y;
+            out[o + 2u] = r.z;
+            out[o + 3u] = r.w;
             return;
         }
         let o_base = idx * (p.head_dim + 2u);
@@ -356,7 +371,10 @@ fn attention_split_gpu(
             out[o_base + 1u] = part_sum;
         }
         let o = o_base + 2u + 4u * c;
-        store4(o, acc);
+        out[o] = acc.x;
+        out[o + 1u] = acc.y;
+        out[o + 2u] = acc.z;
+        out[o + 3u] = acc.w;
     }
 }
 
@@ -501,7 +519,10 @@ fn attention_prefill_gpu(
             if (col < hd4) {
                 let o = (t * p.n_heads + h) * p.head_dim + 4u * col;
                 let v = acc[d] * inv;
-                store4(o, v);
+                out[o] = v.x;
+                out[o + 1u] = v.y;
+                out[o + 2u] = v.z;
+                out[o + 3u] = v.w;
             }
         }
         return;
@@ -516,7 +537,10 @@ fn attention_prefill_gpu(
         let col = d * lanes + c;
         if (col < hd4) {
             let o = o_base + 2u + 4u * col;
-            store4(o, acc[d]);
+            out[o] = acc[d].x;
+            out[o + 1u] = acc[d].y;
+            out[o + 2u] = acc[d].z;
+            out[o + 3u] = acc[d].w;
         }
     }
 }
