@@ -118,8 +118,11 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>) {
 // the group's last token and writes partials (as `attention_split`); with `direct` the output
 // itself. Invocations are numbered gid.x + gid.y * 64 * num_workgroups.x over (tile, part, head),
 // heads fastest (neighbouring lanes walk the same positions).
-// Loop iterations per invocation: 2 * head_dim / 4 + 1 per position, plus 2 * head_dim / 4
-// around the walk (`attention_prefill_cpu_max_positions`). CPU_QUERIES (4) is written out by hand.
+// Loop iterations per invocation: 2 * head_dim / 4 + 1 per position, plus head_dim / 4 for the
+// q loop and head_dim / 4 per query stored (`attention_prefill_cpu_max_positions`). CPU_QUERIES
+// must be 4: the kernel's queries are written out by hand.
+
+// Query t's result for head h, part s (the output row with `direct`, else its partials).
 fn cpu_store(t: u32, h: u32, s: u32, acc: ptr<function, array<vec4<f32>, MAX_HEAD_DIM4>>, running_max: f32, running_sum: f32) {
     let hd4 = p.head_dim / 4u;
     if (p.direct != 0u) {

@@ -101,8 +101,8 @@ kernels! {
     AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
     /// Prefill attention tiled over queries (the GPU family; runs of one sequence, see [`record_attention`]).
     AttentionPrefillGpu = "attention.wgsl", "attention_prefill_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
-    /// Prefill attention tiled over queries with K/V addresses uniform across the workgroup (the
-    /// CPU family: software adapters broadcast them instead of gathering per lane).
+    /// Prefill attention four queries an invocation, each K/V load serving all four (the CPU
+    /// family: on software adapters loads, not FLOPs, set attention's speed).
     AttentionPrefillCpu = "attention.wgsl", "attention_prefill_cpu", [Read, Read, Read, Read, Read, Write], Always;
     /// ... and the pass that combines the parts.
     AttentionMerge = "attention_merge.wgsl", "attention_merge", [Read, Write], Always;
@@ -270,7 +270,7 @@ pub fn wgsl_prelude() -> String {
         ("PREFILL_SLICE", PREFILL_SLICE, "attention_prefill_gpu: q / accumulator vec4 per lane"),
         ("PREFILL_KEYS", PREFILL_KEYS, "attention_prefill_gpu: most keys per staged block"),
         ("PREFILL_KV4", PREFILL_KV4, "attention_prefill_gpu: vec4 of its workgroup K/V block"),
-        ("CPU_QUERIES", PREFILL_CPU_QUERIES, "attention_prefill_cpu: queries per invocation"),
+        ("CPU_QUERIES", PREFILL_CPU_QUERIES, "attention_prefill_cpu: queries per invocation (4: written out by hand)"),
         ("GEMV_TEAMS", GEMV_ROWS, "matmul_bf16_gemv: weight rows per workgroup"),
         ("GEMV_TOKENS", GEMV_TOKENS, "matmul_bf16_gemv: tokens per workgroup"),
         ("TILE", TILED, "matmul_bf16_tiled: tokens and rows per workgroup"),
