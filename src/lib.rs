@@ -9,6 +9,8 @@
 //! - [`engine`]: the forward pass over a paged KV cache, the continuous batcher, its scheduler,
 //!   generation.
 //! - [`bench`]: workloads, records, metrics, diagnosis, reports, and the one benchmark session.
+//! - [`planner`]: the capacity planner: a step-cost model fitted on measured steps, and the engine
+//!   on a virtual clock it advances.
 //! - [`remote`]: the benchmark against an OpenAI-compatible server (SSE, bodies, records, clients).
 //! - `web` (wasm only): the page; `src/bin`: the CLI.
 //! - [`clock`]: monotonic seconds on both targets; [`latency`]: the TTFT and TPOT definitions;
@@ -22,6 +24,7 @@ pub mod gpu;
 pub mod latency;
 pub mod limits;
 pub mod model;
+pub mod planner;
 pub mod remote;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

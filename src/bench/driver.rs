@@ -7,8 +7,7 @@ use super::record::{RequestRecord, StepSample};
 use super::saturation::{Detector, Saturation};
 use super::thinking::ThinkTags;
 use super::workload::{conversation_turns, Arrival, PlannedRequest, WorkloadSpec};
-use crate::clock::{now_s, sleep_s};
-use crate::engine::{Engine, EventKind, Request, SamplingParams};
+use crate::engine::{Engine, EventKind, Executor, Request, SamplingParams};
 use crate::error::Result;
 
 /// What the driver needs besides the plan.
@@ -33,8 +32,8 @@ pub struct Progress<'a> {
 
 /// Runs the plan to completion (or until `cancelled()` says stop, which cancels what is left, or
 /// the GPU device faults, which fails what is in flight and leaves the rest unsent).
-pub async fn run(
-    engine: &mut Engine,
+pub async fn run<X: Executor>(
+    engine: &mut Engine<X>,
     plan: &[PlannedRequest],
     options: &DriverOptions<'_>,
     on_progress: &mut dyn FnMut(&Progress),
@@ -49,8 +48,8 @@ pub async fn run(
 /// released (those requests keep no arrival time and are dropped by the session), those in
 /// flight are cancelled (a queue that grew for seconds would take as long to drain), and the
 /// verdict is returned.
-pub async fn run_watched(
-    engine: &mut Engine,
+pub async fn run_watched<X: Executor>(
+    engine: &mut Engine<X>,
     plan: &[PlannedRequest],
     options: &DriverOptions<'_>,
     on_progress: &mut dyn FnMut(&Progress),
@@ -103,10 +102,12 @@ pub async fn run_watched(
         _ => usize::MAX,
     };
     let (mut finished, mut in_flight) = (0usize, 0usize);
-    let t0 = now_s();
+    // The engine's clock: the wall clock, or the capacity planner's virtual one.
+    let t0 = engine.model.now_s();
     let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
     let mut detector = Detector::new();
     let mut saturation = None;
+    let mut slept_until = f64::NEG_INFINITY;
     while finished < plan.len() {
         if cancelled() || saturation.is_some() {
             for &(eid, i) in &by_engine_id {
@@ -117,7 +118,9 @@ pub async fn run_watched(
             break;
         }
         // 1. Release what is due.
-        let now = now_s() - t0;
+        // Never earlier than a time the driver slept until: `t0 + next − t0` may round an ulp
+        // short of `next` (on the planner's virtual clock it then never came due).
+        let now = (engine.model.now_s() - t0).max(slept_until);
         if watch && saturation.is_none() {
             // Open-loop arrivals are in time order.
             let due = plan.partition_point(|p| p.arrival_s.is_some_and(|a| a <= now));
@@ -171,7 +174,7 @@ pub async fn run_watched(
                 prompt,
                 max_new_tokens: p.output_len,
                 sampling: SamplingParams { seed: options.sampling.seed.wrapping_add(p.id), ..options.sampling },
-                stop_ids: engine.model.cfg.eos_token_ids.clone(),
+                stop_ids: engine.model.cfg().eos_token_ids.clone(),
                 ignore_eos: options.ignore_eos,
             };
             // The request's clock starts when it was due (its planned arrival; a later turn's
@@ -199,7 +202,8 @@ pub async fn run_watched(
                 })
                 .reduce(f64::min);
             if let Some(next) = next {
-                sleep_s(next - (now_s() - t0)).await;
+                engine.model.sleep_s(next - (engine.model.now_s() - t0)).await;
+                slept_until = next;
             }
             continue;
         }
@@ -207,7 +211,7 @@ pub async fn run_watched(
             Ok(stepped) => stepped,
             // A device fault ends the run with what was measured: the requests in flight fail with
             // its message, and the session, seeing the fault, stops after keeping this result.
-            Err(e) if engine.model.gpu.is_faulty() => {
+            Err(e) if engine.model.is_faulty() => {
                 for &(_, i) in &by_engine_id {
                     if records[i].finish_s.is_none() && records[i].error.is_none() {
                         records[i].error = Some(e.to_string());
@@ -266,6 +270,7 @@ pub async fn run_watched(
                 kv_blocks_used: s.kv_blocks_used,
                 kv_blocks_total: s.kv_blocks_total,
                 kv_blocks_cached: s.kv_blocks_cached,
+                shape: Some(s.shape),
                 readback_lag_s: s.readback_lag_s,
                 drafted_tokens: s.drafted_tokens,
                 accepted_tokens: s.accepted_tokens,

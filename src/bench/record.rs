@@ -188,6 +188,10 @@ pub struct StepSample {
     pub waiting: usize,
     /// Tokens in this step's batch: prefill chunks plus one per decoding sequence.
     pub batched_tokens: usize,
+    /// What the step computed, for the capacity planner's cost model ([`crate::planner`]);
+    /// absent in results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<crate::engine::StepShape>,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
     /// From the step's readback resolving to its tokens' timestamp (see

@@ -515,6 +515,12 @@ pub const LATENESS_WARN_MS: f64 = 1.0;
 /// the page shows them above it): a saturation stop, and a client that sent late.
 pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
     let mut lines = Vec::new();
+    if let Some(cost) = &result.config.simulated {
+        lines.push(match lang {
+            Lang::En => format!("SIMULATED by tokenmeter plan, not measured; cost model: {}", cost.describe()),
+            Lang::Zh => format!("由 tokenmeter plan 模拟，并非实测；开销模型：{}", cost.describe()),
+        });
+    }
     if let Some(s) = &result.saturation {
         lines.push(match lang {
             Lang::En => s.reason.clone(),

@@ -18,7 +18,7 @@ use super::thinking::ThinkTags;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
-use crate::engine::{Engine, SamplingParams};
+use crate::engine::{Engine, Executor, ForwardPass, SamplingParams};
 use crate::error::{Error, Result};
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::kernels::KernelOptions;
@@ -368,6 +368,11 @@ pub struct RunConfig {
     /// when none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phases: Option<Phases>,
+    /// Set when the run was simulated by the capacity planner (`tokenmeter plan`), not measured:
+    /// the cost model that timed its steps. `adapter` and `kernels` are then the measured run's
+    /// that the model was fitted on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<crate::planner::CostModel>,
 }
 
 impl RunConfig {
@@ -431,10 +436,36 @@ impl KernelPath {
     }
 }
 
-/// The engine in this process as a target, with its prompts (text through a tokenizer, or
-/// seeded random ids) and sampling.
-pub struct EngineTarget<'a> {
-    pub engine: &'a mut Engine,
+/// What the run record says about an engine's executor beyond its limits: the GPU's adapter and
+/// kernel path, or the capacity planner's cost model and the hardware it models.
+pub trait RecordedExecutor: Executor {
+    fn record(&self, config: RunConfig) -> RunConfig;
+
+    /// See [`Target::fault`].
+    fn fault(&self) -> Option<Error> {
+        None
+    }
+}
+
+impl RecordedExecutor for ForwardPass {
+    fn record(&self, config: RunConfig) -> RunConfig {
+        RunConfig {
+            adapter: Some(self.gpu.adapter.clone()),
+            kernels: Some(KernelPath::of(&self.kernel_options())),
+            ..config
+        }
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.gpu.fault()
+    }
+}
+
+/// An engine in this process as a target — on the GPU, or on the capacity planner's virtual
+/// clock ([`crate::planner`]) — with its prompts (text through a tokenizer, or seeded random ids)
+/// and sampling.
+pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
+    pub engine: &'a mut Engine<X>,
     pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
     pub sampling: SamplingParams,
     /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
@@ -445,15 +476,12 @@ pub struct EngineTarget<'a> {
     pub think: Option<ThinkTags>,
 }
 
-impl Target for EngineTarget<'_> {
+impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
     fn run_config(&self) -> RunConfig {
-        let model = &self.engine.model;
         RunConfig {
-            adapter: Some(model.gpu.adapter.clone()),
-            kernels: Some(KernelPath::of(&model.kernel_options())),
-            engine: Some(model.limits.clone()),
+            engine: Some(self.engine.model.limits().clone()),
             scheduler: Some(self.engine.policy()),
-            ..self.describe.clone()
+            ..self.engine.model.record(self.describe.clone())
         }
     }
 
@@ -479,7 +507,7 @@ impl Target for EngineTarget<'_> {
     }
 
     fn fault(&self) -> Option<Error> {
-        self.engine.model.gpu.fault()
+        self.engine.model.fault()
     }
 
     fn take_saturation(&mut self) -> Option<Saturation> {

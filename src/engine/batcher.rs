@@ -9,13 +9,16 @@
 //! encodes. Each call still returns one step's events. A sequence whose token at step n is a stop
 //! id finishes when n's ids arrive; its row in step n + 1, already running, is discarded, so it
 //! leaves the batch at step n + 2 at the latest.
+//!
+//! The steps run on an [`Executor`]: the GPU forward pass, or the capacity planner's cost model
+//! on a virtual clock; every timestamp is the executor's clock.
 
 use super::draft::DraftModel;
-use super::forward::{Batch, ForwardPass, Submitted};
+use super::executor::Executor;
+use super::forward::{Batch, ForwardPass};
 use super::scheduler::{FinishReason, Plan, Policy, SamplingParams, Scheduler, Sequence};
-use crate::clock::now_s;
 use crate::error::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What a client asks for.
 #[derive(Debug, Clone)]
@@ -73,6 +76,8 @@ pub struct StepStats {
     pub batched_tokens: usize,
     /// Tokens of decoding sequences: one each, plus their draft tokens.
     pub decode_tokens: usize,
+    /// What the step computed, for a cost model ([`crate::planner`]).
+    pub shape: StepShape,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
     /// Free blocks still holding a cached prefix (counted free in `kv_blocks_used`; 0 without
@@ -88,9 +93,35 @@ pub struct StepStats {
     pub profiled: bool,
 }
 
+/// A step's work as a cost model sees it ([`crate::planner::CostModel`]): what the forward pass
+/// computed, whatever the scheduler's reasons.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepShape {
+    /// Tokens through the layers: prefill chunks, one per decoding sequence, draft tokens.
+    pub tokens: usize,
+    /// Sequences in the batch.
+    pub sequences: usize,
+    /// Rows through the LM head and the sampler.
+    pub logit_rows: usize,
+    /// Keys attended, summed over the tokens (a token at position p attends to p + 1): the K/V
+    /// a decode reads, the query-key pairs a prefill computes.
+    pub attended_keys: u64,
+}
+
+impl StepShape {
+    pub fn of(batch: &Batch) -> StepShape {
+        StepShape {
+            tokens: batch.tokens.len(),
+            sequences: batch.block_tables.len(),
+            logit_rows: batch.logit_rows.len(),
+            attended_keys: batch.tokens.iter().map(|t| t[1] as u64 + 1).sum(),
+        }
+    }
+}
+
 /// A step on the GPU whose ids have not come back (CPU/GPU overlap).
-struct InFlight {
-    submitted: Submitted,
+struct InFlight<S> {
+    submitted: S,
     plan: Plan,
     /// When its scheduling began.
     start: f64,
@@ -98,12 +129,13 @@ struct InFlight {
     /// (shown with their last token): [`Scheduler::commit_provisional`].
     rows: Vec<u64>,
     finishing: Vec<(Sequence, FinishReason)>,
-    batched_tokens: usize,
+    shape: StepShape,
     decode_tokens: usize,
 }
 
-pub struct Engine {
-    pub model: ForwardPass,
+/// The batcher over an [`Executor`]: the GPU forward pass unless said otherwise.
+pub struct Engine<X: Executor = ForwardPass> {
+    pub model: X,
     scheduler: Scheduler,
     next_id: u64,
     cancelled: Vec<u64>,
@@ -113,16 +145,16 @@ pub struct Engine {
     /// Speculative decoding with a draft model ([`Engine::set_draft`]).
     draft: Option<DraftModel>,
     /// CPU/GPU overlap: the step submitted last, whose ids the next call reads.
-    in_flight: Option<InFlight>,
+    in_flight: Option<InFlight<X::Submitted>>,
     /// When the last step's ids arrived (0: none yet): a step's duration starts no earlier.
     last_resolved_s: f64,
     /// Steps submitted while the one before was still on the GPU (see [`Engine::overlapped_steps`]).
     overlapped: u64,
 }
 
-impl Engine {
-    pub fn new(model: ForwardPass) -> Engine {
-        let l = &model.limits;
+impl<X: Executor> Engine<X> {
+    pub fn new(model: X) -> Engine<X> {
+        let l = model.limits();
         let mut scheduler = Scheduler::new(l.max_seqs, l.max_batched_tokens, l.block_size, l.num_blocks);
         if l.prefix_cache {
             scheduler = scheduler.with_prefix_cache();
@@ -149,7 +181,7 @@ impl Engine {
     /// Drafts with `draft` from the next step on (the model was loaded with
     /// `Speculation::Draft`, which sized its logit rows for the K draft tokens).
     pub fn set_draft(&mut self, draft: DraftModel) -> Result<()> {
-        if !matches!(self.model.limits.speculation, super::Speculation::Draft { .. }) {
+        if !matches!(self.model.limits().speculation, super::Speculation::Draft { .. }) {
             return Err(Error::Invalid("a draft model needs the engine loaded with Speculation::Draft".into()));
         }
         self.draft = Some(draft);
@@ -162,7 +194,7 @@ impl Engine {
 
     /// Validates and queues a request; returns its id.
     pub fn submit(&mut self, req: Request) -> Result<u64> {
-        super::generate::check_prompt(&self.model, &req.prompt, req.max_new_tokens)?;
+        super::generate::check_prompt(self.model.cfg(), self.model.limits(), &req.prompt, req.max_new_tokens)?;
         self.scheduler.policy.check_request(req.prompt.len(), req.max_new_tokens, self.scheduler.max_batched_tokens)?;
         if req.max_new_tokens == 0 {
             return Err(Error::Prompt("max_new_tokens must be at least 1".into()));
@@ -224,7 +256,7 @@ impl Engine {
     /// Whether the next step may overlap (`EngineLimits::overlap`; never while profiling, which
     /// times kernels one by one, or with a draft model).
     fn overlaps(&self) -> bool {
-        self.model.limits.overlap && !self.profile_next && self.draft.is_none()
+        self.model.limits().overlap && !self.profile_next && self.draft.is_none()
     }
 
     pub fn waiting(&self) -> usize {
@@ -250,7 +282,7 @@ impl Engine {
     /// run. With CPU/GPU overlap the step whose events come back is the one submitted by the call
     /// before (or by this call, when the GPU was idle), and the next one is on the GPU meanwhile.
     pub async fn step(&mut self) -> Result<(Vec<Event>, Option<StepStats>)> {
-        let start = now_s();
+        let start = self.model.now_s();
         let mut events: Vec<Event> = self
             .cancelled
             .drain(..)
@@ -271,7 +303,7 @@ impl Engine {
         }
         let current = self.in_flight.take().expect("a step is on the GPU");
         // The next step goes to the GPU before this one's ids are awaited.
-        let next = if self.scheduler.has_work() { self.launch(now_s(), &mut events)? } else { None };
+        let next = if self.scheduler.has_work() { self.launch(self.model.now_s(), &mut events)? } else { None };
         self.overlapped += next.is_some() as u64;
         let stats = self.resolve(current, &mut events).await?;
         if let Some(mut next) = next {
@@ -283,7 +315,7 @@ impl Engine {
 
     /// Plans a step on what is committed (provisionally, for a step on the GPU) and submits it;
     /// `None` when there is nothing to run. Its scheduling events are stamped `start`.
-    fn launch(&mut self, start: f64, events: &mut Vec<Event>) -> Result<Option<InFlight>> {
+    fn launch(&mut self, start: f64, events: &mut Vec<Event>) -> Result<Option<InFlight<X::Submitted>>> {
         let plan = self.scheduler.schedule();
         preempted_events(&plan, start, events);
         if plan.items.is_empty() {
@@ -299,16 +331,16 @@ impl Engine {
             start,
             rows: Vec::new(),
             finishing: Vec::new(),
-            batched_tokens: batch.tokens.len(),
+            shape: StepShape::of(&batch),
             decode_tokens,
         }))
     }
 
     /// Awaits a launched step's ids, puts them in place of its placeholders and records its
     /// events (stamped when the ids arrived) and stats.
-    async fn resolve(&mut self, current: InFlight, events: &mut Vec<Event>) -> Result<StepStats> {
+    async fn resolve(&mut self, current: InFlight<X::Submitted>, events: &mut Vec<Event>) -> Result<StepStats> {
         let sampled = self.model.ids(current.submitted).await?;
-        let t = now_s();
+        let t = self.model.now_s();
         let (tokens, finished) = self.scheduler.resolve(&current.rows, &sampled, current.finishing);
         events.extend(tokens.into_iter().map(|(id, index, token)| token_event(id, index, token, t)));
         for (seq, reason) in finished {
@@ -317,20 +349,21 @@ impl Engine {
         // The step ran from its submission, or from the end of the step before it on the GPU.
         let began = current.start.max(self.last_resolved_s);
         self.last_resolved_s = t;
-        Ok(self.step_stats(t, began, !sampled.is_empty(), current.batched_tokens, current.decode_tokens))
+        Ok(self.step_stats(t, began, !sampled.is_empty(), current.shape, current.decode_tokens))
     }
 
     /// The stats of a step whose ids arrived at `t` (it ran from `began`; `sampled`: it sampled
     /// tokens): what it ran, and the queues and KV blocks now. No drafts, not profiled.
-    fn step_stats(&self, t: f64, began: f64, sampled: bool, batched_tokens: usize, decode_tokens: usize) -> StepStats {
+    fn step_stats(&self, t: f64, began: f64, sampled: bool, shape: StepShape, decode_tokens: usize) -> StepStats {
         let (used, total) = self.kv_blocks();
         StepStats {
             t_s: t,
             duration_s: t - began,
             running: self.scheduler.running.len(),
             waiting: self.scheduler.waiting.len(),
-            batched_tokens,
+            batched_tokens: shape.tokens,
             decode_tokens,
+            shape,
             kv_blocks_used: used,
             kv_blocks_total: total,
             kv_blocks_cached: self.scheduler.blocks.cached_free(),
@@ -370,7 +403,7 @@ impl Engine {
         } else {
             self.model.step(&batch).await?
         };
-        let t = now_s();
+        let t = self.model.now_s();
         self.admitted_events(&plan, start, &mut events);
         // Output lengths before the commit: what follows is this step's tokens (one, or with a
         // draft up to 1 + accepted), all stamped `t`.
@@ -407,7 +440,7 @@ impl Engine {
             drafted_tokens,
             accepted_tokens,
             profiled,
-            ..self.step_stats(t, start, !sampled.is_empty(), batch.tokens.len(), decode_tokens(&plan))
+            ..self.step_stats(t, start, !sampled.is_empty(), StepShape::of(&batch), decode_tokens(&plan))
         };
         self.last_resolved_s = t;
         Ok((events, Some(stats)))

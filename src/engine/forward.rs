@@ -53,6 +53,14 @@ pub struct EngineOptions {
     pub kernels: KernelSwitches,
 }
 
+impl EngineOptions {
+    /// CPU/GPU overlap as it runs: asked for, and neither prefix caching nor speculative decoding
+    /// (which need each step's ids before planning the next).
+    pub fn overlap_in_force(&self) -> bool {
+        self.overlap && !self.prefix_cache && self.speculation.max_draft() == 0
+    }
+}
+
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
@@ -600,7 +608,7 @@ fn plan(gpu: &Gpu, cfg: &Qwen3Config, o: &EngineOptions) -> Result<EngineLimits>
         speculation: o.speculation.clone(),
         max_logit_rows: (max_seqs * rows_per_seq).min(max_tokens),
         prefix_cache: o.prefix_cache,
-        overlap: o.overlap && !o.prefix_cache && o.speculation.max_draft() == 0,
+        overlap: o.overlap_in_force(),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Running requests to completion through the engine (CLI `generate`, tests, the playground).
 
 use super::batcher::{Engine, Event, EventKind, Request};
-use super::forward::ForwardPass;
+use super::forward::EngineLimits;
 use super::scheduler::{FinishReason, SamplingParams};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
@@ -39,10 +39,10 @@ impl Completion {
 }
 
 /// Checks a prompt against the model before any GPU work.
-pub fn check_prompt(model: &ForwardPass, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
-    check_prompt_fits(&model.cfg, prompt, max_new_tokens)?;
+pub fn check_prompt(cfg: &Qwen3Config, limits: &EngineLimits, prompt: &[u32], max_new_tokens: usize) -> Result<()> {
+    check_prompt_fits(cfg, prompt, max_new_tokens)?;
     let total = prompt.len().saturating_add(max_new_tokens);
-    let kv_tokens = model.limits.num_blocks.saturating_mul(model.limits.block_size);
+    let kv_tokens = limits.num_blocks.saturating_mul(limits.block_size);
     if total > kv_tokens {
         return Err(Error::Prompt(format!(
             "{total} tokens do not fit the KV cache ({kv_tokens} token slots); use more KV blocks"

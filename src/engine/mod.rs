@@ -1,10 +1,12 @@
 //! The inference engine: the GPU forward pass over a paged KV cache (`forward`), the continuous
 //! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
 //! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
-//! generation on top of them (`generate`).
+//! generation on top of them (`generate`). The batcher runs its steps on an `executor`: the forward
+//! pass, or the capacity planner's cost model ([`crate::planner`]).
 
 pub mod batcher;
 pub mod draft;
+pub mod executor;
 pub mod forward;
 pub mod generate;
 pub mod kv;
@@ -12,8 +14,9 @@ pub mod linear;
 pub mod scheduler;
 pub mod speculate;
 
-pub use batcher::{Engine, Event, EventKind, Request, StepStats};
+pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats};
 pub use draft::DraftModel;
+pub use executor::Executor;
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
 pub use linear::Linear;

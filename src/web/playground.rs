@@ -41,7 +41,7 @@ pub fn Playground(state: AppState) -> impl IntoView {
             let mut engine = Engine::new(loaded.model);
             let result = async {
                 let ids = tokenizer.chat_prompt(&text, false)?;
-                crate::engine::generate::check_prompt(&engine.model, &ids, MAX_NEW_TOKENS)?;
+                crate::engine::generate::check_prompt(&engine.model.cfg, &engine.model.limits, &ids, MAX_NEW_TOKENS)?;
                 let stop = engine.model.cfg.eos_token_ids.clone();
                 let (mut so_far, mut shown, mut last_s) = (Vec::new(), 0, now_s());
                 let g = generate_greedy(&mut engine, &ids, MAX_NEW_TOKENS, &stop, &mut |_, id| {

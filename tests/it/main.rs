@@ -24,6 +24,7 @@ mod invariance;
 mod kernels;
 mod layers;
 mod model;
+mod planner;
 mod policy;
 mod prefix_cache;
 mod quantised;

@@ -361,7 +361,7 @@ pub(crate) struct Interrupt {
 }
 
 impl Interrupt {
-    fn on_ctrl_c() -> Interrupt {
+    pub(crate) fn on_ctrl_c() -> Interrupt {
         let flag = Arc::new(AtomicBool::new(false));
         #[cfg(unix)]
         {
@@ -394,7 +394,7 @@ impl Interrupt {
 
     /// `inner`, which also passes a Ctrl-C on to the session (the engine's driver reads
     /// `cancel` after every step).
-    fn listener(&self, inner: Listener) -> Listener {
+    pub(crate) fn listener(&self, inner: Listener) -> Listener {
         let (flag, cancel) = (self.flag.clone(), self.cancel.clone());
         Rc::new(move |event| {
             if flag.load(Ordering::SeqCst) {

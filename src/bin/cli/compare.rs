@@ -367,7 +367,7 @@ fn saved(files: &[(String, &str)]) -> Result<Vec<Arm>> {
 }
 
 /// A `bench --json` file: one result, or a list (one repetition each).
-fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
+pub(crate) fn read_results(path: &std::path::Path) -> Result<Vec<BenchResult>> {
     let io = |e: String| Error::Io { path: path.display().to_string(), message: e };
     let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
     if !meta.is_file() {

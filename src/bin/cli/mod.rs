@@ -6,6 +6,7 @@ mod bench;
 mod compare;
 mod generate;
 mod model;
+mod plan;
 mod policy;
 mod remote;
 mod serving;
@@ -44,6 +45,10 @@ enum Command {
     /// The same workload under two settings, alternately and repeatedly: B − A per metric with a
     /// confidence interval and a verdict (better, worse, no detectable difference).
     Compare(compare::CompareArgs),
+    /// Capacity planning: bench's workload on the engine's own scheduler and batcher, timed by a
+    /// step-cost model fitted on a saved run (--from RESULT.json), on a virtual clock — rates,
+    /// batch sizes and policies never run, in seconds. --replay: predicted beside measured.
+    Plan(Box<plan::PlanArgs>),
 }
 
 pub fn main() -> i32 {
@@ -70,6 +75,7 @@ pub fn main() -> i32 {
         Command::Speed(args) => pollster::block_on(speed::main(args)),
         Command::Soak(args) => return soak::main(args),
         Command::Compare(args) => pollster::block_on(compare::main(args)),
+        Command::Plan(args) => pollster::block_on(plan::main(*args)),
     };
     match result {
         Ok(()) => 0,

@@ -1,0 +1,166 @@
+//! `tokenmeter plan`: `bench`'s workload on the engine's own scheduler, block allocator and
+//! batcher loop, timed by a step-cost model fitted on a saved run's steps, on a virtual clock
+//! ([`tokenmeter::planner`]). Same report, JSON, CSV and HTML as `bench`, labelled simulated.
+
+use super::bench::{finish_bench, terminal_listener, BenchArgs, Interrupt};
+use super::model::{engine_options, open, Opened};
+use super::serving;
+use clap::Args;
+use tokenmeter::bench::phases::Phases;
+use tokenmeter::bench::session::{run_into, EngineTarget};
+use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo};
+use tokenmeter::engine::{Engine, SamplingParams};
+use tokenmeter::model::Qwen3Config;
+use tokenmeter::planner::{self, CostModel, SimExecutor};
+use tokenmeter::{Error, Result};
+
+#[derive(Args)]
+pub(crate) struct PlanArgs {
+    /// A `bench --json` results file of this engine (one rate or a sweep): its steps fit the
+    /// cost model, and its model, adapter and kernel path are what the plan describes.
+    #[arg(long)]
+    pub(crate) from: std::path::PathBuf,
+    /// Run the saved run's own workload, engine sizes, policy and rates (ignoring the workload
+    /// and engine flags), and print predicted beside measured for each rate.
+    #[arg(long)]
+    pub(crate) replay: bool,
+    #[command(flatten)]
+    pub(crate) bench: BenchArgs,
+}
+
+pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
+    let source = args.from.display().to_string();
+    let saved = super::compare::read_results(&args.from)?;
+    let steps = planner::measured_steps(&saved, &source)?;
+    let cost = CostModel::fit(&steps, &source)?;
+    eprintln!("cost model: {}", cost.describe());
+    let b = &mut args.bench;
+    if b.remote.endpoint.is_some() {
+        return Err(Error::Invalid(
+            "--endpoint: plan simulates this engine; to predict a server, plan from the server's engine run".into(),
+        ));
+    }
+    let measured = saved[0].config.clone();
+    if b.model.model.is_none() && b.model.synthetic.is_none() {
+        // The saved run's model (its shape decides the prompts' vocabulary and context).
+        match &measured.model {
+            Some(name) if Qwen3Config::preset(name).is_some() => b.model.synthetic = Some(name.clone()),
+            Some(dir) if std::path::Path::new(dir).is_dir() => b.model.model = Some(dir.into()),
+            Some(other) => {
+                return Err(Error::Invalid(format!(
+                    "{source} ran the model {other:?}, which is not here: pass --model DIR or --synthetic NAME"
+                )))
+            }
+            None => {}
+        }
+    }
+    let b = &args.bench;
+    let lang = b.lang.parse::<bench::Lang>()?;
+    for (flag, path) in [("--json", &b.json), ("--csv", &b.csv), ("--html", &b.html)] {
+        if let Some(path) = path {
+            super::check_writable(flag, path)?;
+        }
+    }
+    let opened = open(&b.model).await?;
+    let (cfg, tokenizer) = match &opened {
+        Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
+        Opened::Synthetic(s) => (s.config.clone(), None),
+    };
+    let Some(measured_limits) = measured.engine.clone() else {
+        return Err(Error::Invalid(format!("{source}: the run recorded no engine limits")));
+    };
+    // What to simulate: the saved run as it was, or the flags (bench's defaults where unset).
+    let (rates, mut spec, limits, policy, slo_text, phases, random_prompts, ignore_eos) = if args.replay {
+        let Some(spec) = measured.workload.clone() else {
+            return Err(Error::Invalid(format!("{source}: the run recorded no workload")));
+        };
+        if spec.dataset.is_some() {
+            return Err(Error::Invalid(format!(
+                "{source} ran a dataset's requests: plan it without --replay, with the same --dataset"
+            )));
+        }
+        let rates: Vec<f64> = saved.iter().map(|r| r.config.workload.as_ref().map_or(spec.rate, |w| w.rate)).collect();
+        (
+            rates,
+            spec,
+            measured_limits,
+            measured.scheduler.unwrap_or_default(),
+            measured.slo.clone(),
+            measured.phases.unwrap_or_default(),
+            measured.prompts.as_deref() == Some("token ids"),
+            measured.ignore_eos.unwrap_or(true),
+        )
+    } else {
+        let rates = b.rates()?;
+        let options = engine_options(&b.model, b.model.max_batch);
+        let measured_format = measured.kernels.as_ref().map(|k| k.weight_format.as_str());
+        if measured_format.is_some_and(|f| f != options.weights.name()) {
+            return Err(Error::Invalid(format!(
+                "--weights {}: the cost model was measured with {} weights; plan from a run with --weights {}",
+                options.weights.name(),
+                measured_format.unwrap_or("?"),
+                options.weights.name()
+            )));
+        }
+        (
+            rates.clone(),
+            b.workload(rates[0])?,
+            planner::limits_for(&options, &measured_limits, &cfg)?,
+            b.policy.policy()?,
+            b.slo.clone(),
+            Phases { warmup_requests: b.warmup_requests, warmup_s: b.warmup_s, cooldown_s: b.cooldown_s },
+            b.random_prompts,
+            !b.respect_eos,
+        )
+    };
+    if let Some(data) = b.serving.read()? {
+        let name = b.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
+        serving::attach(&mut spec, &rates, &data, &b.serving, b.num_requests, tokenizer.zip(name.as_deref()))?;
+    }
+    if !ignore_eos {
+        eprintln!("note: the plan does not model EOS: every request runs to its output length");
+    }
+    policy.check_request(spec.input_len.max, spec.output_len.max, limits.max_batched_tokens)?;
+    bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
+    let slo = slo_text.as_deref().map(str::parse::<Slo>).transpose()?;
+    let session = SessionSpec {
+        spec: &spec,
+        rates: &rates,
+        slo: slo.as_ref(),
+        slo_text: slo_text.as_deref(),
+        lang,
+        baseline: !b.no_baseline,
+        ignore_eos,
+        cost_per_hour: b.cost_per_hour,
+        phases,
+    };
+    let prompts = PromptSource::for_model(&spec, tokenizer, random_prompts, cfg.vocab_size);
+    let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
+    let mut engine = Engine::new(SimExecutor::new(cfg, limits, cost, measured.clone()));
+    engine.set_policy(policy)?;
+    let mut target = EngineTarget {
+        engine: &mut engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe: RunConfig {
+            target: "local".into(),
+            model: measured.model.clone(),
+            prompts: Some(prompts.kind().to_string()),
+            ..RunConfig::default()
+        },
+        saturation: None,
+        think: None,
+    };
+    let interrupt = Interrupt::on_ctrl_c();
+    let listener = interrupt.listener(terminal_listener(lang));
+    let mut results: Vec<BenchResult> = Vec::new();
+    let outcome = run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+    if args.replay {
+        for (measured, predicted) in saved.iter().zip(&results) {
+            let rate = predicted.config.workload.as_ref().map_or(f64::NAN, |w| w.rate);
+            println!("\npredicted beside measured at {rate} req/s ({source}):");
+            print!("{}", planner::agreement_table(&planner::agreement(&measured.metrics, &predicted.metrics)));
+        }
+    }
+    finish_bench(&args.bench, &rates, &results, slo.as_ref(), outcome, &interrupt)
+}

@@ -1,0 +1,101 @@
+//! The engine on a virtual clock: [`SimExecutor`] runs no kernels; each step takes what the
+//! [`CostModel`] predicts for its shape, and the clock jumps over idle waits. Everything else —
+//! the scheduler, the block allocator, the batcher's loop with its provisional commits, the
+//! benchmark driver and session — is the code a measured run uses.
+
+use super::cost::CostModel;
+use crate::bench::session::{RecordedExecutor, RunConfig};
+use crate::engine::forward::{Batch, EngineLimits};
+use crate::engine::{Executor, StepShape};
+use crate::error::Result;
+use crate::gpu::Kernel;
+use crate::model::Qwen3Config;
+use std::cell::Cell;
+
+/// A step "on the GPU": when it will be done, and its logit rows.
+pub struct SimStep {
+    done_s: f64,
+    rows: usize,
+}
+
+pub struct SimExecutor {
+    cfg: Qwen3Config,
+    limits: EngineLimits,
+    cost: CostModel,
+    /// What the run record says ran: the measured run's adapter and kernels (the hardware the
+    /// cost model describes), with the model.
+    modelled: RunConfig,
+    /// Virtual seconds.
+    clock: Cell<f64>,
+    /// When the simulated GPU finishes the last step submitted: steps run one after another.
+    gpu_free_s: f64,
+    /// The id every row samples: not an EOS id, so each request runs to its output length.
+    token: u32,
+}
+
+impl SimExecutor {
+    pub fn new(cfg: Qwen3Config, limits: EngineLimits, cost: CostModel, modelled: RunConfig) -> SimExecutor {
+        let token = (0u32..).find(|id| !cfg.eos_token_ids.contains(id)).expect("a non-EOS id");
+        SimExecutor { cfg, limits, cost, modelled, clock: Cell::new(0.0), gpu_free_s: 0.0, token }
+    }
+
+    pub fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+}
+
+impl Executor for SimExecutor {
+    type Submitted = SimStep;
+
+    fn cfg(&self) -> &Qwen3Config {
+        &self.cfg
+    }
+
+    fn limits(&self) -> &EngineLimits {
+        &self.limits
+    }
+
+    /// The step starts when it is submitted or when the step before it is done, whichever is
+    /// later (as on a GPU queue), and lasts the cost model's prediction.
+    fn submit(&mut self, batch: &Batch) -> Result<SimStep> {
+        let begin = self.clock.get().max(self.gpu_free_s);
+        self.gpu_free_s = begin + self.cost.predict_s(&StepShape::of(batch));
+        Ok(SimStep { done_s: self.gpu_free_s, rows: batch.logit_rows.len() })
+    }
+
+    async fn ids(&mut self, submitted: SimStep) -> Result<Vec<u32>> {
+        self.clock.set(self.clock.get().max(submitted.done_s));
+        Ok(vec![self.token; submitted.rows])
+    }
+
+    async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+        Ok((self.step(batch).await?, Vec::new()))
+    }
+
+    fn readback_resolved_s(&self) -> Option<f64> {
+        None
+    }
+
+    fn now_s(&self) -> f64 {
+        self.clock.get()
+    }
+
+    async fn sleep_s(&self, seconds: f64) {
+        self.clock.set(self.clock.get() + seconds.max(0.0));
+    }
+
+    fn is_faulty(&self) -> bool {
+        false
+    }
+}
+
+impl RecordedExecutor for SimExecutor {
+    fn record(&self, config: RunConfig) -> RunConfig {
+        RunConfig {
+            adapter: self.modelled.adapter.clone(),
+            kernels: self.modelled.kernels.clone(),
+            simulated: Some(self.cost.clone()),
+            ..config
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The capacity planner: the engine's own batcher on a virtual clock, checked against hand-computed
+//! timelines; a cost model fitted on a simulated run's steps recovers the model that made them and
+//! replays the run; the GPU engine records each step's shape; `tokenmeter plan` end to end.
+
+use crate::common;
+
+use common::*;
+use std::cell::Cell;
+use std::rc::Rc;
+use tokenmeter::bench::phases::Phases;
+use tokenmeter::bench::session::{self, EngineTarget, Listener};
+use tokenmeter::bench::{self, driver, Arrival, LenRange, RunConfig, SessionSpec, WorkloadSpec};
+use tokenmeter::engine::forward::EngineLimits;
+use tokenmeter::engine::{Engine, EngineOptions, SamplingParams, Speculation, StepShape};
+use tokenmeter::model::Qwen3Config;
+use tokenmeter::planner::{self, CostModel, SimExecutor};
+
+fn cost(step_s: f64, token_s: f64, logit_row_s: f64, attended_key_s: f64) -> CostModel {
+    CostModel {
+        step_s,
+        token_s,
+        logit_row_s,
+        attended_key_s,
+        source: "test".into(),
+        steps: 0,
+        held_back: 0,
+        held_back_median_error: 0.0,
+        held_back_p90_error: 0.0,
+    }
+}
+
+fn limits(max_seqs: usize, overlap: bool) -> EngineLimits {
+    EngineLimits {
+        max_batched_tokens: 512,
+        max_seqs,
+        block_size: 16,
+        num_blocks: 2048,
+        max_blocks_per_seq: 40960 / 16,
+        speculation: Speculation::Off,
+        max_logit_rows: max_seqs,
+        prefix_cache: false,
+        overlap,
+    }
+}
+
+fn sim(cost: CostModel, limits: EngineLimits) -> Engine<SimExecutor> {
+    let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
+    Engine::new(SimExecutor::new(cfg, limits, cost, RunConfig::default()))
+}
+
+fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_len: LenRange) -> WorkloadSpec {
+    WorkloadSpec {
+        arrival: Arrival::Poisson,
+        rate,
+        burstiness: 1.0,
+        concurrency: 1,
+        span: bench::ArrivalSpan::Drawn,
+        num_requests,
+        input_len,
+        output_len,
+        seed: 3,
+        dataset: None,
+        max_concurrency: None,
+        saturation_stop: false,
+        shared_prefix: None,
+        conversations: None,
+    }
+}
+
+async fn drive(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> Vec<bench::RequestRecord> {
+    let plan = bench::plan(spec).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
+    let options = driver::DriverOptions {
+        spec,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt: &prompt,
+        think: None,
+    };
+    driver::run(engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap().0
+}
+
+/// Two requests at once, 16 prompt tokens and 8 output tokens each; 10 ms a step + 1 ms a
+/// token: the prefill of both (32 tokens) takes 42 ms, each decode of both 12 ms. So TTFT 42 ms,
+/// token k at 42 + 12 (k − 1) ms, E2E 126 ms — with CPU/GPU overlap (the next step queued
+/// behind the one running) and without.
+#[test]
+fn the_virtual_clock_times_steps_by_the_cost_model() {
+    for overlap in [false, true] {
+        let mut engine = sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, overlap));
+        let fixed = |n| LenRange { min: n, max: n };
+        let records = pollster::block_on(drive(&mut engine, &spec(f64::INFINITY, 2, fixed(16), fixed(8))));
+        for r in &records {
+            assert_eq!(r.arrival_s, 0.0);
+            let want: Vec<f64> = (0..8).map(|k| 0.042 + 0.012 * k as f64).collect();
+            assert_eq!(r.token_times_s.len(), 8, "overlap {overlap}: {r:?}");
+            for (got, want) in r.token_times_s.iter().zip(&want) {
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "overlap {overlap}: tokens at {:?}, want {want:?}",
+                    r.token_times_s
+                );
+            }
+            assert!((r.e2e_s().unwrap() - 0.126).abs() < 1e-12 && (r.tpot_s().unwrap() - 0.012).abs() < 1e-12);
+        }
+        assert_eq!(engine.overlapped_steps() > 0, overlap);
+    }
+    // One request, then a second 5 ms later, which waits for the first's prefill (10 + 16 ms):
+    // it is scheduled at that step's end, and prefilled beside the first's decode.
+    // The clock far from 0 (a session's later rate): an arrival computed as start + offset
+    // must still come due (it once rounded an ulp short, and the driver slept by 0 forever).
+    let mut engine = sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, false));
+    pollster::block_on(tokenmeter::engine::Executor::sleep_s(&engine.model, 1234.567_891));
+    let fixed = |n| LenRange { min: n, max: n };
+    let mut two = spec(1.0, 2, fixed(16), fixed(2));
+    two.arrival = Arrival::Constant;
+    two.rate = 200.0; // arrivals 5 ms apart
+    let records = pollster::block_on(drive(&mut engine, &two));
+    let arrivals: Vec<f64> = records.iter().map(|r| r.arrival_s).collect();
+    assert!((arrivals[1] - arrivals[0] - 0.005).abs() < 1e-12, "{arrivals:?}");
+    // The first: prefill 26 ms; then its decode with the second's prefill (1 + 16 tokens): 27 ms.
+    // Requests 100 ms apart, each done in 26 + 11 ms: the engine idles until each arrival.
+    let mut apart = spec(10.0, 4, fixed(16), fixed(2));
+    apart.arrival = Arrival::Constant;
+    let spaced = pollster::block_on(drive(&mut engine, &apart));
+    for r in &spaced {
+        assert!((r.e2e_s().unwrap() - 0.037).abs() < 1e-9, "{r:?}");
+    }
+    let first = &records[0];
+    assert!((first.first_token_s.unwrap() - arrivals[0] - 0.026).abs() < 1e-12, "{first:?}");
+    assert!((first.finish_s.unwrap() - first.first_token_s.unwrap() - 0.027).abs() < 1e-12, "{first:?}");
+    // The second is scheduled when the first's prefill ends and gets its first token 27 ms later.
+    let second = &records[1];
+    assert!((second.scheduled_s.unwrap() - first.first_token_s.unwrap()).abs() < 1e-12, "{second:?}");
+    assert!((second.first_token_s.unwrap() - first.finish_s.unwrap()).abs() < 1e-12, "{second:?}");
+}
+
+fn quiet() -> Listener {
+    Rc::new(|_| {})
+}
+
+async fn session_on(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> bench::BenchResult {
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
+    let mut target = EngineTarget {
+        engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe: RunConfig { target: "local".into(), model: Some("qwen3-0.6b".into()), ..RunConfig::default() },
+        saturation: None,
+        think: None,
+    };
+    let session = SessionSpec {
+        spec,
+        rates: &[spec.rate],
+        slo: None,
+        slo_text: None,
+        lang: bench::Lang::En,
+        baseline: false,
+        ignore_eos: true,
+        cost_per_hour: None,
+        phases: Phases::default(),
+    };
+    let cancel = Rc::new(Cell::new(false));
+    session::run(&mut target, &session, &quiet(), &cancel).await.unwrap().remove(0)
+}
+
+/// A run timed by a known cost model, as if measured: the model fitted on its steps is that
+/// model, and replaying the workload on it predicts the run.
+#[test]
+fn a_cost_model_fitted_on_a_runs_steps_replays_the_run() {
+    let truth = cost(0.005, 1e-4, 2e-4, 1e-8);
+    let workload = spec(20.0, 40, LenRange { min: 16, max: 400 }, LenRange { min: 4, max: 40 });
+    let measured = pollster::block_on(session_on(&mut sim(truth.clone(), limits(8, true)), &workload));
+    assert!(measured.config.simulated.is_some(), "the record says it was simulated");
+    // A simulated run is not something to fit on...
+    let e = planner::measured_steps(std::slice::from_ref(&measured), "sim.json").unwrap_err().to_string();
+    assert!(e.contains("simulated"), "{e}");
+    // ...so it is dressed as a measured one.
+    let mut as_measured = measured.clone();
+    as_measured.config.simulated = None;
+    let steps = planner::measured_steps(std::slice::from_ref(&as_measured), "run.json").unwrap();
+    assert_eq!(steps.len(), measured.steps.len());
+    assert!(steps.len() > 50, "{} steps", steps.len());
+    let fit = CostModel::fit(&steps, "run.json").unwrap();
+    for (got, want) in [
+        (fit.step_s, truth.step_s),
+        (fit.token_s, truth.token_s),
+        (fit.logit_row_s, truth.logit_row_s),
+        (fit.attended_key_s, truth.attended_key_s),
+    ] {
+        assert!((got - want).abs() <= 1e-6 * want, "{}", fit.describe());
+    }
+    assert!(fit.held_back_p90_error < 1e-6, "{}", fit.describe());
+    let predicted = pollster::block_on(session_on(&mut sim(fit, limits(8, true)), &workload));
+    for row in planner::agreement(&measured.metrics, &predicted.metrics) {
+        assert!(row.error().abs() < 1e-6 || row.measured == 0.0, "{row:?}");
+    }
+    // A cost model twice as slow is seen as such.
+    let slow = cost(0.010, 2e-4, 4e-4, 2e-8);
+    let predicted = pollster::block_on(session_on(&mut sim(slow, limits(8, true)), &workload));
+    let rows = planner::agreement(&measured.metrics, &predicted.metrics);
+    let tpot = rows.iter().find(|r| r.metric == "TPOT p50 (ms)").unwrap();
+    assert!(tpot.error() > 0.9, "{tpot:?}");
+}
+
+/// The GPU engine records what each step computed: a 20-token prefill (keys 1 + … + 20 = 210)
+/// with its one logit row, then a decode at position 20 (21 keys).
+#[test]
+fn the_engine_records_each_steps_shape() {
+    pollster::block_on(async {
+        let mut engine = engine("tiny-gqa-tied", EngineOptions { overlap: false, ..Default::default() }).await;
+        engine.submit(greedy(&(1..=20).collect::<Vec<u32>>(), 3)).unwrap();
+        let mut shapes = Vec::new();
+        while engine.has_work() {
+            if let (_, Some(stats)) = engine.step().await.unwrap() {
+                assert_eq!(stats.batched_tokens, stats.shape.tokens);
+                shapes.push(stats.shape);
+            }
+        }
+        let shape = |tokens, attended_keys| StepShape { tokens, sequences: 1, logit_rows: 1, attended_keys };
+        assert_eq!(shapes, vec![shape(20, 210), shape(1, 21), shape(1, 22)]);
+    });
+}
+
+/// `tokenmeter args…`: whether it succeeded, stdout, stderr.
+fn tokenmeter(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter")).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// `tokenmeter plan --from` a measured run: `--replay` prints predicted beside measured and
+/// writes a result labelled simulated; a bigger batch is planned without running it; a results
+/// file without step shapes is refused with the reason.
+#[test]
+fn plan_from_a_measured_run() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (measured, planned, old_file) = (path("measured.json"), path("planned.json"), path("old.json"));
+    let model = fixture_dir("tiny-gqa-tied");
+    let workload =
+        ["--rate", "8", "--num-requests", "10", "--input-len", "16:64", "--output-len", "8:16", "--no-baseline"];
+    let (ok, _, stderr) =
+        tokenmeter(&[&["bench", "--model", model.to_str().unwrap()][..], &workload, &["--json", &measured]].concat());
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = tokenmeter(&["plan", "--from", &measured, "--replay", "--json", &planned]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("cost model:") && stderr.contains("held-back"), "{stderr}");
+    assert!(stdout.contains("predicted beside measured") && stdout.contains("TTFT p99"), "{stdout}");
+    assert!(stdout.contains("SIMULATED by tokenmeter plan") || stderr.contains("SIMULATED by tokenmeter plan"));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&planned).unwrap()).unwrap();
+    let config = &json["run_config"];
+    assert!(config["simulated"]["steps"].as_u64().unwrap() >= planner::cost::MIN_STEPS as u64, "{config}");
+    assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
+    // A batch the run never had, on the saved run's model (found from its record).
+    let (ok, _, stderr) = tokenmeter(&[&["plan", "--from", &measured, "--max-batch", "32"][..], &workload].concat());
+    assert!(ok, "{stderr}");
+    // Steps without shapes (a result saved before they were recorded) are refused, with why.
+    let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&measured).unwrap()).unwrap();
+    for step in old["steps"].as_array_mut().unwrap() {
+        step.as_object_mut().unwrap().remove("shape");
+    }
+    std::fs::write(&old_file, old.to_string()).unwrap();
+    cli::expect_error(&["plan", "--from", &old_file], "records each step's shape");
+    let _ = std::fs::remove_dir_all(&dir);
+}
