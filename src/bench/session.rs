@@ -372,7 +372,7 @@ pub struct RunConfig {
     /// the cost model that timed its steps. `adapter` and `kernels` are then the measured run's
     /// that the model was fitted on.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub simulated: Option<crate::planner::CostModel>,
+    pub simulated: Option<crate::engine::CostModel>,
 }
 
 impl RunConfig {

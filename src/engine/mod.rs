@@ -5,6 +5,7 @@
 //! pass, or the capacity planner's cost model ([`crate::planner`]).
 
 pub mod batcher;
+pub mod cost;
 pub mod draft;
 pub mod executor;
 pub mod forward;
@@ -15,6 +16,7 @@ pub mod scheduler;
 pub mod speculate;
 
 pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats};
+pub use cost::CostModel;
 pub use draft::DraftModel;
 pub use executor::Executor;
 pub use forward::{Batch, EngineOptions, ForwardPass};

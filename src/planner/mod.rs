@@ -4,14 +4,14 @@
 //! instead of minutes per rate. Its results are ordinary [`BenchResult`]s (the same report, JSON
 //! and HTML), labelled simulated (`run_config.simulated`: the cost model).
 //!
-//! - [`cost`]: the step-cost model and its fit, with its error on held-back steps.
+//! - [`CostModel`] (in `engine::cost`, beside the step shape it reads): the step-cost model and its
+//!   fit, with its error on held-back steps.
 //! - [`sim`]: the executor on the virtual clock.
 //! - here: the measured steps of a results file, and predicted beside measured.
 
-pub mod cost;
 pub mod sim;
 
-pub use cost::CostModel;
+pub use crate::engine::CostModel;
 pub use sim::SimExecutor;
 
 use crate::bench::{BenchResult, BenchmarkMetrics, Stats};

@@ -3,10 +3,9 @@
 //! the scheduler, the block allocator, the batcher's loop with its provisional commits, the
 //! benchmark driver and session — is the code a measured run uses.
 
-use super::cost::CostModel;
 use crate::bench::session::{RecordedExecutor, RunConfig};
 use crate::engine::forward::{Batch, EngineLimits};
-use crate::engine::{Executor, StepShape};
+use crate::engine::{CostModel, Executor, StepShape};
 use crate::error::Result;
 use crate::gpu::Kernel;
 use crate::model::Qwen3Config;

@@ -110,7 +110,7 @@ fn the_virtual_clock_times_steps_by_the_cost_model() {
     // The clock far from 0 (a session's later rate): an arrival computed as start + offset
     // must still come due (it once rounded an ulp short, and the driver slept by 0 forever).
     let mut engine = sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, false));
-    pollster::block_on(tokenmeter::engine::Executor::sleep_s(&engine.model, 1234.567_891));
+    pollster::block_on(tokenmeter::engine::Executor::sleep_s(&engine.model, 1_234.567_891));
     let fixed = |n| LenRange { min: n, max: n };
     let mut two = spec(1.0, 2, fixed(16), fixed(2));
     two.arrival = Arrival::Constant;
@@ -251,7 +251,7 @@ fn plan_from_a_measured_run() {
     assert!(stdout.contains("SIMULATED by tokenmeter plan") || stderr.contains("SIMULATED by tokenmeter plan"));
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&planned).unwrap()).unwrap();
     let config = &json["run_config"];
-    assert!(config["simulated"]["steps"].as_u64().unwrap() >= planner::cost::MIN_STEPS as u64, "{config}");
+    assert!(config["simulated"]["steps"].as_u64().unwrap() >= tokenmeter::engine::cost::MIN_STEPS as u64, "{config}");
     assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
     // A batch the run never had, on the saved run's model (found from its record).
     let (ok, _, stderr) = tokenmeter(&[&["plan", "--from", &measured, "--max-batch", "32"][..], &workload].concat());

@@ -1,4 +1,4 @@
-//! The step-cost model: a step's duration as a linear function of its shape ([`StepShape`]),
+//! The step-cost model (the capacity planner's, [`crate::planner`]): a step's duration as a linear function of its shape ([`StepShape`]),
 //! fitted on steps the engine measured.
 //!
 //! Four terms, each with a reason in how a step spends its time:
@@ -93,11 +93,11 @@ impl CostModel {
     /// One line: the coefficients and the held-back error.
     pub fn describe(&self) -> String {
         format!(
-            "{:.3} ms a step + {:.4} ms a token + {:.4} ms a logit row + {:.3} µs per 1,000 attended keys; fitted on \
-             {} steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
+            "{:.3} ms a step + {:.1} µs a token + {:.1} µs a logit row + {:.2} ns an attended key; fitted on {} \
+             steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
             self.step_s * 1e3,
-            self.token_s * 1e3,
-            self.logit_row_s * 1e3,
+            self.token_s * 1e6,
+            self.logit_row_s * 1e6,
             self.attended_key_s * 1e9,
             self.steps,
             self.source,
