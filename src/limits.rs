@@ -65,6 +65,8 @@ pub const MAX_SPEED_STEPS: usize = 100_000;
 pub const MAX_REQUESTS: usize = 100_000;
 /// Closed-loop users (`--concurrency`).
 pub const MAX_CONCURRENCY: usize = 10_000;
+/// Simulated replicas in a capacity plan (`tokenmeter plan --replicas`).
+pub const MAX_REPLICAS: usize = 10_000;
 /// Different shared prompt prefixes in one workload (`--prefix-groups`).
 pub const MAX_PREFIX_GROUPS: usize = 10_000;
 /// Slowest arrival rate (requests/s): one request per 1,000 s.

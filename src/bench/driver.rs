@@ -66,22 +66,7 @@ pub async fn run_watched<X: Executor>(
         plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
     // The prompt each released turn was sent with (the next turn's history starts with it).
     let mut sent_prompts: Vec<Vec<u32>> = vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }];
-    let mut records: Vec<RequestRecord> = plan
-        .iter()
-        .map(|p| RequestRecord {
-            id: p.id,
-            arrival_s: f64::NAN,
-            scheduled_s: None,
-            first_token_s: None,
-            token_times_s: Vec::new(),
-            finish_s: None,
-            prompt_len: p.prompt_len,
-            output_len: 0,
-            preemptions: 0,
-            error: None,
-            ..RequestRecord::default()
-        })
-        .collect();
+    let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
     if let Some(turns) = &turns {
         for (r, t) in records.iter_mut().zip(turns) {
             (r.session, r.turn) = (Some(t.session), Some(t.turn));
@@ -170,13 +155,7 @@ pub async fn run_watched<X: Executor>(
             if turns.is_some() {
                 sent_prompts[i] = prompt.clone();
             }
-            let req = Request {
-                prompt,
-                max_new_tokens: p.output_len,
-                sampling: SamplingParams { seed: options.sampling.seed.wrapping_add(p.id), ..options.sampling },
-                stop_ids: engine.model.cfg().eos_token_ids.clone(),
-                ignore_eos: options.ignore_eos,
-            };
+            let req = request(p, prompt, options, engine.model.cfg());
             // The request's clock starts when it was due (its planned arrival; a later turn's
             // reply plus think time), so the driver's own lateness counts.
             records[i].arrival_s = arrival_s;
@@ -223,41 +202,9 @@ pub async fn run_watched<X: Executor>(
         };
         for e in events {
             let Some(&(_, i)) = by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
-            let r = &mut records[i];
-            let t = e.t_s - t0;
-            match e.kind {
-                EventKind::Scheduled { cached_tokens } => {
-                    r.scheduled_s = Some(t);
-                    r.cached_tokens = Some(cached_tokens as usize);
-                }
-                EventKind::FirstToken { token } => {
-                    r.first_token_s = Some(t);
-                    r.token_times_s.push(t);
-                    if let Some(ids) = output_ids.get_mut(i) {
-                        ids.push(token);
-                    }
-                }
-                EventKind::Token { token } => {
-                    r.token_times_s.push(t);
-                    if let Some(ids) = output_ids.get_mut(i) {
-                        ids.push(token);
-                    }
-                }
-                EventKind::Preempted => {
-                    r.preemptions += 1;
-                    r.preempted_s.push(t);
-                }
-                EventKind::Speculated { drafted, accepted } => {
-                    r.draft_steps += 1;
-                    r.drafted_tokens += drafted as usize;
-                    r.accepted_tokens += accepted as usize;
-                }
-                EventKind::Finished { .. } => {
-                    r.finish_s = Some(t);
-                    r.output_len = r.token_times_s.len();
-                    finished += 1;
-                    in_flight -= 1;
-                }
+            if record_event(&mut records[i], &e.kind, e.t_s - t0, output_ids.get_mut(i)) {
+                finished += 1;
+                in_flight -= 1;
             }
         }
         if let Some(s) = stats {
@@ -286,4 +233,61 @@ pub async fn run_watched<X: Executor>(
         }
     }
     Ok((records, steps, saturation))
+}
+
+/// A planned request's record before it is sent: no arrival time yet (NaN), nothing measured.
+pub fn unsent_record(p: &PlannedRequest) -> RequestRecord {
+    RequestRecord { id: p.id, arrival_s: f64::NAN, prompt_len: p.prompt_len, ..RequestRecord::default() }
+}
+
+/// The engine request for planned request `p` with this `prompt`: its output length, the run's
+/// sampling seeded per request, the model's stop ids.
+pub fn request(
+    p: &PlannedRequest,
+    prompt: Vec<u32>,
+    options: &DriverOptions<'_>,
+    cfg: &crate::model::Qwen3Config,
+) -> Request {
+    Request {
+        prompt,
+        max_new_tokens: p.output_len,
+        sampling: SamplingParams { seed: options.sampling.seed.wrapping_add(p.id), ..options.sampling },
+        stop_ids: cfg.eos_token_ids.clone(),
+        ignore_eos: options.ignore_eos,
+    }
+}
+
+/// Records one engine event at `t` (seconds from the run's start) in its request's record, and
+/// the token in `ids` when given; true when the request finished.
+pub fn record_event(r: &mut RequestRecord, kind: &EventKind, t: f64, ids: Option<&mut Vec<u32>>) -> bool {
+    match *kind {
+        EventKind::Scheduled { cached_tokens } => {
+            r.scheduled_s = Some(t);
+            r.cached_tokens = Some(cached_tokens as usize);
+        }
+        EventKind::FirstToken { token } | EventKind::Token { token } => {
+            if matches!(kind, EventKind::FirstToken { .. }) {
+                r.first_token_s = Some(t);
+            }
+            r.token_times_s.push(t);
+            if let Some(ids) = ids {
+                ids.push(token);
+            }
+        }
+        EventKind::Preempted => {
+            r.preemptions += 1;
+            r.preempted_s.push(t);
+        }
+        EventKind::Speculated { drafted, accepted } => {
+            r.draft_steps += 1;
+            r.drafted_tokens += drafted as usize;
+            r.accepted_tokens += accepted as usize;
+        }
+        EventKind::Finished { .. } => {
+            r.finish_s = Some(t);
+            r.output_len = r.token_times_s.len();
+            return true;
+        }
+    }
+    false
 }

@@ -364,6 +364,10 @@ pub struct RunConfig {
     /// which runs on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<usize>,
+    /// How a simulated fleet's requests picked their replica (`tokenmeter plan --replicas N
+    /// --router …`; the replicas are `gpus`); absent for one engine or a server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<String>,
     /// The warm-up and cool-down left out of the summary ([`crate::bench::phases`]); absent
     /// when none was.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -7,11 +7,14 @@
 //! - [`CostModel`] (in `engine::cost`, beside the step shape it reads): the step-cost model and its
 //!   fit, with its error on held-back steps.
 //! - [`sim`]: the executor on the virtual clock.
+//! - [`fleet`]: N replicas behind a router on one virtual timeline.
 //! - here: the measured steps of a results file, and predicted beside measured.
 
+pub mod fleet;
 pub mod sim;
 
 pub use crate::engine::CostModel;
+pub use fleet::{Fleet, FleetTarget, Router};
 pub use sim::SimExecutor;
 
 use crate::bench::{BenchResult, BenchmarkMetrics, Stats};

@@ -135,6 +135,56 @@ fn the_virtual_clock_times_steps_by_the_cost_model() {
     assert!((second.first_token_s.unwrap() - first.finish_s.unwrap()).abs() < 1e-12, "{second:?}");
 }
 
+/// Eight requests at once, 16 prompt tokens and 2 output tokens each, over four replicas (10 ms a
+/// step + 1 ms a token). Round-robin and least-outstanding give each replica two: a 32-token
+/// prefill (42 ms), then one decode of both (12 ms). Prefix affinity sends each of two prefix
+/// groups to one replica: four requests prefilled together (74 ms), or all eight (138 ms) when
+/// both groups hash to the same one. One replica alone: 138 ms.
+#[test]
+fn a_fleet_routes_requests_by_its_router() {
+    let fixed = |n| LenRange { min: n, max: n };
+    let workload = spec(f64::INFINITY, 8, fixed(16), fixed(2));
+    let plan = bench::plan(&workload).unwrap();
+    // Prompts of 16 tokens, the same within a group (request id mod 2).
+    let prompt = |p: &bench::PlannedRequest| Ok(vec![100 + (p.id % 2) as u32; p.prompt_len]);
+    let options = driver::DriverOptions {
+        spec: &workload,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt: &prompt,
+        think: None,
+    };
+    let ttfts = |replicas: usize, router: planner::Router| {
+        let engines = (0..replicas).map(|_| sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, true))).collect();
+        let mut fleet = planner::Fleet::new(engines, router).unwrap();
+        let records = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap();
+        assert!(records.iter().all(|r| r.succeeded() && r.output_len == 2), "{records:?}");
+        records.iter().map(|r| (r.id, r.ttft_s().unwrap())).collect::<Vec<_>>()
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    for router in [planner::Router::RoundRobin, planner::Router::LeastOutstanding] {
+        let got = ttfts(4, router);
+        assert!(got.iter().all(|&(_, t)| close(t, 0.042)), "{router:?}: {got:?}");
+    }
+    let got = ttfts(1, planner::Router::RoundRobin);
+    assert!(got.iter().all(|&(_, t)| close(t, 0.138)), "one replica: {got:?}");
+    let got = ttfts(4, planner::Router::PrefixAffinity);
+    let group = |g: u64| got.iter().filter(|(id, _)| id % 2 == g).map(|&(_, t)| t).collect::<Vec<_>>();
+    for g in 0..2 {
+        let times = group(g);
+        assert!(times.iter().all(|&t| close(t, times[0])), "a group's requests are batched together: {got:?}");
+        assert!(close(times[0], 0.074) || close(times[0], 0.138), "{got:?}");
+    }
+    // Closed loops belong to one engine's driver.
+    let closed = WorkloadSpec { arrival: Arrival::Sequential, ..workload.clone() };
+    let mut fleet =
+        planner::Fleet::new(vec![sim(cost(0.01, 0.0, 0.0, 0.0), limits(4, true))], planner::Router::RoundRobin)
+            .unwrap();
+    let options = driver::DriverOptions { spec: &closed, ..options };
+    let e = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap_err();
+    assert!(e.to_string().contains("open-loop"), "{e}");
+}
+
 fn quiet() -> Listener {
     Rc::new(|_| {})
 }
@@ -256,6 +306,20 @@ fn plan_from_a_measured_run() {
     // A batch the run never had, on the saved run's model (found from its record).
     let (ok, _, stderr) = tokenmeter(&[&["plan", "--from", &measured, "--max-batch", "32"][..], &workload].concat());
     assert!(ok, "{stderr}");
+    // Four replicas behind a router.
+    let fleet = path("fleet.json");
+    let (ok, _, stderr) = tokenmeter(
+        &[
+            &["plan", "--from", &measured, "--replicas", "4", "--router", "round-robin", "--json", &fleet][..],
+            &workload,
+        ]
+        .concat(),
+    );
+    assert!(ok, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&fleet).unwrap()).unwrap();
+    assert_eq!((&json["run_config"]["gpus"], &json["run_config"]["router"]), (&4.into(), &"round-robin".into()));
+    assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
+    cli::expect_error(&["plan", "--from", &measured, "--replicas", "2", "--router", "random"], "--router");
     // Steps without shapes (a result saved before they were recorded) are refused, with why.
     let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&measured).unwrap()).unwrap();
     for step in old["steps"].as_array_mut().unwrap() {

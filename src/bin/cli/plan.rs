@@ -11,7 +11,7 @@ use tokenmeter::bench::session::{run_into, EngineTarget};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::model::Qwen3Config;
-use tokenmeter::planner::{self, CostModel, SimExecutor};
+use tokenmeter::planner::{self, CostModel, Fleet, FleetTarget, Router, SimExecutor};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -24,11 +24,20 @@ pub(crate) struct PlanArgs {
     /// and engine flags), and print predicted beside measured for each rate.
     #[arg(long)]
     pub(crate) replay: bool,
+    /// Replicas of the engine behind a router, each with its own batcher and KV cache, on one
+    /// virtual timeline (open-loop arrivals).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = |s: &str| tokenmeter::limits::parse_count(s, 1, tokenmeter::limits::MAX_REPLICAS))]
+    pub(crate) replicas: usize,
+    /// How a request picks its replica: round-robin, least-outstanding, prefix-affinity.
+    #[arg(long, default_value = "least-outstanding")]
+    pub(crate) router: String,
     #[command(flatten)]
     pub(crate) bench: BenchArgs,
 }
 
 pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
+    let router = args.router.parse::<Router>()?;
     let source = args.from.display().to_string();
     let saved = super::compare::read_results(&args.from)?;
     let steps = planner::measured_steps(&saved, &source)?;
@@ -136,25 +145,40 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     };
     let prompts = PromptSource::for_model(&spec, tokenizer, random_prompts, cfg.vocab_size);
     let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
-    let mut engine = Engine::new(SimExecutor::new(cfg, limits, cost, measured.clone()));
-    engine.set_policy(policy)?;
-    let mut target = EngineTarget {
-        engine: &mut engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: RunConfig {
-            target: "local".into(),
-            model: measured.model.clone(),
-            prompts: Some(prompts.kind().to_string()),
-            ..RunConfig::default()
-        },
-        saturation: None,
-        think: None,
+    let describe = RunConfig {
+        target: "local".into(),
+        model: measured.model.clone(),
+        prompts: Some(prompts.kind().to_string()),
+        ..RunConfig::default()
+    };
+    let replica = || -> Result<Engine<SimExecutor>> {
+        let mut engine = Engine::new(SimExecutor::new(cfg.clone(), limits.clone(), cost.clone(), measured.clone()));
+        engine.set_policy(policy)?;
+        Ok(engine)
     };
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results: Vec<BenchResult> = Vec::new();
-    let outcome = run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+    let outcome = if args.replicas > 1 {
+        if args.replay {
+            return Err(Error::Invalid("--replay predicts the measured run itself: one replica".into()));
+        }
+        let mut fleet = Fleet::new((0..args.replicas).map(|_| replica()).collect::<Result<_>>()?, router)?;
+        let mut target =
+            FleetTarget { fleet: &mut fleet, prompt: &prompt, sampling: SamplingParams::default(), describe };
+        run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
+    } else {
+        let mut engine = replica()?;
+        let mut target = EngineTarget {
+            engine: &mut engine,
+            prompt: &prompt,
+            sampling: SamplingParams::default(),
+            describe,
+            saturation: None,
+            think: None,
+        };
+        run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
+    };
     if args.replay {
         for (measured, predicted) in saved.iter().zip(&results) {
             let rate = predicted.config.workload.as_ref().map_or(f64::NAN, |w| w.rate);
