@@ -320,6 +320,26 @@ fn plan_from_a_measured_run() {
     assert_eq!((&json["run_config"]["gpus"], &json["run_config"]["router"]), (&4.into(), &"round-robin".into()));
     assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
     cli::expect_error(&["plan", "--from", &measured, "--replicas", "2", "--router", "random"], "--router");
+    // The fewest replicas for a rate under SLOs: that many meet them, one fewer does not.
+    let found = path("found.json");
+    let load = ["--rate", "100", "--num-requests", "200", "--slo", "ttft_ms=300", "--json", &found];
+    let (ok, _, stderr) =
+        tokenmeter(&[&["plan", "--from", &measured, "--find-replicas"][..], &workload[4..], &load].concat());
+    assert!(ok, "{stderr}");
+    let tried: std::collections::HashMap<usize, f64> = stderr
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.split_once(" replica")?;
+            let pct = rest.split_once(": ")?.1.split_once('%')?.0;
+            Some((n.parse().ok()?, pct.parse().ok()?))
+        })
+        .collect();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&found).unwrap()).unwrap();
+    let n = json["run_config"]["gpus"].as_u64().unwrap() as usize;
+    assert!(stderr.contains(&format!("fewest replicas for 100 req/s with 99.0% within the SLO: {n} ")), "{stderr}");
+    assert!(tried[&n] >= 99.0 && json["summary"]["slo_attainment"].as_f64().unwrap() >= 0.99, "{stderr}");
+    assert!(n == 1 || tried[&(n - 1)] < 99.0, "{stderr}");
+    assert!(n > 1, "100 req/s is beyond one replica of the tiny model on this adapter: {stderr}");
     // Steps without shapes (a result saved before they were recorded) are refused, with why.
     let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&measured).unwrap()).unwrap();
     for step in old["steps"].as_array_mut().unwrap() {

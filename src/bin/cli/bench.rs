@@ -388,7 +388,7 @@ impl Interrupt {
         Interrupt { flag, cancel: Rc::new(Cell::new(false)) }
     }
 
-    fn fired(&self) -> bool {
+    pub(crate) fn fired(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
 

@@ -7,7 +7,7 @@ use super::model::{engine_options, open, Opened};
 use super::serving;
 use clap::Args;
 use tokenmeter::bench::phases::Phases;
-use tokenmeter::bench::session::{run_into, EngineTarget};
+use tokenmeter::bench::session::{run_into, EngineTarget, Listener};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::model::Qwen3Config;
@@ -32,6 +32,14 @@ pub(crate) struct PlanArgs {
     /// How a request picks its replica: round-robin, least-outstanding, prefix-affinity.
     #[arg(long, default_value = "least-outstanding")]
     pub(crate) router: String,
+    /// The fewest replicas that serve --rate (one rate) with at least --attainment of the
+    /// requests within every --slo: doubling from one, then bisecting; then that fleet's report.
+    #[arg(long, requires = "slo")]
+    pub(crate) find_replicas: bool,
+    /// With --find-replicas: the share of requests that must meet every SLO.
+    #[arg(long, default_value_t = 0.99, allow_negative_numbers = true,
+          value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1.0))]
+    pub(crate) attainment: f64,
     #[command(flatten)]
     pub(crate) bench: BenchArgs,
 }
@@ -159,14 +167,74 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results: Vec<BenchResult> = Vec::new();
-    let outcome = if args.replicas > 1 {
-        if args.replay {
-            return Err(Error::Invalid("--replay predicts the measured run itself: one replica".into()));
+    // A fleet of `n`, through the session.
+    let fleet_session = async |n: usize, listener: Listener, results: &mut Vec<BenchResult>| -> Result<()> {
+        let mut fleet = Fleet::new((0..n).map(|_| replica()).collect::<Result<_>>()?, router)?;
+        let mut target = FleetTarget {
+            fleet: &mut fleet,
+            prompt: &prompt,
+            sampling: SamplingParams::default(),
+            describe: describe.clone(),
+        };
+        run_into(&mut target, &session, &listener, &interrupt.cancel, results).await
+    };
+    if args.replay && (args.replicas > 1 || args.find_replicas) {
+        return Err(Error::Invalid("--replay predicts the measured run itself: one replica".into()));
+    }
+    let outcome = if args.find_replicas {
+        if rates.len() != 1 {
+            return Err(Error::Invalid("--find-replicas: one --rate".into()));
         }
-        let mut fleet = Fleet::new((0..args.replicas).map(|_| replica()).collect::<Result<_>>()?, router)?;
-        let mut target =
-            FleetTarget { fleet: &mut fleet, prompt: &prompt, sampling: SamplingParams::default(), describe };
-        run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
+        let quiet: Listener = std::rc::Rc::new(|_| {});
+        // The SLO attainment of `n` replicas (0 when the run failed or was cancelled).
+        let trial = async |n: usize| -> Result<f64> {
+            let mut trial_results = Vec::new();
+            fleet_session(n, quiet.clone(), &mut trial_results).await?;
+            let m = &trial_results.last().ok_or(Error::Cancelled)?.metrics;
+            let attained = m.slo_attainment.unwrap_or(0.0);
+            eprintln!(
+                "{n} replica{}: {:.1}% of requests within the SLO; TTFT p99 {:.1} ms, TPOT p99 {:.2} ms",
+                if n == 1 { "" } else { "s" },
+                attained * 100.0,
+                m.ttft_ms.p99,
+                m.tpot_ms.p99
+            );
+            Ok(attained)
+        };
+        let meets = |attained: f64| attained >= args.attainment;
+        let mut hi = 1;
+        while !meets(trial(hi).await?) {
+            if interrupt.fired() {
+                return Err(Error::Cancelled);
+            }
+            if hi >= tokenmeter::limits::MAX_REPLICAS {
+                return Err(Error::Invalid(format!(
+                    "{} replicas do not serve {} req/s within the SLO",
+                    tokenmeter::limits::MAX_REPLICAS,
+                    rates[0]
+                )));
+            }
+            hi = (hi * 2).min(tokenmeter::limits::MAX_REPLICAS);
+        }
+        // The fewest in (hi / 2, hi] (attainment grows with replicas, as a queue's wait falls).
+        let mut lo = hi / 2;
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if meets(trial(mid).await?) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        eprintln!(
+            "fewest replicas for {} req/s with {:.1}% within the SLO: {hi} (router {})",
+            rates[0],
+            args.attainment * 100.0,
+            router.name()
+        );
+        fleet_session(hi, listener.clone(), &mut results).await
+    } else if args.replicas > 1 {
+        fleet_session(args.replicas, listener.clone(), &mut results).await
     } else {
         let mut engine = replica()?;
         let mut target = EngineTarget {
