@@ -15,9 +15,12 @@
 //! under CPU/GPU overlap, the GPU's time for the step; without, the CPU's scheduling and
 //! encoding too.
 //!
-//! The fit minimises the squared *relative* error (a 10 ms decode step weighs as much as a 1 s
-//! prefill), with every coefficient ≥ 0 (each term is a cost); its error is reported on steps
-//! held back from it.
+//! The fit minimises Σ (predicted − measured)² / measured, with every coefficient ≥ 0 (each term
+//! is a cost): the weighting under which a step's timing noise grows with its length (variance ∝
+//! duration). Plain squared error would fit the long prefill steps and ignore the decodes; squared
+//! *relative* error (tried first) did the opposite, and on the tiny fixture's sweep predicted its
+//! saturated rate's total step time 12% long against 1% with this (BENCHMARKS.md). Its error is
+//! reported on steps held back from it.
 
 use crate::engine::StepShape;
 use crate::error::{Error, Result};
@@ -116,28 +119,28 @@ fn dot(a: &[f64; 4], b: &[f64; 4]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Non-negative least squares on the relative error, by trying every subset of terms (16) and
+/// Non-negative least squares weighted by 1 / duration, by trying every subset of terms (16) and
 /// keeping the best whose solution is all ≥ 0: the constrained optimum has some set of terms at
 /// zero and the others at their unconstrained optimum on that set.
 fn solve(steps: &[(StepShape, f64)]) -> [f64; 4] {
-    // Each row divided by its duration: minimise Σ (f·c / d − 1)².
-    let rows: Vec<[f64; 4]> = steps.iter().map(|(s, d)| features(s).map(|x| x / d)).collect();
+    // Each row and its target divided by √d: minimise Σ (f·c − d)² / d.
+    let rows: Vec<([f64; 4], f64)> = steps.iter().map(|(s, d)| (features(s).map(|x| x / d.sqrt()), d.sqrt())).collect();
     // Columns scaled to a largest entry of 1, so that elimination sees comparable magnitudes.
     let scale: [f64; 4] =
-        std::array::from_fn(|j| rows.iter().map(|r| r[j].abs()).fold(0.0, f64::max).max(f64::MIN_POSITIVE));
+        std::array::from_fn(|j| rows.iter().map(|(r, _)| r[j].abs()).fold(0.0, f64::max).max(f64::MIN_POSITIVE));
     let mut best = ([0.0; 4], f64::INFINITY);
     for mask in 1u32..16 {
         let cols: Vec<usize> = (0..4).filter(|j| mask & (1 << j) != 0).collect();
         let n = cols.len();
         // Normal equations on the chosen columns.
         let mut a = vec![vec![0.0; n + 1]; n];
-        for r in &rows {
+        for (r, t) in &rows {
             for (i, &ci) in cols.iter().enumerate() {
                 let x = r[ci] / scale[ci];
                 for (k, &ck) in cols.iter().enumerate() {
                     a[i][k] += x * r[ck] / scale[ck];
                 }
-                a[i][n] += x;
+                a[i][n] += x * t;
             }
         }
         let Some(x) = gauss(a) else { continue };
@@ -148,7 +151,7 @@ fn solve(steps: &[(StepShape, f64)]) -> [f64; 4] {
         for (i, &ci) in cols.iter().enumerate() {
             c[ci] = x[i] / scale[ci];
         }
-        let sse: f64 = rows.iter().map(|r| (dot(&c, r) - 1.0).powi(2)).sum();
+        let sse: f64 = rows.iter().map(|(r, t)| (dot(&c, r) - t).powi(2)).sum();
         if sse < best.1 {
             best = (c, sse);
         }

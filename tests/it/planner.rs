@@ -185,6 +185,51 @@ fn a_fleet_routes_requests_by_its_router() {
     assert!(e.to_string().contains("open-loop"), "{e}");
 }
 
+/// The planner's scheduler is the engine's: with every request there at once (nothing depends on
+/// timing), the GPU engine on the tiny fixture and the simulated one with its limits run the same
+/// steps, shape for shape, under each policy — and the policies' steps differ.
+#[test]
+fn the_plan_schedules_as_the_engine_does() {
+    use tokenmeter::engine::{Order, Policy};
+    let workload = spec(f64::INFINITY, 6, LenRange { min: 20, max: 100 }, LenRange { min: 5, max: 12 });
+    let plan = bench::plan(&workload).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
+    let options = driver::DriverOptions {
+        spec: &workload,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt: &prompt,
+        think: None,
+    };
+    let policies = [
+        Policy::default(),
+        Policy { order: Order::DecodeFirst, chunked_prefill: true, prefill_chunk: Some(16) },
+        Policy { order: Order::PrefillFirst, chunked_prefill: false, prefill_chunk: None },
+    ];
+    let mut schedules = Vec::new();
+    pollster::block_on(async {
+        let mut gpu =
+            engine("tiny-gqa-tied", EngineOptions { max_seqs: 4, max_batched_tokens: 128, ..Default::default() }).await;
+        let limits = gpu.model.limits.clone();
+        for policy in policies {
+            gpu.set_policy(policy).unwrap();
+            let (_, gpu_steps) = driver::run(&mut gpu, &plan, &options, &mut |_| {}, &|| false).await.unwrap();
+            let mut planned = Engine::new(SimExecutor::new(
+                gpu.model.cfg.clone(),
+                limits.clone(),
+                cost(0.01, 1e-4, 1e-4, 1e-7),
+                RunConfig::default(),
+            ));
+            planned.set_policy(policy).unwrap();
+            let (_, sim_steps) = driver::run(&mut planned, &plan, &options, &mut |_| {}, &|| false).await.unwrap();
+            let shapes = |steps: &[bench::StepSample]| steps.iter().map(|s| s.shape.unwrap()).collect::<Vec<_>>();
+            assert_eq!(shapes(&sim_steps), shapes(&gpu_steps), "{policy:?}");
+            schedules.push(shapes(&gpu_steps));
+        }
+    });
+    assert!(schedules[0] != schedules[1] && schedules[0] != schedules[2] && schedules[1] != schedules[2]);
+}
+
 fn quiet() -> Listener {
     Rc::new(|_| {})
 }
