@@ -17,7 +17,8 @@ use crate::bench::{PlannedRequest, RequestRecord, StepSample, WorkloadSpec};
 use crate::engine::{Engine, Executor};
 use crate::error::{Error, Result};
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::rc::Rc;
 
 /// How a request picks its replica.
@@ -74,15 +75,16 @@ impl Fleet {
         Ok(Fleet { replicas, router, turn: 0 })
     }
 
-    /// The replica for a request with this prompt, given each replica's requests outstanding.
-    fn route(&mut self, prompt: &[u32], outstanding: &[usize]) -> usize {
+    /// The replica for a request with this prompt, given the replicas ordered by requests
+    /// outstanding (then index).
+    fn route(&mut self, prompt: &[u32], load: &BTreeSet<(usize, usize)>) -> usize {
         let n = self.replicas.len();
         match self.router {
             Router::RoundRobin => {
                 self.turn = (self.turn + 1) % n;
                 (self.turn + n - 1) % n
             }
-            Router::LeastOutstanding => (0..n).min_by_key(|&i| (outstanding[i], i)).expect("replicas"),
+            Router::LeastOutstanding => load.first().expect("replicas").1,
             Router::PrefixAffinity => {
                 // FNV-1a over the first tokens' bytes.
                 let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -115,12 +117,18 @@ impl Fleet {
             e.model.sleep_s(t0 - e.model.now_s()).await;
         }
         let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
-        // Per replica: engine id → plan index; requests sent; finish times not yet seen by the
-        // router (a replica's clock may be past the arrival being routed).
-        let mut owner: Vec<HashMap<u64, usize>> = vec![HashMap::new(); n];
-        let mut sent = vec![0usize; n];
-        let mut finishes: Vec<VecDeque<f64>> = vec![VecDeque::new(); n];
-        let mut seen_finished = vec![0usize; n];
+        // Per replica: plan index by engine id (ids count up from 0 per engine).
+        let mut owner: Vec<Vec<usize>> = vec![Vec::new(); n];
+        // Busy replicas by clock, earliest first (a clock is ≥ 0, so its bits order as it does);
+        // each busy replica is in it once.
+        let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        let mut queued = vec![false; n];
+        // What the router knows at an arrival: requests sent less those finished by then. A
+        // replica's clock may be past the arrival being routed, so finishes wait in `finishes`
+        // until an arrival reaches their time; `load` orders replicas by what is outstanding.
+        let mut outstanding = vec![0usize; n];
+        let mut load: BTreeSet<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
+        let mut finishes: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
         let (mut next, mut finished) = (0usize, 0usize);
         let mut steps_since_progress = 0usize;
         while finished < plan.len() {
@@ -130,27 +138,24 @@ impl Fleet {
                 }
                 break;
             }
-            let busy = (0..n)
-                .filter(|&i| self.replicas[i].has_work())
-                .min_by(|&a, &b| self.replicas[a].model.now_s().total_cmp(&self.replicas[b].model.now_s()));
+            let earliest = busy.peek().map(|&Reverse((clock, i))| (f64::from_bits(clock), i));
             let arrival = plan.get(next).map(|p| p.arrival_s.unwrap_or(0.0));
             // The arrival first when it is no later than the earliest busy replica's clock.
-            let release = arrival.filter(|&a| busy.is_none_or(|i| t0 + a <= self.replicas[i].model.now_s()));
-            match (release, busy) {
+            let release = arrival.filter(|&a| earliest.is_none_or(|(clock, _)| t0 + a <= clock));
+            match (release, earliest) {
                 (Some(a), _) => {
                     let k = next;
                     next += 1;
                     let p = &plan[k];
                     let prompt = (options.prompt)(p)?;
-                    // What the router knows at the arrival: finishes up to then.
-                    for i in 0..n {
-                        while finishes[i].front().is_some_and(|&f| f <= a) {
-                            finishes[i].pop_front();
-                            seen_finished[i] += 1;
-                        }
+                    while let Some(&Reverse((_, i))) = finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a)
+                    {
+                        finishes.pop();
+                        load.remove(&(outstanding[i], i));
+                        outstanding[i] -= 1;
+                        load.insert((outstanding[i], i));
                     }
-                    let outstanding: Vec<usize> = (0..n).map(|i| sent[i] - seen_finished[i]).collect();
-                    let i = self.route(&prompt, &outstanding);
+                    let i = self.route(&prompt, &load);
                     let engine = &mut self.replicas[i];
                     if !engine.has_work() {
                         engine.model.sleep_s(t0 + a - engine.model.now_s()).await;
@@ -160,8 +165,15 @@ impl Fleet {
                     let req = request(p, prompt, options, engine.model.cfg());
                     match engine.submit(req) {
                         Ok(eid) => {
-                            owner[i].insert(eid, k);
-                            sent[i] += 1;
+                            debug_assert_eq!(eid as usize, owner[i].len());
+                            owner[i].push(k);
+                            load.remove(&(outstanding[i], i));
+                            outstanding[i] += 1;
+                            load.insert((outstanding[i], i));
+                            if !queued[i] {
+                                queued[i] = true;
+                                busy.push(Reverse((engine.model.now_s().to_bits(), i)));
+                            }
                         }
                         Err(e) => {
                             records[k].error = Some(e.to_string());
@@ -169,15 +181,21 @@ impl Fleet {
                         }
                     }
                 }
-                (_, Some(i)) => {
-                    let (events, _) = self.replicas[i].step().await?;
+                (None, Some((_, i))) => {
+                    busy.pop();
+                    let engine = &mut self.replicas[i];
+                    let (events, _) = engine.step().await?;
                     for e in events {
-                        let Some(&k) = owner[i].get(&e.id) else { continue };
+                        let Some(&k) = owner[i].get(e.id as usize) else { continue };
                         if record_event(&mut records[k], &e.kind, e.t_s - t0, None) {
-                            owner[i].remove(&e.id);
-                            finishes[i].push_back(e.t_s - t0);
+                            finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
                             finished += 1;
                         }
+                    }
+                    if engine.has_work() {
+                        busy.push(Reverse((engine.model.now_s().to_bits(), i)));
+                    } else {
+                        queued[i] = false;
                     }
                     steps_since_progress += 1;
                     if steps_since_progress >= 256 {
