@@ -67,16 +67,18 @@ fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_len: LenRang
     }
 }
 
+/// Greedy, EOS ignored: every request runs to its output length.
+fn greedy_options<'a>(
+    spec: &'a WorkloadSpec,
+    prompt: &'a dyn Fn(&bench::PlannedRequest) -> tokenmeter::Result<Vec<u32>>,
+) -> driver::DriverOptions<'a> {
+    driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt, think: None }
+}
+
 async fn drive(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> Vec<bench::RequestRecord> {
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
-    let options = driver::DriverOptions {
-        spec,
-        sampling: SamplingParams::default(),
-        ignore_eos: true,
-        prompt: &prompt,
-        think: None,
-    };
+    let options = greedy_options(spec, &prompt);
     driver::run(engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap().0
 }
 
@@ -147,13 +149,7 @@ fn a_fleet_routes_requests_by_its_router() {
     let plan = bench::plan(&workload).unwrap();
     // Prompts of 16 tokens, the same within a group (request id mod 2).
     let prompt = |p: &bench::PlannedRequest| Ok(vec![100 + (p.id % 2) as u32; p.prompt_len]);
-    let options = driver::DriverOptions {
-        spec: &workload,
-        sampling: SamplingParams::default(),
-        ignore_eos: true,
-        prompt: &prompt,
-        think: None,
-    };
+    let options = greedy_options(&workload, &prompt);
     let ttfts = |replicas: usize, router: planner::Router| {
         let engines = (0..replicas).map(|_| sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, true))).collect();
         let mut fleet = planner::Fleet::new(engines, router).unwrap();
@@ -194,13 +190,7 @@ fn the_plan_schedules_as_the_engine_does() {
     let workload = spec(f64::INFINITY, 6, LenRange { min: 20, max: 100 }, LenRange { min: 5, max: 12 });
     let plan = bench::plan(&workload).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
-    let options = driver::DriverOptions {
-        spec: &workload,
-        sampling: SamplingParams::default(),
-        ignore_eos: true,
-        prompt: &prompt,
-        think: None,
-    };
+    let options = greedy_options(&workload, &prompt);
     let policies = [
         Policy::default(),
         Policy { order: Order::DecodeFirst, chunked_prefill: true, prefill_chunk: Some(16) },
