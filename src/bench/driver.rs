@@ -213,7 +213,7 @@ pub async fn run_watched<X: Executor>(
                 duration_s: s.duration_s,
                 running: s.running,
                 waiting: s.waiting,
-                batched_tokens: s.batched_tokens,
+                batched_tokens: s.shape.tokens,
                 kv_blocks_used: s.kv_blocks_used,
                 kv_blocks_total: s.kv_blocks_total,
                 kv_blocks_cached: s.kv_blocks_cached,

@@ -117,7 +117,7 @@ pub async fn decode(
         }
         if let Some(s) = stats {
             // The whole batch decoding (each sequence one token plus its draft), nothing else.
-            if s.decode_tokens - s.drafted_tokens == batch && s.batched_tokens == s.decode_tokens {
+            if s.decode_tokens - s.drafted_tokens == batch && s.shape.tokens == s.decode_tokens {
                 if s.profiled {
                     profiled = true;
                 } else if times.len() < steps {

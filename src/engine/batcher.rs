@@ -73,10 +73,10 @@ pub struct StepStats {
     pub duration_s: f64,
     pub running: usize,
     pub waiting: usize,
-    pub batched_tokens: usize,
     /// Tokens of decoding sequences: one each, plus their draft tokens.
     pub decode_tokens: usize,
-    /// What the step computed, for a cost model ([`crate::planner`]).
+    /// What the step computed (`shape.tokens`: the batch's tokens), for a cost model
+    /// ([`crate::planner`]).
     pub shape: StepShape,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
@@ -361,7 +361,6 @@ impl<X: Executor> Engine<X> {
             duration_s: t - began,
             running: self.scheduler.running.len(),
             waiting: self.scheduler.waiting.len(),
-            batched_tokens: shape.tokens,
             decode_tokens,
             shape,
             kv_blocks_used: used,

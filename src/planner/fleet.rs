@@ -18,7 +18,7 @@ use crate::engine::{Engine, Executor};
 use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::rc::Rc;
 
 /// How a request picks its replica.
@@ -117,8 +117,9 @@ impl Fleet {
             e.model.sleep_s(t0 - e.model.now_s()).await;
         }
         let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
-        // Per replica: plan index by engine id (ids count up from 0 per engine).
-        let mut owner: Vec<Vec<usize>> = vec![Vec::new(); n];
+        // Per replica: plan index by engine id (a replica's ids go on counting from its earlier
+        // runs: the warm-up, the baseline, other rates).
+        let mut owner: Vec<HashMap<u64, usize>> = vec![HashMap::new(); n];
         // Busy replicas by clock, earliest first (a clock is ≥ 0, so its bits order as it does);
         // each busy replica is in it once.
         let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -165,8 +166,7 @@ impl Fleet {
                     let req = request(p, prompt, options, engine.model.cfg());
                     match engine.submit(req) {
                         Ok(eid) => {
-                            debug_assert_eq!(eid as usize, owner[i].len());
-                            owner[i].push(k);
+                            owner[i].insert(eid, k);
                             load.remove(&(outstanding[i], i));
                             outstanding[i] += 1;
                             load.insert((outstanding[i], i));
@@ -186,7 +186,7 @@ impl Fleet {
                     let engine = &mut self.replicas[i];
                     let (events, _) = engine.step().await?;
                     for e in events {
-                        let Some(&k) = owner[i].get(e.id as usize) else { continue };
+                        let Some(&k) = owner[i].get(&e.id) else { continue };
                         if record_event(&mut records[k], &e.kind, e.t_s - t0, None) {
                             finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
                             finished += 1;

@@ -37,10 +37,6 @@ impl SimExecutor {
         let token = (0u32..).find(|id| !cfg.eos_token_ids.contains(id)).expect("a non-EOS id");
         SimExecutor { cfg, limits, cost, modelled, clock: Cell::new(0.0), gpu_free_s: 0.0, token }
     }
-
-    pub fn cost(&self) -> &CostModel {
-        &self.cost
-    }
 }
 
 impl Executor for SimExecutor {

@@ -32,7 +32,7 @@ fn requests_submitted_together_equal_transformers() {
             while e.has_work() {
                 let (_, stats) = e.step().await.unwrap();
                 if let Some(s) = stats {
-                    if s.decode_tokens > 0 && s.batched_tokens > s.decode_tokens {
+                    if s.decode_tokens > 0 && s.shape.tokens > s.decode_tokens {
                         mixed_steps += 1;
                     }
                 }

@@ -153,9 +153,19 @@ fn a_fleet_routes_requests_by_its_router() {
     let ttfts = |replicas: usize, router: planner::Router| {
         let engines = (0..replicas).map(|_| sim(cost(0.010, 0.001, 0.0, 0.0), limits(16, true))).collect();
         let mut fleet = planner::Fleet::new(engines, router).unwrap();
-        let records = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap();
-        assert!(records.iter().all(|r| r.succeeded() && r.output_len == 2), "{records:?}");
-        records.iter().map(|r| (r.id, r.ttft_s().unwrap())).collect::<Vec<_>>()
+        // Twice on the same fleet (as a session runs its warm-up, baseline and rates): the second
+        // run's engine ids continue from the first's, and its timeline is the same.
+        let runs: Vec<Vec<(u64, f64)>> = (0..2)
+            .map(|_| {
+                let records = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap();
+                assert!(records.iter().all(|r| r.succeeded() && r.output_len == 2), "{records:?}");
+                records.iter().map(|r| (r.id, r.ttft_s().unwrap())).collect()
+            })
+            .collect();
+        for ((id, a), (_, b)) in runs[0].iter().zip(&runs[1]) {
+            assert!((a - b).abs() < 1e-9, "request {id}: TTFT {a} in the first run, {b} in the second");
+        }
+        runs[0].clone()
     };
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     for router in [planner::Router::RoundRobin, planner::Router::LeastOutstanding] {
@@ -298,7 +308,6 @@ fn the_engine_records_each_steps_shape() {
         let mut shapes = Vec::new();
         while engine.has_work() {
             if let (_, Some(stats)) = engine.step().await.unwrap() {
-                assert_eq!(stats.batched_tokens, stats.shape.tokens);
                 shapes.push(stats.shape);
             }
         }
