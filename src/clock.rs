@@ -9,10 +9,21 @@ pub fn now_s() -> f64 {
     START.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
+/// The global scope's `performance` (a window's, a worker's, Node's), looked up once per thread.
+/// Every JavaScript host tokenmeter runs in has one: without it the clock would read a constant
+/// and every duration 0, so its absence is a panic, not a silent 0.
 #[cfg(target_arch = "wasm32")]
 pub fn now_s() -> f64 {
-    let performance = web_sys::window().and_then(|w| w.performance());
-    performance.map(|p| p.now() / 1000.0).unwrap_or(0.0)
+    use wasm_bindgen::JsCast;
+    thread_local! {
+        static PERFORMANCE: web_sys::Performance = js_sys::Reflect::get(&js_sys::global(), &"performance".into())
+            .ok()
+            .filter(|p| p.is_object())
+            // Node's `performance` is not an instance of a global `Performance` in every version.
+            .map(|p| p.unchecked_into::<web_sys::Performance>())
+            .expect("the global scope has no `performance`: no clock to time tokens with");
+    }
+    PERFORMANCE.with(|p| p.now() / 1000.0)
 }
 
 /// Waits `seconds` without blocking the page (browser) or by sleeping the thread (native CLI).

@@ -99,23 +99,24 @@ pub struct Gpu {
     pub(crate) compiled: std::sync::Mutex<Vec<(KernelOptions, std::sync::Arc<Compiled>)>>,
 }
 
-/// Optional features the engine uses where the adapter has them. Natively: subgroups (the
-/// kernels use them unless `KernelSwitches::subgroups` says off; a feature enabled and unused
-/// changes nothing) and timestamp queries (per-kernel GPU time for `--profile`). In the browser:
-/// `subgroups` where the adapter's own family is the GPU one (real GPUs; the kernels that use them
-/// get `enable subgroups;`, see `Kernel::source`) — SwiftShader, a CPU adapter, stalls on the
-/// large subgroup kernels — and `shader-f16` wherever offered (recorded; no kernel needs it:
-/// weights are bf16, unpacked to f32 with integer ops). A device whose subgroup probe does not
-/// compile keeps the feature unused ([`Gpu::subgroups`]).
-fn wanted_features(adapter: &wgpu::Adapter, family: KernelFamily) -> wgpu::Features {
+/// Optional features the engine uses where the adapter has them: subgroups (the kernels use them
+/// unless `KernelSwitches::subgroups` says off; a feature enabled and unused changes nothing), and
+/// natively timestamp queries (per-kernel GPU time for `--profile`), in the browser `shader-f16`
+/// (recorded; no kernel needs it: weights are bf16, unpacked to f32 with integer ops). In the
+/// browser subgroups are not asked of SwiftShader, which stalls on the large subgroup kernels
+/// (Chrome's SwiftShader does not offer them; Dawn over lavapipe, a CPU adapter too, does, and
+/// runs them: tests/dawn). A device whose subgroup probe does not compile keeps the feature
+/// unused ([`Gpu::subgroups`]).
+fn wanted_features(adapter: &wgpu::Adapter, name: &str) -> wgpu::Features {
     #[cfg(target_arch = "wasm32")]
     let wanted = {
-        let sg = if family == KernelFamily::Gpu { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let swiftshader = name.to_ascii_lowercase().contains("swiftshader");
+        let sg = if swiftshader { wgpu::Features::empty() } else { wgpu::Features::SUBGROUP };
         sg | wgpu::Features::SHADER_F16
     };
     #[cfg(not(target_arch = "wasm32"))]
     let wanted = {
-        let _ = family;
+        let _ = name;
         wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP
     };
     wanted & adapter.features()
@@ -195,7 +196,7 @@ impl Gpu {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenmeter device"),
-                required_features: wanted_features(&adapter, kernel_family),
+                required_features: wanted_features(&adapter, &name),
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,

@@ -61,9 +61,15 @@ pub fn http1_limit_exceeded(base_url: &str, expected: f64) -> Option<f64> {
     (http1 && expected > HTTP1_CONNECTIONS as f64).then_some(expected)
 }
 
-/// Seconds on the page's monotonic clock.
-fn now_s() -> f64 {
-    web_sys::window().and_then(|w| w.performance()).map_or_else(|| js_sys::Date::now() / 1000.0, |p| p.now() / 1000.0)
+use crate::clock::now_s;
+
+/// `fetch(url, init)` of the global scope: a window's, a worker's or Node's (no `window` needed).
+fn fetch(url: &str, init: &web_sys::RequestInit) -> std::result::Result<js_sys::Promise, String> {
+    let scope = js_sys::global();
+    let fetch = js_sys::Reflect::get(&scope, &JsValue::from_str("fetch")).map_err(|e| js_text(&e, None))?;
+    let fetch: js_sys::Function = fetch.dyn_into().map_err(|_| "no fetch() in this scope".to_string())?;
+    let promise = fetch.call2(&scope, &JsValue::from_str(url), init).map_err(|e| js_text(&e, None))?;
+    Ok(js_sys::Promise::from(promise))
 }
 
 fn sleep_s(seconds: f64) -> gloo_timers::future::TimeoutFuture {
@@ -293,10 +299,9 @@ impl Client {
         let url = self.endpoint.base_url.url("models");
         let key = self.endpoint.api_key.as_ref();
         let failed = |why: String| Error::Invalid(format!("GET {url}: {}", redact(&why, key)));
-        let window = web_sys::window().ok_or_else(|| failed("no window".into()))?;
         let deadline = Deadline::new(timeout_s, None)?;
         let init = request_init(&self.endpoint, None, &deadline.signal())?;
-        let response = JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| {
+        let response = JsFuture::from(fetch(&url, &init).map_err(failed)?).await.map_err(|e| {
             if deadline.fired.get() {
                 failed(RequestError::Timeout(timeout_s).to_string())
             } else {
@@ -459,11 +464,7 @@ async fn scrape_once(url: &str) -> std::result::Result<String, String> {
     let init = web_sys::RequestInit::new();
     init.set_method("GET");
     init.set_signal(Some(&deadline.signal()));
-    let scope = js_sys::global();
-    let fetch = js_sys::Reflect::get(&scope, &JsValue::from_str("fetch")).map_err(|e| js_text(&e, None))?;
-    let fetch: js_sys::Function = fetch.dyn_into().map_err(|_| "no fetch() in this scope".to_string())?;
-    let promise = fetch.call2(&scope, &JsValue::from_str(url), &init).map_err(|e| js_text(&e, None))?;
-    let response = JsFuture::from(js_sys::Promise::from(promise)).await.map_err(|e| {
+    let response = JsFuture::from(fetch(url, &init)?).await.map_err(|e| {
         if deadline.fired.get() {
             format!("no answer within {SCRAPE_TIMEOUT_S} s")
         } else {
@@ -575,7 +576,6 @@ impl Shared {
             Deadline::new(timeout_s, Some(self.stop.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
         let init = request_init(&self.endpoint, Some(body), &deadline.signal())
             .map_err(|e| RequestError::Request(e.to_string()))?;
-        let window = web_sys::window().ok_or_else(|| RequestError::Request("no window".into()))?;
         let url = self.endpoint.base_url.url(self.endpoint.api.path());
         // An abort is the timeout (or Cancel); anything else is the text the browser gave.
         let aborted = |e: &JsValue, otherwise: fn(String) -> RequestError| {
@@ -588,8 +588,9 @@ impl Shared {
             }
         };
         recorder.sent(now_s() - self.t0);
-        let response =
-            JsFuture::from(window.fetch_with_str_and_init(&url, &init)).await.map_err(|e| aborted(&e, fetch_failed))?;
+        let response = JsFuture::from(fetch(&url, &init).map_err(RequestError::Request)?)
+            .await
+            .map_err(|e| aborted(&e, fetch_failed))?;
         let response: web_sys::Response = response.unchecked_into();
         match answered_from(&url, &response) {
             Ok(Some(moved)) => recorder.redirected(moved),

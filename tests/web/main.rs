@@ -2,7 +2,6 @@
 //! the transformers fixtures embedded in the test binary, checked token for token.
 #![cfg(target_arch = "wasm32")]
 
-use serde::Deserialize;
 use std::rc::Rc;
 use tokenmeter::engine::{generate_greedy, Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::kernels::{KernelFamily, KernelSwitches};
@@ -17,70 +16,19 @@ wasm_bindgen_test_configure!(run_in_browser);
 mod checks;
 #[path = "../common/data.rs"]
 mod data;
-#[path = "../common/generated.rs"]
-mod generated;
+/// The fixtures' greedy checks, shared with the Dawn harness (tests/dawn).
+#[macro_use]
+mod greedy;
+use greedy::{check_with, transformers_fixtures, Reference};
 /// The GPU kernel family against the CPU reference, in the browser.
 mod kernels;
-
-#[derive(Deserialize)]
-struct Case {
-    prompt_ids: Vec<u32>,
-    max_new_tokens: usize,
-    tokens: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct Reference {
-    cases: Vec<Case>,
-}
-
-macro_rules! fixture {
-    ($name:literal, [$($file:literal),*]) => {
-        (
-            MemStore::new($name)
-                $(.with($file, include_bytes!(concat!("../fixtures/", $name, "/", $file)).to_vec()))*,
-            include_str!(concat!("../fixtures/", $name, "/reference.json")),
-        )
-    };
-}
-
-async fn check(store: MemStore, reference: &str, gpu: Rc<Gpu>) {
-    check_with(store, reference, gpu, &EngineOptions::default()).await;
-}
-
-/// [`check`] with an engine loaded with `options`.
-async fn check_with(store: MemStore, reference: &str, gpu: Rc<Gpu>, options: &EngineOptions) {
-    let reference: Reference = serde_json::from_str(reference).unwrap();
-    let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let model = ForwardPass::load(gpu, &checkpoint, options, &mut |_, _| {}).await.unwrap();
-    if let Some(family) = options.kernels.family {
-        assert_eq!(model.kernel_options().family, family, "the family the switch asked for");
-    }
-    let mut engine = Engine::new(model);
-    for case in &reference.cases {
-        let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
-        assert_eq!(g.tokens, case.tokens, "{} with a prompt of {} tokens", store.label, case.prompt_ids.len());
-    }
-}
 
 #[wasm_bindgen_test]
 async fn greedy_tokens_equal_transformers_in_the_browser() {
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
-    let (store, reference) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
-    check(store, reference, gpu.clone()).await;
-    let (store, reference) = fixture!(
-        "tiny-untied",
-        [
-            "config.json",
-            "model.safetensors.index.json",
-            "model-00001-of-00003.safetensors",
-            "model-00002-of-00003.safetensors",
-            "model-00003-of-00003.safetensors"
-        ]
-    );
-    check(store, reference, gpu.clone()).await;
-    let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);
-    check(store, reference, gpu).await;
+    for (store, reference) in transformers_fixtures() {
+        check_with(store, reference, gpu.clone(), &EngineOptions::default()).await;
+    }
 }
 
 /// The GPU kernel family (coalesced GEMV, 64 x 64 tile, a workgroup per attention part), forced on
@@ -102,49 +50,6 @@ async fn greedy_tokens_equal_transformers_with_the_gpu_kernel_family_in_the_brow
     check_with(store, reference, gpu.clone(), &options).await;
     let (store, reference) = fixture!("tiny-mha", ["config.json", "model.safetensors"]);
     check_with(store, reference, gpu, &options).await;
-}
-
-/// The generated fixture at the published attention widths (head_dim 128, 16 / 8 heads; weights
-/// made in memory, see tests/common/generated.rs) against the float64 reference: every prompt
-/// (1 to 1,531 tokens) prefilled in one chunk, then those up to 253 tokens at once through the
-/// batcher (longer prompts batched are left to the native test: SwiftShader is slow).
-#[wasm_bindgen_test]
-async fn greedy_tokens_equal_the_float64_reference_at_head_dim_128_in_the_browser() {
-    use generated::*;
-    let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
-    let name = "real-gqa16-h128";
-    let reference: RealReference =
-        serde_json::from_str(include_str!("../fixtures/real-gqa16-h128/reference.json")).unwrap();
-    let store = real_store(name, include_str!("../fixtures/real-gqa16-h128/config.json"), &reference);
-    let checkpoint = Checkpoint::open(&store).await.unwrap();
-    let options = EngineOptions { max_batched_tokens: 2048, ..EngineOptions::default() };
-    let model = ForwardPass::load(gpu.clone(), &checkpoint, &options, &mut |_, _| {}).await.unwrap();
-    let mut engine = Engine::new(model);
-    for case in &reference.cases {
-        let t0 = js_sys::Date::now();
-        let g = generate_greedy(&mut engine, &case.prompt_ids, case.max_new_tokens, &[], &mut |_, _| {}).await.unwrap();
-        let want = case.decided_tokens();
-        assert_eq!(&g.tokens[..want.len()], want, "{name}, one chunk, prompt of {} tokens", case.prompt_ids.len());
-        console_log!("{name}: prompt of {} tokens in {:.1} s", case.prompt_ids.len(), (js_sys::Date::now() - t0) / 1e3);
-    }
-    let model = ForwardPass::load(gpu, &checkpoint, &EngineOptions::default(), &mut |_, _| {}).await.unwrap();
-    let mut engine = Engine::new(model);
-    let batched: Vec<_> = reference.cases.iter().filter(|c| c.prompt_ids.len() <= 253).collect();
-    let requests = batched
-        .iter()
-        .map(|c| tokenmeter::engine::Request {
-            prompt: c.prompt_ids.clone(),
-            max_new_tokens: c.max_new_tokens,
-            sampling: Default::default(),
-            stop_ids: vec![],
-            ignore_eos: true,
-        })
-        .collect();
-    let outputs = tokenmeter::engine::generate(&mut engine, requests, &mut |_| {}).await.unwrap();
-    for (case, got) in batched.iter().zip(&outputs) {
-        let want = case.decided_tokens();
-        assert_eq!(&got.tokens[..want.len()], want, "{name}, batched, prompt of {} tokens", case.prompt_ids.len());
-    }
 }
 
 #[wasm_bindgen_test]
