@@ -3,6 +3,7 @@
 //! Decode is reported as weight bytes streamed per second (memory-bound), prefill as FLOP/s
 //! (compute-bound), each next to the probe's copy bandwidth and FMA rate measured in the same run.
 
+use crate::bench::session::KernelPath;
 use crate::engine::{Engine, EventKind, Request, SamplingParams};
 use crate::error::Result;
 use crate::gpu::roofline::{median, Roofline};
@@ -181,4 +182,108 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Res
         gflop_s,
         fraction_of_fma: gflop_s / roof.fma_gflop_s,
     })
+}
+
+/// `speed`'s defaults (the CLI's flags and the Dawn runner's): decode batch sizes, prefill lengths,
+/// decode steps per batch size, prompt tokens per decoding sequence.
+pub const DEFAULT_BATCHES: &str = "1,4,16,64";
+pub const DEFAULT_PREFILL: &str = "128,512,2048";
+pub const DEFAULT_STEPS: usize = 8;
+pub const DEFAULT_CONTEXT: usize = 16;
+
+/// What one `speed` run measures.
+#[derive(Debug, Clone)]
+pub struct SpeedPlan {
+    pub batches: Vec<usize>,
+    pub prefill: Vec<usize>,
+    pub steps: usize,
+    pub context: usize,
+    /// One decode step per batch size also timed kernel by kernel.
+    pub profile: bool,
+}
+
+/// The roofline's line in `speed`'s progress (the host's memcpy where it was measured: natively).
+pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
+    format!(
+        "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}), FMA {:.1} GFLOP/s{}",
+        roof.copy_gb_s,
+        roof.copy_blocked_gb_s,
+        roof.copy_strided_gb_s,
+        roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
+        roof.fma_gflop_s,
+        host_copy_gb_s.map(|h| format!("; host memcpy {h:.2} GB/s")).unwrap_or_default()
+    )
+}
+
+/// Every decode batch and prefill length of `plan` on `engine`, a line of progress each to `log`,
+/// and the JSON `tokenmeter speed` prints (`scripts/dawn-run speed` prints the same, with
+/// `host_copy_gb_s` null: a page cannot time the host's memory).
+pub async fn table(
+    engine: &mut Engine,
+    roof: &Roofline,
+    plan: &SpeedPlan,
+    host_copy_gb_s: Option<f64>,
+    model: Option<String>,
+    log: &mut dyn FnMut(String),
+) -> Result<serde_json::Value> {
+    let mut decodes = Vec::new();
+    for &b in &plan.batches {
+        let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
+        log(format!(
+            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy{}",
+            b,
+            d.context,
+            d.step_ms,
+            d.tokens_per_s,
+            d.gb_s,
+            100.0 * d.fraction_of_copy,
+            host_copy_gb_s.map(|h| format!(", {:>5.1}% of host memcpy", 100.0 * d.gb_s / h)).unwrap_or_default()
+        ));
+        if d.drafted_per_step > 0.0 {
+            log(format!(
+                "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",
+                d.drafted_per_step,
+                d.accepted_per_step,
+                100.0 * d.accepted_per_step / d.drafted_per_step,
+                1.0 + d.accepted_per_step / b as f64
+            ));
+        }
+        let total: f64 = d.profile.iter().map(|k| k.ms).sum();
+        for k in &d.profile {
+            log(format!(
+                "    {:<16} {:>4} dispatches {:>9.2} ms  {:>5.1}%",
+                k.kernel,
+                k.dispatches,
+                k.ms,
+                100.0 * k.ms / total
+            ));
+        }
+        decodes.push(d);
+    }
+    let mut prefills = Vec::new();
+    for &n in &plan.prefill {
+        let p = prefill(engine, roof, n).await?;
+        log(format!(
+            "prefill {:>5} tokens: {:>9.1} ms {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
+            n,
+            p.ms,
+            p.tokens_per_s,
+            p.gflop_s,
+            100.0 * p.fraction_of_fma
+        ));
+        prefills.push(p);
+    }
+    let options = engine.model.kernel_options();
+    Ok(serde_json::json!({
+        "adapter": engine.model.gpu.adapter.name,
+        "kernel_family": options.family,
+        "kernels": KernelPath::of(&options),
+        "weight_format": options.format,
+        "weight_bytes_per_token": engine.model.weights.bytes_per_token(),
+        "model": model,
+        "roofline": roof,
+        "host_copy_gb_s": host_copy_gb_s,
+        "decode": decodes,
+        "prefill": prefills,
+    }))
 }

@@ -2,7 +2,7 @@
 //! Mesa 25's lavapipe: the wasm build through wgpu's browser backend, its WGSL compiled by Tint
 //! under Dawn's validation and limits. Chromium's SwiftShader (tests/web) offers neither
 //! `subgroups` nor `shader-f16`, so this is where the wasm build's subgroup kernels run in the
-//! tests. `tests/dawn/navigator.mjs` puts dawn.node's GPU at `navigator.gpu` before the tests
+//! tests. `scripts/dawn/navigator.mjs` puts dawn.node's GPU at `navigator.gpu` before the tests
 //! start; scripts/test runs this binary with it (`NODE_ARGS=--import=…`) and the adapter's
 //! environment (`dawn_env` in `.tokenmeter-env`).
 #![cfg(target_arch = "wasm32")]
@@ -23,7 +23,7 @@ use tokenmeter::engine::{generate_greedy, Engine, ForwardPass};
 use tokenmeter::model::checkpoint::Checkpoint;
 
 async fn dawn() -> Rc<Gpu> {
-    let gpu = Gpu::new().await.expect("Dawn's adapter (is navigator.gpu set? see tests/dawn/navigator.mjs)");
+    let gpu = Gpu::new().await.expect("Dawn's adapter (is navigator.gpu set? see scripts/dawn/navigator.mjs)");
     console_log!(
         "adapter {:?} ({}): offered {:?}; enabled {:?}; subgroups usable: {}",
         gpu.adapter.name,

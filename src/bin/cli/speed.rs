@@ -2,6 +2,7 @@
 
 use super::model::{engine_options, load_with, open, ModelArgs, Opened};
 use clap::Args;
+use tokenmeter::bench::speed;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
 use tokenmeter::Result;
@@ -11,19 +12,19 @@ pub(crate) struct SpeedArgs {
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// Decode batch sizes.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", allow_negative_numbers = true,
+    #[arg(long, value_delimiter = ',', default_value = speed::DEFAULT_BATCHES, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_SEQS))]
     pub(crate) batches: Vec<usize>,
     /// Prefill lengths.
-    #[arg(long, value_delimiter = ',', default_value = "128,512,2048", allow_negative_numbers = true,
+    #[arg(long, value_delimiter = ',', default_value = speed::DEFAULT_PREFILL, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_BATCHED_TOKENS))]
     pub(crate) prefill: Vec<usize>,
     /// Decode steps per batch size.
-    #[arg(long, default_value_t = 8, allow_negative_numbers = true,
+    #[arg(long, default_value_t = speed::DEFAULT_STEPS, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_SPEED_STEPS))]
     pub(crate) steps: usize,
     /// Prompt tokens per decoding sequence (decode speed at a longer context: try 2048).
-    #[arg(long, default_value_t = 16, allow_negative_numbers = true,
+    #[arg(long, default_value_t = speed::DEFAULT_CONTEXT, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_TOKENS))]
     pub(crate) context: usize,
     /// Also time one decode step per batch size kernel by kernel and print where it goes.
@@ -59,7 +60,6 @@ pub(crate) async fn roofline() -> Result<()> {
 }
 
 pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
-    use tokenmeter::bench::speed;
     let biggest_prefill = args.prefill.iter().copied().max().unwrap_or(0);
     args.model.max_batched_tokens = args.model.max_batched_tokens.max(biggest_prefill);
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
@@ -75,68 +75,17 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
     };
     let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
     let host = host_copy_gb_s();
-    eprintln!(
-        "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}), FMA {:.1} GFLOP/s; host memcpy {host:.2} GB/s",
-        roof.copy_gb_s,
-        roof.copy_blocked_gb_s,
-        roof.copy_strided_gb_s,
-        roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
-        roof.fma_gflop_s
-    );
+    eprintln!("{}", speed::roofline_line(&roof, Some(host)));
     let mut engine = args.model.spec.engine(model, draft, &engine_options(&args.model, max_batch)).await?;
-    let mut decode = Vec::new();
-    for &b in &args.batches {
-        let d = speed::decode(&mut engine, &roof, b, args.context, args.steps, args.profile).await?;
-        eprintln!(
-            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy, {:>5.1}% of host memcpy",
-            b, d.context, d.step_ms, d.tokens_per_s, d.gb_s, 100.0 * d.fraction_of_copy, 100.0 * d.gb_s / host
-        );
-        if d.drafted_per_step > 0.0 {
-            eprintln!(
-                "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",
-                d.drafted_per_step,
-                d.accepted_per_step,
-                100.0 * d.accepted_per_step / d.drafted_per_step,
-                1.0 + d.accepted_per_step / b as f64
-            );
-        }
-        let total: f64 = d.profile.iter().map(|k| k.ms).sum();
-        for k in &d.profile {
-            eprintln!(
-                "    {:<16} {:>4} dispatches {:>9.2} ms  {:>5.1}%",
-                k.kernel,
-                k.dispatches,
-                k.ms,
-                100.0 * k.ms / total
-            );
-        }
-        decode.push(d);
-    }
-    let mut prefill = Vec::new();
-    for &n in &args.prefill {
-        let p = speed::prefill(&mut engine, &roof, n).await?;
-        eprintln!(
-            "prefill {:>5} tokens: {:>9.1} ms {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
-            n,
-            p.ms,
-            p.tokens_per_s,
-            p.gflop_s,
-            100.0 * p.fraction_of_fma
-        );
-        prefill.push(p);
-    }
-    let out = serde_json::json!({
-        "adapter": engine.model.gpu.adapter.name,
-        "kernel_family": engine.model.kernel_options().family,
-        "kernels": tokenmeter::bench::session::KernelPath::of(&engine.model.kernel_options()),
-        "weight_format": engine.model.kernel_options().format,
-        "weight_bytes_per_token": engine.model.weights.bytes_per_token(),
-        "model": args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-        "roofline": roof,
-        "host_copy_gb_s": host,
-        "decode": decode,
-        "prefill": prefill,
-    });
+    let plan = speed::SpeedPlan {
+        batches: args.batches,
+        prefill: args.prefill,
+        steps: args.steps,
+        context: args.context,
+        profile: args.profile,
+    };
+    let name = args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone());
+    let out = speed::table(&mut engine, &roof, &plan, Some(host), name, &mut |line| eprintln!("{line}")).await?;
     println!("{}", serde_json::to_string_pretty(&out).expect("serialisable"));
     Ok(())
 }

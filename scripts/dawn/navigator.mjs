@@ -1,4 +1,5 @@
-// Preloaded into the Node process that runs tests/dawn (NODE_ARGS=--import=<this file>): Dawn's
+// Imported first by scripts/dawn/run.mjs, and preloaded into the Node process that runs tests/dawn
+// (NODE_ARGS=--import=<this file>, set by dawn_env): Dawn's
 // WebGPU (the `webgpu` npm package, dawn.node) as `navigator.gpu`, where wgpu's browser backend
 // looks for it. wgpu looks on a global that has a `Window` or `WorkerGlobalScope` property.
 import { create, globals } from 'webgpu';
