@@ -66,7 +66,7 @@ pub struct PrefillSpeed {
 
 /// A prompt no earlier request of this process had: with `--prefix-cache` the timings measure the
 /// cache's bookkeeping, never a hit that would skip part of the prefill being timed.
-fn request(prompt_len: usize, new: usize, vocab: usize) -> Request {
+pub fn fresh_request(prompt_len: usize, new: usize, vocab: usize) -> Request {
     static SALT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let salt = SALT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Request {
@@ -99,7 +99,7 @@ pub async fn decode(
     let max_new = (steps + 1 + profile as usize) * (1 + engine.model.limits.speculation.max_draft()) + prefill_steps;
     let mut ids = Vec::with_capacity(batch);
     for _ in 0..batch {
-        ids.push(engine.submit(request(prompt, max_new, cfg.vocab_size))?);
+        ids.push(engine.submit(fresh_request(prompt, max_new, cfg.vocab_size))?);
     }
     let mut generated = vec![0usize; batch];
     let mut times = Vec::new();
@@ -163,7 +163,7 @@ pub async fn decode(
 /// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs).
 pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Result<PrefillSpeed> {
     let cfg = engine.model.cfg.clone();
-    engine.submit(request(tokens, 1, cfg.vocab_size))?;
+    engine.submit(fresh_request(tokens, 1, cfg.vocab_size))?;
     let mut total = 0.0;
     while engine.has_work() {
         if let (_, Some(s)) = engine.step().await? {

@@ -60,9 +60,65 @@ pub fn knee(runs: &[&BenchmarkMetrics], ttft_slo_ms: Option<f64>) -> Option<(usi
     }
 }
 
+/// Where a sweep's TTFT p99 crosses an SLO.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SloCrossing {
+    /// Between two rates run: the rate where the line through their (rate, TTFT p99) reaches the
+    /// SLO — or the lower rate, when the higher one is `inf` (no line to draw).
+    At(f64),
+    /// Every rate run meets the SLO: the crossing is above the highest.
+    AboveHighest,
+    /// The lowest rate run already misses it.
+    BelowLowest,
+}
+
+/// The rate where TTFT p99 reaches `ttft_slo_ms`, interpolated between the last rate that meets it
+/// and the next (runs at increasing `rates`, as a sweep runs them).
+pub fn slo_crossing(rates: &[f64], runs: &[&BenchmarkMetrics], ttft_slo_ms: f64) -> Option<SloCrossing> {
+    if rates.is_empty() || rates.len() != runs.len() {
+        return None;
+    }
+    let p99 = |i: usize| runs[i].ttft_ms.p99;
+    Some(match (0..runs.len()).rposition(|i| p99(i) <= ttft_slo_ms) {
+        None => SloCrossing::BelowLowest,
+        Some(i) if i + 1 == runs.len() => SloCrossing::AboveHighest,
+        Some(i) if !rates[i + 1].is_finite() => SloCrossing::At(rates[i]),
+        Some(i) => {
+            let share = (ttft_slo_ms - p99(i)) / (p99(i + 1) - p99(i));
+            SloCrossing::At(rates[i] + share * (rates[i + 1] - rates[i]))
+        }
+    })
+}
+
+impl std::fmt::Display for SloCrossing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SloCrossing::At(rate) => write!(f, "{rate:.2} req/s"),
+            SloCrossing::AboveHighest => f.write_str("above the highest rate run"),
+            SloCrossing::BelowLowest => f.write_str("below the lowest rate run"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slo_crossing_is_interpolated_between_the_rates_run() {
+        let runs = [run(1.0, 50.0), run(2.0, 80.0), run(3.0, 400.0), run(4.0, 900.0)];
+        let refs: Vec<&BenchmarkMetrics> = runs.iter().collect();
+        // 500 ms lies between 400 (rate 4) and 900 (rate 8): 4 + (100 / 500) * 4 = 4.8.
+        assert_eq!(slo_crossing(&[1.0, 2.0, 4.0, 8.0], &refs, 500.0), Some(SloCrossing::At(4.8)));
+        // 200 ms between 80 (rate 2) and 400 (rate 4): 2 + (120 / 320) * 2 = 2.75.
+        assert_eq!(slo_crossing(&[1.0, 2.0, 4.0, 8.0], &refs, 200.0), Some(SloCrossing::At(2.75)));
+        assert_eq!(slo_crossing(&[1.0, 2.0, 4.0, 8.0], &refs, 1000.0), Some(SloCrossing::AboveHighest));
+        assert_eq!(slo_crossing(&[1.0, 2.0, 4.0, 8.0], &refs, 10.0), Some(SloCrossing::BelowLowest));
+        // Past `inf` there is no line: the last rate meeting the SLO.
+        assert_eq!(slo_crossing(&[1.0, 2.0, 4.0, f64::INFINITY], &refs, 500.0), Some(SloCrossing::At(4.0)));
+        assert_eq!(slo_crossing(&[1.0], &refs, 500.0), None);
+        assert_eq!(SloCrossing::At(4.8).to_string(), "4.80 req/s");
+    }
 
     fn run(throughput: f64, ttft_p99: f64) -> BenchmarkMetrics {
         let mut m = crate::bench::summarize(&[], &[], None, 0.25);

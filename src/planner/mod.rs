@@ -8,8 +8,10 @@
 //!   fit, with its error on held-back steps.
 //! - [`sim`]: the executor on the virtual clock.
 //! - [`fleet`]: N replicas behind a router on one virtual timeline.
+//! - [`calibrate`]: a designed set of steps measured now (`plan --calibrate`), instead of a saved run's.
 //! - here: the measured steps of a results file, and predicted beside measured.
 
+pub mod calibrate;
 pub mod fleet;
 pub mod sim;
 

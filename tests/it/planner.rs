@@ -393,3 +393,42 @@ fn plan_from_a_measured_run() {
     cli::expect_error(&["plan", "--from", &old_file], "records each step's shape");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tokenmeter plan --calibrate`: the cost model fitted on a designed set of steps run now on this
+/// adapter (decode batches 1, 2, 4 at contexts 16 and 256; prefills to the step's budget), and the
+/// plan recorded as simulated on it. It takes the place of `--from`, not both.
+#[test]
+fn plan_calibrated_now() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("calibrated.json").to_str().unwrap().to_string();
+    let model = fixture_dir("tiny-gqa-tied");
+    let model = model.to_str().unwrap();
+    let engine = ["--max-batch", "4", "--max-batched-tokens", "64"];
+    let workload =
+        ["--rate", "8", "--num-requests", "10", "--input-len", "16:64", "--output-len", "8:16", "--no-baseline"];
+    let (ok, _, stderr) =
+        tokenmeter(&[&["plan", "--calibrate", "--model", model][..], &engine, &workload, &["--json", &out]].concat());
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("calibrating: decode batches [1, 2, 4] at contexts [16, 256], 8 steps each; prefills [16, 64]"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let config = &json["run_config"];
+    let simulated = &config["simulated"];
+    assert!(simulated["source"].as_str().unwrap().starts_with("a calibration on "), "{simulated}");
+    // Two contexts x three batches (each at least its 8 decode steps) and two prefills.
+    assert!(simulated["steps"].as_u64().unwrap() >= 6 * 8 + 2, "{simulated}");
+    for term in ["step_s", "token_s", "logit_row_s", "attended_key_s"] {
+        let v = simulated[term].as_f64().unwrap();
+        assert!(v.is_finite() && v >= 0.0, "{term}: {simulated}");
+    }
+    assert!(!config["adapter"]["name"].as_str().unwrap().is_empty() && config["kernels"].is_object(), "{config}");
+    assert_eq!(config["engine"]["max_seqs"], 4, "{config}");
+    assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
+    cli::expect_error(&["plan", "--calibrate", "--from", &out], "--from");
+    cli::expect_error(&["plan", "--replay", "--calibrate"], "--calibrate");
+    cli::expect_error(&["plan", "--rate", "1"], "--calibrate");
+    let _ = std::fs::remove_dir_all(&dir);
+}

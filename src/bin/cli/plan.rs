@@ -3,11 +3,12 @@
 //! ([`tokenmeter::planner`]). Same report, JSON, CSV and HTML as `bench`, labelled simulated.
 
 use super::bench::{finish_bench, terminal_listener, BenchArgs, Interrupt};
-use super::model::{engine_options, open, Opened};
+use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;
 use tokenmeter::bench::phases::Phases;
 use tokenmeter::bench::session::{run_into, EngineTarget, Listener};
+use tokenmeter::bench::sweep::SloCrossing;
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::model::Qwen3Config;
@@ -18,11 +19,16 @@ use tokenmeter::{Error, Result};
 pub(crate) struct PlanArgs {
     /// A `bench --json` results file of this engine (one rate or a sweep): its steps fit the
     /// cost model, and its model, adapter and kernel path are what the plan describes.
+    #[arg(long, conflicts_with = "calibrate")]
+    pub(crate) from: Option<std::path::PathBuf>,
+    /// Fit the cost model on steps measured now instead: a designed set of decode batches (1 to
+    /// --max-batch, at contexts 16 and 256) and prefills (16 tokens to --max-batched-tokens) on
+    /// this GPU, with the model, weights and kernel flags given (planner::calibrate).
     #[arg(long)]
-    pub(crate) from: std::path::PathBuf,
+    pub(crate) calibrate: bool,
     /// Run the saved run's own workload, engine sizes, policy and rates (ignoring the workload
     /// and engine flags), and print predicted beside measured for each rate.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "calibrate")]
     pub(crate) replay: bool,
     /// Replicas of the engine behind a router, each with its own batcher and KV cache, on one
     /// virtual timeline (open-loop arrivals).
@@ -44,20 +50,71 @@ pub(crate) struct PlanArgs {
     pub(crate) bench: BenchArgs,
 }
 
+/// `--calibrate`: the designed steps on this GPU with the flags' model and engine; the cost model
+/// fitted on them, and the run record a `bench` of that engine would write.
+async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
+    let opened = open(&b.model).await?;
+    let model = match &opened {
+        Opened::Disk(c, _) => load(&b.model, c).await?,
+        Opened::Synthetic(s) => load(&b.model, s).await?,
+    };
+    let max_context = model.cfg.max_position_embeddings;
+    let mut engine = Engine::new(model);
+    engine.set_policy(b.policy.policy()?)?;
+    let design = planner::calibrate::Design::for_limits(&engine.model.limits, max_context);
+    eprintln!(
+        "calibrating: decode batches {:?} at contexts {:?}, {} steps each; prefills {:?}",
+        design.batches, design.contexts, design.decode_steps, design.prefills
+    );
+    let steps = planner::calibrate::calibrate(&mut engine, &design, &mut |line| eprintln!("  {line}")).await?;
+    let adapter = engine.model.gpu.adapter.name.clone();
+    let cost = CostModel::fit(&steps, &format!("a calibration on {adapter}, just now"))?;
+    let describe = RunConfig {
+        target: "local".into(),
+        model: b.model.model.as_ref().map(|p| p.display().to_string()).or(b.model.synthetic.clone()),
+        ..RunConfig::default()
+    };
+    let prompt = |_: &bench::PlannedRequest| -> Result<Vec<u32>> { Ok(Vec::new()) };
+    let target = EngineTarget {
+        engine: &mut engine,
+        prompt: &prompt,
+        sampling: SamplingParams::default(),
+        describe,
+        saturation: None,
+        think: None,
+    };
+    Ok((cost, tokenmeter::bench::session::Target::run_config(&target)))
+}
+
 pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     let router = args.router.parse::<Router>()?;
-    let source = args.from.display().to_string();
-    let saved = super::compare::read_results(&args.from)?;
-    let steps = planner::measured_steps(&saved, &source)?;
-    let cost = CostModel::fit(&steps, &source)?;
-    eprintln!("cost model: {}", cost.describe());
-    let b = &mut args.bench;
-    if b.remote.endpoint.is_some() {
+    if args.bench.remote.endpoint.is_some() {
         return Err(Error::Invalid(
             "--endpoint: plan simulates this engine; to predict a server, plan from the server's engine run".into(),
         ));
     }
-    let measured = saved[0].config.clone();
+    if args.from.is_none() && !args.calibrate {
+        return Err(Error::Invalid(
+            "plan needs a cost model: --from RESULT.json (a saved bench run's steps) or --calibrate (steps measured now)"
+                .into(),
+        ));
+    }
+    let (cost, measured, saved, source) = match &args.from {
+        Some(from) => {
+            let source = from.display().to_string();
+            let saved = super::compare::read_results(from)?;
+            let steps = planner::measured_steps(&saved, &source)?;
+            let cost = CostModel::fit(&steps, &source)?;
+            (cost, saved[0].config.clone(), saved, source)
+        }
+        None => {
+            let (cost, measured) = calibrated(&args.bench).await?;
+            let source = cost.source.clone();
+            (cost, measured, Vec::new(), source)
+        }
+    };
+    eprintln!("cost model: {}", cost.describe());
+    let b = &mut args.bench;
     if b.model.model.is_none() && b.model.synthetic.is_none() {
         // The saved run's model (its shape decides the prompts' vocabulary and context).
         match &measured.model {
@@ -252,6 +309,22 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             let rate = predicted.config.workload.as_ref().map_or(f64::NAN, |w| w.rate);
             println!("\npredicted beside measured at {rate} req/s ({source}):");
             print!("{}", planner::agreement_table(&planner::agreement(&measured.metrics, &predicted.metrics)));
+        }
+        // The knee by the SLO: where TTFT p99 reaches it, interpolated between the rates run.
+        if let (Some(limit), true) =
+            (slo.as_ref().and_then(|s| s.ttft_ms), rates.len() > 1 && results.len() == saved.len())
+        {
+            let crossing = |runs: &[BenchResult]| {
+                let metrics: Vec<&bench::BenchmarkMetrics> = runs.iter().map(|r| &r.metrics).collect();
+                bench::sweep::slo_crossing(&rates, &metrics, limit)
+            };
+            let (m, p) = (crossing(&saved), crossing(&results));
+            let error = match (m, p) {
+                (Some(SloCrossing::At(m)), Some(SloCrossing::At(p))) => format!(" ({:+.1}%)", (p - m) / m * 100.0),
+                _ => String::new(),
+            };
+            let show = |c: Option<SloCrossing>| c.map_or("–".to_string(), |c| c.to_string());
+            println!("\nknee, where TTFT p99 reaches {limit} ms: measured {}, predicted {}{error}", show(m), show(p));
         }
     }
     finish_bench(&args.bench, &rates, &results, slo.as_ref(), outcome, &interrupt)
