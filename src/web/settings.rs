@@ -40,12 +40,14 @@ pub enum Field {
     /// The CLI's `--turns` (empty: no conversations) and `--think-time-s`.
     Turns,
     ThinkTime,
-    /// The CLI's `--warmup-requests`.
+    /// The CLI's `--warmup-requests`, `--warmup-s` and `--cooldown-s`.
     WarmupRequests,
+    WarmupS,
+    CooldownS,
 }
 
 impl Field {
-    pub const ALL: [Field; 24] = [
+    pub const ALL: [Field; 26] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -70,6 +72,8 @@ impl Field {
         Field::Turns,
         Field::ThinkTime,
         Field::WarmupRequests,
+        Field::WarmupS,
+        Field::CooldownS,
     ];
 
     /// The field's name in the query string.
@@ -99,6 +103,8 @@ impl Field {
             Field::Turns => "turns",
             Field::ThinkTime => "think_time",
             Field::WarmupRequests => "warmup_requests",
+            Field::WarmupS => "warmup_s",
+            Field::CooldownS => "cooldown_s",
         }
     }
 
@@ -123,7 +129,7 @@ impl Field {
             Field::PrefixCache => "off",
             Field::SharedPrefix => "0",
             Field::ThinkTime => "0",
-            Field::WarmupRequests => "0",
+            Field::WarmupRequests | Field::WarmupS | Field::CooldownS => "0",
             Field::SloTtft | Field::SloTpot | Field::PrefillChunk | Field::CostPerHour | Field::Turns => "",
         }
     }
@@ -154,6 +160,8 @@ impl Field {
             Field::Turns => t.turns,
             Field::ThinkTime => t.think_time,
             Field::WarmupRequests => t.warmup_requests,
+            Field::WarmupS => t.warmup_s,
+            Field::CooldownS => t.cooldown_s,
         }
     }
 
@@ -171,6 +179,8 @@ impl Field {
             Field::Turns => t.turns_hint,
             Field::ThinkTime => t.think_time_hint,
             Field::WarmupRequests => t.warmup_requests_hint,
+            Field::WarmupS => t.warmup_s_hint,
+            Field::CooldownS => t.cooldown_s_hint,
             _ => "",
         }
     }
@@ -178,7 +188,7 @@ impl Field {
 
 /// The settings as typed, one signal per field.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; 24]);
+pub struct Settings([RwSignal<String>; 26]);
 
 impl Settings {
     /// Defaults, overridden by whatever the query string says.
@@ -237,7 +247,7 @@ pub struct RunForm {
     pub load: LoadOptions,
     /// The hardware's price per hour, for each result's `cost`; `None` when empty.
     pub cost_per_hour: Option<f64>,
-    /// Requests left out of each rate's summary (`--warmup-requests`).
+    /// Requests left out of each rate's summary (`--warmup-requests`, `--warmup-s`, `--cooldown-s`).
     pub phases: crate::bench::phases::Phases,
 }
 
@@ -382,7 +392,19 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     };
     let warmup_requests = count(Field::WarmupRequests);
     check(Field::WarmupRequests, warmup_requests.as_ref().map(|_| ()).map_err(String::clone));
-    let phases = crate::bench::phases::Phases { warmup_requests: warmup_requests.unwrap_or(0), ..Default::default() };
+    // Seconds of the arrival window left out at its start and its end, as the CLI's bounds.
+    let mut seconds = |field: Field| match limits::parse_number(value(field).trim(), 0.0, limits::MAX_SCHEDULE_S) {
+        Ok(s) => s,
+        Err(e) => {
+            check(field, Err(e));
+            0.0
+        }
+    };
+    let phases = crate::bench::phases::Phases {
+        warmup_requests: warmup_requests.unwrap_or(0),
+        warmup_s: seconds(Field::WarmupS),
+        cooldown_s: seconds(Field::CooldownS),
+    };
 
     if let (Some(caps), Some(input), Some(output)) = (caps, input_len, output_len) {
         if check_context(input, output, caps.max_position).is_err() {
@@ -641,6 +663,8 @@ pub fn SettingsPanel(
                 {input(Field::Turns)}
                 {input(Field::ThinkTime)}
                 {input(Field::WarmupRequests)}
+                {input(Field::WarmupS)}
+                {input(Field::CooldownS)}
             </div>
             {dataset
                 .map(|x| {

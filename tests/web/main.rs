@@ -344,6 +344,11 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     assert_eq!(fields(&[(Field::Turns, "3"), (Field::ThinkTime, "-1")]), [Field::ThinkTime]);
     assert_eq!(fields(&[(Field::Turns, "3"), (Field::Arrival, "sequential")]), [Field::Turns]);
     assert_eq!(fields(&[(Field::WarmupRequests, "32")]), [Field::WarmupRequests], "leaves none of 32");
+    // Warm-up and cool-down by arrival time, as the CLI's --warmup-s and --cooldown-s.
+    let phased = with(&[(Field::WarmupS, " 2.5 "), (Field::CooldownS, "1")]).unwrap();
+    assert_eq!((phased.phases.warmup_s, phased.phases.cooldown_s), (2.5, 1.0));
+    assert_eq!(fields(&[(Field::WarmupS, "-1")]), [Field::WarmupS]);
+    assert_eq!(fields(&[(Field::CooldownS, "soon")]), [Field::CooldownS]);
     // Whole prefills of 600 + 63 tokens cannot fit 512 tokens per step: the engine's own rule.
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);
