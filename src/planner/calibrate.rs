@@ -1,8 +1,10 @@
 //! `plan --calibrate`: a designed set of steps measured now on the GPU engine, for the cost model
 //! ([`CostModel::fit`]) — the shapes that tell its terms apart: decode batches of 1 to the engine's
-//! max batch (tokens = logit rows = sequences) at a short and a long context (attended keys), and
+//! max batch (tokens = logit rows = sequences) at a short and a long context (attended keys),
 //! prefills of 16 tokens to the step's budget (many tokens, one logit row, keys growing as the
-//! square of the length). Every step of the design is a sample, prefill steps of the decodes too.
+//! square of the length), and mixed steps as a loaded engine runs them (each batch decoding while
+//! a long prompt is prefilled in chunks beside it). Every step of the design is a sample, prefill
+//! steps of the decodes too.
 //! One untimed pass over the same shapes goes first: a kernel's first use compiles its pipeline
 //! (seconds on lavapipe), which is no step's cost.
 
@@ -22,6 +24,8 @@ pub struct Design {
     pub decode_steps: usize,
     /// Prompt lengths prefilled alone.
     pub prefills: Vec<usize>,
+    /// The prompt prefilled in chunks while each batch decodes (0: no mixed steps).
+    pub mixed_prompt: usize,
 }
 
 /// Decode steps timed per (batch, context).
@@ -48,7 +52,12 @@ impl Design {
         };
         let contexts: Vec<usize> = [16, 256].into_iter().filter(|&c| fits(c)).collect();
         let prefills = doubling(16, limits.max_batched_tokens.min(max_context.saturating_sub(2)).max(16), 4);
-        Design { batches, contexts, decode_steps: DECODE_STEPS, prefills }
+        // Four chunks of the step's budget, as far as the context allows and the cache holds beside
+        // the largest batch at the short context (decoding through the chunks and its own steps).
+        let short = (16 + DECODE_STEPS + 4 + 2).div_ceil(limits.block_size) * limits.block_size;
+        let room = slots.saturating_sub(max_batch * short).saturating_sub(limits.block_size);
+        let mixed_prompt = (4 * limits.max_batched_tokens).min(max_context.saturating_sub(2)).min(room);
+        Design { batches, contexts, decode_steps: DECODE_STEPS, prefills, mixed_prompt }
     }
 }
 
@@ -80,6 +89,23 @@ async fn run_design(
             }
             let ms = drain(engine, steps).await?;
             log(format!("batch {batch:>3} at context {context:>4}: {} steps, median {:.2} ms", ms.len(), median(ms)));
+        }
+    }
+    if design.mixed_prompt > 0 {
+        // The batch decodes for as many steps as the long prompt's chunks take, and more.
+        let chunks = design.mixed_prompt.div_ceil(engine.model.limits.max_batched_tokens.max(1));
+        for &batch in &design.batches {
+            for _ in 0..batch {
+                engine.submit(fresh_request(16, design.decode_steps + chunks, vocab))?;
+            }
+            engine.submit(fresh_request(design.mixed_prompt, 1, vocab))?;
+            let ms = drain(engine, steps).await?;
+            log(format!(
+                "batch {batch:>3} beside a {}-token prefill: {} steps, median {:.2} ms",
+                design.mixed_prompt,
+                ms.len(),
+                median(ms)
+            ));
         }
     }
     for &tokens in &design.prefills {
@@ -134,12 +160,16 @@ mod tests {
         assert_eq!(d.batches, [1, 2, 4, 8, 16]);
         assert_eq!(d.contexts, [16, 256]);
         assert_eq!(d.prefills, [16, 64, 256, 512]);
+        // 4 x 512; the batch's 16 x 32 slots and a block leave 15,856.
+        assert_eq!(d.mixed_prompt, 2048);
         // A max batch that is no power of two ends the doubling; 24 sequences of 256 + 10 tokens
         // need 24 x 272 = 6,528 slots: a cache of 300 blocks (4,800) holds only the short context.
         let d = Design::for_limits(&limits(24, 2048, 300), 4096);
         assert_eq!(d.batches, [1, 2, 4, 8, 16, 24]);
         assert_eq!(d.contexts, [16]);
         assert_eq!(d.prefills, [16, 64, 256, 1024, 2048]);
+        // The model's context (4,094) before 4 x 2,048, and the cache (4,800 − 24 x 32 − 16) first.
+        assert_eq!(d.mixed_prompt, 4016);
         // A model whose context is short bounds both.
         let d = Design::for_limits(&limits(1, 512, 1024), 200);
         assert_eq!(

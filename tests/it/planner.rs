@@ -395,7 +395,8 @@ fn plan_from_a_measured_run() {
 }
 
 /// `tokenmeter plan --calibrate`: the cost model fitted on a designed set of steps run now on this
-/// adapter (decode batches 1, 2, 4 at contexts 16 and 256; prefills to the step's budget), and the
+/// adapter (decode batches 1, 2, 4 at contexts 16 and 256, and beside a long prefill; prefills to
+/// the step's budget), and the
 /// plan recorded as simulated on it. It takes the place of `--from`, not both.
 #[test]
 fn plan_calibrated_now() {
@@ -418,8 +419,9 @@ fn plan_calibrated_now() {
     let config = &json["run_config"];
     let simulated = &config["simulated"];
     assert!(simulated["source"].as_str().unwrap().starts_with("a calibration on "), "{simulated}");
-    // Two contexts x three batches (each at least its 8 decode steps) and two prefills.
-    assert!(simulated["steps"].as_u64().unwrap() >= 6 * 8 + 2, "{simulated}");
+    // Two contexts x three batches and three batches beside a long prefill (each at least its 8
+    // decode steps), and two prefills.
+    assert!(simulated["steps"].as_u64().unwrap() >= 9 * 8 + 2, "{simulated}");
     for term in ["step_s", "token_s", "logit_row_s", "attended_key_s"] {
         let v = simulated[term].as_f64().unwrap();
         assert!(v.is_finite() && v >= 0.0, "{term}: {simulated}");

@@ -63,8 +63,9 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
     engine.set_policy(b.policy.policy()?)?;
     let design = planner::calibrate::Design::for_limits(&engine.model.limits, max_context);
     eprintln!(
-        "calibrating: decode batches {:?} at contexts {:?}, {} steps each; prefills {:?}",
-        design.batches, design.contexts, design.decode_steps, design.prefills
+        "calibrating: decode batches {:?} at contexts {:?}, {} steps each; prefills {:?}; each batch beside a \
+         {}-token prefill",
+        design.batches, design.contexts, design.decode_steps, design.prefills, design.mixed_prompt
     );
     let steps = planner::calibrate::calibrate(&mut engine, &design, &mut |line| eprintln!("  {line}")).await?;
     let adapter = engine.model.gpu.adapter.name.clone();
