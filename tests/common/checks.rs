@@ -1,4 +1,4 @@
-//! Checks shared by the native kernel tests and the browser ones (no I/O, no device of their own:
+//! Checks shared by the native kernel tests and the Dawn ones (no I/O, no device of their own:
 //! builds for wasm32): the closeness assertion, the paged-attention setup, and the CPU-reference
 //! checks of attention and of the q/k norm + RoPE + KV write.
 

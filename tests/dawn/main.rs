@@ -13,8 +13,14 @@ use tokenmeter::gpu::kernels::{KernelFamily, KernelSwitches};
 use tokenmeter::gpu::Gpu;
 use wasm_bindgen_test::*;
 
+#[path = "../common/checks.rs"]
+mod checks;
+#[path = "../common/data.rs"]
+mod data;
 #[path = "../common/generated.rs"]
 mod generated;
+/// The GPU kernel family against the CPU reference at Qwen3's real widths.
+mod kernels;
 #[path = "../web/greedy.rs"]
 #[macro_use]
 mod greedy;

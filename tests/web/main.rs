@@ -12,16 +12,10 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[path = "../common/checks.rs"]
-mod checks;
-#[path = "../common/data.rs"]
-mod data;
 /// The fixtures' greedy checks, shared with the Dawn harness (tests/dawn).
 #[macro_use]
 mod greedy;
 use greedy::{check_with, transformers_fixtures, Reference};
-/// The GPU kernel family against the CPU reference, in the browser.
-mod kernels;
 
 #[wasm_bindgen_test]
 async fn greedy_tokens_equal_transformers_in_the_browser() {
