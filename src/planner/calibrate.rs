@@ -12,6 +12,7 @@ use crate::bench::speed::fresh_request;
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, StepShape};
 use crate::error::Result;
+use crate::gpu::roofline::median;
 
 /// What a calibration runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,8 @@ pub struct Design {
 
 /// Decode steps timed per (batch, context).
 const DECODE_STEPS: usize = 8;
+/// The short context: each decoding sequence's prompt, and the mixed steps' decoding prompts.
+const SHORT_CONTEXT: usize = 16;
 
 impl Design {
     /// For an engine's sizes: batches 1, 2, 4, … and the max batch itself; contexts 16 and 256
@@ -50,11 +53,11 @@ impl Design {
             let per_seq = (context + DECODE_STEPS + 2).div_ceil(limits.block_size) * limits.block_size;
             max_batch * per_seq <= slots && context + DECODE_STEPS + 2 <= max_context
         };
-        let contexts: Vec<usize> = [16, 256].into_iter().filter(|&c| fits(c)).collect();
+        let contexts: Vec<usize> = [SHORT_CONTEXT, 256].into_iter().filter(|&c| fits(c)).collect();
         let prefills = doubling(16, limits.max_batched_tokens.min(max_context.saturating_sub(2)).max(16), 4);
         // Four chunks of the step's budget, as far as the context allows and the cache holds beside
         // the largest batch at the short context (decoding through the chunks and its own steps).
-        let short = (16 + DECODE_STEPS + 4 + 2).div_ceil(limits.block_size) * limits.block_size;
+        let short = (SHORT_CONTEXT + DECODE_STEPS + 4 + 2).div_ceil(limits.block_size) * limits.block_size;
         let room = slots.saturating_sub(max_batch * short).saturating_sub(limits.block_size);
         let mixed_prompt = (4 * limits.max_batched_tokens).min(max_context.saturating_sub(2)).min(room);
         Design { batches, contexts, decode_steps: DECODE_STEPS, prefills, mixed_prompt }
@@ -96,7 +99,7 @@ async fn run_design(
         let chunks = design.mixed_prompt.div_ceil(engine.model.limits.max_batched_tokens.max(1));
         for &batch in &design.batches {
             for _ in 0..batch {
-                engine.submit(fresh_request(16, design.decode_steps + chunks, vocab))?;
+                engine.submit(fresh_request(SHORT_CONTEXT, design.decode_steps + chunks, vocab))?;
             }
             engine.submit(fresh_request(design.mixed_prompt, 1, vocab))?;
             let ms = drain(engine, steps).await?;
@@ -128,11 +131,6 @@ async fn drain(engine: &mut Engine, steps: &mut Vec<(StepShape, f64)>) -> Result
         }
     }
     Ok(ms)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]
