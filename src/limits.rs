@@ -61,8 +61,9 @@ pub const MAX_SPEED_STEPS: usize = 100_000;
 
 // ---- Workloads ----
 
-/// Requests per run: each keeps its token timestamps in the results.
-pub const MAX_REQUESTS: usize = 100_000;
+/// Requests per run: each keeps its token timestamps in the results (a plan's fleet keeps a
+/// summary per request past 100,000: `bench::TokenTimes`).
+pub const MAX_REQUESTS: usize = 1_000_000;
 /// Closed-loop users (`--concurrency`).
 pub const MAX_CONCURRENCY: usize = 10_000;
 /// Simulated replicas in a capacity plan (`tokenmeter plan --replicas`).

@@ -3,7 +3,7 @@
 //! Times are seconds from the benchmark's start. For closed loops, `sequential` releases the next
 //! request when the previous finishes and `concurrency` keeps N requests in flight.
 
-use super::record::{RequestRecord, StepSample};
+use super::record::{RequestRecord, StepSample, TokenTimes};
 use super::saturation::{Detector, Saturation};
 use super::thinking::ThinkTags;
 use super::workload::{conversation_turns, Arrival, PlannedRequest, WorkloadSpec};
@@ -202,7 +202,7 @@ pub async fn run_watched<X: Executor>(
         };
         for e in events {
             let Some(&(_, i)) = by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
-            if record_event(&mut records[i], &e.kind, e.t_s - t0, output_ids.get_mut(i)) {
+            if record_event(&mut records[i], &e.kind, e.t_s - t0, output_ids.get_mut(i), TokenTimes::Every) {
                 finished += 1;
                 in_flight -= 1;
             }
@@ -259,7 +259,13 @@ pub fn request(
 
 /// Records one engine event at `t` (seconds from the run's start) in its request's record, and
 /// the token in `ids` when given; true when the request finished.
-pub fn record_event(r: &mut RequestRecord, kind: &EventKind, t: f64, ids: Option<&mut Vec<u32>>) -> bool {
+pub fn record_event(
+    r: &mut RequestRecord,
+    kind: &EventKind,
+    t: f64,
+    ids: Option<&mut Vec<u32>>,
+    times: TokenTimes,
+) -> bool {
     match *kind {
         EventKind::Scheduled { cached_tokens } => {
             r.scheduled_s = Some(t);
@@ -269,7 +275,10 @@ pub fn record_event(r: &mut RequestRecord, kind: &EventKind, t: f64, ids: Option
             if matches!(kind, EventKind::FirstToken { .. }) {
                 r.first_token_s = Some(t);
             }
-            r.token_times_s.push(t);
+            r.output_len += 1;
+            if times == TokenTimes::Every {
+                r.token_times_s.push(t);
+            }
             if let Some(ids) = ids {
                 ids.push(token);
             }
@@ -285,7 +294,6 @@ pub fn record_event(r: &mut RequestRecord, kind: &EventKind, t: f64, ids: Option
         }
         EventKind::Finished { .. } => {
             r.finish_s = Some(t);
-            r.output_len = r.token_times_s.len();
             return true;
         }
     }

@@ -480,8 +480,37 @@ fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, buck
     // Anything at or past the end (the last finish itself) falls in the last bucket.
     let bucket_of = |t_s: f64| ((t_s / bucket_s) as usize).min(buckets - 1);
     let mut tokens = vec![0usize; buckets];
-    for (t_s, count) in records.iter().flat_map(|r| r.timed_tokens()) {
-        tokens[bucket_of(t_s)] += count;
+    for r in records {
+        match (r.token_times_s.is_empty(), r.first_token_s, r.finish_s) {
+            // A summary (`TokenTimes::Summary`): the first token at its time, the rest evenly up
+            // to the finish — token k of the n − 1 at first + k/(n − 1) of the way.
+            (true, Some(first), Some(finish)) if r.output_len > 0 => {
+                tokens[bucket_of(first)] += 1;
+                let rest = r.output_len - 1;
+                let span = finish - first;
+                // Tokens of the rest before `t` (token k is before it when k < rest·(t − first)/span).
+                let before = |t: f64| {
+                    if span <= 0.0 || t > finish {
+                        rest
+                    } else {
+                        ((rest as f64 * (t - first) / span).ceil().max(0.0) as usize).saturating_sub(1).min(rest)
+                    }
+                };
+                let (mut b, mut counted) = (bucket_of(first), 0);
+                while counted < rest {
+                    let end = (b + 1) as f64 * bucket_s;
+                    let n = if b + 1 >= buckets { rest } else { before(end) };
+                    tokens[b] += n - counted;
+                    counted = n;
+                    b += 1;
+                }
+            }
+            _ => {
+                for (t_s, count) in r.timed_tokens() {
+                    tokens[bucket_of(t_s)] += count;
+                }
+            }
+        }
     }
     let mut last_step: Vec<Option<&StepSample>> = vec![None; buckets];
     for step in steps {
@@ -738,6 +767,22 @@ mod tests {
         let want = vec![(0.0, 0.0, 2.0, 5.0), (0.25, 12.0, 2.0, 5.0), (0.5, 8.0, 1.0, 4.0), (0.75, 4.0, 1.0, 2.0)];
         assert_eq!(got, want);
         assert_eq!(m.series[0].waiting, 0.0);
+    }
+
+    /// A summary (`TokenTimes::Summary`) spreads a request's tokens evenly from its first token to
+    /// its finish: here exactly the times of the full record beside it (first 1.0, then 1.5 … 3.0,
+    /// 1 s buckets: 0 | 2 | 3, the finish in the last bucket), and the same TTFT, TPOT and E2E;
+    /// no ITL.
+    #[test]
+    fn a_summary_spreads_its_tokens_over_its_decode() {
+        let full = record(0, 0.0, 0.0, &[1.0, 1.5, 2.0, 2.5, 3.0], 4);
+        let summary = RequestRecord { token_times_s: Vec::new(), ..full.clone() };
+        let (a, b) = (summarize(&[full], &[], None, 1.0), summarize(&[summary], &[], None, 1.0));
+        let tokens = |m: &BenchmarkMetrics| m.series.iter().map(|p| p.output_tok_s).collect::<Vec<_>>();
+        assert_eq!(tokens(&a), vec![0.0, 2.0, 3.0]);
+        assert_eq!(tokens(&b), tokens(&a));
+        assert_eq!((b.ttft_ms.p50, b.tpot_ms.p50, b.e2e_ms.p50), (a.ttft_ms.p50, a.tpot_ms.p50, a.e2e_ms.p50));
+        assert!(b.itl_ms.p50.is_nan() && a.itl_ms.p50 == 500.0);
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub mod workload;
 pub use diagnosis::{diagnose, diagnose_in, Baseline, Diagnosis, Lang, Verdict};
 pub use metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, Cost, LongTasks, Slo, TimePoint};
 pub use prompts::{random_prompt, Prompt, PromptSource, TEXT_PROMPTS};
-pub use record::{RequestRecord, StepSample};
+pub use record::{RequestRecord, StepSample, TokenTimes};
 pub use report::{csv, run_warnings, text_report, text_report_for, BenchResult, Measured, LATENESS_WARN_MS};
 pub use session::{RunConfig, SessionSpec, Target};
 pub use stats::{stats, Stats};

@@ -3,6 +3,51 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a record keeps of its output tokens' times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenTimes {
+    /// Each token's time (`token_times_s`): ITL, and tokens over time exactly.
+    Every,
+    /// The first token's and the finish's times and the token count only, so a plan of a million
+    /// requests (hundreds of millions of tokens) fits in memory: TTFT, TPOT and E2E are exact, ITL
+    /// is not reported ("–"), and the tokens-over-time series spreads each request's tokens evenly
+    /// between its first token and its finish.
+    Summary,
+}
+
+impl TokenTimes {
+    /// A plan's default: every token's time up to this many requests, summaries above.
+    pub const EVERY_UP_TO: usize = 100_000;
+
+    /// The default for `requests` requests.
+    pub fn for_requests(requests: usize) -> TokenTimes {
+        if requests <= Self::EVERY_UP_TO {
+            TokenTimes::Every
+        } else {
+            TokenTimes::Summary
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenTimes::Every => "every",
+            TokenTimes::Summary => "summary",
+        }
+    }
+}
+
+impl std::str::FromStr for TokenTimes {
+    type Err = crate::error::Error;
+
+    fn from_str(s: &str) -> crate::error::Result<TokenTimes> {
+        match s {
+            "every" => Ok(TokenTimes::Every),
+            "summary" => Ok(TokenTimes::Summary),
+            _ => Err(crate::error::Error::Invalid(format!("--token-times {s:?}: expected every or summary"))),
+        }
+    }
+}
+
 /// One request's life: when it arrived, was first scheduled, produced each token, finished.
 /// Failures are data: a request with `error` set or without `finish_s` counts as failed and
 /// is left out of the latency statistics.
@@ -21,7 +66,8 @@ pub struct RequestRecord {
     pub sent_s: Option<f64>,
     pub first_token_s: Option<f64>,
     /// Every output token, in order; the first equals `first_token_s`. From a remote server's
-    /// stream: one time per token-carrying chunk, with its token count in `chunk_tokens`.
+    /// stream: one time per token-carrying chunk, with its token count in `chunk_tokens`. Empty
+    /// for a request that produced tokens under [`TokenTimes::Summary`].
     pub token_times_s: Vec<f64>,
     /// Tokens carried by each entry of `token_times_s`; empty when each is one token (the engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -109,6 +109,8 @@ pub struct StepShape {
 }
 
 impl StepShape {
+    /// The shape of a batch's rows (the definition; [`StepWork::shape`] computes it from the
+    /// plan without the rows).
     pub fn of(batch: &Batch) -> StepShape {
         StepShape {
             tokens: batch.tokens.len(),
@@ -321,19 +323,12 @@ impl<X: Executor> Engine<X> {
         if plan.items.is_empty() {
             return Ok(None);
         }
-        let batch = self.batch(&plan);
-        let submitted = self.model.submit(&batch)?;
+        let work = StepWork { plan: &plan, scheduler: &self.scheduler };
+        let shape = work.shape();
+        let submitted = self.model.submit(&work)?;
         self.admitted_events(&plan, start, events);
         let decode_tokens = decode_tokens(&plan);
-        Ok(Some(InFlight {
-            submitted,
-            plan,
-            start,
-            rows: Vec::new(),
-            finishing: Vec::new(),
-            shape: StepShape::of(&batch),
-            decode_tokens,
-        }))
+        Ok(Some(InFlight { submitted, plan, start, rows: Vec::new(), finishing: Vec::new(), shape, decode_tokens }))
     }
 
     /// Awaits a launched step's ids, puts them in place of its placeholders and records its
@@ -392,15 +387,16 @@ impl<X: Executor> Engine<X> {
         if plan.items.is_empty() {
             return Ok((events, None));
         }
-        let batch = self.batch(&plan);
+        let work = StepWork { plan: &plan, scheduler: &self.scheduler };
+        let shape = work.shape();
         let profiled = self.profile_next;
         let sampled = if self.profile_next {
             self.profile_next = false;
-            let (ids, times) = self.model.profile_step(&batch).await?;
+            let (ids, times) = self.model.profile_step(&work).await?;
             self.last_profile = times;
             ids
         } else {
-            self.model.step(&batch).await?
+            self.model.step(&work).await?
         };
         let t = self.model.now_s();
         self.admitted_events(&plan, start, &mut events);
@@ -439,16 +435,46 @@ impl<X: Executor> Engine<X> {
             drafted_tokens,
             accepted_tokens,
             profiled,
-            ..self.step_stats(t, start, !sampled.is_empty(), StepShape::of(&batch), decode_tokens(&plan))
+            ..self.step_stats(t, start, !sampled.is_empty(), shape, decode_tokens(&plan))
         };
         self.last_resolved_s = t;
         Ok((events, Some(stats)))
     }
+}
+
+/// One step's work as the scheduler planned it, for an [`Executor`]: its shape at once, and its
+/// per-token rows only for an executor that runs them (the GPU forward pass does; the planner's
+/// cost model needs the shape alone, so a simulated step costs per sequence, not per token).
+pub struct StepWork<'a> {
+    plan: &'a Plan,
+    scheduler: &'a Scheduler,
+}
+
+impl StepWork<'_> {
+    /// [`StepShape::of`] the rows [`StepWork::batch`] would build, from the plan's items: item `i`
+    /// runs positions `start..start + len`, which attend to `len·start + len(len+1)/2` keys.
+    pub fn shape(&self) -> StepShape {
+        let items = &self.plan.items;
+        StepShape {
+            tokens: items.iter().map(|p| p.len).sum(),
+            sequences: items.len(),
+            logit_rows: items.iter().map(|p| p.rows()).sum(),
+            attended_keys: items
+                .iter()
+                .map(|p| {
+                    let (start, len) = (p.start as u64, p.len as u64);
+                    len * start + len * (len + 1) / 2
+                })
+                .sum(),
+        }
+    }
 
     /// Flattens the plan into the GPU's per-token rows.
-    fn batch(&self, plan: &Plan) -> Batch {
+    pub fn batch(&self) -> Batch {
         let mut batch = Batch::default();
-        for (s, item) in plan.items.iter().enumerate() {
+        batch.tokens.reserve(self.plan.items.iter().map(|p| p.len).sum());
+        batch.block_tables.reserve(self.plan.items.len());
+        for (s, item) in self.plan.items.iter().enumerate() {
             let seq = self.scheduler.get(item.id).expect("planned sequence exists");
             let known = seq.tokens.len();
             for pos in item.start..item.start + item.len {
@@ -484,4 +510,38 @@ fn token_event(id: u64, index: usize, token: u32, t_s: f64) -> Event {
 /// Tokens of `plan`'s decoding sequences: one each, plus their draft tokens ([`StepStats`]).
 fn decode_tokens(plan: &Plan) -> usize {
     plan.items.iter().filter(|p| p.sample.is_some() && p.len == p.rows()).map(|p| p.len).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape a step's executor is given without rows is the shape of its rows, over a run
+    /// with chunked prefills, decodes, prompt-lookup drafts and preemption (few KV blocks).
+    #[test]
+    fn step_work_shape_is_the_shape_of_its_rows() {
+        let mut scheduler = Scheduler::new(4, 48, 4, 24);
+        scheduler.max_draft = 3;
+        for id in 0..6u64 {
+            // Repeating prompts, so prompt lookup finds drafts.
+            let prompt: Vec<u32> = (0..20 + 7 * id as u32).map(|i| i % (3 + id as u32)).collect();
+            let sampling = SamplingParams { temperature: 0.0, ..Default::default() };
+            scheduler.add(Sequence::new(id, prompt, 12, sampling, Vec::new()));
+        }
+        let (mut steps, mut drafted, mut preempted) = (0, 0, 0);
+        while scheduler.has_work() {
+            let plan = scheduler.schedule();
+            let work = StepWork { plan: &plan, scheduler: &scheduler };
+            let batch = work.batch();
+            assert_eq!(work.shape(), StepShape::of(&batch), "step {steps}");
+            drafted += plan.items.iter().map(|p| p.draft.len()).sum::<usize>();
+            preempted += plan.preempted.len();
+            // Each row's id: the row's own position, so some drafts are accepted.
+            let sampled: Vec<u32> = batch.logit_rows.iter().map(|&r| batch.tokens[r as usize][1] % 5).collect();
+            scheduler.commit(&plan, &sampled);
+            steps += 1;
+            assert!(steps < 1000, "the run ends");
+        }
+        assert!(drafted > 0 && preempted > 0, "drafts {drafted}, preemptions {preempted}: the run covers both");
+    }
 }

@@ -4,7 +4,8 @@
 //! CPU/GPU overlap, preemption, events — is the same code for both, so a plan is the engine's own
 //! decisions.
 
-use super::forward::{Batch, EngineLimits, ForwardPass, Submitted};
+use super::batcher::StepWork;
+use super::forward::{EngineLimits, ForwardPass, Submitted};
 use crate::error::Result;
 use crate::gpu::Kernel;
 use crate::model::Qwen3Config;
@@ -21,19 +22,19 @@ pub trait Executor {
     fn limits(&self) -> &EngineLimits;
 
     /// Starts a step without waiting for its ids (see [`ForwardPass::submit`]).
-    fn submit(&mut self, batch: &Batch) -> Result<Self::Submitted>;
+    fn submit(&mut self, work: &StepWork<'_>) -> Result<Self::Submitted>;
 
     /// A submitted step's ids, once they are back (one per logit row).
     async fn ids(&mut self, submitted: Self::Submitted) -> Result<Vec<u32>>;
 
     /// One step, its ids awaited.
-    async fn step(&mut self, batch: &Batch) -> Result<Vec<u32>> {
-        let submitted = self.submit(batch)?;
+    async fn step(&mut self, work: &StepWork<'_>) -> Result<Vec<u32>> {
+        let submitted = self.submit(work)?;
         self.ids(submitted).await
     }
 
     /// One step run kernel by kernel, with each dispatch's time (empty where there are none).
-    async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)>;
+    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)>;
 
     /// When the last step's ids readback resolved, on this executor's clock; `None` before any
     /// (and where ids are not read back).
@@ -60,16 +61,16 @@ impl Executor for ForwardPass {
         &self.limits
     }
 
-    fn submit(&mut self, batch: &Batch) -> Result<Submitted> {
-        ForwardPass::submit(self, batch)
+    fn submit(&mut self, work: &StepWork<'_>) -> Result<Submitted> {
+        ForwardPass::submit(self, &work.batch())
     }
 
     async fn ids(&mut self, submitted: Submitted) -> Result<Vec<u32>> {
         ForwardPass::ids(self, submitted).await
     }
 
-    async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
-        ForwardPass::profile_step(self, batch).await
+    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+        ForwardPass::profile_step(self, &work.batch()).await
     }
 
     fn readback_resolved_s(&self) -> Option<f64> {

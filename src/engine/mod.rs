@@ -15,7 +15,7 @@ pub mod linear;
 pub mod scheduler;
 pub mod speculate;
 
-pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats};
+pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats, StepWork};
 pub use cost::CostModel;
 pub use draft::DraftModel;
 pub use executor::Executor;

@@ -466,13 +466,15 @@ impl Scheduler {
     /// cache but beyond `computed`, so nothing reads it before the positions are written again, and
     /// blocks past those `computed` needs go back to the free list.
     pub fn commit(&mut self, plan: &Plan, sampled: &[u32]) -> Vec<(Sequence, FinishReason)> {
-        let mut next = sampled.iter();
+        // The first row of the next item that samples.
+        let mut row = 0;
         let mut done = Vec::new();
         for item in &plan.items {
+            let rows = row..row + item.rows();
+            row = rows.end;
             let Some(idx) = self.running.iter().position(|s| s.id == item.id) else {
                 // Gone since the plan was made (CPU/GPU overlap: it stopped at the step before, or
                 // was cancelled): its rows are discarded.
-                next.by_ref().take(item.rows()).for_each(drop);
                 continue;
             };
             let seq = &mut self.running[idx];
@@ -481,9 +483,8 @@ impl Scheduler {
                 self.register_full_blocks(idx);
                 continue;
             }
-            let chosen: Vec<u32> = next.by_ref().take(item.rows()).copied().collect();
-            assert_eq!(chosen.len(), item.rows(), "one sampled id per sampling row");
-            let accepted = accepted_prefix(&item.draft, &chosen);
+            let chosen = sampled.get(rows).expect("one sampled id per sampling row");
+            let accepted = accepted_prefix(&item.draft, chosen);
             seq.drafted += item.draft.len();
             seq.accepted += accepted;
             seq.computed -= item.draft.len() - accepted;

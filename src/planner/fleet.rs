@@ -13,13 +13,14 @@
 use super::SimExecutor;
 use crate::bench::driver::{record_event, request, unsent_record, DriverOptions, Progress};
 use crate::bench::session::{Listener, RunConfig, SessionEvent, Target};
-use crate::bench::{PlannedRequest, RequestRecord, StepSample, WorkloadSpec};
+use crate::bench::{PlannedRequest, RequestRecord, StepSample, TokenTimes, WorkloadSpec};
 use crate::engine::{Engine, Executor};
 use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How a request picks its replica.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,12 @@ impl std::str::FromStr for Router {
 pub struct Fleet {
     pub replicas: Vec<Engine<SimExecutor>>,
     pub router: Router,
+    /// What each record keeps of its tokens' times (every one, or a summary at scale).
+    pub token_times: TokenTimes,
+    /// With a router that decides without the replicas' state, route every request up front and
+    /// run each replica alone, on threads ([`Fleet::run_apart`]); false: every router on the
+    /// shared timeline (what the tests check the replicas apart against). Default true.
+    pub apart: bool,
     /// Round-robin's next replica.
     turn: usize,
 }
@@ -72,7 +79,7 @@ impl Fleet {
         if replicas.is_empty() {
             return Err(Error::Invalid("a fleet needs at least one replica".into()));
         }
-        Ok(Fleet { replicas, router, turn: 0 })
+        Ok(Fleet { replicas, router, token_times: TokenTimes::Every, apart: true, turn: 0 })
     }
 
     /// The replica for a request with this prompt, given the replicas ordered by requests
@@ -102,6 +109,7 @@ impl Fleet {
         &mut self,
         plan: &[PlannedRequest],
         options: &DriverOptions<'_>,
+        prompt: &PromptFn<'_>,
         on_progress: &mut dyn FnMut(&Progress),
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Vec<RequestRecord>> {
@@ -115,6 +123,9 @@ impl Fleet {
         let t0 = self.replicas.iter().map(|e| e.model.now_s()).fold(0.0, f64::max);
         for e in &mut self.replicas {
             e.model.sleep_s(t0 - e.model.now_s()).await;
+        }
+        if self.apart && self.router != Router::LeastOutstanding {
+            return self.run_apart(t0, plan, options, prompt, on_progress, cancelled);
         }
         let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
         // Per replica: plan index by engine id (a replica's ids go on counting from its earlier
@@ -148,7 +159,7 @@ impl Fleet {
                     let k = next;
                     next += 1;
                     let p = &plan[k];
-                    let prompt = (options.prompt)(p)?;
+                    let prompt = prompt(p)?;
                     while let Some(&Reverse((_, i))) = finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a)
                     {
                         finishes.pop();
@@ -187,7 +198,7 @@ impl Fleet {
                     let (events, _) = engine.step().await?;
                     for e in events {
                         let Some(&k) = owner[i].get(&e.id) else { continue };
-                        if record_event(&mut records[k], &e.kind, e.t_s - t0, None) {
+                        if record_event(&mut records[k], &e.kind, e.t_s - t0, None, self.token_times) {
                             finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
                             finished += 1;
                         }
@@ -211,11 +222,216 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// [`Fleet::run`] for a router that decides without the replicas' state (round-robin,
+    /// prefix-affinity): each replica's requests are known up front, so each replica runs alone —
+    /// the same steps, at the same virtual times, as on the shared timeline — and the replicas run
+    /// on as many threads as the machine has. Progress reports counts only (no records until the
+    /// end).
+    fn run_apart(
+        &mut self,
+        t0: f64,
+        plan: &[PlannedRequest],
+        options: &DriverOptions<'_>,
+        prompt: &PromptFn<'_>,
+        on_progress: &mut dyn FnMut(&Progress),
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<RequestRecord>> {
+        let n = self.replicas.len();
+        let mut mine: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let none = BTreeSet::new();
+        for (k, p) in plan.iter().enumerate() {
+            let i = match self.router {
+                Router::PrefixAffinity => self.route(&prompt(p)?, &none),
+                _ => self.route(&[], &none),
+            };
+            mine[i].push(k);
+        }
+        let shared = Shared {
+            plan,
+            spec: options.spec,
+            sampling: options.sampling,
+            ignore_eos: options.ignore_eos,
+            prompt,
+            times: self.token_times,
+            t0,
+            finished: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        };
+        let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
+        let mut replicas: Vec<(&mut Engine<SimExecutor>, &[usize])> =
+            self.replicas.iter_mut().zip(&mine).map(|(e, m)| (e, m.as_slice())).collect();
+        let results = shared.run_all(&mut replicas, cancelled, on_progress);
+        for result in results {
+            for (k, record) in result? {
+                records[k] = record;
+            }
+        }
+        if cancelled() || shared.stop.load(Ordering::Relaxed) {
+            for r in records.iter_mut().filter(|r| r.finish_s.is_none() && r.arrival_s.is_finite()) {
+                r.error.get_or_insert_with(|| "cancelled".into());
+            }
+        }
+        let finished = records.iter().filter(|r| r.finish_s.is_some() || r.error.is_some()).count();
+        on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+        Ok(records)
+    }
+}
+
+/// A request's prompt, from any thread.
+pub type PromptFn<'a> = dyn Fn(&PlannedRequest) -> Result<Vec<u32>> + Sync + 'a;
+
+/// What every replica running alone reads.
+struct Shared<'a> {
+    plan: &'a [PlannedRequest],
+    spec: &'a WorkloadSpec,
+    sampling: crate::engine::SamplingParams,
+    ignore_eos: bool,
+    prompt: &'a PromptFn<'a>,
+    times: TokenTimes,
+    t0: f64,
+    /// Requests finished, over all replicas (for progress).
+    finished: AtomicUsize,
+    /// Cancelled: every replica stops at its next step.
+    stop: AtomicBool,
+}
+
+impl Shared<'_> {
+    /// One replica alone with its requests (`mine`: plan indices, in arrival order), as the
+    /// shared timeline runs it: before an arrival at `a`, the replica takes every step that
+    /// starts before `a`; an arrival at an idle replica starts at its arrival time.
+    fn replica_alone(&self, engine: &mut Engine<SimExecutor>, mine: &[usize]) -> Result<Vec<(usize, RequestRecord)>> {
+        let mut records: Vec<(usize, RequestRecord)> =
+            mine.iter().map(|&k| (k, unsent_record(&self.plan[k]))).collect();
+        // Position in `records` by engine id less the first id submitted here (the engine numbers
+        // its requests in turn, counting on from earlier runs: the warm-up, the baseline).
+        let mut owner: Vec<usize> = Vec::with_capacity(mine.len());
+        let mut first_id: Option<u64> = None;
+        let step = |engine: &mut Engine<SimExecutor>,
+                    records: &mut Vec<(usize, RequestRecord)>,
+                    owner: &[usize],
+                    first_id: Option<u64>| {
+            let (events, _) = ready(engine.step())??;
+            for e in events {
+                let slot = first_id.and_then(|f| e.id.checked_sub(f)).and_then(|i| owner.get(i as usize));
+                let Some(&j) = slot else { continue };
+                if record_event(&mut records[j].1, &e.kind, e.t_s - self.t0, None, self.times) {
+                    self.finished.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok::<(), Error>(())
+        };
+        let options = DriverOptions {
+            spec: self.spec,
+            sampling: self.sampling,
+            ignore_eos: self.ignore_eos,
+            prompt: &|p| (self.prompt)(p),
+            think: None,
+        };
+        for (j, &k) in mine.iter().enumerate() {
+            let p = &self.plan[k];
+            let a = p.arrival_s.unwrap_or(0.0);
+            while engine.has_work() && engine.model.now_s() < self.t0 + a {
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(records);
+                }
+                step(engine, &mut records, &owner, first_id)?;
+            }
+            if !engine.has_work() {
+                ready(engine.model.sleep_s(self.t0 + a - engine.model.now_s()))?;
+            }
+            let prompt = (self.prompt)(p)?;
+            let r = &mut records[j].1;
+            r.prompt_len = prompt.len();
+            r.arrival_s = a;
+            match engine.submit(request(p, prompt, &options, engine.model.cfg())) {
+                Ok(eid) => {
+                    let first = *first_id.get_or_insert(eid);
+                    debug_assert_eq!(eid - first, owner.len() as u64, "the engine numbers requests in turn");
+                    owner.push(j);
+                }
+                Err(e) => {
+                    r.error = Some(e.to_string());
+                    self.finished.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        while engine.has_work() {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            step(engine, &mut records, &owner, first_id)?;
+        }
+        Ok(records)
+    }
+}
+
+impl Shared<'_> {
+    /// Every replica alone, on as many threads as the machine has; progress as counts meanwhile.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run_all(
+        &self,
+        replicas: &mut [(&mut Engine<SimExecutor>, &[usize])],
+        cancelled: &dyn Fn() -> bool,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Vec<Result<Vec<(usize, RequestRecord)>>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(replicas.len()).max(1);
+        let per = replicas.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = replicas
+                .chunks_mut(per)
+                .map(|chunk| {
+                    scope.spawn(move || -> Result<Vec<(usize, RequestRecord)>> {
+                        let mut all = Vec::new();
+                        for (e, m) in chunk.iter_mut() {
+                            all.extend(self.replica_alone(e, m)?);
+                        }
+                        Ok(all)
+                    })
+                })
+                .collect();
+            while !handles.iter().all(|h| h.is_finished()) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if cancelled() {
+                    self.stop.store(true, Ordering::Relaxed);
+                }
+                let finished = self.finished.load(Ordering::Relaxed);
+                on_progress(&Progress { records: &[], steps: &[], finished, total: self.plan.len() });
+            }
+            handles.into_iter().map(|h| h.join().expect("a replica's thread panicked")).collect()
+        })
+    }
+
+    /// Every replica alone, one after another (the browser's engine is not `Send`; the page's
+    /// thread has no other to share with).
+    #[cfg(target_arch = "wasm32")]
+    fn run_all(
+        &self,
+        replicas: &mut [(&mut Engine<SimExecutor>, &[usize])],
+        _cancelled: &dyn Fn() -> bool,
+        _on_progress: &mut dyn FnMut(&Progress),
+    ) -> Vec<Result<Vec<(usize, RequestRecord)>>> {
+        replicas.iter_mut().map(|(e, m)| self.replica_alone(e, m)).collect()
+    }
+}
+
+/// The output of a future that never waits (the simulated executor's: its clock is virtual).
+fn ready<F: std::future::Future>(future: F) -> Result<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => Ok(out),
+        std::task::Poll::Pending => {
+            Err(Error::Invalid("a simulated step waited: the planner's clock is virtual".into()))
+        }
+    }
+}
+
 /// A fleet as a benchmark target: the session's warm-up, baseline, rates, summary and report over
 /// [`Fleet::run`].
 pub struct FleetTarget<'a> {
     pub fleet: &'a mut Fleet,
-    pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    pub prompt: &'a PromptFn<'a>,
     pub sampling: crate::engine::SamplingParams,
     /// The run record's target, model and prompts; the fleet adds the replicas' record.
     pub describe: RunConfig,
@@ -246,9 +462,10 @@ impl Target for FleetTarget<'_> {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let options = DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt, think: None };
+        let options =
+            DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: &|p| (self.prompt)(p), think: None };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
-        let records = self.fleet.run(plan, &options, on_progress, &|| cancel.get()).await?;
+        let records = self.fleet.run(plan, &options, self.prompt, on_progress, &|| cancel.get()).await?;
         Ok((records, Vec::new()))
     }
 }

@@ -4,8 +4,8 @@
 //! benchmark driver and session — is the code a measured run uses.
 
 use crate::bench::session::{RecordedExecutor, RunConfig};
-use crate::engine::forward::{Batch, EngineLimits};
-use crate::engine::{CostModel, Executor, StepShape};
+use crate::engine::forward::EngineLimits;
+use crate::engine::{CostModel, Executor, StepWork};
 use crate::error::Result;
 use crate::gpu::Kernel;
 use crate::model::Qwen3Config;
@@ -52,10 +52,11 @@ impl Executor for SimExecutor {
 
     /// The step starts when it is submitted or when the step before it is done, whichever is
     /// later (as on a GPU queue), and lasts the cost model's prediction.
-    fn submit(&mut self, batch: &Batch) -> Result<SimStep> {
+    fn submit(&mut self, work: &StepWork<'_>) -> Result<SimStep> {
         let begin = self.clock.get().max(self.gpu_free_s);
-        self.gpu_free_s = begin + self.cost.predict_s(&StepShape::of(batch));
-        Ok(SimStep { done_s: self.gpu_free_s, rows: batch.logit_rows.len() })
+        let shape = work.shape();
+        self.gpu_free_s = begin + self.cost.predict_s(&shape);
+        Ok(SimStep { done_s: self.gpu_free_s, rows: shape.logit_rows })
     }
 
     async fn ids(&mut self, submitted: SimStep) -> Result<Vec<u32>> {
@@ -63,8 +64,8 @@ impl Executor for SimExecutor {
         Ok(vec![self.token; submitted.rows])
     }
 
-    async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
-        Ok((self.step(batch).await?, Vec::new()))
+    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+        Ok((self.step(work).await?, Vec::new()))
     }
 
     fn readback_resolved_s(&self) -> Option<f64> {

@@ -157,7 +157,7 @@ fn a_fleet_routes_requests_by_its_router() {
         // run's engine ids continue from the first's, and its timeline is the same.
         let runs: Vec<Vec<(u64, f64)>> = (0..2)
             .map(|_| {
-                let records = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap();
+                let records = pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap();
                 assert!(records.iter().all(|r| r.succeeded() && r.output_len == 2), "{records:?}");
                 records.iter().map(|r| (r.id, r.ttft_s().unwrap())).collect()
             })
@@ -187,8 +187,49 @@ fn a_fleet_routes_requests_by_its_router() {
         planner::Fleet::new(vec![sim(cost(0.01, 0.0, 0.0, 0.0), limits(4, true))], planner::Router::RoundRobin)
             .unwrap();
     let options = driver::DriverOptions { spec: &closed, ..options };
-    let e = pollster::block_on(fleet.run(&plan, &options, &mut |_| {}, &|| false)).unwrap_err();
+    let e = pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap_err();
     assert!(e.to_string().contains("open-loop"), "{e}");
+}
+
+/// Replicas run apart (requests routed up front, each replica alone, on threads) take the steps
+/// they take on the shared timeline: the same records, time for time, for both routers that
+/// decide without the replicas' state, at a load where requests queue and batch. A summary keeps
+/// each record's times and counts, without its tokens' times.
+#[test]
+fn replicas_apart_run_as_on_one_timeline() {
+    let workload = spec(300.0, 600, LenRange { min: 16, max: 200 }, LenRange { min: 1, max: 40 });
+    let plan = bench::plan(&workload).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(vec![100 + (p.id % 5) as u32; p.prompt_len]);
+    let options = greedy_options(&workload, &prompt);
+    let run = |router: planner::Router, apart: bool, times: bench::TokenTimes| {
+        let engines = (0..7).map(|_| sim(cost(0.004, 0.0002, 0.0005, 1e-7), limits(8, true))).collect();
+        let mut fleet = planner::Fleet::new(engines, router).unwrap();
+        fleet.apart = apart;
+        fleet.token_times = times;
+        pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap()
+    };
+    for router in [planner::Router::RoundRobin, planner::Router::PrefixAffinity] {
+        let shared = run(router, false, bench::TokenTimes::Every);
+        assert!(shared.iter().all(|r| r.succeeded()), "{router:?}");
+        let batched = shared.iter().filter(|r| r.queue_s().unwrap() > 0.0).count();
+        assert!(batched > 50, "{router:?}: {batched} requests waited; the load is too light to compare");
+        assert_eq!(run(router, true, bench::TokenTimes::Every), shared, "{router:?}");
+        let summary = run(router, true, bench::TokenTimes::Summary);
+        for (s, r) in summary.iter().zip(&shared) {
+            assert!(s.token_times_s.is_empty(), "{router:?}");
+            assert_eq!(RequestRecordTimes::of(s), RequestRecordTimes::of(r), "{router:?}");
+        }
+    }
+}
+
+/// What a summary keeps of a record.
+#[derive(Debug, PartialEq)]
+struct RequestRecordTimes(f64, Option<f64>, Option<f64>, Option<f64>, usize);
+
+impl RequestRecordTimes {
+    fn of(r: &bench::RequestRecord) -> Self {
+        RequestRecordTimes(r.arrival_s, r.scheduled_s, r.first_token_s, r.finish_s, r.output_len)
+    }
 }
 
 /// The planner's scheduler is the engine's: with every request there at once (nothing depends on

@@ -9,7 +9,7 @@ use clap::Args;
 use tokenmeter::bench::phases::Phases;
 use tokenmeter::bench::session::{run_into, EngineTarget, Listener};
 use tokenmeter::bench::sweep::SloCrossing;
-use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo};
+use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo, TokenTimes};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::model::Qwen3Config;
 use tokenmeter::planner::{self, CostModel, Fleet, FleetTarget, Router, SimExecutor};
@@ -46,6 +46,12 @@ pub(crate) struct PlanArgs {
     #[arg(long, default_value_t = 0.99, allow_negative_numbers = true,
           value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1.0))]
     pub(crate) attainment: f64,
+    /// Fleets: what each request keeps of its tokens' times: every (ITL and the tokens-over-time
+    /// series exact) or summary (its first token's and finish's times and its token count, so a
+    /// million requests fit in memory: ITL "–", TTFT, TPOT and E2E exact). Default: every up to
+    /// 100,000 requests a rate, summary above.
+    #[arg(long)]
+    pub(crate) token_times: Option<String>,
     #[command(flatten)]
     pub(crate) bench: BenchArgs,
 }
@@ -222,12 +228,27 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         engine.set_policy(policy)?;
         Ok(engine)
     };
+    let fleet = args.replicas > 1 || args.find_replicas;
+    let token_times = match args.token_times.as_deref().map(str::parse::<TokenTimes>).transpose()? {
+        Some(_) if !fleet => {
+            return Err(Error::Invalid("--token-times is for fleets (--replicas above 1, --find-replicas)".into()))
+        }
+        Some(t) => t,
+        None => TokenTimes::for_requests(spec.num_requests),
+    };
+    if fleet && token_times == TokenTimes::Summary {
+        eprintln!(
+            "keeping a summary of each request's tokens (first, finish, count): ITL is not reported \
+             (--token-times every keeps each token's time)"
+        );
+    }
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results: Vec<BenchResult> = Vec::new();
     // A fleet of `n`, through the session.
     let fleet_session = async |n: usize, listener: Listener, results: &mut Vec<BenchResult>| -> Result<()> {
         let mut fleet = Fleet::new((0..n).map(|_| replica()).collect::<Result<_>>()?, router)?;
+        fleet.token_times = token_times;
         let mut target = FleetTarget {
             fleet: &mut fleet,
             prompt: &prompt,
