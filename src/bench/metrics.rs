@@ -148,9 +148,10 @@ pub struct BenchmarkMetrics {
     /// Speculative decoding over all requests; absent when nothing was drafted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<SpeculationSummary>,
-    /// Prompt tokens served from the engine's prefix cache over the prompt tokens of the requests
-    /// that were scheduled (0 with caching off); `None` (`null`) for a target that cannot say (a
-    /// server) and in results saved before it was recorded.
+    /// Prompt tokens served from the prefix cache over the prompt tokens of the requests that say
+    /// (the engine's once scheduled, 0 with caching off; a server's that return
+    /// `usage.prompt_tokens_details.cached_tokens`, over its own prompt counts); `None` (`null`)
+    /// when none says, and in results saved before it was recorded.
     #[serde(default)]
     pub prefix_cache_hit_rate: Option<f64>,
     /// The two sums of that rate.
@@ -234,12 +235,13 @@ fn conversations(records: &[RequestRecord]) -> Option<ConversationSummary> {
             let ttft: Vec<f64> = done.iter().filter_map(|r| r.ttft_s()).map(|s| s * 1000.0).collect();
             let prompt: usize = done.iter().map(|r| r.prompt_len).sum();
             let cached: Option<usize> = done.iter().map(|r| r.cached_tokens).sum();
+            let cache_prompt: usize = done.iter().map(|r| r.cache_prompt_len()).sum();
             TurnSummary {
                 turn,
                 completed: done.len(),
                 mean_prompt_len: prompt as f64 / done.len() as f64,
                 ttft_ms: stats(&ttft),
-                prefix_cache_hit_rate: cached.filter(|_| prompt > 0).map(|c| c as f64 / prompt as f64),
+                prefix_cache_hit_rate: cached.filter(|_| cache_prompt > 0).map(|c| c as f64 / cache_prompt as f64),
             }
         })
         .collect();
@@ -414,10 +416,11 @@ pub fn summarize(
     };
     let itl_ms: Vec<f64> = completed.iter().flat_map(|r| r.itl_s()).map(|s| s * 1000.0).collect();
     let good = slo.map(|slo| completed.iter().filter(|r| slo.met_by(r)).count() as f64);
-    // Requests whose cached prompt tokens are known (the engine's, once scheduled).
+    // Requests whose cached prompt tokens are known (the engine's once scheduled, a server's that
+    // said).
     let (cached_tokens, prompt_tokens) = records
         .iter()
-        .filter_map(|r| r.cached_tokens.map(|c| (c, r.prompt_len)))
+        .filter_map(|r| r.cached_tokens.map(|c| (c, r.cache_prompt_len())))
         .fold((0, 0), |(c, p), (rc, rp)| (c + rc, p + rp));
     BenchmarkMetrics {
         num_requests: records.len(),

@@ -111,7 +111,9 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_tokens: usize,
     /// Prompt tokens served from the engine's prefix cache when it was first scheduled (0 with
-    /// caching off); `null` for a server, which cannot say, and a request never scheduled.
+    /// caching off), or from a server's, as its `usage.prompt_tokens_details.cached_tokens` said
+    /// (when no more than its prompt); `null` for a server that does not say, and a request never
+    /// scheduled.
     #[serde(default)]
     pub cached_tokens: Option<usize>,
     /// Output tokens that were the model's thinking ([`crate::bench::thinking`]): 0 for a reply
@@ -184,6 +186,12 @@ impl RequestRecord {
     /// Output tokens of the answer itself: the output less the reasoning.
     pub fn answer_tokens(&self) -> usize {
         self.output_len.saturating_sub(self.reasoning_tokens)
+    }
+
+    /// The prompt as the cache that served `cached_tokens` counted it: the server's count where it
+    /// gave one (its chat template's tokens included), else the planned length.
+    pub fn cache_prompt_len(&self) -> usize {
+        self.server_prompt_len.unwrap_or(self.prompt_len)
     }
 
     /// End-to-end latency: finish − arrival.

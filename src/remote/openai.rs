@@ -166,6 +166,10 @@ pub fn request_body(
 pub struct Usage {
     pub prompt_tokens: Option<usize>,
     pub completion_tokens: Option<usize>,
+    /// Prompt tokens the server served from its prefix cache
+    /// (`prompt_tokens_details.cached_tokens`: vLLM with `--enable-prompt-tokens-details`,
+    /// SGLang, llama-server), where it says.
+    pub cached_tokens: Option<usize>,
 }
 
 /// What one streamed JSON chunk says.
@@ -230,8 +234,13 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
 
 fn parse_usage(usage: &Value) -> Usage {
     // Saturated, not wrapped, where usize is 32 bits (wasm): an absurd count stays absurd.
-    let count = |name: &str| usage.get(name).and_then(Value::as_u64).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    Usage { prompt_tokens: count("prompt_tokens"), completion_tokens: count("completion_tokens") }
+    let count =
+        |v: &Value, name: &str| v.get(name).and_then(Value::as_u64).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    Usage {
+        prompt_tokens: count(usage, "prompt_tokens"),
+        completion_tokens: count(usage, "completion_tokens"),
+        cached_tokens: usage.get("prompt_tokens_details").and_then(|d| count(d, "cached_tokens")),
+    }
 }
 
 /// The `message` of an OpenAI error object (`{"error": {"message": …}}` or a bare string).
@@ -380,8 +389,14 @@ mod tests {
         assert_eq!(parse_chunk(r#"{"choices":[{"text":"ab","tokens":[5,6]}]}"#).unwrap().tokens, 2);
         let usage = r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
         let usage = parse_chunk(usage).unwrap();
-        assert_eq!(usage.usage, Some(Usage { prompt_tokens: Some(12), completion_tokens: Some(5) }));
+        assert_eq!(
+            usage.usage,
+            Some(Usage { prompt_tokens: Some(12), completion_tokens: Some(5), cached_tokens: None })
+        );
         assert_eq!(usage.tokens, 0);
+        // llama-server's (and vLLM's) cached prompt tokens.
+        let cached = r#"{"choices":[],"usage":{"prompt_tokens":15,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":14}}}"#;
+        assert_eq!(parse_chunk(cached).unwrap().usage.unwrap().cached_tokens, Some(14));
     }
 
     #[test]

@@ -111,6 +111,8 @@ impl StreamRecorder {
         if let Some(usage) = self.usage {
             r.server_prompt_len = usage.prompt_tokens;
             r.server_output_len = usage.completion_tokens;
+            // Believed when it is possible: no more than the prompt (the server's count, else ours).
+            r.cached_tokens = usage.cached_tokens.filter(|&c| c <= usage.prompt_tokens.unwrap_or(r.prompt_len));
         }
         match outcome {
             Ok(()) => {
@@ -382,6 +384,30 @@ mod tests {
         assert_eq!((summary.usage_mismatch, summary.total_output_tokens), (1, 10));
         let report = crate::bench::text_report(&summary, None, crate::bench::Lang::En);
         assert!(report.contains("! 1 / 2 requests: the server's usage.completion_tokens disagrees"), "{report}");
+    }
+
+    /// The server's cached prompt tokens are kept when possible (no more than its prompt count,
+    /// or ours when it gives none), and feed the report's prefix-cache hit rate over the server's
+    /// prompt counts; absent, the record says nothing (`null`).
+    #[test]
+    fn the_servers_cached_tokens_are_kept_when_possible() {
+        let cached = |usage: &str| {
+            let mut r = StreamRecorder::new(0, 0.0, 10, None).max_tokens(8);
+            r.receive(0.5, chunk("a").as_bytes()).unwrap();
+            r.receive(1.0, format!("data: {{\"choices\":[],\"usage\":{usage}}}\n\ndata: [DONE]\n\n").as_bytes())
+                .unwrap();
+            r.end(Ok(()))
+        };
+        let details =
+            |prompt: &str, c: usize| format!(r#"{{{prompt}"prompt_tokens_details":{{"cached_tokens":{c}}}}}"#);
+        assert_eq!(cached(&details(r#""prompt_tokens":15,"#, 12)).cached_tokens, Some(12));
+        assert_eq!(cached(&details(r#""prompt_tokens":15,"#, 16)).cached_tokens, None, "more than the prompt");
+        assert_eq!(cached(&details("", 10)).cached_tokens, Some(10), "our count when the server gives none");
+        assert_eq!(cached(&details("", 11)).cached_tokens, None);
+        assert_eq!(cached(r#"{"prompt_tokens":15}"#).cached_tokens, None);
+        let (a, b) = (cached(&details(r#""prompt_tokens":15,"#, 12)), cached(r#"{"prompt_tokens":15}"#));
+        let m = crate::bench::summarize(&[a, b], &[], None, 0.25);
+        assert_eq!((m.cached_prompt_tokens, m.prefix_cache_prompt_tokens), (Some(12), Some(15)));
     }
 
     #[test]

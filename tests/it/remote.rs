@@ -938,7 +938,18 @@ fn llama_server_metrics_are_scraped_into_the_results() {
     let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
     let peer = start_peer_with(&server, None, &["--metrics"]);
     let args = ["--rate", "inf", "--num-requests", "16", "--input-len", "32", "--output-len", "96", "--server-metrics"];
+    // Prompts that share their first 24 tokens: llama-server reuses a slot's cached prefix and
+    // says so in `usage.prompt_tokens_details.cached_tokens`.
+    let args = [&args[..], &["--shared-prefix-len", "24"]].concat();
     let (result, stdout, stderr) = bench_cli(&peer.url, "metrics", &args, &[]);
+    let records: Vec<tokenmeter::bench::RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    for r in &records {
+        let (cached, prompt) = (r.cached_tokens.expect("llama-server says"), r.server_prompt_len.unwrap());
+        assert!(cached <= prompt, "request {}: {cached} cached of {prompt}", r.id);
+    }
+    let hit = result["summary"]["prefix_cache_hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.0 && hit < 1.0, "{hit}: some prompts met a slot holding the shared prefix");
+    assert!(stdout.contains(&format!("Prefix cache hit rate: {:.1}%", hit * 100.0)), "{stdout}");
     let scraped = &result["server_metrics"];
     assert_eq!(scraped["url"], peer.url.replace("/v1", "/metrics"), "{stderr}");
     assert_eq!(scraped["sources"]["running"], "llamacpp:requests_processing", "{scraped}");
