@@ -425,8 +425,11 @@ pub(crate) fn terminal_listener(lang: tokenmeter::bench::Lang) -> Listener {
             last_shown.set(usize::MAX);
         }
         SessionEvent::Progress(p) => {
-            if p.finished != last_shown.get() {
-                last_shown.set(p.finished);
+            // At each whole percent (every request up to 100 of them), so that a plan of a million
+            // requests writes a hundred lines to a log, not one a step.
+            let percent = p.finished * 100 / p.total.max(1);
+            if percent != last_shown.get() {
+                last_shown.set(percent);
                 let bar = "#".repeat(30 * p.finished / p.total.max(1));
                 eprint!("\rrate {}: [{bar:<30}] {}/{}", rate.get(), p.finished, p.total);
             }
