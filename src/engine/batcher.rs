@@ -249,6 +249,18 @@ impl<X: Executor> Engine<X> {
         self.scheduler.has_work() || !self.cancelled.is_empty() || self.in_flight.is_some()
     }
 
+    /// The fewest output tokens any request still here has left to produce (0 for one that got
+    /// its last token in the step on the GPU, whose finish is not shown yet); `None` when there
+    /// is none. Each token is a step of its own, so a planner can bound when the next request can
+    /// finish without running the steps (`planner::fleet`).
+    pub fn fewest_tokens_left(&self) -> Option<usize> {
+        if self.in_flight.as_ref().is_some_and(|f| !f.finishing.is_empty()) {
+            return Some(0);
+        }
+        let left = |s: &Sequence| s.max_new_tokens.saturating_sub(s.output().len());
+        self.scheduler.running.iter().chain(&self.scheduler.waiting).map(left).min()
+    }
+
     /// Steps so far that were submitted before the previous step's ids were read (0 without
     /// CPU/GPU overlap).
     pub fn overlapped_steps(&self) -> u64 {

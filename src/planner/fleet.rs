@@ -124,8 +124,11 @@ impl Fleet {
         for e in &mut self.replicas {
             e.model.sleep_s(t0 - e.model.now_s()).await;
         }
-        if self.apart && self.router != Router::LeastOutstanding {
-            return self.run_apart(t0, plan, options, prompt, on_progress, cancelled);
+        if self.apart {
+            return match self.router {
+                Router::LeastOutstanding => self.run_lazy(t0, plan, options, prompt, on_progress, cancelled),
+                _ => self.run_apart(t0, plan, options, prompt, on_progress, cancelled),
+            };
         }
         let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
         // Per replica: plan index by engine id (a replica's ids go on counting from its earlier
@@ -145,9 +148,7 @@ impl Fleet {
         let mut steps_since_progress = 0usize;
         while finished < plan.len() {
             if cancelled() {
-                for r in records.iter_mut().filter(|r| r.finish_s.is_none() && r.arrival_s.is_finite()) {
-                    r.error.get_or_insert_with(|| "cancelled".into());
-                }
+                mark_cancelled(&mut records);
                 break;
             }
             let earliest = busy.peek().map(|&Reverse((clock, i))| (f64::from_bits(clock), i));
@@ -268,13 +269,147 @@ impl Fleet {
             }
         }
         if cancelled() || shared.stop.load(Ordering::Relaxed) {
-            for r in records.iter_mut().filter(|r| r.finish_s.is_none() && r.arrival_s.is_finite()) {
-                r.error.get_or_insert_with(|| "cancelled".into());
-            }
+            mark_cancelled(&mut records);
         }
         let finished = records.iter().filter(|r| r.finish_s.is_some() || r.error.is_some()).count();
         on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
         Ok(records)
+    }
+}
+
+impl Fleet {
+    /// [`Fleet::run`] for least-outstanding routing, with each replica's steps taken only when
+    /// they can matter: at an arrival the router needs every replica's requests outstanding, and
+    /// a replica none of whose requests can have finished by then (each output token is a step of
+    /// at least [`SimExecutor::shortest_token_step_s`]) still has the count it had. So a replica
+    /// runs its steps up to an arrival only when it may have finished a request by then, or when
+    /// the request is routed to it; at the end every replica runs to its end. The steps, their
+    /// virtual times and the routing are those of the shared timeline (a test checks the records
+    /// are equal), and a replica takes its steps in runs, not one at a time between 1,000 others.
+    fn run_lazy(
+        &mut self,
+        t0: f64,
+        plan: &[PlannedRequest],
+        options: &DriverOptions<'_>,
+        prompt: &PromptFn<'_>,
+        on_progress: &mut dyn FnMut(&Progress),
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<RequestRecord>> {
+        let n = self.replicas.len();
+        let times = self.token_times;
+        let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
+        let mut owner: Vec<HashMap<u64, usize>> = vec![HashMap::new(); n];
+        // Requests sent less those finished by the arrival being routed, ordered; finishes past
+        // it wait in `finishes` (as on the shared timeline).
+        let mut outstanding = vec![0usize; n];
+        let mut load: BTreeSet<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
+        let mut finishes: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        // The earliest a replica's requests can finish (from the run's start), one entry per
+        // replica with work; an entry that no longer matches `wake_at` is stale.
+        let mut wake: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        let mut wake_at = vec![f64::INFINITY; n];
+        let mut finished = 0usize;
+        // Replica `i`'s steps that start before `until` (from the run's start), their events
+        // recorded; then when it can next finish a request.
+        let advance = |i: usize,
+                           until: f64,
+                           engine: &mut Engine<SimExecutor>,
+                           records: &mut [RequestRecord],
+                           finishes: &mut BinaryHeap<Reverse<(u64, usize)>>,
+                           wake: &mut BinaryHeap<Reverse<(u64, usize)>>,
+                           wake_at: &mut [f64],
+                           owner: &HashMap<u64, usize>,
+                           finished: &mut usize|
+         -> Result<()> {
+            while engine.has_work() && engine.model.now_s() < t0 + until {
+                let (events, _) = ready(engine.step())??;
+                for e in events {
+                    let Some(&k) = owner.get(&e.id) else { continue };
+                    if record_event(&mut records[k], &e.kind, e.t_s - t0, None, times) {
+                        finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
+                        *finished += 1;
+                    }
+                }
+            }
+            wake_at[i] = match engine.fewest_tokens_left() {
+                Some(left) => {
+                    // A hair early, so that rounding never puts a possible finish before it.
+                    let step_s = engine.model.shortest_token_step_s() * (1.0 - 1e-9);
+                    (engine.model.now_s() - t0 + left.saturating_sub(1) as f64 * step_s - 1e-9).max(0.0)
+                }
+                None => f64::INFINITY,
+            };
+            if wake_at[i].is_finite() {
+                wake.push(Reverse((wake_at[i].to_bits(), i)));
+            }
+            Ok(())
+        };
+        for (k, p) in plan.iter().enumerate() {
+            if cancelled() {
+                mark_cancelled(&mut records);
+                on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+                return Ok(records);
+            }
+            let a = p.arrival_s.unwrap_or(0.0);
+            // Every replica that may have finished a request by `a` takes its steps up to it.
+            while let Some(&Reverse((bits, i))) = wake.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
+                wake.pop();
+                if wake_at[i].to_bits() == bits {
+                    let engine = &mut self.replicas[i];
+                    advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+                }
+            }
+            while let Some(&Reverse((_, i))) = finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
+                finishes.pop();
+                load.remove(&(outstanding[i], i));
+                outstanding[i] -= 1;
+                load.insert((outstanding[i], i));
+            }
+            let text = prompt(p)?;
+            let i = self.route(&text, &load);
+            let engine = &mut self.replicas[i];
+            advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            if !engine.has_work() {
+                ready(engine.model.sleep_s(t0 + a - engine.model.now_s()))?;
+            }
+            records[k].prompt_len = text.len();
+            records[k].arrival_s = a;
+            match engine.submit(request(p, text, options, engine.model.cfg())) {
+                Ok(eid) => {
+                    owner[i].insert(eid, k);
+                    load.remove(&(outstanding[i], i));
+                    outstanding[i] += 1;
+                    load.insert((outstanding[i], i));
+                }
+                Err(e) => {
+                    records[k].error = Some(e.to_string());
+                    finished += 1;
+                }
+            }
+            // Its new request may be the one to finish first.
+            advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            if k % 1024 == 0 {
+                on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+            }
+        }
+        // No more arrivals: each replica runs to its end.
+        for (i, engine) in self.replicas.iter_mut().enumerate() {
+            if cancelled() {
+                mark_cancelled(&mut records);
+                break;
+            }
+            advance(i, f64::INFINITY, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+        }
+        on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+        Ok(records)
+    }
+}
+
+/// Requests sent and not finished when the run was cancelled fail as "cancelled".
+fn mark_cancelled(records: &mut [RequestRecord]) {
+    for r in records.iter_mut().filter(|r| r.finish_s.is_none() && r.arrival_s.is_finite()) {
+        r.error.get_or_insert_with(|| "cancelled".into());
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::bench::session::{RecordedExecutor, RunConfig};
 use crate::engine::forward::EngineLimits;
-use crate::engine::{CostModel, Executor, StepWork};
+use crate::engine::{CostModel, Executor, StepShape, StepWork};
 use crate::error::Result;
 use crate::gpu::Kernel;
 use crate::model::Qwen3Config;
@@ -36,6 +36,16 @@ impl SimExecutor {
     pub fn new(cfg: Qwen3Config, limits: EngineLimits, cost: CostModel, modelled: RunConfig) -> SimExecutor {
         let token = (0u32..).find(|id| !cfg.eos_token_ids.contains(id)).expect("a non-EOS id");
         SimExecutor { cfg, limits, cost, modelled, clock: Cell::new(0.0), gpu_free_s: 0.0, token }
+    }
+}
+
+impl SimExecutor {
+    /// The shortest a step that gives a request a token can take: one token, one sequence, one
+    /// logit row, one key (the cost model's terms are non-negative, so every such step takes at
+    /// least this).
+    pub fn shortest_token_step_s(&self) -> f64 {
+        let one = StepShape { tokens: 1, sequences: 1, logit_rows: 1, attended_keys: 1 };
+        self.cost.predict_s(&one).max(0.0)
     }
 }
 

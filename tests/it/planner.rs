@@ -191,10 +191,11 @@ fn a_fleet_routes_requests_by_its_router() {
     assert!(e.to_string().contains("open-loop"), "{e}");
 }
 
-/// Replicas run apart (requests routed up front, each replica alone, on threads) take the steps
-/// they take on the shared timeline: the same records, time for time, for both routers that
-/// decide without the replicas' state, at a load where requests queue and batch. A summary keeps
-/// each record's times and counts, without its tokens' times.
+/// Replicas run apart (requests routed up front, each replica alone, on threads; for
+/// least-outstanding, each replica's steps taken only when a finish may matter to the router)
+/// take the steps they take on the shared timeline, one step at a time: the same records, time
+/// for time, for every router, at a load where requests queue and batch. A summary keeps each
+/// record's times and counts, without its tokens' times.
 #[test]
 fn replicas_apart_run_as_on_one_timeline() {
     let workload = spec(300.0, 600, LenRange { min: 16, max: 200 }, LenRange { min: 1, max: 40 });
@@ -220,6 +221,28 @@ fn replicas_apart_run_as_on_one_timeline() {
             assert_eq!(RequestRecordTimes::of(s), RequestRecordTimes::of(r), "{router:?}");
         }
     }
+}
+
+/// Least-outstanding routing with each replica's steps taken only when one of its requests may
+/// have finished (`Fleet::run_lazy`) routes as the shared timeline does, step by step: long
+/// outputs, so that most replicas sit out most arrivals, and the loads the router reads decide.
+#[test]
+fn least_outstanding_run_lazily_routes_as_on_one_timeline() {
+    let workload = spec(40.0, 800, LenRange { min: 16, max: 64 }, LenRange { min: 30, max: 300 });
+    let plan = bench::plan(&workload).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(vec![7; p.prompt_len]);
+    let options = greedy_options(&workload, &prompt);
+    let run = |lazy: bool| {
+        let engines = (0..12).map(|_| sim(cost(0.004, 0.0002, 0.0005, 1e-7), limits(8, true))).collect();
+        let mut fleet = planner::Fleet::new(engines, planner::Router::LeastOutstanding).unwrap();
+        fleet.apart = lazy;
+        pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap()
+    };
+    let shared = run(false);
+    assert!(shared.iter().all(|r| r.succeeded()));
+    let busy = shared.iter().filter(|r| r.queue_s().unwrap() > 0.0).count();
+    assert!(busy > 20, "{busy} requests waited: the replicas are too idle for the loads to decide");
+    assert_eq!(run(true), shared);
 }
 
 /// What a summary keeps of a record.
