@@ -296,71 +296,37 @@ impl Fleet {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Vec<RequestRecord>> {
         let n = self.replicas.len();
-        let times = self.token_times;
-        let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
-        let mut owner: Vec<HashMap<u64, usize>> = vec![HashMap::new(); n];
+        let mut lazy = Lazy {
+            t0,
+            times: self.token_times,
+            records: plan.iter().map(unsent_record).collect(),
+            owner: vec![HashMap::new(); n],
+            finishes: BinaryHeap::new(),
+            wake: BinaryHeap::new(),
+            wake_at: vec![f64::INFINITY; n],
+            finished: 0,
+        };
         // Requests sent less those finished by the arrival being routed, ordered; finishes past
-        // it wait in `finishes` (as on the shared timeline).
+        // it wait in `lazy.finishes` (as on the shared timeline).
         let mut outstanding = vec![0usize; n];
         let mut load: BTreeSet<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
-        let mut finishes: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
-        // The earliest a replica's requests can finish (from the run's start), one entry per
-        // replica with work; an entry that no longer matches `wake_at` is stale.
-        let mut wake: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
-        let mut wake_at = vec![f64::INFINITY; n];
-        let mut finished = 0usize;
-        // Replica `i`'s steps that start before `until` (from the run's start), their events
-        // recorded; then when it can next finish a request.
-        let advance = |i: usize,
-                           until: f64,
-                           engine: &mut Engine<SimExecutor>,
-                           records: &mut [RequestRecord],
-                           finishes: &mut BinaryHeap<Reverse<(u64, usize)>>,
-                           wake: &mut BinaryHeap<Reverse<(u64, usize)>>,
-                           wake_at: &mut [f64],
-                           owner: &HashMap<u64, usize>,
-                           finished: &mut usize|
-         -> Result<()> {
-            while engine.has_work() && engine.model.now_s() < t0 + until {
-                let (events, _) = ready(engine.step())??;
-                for e in events {
-                    let Some(&k) = owner.get(&e.id) else { continue };
-                    if record_event(&mut records[k], &e.kind, e.t_s - t0, None, times) {
-                        finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
-                        *finished += 1;
-                    }
-                }
-            }
-            wake_at[i] = match engine.fewest_tokens_left() {
-                Some(left) => {
-                    // A hair early, so that rounding never puts a possible finish before it.
-                    let step_s = engine.model.shortest_token_step_s() * (1.0 - 1e-9);
-                    (engine.model.now_s() - t0 + left.saturating_sub(1) as f64 * step_s - 1e-9).max(0.0)
-                }
-                None => f64::INFINITY,
-            };
-            if wake_at[i].is_finite() {
-                wake.push(Reverse((wake_at[i].to_bits(), i)));
-            }
-            Ok(())
-        };
+        let total = plan.len();
         for (k, p) in plan.iter().enumerate() {
             if cancelled() {
-                mark_cancelled(&mut records);
-                on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
-                return Ok(records);
+                mark_cancelled(&mut lazy.records);
+                on_progress(&Progress { records: &lazy.records, steps: &[], finished: lazy.finished, total });
+                return Ok(lazy.records);
             }
             let a = p.arrival_s.unwrap_or(0.0);
             // Every replica that may have finished a request by `a` takes its steps up to it.
-            while let Some(&Reverse((bits, i))) = wake.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
-                wake.pop();
-                if wake_at[i].to_bits() == bits {
-                    let engine = &mut self.replicas[i];
-                    advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            while let Some(&Reverse((bits, i))) = lazy.wake.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
+                lazy.wake.pop();
+                if lazy.wake_at[i].to_bits() == bits {
+                    lazy.advance(i, a, &mut self.replicas[i])?;
                 }
             }
-            while let Some(&Reverse((_, i))) = finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
-                finishes.pop();
+            while let Some(&Reverse((_, i))) = lazy.finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
+                lazy.finishes.pop();
                 load.remove(&(outstanding[i], i));
                 outstanding[i] -= 1;
                 load.insert((outstanding[i], i));
@@ -368,41 +334,87 @@ impl Fleet {
             let text = prompt(p)?;
             let i = self.route(&text, &load);
             let engine = &mut self.replicas[i];
-            advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            lazy.advance(i, a, engine)?;
             if !engine.has_work() {
                 ready(engine.model.sleep_s(t0 + a - engine.model.now_s()))?;
             }
-            records[k].prompt_len = text.len();
-            records[k].arrival_s = a;
+            lazy.records[k].prompt_len = text.len();
+            lazy.records[k].arrival_s = a;
             match engine.submit(request(p, text, options, engine.model.cfg())) {
                 Ok(eid) => {
-                    owner[i].insert(eid, k);
+                    lazy.owner[i].insert(eid, k);
                     load.remove(&(outstanding[i], i));
                     outstanding[i] += 1;
                     load.insert((outstanding[i], i));
                 }
                 Err(e) => {
-                    records[k].error = Some(e.to_string());
-                    finished += 1;
+                    lazy.records[k].error = Some(e.to_string());
+                    lazy.finished += 1;
                 }
             }
-            // Its new request may be the one to finish first.
-            advance(i, a, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
+            // Its new request may be the one to finish first (no steps: its clock is at `a`).
+            lazy.advance(i, a, engine)?;
             if k % 1024 == 0 {
-                on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+                on_progress(&Progress { records: &lazy.records, steps: &[], finished: lazy.finished, total });
             }
         }
         // No more arrivals: each replica runs to its end.
         for (i, engine) in self.replicas.iter_mut().enumerate() {
             if cancelled() {
-                mark_cancelled(&mut records);
+                mark_cancelled(&mut lazy.records);
                 break;
             }
-            advance(i, f64::INFINITY, engine, &mut records, &mut finishes, &mut wake, &mut wake_at, &owner[i], &mut finished)?;
-            on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
+            lazy.advance(i, f64::INFINITY, engine)?;
+            on_progress(&Progress { records: &lazy.records, steps: &[], finished: lazy.finished, total });
         }
-        on_progress(&Progress { records: &records, steps: &[], finished, total: plan.len() });
-        Ok(records)
+        on_progress(&Progress { records: &lazy.records, steps: &[], finished: lazy.finished, total });
+        Ok(lazy.records)
+    }
+}
+
+/// What [`Fleet::run_lazy`] keeps besides the router's loads.
+struct Lazy {
+    t0: f64,
+    times: TokenTimes,
+    records: Vec<RequestRecord>,
+    /// Per replica: plan index by engine id.
+    owner: Vec<HashMap<u64, usize>>,
+    /// Finishes (from the run's start) not yet counted off the router's loads.
+    finishes: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The earliest a replica's requests can finish (from the run's start), one entry per
+    /// replica with work; an entry that no longer matches `wake_at` is stale.
+    wake: BinaryHeap<Reverse<(u64, usize)>>,
+    wake_at: Vec<f64>,
+    finished: usize,
+}
+
+impl Lazy {
+    /// Replica `i`'s steps that start before `until` (from the run's start), their events
+    /// recorded; then when it can next finish a request.
+    fn advance(&mut self, i: usize, until: f64, engine: &mut Engine<SimExecutor>) -> Result<()> {
+        let t0 = self.t0;
+        while engine.has_work() && engine.model.now_s() < t0 + until {
+            let (events, _) = ready(engine.step())??;
+            for e in events {
+                let Some(&k) = self.owner[i].get(&e.id) else { continue };
+                if record_event(&mut self.records[k], &e.kind, e.t_s - t0, None, self.times) {
+                    self.finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
+                    self.finished += 1;
+                }
+            }
+        }
+        self.wake_at[i] = match engine.fewest_tokens_left() {
+            Some(left) => {
+                // A hair early, so that rounding never puts a possible finish before it.
+                let step_s = engine.model.shortest_token_step_s() * (1.0 - 1e-9);
+                (engine.model.now_s() - t0 + left.saturating_sub(1) as f64 * step_s - 1e-9).max(0.0)
+            }
+            None => f64::INFINITY,
+        };
+        if self.wake_at[i].is_finite() {
+            self.wake.push(Reverse((self.wake_at[i].to_bits(), i)));
+        }
+        Ok(())
     }
 }
 
