@@ -82,16 +82,15 @@ impl Fleet {
         Ok(Fleet { replicas, router, token_times: TokenTimes::Every, apart: true, turn: 0 })
     }
 
-    /// The replica for a request with this prompt, given the replicas ordered by requests
-    /// outstanding (then index).
-    fn route(&mut self, prompt: &[u32], load: &BTreeSet<(usize, usize)>) -> usize {
+    /// The replica for a request with this prompt, given what the router knows of the loads.
+    fn route(&mut self, prompt: &[u32], loads: &Loads) -> usize {
         let n = self.replicas.len();
         match self.router {
             Router::RoundRobin => {
                 self.turn = (self.turn + 1) % n;
                 (self.turn + n - 1) % n
             }
-            Router::LeastOutstanding => load.first().expect("replicas").1,
+            Router::LeastOutstanding => loads.least(),
             Router::PrefixAffinity => {
                 // FNV-1a over the first tokens' bytes.
                 let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -138,12 +137,7 @@ impl Fleet {
         // each busy replica is in it once.
         let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
         let mut queued = vec![false; n];
-        // What the router knows at an arrival: requests sent less those finished by then. A
-        // replica's clock may be past the arrival being routed, so finishes wait in `finishes`
-        // until an arrival reaches their time; `load` orders replicas by what is outstanding.
-        let mut outstanding = vec![0usize; n];
-        let mut load: BTreeSet<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
-        let mut finishes: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        let mut loads = Loads::new(n);
         let (mut next, mut finished) = (0usize, 0usize);
         let mut steps_since_progress = 0usize;
         while finished < plan.len() {
@@ -161,14 +155,8 @@ impl Fleet {
                     next += 1;
                     let p = &plan[k];
                     let prompt = prompt(p)?;
-                    while let Some(&Reverse((_, i))) = finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a)
-                    {
-                        finishes.pop();
-                        load.remove(&(outstanding[i], i));
-                        outstanding[i] -= 1;
-                        load.insert((outstanding[i], i));
-                    }
-                    let i = self.route(&prompt, &load);
+                    loads.count_finishes_to(a);
+                    let i = self.route(&prompt, &loads);
                     let engine = &mut self.replicas[i];
                     if !engine.has_work() {
                         engine.model.sleep_s(t0 + a - engine.model.now_s()).await;
@@ -179,9 +167,7 @@ impl Fleet {
                     match engine.submit(req) {
                         Ok(eid) => {
                             owner[i].insert(eid, k);
-                            load.remove(&(outstanding[i], i));
-                            outstanding[i] += 1;
-                            load.insert((outstanding[i], i));
+                            loads.sent(i);
                             if !queued[i] {
                                 queued[i] = true;
                                 busy.push(Reverse((engine.model.now_s().to_bits(), i)));
@@ -200,7 +186,7 @@ impl Fleet {
                     for e in events {
                         let Some(&k) = owner[i].get(&e.id) else { continue };
                         if record_event(&mut records[k], &e.kind, e.t_s - t0, None, self.token_times) {
-                            finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
+                            loads.finished_at(i, e.t_s - t0);
                             finished += 1;
                         }
                     }
@@ -240,7 +226,7 @@ impl Fleet {
     ) -> Result<Vec<RequestRecord>> {
         let n = self.replicas.len();
         let mut mine: Vec<Vec<usize>> = vec![Vec::new(); n];
-        let none = BTreeSet::new();
+        let none = Loads::new(0);
         for (k, p) in plan.iter().enumerate() {
             let i = match self.router {
                 Router::PrefixAffinity => self.route(&prompt(p)?, &none),
@@ -301,15 +287,11 @@ impl Fleet {
             times: self.token_times,
             records: plan.iter().map(unsent_record).collect(),
             owner: vec![HashMap::new(); n],
-            finishes: BinaryHeap::new(),
+            loads: Loads::new(n),
             wake: BinaryHeap::new(),
             wake_at: vec![f64::INFINITY; n],
             finished: 0,
         };
-        // Requests sent less those finished by the arrival being routed, ordered; finishes past
-        // it wait in `lazy.finishes` (as on the shared timeline).
-        let mut outstanding = vec![0usize; n];
-        let mut load: BTreeSet<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
         let total = plan.len();
         for (k, p) in plan.iter().enumerate() {
             if cancelled() {
@@ -325,14 +307,9 @@ impl Fleet {
                     lazy.advance(i, a, &mut self.replicas[i])?;
                 }
             }
-            while let Some(&Reverse((_, i))) = lazy.finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
-                lazy.finishes.pop();
-                load.remove(&(outstanding[i], i));
-                outstanding[i] -= 1;
-                load.insert((outstanding[i], i));
-            }
+            lazy.loads.count_finishes_to(a);
             let text = prompt(p)?;
-            let i = self.route(&text, &load);
+            let i = self.route(&text, &lazy.loads);
             let engine = &mut self.replicas[i];
             lazy.advance(i, a, engine)?;
             if !engine.has_work() {
@@ -343,9 +320,7 @@ impl Fleet {
             match engine.submit(request(p, text, options, engine.model.cfg())) {
                 Ok(eid) => {
                     lazy.owner[i].insert(eid, k);
-                    load.remove(&(outstanding[i], i));
-                    outstanding[i] += 1;
-                    load.insert((outstanding[i], i));
+                    lazy.loads.sent(i);
                 }
                 Err(e) => {
                     lazy.records[k].error = Some(e.to_string());
@@ -372,15 +347,63 @@ impl Fleet {
     }
 }
 
-/// What [`Fleet::run_lazy`] keeps besides the router's loads.
+/// What a least-outstanding router knows at an arrival: each replica's requests sent less those
+/// finished by then, in order (ties: the lowest index). A replica may have run past the arrival
+/// being routed, so its finishes wait until an arrival reaches their time.
+struct Loads {
+    outstanding: Vec<usize>,
+    order: BTreeSet<(usize, usize)>,
+    /// Finishes (seconds from the run's start; ≥ 0, so their bits order as they do) not counted.
+    finishes: BinaryHeap<Reverse<(u64, usize)>>,
+}
+
+impl Loads {
+    fn new(replicas: usize) -> Loads {
+        Loads {
+            outstanding: vec![0; replicas],
+            order: (0..replicas).map(|i| (0, i)).collect(),
+            finishes: BinaryHeap::new(),
+        }
+    }
+
+    /// The replica with the fewest requests outstanding.
+    fn least(&self) -> usize {
+        self.order.first().expect("replicas").1
+    }
+
+    /// A request sent to replica `i`.
+    fn sent(&mut self, i: usize) {
+        self.set(i, self.outstanding[i] + 1);
+    }
+
+    /// Replica `i` finished a request at `t_s`, counted off once an arrival reaches it.
+    fn finished_at(&mut self, i: usize, t_s: f64) {
+        self.finishes.push(Reverse((t_s.max(0.0).to_bits(), i)));
+    }
+
+    /// Counts off every finish up to `t_s`.
+    fn count_finishes_to(&mut self, t_s: f64) {
+        while let Some(&Reverse((_, i))) = self.finishes.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= t_s) {
+            self.finishes.pop();
+            self.set(i, self.outstanding[i] - 1);
+        }
+    }
+
+    fn set(&mut self, i: usize, outstanding: usize) {
+        self.order.remove(&(self.outstanding[i], i));
+        self.outstanding[i] = outstanding;
+        self.order.insert((outstanding, i));
+    }
+}
+
+/// What [`Fleet::run_lazy`] keeps.
 struct Lazy {
     t0: f64,
     times: TokenTimes,
     records: Vec<RequestRecord>,
     /// Per replica: plan index by engine id.
     owner: Vec<HashMap<u64, usize>>,
-    /// Finishes (from the run's start) not yet counted off the router's loads.
-    finishes: BinaryHeap<Reverse<(u64, usize)>>,
+    loads: Loads,
     /// The earliest a replica's requests can finish (from the run's start), one entry per
     /// replica with work; an entry that no longer matches `wake_at` is stale.
     wake: BinaryHeap<Reverse<(u64, usize)>>,
@@ -398,7 +421,7 @@ impl Lazy {
             for e in events {
                 let Some(&k) = self.owner[i].get(&e.id) else { continue };
                 if record_event(&mut self.records[k], &e.kind, e.t_s - t0, None, self.times) {
-                    self.finishes.push(Reverse(((e.t_s - t0).max(0.0).to_bits(), i)));
+                    self.loads.finished_at(i, e.t_s - t0);
                     self.finished += 1;
                 }
             }

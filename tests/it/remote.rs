@@ -846,7 +846,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 #[test]
-fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
+fn llama_server_poisson_run_recomputes_and_four_streams_decode_together() {
     let Some(server) = common::llama_server("the llama-server tests") else { return };
     let _one_at_a_time = PEER.lock().unwrap_or_else(|e| e.into_inner());
     let key = "sk-peer-secret-93c1";
@@ -901,23 +901,28 @@ fn llama_server_poisson_run_recomputes_and_four_streams_beat_one() {
     assert!(close(summary.e2e_ms.p999, again.e2e_ms.p999) && close(summary.itl_ms.p99, again.itl_ms.p99));
     assert!(stdout.contains("Requests: 24\nFailed: 0\n"), "{stdout}");
 
-    // 2. Throughput: 4 concurrent streams (llama-server batches its 4 slots) beat 1.
-    let throughput = |n: &str| {
+    // 2. Four concurrent streams are decoded together (llama-server batches its 4 slots): two
+    //    requests' token streams overlap in time, which one stream never shows. Structural, not
+    //    timed (this machine is shared); the throughputs are printed as figures only.
+    let run = |n: &str| {
         let args = ["--arrival", "concurrency", "--concurrency", n, "--num-requests", "16"];
         let lens = ["--input-len", "32", "--output-len", "64", "--random-prompts"];
         let (result, _, _) = bench_cli(&peer.url, &format!("c{n}"), &[&args[..], &lens[..], &keyed[..]].concat(), &env);
         let summary: bench::BenchmarkMetrics = serde_json::from_value(result["summary"].clone()).unwrap();
         assert_eq!(summary.failed, 0);
-        summary.output_throughput
+        let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+        // Pairs of requests each of which got a token while the other was still streaming.
+        let spans: Vec<(f64, f64)> = records.iter().map(|r| (r.first_token_s.unwrap(), r.finish_s.unwrap())).collect();
+        let overlapping = (0..spans.len())
+            .flat_map(|a| (a + 1..spans.len()).map(move |b| (a, b)))
+            .filter(|&(a, b)| spans[a].0 < spans[b].1 && spans[b].0 < spans[a].1)
+            .count();
+        (summary.output_throughput, overlapping)
     };
-    // The machine may be shared: interleave three runs of each and compare the best.
-    let (mut one, mut four) = (0.0f64, 0.0f64);
-    for _ in 0..3 {
-        one = one.max(throughput("1"));
-        four = four.max(throughput("4"));
-    }
+    let ((one, one_overlap), (four, four_overlap)) = (run("1"), run("4"));
     eprintln!("llama-server tiny fixture: {one:.0} output tok/s at 1 stream, {four:.0} at 4");
-    assert!(four > one, "4 streams {four:.0} tok/s vs 1 stream {one:.0} tok/s");
+    assert_eq!(one_overlap, 0, "one stream at a time");
+    assert!(four_overlap >= 3, "4 streams: {four_overlap} pairs decoded together");
 
     // 3. Without the key the server refuses, and the first request says so.
     let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
