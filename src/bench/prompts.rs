@@ -19,6 +19,32 @@ pub enum Prompt {
     Ids(Vec<u32>),
     /// Text the server tokenizes (its count comes back in `usage.prompt_tokens`).
     Text(String),
+    /// A conversation so far (chat only): user and assistant messages, in order, the last the
+    /// user's ([`crate::remote::conversation`]).
+    Messages(Vec<Message>),
+}
+
+/// One message of a conversation sent to a chat server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// The chat API's `role` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
 }
 
 /// Where a run's prompts come from, decided once for the run. A request's prompt is:

@@ -15,6 +15,10 @@ pub const MAX_MODELS_BODY_BYTES: usize = 4 << 20;
 /// Redirects followed within the endpoint's origin.
 pub const MAX_REDIRECTS: usize = 5;
 
+/// Bytes of a reply's text a conversation keeps to send back in its next turn (about 250,000
+/// tokens of English); a reply past it fails its request rather than being cut.
+pub const MAX_REPLY_BYTES: usize = 1 << 20;
+
 /// Tokens one request may stream before it fails: its `max_tokens` and a quarter more, plus 16
 /// (servers may count a token or two differently, or split one token's text over two chunks);
 /// past that the server is not honouring `max_tokens`, and the record's timestamps would grow

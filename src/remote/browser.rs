@@ -24,6 +24,7 @@ use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
+use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
 use crate::remote::{
     report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S, SCRAPE_TIMEOUT_S,
@@ -381,17 +382,48 @@ impl Client {
             // `max_concurrency`, a due request waits for a slot before `fetch()`.
             None => {
                 let slots = options.max_concurrency.map(|n| Rc::new(Slots::new(n.max(1))));
-                for (request, tx) in jobs {
+                // Conversations: the end of each turn makes and releases the turn after it.
+                let (mut ends_tx, mut ends_rx) = conversation::channels(requests);
+                for (index, (mut request, tx)) in jobs.enumerate() {
                     let (task, slots) = (task.clone(), slots.clone());
+                    let (before, after) = (ends_rx[index].take(), ends_tx[index].take());
                     spawn_local(async move {
-                        let arrival_s = request.arrival_s.unwrap_or(0.0);
+                        let mut arrival_s = request.arrival_s.unwrap_or(0.0);
+                        if let (Some(before), Some(turn)) = (before, request.turn) {
+                            let before = before.await.unwrap_or_default();
+                            if task.stop.is_set() {
+                                let _ = tx.send(None);
+                                return;
+                            }
+                            match conversation::next_turn(task.endpoint.api, &request, &before, turn.think_s) {
+                                Ok((at_s, made)) => (arrival_s, request) = (at_s, made),
+                                Err(why) => {
+                                    let mut record = conversation::failed(&request, now_s() - t0, why);
+                                    turn.mark(&mut record);
+                                    task.ended();
+                                    let _ = tx.send(Some(record));
+                                    if let Some(after) = after {
+                                        let _ = after.send(TurnEnd::default());
+                                    }
+                                    return;
+                                }
+                            }
+                        }
                         sleep_until(t0 + arrival_s).await;
                         let slot = match &slots {
                             Some(slots) => Some(slots.acquire().await),
                             None => None,
                         };
-                        let _ = tx.send(task.send(&request, arrival_s).await);
+                        let sent = request.prompt.clone();
+                        let ended = task.send(&request, arrival_s).await;
                         drop(slot);
+                        let record = ended.map(|(record, reply)| {
+                            if let Some(after) = after {
+                                let _ = after.send(TurnEnd::of(sent, &record, reply));
+                            }
+                            record
+                        });
+                        let _ = tx.send(record);
                     });
                 }
             }
@@ -405,7 +437,7 @@ impl Client {
                             let next = queue.borrow_mut().pop_front();
                             let Some((request, tx)) = next else { break };
                             let arrival_s = now_s() - t0;
-                            let _ = tx.send(task.send(&request, arrival_s).await);
+                            let _ = tx.send(task.send(&request, arrival_s).await.map(|(record, _)| record));
                         }
                     });
                 }
@@ -540,8 +572,9 @@ struct Shared {
 }
 
 impl Shared {
-    /// One request's record; `None` when the run was cancelled before it was sent.
-    async fn send(&self, request: &RemoteRequest, arrival_s: f64) -> Option<RequestRecord> {
+    /// One request's record, and its reply when a later turn of its conversation needs it;
+    /// `None` when the run was cancelled before it was sent.
+    async fn send(&self, request: &RemoteRequest, arrival_s: f64) -> Option<(RequestRecord, String)> {
         if self.stop.is_set() {
             return None;
         }
@@ -549,6 +582,9 @@ impl Shared {
         let exact = ignore_eos.then_some(request.max_tokens);
         let mut recorder =
             StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact).max_tokens(request.max_tokens);
+        if request.turn.is_some_and(|t| t.has_next) {
+            recorder = recorder.keep_reply();
+        }
         let endpoint = &self.endpoint;
         let outcome = match request_body(
             endpoint.api,
@@ -562,11 +598,19 @@ impl Shared {
             Err(e) => Err(RequestError::Request(e.to_string())),
         };
         let key = endpoint.api_key.as_ref();
-        let mut record = recorder.end(outcome);
+        let (mut record, reply) = recorder.end_with_reply(outcome);
         record.error = record.error.map(|e| redact(&e, key));
+        if let Some(turn) = request.turn {
+            turn.mark(&mut record);
+        }
+        self.ended();
+        Some((record, reply))
+    }
+
+    /// One more request ended: progress.
+    fn ended(&self) {
         self.finished.set(self.finished.get() + 1);
         (self.on_progress)(self.finished.get(), self.total);
-        Some(record)
     }
 
     async fn stream(&self, body: &str, recorder: &mut StreamRecorder) -> std::result::Result<(), RequestError> {

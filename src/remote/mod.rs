@@ -8,6 +8,7 @@
 //! - [`sse`]: incremental server-sent-events parsing.
 //! - [`openai`]: base URL, API key handling, request bodies, chunks, model lists, error kinds.
 //! - [`bounds`]: what a server's answer may cost (error bodies, tokens per request, redirects).
+//! - [`conversation`]: a multi-turn conversation's later turns, made from the replies.
 //! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
 //!   their arrival times.
 //! - `native` (not wasm): reqwest on a tokio runtime; releases requests at their arrival times
@@ -16,6 +17,7 @@
 //!   `AbortController`, plus the HTTP/1.1 connection-limit check the page warns with.
 
 pub mod bounds;
+pub mod conversation;
 pub mod openai;
 pub mod sse;
 pub mod stream;
@@ -32,8 +34,10 @@ use serde_json::{json, Value};
 
 use crate::bench::driver::Progress;
 use crate::bench::session::{Listener, SessionEvent};
+use crate::bench::workload::{conversation_turns, Turn};
 use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use conversation::RemoteTurn;
 pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
 pub use stream::StreamRecorder;
 
@@ -123,7 +127,11 @@ impl RemoteSetup<'_> {
             saturation_stop: spec.saturation_stop && open,
             server_metrics: self.server_metrics.clone(),
         };
-        Ok((requests(plan, self.prompt)?, options))
+        let requests = match conversation_turns(spec) {
+            Some(turns) => turn_requests(plan, &turns, self.prompt)?,
+            None => requests(plan, self.prompt)?,
+        };
+        Ok((requests, options))
     }
 
     /// The target's part of the run record: the endpoint without its key, the client, the timeout.
@@ -151,6 +159,9 @@ pub struct RemoteRequest {
     /// Planned prompt tokens (token ids: exact; text: as the client's tokenizer counted them).
     pub prompt_len: usize,
     pub max_tokens: usize,
+    /// Its place in a conversation; its `prompt` is then the turn's own new text, and a later
+    /// turn's whole prompt is made when the turn before it ends ([`conversation::next_turn`]).
+    pub turn: Option<RemoteTurn>,
 }
 
 /// The plan's requests with their prompts.
@@ -166,6 +177,39 @@ pub fn requests(
                 prompt: prompt(p)?,
                 prompt_len: p.prompt_len,
                 max_tokens: p.output_len,
+                turn: None,
+            })
+        })
+        .collect()
+}
+
+/// The plan's requests as the turns of conversations: each with its own new text as its prompt
+/// (of the turn's new length) and its place in its conversation. Text only: a reply cannot
+/// follow token ids.
+pub fn turn_requests(
+    plan: &[PlannedRequest],
+    turns: &[Turn],
+    prompt: &dyn Fn(&PlannedRequest) -> Result<Prompt>,
+) -> Result<Vec<RemoteRequest>> {
+    plan.iter()
+        .zip(turns)
+        .zip(RemoteTurn::all(turns))
+        .map(|((p, t), turn)| {
+            let own = prompt(&PlannedRequest { prompt_len: t.new_len, ..p.clone() })?;
+            if let Prompt::Ids(_) = own {
+                return Err(Error::Invalid(
+                    "conversations against a server need text prompts (its replies come back as text), not token ids: \
+                     give a tokenizer"
+                        .into(),
+                ));
+            }
+            Ok(RemoteRequest {
+                id: p.id,
+                arrival_s: p.arrival_s,
+                prompt: own,
+                prompt_len: t.new_len,
+                max_tokens: p.output_len,
+                turn: Some(turn),
             })
         })
         .collect()

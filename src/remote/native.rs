@@ -22,6 +22,7 @@ use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
+use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
 use crate::remote::{
     report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S,
@@ -240,6 +241,8 @@ impl Client {
         let mut saturation = None;
         let mut records: Vec<Option<RequestRecord>> = vec![None; requests.len()];
         let mut finished = 0;
+        // Conversations: the end of each turn releases the turn after it.
+        let (mut ends_tx, mut ends_rx) = conversation::channels(requests);
         for (index, request) in requests.iter().enumerate() {
             // A closed loop waits here for a free slot, recording what ends meanwhile.
             let permit = match &in_flight {
@@ -276,23 +279,48 @@ impl Client {
             let stopped = stop_rx.clone();
             let mut halted = halt_rx.clone();
             let slots = open_slots.clone();
+            let (before, after) = (ends_rx[index].take(), ends_tx[index].take());
+            let (turn, cancelled) = (request.turn, unsent(request));
             tokio::spawn(async move {
-                let arrival = arrive_at(t0 + duration(task.arrival_s));
                 let waited = async {
-                    arrival.await;
-                    match slots {
+                    let mut task = task;
+                    // A later turn: made and released by the end of the turn before.
+                    if let (Some(before), Some(turn)) = (before, turn) {
+                        let before = before.await.unwrap_or_default();
+                        match conversation::next_turn(task.endpoint.api, &task.request, &before, turn.think_s) {
+                            Ok((at_s, request)) => (task.arrival_s, task.request) = (at_s, request),
+                            Err(why) => {
+                                return Err(conversation::failed(&task.request, t0.elapsed().as_secs_f64(), why))
+                            }
+                        }
+                    }
+                    arrive_at(t0 + duration(task.arrival_s)).await;
+                    let slot = match slots {
                         Some(slots) => Some(slots.acquire_owned().await.expect("never closed")),
                         None => None,
-                    }
+                    };
+                    Ok((task, slot))
                 };
-                let record = tokio::select! {
-                    slot = waited => {
-                        let record = task.send(stopped).await;
-                        drop(slot);
-                        record
-                    }
-                    () = stopped_by(&mut halted) => unsent(&task.request),
+                let (mut record, end) = tokio::select! {
+                    biased;
+                    () = stopped_by(&mut halted) => (cancelled, TurnEnd::default()),
+                    waited = waited => match waited {
+                        Ok((task, slot)) => {
+                            let sent = task.request.prompt.clone();
+                            let (record, reply) = task.send(stopped).await;
+                            drop(slot);
+                            let end = TurnEnd::of(sent, &record, reply);
+                            (record, end)
+                        }
+                        Err(failed) => (failed, TurnEnd::default()),
+                    },
                 };
+                if let Some(turn) = turn {
+                    turn.mark(&mut record);
+                }
+                if let Some(after) = after {
+                    let _ = after.send(end);
+                }
                 drop(permit);
                 let _ = done_tx.send((index, record));
             });
@@ -422,11 +450,15 @@ struct Send {
 }
 
 impl Send {
-    /// The request's record; `stopped` turning true ends it as cancelled.
-    async fn send(self, mut stopped: watch::Receiver<bool>) -> RequestRecord {
+    /// The request's record, and its reply when a later turn needs it; `stopped` turning true
+    /// ends it as cancelled.
+    async fn send(self, mut stopped: watch::Receiver<bool>) -> (RequestRecord, String) {
         let r = &self.request;
         let exact = self.ignore_eos.then_some(r.max_tokens);
         let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact).max_tokens(r.max_tokens);
+        if r.turn.is_some_and(|t| t.has_next) {
+            recorder = recorder.keep_reply();
+        }
         let endpoint = &self.endpoint;
         let outcome = match request_body(
             endpoint.api,
@@ -448,9 +480,9 @@ impl Send {
             Err(e) => Err(RequestError::Request(e.to_string())),
         };
         let key = self.endpoint.api_key.as_ref();
-        let mut record = recorder.end(outcome);
+        let (mut record, reply) = recorder.end_with_reply(outcome);
         record.error = record.error.map(|e| redact(&e, key));
-        record
+        (record, reply)
     }
 
     async fn stream(&self, body: &serde_json::Value, recorder: &mut StreamRecorder) -> Result<(), RequestError> {

@@ -122,7 +122,7 @@ pub fn redact(text: &str, key: Option<&ApiKey>) -> String {
 pub use crate::bench::prompts::Prompt;
 
 /// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
-/// completions; `messages`: one user message for chat), `max_tokens`, `"temperature": 0.0`,
+/// completions; `messages`: one user message for chat, or a conversation's messages), `max_tokens`, `"temperature": 0.0`,
 /// `"stream": true`, `"stream_options": {"include_usage": true}`, and `"ignore_eos": true` when
 /// asked (a non-standard field that vLLM, SGLang and llama-server accept), and for chat with
 /// `thinking` set, `"chat_template_kwargs": {"enable_thinking": thinking}`. Nothing else: no
@@ -139,8 +139,16 @@ pub fn request_body(
         (Api::Completions, Prompt::Ids(ids)) => json!({ "prompt": ids }),
         (Api::Completions, Prompt::Text(text)) => json!({ "prompt": text }),
         (Api::Chat, Prompt::Text(text)) => json!({ "messages": [{ "role": "user", "content": text }] }),
+        (Api::Chat, Prompt::Messages(messages)) => {
+            let messages: Vec<Value> =
+                messages.iter().map(|m| json!({ "role": m.role.as_str(), "content": m.content })).collect();
+            json!({ "messages": messages })
+        }
         (Api::Chat, Prompt::Ids(_)) => {
             return Err(Error::Invalid("the chat API takes text prompts, not token ids".into()));
+        }
+        (Api::Completions, Prompt::Messages(_)) => {
+            return Err(Error::Invalid("a conversation's messages go to the chat API, not completions".into()));
         }
     };
     body["model"] = model.into();
@@ -182,6 +190,9 @@ pub struct Chunk {
     /// nothing else: a chunk that also carries answer text counts as answer
     /// ([`crate::bench::thinking`]).
     pub reasoning: bool,
+    /// The answer text it carries (completions' `text`, chat's `delta.content`), which a
+    /// conversation's next turn sends back; thinking is not part of it.
+    pub text: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
 }
@@ -216,6 +227,9 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
         let reasoning = text_len(field("reasoning_content")) > 0 || text_len(field("reasoning")) > 0;
         let has_text = answer || reasoning;
         chunk.reasoning = reasoning && !answer;
+        for part in [choice.get("text"), field("content")].into_iter().flatten().filter_map(Value::as_str) {
+            chunk.text.push_str(part);
+        }
         let listed = [
             choice.get("logprobs").and_then(|l| l.get("content")),
             choice.get("logprobs").and_then(|l| l.get("tokens")),
@@ -311,6 +325,7 @@ pub fn snippet(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::prompts::{Message, Role};
 
     #[test]
     fn base_urls() {
@@ -354,6 +369,16 @@ mod tests {
         let text = request_body(Api::Completions, "m", &Prompt::Text("hi".into()), 4, false, None).unwrap();
         assert_eq!(text["prompt"], "hi");
         assert!(request_body(Api::Chat, "m", &Prompt::Ids(vec![1]), 4, true, None).is_err());
+        // A conversation: its messages in order, to the chat API only.
+        let said = |role, content: &str| Message { role, content: content.into() };
+        let history =
+            Prompt::Messages(vec![said(Role::User, "hi"), said(Role::Assistant, "yo"), said(Role::User, "so")]);
+        let turn = request_body(Api::Chat, "m", &history, 4, false, None).unwrap();
+        assert_eq!(
+            turn["messages"],
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "so"}])
+        );
+        assert!(request_body(Api::Completions, "m", &history, 4, false, None).is_err());
         // Thinking off through the chat template; refused for completions, which has none.
         let off = request_body(Api::Chat, "m", &Prompt::Text("hi".into()), 4, false, Some(false)).unwrap();
         assert_eq!(off["chat_template_kwargs"]["enable_thinking"], false);
@@ -366,12 +391,14 @@ mod tests {
     #[test]
     fn chunks_of_both_apis() {
         let completion = r#"{"choices":[{"index":0,"text":" the","finish_reason":null}],"usage":null}"#;
-        assert_eq!(parse_chunk(completion).unwrap(), Chunk { tokens: 1, ..Chunk::default() });
+        assert_eq!(parse_chunk(completion).unwrap(), Chunk { tokens: 1, text: " the".into(), ..Chunk::default() });
         let chat = r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":"length"}]}"#;
         assert_eq!(
             parse_chunk(chat).unwrap(),
-            Chunk { tokens: 1, finish_reason: Some("length".into()), ..Chunk::default() }
+            Chunk { tokens: 1, text: "Hi".into(), finish_reason: Some("length".into()), ..Chunk::default() }
         );
+        // Thinking is not the answer's text.
+        assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().text, "");
         // A role-only first delta, and Qwen3's thinking in reasoning_content.
         assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#).unwrap().tokens, 0);
         assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().tokens, 1);

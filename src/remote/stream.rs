@@ -31,6 +31,8 @@ pub struct StreamRecorder {
     last_receive_s: f64,
     /// When `usage` arrived.
     usage_s: f64,
+    /// The answer's text, when it is kept ([`StreamRecorder::keep_reply`]).
+    reply: Option<String>,
 }
 
 impl StreamRecorder {
@@ -60,7 +62,17 @@ impl StreamRecorder {
             done: false,
             last_receive_s: f64::NAN,
             usage_s: f64::NAN,
+            reply: None,
         }
+    }
+
+    /// Keep the answer's text (a conversation sends it back in its next turn): [`end_with_reply`]
+    /// returns it. A reply past [`bounds::MAX_REPLY_BYTES`] fails the request.
+    ///
+    /// [`end_with_reply`]: StreamRecorder::end_with_reply
+    pub fn keep_reply(mut self) -> Self {
+        self.reply = Some(String::new());
+        self
     }
 
     /// The request asked for at most `max_tokens`: a stream that carries more than
@@ -99,7 +111,12 @@ impl StreamRecorder {
 
     /// The body ended (`Ok`) or the request failed (`Err`: connection, timeout, HTTP status…).
     /// Tokens that arrived before a failure stay in the record; only a complete answer has a finish.
-    pub fn end(mut self, outcome: Result<(), RequestError>) -> RequestRecord {
+    pub fn end(self, outcome: Result<(), RequestError>) -> RequestRecord {
+        self.end_with_reply(outcome).0
+    }
+
+    /// [`StreamRecorder::end`], and the answer's text when it was kept (empty otherwise).
+    pub fn end_with_reply(mut self, outcome: Result<(), RequestError>) -> (RequestRecord, String) {
         let outcome = outcome.and_then(|()| self.finish_body());
         let counted: usize = self.chunk_tokens.iter().map(|&n| n as usize).sum();
         let chunks = self.chunk_tokens.len();
@@ -125,7 +142,7 @@ impl StreamRecorder {
             }
             Err(e) => r.error = Some(e.to_string()),
         }
-        self.record
+        (self.record, self.reply.unwrap_or_default())
     }
 
     fn finish_body(&mut self) -> Result<(), RequestError> {
@@ -196,6 +213,15 @@ impl StreamRecorder {
                     self.record.first_answer_s = Some(t_s);
                 }
             }
+            if let Some(reply) = self.reply.as_mut() {
+                if reply.len() + chunk.text.len() > bounds::MAX_REPLY_BYTES {
+                    return Err(RequestError::TooManyTokens(format!(
+                        "the reply's text passed {} bytes, more than a conversation carries into its next turn",
+                        bounds::MAX_REPLY_BYTES
+                    )));
+                }
+                reply.push_str(&chunk.text);
+            }
             if chunk.finish_reason.is_some() {
                 self.finish_reason = chunk.finish_reason;
             }
@@ -248,6 +274,34 @@ mod tests {
         let mut r = StreamRecorder::new(3, 1.0, 6, Some(5));
         r.sent(1.25);
         r
+    }
+
+    /// A conversation keeps the answer's text, not the thinking, for its next turn; a reply past
+    /// the bound fails its request instead of being cut.
+    #[test]
+    fn a_kept_reply_is_the_answers_text() {
+        let delta =
+            |field: &str, text: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"{field}\":\"{text}\"}}}}]}}\n\n");
+        let stream = [
+            delta("reasoning_content", "Hm"),
+            delta("content", "Hi"),
+            delta("content", " there"),
+            "data: [DONE]\n\n".into(),
+        ];
+        let run = |r: StreamRecorder| {
+            let mut r = r;
+            for (k, bytes) in stream.iter().enumerate() {
+                r.receive(2.0 + k as f64, bytes.as_bytes()).unwrap();
+            }
+            r.end_with_reply(Ok(()))
+        };
+        let (record, reply) = run(StreamRecorder::new(1, 1.0, 4, None).keep_reply());
+        assert_eq!((reply.as_str(), record.output_len, record.error), ("Hi there", 3, None));
+        assert_eq!(run(StreamRecorder::new(1, 1.0, 4, None)).1, "", "kept only when asked");
+        let mut big = StreamRecorder::new(1, 1.0, 4, None).keep_reply();
+        let word = delta("content", &"x".repeat(4000));
+        let failed = (0..bounds::MAX_REPLY_BYTES / 4000 + 1).find_map(|k| big.receive(k as f64, word.as_bytes()).err());
+        assert!(failed.is_some_and(|e| e.to_string().contains("reply's text passed")));
     }
 
     /// A mock thinking model's stream: role, reasoning at 1.5 and 1.6 (one token each), then the

@@ -67,7 +67,7 @@ fn refused_text(refused: Refused, t: &Text) -> Option<String> {
         Refused::Busy => None,
         Refused::NeedsReload => Some(t.run_needs_reload.to_string()),
         Refused::SwitchesNotRemote => Some(t.switches_not_remote.to_string()),
-        Refused::ConversationsNotRemote => Some(t.conversations_not_remote.to_string()),
+        Refused::ConversationsNeedText => Some(t.conversations_need_text.to_string()),
         Refused::Invalid(e) => Some(e),
     }
 }

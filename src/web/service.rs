@@ -68,8 +68,9 @@ pub enum Refused {
     NeedsReload,
     /// Engine switches for a server, whose scheduler and weights are its own.
     SwitchesNotRemote,
-    /// Conversations for a server: its replies come back as text (not built yet).
-    ConversationsNotRemote,
+    /// Conversations for a server with random token ids: each turn sends the server's reply back,
+    /// as text.
+    ConversationsNeedText,
     /// The workload does not fit (one line; B's problems start with "B: ").
     Invalid(String),
 }
@@ -145,8 +146,8 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
             if form.policy != Policy::default() || form.load != LoadOptions::default() {
                 return Err(Refused::SwitchesNotRemote);
             }
-            if form.spec.conversations.is_some() {
-                return Err(Refused::ConversationsNotRemote);
+            if form.spec.conversations.is_some() && form.random_prompts {
+                return Err(Refused::ConversationsNeedText);
             }
             // A server's context is its own: only the API's answer limits it.
             let form = prepared(host, &cx, *form, None)?;

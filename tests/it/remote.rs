@@ -111,7 +111,13 @@ fn serve(stream: TcpStream, state: &MockState) {
         }
         let json: serde_json::Value = serde_json::from_str(&body).unwrap();
         // Prompts from the CLI (random ids) get the mock's default reply; a redirected one, the normal.
-        let first = json["prompt"][0].as_u64().filter(|&id| id <= LAST_BEHAVIOUR).unwrap_or(state.default as u64);
+        // A chat's: its first message's first word, when it is a number.
+        let chat_first = || json["messages"][0]["content"].as_str()?.split_whitespace().next()?.parse::<u64>().ok();
+        let first = json["prompt"][0]
+            .as_u64()
+            .or_else(chat_first)
+            .filter(|&id| id <= LAST_BEHAVIOUR)
+            .unwrap_or(state.default as u64);
         let first = if head.starts_with("POST /v2/") { Behaviour::Normal as u64 } else { first };
         if first == Behaviour::RedirectAway as u64 || first == Behaviour::RedirectHome as u64 {
             let to = match (&state.redirect_to, first == Behaviour::RedirectAway as u64) {
@@ -281,6 +287,7 @@ fn requests(behaviours: &[Behaviour], gap_s: f64) -> Vec<RemoteRequest> {
             prompt: Prompt::Ids(vec![b as u32, 7, 7, 7]),
             prompt_len: 4,
             max_tokens: 3,
+            turn: None,
         })
         .collect()
 }
@@ -325,6 +332,72 @@ fn a_thinking_stream_is_split_into_reasoning_and_answer() {
     let m = tokenmeter::bench::summarize(&[r], &[], None, 0.25);
     let t = m.thinking.expect("the reply thought");
     assert_eq!((t.requests_thinking, t.reasoning_tokens, t.answer_tokens, t.unanswered), (1, 2, 2, 0));
+}
+
+/// Two conversations of three turns over chat: the first's turns each carry the whole
+/// conversation (user, the mock's reply "abc", user, …) and are sent at the turn before's finish
+/// plus the think time; the second's first turn fails, so its later turns fail unsent.
+#[test]
+fn a_conversations_turns_carry_its_replies_and_wait_for_them() {
+    use tokenmeter::remote::conversation::RemoteTurn;
+    let m = mock();
+    let c = Client::new(Endpoint { api: Api::Chat, ..client(&m.url, None).endpoint().clone() }).unwrap();
+    let think_s = 0.05;
+    // Plan order interleaves the sessions: 0, 1, then their second and third turns.
+    let (session, turn, prev) =
+        ([0u64, 1, 0, 1, 0, 1], [0u32, 0, 1, 1, 2, 2], [None, None, Some(0), Some(1), Some(2), Some(3)]);
+    let first_words = ["1 hello", "3 doomed", "more", "more", "last", "last"];
+    let requests: Vec<RemoteRequest> = (0..6)
+        .map(|i| RemoteRequest {
+            id: i as u64,
+            arrival_s: prev[i].is_none().then_some(0.01 * i as f64),
+            prompt: Prompt::Text(first_words[i].into()),
+            prompt_len: 2,
+            max_tokens: 3,
+            turn: Some(RemoteTurn {
+                session: session[i],
+                turn: turn[i],
+                prev: prev[i],
+                think_s,
+                has_next: turn[i] < 2,
+            }),
+        })
+        .collect();
+    let records = c.run(&requests, &options(10.0), &mut |_, _| {});
+    let sent: Vec<serde_json::Value> = m
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| serde_json::from_str(&r[r.find("\r\n\r\n").unwrap() + 4..]).ok())
+        .collect();
+    assert_eq!(sent.len(), 4, "the failed conversation's later turns are never sent: {sent:?}");
+    let last = sent.iter().find(|b| b["messages"].as_array().unwrap().len() == 5).expect("a third turn");
+    let said: Vec<(&str, &str)> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        said,
+        [("user", "1 hello"), ("assistant", "abc"), ("user", "more"), ("assistant", "abc"), ("user", "last")]
+    );
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!((r.session, r.turn), (Some(session[i]), Some(turn[i])), "request {i}");
+    }
+    for i in [2, 4] {
+        let (before, now) = (&records[i - 2], &records[i]);
+        assert_eq!(now.error, None);
+        assert!(close(now.arrival_s, before.finish_s.unwrap() + think_s), "{} vs {:?}", now.arrival_s, before.finish_s);
+        assert!(now.sent_s.unwrap() >= now.arrival_s - 1e-3, "sent before it was due");
+        // The planned prompt: the history's tokens (the turn before's prompt and output), then its own.
+        assert_eq!(now.prompt_len, before.prompt_len + before.output_len + 2);
+    }
+    assert!(records[1].error.as_deref().unwrap().contains("500"), "{:?}", records[1].error);
+    for i in [3, 5] {
+        assert_eq!(records[i].error.as_deref(), Some("the turn before it failed"));
+    }
 }
 
 #[test]
@@ -1001,6 +1074,29 @@ fn llama_server_chat_with_text_prompts() {
         // The chat template wraps the 24 text tokens: the server counts more.
         assert!(r.server_prompt_len.unwrap() > 24, "{:?}", r.server_prompt_len);
     }
+
+    // Conversations: each turn sends the conversation so far, the server's replies included, so
+    // the server's prompt grows turn by turn, and its slot's cache serves the history.
+    let turns = ["--turns", "3", "--think-time-s", "0.1", "--rate", "2", "--num-requests", "9", "--server-metrics"];
+    let args = [&args[..2], &args[2..4], &turns[..], &["--input-len", "24", "--output-len", "16"]].concat();
+    let (result, stdout, stderr) = bench_cli(&peer.url, "chat-turns", &args, &[]);
+    assert!(stdout.contains("Failed: 0"), "{stdout}\n{stderr}");
+    let records: Vec<RequestRecord> = serde_json::from_value(result["requests"].clone()).unwrap();
+    let mut later_cached = 0;
+    for r in records.iter().filter(|r| r.turn.unwrap() > 0) {
+        let before = records.iter().find(|b| b.session == r.session && b.turn == Some(r.turn.unwrap() - 1)).unwrap();
+        assert!(r.arrival_s >= before.finish_s.unwrap(), "turn {:?} due before the reply it carries", r.turn);
+        let (now, then) = (r.server_prompt_len.unwrap(), before.server_prompt_len.unwrap());
+        // The history (the turn before's prompt and its 16-token reply) and 24 new tokens.
+        assert!(
+            now > then + 16 + 20,
+            "session {:?} turn {:?}: the server counted {now} after {then}",
+            r.session,
+            r.turn
+        );
+        later_cached += r.cached_tokens.unwrap_or(0);
+    }
+    assert!(later_cached > 0, "the server's prefix cache served no history: {stdout}");
 }
 
 #[test]

@@ -463,6 +463,7 @@ fn client_capacity() {
                 prompt: Prompt::Ids(vec![1, 2, 3, 4]),
                 prompt_len: 4,
                 max_tokens: tokens,
+                turn: None,
             })
             .collect();
         let options = RunOptions { ignore_eos: true, timeout_s: 60.0, ..RunOptions::default() };

@@ -642,6 +642,7 @@ async fn a_real_server_round_trip_from_the_browser() {
         prompt: tokenmeter::remote::Prompt::Ids(vec![100; 16]),
         prompt_len: 16,
         max_tokens: 900,
+        turn: None,
     };
     let options = RunOptions { ignore_eos: true, timeout_s: 0.3, closed_loop: None, ..RunOptions::default() };
     let records = client.run(&[long], &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
@@ -674,6 +675,7 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
         prompt: Prompt::Ids(vec![100; 8]),
         prompt_len: 8,
         max_tokens,
+        turn: None,
     };
     let no_cancel = || Rc::new(std::cell::Cell::new(false));
 

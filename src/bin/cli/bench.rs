@@ -203,10 +203,10 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results = Vec::new();
     if let Some(url) = &args.remote.endpoint {
-        if spec.conversations.is_some() {
+        if spec.conversations.is_some() && (args.random_prompts || args.remote.tokenizer.is_none()) {
             return Err(Error::Invalid(
-                "--turns: conversations run against this process's engine only (a server's reply comes back as \
-                 text, and carrying it into the next turn is not built yet)"
+                "--turns with --endpoint sends text, each turn carrying the server's reply back: pass --tokenizer \
+                 FILE (and not --random-prompts)"
                     .into(),
             ));
         }

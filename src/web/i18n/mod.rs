@@ -240,7 +240,7 @@ pub struct Text {
     pub reload_model: &'static str,
     pub run_needs_reload: &'static str,
     pub switches_not_remote: &'static str,
-    pub conversations_not_remote: &'static str,
+    pub conversations_need_text: &'static str,
     pub experiment: &'static str,
     pub experiment_note: &'static str,
     pub b_differs: &'static str,

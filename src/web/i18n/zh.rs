@@ -218,7 +218,7 @@ pub const ZH: Text = Text {
     reload_model: "按此重新上传",
     run_needs_reload: "请重新上传模型以应用新的权重格式或推测解码（引擎开关）。",
     switches_not_remote: "引擎开关（权重、推测解码、调度）只作用于本浏览器的引擎，而非服务器：请恢复默认后再对服务器运行。",
-    conversations_not_remote: "多轮会话只在本浏览器的引擎上运行：服务器的回复以文本返回，把它带入下一轮尚未实现。清空轮数后即可对服务器运行。",
+    conversations_need_text: "对服务器的多轮会话发送文本，每一轮都带回服务器的回复：请在“提示词”中选择文本，而非“随机 token”。",
     experiment: "实验（A/B）",
     experiment_note: "A 即左侧的设置；B 仅在你指定处与 A 不同。同一负载（种子、到达时间、长度）在每侧预热一次后按 A B A B … 交替运行，每个指标给出 B − A 及其 95% 区间（对所有指标同时成立）。",
     b_differs: "B 与 A 的不同之处：",
