@@ -75,6 +75,9 @@ pub struct DatasetRow {
     pub input_len: Option<usize>,
     pub output_len: Option<usize>,
     pub timestamp_ms: Option<f64>,
+    /// ShareGPT: the conversation's later (user, answer) pairs after the first, in order: its
+    /// later turns when whole conversations are asked for ([`Select::conversations`]).
+    pub later: Vec<(String, String)>,
 }
 
 /// A file's rows.
@@ -96,6 +99,9 @@ pub struct DatasetItem {
     pub output_len: usize,
     /// Trace rows: seconds from the first row, speedup applied.
     pub arrival_s: Option<f64>,
+    /// Whole conversations: (the conversation's index in the selection, the turn in it). The
+    /// prompt is then that turn's new user text, sent after the conversation so far.
+    pub conversation: Option<(u64, u32)>,
 }
 
 /// The dataset part of a workload: what the record says about it, and (not recorded) its items.
@@ -115,6 +121,9 @@ pub struct DatasetWorkload {
     /// Trace replay: recorded gaps divided by this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_speedup: Option<f64>,
+    /// ShareGPT's whole conversations were taken, each turn a request ([`Select::conversations`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_conversations: bool,
     /// The requests, in the order sent; empty in a record read back from JSON.
     #[serde(skip)]
     pub items: Arc<Vec<DatasetItem>>,
@@ -201,6 +210,13 @@ fn parse_sharegpt(file: &str, text: &str) -> Result<Dataset> {
             dropped += 1;
             continue;
         };
+        // Later pairs: a user turn (or an unlabelled one) and the answer after it, until the
+        // conversation stops alternating.
+        let later = turns[first + 2..]
+            .chunks_exact(2)
+            .take_while(|pair| pair[0].from.is_none() || human(&pair[0]))
+            .map(|pair| (pair[0].value.clone(), pair[1].value.clone()))
+            .collect();
         rows.push(DatasetRow {
             at: index + 1,
             prompt: Some(turns[first].value.clone()),
@@ -208,6 +224,7 @@ fn parse_sharegpt(file: &str, text: &str) -> Result<Dataset> {
             input_len: None,
             output_len: None,
             timestamp_ms: None,
+            later,
         });
     }
     Ok(Dataset { file: file.to_string(), format: DatasetFormat::ShareGpt, rows, dropped_short_conversations: dropped })
@@ -270,6 +287,7 @@ fn parse_lines(file: &str, text: &str, format: DatasetFormat) -> Result<Dataset>
                     input_len,
                     output_len: Some(length("output_len", r.output_len)?),
                     timestamp_ms: None,
+                    later: Vec::new(),
                 }
             }
             DatasetFormat::Trace => {
@@ -297,6 +315,7 @@ fn parse_lines(file: &str, text: &str, format: DatasetFormat) -> Result<Dataset>
                     input_len: Some(length("input_length", r.input_length)?),
                     output_len: Some(length("output_length", r.output_length)?),
                     timestamp_ms: Some(r.timestamp),
+                    later: Vec::new(),
                 }
             }
             DatasetFormat::ShareGpt => unreachable!("parsed as a list"),
@@ -333,6 +352,10 @@ pub struct Select<'a> {
     pub seed: u64,
     /// Traces: the recorded gaps are divided by this.
     pub trace_speedup: f64,
+    /// ShareGPT only: whole conversations, each turn a request, a turn's request (the
+    /// conversation so far, its new text and its answer) at most this many tokens; `None`: the
+    /// first turn of each, as vLLM takes.
+    pub conversations: Option<usize>,
 }
 
 impl Dataset {
@@ -354,20 +377,26 @@ impl Dataset {
             count(text).map_err(|e| Error::Invalid(format!("{file} {}: {e}", self.place(row))))
         };
         let first_ms = self.rows.first().and_then(|r| r.timestamp_ms).unwrap_or(0.0);
-        let mut items = Vec::with_capacity(self.rows.len());
-        for row in &self.rows {
-            let prompt_len = match (&row.prompt, row.input_len) {
+        if s.conversations.is_some() && self.format != DatasetFormat::ShareGpt {
+            return Err(Error::Invalid(format!(
+                "{file}: whole conversations come from a ShareGPT dataset; this one is {}",
+                self.format.name()
+            )));
+        }
+        // One turn: its lengths measured, `None` when vLLM's filters drop it.
+        let turn = |row: &DatasetRow, prompt: Option<&str>, completion: Option<&str>| -> Result<Option<DatasetItem>> {
+            let prompt_len = match (prompt, row.input_len) {
                 (Some(p), _) => measure(row, p)?,
                 (None, Some(n)) => n,
                 (None, None) => unreachable!("every row has a prompt or a length"),
             };
-            let output_len = match (&row.completion, row.output_len) {
+            let output_len = match (completion, row.output_len) {
                 (_, Some(n)) => n,
                 (Some(c), None) => measure(row, c)?,
                 (None, None) => unreachable!("every row has an output length or a completion"),
             };
             if self.format == DatasetFormat::ShareGpt && !vllm_valid(prompt_len, output_len) {
-                continue;
+                return Ok(None);
             }
             if prompt_len == 0 {
                 return Err(Error::Invalid(format!("{file} {}: the prompt encodes to no tokens", self.place(row))));
@@ -388,22 +417,67 @@ impl Dataset {
                     limits::MAX_SCHEDULE_S
                 )));
             }
-            items.push(DatasetItem { prompt: row.prompt.as_deref().map(Arc::from), prompt_len, output_len, arrival_s });
+            let prompt = prompt.map(Arc::from);
+            Ok(Some(DatasetItem { prompt, prompt_len, output_len, arrival_s, conversation: None }))
+        };
+        // Each row's requests: its first turn, or its whole conversation up to the first turn
+        // the filters drop or whose request would pass the bound.
+        let mut groups: Vec<Vec<DatasetItem>> = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let first = turn(row, row.prompt.as_deref(), row.completion.as_deref())?;
+            let Some(bound) = s.conversations else {
+                groups.extend(first.map(|item| vec![item]));
+                continue;
+            };
+            let mut turns: Vec<DatasetItem> = Vec::new();
+            let mut history = 0usize;
+            let later = row.later.iter().map(|(user, answer)| turn(row, Some(user), Some(answer)));
+            for item in std::iter::once(Ok(first)).chain(later) {
+                let Some(item) = item? else { break };
+                let request = history + item.prompt_len + item.output_len;
+                if request > bound {
+                    break;
+                }
+                history = request;
+                turns.push(item);
+            }
+            if !turns.is_empty() {
+                groups.push(turns);
+            }
         }
-        let rows_kept = items.len();
-        if items.is_empty() {
+        let rows_kept = groups.len();
+        if groups.is_empty() {
             return Err(Error::Invalid(format!("{file}: no row is left after the filters ({})", self.filters())));
         }
         if self.format != DatasetFormat::Trace {
-            items.shuffle(&mut stream(s.seed, STREAM_DATASET, 0));
+            groups.shuffle(&mut stream(s.seed, STREAM_DATASET, 0));
         }
+        let whole = s.conversations.is_some();
+        let mut items: Vec<DatasetItem> = groups
+            .into_iter()
+            .enumerate()
+            .flat_map(|(session, turns)| {
+                turns.into_iter().enumerate().map(move |(turn, item)| DatasetItem {
+                    conversation: whole.then_some((session as u64, turn as u32)),
+                    ..item
+                })
+            })
+            .collect();
         items.truncate(s.num_requests.unwrap_or(usize::MAX).min(limits::MAX_REQUESTS));
         Ok(DatasetWorkload {
             file: file.clone(),
             format: self.format,
             rows_read: self.rows.len() + self.dropped_short_conversations,
             rows_kept,
-            filters: self.filters(),
+            filters: match s.conversations {
+                Some(bound) => format!(
+                    "{}; whole conversations: each turn filtered alike, a conversation ends before a turn the \
+                     filters drop or whose request passes {bound} tokens",
+                    self.filters()
+                ),
+                None => self.filters(),
+            },
+            whole_conversations: whole,
             lengths_measured_by: if has_text { s.tokenizer.to_string() } else { "none (lengths given)".into() },
             trace_speedup: (self.format == DatasetFormat::Trace).then_some(speedup),
             items: Arc::new(items),
@@ -461,6 +535,7 @@ mod tests {
             num_requests: n,
             seed: 1,
             trace_speedup: 1.0,
+            conversations: None,
         })
     }
 
@@ -492,9 +567,87 @@ mod tests {
         assert_eq!(select(&d, Some(1)).unwrap().items.len(), 1);
         assert_eq!(w.lengths_measured_by, "words");
         // Text needs a tokenizer.
-        let none =
-            d.select(&Select { count_tokens: None, tokenizer: "", num_requests: None, seed: 1, trace_speedup: 1.0 });
+        let none = d.select(&Select {
+            count_tokens: None,
+            tokenizer: "",
+            num_requests: None,
+            seed: 1,
+            trace_speedup: 1.0,
+            conversations: None,
+        });
         assert!(none.unwrap_err().to_string().contains("needs a tokenizer"));
+    }
+
+    /// Whole conversations: every turn a request, grouped and marked (conversation, turn); a
+    /// conversation ends before a turn the filters drop or whose request passes the bound; only
+    /// ShareGPT has them.
+    #[test]
+    fn sharegpt_whole_conversations_are_turns_in_order() {
+        let turn = |from: &str, value: &str| format!(r#"{{"from": "{from}", "value": "{value}"}}"#);
+        let conversation = |turns: &[String]| format!(r#"{{"conversations": [{}]}}"#, turns.join(", "));
+        let text = format!(
+            "[{}, {}, {}]",
+            // 3 turns; the fourth's answer is 2 words, under the filters' 4.
+            conversation(&[
+                turn("human", "a b c d"),
+                turn("gpt", "1 2 3 4 5"),
+                turn("human", "e f g h i"),
+                turn("gpt", "1 2 3 4"),
+                turn("human", "j k l m"),
+                turn("gpt", "1 2 3 4 5 6"),
+                turn("human", "n o p q"),
+                turn("gpt", "1 2"),
+            ]),
+            // Its second turn makes a request of 9 + 4 + 8 = 21 tokens.
+            conversation(&[
+                turn("human", "r s t u"),
+                turn("gpt", "1 2 3 4 5"),
+                turn("human", "v w x y"),
+                turn("gpt", "1 2 3 4 5 6 7 8")
+            ]),
+            // Its first turn is filtered: dropped.
+            conversation(&[turn("human", "z"), turn("gpt", "1 2 3 4")]),
+        );
+        let d = parse("share.json", text.as_bytes(), None).unwrap();
+        assert_eq!(d.rows[0].later.len(), 3);
+        let whole = |n, bound| {
+            d.select(&Select {
+                count_tokens: Some(&words),
+                tokenizer: "words",
+                num_requests: n,
+                seed: 1,
+                trace_speedup: 1.0,
+                conversations: Some(bound),
+            })
+        };
+        let w = whole(None, 40).unwrap();
+        assert!(w.whole_conversations && w.filters.contains("whole conversations"));
+        assert_eq!(w.rows_kept, 2);
+        let mut marks: Vec<(u64, u32, usize, usize)> = w
+            .items
+            .iter()
+            .map(|i| (i.conversation.unwrap().0, i.conversation.unwrap().1, i.prompt_len, i.output_len))
+            .collect();
+        // Shuffled by conversation, turns in order within each.
+        let first = marks[0].0;
+        assert!(marks.windows(2).all(|p| p[0].0 < p[1].0 || (p[0].0 == p[1].0 && p[0].1 + 1 == p[1].1)), "{marks:?}");
+        marks.sort();
+        let lens: Vec<(u32, usize, usize)> = marks.iter().map(|m| (m.1, m.2, m.3)).collect();
+        assert_eq!(lens.len(), 5, "{marks:?}");
+        assert!(lens.contains(&(2, 4, 6)) && lens.contains(&(1, 4, 8)) && first <= 1, "{lens:?}");
+        // A bound of 20: the first ends before its third turn (18 + 4 + 6), the second before its second (21).
+        assert_eq!(whole(None, 20).unwrap().items.len(), 3);
+        assert_eq!(whole(Some(2), 40).unwrap().items.len(), 2, "cut to the requests asked for");
+        let jsonl = parse("p.jsonl", b"{\"input_len\": 4, \"output_len\": 5}\n", None).unwrap();
+        let refused = jsonl.select(&Select {
+            count_tokens: None,
+            tokenizer: "",
+            num_requests: None,
+            seed: 1,
+            trace_speedup: 1.0,
+            conversations: Some(40),
+        });
+        assert!(refused.unwrap_err().to_string().contains("whole conversations come from a ShareGPT dataset"));
     }
 
     #[test]
@@ -514,7 +667,14 @@ mod tests {
         let d = parse("t.jsonl", trace.as_bytes(), None).unwrap();
         assert_eq!(d.format, DatasetFormat::Trace);
         let w = d
-            .select(&Select { count_tokens: None, tokenizer: "", num_requests: None, seed: 1, trace_speedup: 2.0 })
+            .select(&Select {
+                count_tokens: None,
+                tokenizer: "",
+                num_requests: None,
+                seed: 1,
+                trace_speedup: 2.0,
+                conversations: None,
+            })
             .unwrap();
         let times: Vec<_> = w.items.iter().map(|i| i.arrival_s.unwrap()).collect();
         assert_eq!(times, vec![0.0, 0.25, 1.0], "in order, from the first row, twice as fast");
@@ -558,7 +718,14 @@ mod tests {
                      {\"timestamp\": 90000000, \"input_length\": 1, \"output_length\": 1}\n";
         let d = parse("t", trace.as_bytes(), None).unwrap();
         let select = |speedup| {
-            d.select(&Select { count_tokens: None, tokenizer: "", num_requests: None, seed: 0, trace_speedup: speedup })
+            d.select(&Select {
+                count_tokens: None,
+                tokenizer: "",
+                num_requests: None,
+                seed: 0,
+                trace_speedup: speedup,
+                conversations: None,
+            })
         };
         assert!(select(1.0).unwrap_err().to_string().contains("line 2: replayed at 90000 s"));
         assert!(select(2.0).is_ok());

@@ -280,6 +280,7 @@ mod tests {
             prompt_len,
             output_len: 1,
             arrival_s: None,
+            conversation: None,
         };
         let items = vec![item(Some("why is the sky blue"), 5), item(None, 6), item(None, 7)];
         let dataset = DatasetWorkload {
@@ -290,6 +291,7 @@ mod tests {
             filters: String::new(),
             lengths_measured_by: "words".into(),
             trace_speedup: None,
+            whole_conversations: false,
             items: Arc::new(items),
         };
         WorkloadSpec { input_len: LenRange { min: 5, max: 7 }, dataset: Some(dataset), ..spec(6) }

@@ -179,8 +179,11 @@ pub struct WorkloadSpec {
 /// before it has finished plus a think time (exponential with mean `think_time_s`; 0: at once).
 /// A turn's prompt is the whole conversation so far: the previous turn's prompt, then its reply
 /// (the ids the engine generated), then the new user text of `input_len` tokens; so its planned
-/// `prompt_len` is that sum, and prompts grow turn by turn. Engine targets only (a server's reply
-/// would come back as text).
+/// `prompt_len` is that sum, and prompts grow turn by turn. A server's reply comes back as text,
+/// which its next turn sends back ([`crate::remote::conversation`]). With a ShareGPT dataset's
+/// whole conversations ([`crate::bench::dataset::Select::conversations`]) the sessions, their
+/// turns and each turn's new text and output length are the dataset's, and `turns` says their
+/// range.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Conversations {
     pub turns: LenRange,
@@ -381,9 +384,14 @@ impl WorkloadSpec {
                     "conversations: sessions arrive by an open loop (poisson, gamma or constant)".into(),
                 ));
             }
-            if self.dataset.is_some() || self.shared_prefix.is_some() || self.saturation_stop {
+            if self.dataset.as_ref().is_some_and(|d| !d.whole_conversations)
+                || self.shared_prefix.is_some()
+                || self.saturation_stop
+            {
                 return Err(Error::Invalid(
-                    "conversations: not with a dataset, a shared prefix or the saturation stop".into(),
+                    "conversations: not with a dataset's single prompts (a ShareGPT dataset's whole conversations \
+                     are its own), a shared prefix or the saturation stop"
+                        .into(),
                 ));
             }
             if !(c.think_time_s.is_finite() && (0.0..=limits::MAX_SCHEDULE_S).contains(&c.think_time_s)) {
@@ -401,6 +409,9 @@ impl WorkloadSpec {
                     limits::MAX_TOKENS
                 )));
             }
+        }
+        if self.dataset.as_ref().is_some_and(|d| d.whole_conversations) && self.conversations.is_none() {
+            return Err(Error::Invalid("a dataset's whole conversations: the workload needs its conversations".into()));
         }
         if let Some(p) = &self.shared_prefix {
             if self.dataset.is_some() {
@@ -432,6 +443,19 @@ impl WorkloadSpec {
     pub fn prompt_range(&self) -> LenRange {
         match &self.conversations {
             None => self.input_len,
+            // A dataset's own conversations: their longest history, exactly.
+            Some(_) if self.dataset.as_ref().is_some_and(|d| d.whole_conversations) => {
+                let items = &self.dataset.as_ref().expect("checked").items;
+                let (mut longest, mut history) = (self.input_len.min, 0usize);
+                for item in items.iter() {
+                    if item.conversation.is_some_and(|(_, turn)| turn == 0) {
+                        history = 0;
+                    }
+                    longest = longest.max(history + item.prompt_len);
+                    history += item.prompt_len + item.output_len;
+                }
+                LenRange { min: self.input_len.min, max: longest }
+            }
             Some(c) => {
                 let turns = c.turns.max;
                 let max = turns
@@ -566,6 +590,15 @@ pub fn conversation_turns(spec: &WorkloadSpec) -> Option<Vec<Turn>> {
     let mut size_rng = stream(spec.seed, STREAM_CONVERSATIONS, 0);
     let mut think_rng = stream(spec.seed, STREAM_CONVERSATIONS, 1);
     let think = Exp::new(1.0).expect("rate 1");
+    // A dataset's whole conversations: its sessions and turns, in plan order.
+    if let Some(d) = spec.dataset.as_ref().filter(|d| d.whole_conversations) {
+        let turns = d.items.iter().take(spec.num_requests).enumerate().map(|(i, item)| {
+            let (session, turn) = item.conversation.expect("whole conversations mark every item");
+            let think_s: f64 = if turn == 0 { 0.0 } else { c.think_time_s * think.sample(&mut think_rng) };
+            Turn { session, turn, prev: (turn > 0).then(|| i - 1), think_s, new_len: item.prompt_len }
+        });
+        return Some(turns.collect());
+    }
     let mut length_rng = stream(spec.seed, STREAM_LENGTHS, 0);
     let mut out = Vec::with_capacity(spec.num_requests);
     let mut session = 0u64;
@@ -831,6 +864,56 @@ mod tests {
         assert!(WorkloadSpec { conversations: Some(Conversations { think_time_s: -1.0, ..conv }), ..plain }
             .validate()
             .is_err());
+    }
+
+    /// A dataset's whole conversations: the sessions, turns and lengths are the items', a later
+    /// turn's prompt the history plus its own text, and the longest history is exact.
+    #[test]
+    fn a_datasets_conversations_are_its_sessions() {
+        use crate::bench::dataset::{DatasetFormat, DatasetItem, DatasetWorkload};
+        use std::sync::Arc;
+        // Conversation 0: turns of (4 → 5), (6 → 7); conversation 1: (3 → 2).
+        let item = |conversation, prompt_len, output_len| DatasetItem {
+            prompt: None,
+            prompt_len,
+            output_len,
+            arrival_s: None,
+            conversation: Some(conversation),
+        };
+        let items = vec![item((0, 0), 4, 5), item((0, 1), 6, 7), item((1, 0), 3, 2)];
+        let dataset = DatasetWorkload {
+            file: "share.json".into(),
+            format: DatasetFormat::ShareGpt,
+            rows_read: 2,
+            rows_kept: 2,
+            filters: String::new(),
+            lengths_measured_by: "words".into(),
+            trace_speedup: None,
+            whole_conversations: true,
+            items: Arc::new(items),
+        };
+        let spec = WorkloadSpec {
+            input_len: LenRange { min: 3, max: 6 },
+            output_len: LenRange { min: 2, max: 7 },
+            dataset: Some(dataset),
+            conversations: Some(Conversations { turns: LenRange { min: 1, max: 2 }, think_time_s: 0.5 }),
+            ..spec(Arrival::Poisson, 4.0, 3)
+        };
+        spec.validate().unwrap();
+        let turns = conversation_turns(&spec).unwrap();
+        let shape: Vec<(u64, u32, Option<usize>, usize)> =
+            turns.iter().map(|t| (t.session, t.turn, t.prev, t.new_len)).collect();
+        assert_eq!(shape, [(0, 0, None, 4), (0, 1, Some(0), 6), (1, 0, None, 3)]);
+        let planned = plan(&spec).unwrap();
+        let lens: Vec<(usize, usize, bool)> =
+            planned.iter().map(|p| (p.prompt_len, p.output_len, p.arrival_s.is_some())).collect();
+        assert_eq!(lens, [(4, 5, true), (4 + 5 + 6, 7, false), (3, 2, true)]);
+        assert_eq!(spec.prompt_range().max, 15);
+        // Whole conversations need the workload's conversations, and single prompts refuse them.
+        assert!(WorkloadSpec { conversations: None, ..spec.clone() }.validate().is_err());
+        let mut single = spec.dataset.clone().unwrap();
+        single.whole_conversations = false;
+        assert!(WorkloadSpec { dataset: Some(single), ..spec }.validate().is_err());
     }
 
     #[test]

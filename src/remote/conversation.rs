@@ -75,12 +75,15 @@ impl TurnEnd {
     }
 }
 
+/// Where a later turn waits for the end of the turn before it.
+pub type Ends = Receiver<TurnEnd>;
+
 /// For each request, the sender of its end to the next turn of its conversation and the
 /// receiver of the end of the turn before it (none without conversations). A dropped sender (the
 /// run stopped before the turn before was sent) ends the wait with `Canceled`.
-pub fn channels(requests: &[RemoteRequest]) -> (Vec<Option<Sender<TurnEnd>>>, Vec<Option<Receiver<TurnEnd>>>) {
+pub fn channels(requests: &[RemoteRequest]) -> (Vec<Option<Sender<TurnEnd>>>, Vec<Option<Ends>>) {
     let mut senders: Vec<Option<Sender<TurnEnd>>> = requests.iter().map(|_| None).collect();
-    let mut receivers: Vec<Option<Receiver<TurnEnd>>> = requests.iter().map(|_| None).collect();
+    let mut receivers: Vec<Option<Ends>> = requests.iter().map(|_| None).collect();
     for (i, r) in requests.iter().enumerate() {
         if let Some(prev) = r.turn.and_then(|t| t.prev) {
             let (tx, rx) = futures_channel::oneshot::channel();

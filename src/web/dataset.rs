@@ -129,6 +129,7 @@ pub fn attach(
         num_requests: Some(spec.num_requests),
         seed: spec.seed,
         trace_speedup: *speedup,
+        conversations: None,
     })?;
     if data.format == DatasetFormat::Trace {
         if config.rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {

@@ -259,6 +259,55 @@ fn sharegpt_prompts_are_sent_as_text_with_lengths_from_the_tokenizer() {
     assert!(max_tokens.contains(&5) && max_tokens.contains(&6), "the answers' lengths: {max_tokens:?}");
 }
 
+/// `--turns dataset`: ShareGPT's whole conversations as sessions. Each later turn sends the
+/// conversation so far — its first prompt, the server's reply ("t0t1t2"), its own user text — and
+/// a conversation ends before a turn vLLM's filters drop ("ok" is under 4 words).
+#[test]
+fn sharegpt_whole_conversations_carry_the_servers_replies() {
+    let s = server(Reply { tokens: 3, gap_ms: 0, capacity: None });
+    let dir = scratch("sharegpt-turns");
+    let tokenizer = word_tokenizer(&dir);
+    let turn = |from: &str, value: &str| format!(r#"{{"from": "{from}", "value": "{value}"}}"#);
+    let conversation = |turns: &[String]| format!(r#"{{"conversations": [{}]}}"#, turns.join(", "));
+    let data = format!(
+        "[{}, {}]",
+        conversation(&[
+            turn("human", "why is the sky blue"),
+            turn("gpt", "because of Rayleigh scattering mostly"),
+            turn("human", "and why are sunsets red"),
+            turn("gpt", "longer paths scatter the blue away"),
+            turn("human", "ok"),
+            turn("gpt", "glad to help you today"),
+        ]),
+        conversation(&[turn("human", "tell me a joke please"), turn("gpt", "no jokes today sorry friend")]),
+    );
+    let file = dir.join("share.json");
+    std::fs::write(&file, data).unwrap();
+    let out = dir.join("out.json");
+    let args = ["--dataset", file.to_str().unwrap(), "--tokenizer", tokenizer.to_str().unwrap(), "--turns", "dataset"];
+    let (ok, _, stderr) =
+        bench(&s.url, &[&args[..], &["--think-time-s", "0.01", "--json", out.to_str().unwrap()]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("whole conversations of 1 to 2 turns"), "{stderr}");
+    let json = read_json(&out);
+    assert_eq!(json["run_config"]["workload"]["dataset"]["whole_conversations"], true);
+    let records: Vec<tokenmeter::bench::RequestRecord> = serde_json::from_value(json["requests"].clone()).unwrap();
+    assert_eq!(records.len(), 3, "2 turns of the first conversation, 1 of the second");
+    let later = records.iter().find(|r| r.turn == Some(1)).expect("a second turn");
+    let first = records.iter().find(|r| r.session == later.session && r.turn == Some(0)).unwrap();
+    // The history (5 prompt words and 3 streamed tokens), then the turn's 5 words.
+    assert_eq!((first.prompt_len, later.prompt_len), (5, 5 + 3 + 5));
+    assert!(later.arrival_s >= first.finish_s.unwrap() + 0.0, "sent after the reply it carries");
+    let bodies = s.bodies.lock().unwrap();
+    let prompts: Vec<String> = bodies
+        .iter()
+        .map(|b| serde_json::from_str::<serde_json::Value>(b).unwrap()["prompt"].as_str().unwrap().to_string())
+        .collect();
+    assert!(prompts.contains(&"why is the sky bluet0t1t2and why are sunsets red".to_string()), "{prompts:?}");
+    // Asked for its answer's length, as a single-turn ShareGPT request is.
+    assert!(bodies.iter().any(|b| b.contains("\"max_tokens\":6")), "{bodies:?}");
+}
+
 #[test]
 fn malformed_datasets_are_one_line_naming_file_and_line() {
     let dir = scratch("malformed");

@@ -634,6 +634,35 @@ async fn a_real_server_round_trip_from_the_browser() {
         assert_eq!(metrics.completed, 6);
     }
 
+    // Conversations over chat: a later turn is sent after the turn before's reply, and carries it
+    // (the server counts the growing history).
+    let client = Client::new(Endpoint { model: models[0].clone(), api: Api::Chat, ..endpoint.clone() });
+    let spec = tokenmeter::bench::WorkloadSpec {
+        num_requests: 6,
+        input_len: "12".parse().unwrap(),
+        output_len: "8".parse().unwrap(),
+        conversations: Some(tokenmeter::bench::Conversations { turns: "3".parse().unwrap(), think_time_s: 0.02 }),
+        ..remote_spec("poisson", 20.0, 1)
+    };
+    let plan = tokenmeter::bench::plan(&spec).unwrap();
+    let turns = tokenmeter::bench::workload::conversation_turns(&spec).unwrap();
+    let prompt =
+        |p: &tokenmeter::bench::PlannedRequest| Ok(tokenmeter::remote::Prompt::Text("hello ".repeat(p.prompt_len)));
+    let requests = tokenmeter::remote::turn_requests(&plan, &turns, &prompt).unwrap();
+    let options = RunOptions { ignore_eos: true, timeout_s: 60.0, ..RunOptions::default() };
+    let records = client.run(&requests, &options, Rc::new(|_, _| {}), Rc::new(std::cell::Cell::new(false))).await;
+    assert_eq!(records.len(), 6);
+    for (r, t) in records.iter().zip(&turns) {
+        assert!(r.succeeded(), "{:?}", r.error);
+        assert_eq!((r.session, r.turn), (Some(t.session), Some(t.turn)));
+        if let Some(prev) = t.prev {
+            let before = &records[prev];
+            assert!(r.arrival_s >= before.finish_s.unwrap() + 0.0, "turn {} due before its reply", t.turn);
+            let (now, then) = (r.server_prompt_len.unwrap(), before.server_prompt_len.unwrap());
+            assert!(now > then + 8 + 8, "the history grew: {now} after {then}");
+        }
+    }
+
     // A request past its timeout is aborted and recorded as a timeout, with what had arrived.
     let client = Client::new(Endpoint { model: models[0].clone(), ..endpoint.clone() });
     let long = tokenmeter::remote::RemoteRequest {

@@ -58,7 +58,9 @@ pub(crate) struct BenchArgs {
     /// Multi-turn conversations: requests grouped into sessions of N or MIN:MAX turns; each turn's
     /// prompt is the conversation so far (the turn before's prompt and reply, then --input-len
     /// new tokens); sessions arrive at --rate (per second), a turn follows the one before after
-    /// --think-time-s. The engine only.
+    /// --think-time-s. `dataset`: a ShareGPT --dataset's whole conversations (each user turn's
+    /// text, each answer's length). Against a server, text prompts (--tokenizer): each turn sends
+    /// the server's replies back.
     #[arg(long, allow_hyphen_values = true)]
     pub(crate) turns: Option<String>,
     /// With --turns: mean seconds between a reply and the next turn (exponential; 0: at once).
@@ -145,6 +147,23 @@ impl BenchArgs {
             saturation_stop: !self.serving.no_saturation_stop && self.turns.is_none(),
             shared_prefix: self.shared_prefix()?,
             conversations: match &self.turns {
+                // A ShareGPT dataset's own conversations: their range is set when it is read
+                // (`serving::attach`).
+                Some(turns) if turns == "dataset" && self.serving.dataset.is_some() => {
+                    Some(tokenmeter::bench::Conversations {
+                        turns: LenRange { min: 1, max: 1 },
+                        think_time_s: self.think_time_s,
+                    })
+                }
+                Some(turns) if turns == "dataset" => {
+                    return Err(Error::Invalid("--turns dataset: a ShareGPT --dataset's own conversations".into()))
+                }
+                Some(_) if self.serving.dataset.is_some() => {
+                    return Err(Error::Invalid(
+                        "--turns N draws conversations of synthetic prompts; a ShareGPT dataset's own: --turns dataset"
+                            .into(),
+                    ))
+                }
                 Some(turns) => Some(tokenmeter::bench::Conversations {
                     turns: turns.parse::<LenRange>()?,
                     think_time_s: self.think_time_s,
@@ -224,7 +243,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         if let Some(data) = &data {
             let named = args.remote.tokenizer.as_ref().map(|p| format!("{} (--tokenizer)", p.display()));
             let measuring = tokenizer.as_ref().zip(named.as_deref());
-            serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+            serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring, None)?;
         }
         let session = session(&spec);
         let outcome = remote::run(
@@ -248,7 +267,15 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     if let Some(data) = &data {
         let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
         let measuring = tokenizer.zip(name.as_deref());
-        serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring)?;
+        serving::attach(
+            &mut spec,
+            &rates,
+            data,
+            &args.serving,
+            args.num_requests,
+            measuring,
+            Some(cfg.max_position_embeddings),
+        )?;
     }
     policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
     let session = session(&spec);

@@ -118,12 +118,13 @@ fn workload(args: &BenchArgs, loaded: &Opened) -> Result<WorkloadSpec> {
     let rates = args.rates()?;
     let mut spec = args.workload(rates[0])?;
     if let Some(data) = args.serving.read()? {
-        let tokenizer = match loaded {
-            Opened::Disk(_, t) => t.as_ref().as_ref(),
-            Opened::Synthetic(_) => None,
+        let (tokenizer, context) = match loaded {
+            Opened::Disk(c, t) => (t.as_ref().as_ref(), c.config.max_position_embeddings),
+            Opened::Synthetic(s) => (None, s.config.max_position_embeddings),
         };
         let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
-        serving::attach(&mut spec, &rates, &data, &args.serving, args.num_requests, tokenizer.zip(name.as_deref()))?;
+        let measuring = tokenizer.zip(name.as_deref());
+        serving::attach(&mut spec, &rates, &data, &args.serving, args.num_requests, measuring, Some(context))?;
     }
     bench::plan(&spec)?;
     Ok(spec)

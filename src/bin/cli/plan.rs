@@ -196,7 +196,9 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     };
     if let Some(data) = b.serving.read()? {
         let name = b.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
-        serving::attach(&mut spec, &rates, &data, &b.serving, b.num_requests, tokenizer.zip(name.as_deref()))?;
+        let measuring = tokenizer.zip(name.as_deref());
+        let context = Some(cfg.max_position_embeddings);
+        serving::attach(&mut spec, &rates, &data, &b.serving, b.num_requests, measuring, context)?;
     }
     if !ignore_eos {
         eprintln!("note: the plan does not model EOS: every request runs to its output length");

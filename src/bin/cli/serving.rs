@@ -75,6 +75,8 @@ impl ServingArgs {
 
 /// `spec` with the dataset's requests: lengths measured by `tokenizer` (named `tokenizer_name`
 /// in the record), at most `num_requests` (all usable rows when not given), a trace's arrivals.
+/// With conversations (`--turns dataset`), a ShareGPT dataset's whole conversations, each turn's
+/// request within `context` tokens (the model's; a server's is not known: the workload limit).
 pub fn attach(
     spec: &mut WorkloadSpec,
     rates: &[f64],
@@ -82,6 +84,7 @@ pub fn attach(
     args: &ServingArgs,
     num_requests: Option<usize>,
     tokenizer: Option<(&Tokenizer, &str)>,
+    context: Option<usize>,
 ) -> Result<()> {
     let count = |text: &str| -> Result<usize> { Ok(tokenizer.expect("checked by select").0.encode(text)?.len()) };
     let selected = data.select(&Select {
@@ -90,6 +93,7 @@ pub fn attach(
         num_requests,
         seed: spec.seed,
         trace_speedup: args.trace_speedup.unwrap_or(1.0),
+        conversations: spec.conversations.map(|_| context.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
     })?;
     if data.format == DatasetFormat::Trace {
         if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
@@ -105,6 +109,13 @@ pub fn attach(
     spec.input_len = LenRange { min: input_min, max: input_max };
     spec.output_len = LenRange { min: output_min, max: output_max };
     spec.num_requests = selected.items.len();
+    if let Some(c) = spec.conversations.as_mut() {
+        let mut sizes = selected.items.chunk_by(|a, b| a.conversation.map(|c| c.0) == b.conversation.map(|c| c.0));
+        let first = sizes.next().map_or(1, <[_]>::len);
+        let (min, max) = sizes.fold((first, first), |(lo, hi), s| (lo.min(s.len()), hi.max(s.len())));
+        c.turns = LenRange { min, max };
+        eprintln!("dataset: whole conversations of {min} to {max} turns");
+    }
     eprintln!(
         "dataset: {} ({}): {} requests of {} usable rows ({} read); lengths measured by {}",
         selected.file,
