@@ -8,10 +8,13 @@
 //!   fit, with its error on held-back steps.
 //! - [`sim`]: the executor on the virtual clock.
 //! - [`fleet`]: N replicas behind a router on one virtual timeline.
+//! - [`capacity`]: what one GPU sustains within an SLO, predicted from runs on it (the page's Plan
+//!   card).
 //! - [`calibrate`]: a designed set of steps measured now (`plan --calibrate`), instead of a saved run's.
 //! - here: the measured steps of a results file, and predicted beside measured.
 
 pub mod calibrate;
+pub mod capacity;
 pub mod fleet;
 pub mod sim;
 

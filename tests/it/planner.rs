@@ -362,6 +362,45 @@ fn a_cost_model_fitted_on_a_runs_steps_replays_the_run() {
     assert!(tpot.error() > 0.9, "{tpot:?}");
 }
 
+/// The Plan card's capacity: a run timed by a known cost model, as if measured. Replayed on the
+/// model fitted on its steps, the run's own rate predicts the run; the sustained rate is where the
+/// predicted TTFT p99 crosses the SLO, between the two grid rates around it; replicas are the
+/// target over it, rounded up.
+#[test]
+fn the_capacity_of_one_gpu_is_predicted_from_its_runs() {
+    use tokenmeter::bench::sweep::SloCrossing;
+    let truth = cost(0.005, 1e-4, 2e-4, 1e-8);
+    let workload = spec(8.0, 40, LenRange { min: 16, max: 400 }, LenRange { min: 4, max: 40 });
+    let mut measured = pollster::block_on(session_on(&mut sim(truth, limits(8, true)), &workload));
+    measured.config.simulated = None;
+    let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
+    let plan =
+        |slo_ms: f64| pollster::block_on(planner::capacity::capacity(std::slice::from_ref(&measured), &cfg, slo_ms));
+    let loose = plan(1e9).unwrap();
+    let at_run = loose.predicted.iter().find(|(rate, _)| *rate == 8.0).expect("the run's rate is on the grid");
+    for row in planner::agreement(&measured.metrics, &at_run.1) {
+        assert!(row.error().abs() < 1e-6 || row.measured == 0.0, "{row:?}");
+    }
+    assert_eq!(loose.crossing, SloCrossing::AboveHighest);
+    let rates: Vec<f64> = loose.predicted.iter().map(|(rate, _)| *rate).collect();
+    assert!(rates.len() >= 11 && rates[0] == 1.0 && *rates.last().unwrap() == 32.0, "{rates:?}");
+    // An SLO halfway between two neighbours' TTFT p99, where it rises past the run's rate.
+    let p99: Vec<f64> = loose.predicted.iter().map(|(_, m)| m.ttft_ms.p99).collect();
+    let k = (0..p99.len() - 1).rev().find(|&k| p99[k + 1] > p99[k] * 1.5).expect("TTFT rises with the rate");
+    let slo = (p99[k] + p99[k + 1]) / 2.0;
+    let tight = plan(slo).unwrap();
+    let sustained = tight.sustained().unwrap_or_else(|| panic!("{:?} for {slo} ms over {p99:?}", tight.crossing));
+    assert!(sustained > rates[k] && sustained < rates[k + 1], "{sustained} between {} and {}", rates[k], rates[k + 1]);
+    assert_eq!(tight.replicas_for(10.0 * sustained), Some(10));
+    assert_eq!(tight.replicas_for(2.5 * sustained), Some(3));
+    assert_eq!(plan(p99[0] / 2.0).unwrap().crossing, SloCrossing::BelowLowest);
+    // Closed loops and servers are refused.
+    let mut closed = measured.clone();
+    closed.config.workload.as_mut().unwrap().arrival = Arrival::Concurrency;
+    let refused = pollster::block_on(planner::capacity::capacity(&[closed], &cfg, 100.0));
+    assert!(refused.unwrap_err().to_string().contains("closed loop"));
+}
+
 /// The GPU engine records what each step computed: a 20-token prefill (keys 1 + … + 20 = 210)
 /// with its one logit row, then a decode at position 20 (21 keys).
 #[test]
