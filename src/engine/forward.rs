@@ -79,7 +79,7 @@ impl Default for EngineOptions {
 }
 
 /// The sizes actually in force.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EngineLimits {
     pub max_batched_tokens: usize,
     pub max_seqs: usize,

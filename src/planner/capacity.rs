@@ -8,7 +8,6 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::phases::Phases;
 use crate::bench::session::{run_into, EngineTarget, Listener};
 use crate::bench::sweep::{slo_crossing, SloCrossing};
 use crate::bench::{BenchResult, BenchmarkMetrics, Lang, PromptSource, RunConfig, SessionSpec};
@@ -78,7 +77,16 @@ pub fn grid(measured: &[f64]) -> Vec<f64> {
 /// and scheduling at each rate of [`grid`]. `cfg`: the model the runs ran. Refused: runs without
 /// steps (a server's), simulated runs, runs of different engines, closed loops (their rate is
 /// their own), datasets (their rows are not kept with a result).
-pub async fn capacity(runs: &[BenchResult], cfg: &Qwen3Config, ttft_slo_ms: f64) -> Result<Capacity> {
+///
+/// `min_requests`: each rate runs at least this many requests (the run's lengths and arrivals,
+/// more of them), so that a rate past capacity shows its queue growing; a short run's own count
+/// would end before it does. 0 replays the run's count.
+pub async fn capacity(
+    runs: &[BenchResult],
+    cfg: &Qwen3Config,
+    ttft_slo_ms: f64,
+    min_requests: usize,
+) -> Result<Capacity> {
     let source = "the runs on this GPU";
     if !(ttft_slo_ms.is_finite() && ttft_slo_ms > 0.0) {
         return Err(Error::Invalid(format!("TTFT SLO {ttft_slo_ms} ms: must be a positive number")));
@@ -86,7 +94,7 @@ pub async fn capacity(runs: &[BenchResult], cfg: &Qwen3Config, ttft_slo_ms: f64)
     let steps = measured_steps(runs, source)?;
     let cost = CostModel::fit(&steps, source)?;
     let config: &RunConfig = &runs[0].config;
-    let (Some(limits), Some(spec)) = (config.engine.clone(), config.workload.clone()) else {
+    let (Some(limits), Some(mut spec)) = (config.engine.clone(), config.workload.clone()) else {
         return Err(Error::Invalid(format!("{source}: the run recorded no engine sizes or workload")));
     };
     if !spec.arrival.open_loop() {
@@ -97,6 +105,7 @@ pub async fn capacity(runs: &[BenchResult], cfg: &Qwen3Config, ttft_slo_ms: f64)
     if spec.dataset.is_some() {
         return Err(Error::Invalid(format!("{source}: a dataset's rows are not kept with a result")));
     }
+    spec.num_requests = spec.num_requests.max(min_requests);
     let measured: Vec<(f64, BenchmarkMetrics)> =
         runs.iter().filter_map(|r| Some((r.config.workload.as_ref()?.rate, r.metrics.clone()))).collect();
     let rates = grid(&measured.iter().map(|(rate, _)| *rate).collect::<Vec<_>>());
@@ -125,7 +134,7 @@ pub async fn capacity(runs: &[BenchResult], cfg: &Qwen3Config, ttft_slo_ms: f64)
         baseline: false,
         ignore_eos: true,
         cost_per_hour: None,
-        phases: config.phases.unwrap_or(Phases::default()),
+        phases: config.phases.unwrap_or_default(),
     };
     let quiet: Listener = Rc::new(|_| {});
     let mut results = Vec::new();

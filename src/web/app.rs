@@ -8,6 +8,7 @@ use super::history::{self, HistoryPanel};
 use super::i18n::{use_text, LangSwitch, UiLang};
 use super::model_panel::{AdapterPanel, ModelPanel};
 use super::models;
+use super::plan::PlanPanel;
 use super::playground::Playground;
 use super::results::Report;
 use super::run::{self, RunPanel};
@@ -113,6 +114,7 @@ pub fn App() -> impl IntoView {
                 </section>
                 <SweepPanel sweep=state.sweep />
                 <Report shown=state.shown />
+                <PlanPanel state=state />
                 <ExperimentPanel state=state x=experiment checked=checked />
                 <HistoryPanel state=state />
                 <Playground state=state />

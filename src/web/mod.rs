@@ -15,6 +15,8 @@
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
 //! - [`pareto`]: speed per user against throughput per GPU, in the sweep and history cards.
+//! - [`plan`]: the Plan card: what this GPU sustains within a TTFT SLO and how many serve a target
+//!   rate, predicted from its runs (`crate::planner::capacity`), drawn beside them.
 //! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
@@ -33,6 +35,7 @@ pub mod i18n;
 pub mod model_panel;
 pub mod models;
 pub mod pareto;
+pub mod plan;
 pub mod playground;
 pub mod results;
 pub mod run;

@@ -384,6 +384,7 @@ async fn upload<P: TensorProvider>(
             max_batched_tokens: l.max_batched_tokens,
             max_position: c.max_position_embeddings,
         },
+        config: c.clone(),
     }));
     state.host().set_model_tokenizer(tokenizer);
     let capacity = model.limits.clone();

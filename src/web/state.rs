@@ -131,6 +131,8 @@ pub struct ModelInfo {
     pub load: super::settings::LoadOptions,
     pub kv_tokens: usize,
     pub caps: Caps,
+    /// Its shape, for the Plan card's simulator.
+    pub config: crate::model::Qwen3Config,
 }
 
 /// The status line.

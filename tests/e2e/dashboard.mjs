@@ -4,7 +4,7 @@
 // reload, the language switch, a malformed model (error shown, previous model kept), models from
 // local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
 // refused before the data), a rate sweep with its knee, the playground, a dataset file, an A/B
-// experiment (verdict table, report, JSON), the engine switches in the run record and the
+// experiment (verdict table, report, JSON), the Plan card, the engine switches in the run record and the
 // history's A/B test, a run against a server (a mock here). E2E_ONLY=engine runs only 13–16,
 // E2E_ONLY=remote only the server's run (after loading the page).
 // Screenshots go to OUT (default target/e2e).
@@ -429,6 +429,22 @@ await byId('sweep').screenshot({ path: `${out}/sweep.png` });
 await byId('history-pareto').screenshot({ path: `${out}/history-pareto.png` });
 await page.evaluate(() => window.scrollTo(0, 0));
 await page.screenshot({ path: `${out}/dashboard-sweep.png`, fullPage: true });
+// 11a. The Plan card, from the sweep's two runs: a cost model fitted on their steps, the
+// workload replayed at rates around them, the predicted TTFT p99 curve beside the measured runs.
+await check(await byId('plan').isVisible(), 'no Plan card after a run on the engine');
+await byId('plan-slo').fill('500');
+await byId('plan-target').fill('50');
+await byId('plan-run').click();
+try {
+  await page.waitForFunction(() => document.querySelector('[data-testid=plan-verdict], [data-testid=plan-error]'), null, { timeout: 60000 });
+} catch { await fail('the Plan card never answered'); }
+await check(await byId('plan-error').count() === 0, `plan: ${await byId('plan-error').textContent().catch(() => '')}`);
+const planned = await text('plan-verdict');
+await check(/sustains [\d.]+ req\/s with TTFT p99 ≤ 500 ms|Every rate tried|Even [\d.]+ req\/s misses/.test(planned), `plan verdict: ${planned}`);
+await check(await page.locator('[data-testid=plan] .plan-line').count() === 1, 'no predicted curve in the Plan card');
+await check(await byId('plan-measured').count() >= 1, 'the Plan card draws no measured run');
+console.log(`plan: ${planned}`);
+await byId('plan').screenshot({ path: `${out}/plan.png` });
 // 11b. Conversations: 4 requests in sessions of 2 turns; the report has a line per turn, the
 // second turn's prompt carrying the first's prompt and reply.
 await byId('setting-rate').fill('10');

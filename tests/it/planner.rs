@@ -375,7 +375,7 @@ fn the_capacity_of_one_gpu_is_predicted_from_its_runs() {
     measured.config.simulated = None;
     let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
     let plan =
-        |slo_ms: f64| pollster::block_on(planner::capacity::capacity(std::slice::from_ref(&measured), &cfg, slo_ms));
+        |slo_ms: f64| pollster::block_on(planner::capacity::capacity(std::slice::from_ref(&measured), &cfg, slo_ms, 0));
     let loose = plan(1e9).unwrap();
     let at_run = loose.predicted.iter().find(|(rate, _)| *rate == 8.0).expect("the run's rate is on the grid");
     for row in planner::agreement(&measured.metrics, &at_run.1) {
@@ -397,7 +397,7 @@ fn the_capacity_of_one_gpu_is_predicted_from_its_runs() {
     // Closed loops and servers are refused.
     let mut closed = measured.clone();
     closed.config.workload.as_mut().unwrap().arrival = Arrival::Concurrency;
-    let refused = pollster::block_on(planner::capacity::capacity(&[closed], &cfg, 100.0));
+    let refused = pollster::block_on(planner::capacity::capacity(&[closed], &cfg, 100.0, 0));
     assert!(refused.unwrap_err().to_string().contains("closed loop"));
 }
 
