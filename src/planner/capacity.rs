@@ -35,6 +35,9 @@ pub struct Capacity {
     pub ttft_slo_ms: f64,
     /// Where the predicted TTFT p99 crosses the SLO.
     pub crossing: SloCrossing,
+    /// Requests each predicted rate ran, and the runs' own count.
+    pub requests: usize,
+    pub measured_requests: usize,
 }
 
 impl Capacity {
@@ -78,6 +81,7 @@ pub fn grid(measured: &[f64]) -> Vec<f64> {
 /// steps (a server's), simulated runs, runs of different engines, closed loops (their rate is
 /// their own), datasets (their rows are not kept with a result).
 ///
+/// The saturation stop is off: a rate past capacity runs to its end.
 /// `min_requests`: each rate runs at least this many requests (the run's lengths and arrivals,
 /// more of them), so that a rate past capacity shows its queue growing; a short run's own count
 /// would end before it does. 0 replays the run's count.
@@ -105,7 +109,11 @@ pub async fn capacity(
     if spec.dataset.is_some() {
         return Err(Error::Invalid(format!("{source}: a dataset's rows are not kept with a result")));
     }
+    let measured_requests = spec.num_requests;
     spec.num_requests = spec.num_requests.max(min_requests);
+    // A rate past capacity runs to its end: stopped early, its TTFT would be that of the requests
+    // served before the stop, lower than at a rate the GPU sustains.
+    spec.saturation_stop = false;
     let measured: Vec<(f64, BenchmarkMetrics)> =
         runs.iter().filter_map(|r| Some((r.config.workload.as_ref()?.rate, r.metrics.clone()))).collect();
     let rates = grid(&measured.iter().map(|(rate, _)| *rate).collect::<Vec<_>>());
@@ -143,7 +151,7 @@ pub async fn capacity(
         rates.iter().copied().zip(results.into_iter().map(|r| r.metrics)).collect();
     let refs: Vec<&BenchmarkMetrics> = predicted.iter().map(|(_, m)| m).collect();
     let crossing = slo_crossing(&rates, &refs, ttft_slo_ms).expect("one result per rate");
-    Ok(Capacity { cost, predicted, measured, ttft_slo_ms, crossing })
+    Ok(Capacity { cost, predicted, measured, ttft_slo_ms, crossing, requests: spec.num_requests, measured_requests })
 }
 
 #[cfg(test)]

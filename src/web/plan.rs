@@ -240,9 +240,14 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
                             Ok(c) => {
                                 let sentence = verdict(&c, target_rate(), t());
                                 let model = c.cost.describe();
+                                let legend = t()
+                                    .plan_legend
+                                    .replace("{n}", &c.requests.to_string())
+                                    .replace("{m}", &c.measured_requests.to_string());
                                 view! {
                                     <p class="plan-verdict" data-testid="plan-verdict">{sentence}</p>
                                     <PlanChart plan=c />
+                                    <p class="note">{legend}</p>
                                     <p class="note">{model}</p>
                                 }
                                     .into_any()

@@ -382,6 +382,7 @@ fn the_capacity_of_one_gpu_is_predicted_from_its_runs() {
         assert!(row.error().abs() < 1e-6 || row.measured == 0.0, "{row:?}");
     }
     assert_eq!(loose.crossing, SloCrossing::AboveHighest);
+    assert_eq!((loose.requests, loose.measured_requests), (40, 40));
     let rates: Vec<f64> = loose.predicted.iter().map(|(rate, _)| *rate).collect();
     assert!(rates.len() >= 11 && rates[0] == 1.0 && *rates.last().unwrap() == 32.0, "{rates:?}");
     // An SLO halfway between two neighbours' TTFT p99, where it rises past the run's rate.

@@ -80,6 +80,7 @@ pub const EN: Text = Text {
     plan_x: "rate (req/s)",
     plan_predicted: "predicted",
     plan_measured: "measured",
+    plan_legend: "Dashed: predicted, {n} requests a rate. Dots: your runs, {m} requests each.",
     sweep_progress: "rate",
     settings: "Workload",
     arrival: "Arrival",

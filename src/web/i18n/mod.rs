@@ -90,6 +90,7 @@ pub struct Text {
     pub plan_x: &'static str,
     pub plan_predicted: &'static str,
     pub plan_measured: &'static str,
+    pub plan_legend: &'static str,
     pub sweep_progress: &'static str,
     // Settings.
     pub settings: &'static str,

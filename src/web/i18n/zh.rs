@@ -80,6 +80,7 @@ pub const ZH: Text = Text {
     plan_x: "速率（请求/秒）",
     plan_predicted: "预测",
     plan_measured: "实测",
+    plan_legend: "虚线：预测，每个速率 {n} 个请求。圆点：你的运行，每次 {m} 个请求。",
     sweep_progress: "速率",
     settings: "负载",
     arrival: "到达方式",
