@@ -8,6 +8,7 @@
 use super::history::Entry;
 use super::i18n::{use_text, Text};
 use super::state::AppState;
+use super::sweep::{H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::pareto::tick_text;
 use crate::bench::sweep::SloCrossing;
 use crate::bench::{BenchResult, WorkloadSpec};
@@ -21,13 +22,6 @@ const PLAN_REQUESTS: usize = 256;
 
 /// The SLO the card starts with when the run had none.
 const DEFAULT_TTFT_SLO_MS: f64 = 1000.0;
-
-const W: f64 = 520.0;
-const H: f64 = 240.0;
-const PAD_LEFT: f64 = 56.0;
-const PAD_BOTTOM: f64 = 36.0;
-const PAD: f64 = 14.0;
-const PAD_TOP: f64 = 28.0;
 
 /// Whether `a` and `b` ran on the same model, GPU and engine with the same workload but its rate:
 /// their steps fit one cost model, and their metrics are points of one curve.
@@ -203,6 +197,19 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
         });
     };
     let target_rate = move || target.get().trim().parse::<f64>().ok().filter(|z| z.is_finite() && *z > 0.0);
+    let field = move |label: fn(&'static Text) -> &'static str, testid: &'static str, value: RwSignal<String>| {
+        view! {
+            <label class="field">
+                <span class="field-label">{move || label(t())}</span>
+                <input
+                    data-testid=testid
+                    autocomplete="off"
+                    prop:value=move || value.get()
+                    on:input=move |ev| value.set(event_target_value(&ev))
+                />
+            </label>
+        }
+    };
     view! {
         <Show when=move || source.with(Option::is_some)>
             <section class="card" aria-labelledby="plan-title" data-testid="plan">
@@ -211,24 +218,8 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
                 </div>
                 <p class="note">{move || t().plan_hint}</p>
                 <div class="plan-form">
-                    <label class="field">
-                        <span class="field-label">{move || t().plan_slo}</span>
-                        <input
-                            data-testid="plan-slo"
-                            autocomplete="off"
-                            prop:value=move || slo.get()
-                            on:input=move |ev| slo.set(event_target_value(&ev))
-                        />
-                    </label>
-                    <label class="field">
-                        <span class="field-label">{move || t().plan_target}</span>
-                        <input
-                            data-testid="plan-target"
-                            autocomplete="off"
-                            prop:value=move || target.get()
-                            on:input=move |ev| target.set(event_target_value(&ev))
-                        />
-                    </label>
+                    {field(|t| t.plan_slo, "plan-slo", slo)}
+                    {field(|t| t.plan_target, "plan-target", target)}
                     <button class="primary" data-testid="plan-run" disabled=move || busy.get() on:click=plan>
                         {move || if busy.get() { t().plan_busy } else { t().plan_button }}
                     </button>

@@ -80,13 +80,14 @@ fn knee_text(view: &SweepView, t: &Text) -> String {
     }
 }
 
-const W: f64 = 520.0;
-const H: f64 = 240.0;
-const PAD_LEFT: f64 = 56.0;
-const PAD_BOTTOM: f64 = 36.0;
-const PAD: f64 = 14.0;
+/// The small charts' geometry (the sweep's, the Plan card's).
+pub(super) const W: f64 = 520.0;
+pub(super) const H: f64 = 240.0;
+pub(super) const PAD_LEFT: f64 = 56.0;
+pub(super) const PAD_BOTTOM: f64 = 36.0;
+pub(super) const PAD: f64 = 14.0;
 /// Room above the plot for the y axis' name.
-const PAD_TOP: f64 = 28.0;
+pub(super) const PAD_TOP: f64 = 28.0;
 
 /// Throughput (x) against p99 TTFT (y), points joined in rate order, the knee ringed.
 #[component]
