@@ -20,7 +20,7 @@ pub enum Prompt {
     /// Text the server tokenizes (its count comes back in `usage.prompt_tokens`).
     Text(String),
     /// A conversation so far (chat only): user and assistant messages, in order, the last the
-    /// user's ([`crate::remote::conversation`]).
+    /// user's (made by the remote layer's conversation module).
     Messages(Vec<Message>),
 }
 

@@ -180,7 +180,7 @@ pub struct WorkloadSpec {
 /// A turn's prompt is the whole conversation so far: the previous turn's prompt, then its reply
 /// (the ids the engine generated), then the new user text of `input_len` tokens; so its planned
 /// `prompt_len` is that sum, and prompts grow turn by turn. A server's reply comes back as text,
-/// which its next turn sends back ([`crate::remote::conversation`]). With a ShareGPT dataset's
+/// which its next turn sends back (the remote layer's conversation module). With a ShareGPT dataset's
 /// whole conversations ([`crate::bench::dataset::Select::conversations`]) the sessions, their
 /// turns and each turn's new text and output length are the dataset's, and `turns` says their
 /// range.

@@ -365,16 +365,14 @@ fn conversations_carry_their_history_and_the_prefix_cache_finds_it() {
     assert_eq!((c.sessions, c.completed_sessions, c.per_turn.len()), (3, 3, 3));
     assert!(c.per_turn[2].prefix_cache_hit_rate.unwrap() > c.per_turn[0].prefix_cache_hit_rate.unwrap());
     assert!(stdout.contains("Conversations: 3 (3 complete)") && stdout.contains("turn 3: 3 requests"), "{stdout}");
-    // Against a server it is refused, with the reason.
+    // Against a server without text prompts it is refused, with the reason (each turn sends the
+    // server's reply back as text), before anything is sent.
     let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
         .args(["bench", "--endpoint", "http://127.0.0.1:9/v1", "--turns", "2"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && stderr.contains("--turns: conversations run against this process's engine"),
-        "{stderr}"
-    );
+    assert!(!refused.status.success() && stderr.contains("--turns with --endpoint sends text"), "{stderr}");
 }
 
 /// `tokenmeter bench` on the tiny fixture with `args` and `more` (two slices, for line length):
