@@ -510,6 +510,14 @@ fn vllm_valid(prompt_len: usize, output_len: usize) -> bool {
 const STREAM_DATASET: u64 = 4;
 
 impl DatasetWorkload {
+    /// Whole conversations: the fewest and most turns a conversation has (1 and 1 otherwise).
+    pub fn conversation_sizes(&self) -> crate::bench::LenRange {
+        let mut sizes = self.items.chunk_by(|a, b| a.conversation.map(|c| c.0) == b.conversation.map(|c| c.0));
+        let first = sizes.next().map_or(1, <[_]>::len);
+        let (min, max) = sizes.fold((first, first), |(lo, hi), s| (lo.min(s.len()), hi.max(s.len())));
+        crate::bench::LenRange { min, max }
+    }
+
     /// The smallest and largest prompt and output lengths, for the workload's ranges.
     pub fn length_ranges(&self) -> ((usize, usize), (usize, usize)) {
         let span = |f: fn(&DatasetItem) -> usize| {

@@ -189,6 +189,18 @@ pub struct Conversations {
     pub turns: LenRange,
     #[serde(default)]
     pub think_time_s: f64,
+    /// The sessions are a ShareGPT dataset's whole conversations (`--turns dataset`); `turns` is
+    /// then their range, set when the dataset is attached.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_dataset: bool,
+}
+
+impl Conversations {
+    /// A ShareGPT dataset's own conversations ([`DatasetWorkload::conversation_sizes`] sets the
+    /// range once it is read).
+    pub fn from_dataset(think_time_s: f64) -> Conversations {
+        Conversations { turns: LenRange { min: 1, max: 1 }, think_time_s, from_dataset: true }
+    }
 }
 
 /// One request's place in its conversation ([`conversation_turns`]).
@@ -384,15 +396,24 @@ impl WorkloadSpec {
                     "conversations: sessions arrive by an open loop (poisson, gamma or constant)".into(),
                 ));
             }
-            if self.dataset.as_ref().is_some_and(|d| !d.whole_conversations)
-                || self.shared_prefix.is_some()
-                || self.saturation_stop
-            {
-                return Err(Error::Invalid(
-                    "conversations: not with a dataset's single prompts (a ShareGPT dataset's whole conversations \
-                     are its own), a shared prefix or the saturation stop"
-                        .into(),
-                ));
+            let whole = self.dataset.as_ref().map(|d| d.whole_conversations);
+            match (c.from_dataset, whole) {
+                (true, Some(true)) | (false, None) => {}
+                (true, _) => {
+                    return Err(Error::Invalid(
+                        "conversations from a dataset: they come from a ShareGPT dataset's whole conversations".into(),
+                    ))
+                }
+                (false, Some(_)) => {
+                    return Err(Error::Invalid(
+                        "conversations: drawn turns do not go with a dataset (its whole conversations are its own: \
+                         turns from the dataset)"
+                            .into(),
+                    ))
+                }
+            }
+            if self.shared_prefix.is_some() || self.saturation_stop {
+                return Err(Error::Invalid("conversations: not with a shared prefix or the saturation stop".into()));
             }
             if !(c.think_time_s.is_finite() && (0.0..=limits::MAX_SCHEDULE_S).contains(&c.think_time_s)) {
                 return Err(Error::Invalid(format!(
@@ -410,7 +431,9 @@ impl WorkloadSpec {
                 )));
             }
         }
-        if self.dataset.as_ref().is_some_and(|d| d.whole_conversations) && self.conversations.is_none() {
+        if self.dataset.as_ref().is_some_and(|d| d.whole_conversations)
+            && !self.conversations.is_some_and(|c| c.from_dataset)
+        {
             return Err(Error::Invalid("a dataset's whole conversations: the workload needs its conversations".into()));
         }
         if let Some(p) = &self.shared_prefix {
@@ -444,7 +467,7 @@ impl WorkloadSpec {
         match &self.conversations {
             None => self.input_len,
             // A dataset's own conversations: their longest history, exactly.
-            Some(_) if self.dataset.as_ref().is_some_and(|d| d.whole_conversations) => {
+            Some(c) if c.from_dataset && self.dataset.as_ref().is_some_and(|d| d.whole_conversations) => {
                 let items = &self.dataset.as_ref().expect("checked").items;
                 let (mut longest, mut history) = (self.input_len.min, 0usize);
                 for item in items.iter() {
@@ -591,7 +614,7 @@ pub fn conversation_turns(spec: &WorkloadSpec) -> Option<Vec<Turn>> {
     let mut think_rng = stream(spec.seed, STREAM_CONVERSATIONS, 1);
     let think = Exp::new(1.0).expect("rate 1");
     // A dataset's whole conversations: its sessions and turns, in plan order.
-    if let Some(d) = spec.dataset.as_ref().filter(|d| d.whole_conversations) {
+    if let Some(d) = spec.dataset.as_ref().filter(|d| c.from_dataset && d.whole_conversations) {
         let turns = d.items.iter().take(spec.num_requests).enumerate().map(|(i, item)| {
             let (session, turn) = item.conversation.expect("whole conversations mark every item");
             let think_s: f64 = if turn == 0 { 0.0 } else { c.think_time_s * think.sample(&mut think_rng) };
@@ -827,7 +850,11 @@ mod tests {
     fn conversations_group_requests_and_grow_their_prompts() {
         let plain = spec(Arrival::Poisson, 4.0, 10);
         let spec = WorkloadSpec {
-            conversations: Some(Conversations { turns: LenRange { min: 2, max: 4 }, think_time_s: 1.5 }),
+            conversations: Some(Conversations {
+                turns: LenRange { min: 2, max: 4 },
+                think_time_s: 1.5,
+                from_dataset: false,
+            }),
             ..plain.clone()
         };
         let (alone, planned, turns) = (plan(&plain).unwrap(), plan(&spec).unwrap(), conversation_turns(&spec).unwrap());
@@ -896,7 +923,11 @@ mod tests {
             input_len: LenRange { min: 3, max: 6 },
             output_len: LenRange { min: 2, max: 7 },
             dataset: Some(dataset),
-            conversations: Some(Conversations { turns: LenRange { min: 1, max: 2 }, think_time_s: 0.5 }),
+            conversations: Some(Conversations {
+                turns: LenRange { min: 1, max: 2 },
+                think_time_s: 0.5,
+                from_dataset: true,
+            }),
             ..spec(Arrival::Poisson, 4.0, 3)
         };
         spec.validate().unwrap();
@@ -909,8 +940,11 @@ mod tests {
             planned.iter().map(|p| (p.prompt_len, p.output_len, p.arrival_s.is_some())).collect();
         assert_eq!(lens, [(4, 5, true), (4 + 5 + 6, 7, false), (3, 2, true)]);
         assert_eq!(spec.prompt_range().max, 15);
-        // Whole conversations need the workload's conversations, and single prompts refuse them.
+        // Whole conversations need the workload's conversations from the dataset, and single
+        // prompts refuse them.
         assert!(WorkloadSpec { conversations: None, ..spec.clone() }.validate().is_err());
+        let drawn = Conversations { from_dataset: false, ..spec.conversations.unwrap() };
+        assert!(WorkloadSpec { conversations: Some(drawn), ..spec.clone() }.validate().is_err());
         let mut single = spec.dataset.clone().unwrap();
         single.whole_conversations = false;
         assert!(WorkloadSpec { dataset: Some(single), ..spec }.validate().is_err());

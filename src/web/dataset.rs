@@ -129,7 +129,11 @@ pub fn attach(
         num_requests: Some(spec.num_requests),
         seed: spec.seed,
         trace_speedup: *speedup,
-        conversations: None,
+        // Whole conversations, each turn's request within the model's context.
+        conversations: spec
+            .conversations
+            .filter(|c| c.from_dataset)
+            .map(|_| max_position.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
     })?;
     if data.format == DatasetFormat::Trace {
         if config.rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
@@ -144,6 +148,9 @@ pub fn attach(
     spec.input_len = LenRange { min: input_min, max: input_max };
     spec.output_len = LenRange { min: output_min, max: output_max };
     spec.num_requests = selected.items.len();
+    if let Some(c) = spec.conversations.as_mut().filter(|c| c.from_dataset) {
+        c.turns = selected.conversation_sizes();
+    }
     spec.dataset = Some(selected);
     if let Some(max) = max_position {
         check_context(spec.input_len, spec.output_len, max)

@@ -374,11 +374,19 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
     };
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
     // Conversations: empty turns means none; the think time goes with them.
+    // "dataset": a picked ShareGPT dataset's whole conversations.
     let conversations = match value(Field::Turns).trim() {
         "" => None,
+        "dataset" => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
+            Ok(think_time_s) => Some(crate::bench::Conversations::from_dataset(think_time_s)),
+            Err(e) => {
+                check(Field::ThinkTime, Err(e));
+                None
+            }
+        },
         text => match text.parse::<LenRange>() {
             Ok(turns) => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
-                Ok(think_time_s) => Some(crate::bench::Conversations { turns, think_time_s }),
+                Ok(think_time_s) => Some(crate::bench::Conversations { turns, think_time_s, from_dataset: false }),
                 Err(e) => {
                     check(Field::ThinkTime, Err(e));
                     None
@@ -487,7 +495,9 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         conversations,
     };
     // The spec's own rules (rate > 0, burstiness > 0, …), with their messages, on the field they name.
-    let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..spec.clone() }.validate().err());
+    // A dataset's own conversations are checked once its file is attached (`dataset::attach`).
+    let checked = WorkloadSpec { conversations: spec.conversations.filter(|c| !c.from_dataset), ..spec.clone() };
+    let invalid = rates.iter().find_map(|&rate| WorkloadSpec { rate, ..checked.clone() }.validate().err());
     if let Some(e) = invalid {
         let message = e.to_string();
         let field = [

@@ -583,6 +583,29 @@ async function engineChecks() {
   await check(/dataset tiny\.jsonl/.test(await text('ran')), `the report does not name the dataset: ${await text('ran')}`);
   await byId('dataset-remove').click();
 
+  // 13b. A ShareGPT file's whole conversations (Turns "dataset"): each user turn a request, the
+  // second turn's prompt the first's prompt, its reply and the new text.
+  const said = (from, value) => ({ from, value });
+  const share = [
+    { conversations: [said('human', 'Why is the sky blue during the day?'), said('gpt', 'Because air scatters blue light more than red light.'),
+      said('human', 'And why are sunsets red then?'), said('gpt', 'Near sunset light crosses more air, so the blue is scattered away.')] },
+    { conversations: [said('human', 'Tell me a short joke about cats, please.'), said('gpt', 'A cat walked into a bar and ignored everyone.')] },
+  ];
+  await byId('setting-turns').fill('dataset');
+  await byId('dataset-file').setInputFiles({ name: 'share.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(share)) });
+  await page.waitForFunction(() => /share\.json · 2 rows \(sharegpt\)/.test(document.querySelector('[data-testid=dataset-name]')?.textContent ?? ''),
+    null, { timeout: 10000 }).catch(async () => fail(`ShareGPT file not read: ${await byId('dataset').textContent()}`));
+  await runAndWait('whole conversations');
+  const whole = await downloadResult();
+  const turns = whole.requests.map((r) => [r.session, r.turn, r.prompt_len]);
+  const second = whole.requests.find((r) => r.turn === 1);
+  const first = whole.requests.find((r) => r.turn === 0 && r.session === second?.session);
+  await check(whole.run_config.workload.dataset?.whole_conversations === true && whole.requests.length === 3 && second && first
+    && second.prompt_len > first.prompt_len + first.output_len, `whole conversations: ${JSON.stringify(turns)}`);
+  console.log(`whole conversations: ${JSON.stringify(turns)}`);
+  await byId('dataset-remove').click();
+  await byId('setting-turns').fill('');
+
   // 14. An experiment: B = batch 1, decode first; R = 2, A B A B after a warm-up each.
   await byId('setting-requests').fill('4');
   await byId('b-max_batch').fill('1');

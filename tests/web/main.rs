@@ -641,7 +641,11 @@ async fn a_real_server_round_trip_from_the_browser() {
         num_requests: 6,
         input_len: "12".parse().unwrap(),
         output_len: "8".parse().unwrap(),
-        conversations: Some(tokenmeter::bench::Conversations { turns: "3".parse().unwrap(), think_time_s: 0.02 }),
+        conversations: Some(tokenmeter::bench::Conversations {
+            turns: "3".parse().unwrap(),
+            think_time_s: 0.02,
+            from_dataset: false,
+        }),
         ..remote_spec("poisson", 20.0, 1)
     };
     let plan = tokenmeter::bench::plan(&spec).unwrap();

@@ -150,10 +150,7 @@ impl BenchArgs {
                 // A ShareGPT dataset's own conversations: their range is set when it is read
                 // (`serving::attach`).
                 Some(turns) if turns == "dataset" && self.serving.dataset.is_some() => {
-                    Some(tokenmeter::bench::Conversations {
-                        turns: LenRange { min: 1, max: 1 },
-                        think_time_s: self.think_time_s,
-                    })
+                    Some(tokenmeter::bench::Conversations::from_dataset(self.think_time_s))
                 }
                 Some(turns) if turns == "dataset" => {
                     return Err(Error::Invalid("--turns dataset: a ShareGPT --dataset's own conversations".into()))
@@ -167,6 +164,7 @@ impl BenchArgs {
                 Some(turns) => Some(tokenmeter::bench::Conversations {
                     turns: turns.parse::<LenRange>()?,
                     think_time_s: self.think_time_s,
+                    from_dataset: false,
                 }),
                 None if self.think_time_s != 0.0 => {
                     return Err(Error::Invalid("--think-time-s: goes with --turns".into()))

@@ -93,7 +93,10 @@ pub fn attach(
         num_requests,
         seed: spec.seed,
         trace_speedup: args.trace_speedup.unwrap_or(1.0),
-        conversations: spec.conversations.map(|_| context.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
+        conversations: spec
+            .conversations
+            .filter(|c| c.from_dataset)
+            .map(|_| context.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
     })?;
     if data.format == DatasetFormat::Trace {
         if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
@@ -109,12 +112,9 @@ pub fn attach(
     spec.input_len = LenRange { min: input_min, max: input_max };
     spec.output_len = LenRange { min: output_min, max: output_max };
     spec.num_requests = selected.items.len();
-    if let Some(c) = spec.conversations.as_mut() {
-        let mut sizes = selected.items.chunk_by(|a, b| a.conversation.map(|c| c.0) == b.conversation.map(|c| c.0));
-        let first = sizes.next().map_or(1, <[_]>::len);
-        let (min, max) = sizes.fold((first, first), |(lo, hi), s| (lo.min(s.len()), hi.max(s.len())));
-        c.turns = LenRange { min, max };
-        eprintln!("dataset: whole conversations of {min} to {max} turns");
+    if let Some(c) = spec.conversations.as_mut().filter(|c| c.from_dataset) {
+        c.turns = selected.conversation_sizes();
+        eprintln!("dataset: whole conversations of {} to {} turns", c.turns.min, c.turns.max);
     }
     eprintln!(
         "dataset: {} ({}): {} requests of {} usable rows ({} read); lengths measured by {}",

@@ -105,7 +105,7 @@ pub const EN: Text = Text {
     cost_per_hour: "Cost per hour",
     cost_per_hour_hint: "the hardware's price (any currency), empty: none",
     turns: "Turns per conversation",
-    turns_hint: "N or MIN:MAX; empty: each request alone. Each turn's prompt is the conversation so far",
+    turns_hint: "N or MIN:MAX, or dataset (a picked ShareGPT file's whole conversations); empty: each request alone. Each turn's prompt is the conversation so far",
     think_time: "Think time (s)",
     think_time_hint: "mean seconds between a reply and the next turn",
     warmup_requests: "Warm-up requests",

@@ -105,7 +105,7 @@ pub const ZH: Text = Text {
     cost_per_hour: "每小时成本",
     cost_per_hour_hint: "硬件每小时价格（任意货币），留空：不计算",
     turns: "每个会话的轮数",
-    turns_hint: "N 或 MIN:MAX；留空：每个请求独立。每轮的提示是到目前为止的整个会话",
+    turns_hint: "N 或 MIN:MAX，或 dataset（所选 ShareGPT 文件的完整会话）；留空：每个请求独立。每轮的提示是到目前为止的整个会话",
     think_time: "思考时间 (s)",
     think_time_hint: "回复与下一轮之间的平均秒数",
     warmup_requests: "预热请求",
