@@ -610,7 +610,6 @@ pub fn plan(spec: &WorkloadSpec) -> Result<Vec<PlannedRequest>> {
 /// same length stream, so turning conversations on keeps every request's lengths).
 pub fn conversation_turns(spec: &WorkloadSpec) -> Option<Vec<Turn>> {
     let c = spec.conversations.as_ref()?;
-    let mut size_rng = stream(spec.seed, STREAM_CONVERSATIONS, 0);
     let mut think_rng = stream(spec.seed, STREAM_CONVERSATIONS, 1);
     let think = Exp::new(1.0).expect("rate 1");
     // A dataset's whole conversations: its sessions and turns, in plan order.
@@ -622,6 +621,7 @@ pub fn conversation_turns(spec: &WorkloadSpec) -> Option<Vec<Turn>> {
         });
         return Some(turns.collect());
     }
+    let mut size_rng = stream(spec.seed, STREAM_CONVERSATIONS, 0);
     let mut length_rng = stream(spec.seed, STREAM_LENGTHS, 0);
     let mut out = Vec::with_capacity(spec.num_requests);
     let mut session = 0u64;

@@ -414,12 +414,11 @@ impl Client {
                             Some(slots) => Some(slots.acquire().await),
                             None => None,
                         };
-                        let sent = request.prompt.clone();
                         let ended = task.send(&request, arrival_s).await;
                         drop(slot);
                         let record = ended.map(|(record, reply)| {
                             if let Some(after) = after {
-                                let _ = after.send(TurnEnd::of(sent, &record, reply));
+                                let _ = after.send(TurnEnd::of(request.prompt, &record, reply));
                             }
                             record
                         });

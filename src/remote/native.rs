@@ -301,15 +301,17 @@ impl Client {
                     };
                     Ok((task, slot))
                 };
+                // The prompt is kept only for a turn that another follows.
+                let keeps_prompt = after.is_some();
                 let (mut record, end) = tokio::select! {
                     biased;
                     () = stopped_by(&mut halted) => (cancelled, TurnEnd::default()),
                     waited = waited => match waited {
                         Ok((task, slot)) => {
-                            let sent = task.request.prompt.clone();
+                            let sent = keeps_prompt.then(|| task.request.prompt.clone());
                             let (record, reply) = task.send(stopped).await;
                             drop(slot);
-                            let end = TurnEnd::of(sent, &record, reply);
+                            let end = sent.map_or_else(TurnEnd::default, |sent| TurnEnd::of(sent, &record, reply));
                             (record, end)
                         }
                         Err(failed) => (failed, TurnEnd::default()),

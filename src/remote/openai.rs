@@ -122,8 +122,8 @@ pub fn redact(text: &str, key: Option<&ApiKey>) -> String {
 pub use crate::bench::prompts::Prompt;
 
 /// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
-/// completions; `messages`: one user message for chat, or a conversation's messages), `max_tokens`, `"temperature": 0.0`,
-/// `"stream": true`, `"stream_options": {"include_usage": true}`, and `"ignore_eos": true` when
+/// completions; `messages`: one user message for chat, or a conversation's messages),
+/// `max_tokens`, `"temperature": 0.0`, `"stream": true`, `"stream_options": {"include_usage": true}`, and `"ignore_eos": true` when
 /// asked (a non-standard field that vLLM, SGLang and llama-server accept), and for chat with
 /// `thinking` set, `"chat_template_kwargs": {"enable_thinking": thinking}`. Nothing else: no
 /// `logprobs`, `top_p`, `seed` or `min_tokens`, so other benchmark clients' bodies may differ.
@@ -190,16 +190,16 @@ pub struct Chunk {
     /// nothing else: a chunk that also carries answer text counts as answer
     /// ([`crate::bench::thinking`]).
     pub reasoning: bool,
-    /// The answer text it carries (completions' `text`, chat's `delta.content`), which a
-    /// conversation's next turn sends back; thinking is not part of it.
-    pub text: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
 }
 
 /// Parses the `data` of one event (not `[DONE]`). An `{"error": …}` object, which vLLM and
-/// llama.cpp send when a stream fails midway, is a [`RequestError::Server`].
-pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
+/// llama.cpp send when a stream fails midway, is a [`RequestError::Server`]. The answer text the
+/// chunk carries (completions' `text`, chat's `delta.content`; never the thinking) is appended to
+/// `answer_text` when given: a conversation's next turn sends it back. Without it nothing is
+/// copied (every chunk of every stream goes through here).
+pub fn parse_chunk(data: &str, answer_text: Option<&mut String>) -> Result<Chunk, RequestError> {
     let value: Value = serde_json::from_str(data)
         .map_err(|e| RequestError::Malformed(format!("a data line is not JSON ({e}): {}", snippet(data))))?;
     if let Some(error) = value.get("error") {
@@ -227,8 +227,10 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, RequestError> {
         let reasoning = text_len(field("reasoning_content")) > 0 || text_len(field("reasoning")) > 0;
         let has_text = answer || reasoning;
         chunk.reasoning = reasoning && !answer;
-        for part in [choice.get("text"), field("content")].into_iter().flatten().filter_map(Value::as_str) {
-            chunk.text.push_str(part);
+        if let Some(out) = answer_text {
+            for part in [choice.get("text"), field("content")].into_iter().flatten().filter_map(Value::as_str) {
+                out.push_str(part);
+            }
         }
         let listed = [
             choice.get("logprobs").and_then(|l| l.get("content")),
@@ -391,31 +393,40 @@ mod tests {
     #[test]
     fn chunks_of_both_apis() {
         let completion = r#"{"choices":[{"index":0,"text":" the","finish_reason":null}],"usage":null}"#;
-        assert_eq!(parse_chunk(completion).unwrap(), Chunk { tokens: 1, text: " the".into(), ..Chunk::default() });
+        // The answer's text goes into the buffer when one is given.
+        let mut answer = String::new();
+        assert_eq!(parse_chunk(completion, Some(&mut answer)).unwrap(), Chunk { tokens: 1, ..Chunk::default() });
         let chat = r#"{"choices":[{"delta":{"content":"Hi"},"finish_reason":"length"}]}"#;
         assert_eq!(
-            parse_chunk(chat).unwrap(),
-            Chunk { tokens: 1, text: "Hi".into(), finish_reason: Some("length".into()), ..Chunk::default() }
+            parse_chunk(chat, Some(&mut answer)).unwrap(),
+            Chunk { tokens: 1, finish_reason: Some("length".into()), ..Chunk::default() }
         );
         // Thinking is not the answer's text.
-        assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().text, "");
+        parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#, Some(&mut answer)).unwrap();
+        assert_eq!(answer, " theHi");
+        assert_eq!(parse_chunk(chat, None).unwrap(), parse_chunk(chat, Some(&mut String::new())).unwrap());
         // A role-only first delta, and Qwen3's thinking in reasoning_content.
-        assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#).unwrap().tokens, 0);
-        assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().tokens, 1);
-        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#).unwrap().reasoning);
-        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning":"Hm"}}]}"#).unwrap().reasoning);
-        assert!(!parse_chunk(r#"{"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap().reasoning);
+        assert_eq!(
+            parse_chunk(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#, None).unwrap().tokens,
+            0
+        );
+        assert_eq!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#, None).unwrap().tokens, 1);
+        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm"}}]}"#, None).unwrap().reasoning);
+        assert!(parse_chunk(r#"{"choices":[{"delta":{"reasoning":"Hm"}}]}"#, None).unwrap().reasoning);
+        assert!(!parse_chunk(r#"{"choices":[{"delta":{"content":"Hi"}}]}"#, None).unwrap().reasoning);
         assert!(
-            !parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm","content":"Hi"}}]}"#).unwrap().reasoning
+            !parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"Hm","content":"Hi"}}]}"#, None)
+                .unwrap()
+                .reasoning
         );
         // Several tokens in one chunk, counted by their logprobs or llama.cpp's token list.
         let three = r#"{"choices":[{"text":"abc","logprobs":{"tokens":["a","b","c"],"token_logprobs":[0,0,0]}}]}"#;
-        assert_eq!(parse_chunk(three).unwrap().tokens, 3);
+        assert_eq!(parse_chunk(three, None).unwrap().tokens, 3);
         let two = r#"{"choices":[{"delta":{"content":"ab"},"logprobs":{"content":[{},{}]}}]}"#;
-        assert_eq!(parse_chunk(two).unwrap().tokens, 2);
-        assert_eq!(parse_chunk(r#"{"choices":[{"text":"ab","tokens":[5,6]}]}"#).unwrap().tokens, 2);
+        assert_eq!(parse_chunk(two, None).unwrap().tokens, 2);
+        assert_eq!(parse_chunk(r#"{"choices":[{"text":"ab","tokens":[5,6]}]}"#, None).unwrap().tokens, 2);
         let usage = r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#;
-        let usage = parse_chunk(usage).unwrap();
+        let usage = parse_chunk(usage, None).unwrap();
         assert_eq!(
             usage.usage,
             Some(Usage { prompt_tokens: Some(12), completion_tokens: Some(5), cached_tokens: None })
@@ -423,12 +434,12 @@ mod tests {
         assert_eq!(usage.tokens, 0);
         // llama-server's (and vLLM's) cached prompt tokens.
         let cached = r#"{"choices":[],"usage":{"prompt_tokens":15,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":14}}}"#;
-        assert_eq!(parse_chunk(cached).unwrap().usage.unwrap().cached_tokens, Some(14));
+        assert_eq!(parse_chunk(cached, None).unwrap().usage.unwrap().cached_tokens, Some(14));
     }
 
     #[test]
     fn bad_chunks() {
-        let kind = |data: &str| parse_chunk(data).unwrap_err().to_string();
+        let kind = |data: &str| parse_chunk(data, None).unwrap_err().to_string();
         assert!(kind("{not json").starts_with("malformed SSE: a data line is not JSON"));
         assert!(kind(r#"{"id":"x"}"#).starts_with("malformed SSE: a chunk with neither"));
         assert!(kind(r#"{"choices":{"text":"a"}}"#).starts_with("malformed SSE: choices is not a list"));

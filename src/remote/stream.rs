@@ -190,7 +190,14 @@ impl StreamRecorder {
             if event.event.as_deref() == Some("error") {
                 return Err(RequestError::Server(crate::remote::openai::snippet(data)));
             }
-            let chunk = parse_chunk(data)?;
+            // A kept reply grows by the chunk's answer text, up to its bound.
+            let chunk = parse_chunk(data, self.reply.as_mut())?;
+            if self.reply.as_ref().is_some_and(|r| r.len() > bounds::MAX_REPLY_BYTES) {
+                return Err(RequestError::TooManyTokens(format!(
+                    "the reply's text passed {} bytes, more than a conversation carries into its next turn",
+                    bounds::MAX_REPLY_BYTES
+                )));
+            }
             if chunk.tokens > 0 {
                 self.streamed_tokens = self.streamed_tokens.saturating_add(chunk.tokens);
                 if self.streamed_tokens > self.token_limit {
@@ -212,15 +219,6 @@ impl StreamRecorder {
                 } else if self.record.reasoning_tokens > 0 && self.record.first_answer_s.is_none() {
                     self.record.first_answer_s = Some(t_s);
                 }
-            }
-            if let Some(reply) = self.reply.as_mut() {
-                if reply.len() + chunk.text.len() > bounds::MAX_REPLY_BYTES {
-                    return Err(RequestError::TooManyTokens(format!(
-                        "the reply's text passed {} bytes, more than a conversation carries into its next turn",
-                        bounds::MAX_REPLY_BYTES
-                    )));
-                }
-                reply.push_str(&chunk.text);
             }
             if chunk.finish_reason.is_some() {
                 self.finish_reason = chunk.finish_reason;

@@ -373,7 +373,7 @@ fn run_sse(bytes: &[u8]) -> Outcome {
             // Every event's data goes on to the chunk parser, as the stream recorder does.
             let mut chunks = BTreeSet::new();
             for event in events.iter().filter(|e| e.data != "[DONE]") {
-                let chunk = parse_chunk(&event.data)
+                let chunk = parse_chunk(&event.data, None)
                     .map_or_else(refused, |c| Outcome::Accepted(format!("{} tokens", c.tokens.min(3))));
                 chunks.insert(kind(&chunk));
             }
@@ -392,7 +392,7 @@ fn run_openai(bytes: &[u8]) -> Outcome {
     if let Err(e) = parse_models(&text) {
         refused(e);
     }
-    match parse_chunk(&text) {
+    match parse_chunk(&text, None) {
         Ok(chunk) => {
             assert!(chunk.tokens <= text.len(), "{} tokens from {} bytes", chunk.tokens, text.len());
             let usage = chunk.usage.map(|u| (u.prompt_tokens.is_some(), u.completion_tokens.is_some()));
