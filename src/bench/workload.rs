@@ -195,6 +195,17 @@ pub struct Conversations {
     pub from_dataset: bool,
 }
 
+impl WorkloadSpec {
+    /// With a dataset's own conversations, the most tokens a turn's request (the conversation so
+    /// far, its new text and its answer) may reach: the model's `context` when known (a server's
+    /// is not), never past the workload limit ([`crate::bench::dataset::Select::conversations`]).
+    pub fn dataset_conversation_bound(&self, context: Option<usize>) -> Option<usize> {
+        self.conversations
+            .filter(|c| c.from_dataset)
+            .map(|_| context.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS))
+    }
+}
+
 impl Conversations {
     /// A ShareGPT dataset's own conversations ([`DatasetWorkload::conversation_sizes`] sets the
     /// range once it is read).

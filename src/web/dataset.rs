@@ -129,11 +129,7 @@ pub fn attach(
         num_requests: Some(spec.num_requests),
         seed: spec.seed,
         trace_speedup: *speedup,
-        // Whole conversations, each turn's request within the model's context.
-        conversations: spec
-            .conversations
-            .filter(|c| c.from_dataset)
-            .map(|_| max_position.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
+        conversations: spec.dataset_conversation_bound(max_position),
     })?;
     if data.format == DatasetFormat::Trace {
         if config.rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {

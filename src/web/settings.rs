@@ -373,27 +373,26 @@ pub fn validate(value: &dyn Fn(Field) -> String, caps: Option<Caps>, t: &Text) -
         },
     };
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
-    // Conversations: empty turns means none; the think time goes with them.
-    // "dataset": a picked ShareGPT dataset's whole conversations.
-    let conversations = match value(Field::Turns).trim() {
+    // Conversations: empty turns means none; the think time goes with them. "dataset": a picked
+    // ShareGPT dataset's whole conversations.
+    let turns = match value(Field::Turns).trim() {
         "" => None,
-        "dataset" => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
-            Ok(think_time_s) => Some(crate::bench::Conversations::from_dataset(think_time_s)),
+        "dataset" => Some(Ok(None)),
+        text => Some(text.parse::<LenRange>().map(Some)),
+    };
+    let conversations = match turns {
+        None => None,
+        Some(Err(e)) => {
+            check(Field::Turns, Err(t.bad_length.map_or_else(|| e.to_string(), String::from)));
+            None
+        }
+        Some(Ok(drawn)) => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
+            Ok(think_time_s) => Some(match drawn {
+                Some(turns) => crate::bench::Conversations { turns, think_time_s, from_dataset: false },
+                None => crate::bench::Conversations::from_dataset(think_time_s),
+            }),
             Err(e) => {
                 check(Field::ThinkTime, Err(e));
-                None
-            }
-        },
-        text => match text.parse::<LenRange>() {
-            Ok(turns) => match limits::parse_number(value(Field::ThinkTime).trim(), 0.0, limits::MAX_SCHEDULE_S) {
-                Ok(think_time_s) => Some(crate::bench::Conversations { turns, think_time_s, from_dataset: false }),
-                Err(e) => {
-                    check(Field::ThinkTime, Err(e));
-                    None
-                }
-            },
-            Err(e) => {
-                check(Field::Turns, Err(t.bad_length.map_or_else(|| e.to_string(), String::from)));
                 None
             }
         },

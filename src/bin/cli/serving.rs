@@ -93,10 +93,7 @@ pub fn attach(
         num_requests,
         seed: spec.seed,
         trace_speedup: args.trace_speedup.unwrap_or(1.0),
-        conversations: spec
-            .conversations
-            .filter(|c| c.from_dataset)
-            .map(|_| context.unwrap_or(limits::MAX_TOKENS).min(limits::MAX_TOKENS)),
+        conversations: spec.dataset_conversation_bound(context),
     })?;
     if data.format == DatasetFormat::Trace {
         if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
