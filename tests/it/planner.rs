@@ -442,11 +442,11 @@ fn plan_from_a_measured_run() {
     let (ok, _, stderr) =
         tokenmeter(&[&["bench", "--model", model.to_str().unwrap()][..], &workload, &["--json", &measured]].concat());
     assert!(ok, "{stderr}");
-    let (ok, stdout, stderr) = tokenmeter(&["plan", "--from", &measured, "--replay", "--json", &planned]);
-    assert!(ok, "{stderr}");
-    assert!(stderr.contains("cost model:") && stderr.contains("held-back"), "{stderr}");
+    let (ok, stdout, stderr_replay) = tokenmeter(&["plan", "--from", &measured, "--replay", "--json", &planned]);
+    assert!(ok, "{stderr_replay}");
+    assert!(stderr_replay.contains("cost model:") && stderr_replay.contains("held-back"), "{stderr_replay}");
     assert!(stdout.contains("predicted beside measured") && stdout.contains("TTFT p99"), "{stdout}");
-    assert!(stdout.contains("SIMULATED by tokenmeter plan") || stderr.contains("SIMULATED by tokenmeter plan"));
+    assert!(stdout.contains("SIMULATED by tokenmeter plan") || stderr_replay.contains("SIMULATED by tokenmeter plan"));
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&planned).unwrap()).unwrap();
     let config = &json["run_config"];
     assert!(config["simulated"]["steps"].as_u64().unwrap() >= tokenmeter::engine::cost::MIN_STEPS as u64, "{config}");
@@ -468,9 +468,18 @@ fn plan_from_a_measured_run() {
     assert_eq!((&json["run_config"]["gpus"], &json["run_config"]["router"]), (&4.into(), &"round-robin".into()));
     assert_eq!(json["summary"]["completed"], 10, "{}", json["summary"]);
     cli::expect_error(&["plan", "--from", &measured, "--replicas", "2", "--router", "random"], "--router");
-    // The fewest replicas for a rate under SLOs: that many meet them, one fewer does not.
+    // The fewest replicas for a rate under SLOs: that many meet them, one fewer does not. The rate
+    // is twice what one replica could serve if it did nothing but its requests' tokens and logit
+    // rows (52 tokens and 12 rows a request on average, at the fitted costs): beyond one replica
+    // on any machine, however fast.
+    let fitted = |unit: &str| -> f64 {
+        let at = stderr_replay.find(unit).unwrap_or_else(|| panic!("no '{unit}' in {stderr_replay}"));
+        stderr_replay[..at].rsplit(' ').nth(1).unwrap().parse().unwrap()
+    };
+    let service_us = 52.0 * fitted("µs a token") + 12.0 * fitted("µs a logit row");
+    let rate = format!("{:.0}", 2e6 / service_us);
     let found = path("found.json");
-    let load = ["--rate", "100", "--num-requests", "200", "--slo", "ttft_ms=300", "--json", &found];
+    let load = ["--rate", &rate, "--num-requests", "200", "--slo", "ttft_ms=300", "--json", &found];
     let (ok, _, stderr) =
         tokenmeter(&[&["plan", "--from", &measured, "--find-replicas"][..], &workload[4..], &load].concat());
     assert!(ok, "{stderr}");
@@ -484,10 +493,11 @@ fn plan_from_a_measured_run() {
         .collect();
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&found).unwrap()).unwrap();
     let n = json["run_config"]["gpus"].as_u64().unwrap() as usize;
-    assert!(stderr.contains(&format!("fewest replicas for 100 req/s with 99.0% within the SLO: {n} ")), "{stderr}");
+    let fewest = format!("fewest replicas for {rate} req/s with 99.0% within the SLO: {n} ");
+    assert!(stderr.contains(&fewest), "{stderr}");
     assert!(tried[&n] >= 99.0 && json["summary"]["slo_attainment"].as_f64().unwrap() >= 0.99, "{stderr}");
     assert!(n == 1 || tried[&(n - 1)] < 99.0, "{stderr}");
-    assert!(n > 1, "100 req/s is beyond one replica of the tiny model on this adapter: {stderr}");
+    assert!(n > 1, "{rate} req/s is beyond one replica of the tiny model on this adapter: {stderr}");
     // Steps without shapes (a result saved before they were recorded) are refused, with why.
     let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&measured).unwrap()).unwrap();
     for step in old["steps"].as_array_mut().unwrap() {
