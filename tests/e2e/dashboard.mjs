@@ -246,6 +246,11 @@ for (const width of [1280, 1920, 390]) {
     await check(Math.abs(side.top - content.top) < 2 && side.right <= content.left + 1,
       `at ${width} px the settings and the results are not side by side from the top (${JSON.stringify([side, content])})`);
   } else {
+    // Just after the resize the results column can still measure its 1,920 px width (1,065 px:
+    // CI once saw the page 676 px over, while its screenshot a moment later was 390 px wide), so
+    // wait for the layout to settle before measuring.
+    await page.waitForFunction(() => document.documentElement.scrollWidth - window.innerWidth <= 1, null,
+      { timeout: 5000 }).catch(() => {});
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     await check(overflow <= 1, `at ${width} px the page is ${overflow} px wider than the screen`);
   }
