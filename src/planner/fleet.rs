@@ -300,13 +300,24 @@ impl Fleet {
                 return Ok(lazy.records);
             }
             let a = p.arrival_s.unwrap_or(0.0);
-            // Every replica that may have finished a request by `a` takes its steps up to it.
+            // Every replica that may have finished a request by `a` takes its steps up to it. One
+            // already at or past `a` has nothing more to do before this arrival (a step starting
+            // at `a` runs after it, as on the shared timeline), however early its bound says it
+            // may finish (the bound is a hair early: with one token left it is its own clock): it
+            // waits for a later arrival.
+            let mut later = Vec::new();
             while let Some(&Reverse((bits, i))) = lazy.wake.peek().filter(|Reverse((t, _))| f64::from_bits(*t) <= a) {
                 lazy.wake.pop();
-                if lazy.wake_at[i].to_bits() == bits {
+                if lazy.wake_at[i].to_bits() != bits {
+                    continue; // stale
+                }
+                if self.replicas[i].model.now_s() >= t0 + a {
+                    later.push(Reverse((bits, i)));
+                } else {
                     lazy.advance(i, a, &mut self.replicas[i])?;
                 }
             }
+            lazy.wake.extend(later);
             lazy.loads.count_finishes_to(a);
             let text = prompt(p)?;
             let i = self.route(&text, &lazy.loads);

@@ -245,6 +245,41 @@ fn least_outstanding_run_lazily_routes_as_on_one_timeline() {
     assert_eq!(run(true), shared);
 }
 
+/// An arrival a hair (0.1 ns) before a replica's step ends, with that replica's request one
+/// token from its end: the replica, past the arrival once it has taken its step, can finish
+/// nothing more before it (its bound on the next finish is its own clock less a hair). The lazy
+/// run must go on to the next arrival rather than wake that replica again and again (it spun for
+/// ever once, 12,216 requests into a plan of 100,000), and route as the shared timeline does.
+#[test]
+fn least_outstanding_lazily_never_wakes_a_replica_past_the_arrival_twice() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let workload = spec(1.0, 2, LenRange { min: 1, max: 1 }, LenRange { min: 2, max: 2 });
+        let plan: Vec<bench::PlannedRequest> = [0.0, 1.0 - 1e-10]
+            .iter()
+            .enumerate()
+            .map(|(id, &a)| bench::PlannedRequest { id: id as u64, arrival_s: Some(a), prompt_len: 1, output_len: 2 })
+            .collect();
+        let prompt = |_: &bench::PlannedRequest| Ok(vec![7]);
+        let options = greedy_options(&workload, &prompt);
+        let run = |lazy: bool| {
+            let engines = (0..2).map(|_| sim(cost(1.0, 0.0, 0.0, 0.0), limits(4, true))).collect();
+            let mut fleet = planner::Fleet::new(engines, planner::Router::LeastOutstanding).unwrap();
+            fleet.apart = lazy;
+            pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap()
+        };
+        let _ = done.send((run(true), run(false)));
+    });
+    let (lazy, shared) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the lazy least-outstanding run did not end within a minute: it spins on a replica past the arrival");
+    assert_eq!(lazy, shared);
+    // The second request found the first still running (it ends at 2 s) and went to the other
+    // replica: its first token one step after its arrival.
+    assert_eq!(lazy[0].finish_s, Some(2.0), "{lazy:?}");
+    assert!((lazy[1].first_token_s.unwrap() - 2.0).abs() < 1e-6, "{lazy:?}");
+}
+
 /// What a summary keeps of a record.
 #[derive(Debug, PartialEq)]
 struct RequestRecordTimes(f64, Option<f64>, Option<f64>, Option<f64>, usize);
