@@ -27,7 +27,9 @@ pub struct Stats {
 
 pub fn stats(values: &[f64]) -> Stats {
     let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
+    // Values equal under the total order are the same bits: an unstable sort gives the stable
+    // one's order, about twice as fast on a million (a fleet plan's summary).
+    sorted.sort_unstable_by(f64::total_cmp);
     let n = sorted.len() as f64; // 0: the mean, the std and every percentile are NaN
     let mean = sorted.iter().sum::<f64>() / n;
     let variance = sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;

@@ -406,7 +406,9 @@ impl Scheduler {
                 break;
             }
             let seq = &mut self.running[i];
-            seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
+            if need > 0 {
+                seq.blocks.extend(self.blocks.allocate(need).expect("checked"));
+            }
             let sample = (seq.computed + want - draft.len() == seq.tokens.len()).then(|| seq.next_draw());
             plan.items.push(Planned { id: seq.id, start: seq.computed, len: want, sample, draft });
             *budget -= want;

@@ -18,7 +18,7 @@ use crate::engine::{Engine, Executor};
 use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -121,7 +121,7 @@ impl Fleet {
         // One start for every replica's clock.
         let t0 = self.replicas.iter().map(|e| e.model.now_s()).fold(0.0, f64::max);
         for e in &mut self.replicas {
-            e.model.sleep_s(t0 - e.model.now_s()).await;
+            e.model.idle_until(t0);
         }
         if self.apart {
             return match self.router {
@@ -132,7 +132,7 @@ impl Fleet {
         let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
         // Per replica: plan index by engine id (a replica's ids go on counting from its earlier
         // runs: the warm-up, the baseline, other rates).
-        let mut owner: Vec<HashMap<u64, usize>> = vec![HashMap::new(); n];
+        let mut owner: Vec<Owner> = vec![Owner::default(); n];
         // Busy replicas by clock, earliest first (a clock is ≥ 0, so its bits order as it does);
         // each busy replica is in it once.
         let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
@@ -159,14 +159,14 @@ impl Fleet {
                     let i = self.route(&prompt, &loads);
                     let engine = &mut self.replicas[i];
                     if !engine.has_work() {
-                        engine.model.sleep_s(t0 + a - engine.model.now_s()).await;
+                        engine.model.idle_until(t0 + a);
                     }
                     records[k].prompt_len = prompt.len();
-                    records[k].arrival_s = a;
+                    records[k].arrival_s = on_clock(t0, a);
                     let req = request(p, prompt, options, engine.model.cfg());
                     match engine.submit(req) {
                         Ok(eid) => {
-                            owner[i].insert(eid, k);
+                            owner[i].submitted(eid, k);
                             loads.sent(i);
                             if !queued[i] {
                                 queued[i] = true;
@@ -184,7 +184,7 @@ impl Fleet {
                     let engine = &mut self.replicas[i];
                     let (events, _) = engine.step().await?;
                     for e in events {
-                        let Some(&k) = owner[i].get(&e.id) else { continue };
+                        let Some(k) = owner[i].get(e.id) else { continue };
                         if record_event(&mut records[k], &e.kind, e.t_s - t0, None, self.token_times) {
                             loads.finished_at(i, e.t_s - t0);
                             finished += 1;
@@ -286,7 +286,7 @@ impl Fleet {
             t0,
             times: self.token_times,
             records: plan.iter().map(unsent_record).collect(),
-            owner: vec![HashMap::new(); n],
+            owner: vec![Owner::default(); n],
             loads: Loads::new(n),
             wake: BinaryHeap::new(),
             wake_at: vec![f64::INFINITY; n],
@@ -324,13 +324,13 @@ impl Fleet {
             let engine = &mut self.replicas[i];
             lazy.advance(i, a, engine)?;
             if !engine.has_work() {
-                ready(engine.model.sleep_s(t0 + a - engine.model.now_s()))?;
+                engine.model.idle_until(t0 + a);
             }
             lazy.records[k].prompt_len = text.len();
-            lazy.records[k].arrival_s = a;
+            lazy.records[k].arrival_s = on_clock(t0, a);
             match engine.submit(request(p, text, options, engine.model.cfg())) {
                 Ok(eid) => {
-                    lazy.owner[i].insert(eid, k);
+                    lazy.owner[i].submitted(eid, k);
                     lazy.loads.sent(i);
                 }
                 Err(e) => {
@@ -413,7 +413,7 @@ struct Lazy {
     times: TokenTimes,
     records: Vec<RequestRecord>,
     /// Per replica: plan index by engine id.
-    owner: Vec<HashMap<u64, usize>>,
+    owner: Vec<Owner>,
     loads: Loads,
     /// The earliest a replica's requests can finish (from the run's start), one entry per
     /// replica with work; an entry that no longer matches `wake_at` is stale.
@@ -430,7 +430,7 @@ impl Lazy {
         while engine.has_work() && engine.model.now_s() < t0 + until {
             let (events, _) = ready(engine.step())??;
             for e in events {
-                let Some(&k) = self.owner[i].get(&e.id) else { continue };
+                let Some(k) = self.owner[i].get(e.id) else { continue };
                 if record_event(&mut self.records[k], &e.kind, e.t_s - t0, None, self.times) {
                     self.loads.finished_at(i, e.t_s - t0);
                     self.finished += 1;
@@ -449,6 +449,35 @@ impl Lazy {
             self.wake.push(Reverse((self.wake_at[i].to_bits(), i)));
         }
         Ok(())
+    }
+}
+
+/// An arrival `a` seconds after the run's start as the replicas' clocks read it, less the start:
+/// the record's times are all `clock - t0`, so a request scheduled at its arrival has a queue time
+/// of exactly 0 (not `(t0 + a) - t0 - a`, a rounding error either side of it).
+fn on_clock(t0: f64, a: f64) -> f64 {
+    (t0 + a) - t0
+}
+
+/// Which request (a plan index, or a position in a replica's own list) each of a replica's engine
+/// ids is. The engine numbers the requests it accepts in turn, counting on from its earlier runs
+/// (the warm-up, the baseline, other rates), so a request's place is its id less the first id
+/// submitted here: no hashing on a path taken for every token.
+#[derive(Clone, Default)]
+struct Owner {
+    first: Option<u64>,
+    index: Vec<usize>,
+}
+
+impl Owner {
+    fn submitted(&mut self, eid: u64, k: usize) {
+        let first = *self.first.get_or_insert(eid);
+        debug_assert_eq!(eid - first, self.index.len() as u64, "the engine numbers requests in turn");
+        self.index.push(k);
+    }
+
+    fn get(&self, eid: u64) -> Option<usize> {
+        self.first.and_then(|f| eid.checked_sub(f)).and_then(|i| self.index.get(i as usize)).copied()
     }
 }
 
@@ -484,18 +513,11 @@ impl Shared<'_> {
     fn replica_alone(&self, engine: &mut Engine<SimExecutor>, mine: &[usize]) -> Result<Vec<(usize, RequestRecord)>> {
         let mut records: Vec<(usize, RequestRecord)> =
             mine.iter().map(|&k| (k, unsent_record(&self.plan[k]))).collect();
-        // Position in `records` by engine id less the first id submitted here (the engine numbers
-        // its requests in turn, counting on from earlier runs: the warm-up, the baseline).
-        let mut owner: Vec<usize> = Vec::with_capacity(mine.len());
-        let mut first_id: Option<u64> = None;
-        let step = |engine: &mut Engine<SimExecutor>,
-                    records: &mut Vec<(usize, RequestRecord)>,
-                    owner: &[usize],
-                    first_id: Option<u64>| {
+        let mut owner = Owner::default();
+        let step = |engine: &mut Engine<SimExecutor>, records: &mut Vec<(usize, RequestRecord)>, owner: &Owner| {
             let (events, _) = ready(engine.step())??;
             for e in events {
-                let slot = first_id.and_then(|f| e.id.checked_sub(f)).and_then(|i| owner.get(i as usize));
-                let Some(&j) = slot else { continue };
+                let Some(j) = owner.get(e.id) else { continue };
                 if record_event(&mut records[j].1, &e.kind, e.t_s - self.t0, None, self.times) {
                     self.finished.fetch_add(1, Ordering::Relaxed);
                 }
@@ -516,21 +538,17 @@ impl Shared<'_> {
                 if self.stop.load(Ordering::Relaxed) {
                     return Ok(records);
                 }
-                step(engine, &mut records, &owner, first_id)?;
+                step(engine, &mut records, &owner)?;
             }
             if !engine.has_work() {
-                ready(engine.model.sleep_s(self.t0 + a - engine.model.now_s()))?;
+                engine.model.idle_until(self.t0 + a);
             }
             let prompt = (self.prompt)(p)?;
             let r = &mut records[j].1;
             r.prompt_len = prompt.len();
-            r.arrival_s = a;
+            r.arrival_s = on_clock(self.t0, a);
             match engine.submit(request(p, prompt, &options, engine.model.cfg())) {
-                Ok(eid) => {
-                    let first = *first_id.get_or_insert(eid);
-                    debug_assert_eq!(eid - first, owner.len() as u64, "the engine numbers requests in turn");
-                    owner.push(j);
-                }
+                Ok(eid) => owner.submitted(eid, j),
                 Err(e) => {
                     r.error = Some(e.to_string());
                     self.finished.fetch_add(1, Ordering::Relaxed);
@@ -541,7 +559,7 @@ impl Shared<'_> {
             if self.stop.load(Ordering::Relaxed) {
                 break;
             }
-            step(engine, &mut records, &owner, first_id)?;
+            step(engine, &mut records, &owner)?;
         }
         Ok(records)
     }

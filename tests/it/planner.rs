@@ -280,6 +280,36 @@ fn least_outstanding_lazily_never_wakes_a_replica_past_the_arrival_twice() {
     assert!((lazy[1].first_token_s.unwrap() - 2.0).abs() < 1e-6, "{lazy:?}");
 }
 
+/// A request that finds its replica idle is scheduled at its arrival: a queue time of exactly
+/// 0, whatever the replicas' clocks read at the run's start (here 0.2 s, after earlier work:
+/// 0.2 + 0.1 − 0.2 is not 0.1 in floating point, and a report's mean queue once read "-0.00").
+#[test]
+fn a_request_at_an_idle_replica_waits_exactly_nothing() {
+    use tokenmeter::engine::Executor;
+    let workload = spec(1.0, 20, LenRange { min: 4, max: 4 }, LenRange { min: 2, max: 2 });
+    let plan: Vec<bench::PlannedRequest> = (0..20)
+        .map(|id| bench::PlannedRequest { id, arrival_s: Some(0.1 + 0.7 * id as f64), prompt_len: 4, output_len: 2 })
+        .collect();
+    let prompt = |_: &bench::PlannedRequest| Ok(vec![7; 4]);
+    let options = greedy_options(&workload, &prompt);
+    for router in [planner::Router::RoundRobin, planner::Router::LeastOutstanding] {
+        for apart in [true, false] {
+            let engines: Vec<_> = (0..2)
+                .map(|_| {
+                    let engine = sim(cost(0.01, 0.0, 0.0, 0.0), limits(4, true));
+                    pollster::block_on(engine.model.sleep_s(0.2));
+                    engine
+                })
+                .collect();
+            let mut fleet = planner::Fleet::new(engines, router).unwrap();
+            fleet.apart = apart;
+            let records = pollster::block_on(fleet.run(&plan, &options, &prompt, &mut |_| {}, &|| false)).unwrap();
+            let queues: Vec<f64> = records.iter().map(|r| r.queue_s().unwrap()).collect();
+            assert!(queues.iter().all(|&q| q == 0.0), "{router:?}, apart {apart}: queue times {queues:?}");
+        }
+    }
+}
+
 /// What a summary keeps of a record.
 #[derive(Debug, PartialEq)]
 struct RequestRecordTimes(f64, Option<f64>, Option<f64>, Option<f64>, usize);
