@@ -30,7 +30,7 @@ pub struct Design {
 }
 
 /// Decode steps timed per (batch, context).
-const DECODE_STEPS: usize = 8;
+const DECODE_STEPS: usize = 32;
 /// The short context: each decoding sequence's prompt, and the mixed steps' decoding prompts.
 const SHORT_CONTEXT: usize = 16;
 
@@ -158,7 +158,7 @@ mod tests {
         assert_eq!(d.batches, [1, 2, 4, 8, 16]);
         assert_eq!(d.contexts, [16, 256]);
         assert_eq!(d.prefills, [16, 64, 256, 512]);
-        // 4 x 512; the batch's 16 x 32 slots and a block leave 15,856.
+        // 4 x 512; the batch's 16 x 64 slots and a block leave 15,344.
         assert_eq!(d.mixed_prompt, 2048);
         // A max batch that is no power of two ends the doubling; 24 sequences of 256 + 10 tokens
         // need 24 x 272 = 6,528 slots: a cache of 300 blocks (4,800) holds only the short context.
@@ -166,8 +166,8 @@ mod tests {
         assert_eq!(d.batches, [1, 2, 4, 8, 16, 24]);
         assert_eq!(d.contexts, [16]);
         assert_eq!(d.prefills, [16, 64, 256, 1024, 2048]);
-        // The model's context (4,094) before 4 x 2,048, and the cache (4,800 − 24 x 32 − 16) first.
-        assert_eq!(d.mixed_prompt, 4016);
+        // The cache (4,800 − 24 x 64 − 16) before the model's context (4,094) and 4 x 2,048.
+        assert_eq!(d.mixed_prompt, 3248);
         // A model whose context is short bounds both.
         let d = Design::for_limits(&limits(1, 512, 1024), 200);
         assert_eq!(

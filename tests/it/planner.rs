@@ -591,7 +591,8 @@ fn plan_calibrated_now() {
         tokenmeter(&[&["plan", "--calibrate", "--model", model][..], &engine, &workload, &["--json", &out]].concat());
     assert!(ok, "{stderr}");
     assert!(
-        stderr.contains("calibrating: decode batches [1, 2, 4] at contexts [16, 256], 8 steps each; prefills [16, 64]"),
+        stderr
+            .contains("calibrating: decode batches [1, 2, 4] at contexts [16, 256], 32 steps each; prefills [16, 64]"),
         "{stderr}"
     );
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
