@@ -1,6 +1,9 @@
-// Microkernels for the roofline probe: copy bandwidth (bytes read + written) with two read
-// patterns — each invocation streaming its own contiguous block (fast on CPU-backed adapters such as
+// Microkernels for the roofline probe: copy bandwidth (bytes read + written) and read bandwidth
+// (what a GEMV needs: each lane folds what it reads into one vec4 it writes) with two read patterns
+// — each invocation streaming its own contiguous block (fast on CPU-backed adapters such as
 // lavapipe) and a grid-stride loop (coalesced across lanes, fast on GPUs) — and the f32 FMA rate.
+// `fill` writes the pattern the probe checks its copies and reads against (`pattern` in
+// src/gpu/roofline.rs mirrors it).
 
 struct Params {
     n: u32,          // vec4 elements to copy
@@ -28,6 +31,41 @@ fn copy_strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     for (var i = gid.x; i < p.n; i += stride) {
         dst[i] = src[i];
     }
+}
+
+fn pattern(i: u32) -> vec4<u32> {
+    return vec4<u32>(i * 2654435761u, i ^ 0x9e3779b9u, i * 40503u + 1u, ~i);
+}
+
+@compute @workgroup_size(64)
+fn fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * 64u;
+    // `src` is read (never, in practice) so that every kernel has the same binding layout.
+    let never = select(vec4<u32>(0u), src[0], p.iters == 1u);
+    for (var i = gid.x; i < p.n; i += stride) {
+        dst[i] = pattern(i) ^ never;
+    }
+}
+
+@compute @workgroup_size(64)
+fn read_blocked(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let start = gid.x * p.per_lane;
+    let end = min(start + p.per_lane, p.n);
+    var acc = vec4<u32>(0u);
+    for (var i = start; i < end; i++) {
+        acc ^= src[i];
+    }
+    dst[gid.x] = acc;
+}
+
+@compute @workgroup_size(64)
+fn read_strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * 64u;
+    var acc = vec4<u32>(0u);
+    for (var i = gid.x; i < p.n; i += stride) {
+        acc ^= src[i];
+    }
+    dst[gid.x] = acc;
 }
 
 // 8 independent chains of vec4 FMAs: 8 * 4 * 2 = 64 FLOPs per iteration per invocation.

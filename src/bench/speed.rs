@@ -27,7 +27,10 @@ pub struct DecodeSpeed {
     pub gb_s: f64,
     /// Weight bytes read per step (every matrix once, scales included: the model's format).
     pub weight_bytes: u64,
+    /// `gb_s` over the roofline's copy bandwidth (bytes read + written).
     pub fraction_of_copy: f64,
+    /// `gb_s` over the roofline's read bandwidth: the ceiling of a step that reads its bytes.
+    pub fraction_of_read: f64,
     /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
     pub profile: Vec<KernelTime>,
 }
@@ -156,6 +159,7 @@ pub async fn decode(
         gb_s,
         weight_bytes: engine.model.weights.bytes_per_token(),
         fraction_of_copy: gb_s / roof.copy_gb_s,
+        fraction_of_read: gb_s / roof.read_gb_s,
         profile,
     })
 }
@@ -205,12 +209,20 @@ pub struct SpeedPlan {
 /// The roofline's line in `speed`'s progress (the host's memcpy where it was measured: natively).
 pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
     format!(
-        "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}), FMA {:.1} GFLOP/s{}",
+        "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}; spread {:.1}%, {} dispatches a timing), \
+         read {:.2} GB/s (blocked {:.2}, strided {:.2}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%){}",
         roof.copy_gb_s,
         roof.copy_blocked_gb_s,
         roof.copy_strided_gb_s,
         roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
+        100.0 * roof.copy_spread,
+        roof.copy_dispatches,
+        roof.read_gb_s,
+        roof.read_blocked_gb_s,
+        roof.read_strided_gb_s,
+        100.0 * roof.read_spread,
         roof.fma_gflop_s,
+        100.0 * roof.fma_spread,
         host_copy_gb_s.map(|h| format!("; host memcpy {h:.2} GB/s")).unwrap_or_default()
     )
 }
@@ -230,13 +242,13 @@ pub async fn table(
     for &b in &plan.batches {
         let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
         log(format!(
-            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter copy{}",
+            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter read{}",
             b,
             d.context,
             d.step_ms,
             d.tokens_per_s,
             d.gb_s,
-            100.0 * d.fraction_of_copy,
+            100.0 * d.fraction_of_read,
             host_copy_gb_s.map(|h| format!(", {:>5.1}% of host memcpy", 100.0 * d.gb_s / h)).unwrap_or_default()
         ));
         if d.drafted_per_step > 0.0 {

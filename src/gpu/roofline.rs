@@ -1,12 +1,25 @@
-//! The roofline probe: the adapter's own copy bandwidth and FMA rate, measured with WGSL
+//! The roofline probe: the adapter's own copy and read bandwidth and FMA rate, measured with WGSL
 //! microkernels, so engine figures can be reported as a fraction of what this adapter can do.
-//! Median of repeats; the best read pattern is the bandwidth figure: a storage buffer read per
-//! invocation in blocks or grid-strided and, where weights live in textures, a texture read.
+//!
+//! Each figure is timed over one submission of as many back-to-back dispatches as make at least
+//! [`MIN_TIMED_S`] of work (a wall clock around a single short dispatch times the submission's
+//! launch and the GPU's wake-up too: on an H200 a 256 MiB copy takes ~0.1 ms, and one such timing
+//! read half the copy bandwidth PyTorch measures); the median over repeats is the figure, with its
+//! spread. The buffers (256 MiB each, where the adapter allows) are several times a datacenter
+//! GPU's L2. The best read pattern is the figure: a storage buffer read per invocation in blocks or
+//! grid-strided and, where weights live in textures, a texture read. The probe checks its own work
+//! (the copies' and reads' results against the pattern it wrote), so a kernel that skipped its
+//! bytes cannot report their speed.
 
 use super::{Gpu, WeightStorage};
 use crate::clock::now_s;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use serde::Serialize;
+
+/// The least work one timed submission holds.
+pub const MIN_TIMED_S: f64 = 0.02;
+/// The most dispatches one timed submission holds (a very fast adapter's copy still takes ~1 s).
+const MAX_DISPATCHES: u32 = 1000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Roofline {
@@ -16,8 +29,19 @@ pub struct Roofline {
     pub copy_strided_gb_s: f64,
     /// Reading an `rgba32uint` texture instead (measured where weights live in textures).
     pub copy_texture_gb_s: Option<f64>,
+    /// Bytes read per second, best pattern, GB/s: what a GEMV's weights need. (Each lane also
+    /// writes the one vec4 it folded its reads into: 64 KiB blocked, 4 MiB strided, not counted.)
+    pub read_gb_s: f64,
+    pub read_blocked_gb_s: f64,
+    pub read_strided_gb_s: f64,
     pub fma_gflop_s: f64,
     pub buffer_bytes: u64,
+    /// Over the repeats of the best pattern: (slowest − fastest) / median.
+    pub copy_spread: f64,
+    pub read_spread: f64,
+    pub fma_spread: f64,
+    /// Dispatches in each timed submission of the best copy pattern.
+    pub copy_dispatches: u32,
 }
 
 #[repr(C)]
@@ -34,6 +58,21 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
+
+/// Element `i` of the pattern the probe fills its source with (`pattern` in roofline.wgsl).
+fn pattern(i: u32) -> [u32; 4] {
+    [i.wrapping_mul(2_654_435_761), i ^ 0x9e37_79b9, i.wrapping_mul(40_503).wrapping_add(1), !i]
+}
+
+/// The XOR of the pattern's elements `indices`.
+fn folded(indices: impl Iterator<Item = u32>) -> [u32; 4] {
+    indices.map(pattern).fold([0; 4], |a, b| std::array::from_fn(|c| a[c] ^ b[c]))
+}
+
+/// Lanes of the grid-stride kernels: 4,096 workgroups of 64.
+const STRIDED_GROUPS: u32 = 4096;
+/// Lanes of the blocked kernels: 64 workgroups of 64, each a contiguous run.
+const BLOCKED_GROUPS: u32 = 64;
 
 pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     let d = &gpu.device;
@@ -61,41 +100,85 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
             cache: None,
         })
     };
-    let run = async |pipe: &wgpu::ComputePipeline, p: Params, groups: u32| -> Result<f64> {
-        let bind = d.create_bind_group(&wgpu::BindGroupDescriptor {
+    let bind = |pipe: &wgpu::ComputePipeline, from: &wgpu::Buffer, to: &wgpu::Buffer| {
+        d.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("roofline"),
             layout: &pipe.get_bind_group_layout(0),
             entries: &[
                 wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: src.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: dst.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: from.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: to.as_entire_binding() },
             ],
-        });
-        gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
-        median_seconds(gpu, pipe, &bind, groups, repeats).await
+        })
     };
-    // Blocked: 64 workgroups of 64 lanes, each lane a contiguous run.
-    let lanes = 64 * 64;
-    let blocked =
-        run(&pipeline("copy_blocked"), Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 }, 64).await?;
-    let strided = run(&pipeline("copy_strided"), Params { n, per_lane: 0, iters: 0, _pad: 0 }, 4096).await?;
+    let run = async |entry: &str, p: Params, groups: u32| -> Result<Timed> {
+        let pipe = pipeline(entry);
+        gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
+        timed(gpu, &pipe, &bind(&pipe, &src, &dst), groups, repeats).await
+    };
+    // The source's pattern: `fill` writes its `dst` binding, here the probe's source.
+    let fill = pipeline("fill");
+    gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&Params { n, per_lane: 0, iters: 0, _pad: 0 }));
+    submit_timed(gpu, &fill, &bind(&fill, &dst, &src), STRIDED_GROUPS, 1).await?;
+    let lanes = BLOCKED_GROUPS * 64;
+    let blocked = Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 };
+    let strided = Params { n, per_lane: 0, iters: 0, _pad: 0 };
+    let copy_blocked = run("copy_blocked", blocked, BLOCKED_GROUPS).await?;
+    let copy_strided = run("copy_strided", strided, STRIDED_GROUPS).await?;
+    let check = n.min(4096);
+    expect(gpu, &dst, check, "copy", pattern).await?;
+    let read_blocked = run("read_blocked", blocked, BLOCKED_GROUPS).await?;
+    let per_lane = blocked.per_lane;
+    expect(gpu, &dst, lanes.min(n), "read_blocked", |l| folded(l * per_lane..((l + 1) * per_lane).min(n))).await?;
+    let read_strided = run("read_strided", strided, STRIDED_GROUPS).await?;
+    let stride = STRIDED_GROUPS * 64;
+    expect(gpu, &dst, check, "read_strided", |l| folded((l..n).step_by(stride as usize))).await?;
     let (groups, iters) = (1024u32, 4096u32);
-    let fma = run(&pipeline("fma_rate"), Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
+    let fma = run("fma_rate", Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
     let moved = 2.0 * bytes as f64;
-    let copy_blocked_gb_s = moved / blocked / 1e9;
-    let copy_strided_gb_s = moved / strided / 1e9;
     let copy_texture_gb_s = match gpu.weight_storage {
         WeightStorage::Texture => Some(texture_copy_gb_s(gpu, &dst, n, repeats).await?),
         WeightStorage::Buffer => None,
     };
+    let best_copy = if copy_blocked.s <= copy_strided.s { &copy_blocked } else { &copy_strided };
+    let best_read = if read_blocked.s <= read_strided.s { &read_blocked } else { &read_strided };
     Ok(Roofline {
-        copy_gb_s: copy_blocked_gb_s.max(copy_strided_gb_s).max(copy_texture_gb_s.unwrap_or(0.0)),
-        copy_blocked_gb_s,
-        copy_strided_gb_s,
+        copy_gb_s: (moved / best_copy.s / 1e9).max(copy_texture_gb_s.unwrap_or(0.0)),
+        copy_blocked_gb_s: moved / copy_blocked.s / 1e9,
+        copy_strided_gb_s: moved / copy_strided.s / 1e9,
         copy_texture_gb_s,
-        fma_gflop_s: (groups as f64 * 64.0 * iters as f64 * 64.0) / fma / 1e9,
+        read_gb_s: bytes as f64 / best_read.s / 1e9,
+        read_blocked_gb_s: bytes as f64 / read_blocked.s / 1e9,
+        read_strided_gb_s: bytes as f64 / read_strided.s / 1e9,
+        fma_gflop_s: (groups as f64 * 64.0 * iters as f64 * 64.0) / fma.s / 1e9,
         buffer_bytes: bytes,
+        copy_spread: best_copy.spread,
+        read_spread: best_read.spread,
+        fma_spread: fma.spread,
+        copy_dispatches: best_copy.dispatches,
     })
+}
+
+/// The first `count` vec4s of `buffer` are `want(i)`; else the probe's kernel is wrong and its
+/// figure would be too.
+async fn expect(
+    gpu: &Gpu,
+    buffer: &wgpu::Buffer,
+    count: u32,
+    kernel: &str,
+    want: impl Fn(u32) -> [u32; 4],
+) -> Result<()> {
+    let got = super::readback::read_buffer(&gpu.device, &gpu.queue, buffer, count as u64 * 16).await?;
+    let got: Vec<[u32; 4]> =
+        bytemuck::pod_collect_to_vec::<u8, u32>(&got).chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+    match (0..count).find(|&i| got[i as usize] != want(i)) {
+        None => Ok(()),
+        Some(i) => Err(Error::Gpu(format!(
+            "the roofline's {kernel} kernel is wrong at element {i}: {:?}, expected {:?}",
+            got[i as usize],
+            want(i)
+        ))),
+    }
 }
 
 /// Texels per row of the probe texture (mirrors TEXTURE_WIDTH in roofline_texture.wgsl).
@@ -139,34 +222,60 @@ async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize
             wgpu::BindGroupEntry { binding: 2, resource: dst.as_entire_binding() },
         ],
     });
-    Ok(2.0 * 16.0 * n as f64 / median_seconds(gpu, &pipe, &bind, 64, repeats).await? / 1e9)
+    Ok(2.0 * 16.0 * n as f64 / timed(gpu, &pipe, &bind, BLOCKED_GROUPS, repeats).await?.s / 1e9)
 }
 
-/// Median wall time of `repeats` runs (after one warm-up) of `groups` workgroups of `pipe`, each
-/// submitted alone on an idle queue.
-async fn median_seconds(
+/// A kernel's time per dispatch: the median over `repeats` submissions, each of as many dispatches
+/// as make at least [`MIN_TIMED_S`] of work, and the spread of those timings.
+struct Timed {
+    s: f64,
+    spread: f64,
+    dispatches: u32,
+}
+
+/// Two untimed-for-the-figure runs of one dispatch (the first compiles; the second sizes the
+/// timed submissions), then `repeats` timed submissions of `groups` workgroups of `pipe`, each
+/// dispatched back to back on an idle queue.
+async fn timed(
     gpu: &Gpu,
     pipe: &wgpu::ComputePipeline,
     bind: &wgpu::BindGroup,
     groups: u32,
     repeats: usize,
-) -> Result<f64> {
+) -> Result<Timed> {
+    submit_timed(gpu, pipe, bind, groups, 1).await?;
+    let once = submit_timed(gpu, pipe, bind, groups, 1).await?;
+    let dispatches = ((MIN_TIMED_S / once.max(1e-9)).ceil() as u32).clamp(1, MAX_DISPATCHES);
     let mut times = Vec::new();
-    for i in 0..repeats + 1 {
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            pass.set_pipeline(pipe);
-            pass.set_bind_group(0, bind, &[]);
+    for _ in 0..repeats.max(1) {
+        times.push(submit_timed(gpu, pipe, bind, groups, dispatches).await? / dispatches as f64);
+    }
+    let s = median(times.clone());
+    let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    Ok(Timed { s, spread: (slowest - fastest) / s, dispatches })
+}
+
+/// Wall time of one submission of `dispatches` dispatches of `groups` workgroups of `pipe` (each
+/// waits for the one before: they write the same buffer), from submission to the queue's idle.
+async fn submit_timed(
+    gpu: &Gpu,
+    pipe: &wgpu::ComputePipeline,
+    bind: &wgpu::BindGroup,
+    groups: u32,
+    dispatches: u32,
+) -> Result<f64> {
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(pipe);
+        pass.set_bind_group(0, bind, &[]);
+        for _ in 0..dispatches {
             pass.dispatch_workgroups(groups, 1, 1);
         }
-        gpu.sync().await?;
-        let t = now_s();
-        gpu.queue.submit([enc.finish()]);
-        gpu.sync().await?;
-        if i > 0 {
-            times.push(now_s() - t);
-        }
     }
-    Ok(median(times))
+    gpu.sync().await?;
+    let t = now_s();
+    gpu.queue.submit([enc.finish()]);
+    gpu.sync().await?;
+    Ok(now_s() - t)
 }

@@ -353,6 +353,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
         match roofline.get() {
             Some(Ok(r)) => {
                 rows.push((t.roofline_copy, format!("{:.2} GB/s", r.copy_gb_s)));
+                rows.push((t.roofline_read, format!("{:.2} GB/s", r.read_gb_s)));
                 rows.push((t.roofline_fma, format!("{:.1} GFLOP/s", r.fma_gflop_s)));
             }
             Some(Err(e)) => rows.push((t.roofline_copy, e)),

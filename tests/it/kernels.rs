@@ -904,3 +904,31 @@ fn probe() {
         );
     }
 }
+
+/// The roofline probe on this adapter: it checks its own copies and reads against the pattern it
+/// wrote (a kernel that skips bytes fails it), and every figure is a positive rate whose timings
+/// last at least `MIN_TIMED_S` a submission. No speed is asserted: that is the benchmarks' job.
+#[test]
+fn the_roofline_probe_checks_its_kernels_and_reports_each_figure() {
+    let g = gpu();
+    let r = pollster::block_on(tokenmeter::gpu::roofline::measure(&g, 2)).unwrap();
+    let rates = [
+        r.copy_gb_s,
+        r.copy_blocked_gb_s,
+        r.copy_strided_gb_s,
+        r.read_gb_s,
+        r.read_blocked_gb_s,
+        r.read_strided_gb_s,
+        r.fma_gflop_s,
+    ];
+    assert!(rates.iter().all(|v| v.is_finite() && *v > 0.0), "{r:?}");
+    assert!(r.read_gb_s >= r.read_blocked_gb_s.max(r.read_strided_gb_s), "the best read pattern: {r:?}");
+    assert!([r.copy_spread, r.read_spread, r.fma_spread].iter().all(|s| s.is_finite() && *s >= 0.0), "{r:?}");
+    // One copy moves the buffer twice: the dispatches of a timing cover MIN_TIMED_S at the copy rate.
+    let copy_s = 2.0 * r.buffer_bytes as f64 / (r.copy_blocked_gb_s.max(r.copy_strided_gb_s) * 1e9);
+    assert!(
+        r.copy_dispatches >= 1 && r.copy_dispatches as f64 * copy_s >= 0.5 * tokenmeter::gpu::roofline::MIN_TIMED_S,
+        "{} dispatches of {copy_s} s: {r:?}",
+        r.copy_dispatches
+    );
+}

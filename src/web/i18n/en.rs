@@ -53,6 +53,7 @@ pub const EN: Text = Text {
     roofline_measure: "Measure roofline",
     roofline_measuring: "Measuring…",
     roofline_copy: "Copy bandwidth (read + write)",
+    roofline_read: "Read bandwidth",
     roofline_fma: "f32 FMA rate",
     sweep: "Rate sweep",
     sweep_hint: "Several rates in the Rate field (1,2,4,inf) run one after another.",

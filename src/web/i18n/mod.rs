@@ -62,6 +62,7 @@ pub struct Text {
     pub roofline_measure: &'static str,
     pub roofline_measuring: &'static str,
     pub roofline_copy: &'static str,
+    pub roofline_read: &'static str,
     pub roofline_fma: &'static str,
     pub sweep: &'static str,
     pub sweep_hint: &'static str,

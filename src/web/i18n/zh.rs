@@ -53,6 +53,7 @@ pub const ZH: Text = Text {
     roofline_measure: "测量屋顶线",
     roofline_measuring: "测量中…",
     roofline_copy: "复制带宽（读 + 写）",
+    roofline_read: "读带宽",
     roofline_fma: "f32 FMA 速率",
     sweep: "速率扫描",
     sweep_hint: "在速率一栏填写多个值（1,2,4,inf）即可依次运行。",
