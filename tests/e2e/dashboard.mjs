@@ -162,15 +162,15 @@ await check(/(cpu|gpu) kernels · tile \d/.test(ran) && /tokenmeter \d/.test(ran
 // The default run overlaps CPU and GPU (no speculation, no prefix cache): the record says so.
 await check(/CPU\/GPU overlap/.test(ran), `the report does not say the steps overlapped: ${ran}`);
 await check(/maxStorageBufferBindingSize/.test(await text('adapter')), 'adapter limits not shown');
-// The roofline probe from the adapter card: copy bandwidth and FMA rate, as positive numbers.
+// The roofline probe from the adapter card: copy and read bandwidth and FMA rate, as positive numbers.
 await byId('roofline-measure').click();
 await page.waitForFunction(() => /GFLOP\/s/.test(document.querySelector('[data-testid=adapter]')?.textContent ?? ''),
   null, { timeout: 180000 }).catch(() => fail('no roofline in the adapter card'));
 const adapterText = await text('adapter');
-const copyGbS = parseFloat((adapterText.match(/([\d.]+) GB\/s/) ?? [])[1]);
+const [copyGbS, readGbS] = [...adapterText.matchAll(/([\d.]+) GB\/s/g)].map((m) => parseFloat(m[1]));
 const fmaGflopS = parseFloat((adapterText.match(/([\d.]+) GFLOP\/s/) ?? [])[1]);
-console.log(`roofline in the page: copy ${copyGbS} GB/s, FMA ${fmaGflopS} GFLOP/s`);
-await check(copyGbS > 0 && fmaGflopS > 0, `roofline not positive numbers: ${adapterText}`);
+console.log(`roofline in the page: copy ${copyGbS} GB/s, read ${readGbS} GB/s, FMA ${fmaGflopS} GFLOP/s`);
+await check(copyGbS > 0 && readGbS > 0 && fmaGflopS > 0, `roofline not positive numbers: ${adapterText}`);
 const summary = await text('summary');
 await check(/TTFT/.test(summary) && /P99\.9/.test(summary), 'summary table incomplete');
 await check(/Benchmark report/.test(await text('text-report')), 'English text report missing');
