@@ -50,6 +50,12 @@ pub(crate) fn host_copy_gb_s() -> f64 {
     2.0 * n as f64 / times[4] / 1e9
 }
 
+/// The machine's 1-minute load average (Linux's /proc/loadavg; `None` elsewhere): printed beside
+/// speed figures, so that a slow run on a busy machine is read as such.
+fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 pub(crate) async fn roofline() -> Result<()> {
     let gpu = Gpu::new().await?;
     let r = tokenmeter::gpu::roofline::measure(&gpu, 8).await?;
@@ -73,6 +79,7 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
         Opened::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
         Opened::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
     };
+    let load_before = load_1m();
     let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
     let host = host_copy_gb_s();
     eprintln!("{}", speed::roofline_line(&roof, Some(host)));
@@ -85,7 +92,11 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
         profile: args.profile,
     };
     let name = args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone());
-    let out = speed::table(&mut engine, &roof, &plan, Some(host), name, &mut |line| eprintln!("{line}")).await?;
+    let mut out = speed::table(&mut engine, &roof, &plan, Some(host), name, &mut |line| eprintln!("{line}")).await?;
+    let load_after = load_1m();
+    let shown = |l: Option<f64>| l.map_or("–".to_string(), |l| format!("{l:.2}"));
+    eprintln!("machine load (1-minute average): {} before, {} after", shown(load_before), shown(load_after));
+    out["machine_load_1m"] = serde_json::json!({ "before": load_before, "after": load_after });
     println!("{}", serde_json::to_string_pretty(&out).expect("serialisable"));
     Ok(())
 }
