@@ -537,13 +537,18 @@ mod tests {
     }
 
     fn select(d: &Dataset, n: Option<usize>) -> Result<DatasetWorkload> {
+        select_conversations(d, n, None)
+    }
+
+    /// `conversations`: whole conversations, bounded at that many tokens.
+    fn select_conversations(d: &Dataset, n: Option<usize>, conversations: Option<usize>) -> Result<DatasetWorkload> {
         d.select(&Select {
             count_tokens: Some(&words),
             tokenizer: "words",
             num_requests: n,
             seed: 1,
             trace_speedup: 1.0,
-            conversations: None,
+            conversations,
         })
     }
 
@@ -618,16 +623,7 @@ mod tests {
         );
         let d = parse("share.json", text.as_bytes(), None).unwrap();
         assert_eq!(d.rows[0].later.len(), 3);
-        let whole = |n, bound| {
-            d.select(&Select {
-                count_tokens: Some(&words),
-                tokenizer: "words",
-                num_requests: n,
-                seed: 1,
-                trace_speedup: 1.0,
-                conversations: Some(bound),
-            })
-        };
+        let whole = |n, bound| select_conversations(&d, n, Some(bound));
         let w = whole(None, 40).unwrap();
         assert!(w.whole_conversations && w.filters.contains("whole conversations"));
         assert_eq!(w.rows_kept, 2);
