@@ -17,7 +17,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> previous_ids: array<u32>;  // (logit rows of the step before)
 
 // BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
-// `Kernel::source`; every form gives `weights()` and the two unpack functions)
+// `Kernel::source`; every form gives `weights()`, the two unpack functions and `row_scale()`)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (row_count, hidden / 8) bf16 x 8
 // Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
@@ -35,6 +35,11 @@ fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
 }
 fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
     return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
+}
+// The factor every product with row `row` is multiplied by once, after its sum (int8's row scale;
+// 1 for a form whose weights() are already scaled).
+fn row_scale(row: u32, texels: u32) -> f32 {
+    return 1.0;
 }
 // END weights
 
@@ -54,7 +59,7 @@ fn embed(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let q = weights(id - p.row_start, pair / 4u, p.hidden / 8u);
-    let four = select(unpack_lo(q), unpack_hi(q), pair % 4u >= 2u);
+    let four = select(unpack_lo(q), unpack_hi(q), pair % 4u >= 2u) * row_scale(id - p.row_start, p.hidden / 8u);
     let two = select(four.xy, four.zw, pair % 2u == 1u);
     x[t * p.hidden + 2u * pair] = two.x;
     x[t * p.hidden + 2u * pair + 1u] = two.y;

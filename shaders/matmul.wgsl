@@ -19,7 +19,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // (m, k / 4)
 // BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
-// `Kernel::source`; every form gives `weights()` and the two unpack functions)
+// `Kernel::source`; every form gives `weights()`, the two unpack functions and `row_scale()`)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (rows, k / 8) bf16 x 8
 // Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
@@ -38,6 +38,11 @@ fn unpack_lo(q: vec4<u32>) -> vec4<f32> {
 fn unpack_hi(q: vec4<u32>) -> vec4<f32> {
     return vec4<f32>(lo(q.z), hi(q.z), lo(q.w), hi(q.w));
 }
+// The factor every product with row `row` is multiplied by once, after its sum (int8's row scale;
+// 1 for a form whose weights() are already scaled).
+fn row_scale(row: u32, texels: u32) -> f32 {
+    return 1.0;
+}
 // END weights
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;      // (m, n)
 
@@ -50,8 +55,10 @@ const TILE_M_WIDE: u32 = 8u;
 const ROWS_TALL: u32 = 8u;
 const M_CHUNK: u32 = 32u;
 
-fn store(m: u32, col: u32, value: f32) {
+// Every product leaves through here: its row's scale (`row_scale`, 1 but for int8) goes on once.
+fn store(m: u32, col: u32, sum: f32) {
     let i = m * p.n + col;
+    let value = sum * row_scale(col - p.row_start, p.k / 8u);
     if (p.accumulate != 0u) {
         y[i] = y[i] + value;
     } else {

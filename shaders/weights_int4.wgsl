@@ -26,4 +26,9 @@ fn unpack_lo(q: Weights8) -> vec4<f32> {
 fn unpack_hi(q: Weights8) -> vec4<f32> {
     return q.hi;
 }
+// The factor every product with row `row` is multiplied by once, after its sum (int8's row scale;
+// 1 for a form whose weights() are already scaled).
+fn row_scale(row: u32, texels: u32) -> f32 {
+    return 1.0;
+}
 // END weights

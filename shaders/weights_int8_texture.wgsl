@@ -9,15 +9,18 @@ fn int8x4(v: u32) -> vec4<f32> {
     let s = vec4<i32>(bitcast<i32>(v << 24u), bitcast<i32>(v << 16u), bitcast<i32>(v << 8u), bitcast<i32>(v));
     return vec4<f32>(s >> vec4<u32>(24u));
 }
+// Unscaled, as in weights_int8.wgsl: the row's scale comes once, from `row_scale`.
 fn weights(row: u32, i: u32, texels: u32) -> Weights8 {
-    let scale = bitcast<f32>(textureLoad(w, vec2<u32>(0u, row), 0).x);
     let q = textureLoad(w, vec2<u32>(1u + i, row), 0);
-    return Weights8(int8x4(q.x) * scale, int8x4(q.y) * scale);
+    return Weights8(int8x4(q.x), int8x4(q.y));
 }
 fn unpack_lo(q: Weights8) -> vec4<f32> {
     return q.lo;
 }
 fn unpack_hi(q: Weights8) -> vec4<f32> {
     return q.hi;
+}
+fn row_scale(row: u32, texels: u32) -> f32 {
+    return bitcast<f32>(textureLoad(w, vec2<u32>(0u, row), 0).x);
 }
 // END weights

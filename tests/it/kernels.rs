@@ -113,7 +113,7 @@ fn matmul_matches_reference_across_chunks_and_accumulate() {
 }
 
 /// Quantised weights on every kernel path equal the reference on the dequantised weights (the
-/// GPU computes q * scale exactly, so the tolerance is the bf16 one).
+/// GPU scales each row's sum by its int8 scale once, or each int4 group exactly: the bf16 tolerance).
 #[test]
 fn quantised_matmul_matches_reference_on_dequantised_weights() {
     let g = gpu();
