@@ -17,8 +17,8 @@ pub struct DecodeSpeed {
     /// Median duration of steps that decoded the whole batch and nothing else (with speculative
     /// decoding: their drafts included, and a draft model's own steps).
     pub step_ms: f64,
-    /// Over the timed steps: (slowest − fastest) / median. A change smaller than this is not told
-    /// from noise by one run.
+    /// Over the timed steps: (slowest − fastest) / median (NaN, `null` in JSON, for fewer than
+    /// two). A change smaller than this is not told from noise by one run.
     pub spread: f64,
     /// Tokens out per step (the batch, plus accepted draft tokens on average) / `step_ms`.
     pub tokens_per_s: f64,
@@ -148,6 +148,7 @@ pub async fn decode(
     let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
     let timed = times.len().max(1) as f64;
     let (drafted_per_step, accepted_per_step) = (drafted as f64 / timed, accepted as f64 / timed);
+    let timed_steps = times.len();
     let step = median(times.clone());
     let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
     let weights = engine.model.weights.bytes_per_token() as f64;
@@ -157,7 +158,7 @@ pub async fn decode(
         batch,
         context: context.round() as usize,
         step_ms: step * 1e3,
-        spread: (slowest - fastest) / step,
+        spread: if timed_steps >= 2 { (slowest - fastest) / step } else { f64::NAN },
         tokens_per_s: (batch as f64 + accepted_per_step) / step,
         drafted_per_step,
         accepted_per_step,
@@ -247,11 +248,11 @@ pub async fn table(
     for &b in &plan.batches {
         let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
         log(format!(
-            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step (spread {:>3.0}%) {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter read{}",
+            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step (spread {:>4}) {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter read{}",
             b,
             d.context,
             d.step_ms,
-            100.0 * d.spread,
+            if d.spread.is_finite() { format!("{:.0}%", 100.0 * d.spread) } else { "–".to_string() },
             d.tokens_per_s,
             d.gb_s,
             100.0 * d.fraction_of_read,
