@@ -65,7 +65,7 @@ impl DatasetFormat {
 }
 
 /// One row as read, before lengths are measured.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DatasetRow {
     /// 1-based line of the file (ShareGPT: 1-based index of the conversation in the list).
     pub at: usize,
@@ -81,7 +81,7 @@ pub struct DatasetRow {
 }
 
 /// A file's rows.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Dataset {
     pub file: String,
     pub format: DatasetFormat,

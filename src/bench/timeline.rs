@@ -31,7 +31,7 @@ pub const DECODE: &str = "#3b82f6";
 pub const MARK: &str = "#e11d48";
 
 /// The geometry of one timeline: path data in SVG user units, `WIDTH` × [`Timeline::height`].
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timeline {
     /// Requests drawn: one row each (requests never sent are left out).
     pub rows: usize,
@@ -56,7 +56,7 @@ pub struct Timeline {
     pub ticks: Vec<(f64, f64)>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub waiting: usize,
     pub prefill: usize,

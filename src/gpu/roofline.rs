@@ -21,7 +21,7 @@ pub const MIN_TIMED_S: f64 = 0.02;
 /// The most dispatches one timed submission holds (a very fast adapter's copy still takes ~1 s).
 const MAX_DISPATCHES: u32 = 1000;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Roofline {
     /// Bytes read + written per second, best pattern, GB/s.
     pub copy_gb_s: f64,

@@ -65,7 +65,7 @@ pub fn http1_limit_exceeded(base_url: &str, expected: f64) -> Option<f64> {
 use crate::clock::now_s;
 
 /// `fetch(url, init)` of the global scope: a window's, a worker's or Node's (no `window` needed).
-fn fetch(url: &str, init: &web_sys::RequestInit) -> std::result::Result<js_sys::Promise, String> {
+pub fn scope_fetch(url: &str, init: &web_sys::RequestInit) -> std::result::Result<js_sys::Promise, String> {
     let scope = js_sys::global();
     let fetch = js_sys::Reflect::get(&scope, &JsValue::from_str("fetch")).map_err(|e| js_text(&e, None))?;
     let fetch: js_sys::Function = fetch.dyn_into().map_err(|_| "no fetch() in this scope".to_string())?;
@@ -302,7 +302,7 @@ impl Client {
         let failed = |why: String| Error::Invalid(format!("GET {url}: {}", redact(&why, key)));
         let deadline = Deadline::new(timeout_s, None)?;
         let init = request_init(&self.endpoint, None, &deadline.signal())?;
-        let response = JsFuture::from(fetch(&url, &init).map_err(failed)?).await.map_err(|e| {
+        let response = JsFuture::from(scope_fetch(&url, &init).map_err(failed)?).await.map_err(|e| {
             if deadline.fired.get() {
                 failed(RequestError::Timeout(timeout_s).to_string())
             } else {
@@ -495,7 +495,7 @@ async fn scrape_once(url: &str) -> std::result::Result<String, String> {
     let init = web_sys::RequestInit::new();
     init.set_method("GET");
     init.set_signal(Some(&deadline.signal()));
-    let response = JsFuture::from(fetch(url, &init)?).await.map_err(|e| {
+    let response = JsFuture::from(scope_fetch(url, &init)?).await.map_err(|e| {
         if deadline.fired.get() {
             format!("no answer within {SCRAPE_TIMEOUT_S} s")
         } else {
@@ -631,7 +631,7 @@ impl Shared {
             }
         };
         recorder.sent(now_s() - self.t0);
-        let response = JsFuture::from(fetch(&url, &init).map_err(RequestError::Request)?)
+        let response = JsFuture::from(scope_fetch(&url, &init).map_err(RequestError::Request)?)
             .await
             .map_err(|e| aborted(&e, fetch_failed))?;
         let response: web_sys::Response = response.unchecked_into();

@@ -19,13 +19,6 @@ use super::target::TargetPanel;
 use crate::bench::Lang;
 use leptos::prelude::*;
 
-/// Uploads the loaded model again, with the weights and speculation the settings ask for.
-fn reload_model(state: AppState) {
-    if let Some(request) = state.host().loaded_request() {
-        models::load(state, request);
-    }
-}
-
 #[component]
 pub fn App() -> impl IntoView {
     let query = super::browser::query_param;
@@ -50,7 +43,7 @@ pub fn App() -> impl IntoView {
             pairs.push(("lang", "zh".to_string()));
         }
         // The engine switches (`?kernels=`, `?fused=`, …) stay in the link.
-        pairs.extend(state.host().switches.query_pairs());
+        pairs.extend(state.switches.query_pairs());
         // Not fatal: the page works the same without it.
         let _ = super::browser::replace_query(&pairs);
     });
@@ -99,7 +92,7 @@ pub fn App() -> impl IntoView {
                     problems=problems
                     locked=locked
                     reload=reload
-                    on_reload=Callback::new(move |_| reload_model(state))
+                    on_reload=Callback::new(move |_| models::reload(state))
                     dataset=state.dataset
                 />
                 <RunPanel state=state checked=checked />

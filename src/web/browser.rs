@@ -13,10 +13,12 @@ fn js_error(what: &str) -> impl Fn(JsValue) -> Error + '_ {
     move |e| Error::Invalid(format!("{what}: {e:?}"))
 }
 
-/// Fetches a file served next to the page.
+/// Fetches a file (from the page's scope or the engine worker's: relative URLs are the scope's).
 pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>> {
     let io = |e: JsValue| Error::Io { path: url.into(), message: format!("{e:?}") };
-    let response: web_sys::Response = JsFuture::from(window()?.fetch_with_str(url)).await.map_err(io)?.unchecked_into();
+    let fetch = crate::remote::browser::scope_fetch(url, &web_sys::RequestInit::new())
+        .map_err(|message| Error::Io { path: url.into(), message })?;
+    let response: web_sys::Response = JsFuture::from(fetch).await.map_err(io)?.unchecked_into();
     if !response.ok() {
         return Err(Error::Io { path: url.into(), message: format!("HTTP {}", response.status()) });
     }

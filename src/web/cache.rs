@@ -29,11 +29,13 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The page's (a worker has no localStorage: the page sends it with a load, and keeps what the
+    /// worker's [`RemoteStore`] reports back).
     pub fn load() -> Manifest {
         super::browser::storage_get(MANIFEST_KEY).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
     }
 
-    fn save(&self) {
+    pub fn save(&self) {
         // Without it the model still loads from the cache; only sizes and offline opening suffer.
         let _ = super::browser::storage_set(MANIFEST_KEY, &serde_json::to_string(self).unwrap_or_default());
     }
@@ -49,20 +51,26 @@ fn io(path: &str) -> impl Fn(JsValue) -> Error + '_ {
     move |e| Error::Io { path: path.into(), message: js_message(&e) }
 }
 
+/// The Cache Storage of the global scope (the page's or its engine worker's: the same storage).
 async fn open_cache() -> Result<web_sys::Cache> {
-    let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
-    let caches =
-        window.caches().map_err(|e| Error::Invalid(format!("Cache Storage unavailable: {}", js_message(&e))))?;
+    let unavailable = |why: String| Error::Invalid(format!("Cache Storage unavailable: {why}"));
+    let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).map_err(|e| unavailable(js_message(&e)))?;
+    let caches: web_sys::CacheStorage =
+        caches.dyn_into().map_err(|_| unavailable("this page is not served over https or localhost".into()))?;
     let cache = JsFuture::from(caches.open(CACHE_NAME)).await.map_err(io("Cache Storage"))?;
     Ok(cache.unchecked_into())
 }
 
-/// `url` made absolute against the page, as the cache keys it.
-pub fn absolute(url: &str) -> Result<String> {
-    let page = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
-    web_sys::Url::new_with_base(url, &page)
-        .map(|u| u.href())
-        .map_err(|_| Error::Invalid(format!("{url:?} is not a valid URL")))
+/// The page's own URL (empty outside a window).
+pub fn page_url() -> String {
+    web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default()
+}
+
+/// `url` made absolute against the page at `page` (empty: `url` must be absolute already), as the
+/// cache keys it.
+pub fn absolute(url: &str, page: &str) -> Result<String> {
+    let parsed = if page.is_empty() { web_sys::Url::new(url) } else { web_sys::Url::new_with_base(url, page) };
+    parsed.map(|u| u.href()).map_err(|_| Error::Invalid(format!("{url:?} is not a valid URL")))
 }
 
 async fn cached_blob(cache: &web_sys::Cache, url: &str) -> Result<Option<web_sys::Blob>> {
@@ -118,28 +126,44 @@ pub struct RemoteStore {
     pub base: String,
     cache: web_sys::Cache,
     abort: web_sys::AbortSignal,
-    on_progress: Box<dyn Fn(&DownloadProgress)>,
+    events: StoreEvents,
     started_s: f64,
     /// Bytes downloaded by this store (not counting files found in the cache).
     downloaded: Cell<u64>,
     manifest: RefCell<Manifest>,
 }
 
+/// What a [`RemoteStore`] reports: download progress, and its changed manifest (for the page to
+/// keep: the store may run in a worker, which has no localStorage).
+pub struct StoreEvents {
+    pub on_progress: Box<dyn Fn(&DownloadProgress)>,
+    pub on_manifest: Box<dyn Fn(&Manifest)>,
+}
+
+impl StoreEvents {
+    /// On the page: no progress shown, the manifest saved in place.
+    pub fn saving() -> StoreEvents {
+        StoreEvents { on_progress: Box::new(|_| {}), on_manifest: Box::new(Manifest::save) }
+    }
+}
+
 impl RemoteStore {
-    /// `base` as [`sources::remote_base`] gives it (made absolute here).
+    /// `base` as [`sources::remote_base`] gives it, made absolute ([`absolute`]); `manifest`: the
+    /// cache's record as the page has it.
     pub async fn new(
         base: &str,
         abort: web_sys::AbortSignal,
-        on_progress: Box<dyn Fn(&DownloadProgress)>,
+        manifest: Manifest,
+        events: StoreEvents,
     ) -> Result<RemoteStore> {
         Ok(RemoteStore {
-            base: absolute(base)?,
+            base: absolute(base, "")?,
             cache: open_cache().await?,
             abort,
-            on_progress,
+            events,
             started_s: now_s(),
             downloaded: Cell::new(0),
-            manifest: RefCell::new(Manifest::load()),
+            manifest: RefCell::new(manifest),
         })
     }
 
@@ -168,8 +192,9 @@ impl RemoteStore {
         let signal = web_sys::AbortSignal::any(&js_sys::Array::of2(&self.abort, &own.signal()));
         let init = web_sys::RequestInit::new();
         init.set_signal(Some(&signal));
-        let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
-        let fetched = JsFuture::from(window.fetch_with_str_and_init(url, &init)).await;
+        let fetch = crate::remote::browser::scope_fetch(url, &init)
+            .map_err(|message| Error::Io { path: url.into(), message })?;
+        let fetched = JsFuture::from(fetch).await;
         let response: web_sys::Response = match fetched {
             Ok(r) => r.unchecked_into(),
             Err(_) if self.abort.aborted() => return Err(Error::Cancelled),
@@ -204,7 +229,7 @@ impl RemoteStore {
         let mut manifest = self.manifest.borrow_mut();
         manifest.sizes.insert(url.to_string(), bytes);
         manifest.missing.remove(url);
-        manifest.save();
+        (self.events.on_manifest)(&manifest);
         Ok(Some(()))
     }
 
@@ -243,7 +268,7 @@ impl RemoteStore {
             // A few updates a second are plenty for a progress bar.
             if now_s() - shown_s > 0.1 || Some(bytes) == total {
                 shown_s = now_s();
-                (self.on_progress)(&DownloadProgress {
+                (self.events.on_progress)(&DownloadProgress {
                     file: name.into(),
                     file_bytes: bytes,
                     file_total: total,
@@ -265,8 +290,9 @@ impl RemoteStore {
         let init = web_sys::RequestInit::new();
         init.set_signal(Some(&self.abort));
         init.set_headers(&headers);
-        let window = web_sys::window().ok_or_else(|| Error::Invalid("no window".into()))?;
-        let response: web_sys::Response = match JsFuture::from(window.fetch_with_str_and_init(url, &init)).await {
+        let fetch = crate::remote::browser::scope_fetch(url, &init)
+            .map_err(|message| Error::Io { path: url.into(), message })?;
+        let response: web_sys::Response = match JsFuture::from(fetch).await {
             Ok(r) => r.unchecked_into(),
             Err(_) if self.abort.aborted() => return Err(Error::Cancelled),
             Err(e) => return Err(Error::Io { path: url.into(), message: js_message(&e) }),
@@ -350,7 +376,7 @@ impl ModelStore for RemoteStore {
         if self.download(&url, name).await?.is_none() {
             let mut manifest = self.manifest.borrow_mut();
             manifest.missing.insert(url);
-            manifest.save();
+            (self.events.on_manifest)(&manifest);
             return Ok(None);
         }
         let blob = cached_blob(&self.cache, &url)

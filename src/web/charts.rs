@@ -9,14 +9,14 @@ use leptos::prelude::*;
 use leptos_chartistry::*;
 
 /// One point: seconds from the run's start, and a value.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Point {
     pub x: f64,
     pub y: f64,
 }
 
 /// The engine's state after a step.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BatchPoint {
     pub t: f64,
     pub running: f64,
@@ -24,7 +24,7 @@ pub struct BatchPoint {
 }
 
 /// Everything the charts show, derived from the raw records.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChartData {
     /// x: arrival (s), y: TTFT (ms), one per request that has its first token.
     pub ttft: Vec<Point>,

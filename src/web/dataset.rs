@@ -25,7 +25,7 @@ pub struct Picked {
 }
 
 /// A parsed dataset and its options, as a run takes it ([`DatasetState::choice`]).
-#[derive(Clone)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct DatasetChoice {
     pub data: Arc<Dataset>,
     /// A trace's times are divided by this.

@@ -6,12 +6,13 @@
 
 use super::browser;
 use super::i18n::{use_text, Text};
+use super::link::RunSink;
+use super::protocol::RunUpdate;
 use super::run;
-use super::service::{Command, Ended, Report, Sink};
+use super::service::{Command, Ended};
 use super::settings::{self, Field, Problems, RunForm};
 use super::state::{AppState, Phase};
 use crate::bench::compare::{text_report, CompareVerdict, Comparison, MetricComparison};
-use crate::bench::session::SessionEvent;
 use crate::bench::{BenchResult, Lang};
 use leptos::prelude::*;
 use std::cell::Cell;
@@ -218,16 +219,16 @@ fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: u
     x.progress.set(None);
     let page = run::sink(state);
     let started = Cell::new(0usize);
-    let sink: Sink = Rc::new(move |update| {
+    let sink: RunSink = Rc::new(move |update| {
         let t = super::i18n::text(state.lang.get_untracked());
         match update {
-            Report::Began { .. } => x.running.set(true),
-            Report::LoadingB(p) => x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string()))),
-            Report::Session(SessionEvent::RateStarted { .. }) => {
+            RunUpdate::Began { .. } => x.running.set(true),
+            RunUpdate::LoadingB(p) => x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string()))),
+            RunUpdate::RateStarted { .. } => {
                 x.progress.set(Some(run_label(started.get(), repeats, t)));
                 started.set(started.get() + 1);
             }
-            Report::Ended(ended) if matches!(*ended, Ended::Experiment(_)) => {
+            RunUpdate::Ended(ended) if matches!(*ended, Ended::Experiment(_)) => {
                 let Ended::Experiment(end) = *ended else { return };
                 if let Some(last) = &end.last {
                     state.charts.set(super::charts::ChartData::from_result(last));
@@ -246,7 +247,12 @@ fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: u
         }
         page(update);
     });
-    run::send(state, Command::Experiment { a: Box::new(a), b: Box::new(b), repeats }, sink, &|e| x.error.set(Some(e)));
+    x.running.set(true);
+    let refused = Rc::new(move |e| {
+        x.running.set(false);
+        x.error.set(Some(e));
+    });
+    run::send(state, Command::Experiment { a: Box::new(a), b: Box::new(b), repeats }, sink, refused);
 }
 
 /// B's settings: A's, with B's overrides (validated the same way, against the loaded model).

@@ -4,11 +4,15 @@
 //! random-weight Qwen3) or random weights with Qwen3-0.6B/1.7B shapes, on the browser's WebGPU.
 //!
 //! - [`app`]: the layout; [`state`]: shared signals, and the engine's side ([`state::Host`]).
-//! - [`models`]: adapter, tokenizer and model loading; the model card.
+//! - [`worker`]: the engine worker, a dedicated Web Worker on the page's own module that owns the
+//!   device, the model and every run (so every timestamp is taken off the page's thread);
+//!   [`link`]: the page's side of it; [`protocol`]: the messages between them.
+//! - [`models`]: start-up and the loads the model card asks for (page side); [`loader`]: adapter,
+//!   tokenizer and model loading (worker side).
 //! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
 //!   the URL; [`dataset`]: a dataset file instead of drawn lengths.
-//! - [`service`]: the run service, the one owner of a run's life (the engine's run or sweep, a
-//!   server's, the experiment): commands in, updates out, no signals; [`run`]: Run / Cancel and
+//! - [`service`]: the run service (in the worker), the one owner of a run's life (the engine's run
+//!   or sweep, a server's, the experiment): commands in, updates out, no signals; [`run`]: Run / Cancel and
 //!   the page's side of a run (progress, live charts, history).
 //! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
 //!   kept in memory only, API style; the HTTP/1.1 connection warning).
@@ -32,11 +36,14 @@ pub mod experiment;
 pub mod files;
 pub mod history;
 pub mod i18n;
+pub mod link;
+pub mod loader;
 pub mod model_panel;
 pub mod models;
 pub mod pareto;
 pub mod plan;
 pub mod playground;
+pub mod protocol;
 pub mod results;
 pub mod run;
 pub mod service;
@@ -46,10 +53,15 @@ pub mod state;
 pub mod sweep;
 pub mod target;
 pub mod timeline;
+pub mod worker;
 
 pub use browser::fetch_bytes;
 
+/// The page's start (the module's `main`). In the engine worker, which runs the same module, there
+/// is no window and nothing to mount: [`worker::serve`] is its entry.
 pub fn start() {
     console_error_panic_hook::set_once();
-    leptos::mount::mount_to_body(app::App);
+    if web_sys::window().is_some() {
+        leptos::mount::mount_to_body(app::App);
+    }
 }

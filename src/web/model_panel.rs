@@ -177,7 +177,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
             .into_iter()
             .map(|c| {
                 let (base, delete_base) = (c.base.clone(), c.base.clone());
-                let current = state.choice.with(|s| matches!(s, ModelSource::Remote { input } if super::sources::remote_base(input).ok().and_then(|b| super::cache::absolute(&b).ok()) == Some(c.base.clone())));
+                let current = state.choice.with(|s| matches!(s, ModelSource::Remote { input } if super::sources::remote_base(input).ok().and_then(|b| super::cache::absolute(&b, &super::cache::page_url()).ok()) == Some(c.base.clone())));
                 view! {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
@@ -320,17 +320,14 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
 #[component]
 pub fn AdapterPanel(state: AppState) -> impl IntoView {
     let t = use_text();
-    // None: not measured; Some(Err): the probe failed (shown as text).
-    let roofline = RwSignal::new(None::<Result<crate::gpu::roofline::Roofline, String>>);
+    // None: not measured; Some(Err): the probe failed (shown as text). Measured in the engine
+    // worker, on its device.
+    let roofline = state.roofline;
     let measuring = move || state.phase.get() == Phase::Measuring;
     let measure = move |_| {
-        let Some(gpu) = state.host().gpu() else { return };
+        let Some(link) = super::link::get(state) else { return };
         state.phase.set(Phase::Measuring);
-        wasm_bindgen_futures::spawn_local(async move {
-            let result = crate::gpu::roofline::measure(&gpu, 3).await.map_err(|e| e.to_string());
-            roofline.set(Some(result));
-            state.phase.set(Phase::Idle);
-        });
+        link.send(&super::protocol::ToEngine::Roofline, &[]);
     };
     let rows = move || {
         let t = t();

@@ -6,11 +6,12 @@
 use super::charts::ChartData;
 use super::history::{self, Entry};
 use super::i18n::{use_text, Text};
-use super::service::{self, Command, Context, Destination, Ended, Refused, Report, Sink};
+use super::link::RunSink;
+use super::protocol::{RunUpdate, ToEngine};
+use super::service::{Command, Context, Destination, Ended, Refused};
 use super::settings::{self, Problems, RunForm};
 use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
-use crate::bench::session::SessionEvent;
 use crate::bench::{self, WorkloadSpec};
 use leptos::prelude::*;
 use std::cell::RefCell;
@@ -28,22 +29,33 @@ pub fn start(state: AppState, form: RunForm) {
     } else {
         Destination::Engine
     };
-    send(state, Command::Run { form: Box::new(form), destination }, sink(state), &|e| state.run_error.set(Some(e)));
+    let refused = Rc::new(move |e| state.run_error.set(Some(e)));
+    send(state, Command::Run { form: Box::new(form), destination }, sink(state), refused);
 }
 
-/// Sends `command` to the service with what it needs from the page; `refused` gets why it did not
-/// start (nothing, when another task holds the model: the buttons say so).
-pub(super) fn send(state: AppState, command: Command, sink: Sink, refused: &dyn Fn(String)) {
-    let t = super::i18n::text(state.lang.get_untracked());
-    let outcome = context(state).map_err(Refused::from).and_then(|cx| service::start(&state.host(), cx, command, sink));
-    if let Some(why) = outcome.err().and_then(|r| refused_text(r, t)) {
-        refused(why);
-    }
+/// Sends `command` to the run service in the engine worker with what it needs from the page;
+/// `refused` gets why it did not start (nothing, when another task holds the model: the buttons say
+/// so).
+pub(super) fn send(state: AppState, command: Command, sink: RunSink, refused: Rc<dyn Fn(String)>) {
+    let cx = match context(state) {
+        Ok(cx) => cx,
+        Err(e) => return refused(e.to_string()),
+    };
+    let Some(link) = super::link::get(state) else { return };
+    // Busy from the click on (the worker's `Began` follows), idle again if it refuses.
+    state.phase.set(Phase::Running);
+    let refused_to = Rc::new(move |r: Refused| {
+        idle(state);
+        if let Some(why) = refused_text(r, super::i18n::text(state.lang.get_untracked())) {
+            refused(why);
+        }
+    });
+    link.command(ToEngine::Command { cx: Box::new(cx), command }, sink, refused_to);
 }
 
 /// Stops the run in progress at its next step.
 pub(super) fn cancel_run(state: AppState) {
-    service::cancel(&state.host());
+    super::link::send(state, &ToEngine::Cancel);
 }
 
 /// What the service needs from the page now.
@@ -221,51 +233,42 @@ fn show_next_frame(state: AppState, frame: Rc<RefCell<Frame>>) {
     });
 }
 
-/// The page's side of the service: progress and live charts (a snapshot built at most once per
-/// chain of animation frames, one chart redrawn per frame), the sweep as each rate ends, the main
-/// thread's long tasks per rate, then the results. A caller with more to show (the experiment)
-/// wraps it.
-pub(super) fn sink(state: AppState) -> Sink {
+/// The page's side of the service: progress and live charts (the worker's snapshots, one chart
+/// redrawn per animation frame), the sweep as each rate ends, the main thread's long tasks per
+/// rate, then the results. A caller with more to show (the experiment) wraps it.
+pub(super) fn sink(state: AppState) -> RunSink {
     let frame = Rc::new(RefCell::new(Frame::default()));
     Rc::new(move |update| match update {
-        Report::Began { rates, ttft_slo_ms } => begin(state, rates, ttft_slo_ms),
-        Report::Session(event) => session_event(state, &frame, event),
-        Report::LoadingB(_) => {}
-        Report::Ended(ended) => {
-            frame.borrow_mut().reset();
-            finish(state, *ended);
-        }
-        Report::DeviceLost(fault) => super::models::device_lost(state, fault),
-    })
-}
-
-fn session_event(state: AppState, frame: &Rc<RefCell<Frame>>, event: SessionEvent<'_>) {
-    match event {
-        SessionEvent::WarmedUp { .. } | SessionEvent::Baseline(_) => {}
-        SessionEvent::RateStarted { requests, .. } => {
+        RunUpdate::Began { rates, ttft_slo_ms } => begin(state, &rates, ttft_slo_ms),
+        RunUpdate::LoadingB(_) => {}
+        RunUpdate::RateStarted { requests, .. } => {
             state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
             frame.borrow_mut().reset();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
             state.charts.set(ChartData::default());
         }
-        SessionEvent::Progress(p) if p.records.is_empty() => {
-            // A server: no live records, only how many requests have ended.
-            state.progress.set(Some(RunProgress::Requests { finished: p.finished, total: p.total }));
-        }
-        SessionEvent::Progress(p) => {
-            // Only the first step after the frames showed a snapshot builds the next; later ones
-            // wait for it (their counts go to the next frame).
+        RunUpdate::Progress { finished, total, charts: None } => {
+            // Between snapshots, or a server (no live records): only how many requests have ended.
             let mut f = frame.borrow_mut();
-            f.progress = Some((p.finished, p.total));
+            if f.requested {
+                f.progress = Some((finished, total));
+            } else {
+                state.progress.set(Some(RunProgress::Requests { finished, total }));
+            }
+        }
+        RunUpdate::Progress { finished, total, charts: Some(charts) } => {
+            // The newest snapshot replaces one not yet shown.
+            let mut f = frame.borrow_mut();
+            f.progress = Some((finished, total));
+            f.pending = Some(*charts);
             if f.requested {
                 return;
             }
-            f.pending = Some(ChartData::live(p.records, p.steps));
             f.requested = true;
             drop(f);
             show_next_frame(state, frame.clone());
         }
-        SessionEvent::RateDone { rate, result } => {
+        RunUpdate::RateDone { rate, result } => {
             state.long_tasks.update_value(|log| {
                 if let Some(watch) = log.watch.take() {
                     log.done.push((rate, watch.finish()));
@@ -275,11 +278,15 @@ fn session_event(state: AppState, frame: &Rc<RefCell<Frame>>, event: SessionEven
             frame.borrow_mut().reset();
             state.sweep.update(|s| {
                 if let Some(s) = s {
-                    s.push(rate, result);
+                    s.push(rate, &result);
                 }
             });
         }
-    }
+        RunUpdate::Ended(ended) => {
+            frame.borrow_mut().reset();
+            finish(state, *ended);
+        }
+    })
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.

@@ -5,8 +5,8 @@
 //! (a [`Refused`] says why it cannot start, before anything runs), takes the model from the
 //! [`Host`], runs the CLI's session or experiment, gives the model back, and says everything
 //! through one [`Sink`] of [`Report`]s, ending with exactly one [`Ended`]. It reads and writes no
-//! signal: `run.rs` and `experiment.rs` draw what it reports. Commands in, updates out — the seam
-//! a Web Worker can host.
+//! signal: it runs in the engine worker ([`super::worker`]), which sends what it reports to the
+//! page, where `run.rs` and `experiment.rs` draw it. Commands in, updates out.
 
 use super::dataset::{self, DatasetChoice};
 use super::settings::{LoadOptions, RunForm};
@@ -30,6 +30,7 @@ use std::rc::Rc;
 const REMOTE_TIMEOUT_S: f64 = 300.0;
 
 /// What the page asks of the service.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Command {
     /// One run, or a sweep when the form has several rates.
     Run { form: Box<RunForm>, destination: Destination },
@@ -38,15 +39,17 @@ pub enum Command {
 }
 
 /// Where a run's requests go.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Destination {
     /// The page's engine, on the loaded model.
     Engine,
     /// An OpenAI-compatible server.
     /// A server, and its `/metrics` URL when the page scrapes it during the run.
-    Server(Endpoint, Option<String>),
+    Server(#[serde(with = "super::protocol::endpoint_wire")] Endpoint, Option<String>),
 }
 
 /// What the service needs from the page, read when the command is sent.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Context {
     pub lang: Lang,
     /// The loaded model's name in results (`ModelSource::key`).
@@ -60,7 +63,7 @@ pub struct Context {
 }
 
 /// Why a command did not start.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Refused {
     /// Another run, load or generation holds the model (the buttons should have said so).
     Busy,
@@ -103,9 +106,11 @@ pub type Sink = Rc<dyn Fn(Report<'_>)>;
 
 /// How a command ended. What was measured is kept even when it ended at an error.
 #[allow(clippy::large_enum_variant)] // one a command, sent boxed (`Report::Ended`)
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Ended {
     Run {
         /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.
+        #[serde(with = "super::protocol::rated")]
         results: Vec<(f64, BenchResult)>,
         /// The workload as it ran (a picked dataset's lengths and count in it).
         spec: WorkloadSpec,
@@ -121,6 +126,7 @@ pub enum Ended {
 
 /// An experiment's end: every finished repetition per side, in the order they ran, and the
 /// comparison of them.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ExperimentEnd {
     pub a: Vec<BenchResult>,
     pub b: Vec<BenchResult>,
@@ -392,7 +398,7 @@ struct Sides {
 /// `bench::experiment::run_alternating`, every repetition kept as it ends so that Cancel or an
 /// error still compares the finished ones.
 async fn experiment(
-    host: &Host,
+    host: &Rc<Host>,
     cx: &Context,
     sides: Sides,
     loaded: LoadedModel,
@@ -415,7 +421,7 @@ async fn experiment(
                 sink(Report::LoadingB(p));
             }
         };
-        match super::models::load_variant(host, b.load.clone(), &mut progress).await {
+        match super::loader::load_variant(host, b.load.clone(), &mut progress).await {
             Ok((model, _)) => Some((model.limits.clone(), RefCell::new(Some(model)))),
             Err(e) => {
                 give_back(pool_a);

@@ -221,7 +221,7 @@ impl Settings {
 }
 
 /// What the loaded model allows; `None` before a model is ready.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Caps {
     pub max_batch: usize,
     pub max_batched_tokens: usize,
@@ -229,11 +229,12 @@ pub struct Caps {
 }
 
 /// A run's settings, checked.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunForm {
     /// The first rate's workload.
     pub spec: WorkloadSpec,
     /// Every rate: one for a run, several for a sweep.
+    #[serde(with = "super::protocol::rates")]
     pub rates: Vec<f64>,
     pub slo: Option<Slo>,
     /// As the CLI's `--slo` spells it, for the results JSON.
@@ -253,7 +254,7 @@ pub struct RunForm {
 
 /// The engine options fixed when the model is uploaded (`EngineOptions::weights`,
 /// `EngineOptions::speculation`): changing one means uploading the model again.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoadOptions {
     pub weights: WeightFormat,
     pub speculation: Speculation,

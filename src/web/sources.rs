@@ -169,7 +169,7 @@ pub fn group_cached(urls: &[String], sizes: &BTreeMap<String, u64>) -> Vec<Cache
 }
 
 /// A download in progress.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DownloadProgress {
     pub file: String,
     pub file_bytes: u64,

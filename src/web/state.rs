@@ -22,7 +22,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// The models the page offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ModelChoice {
     Embedded,
     Qwen3_0_6b,
@@ -47,7 +47,7 @@ impl ModelChoice {
 }
 
 /// What the loaded model is, by name: the key in the URL (`model=`) and in the results JSON.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ModelSource {
     Preset(ModelChoice),
     /// Files picked or dropped (not restorable from a link).
@@ -116,7 +116,7 @@ pub struct LoadedModel {
 }
 
 /// What the loaded model is, for the model card and the status line.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelInfo {
     pub source: ModelSource,
     /// The status line's name for it.
@@ -136,7 +136,7 @@ pub struct ModelInfo {
 }
 
 /// The status line.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Status {
     Starting,
     RequestingAdapter,
@@ -202,18 +202,40 @@ pub struct AppState {
     pub history: RwSignal<Vec<Arc<Entry>>>,
     /// Set when older runs had to go to make room in localStorage.
     pub history_dropped: RwSignal<bool>,
-    /// The engine's side: model, device, tokenizers, the run's cancel flag.
-    pub host: StoredValue<Rc<Host>, LocalStorage>,
+    /// The engine switches of the link (`?kernels=`, …), parsed once at start and sent to the
+    /// engine worker: every model it loads gets them.
+    pub switches: LinkSwitches,
+    /// The roofline probe's result on the adapter card (None: not measured; Err: why it failed).
+    pub roofline: RwSignal<Option<std::result::Result<crate::gpu::roofline::Roofline, String>>>,
+    /// The playground's answer as it streams.
+    pub playground: Generation,
+    /// The engine worker, and the command in progress's view (see [`super::link`]).
+    pub engine: StoredValue<Option<Rc<super::link::Link>>, LocalStorage>,
     /// The run in progress: long tasks of each rate done so far, and the watch of the current one
     /// (the main thread's, so the page's side).
     pub long_tasks: StoredValue<LongTaskLog, LocalStorage>,
 }
 
-/// The engine's side of the page: what a run, a load or a generation works with, outside the
-/// reactive graph (none of it is `Send`). The loaders fill it, the run service
-/// ([`super::service`]) and the playground borrow the model from it; no view reads it. A task
-/// that needs the model takes it out of its slot and puts it back when done, so no `RefCell`
-/// borrow spans an await.
+/// The playground's output: the answer so far, its pieces with their gaps, the timing line.
+#[derive(Clone, Copy)]
+pub struct Generation {
+    pub answer: RwSignal<String>,
+    pub pieces: RwSignal<Vec<Piece>>,
+    pub timing: RwSignal<String>,
+}
+
+/// One piece of the answer as it appeared: its text and the time since the previous piece.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub gap_ms: f64,
+}
+
+/// The engine's side: what a run, a load or a generation works with, in the engine worker
+/// ([`super::worker`]), outside any reactive graph (none of it is `Send`). The loaders
+/// ([`super::loader`]) fill it, the run service ([`super::service`]) and the playground borrow the
+/// model from it. A task that needs the model takes it out of its slot and puts it back when done,
+/// so no `RefCell` borrow spans an await.
 pub struct Host {
     model: RefCell<Option<LoadedModel>>,
     gpu: RefCell<Option<Rc<Gpu>>>,
@@ -226,12 +248,22 @@ pub struct Host {
     abort: RefCell<Option<web_sys::AbortController>>,
     /// Set by Cancel; the run in progress stops at its next step.
     cancel: Rc<Cell<bool>>,
-    /// The engine switches of the link, parsed once at start: every model the page loads gets them.
-    pub switches: LinkSwitches,
+    /// The engine switches of the page's link: every model loaded gets them.
+    switches: Cell<LinkSwitches>,
+    /// The page's URL, which relative URLs (the page's tokenizer, a model folder) are against.
+    page_url: RefCell<String>,
+    /// The model cache's record, as the page last sent it or a download changed it.
+    manifest: RefCell<super::cache::Manifest>,
+}
+
+impl Default for Host {
+    fn default() -> Host {
+        Host::new()
+    }
 }
 
 impl Host {
-    pub fn new(switches: LinkSwitches) -> Host {
+    pub fn new() -> Host {
         Host {
             model: RefCell::new(None),
             gpu: RefCell::new(None),
@@ -240,8 +272,33 @@ impl Host {
             loaded_request: RefCell::new(None),
             abort: RefCell::new(None),
             cancel: Rc::new(Cell::new(false)),
-            switches,
+            switches: Cell::new(LinkSwitches::default()),
+            page_url: RefCell::new(String::new()),
+            manifest: RefCell::new(Default::default()),
         }
+    }
+
+    /// The page's link and URL, sent at start.
+    pub fn set_page(&self, switches: LinkSwitches, page_url: String) {
+        self.switches.set(switches);
+        *self.page_url.borrow_mut() = page_url;
+    }
+
+    pub fn switches(&self) -> LinkSwitches {
+        self.switches.get()
+    }
+
+    /// `url` made absolute against the page's URL.
+    pub fn page_relative(&self, url: &str) -> crate::Result<String> {
+        super::cache::absolute(url, &self.page_url.borrow())
+    }
+
+    pub fn manifest(&self) -> super::cache::Manifest {
+        self.manifest.borrow().clone()
+    }
+
+    pub fn set_manifest(&self, manifest: super::cache::Manifest) {
+        *self.manifest.borrow_mut() = manifest;
     }
 
     /// Takes the model out of its slot (None when absent or already taken).
@@ -323,7 +380,7 @@ impl Host {
 /// `?fused=off`, `?prefill-tiles=off`, `?subgroups=off`, `?matmul-tile=4`, `?gemv-max-m=N`,
 /// `?weight-storage=buffer|texture` ([`KernelSwitches::from_query`]) and `?overlap=off`. Every
 /// model the page loads gets them ([`crate::engine::EngineOptions`]), and they stay in the link.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkSwitches {
     pub kernels: KernelSwitches,
     /// `Some(false)`: CPU/GPU overlap off.
@@ -390,13 +447,15 @@ impl AppState {
             shown: RwSignal::new(None),
             history: RwSignal::new(history),
             history_dropped: RwSignal::new(false),
-            host: StoredValue::new_local(Rc::new(Host::new(switches))),
+            switches,
+            roofline: RwSignal::new(None),
+            playground: Generation {
+                answer: RwSignal::new(String::new()),
+                pieces: RwSignal::new(Vec::new()),
+                timing: RwSignal::new(String::new()),
+            },
+            engine: StoredValue::new_local(None),
             long_tasks: StoredValue::new_local(LongTaskLog::default()),
         }
-    }
-
-    /// The engine's side (see [`Host`]).
-    pub fn host(&self) -> Rc<Host> {
-        self.host.get_value()
     }
 }

@@ -8,8 +8,13 @@
 //   QUERY: the page's settings (default: qwen3-0.6b, 6 requests at 1 req/s, 32-64 in, 8-16 out)
 //   LAG_TRACE=FILE: also record a Chrome trace of the run into FILE and print, for each task over
 //   50 ms on the page's main thread, the trace events inside it (what the long tasks are made of).
+//   LAG_BLOCK_MS=N: plant main-thread tasks of N ms during the run (one every 700 ms, at most
+//   LAG_BLOCKS, default 4, from the first request's progress on): the engine runs in its worker, so
+//   no token's timestamp may wait for them. Exits 1 when the largest gap between two tokens of a
+//   request (ITL max) or the longest step reaches 3/4 of N.
 // Exits 1 when a long task over 50 ms ran on the page's main thread during the run (the issue's
-// acceptance), or when the results lack the lag or long-task figures.
+// acceptance; with LAG_BLOCK_MS, beyond the planted ones), or when the results lack the lag or
+// long-task figures.
 import { chromium } from 'playwright-core';
 import { readFile } from 'node:fs/promises';
 import { serve } from './serve.mjs';
@@ -37,6 +42,21 @@ if (traceFile) {
     'disabled-by-default-devtools.timeline', 'toplevel'] });
 }
 await byId('run').click();
+const blockMs = Number(process.env.LAG_BLOCK_MS ?? 0);
+const planted = [];
+if (blockMs > 0) {
+  await page.waitForFunction(() => /finished|已完成/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
+    null, { timeout: 600000 });
+  for (let i = 0; i < Number(process.env.LAG_BLOCKS ?? 4); i++) {
+    if (await byId('report').isVisible()) break;
+    planted.push(await page.evaluate((ms) => {
+      const t0 = performance.now();
+      while (performance.now() - t0 < ms) { /* the planted main-thread task */ }
+      return [t0 / 1000, performance.now() - t0];
+    }, blockMs));
+    await page.waitForTimeout(700);
+  }
+}
 await byId('report').waitFor({ timeout: 1800000 });
 if (traceFile) await browser.stopTracing();
 const [json] = await Promise.all([page.waitForEvent('download'), byId('download-json').click()]);
@@ -58,6 +78,20 @@ for (const [at, ms] of tasks?.tasks ?? []) {
 }
 if (traceFile) explain(JSON.parse(await readFile(traceFile, 'utf8')));
 if (!lag || !tasks) await done(1, 'FAIL: no lag or long-task figures');
+if (blockMs > 0) {
+  // Per request, the gaps between its tokens; the steps' durations.
+  const gaps = result.requests.flatMap((r) => (r.token_times_s ?? []).slice(1).map((t, i) => (t - r.token_times_s[i]) * 1000));
+  const itlMax = Math.max(...gaps);
+  const stepMax = Math.max(...result.steps.map((s) => s.duration_s * 1000));
+  console.log(JSON.stringify({ planted_ms: planted.map(([, ms]) => +ms.toFixed(1)), itl_max_ms: +itlMax.toFixed(1),
+    itl_p99_ms: result.summary.itl_ms?.p99, step_max_ms: +stepMax.toFixed(1), long_tasks_seen: tasks.count }));
+  const beyond = tasks.count - planted.length;
+  if (itlMax >= 0.75 * blockMs || stepMax >= 0.75 * blockMs) {
+    await done(1, `FAIL: a planted ${blockMs} ms main-thread task delayed the engine (ITL max ${itlMax.toFixed(0)} ms, step max ${stepMax.toFixed(0)} ms)`);
+  }
+  await done(beyond > 0 ? 1 : 0, beyond > 0 ? `FAIL: ${beyond} long task(s) besides the planted ones`
+    : `ok: ${planted.length} planted ${blockMs} ms main-thread tasks, no token waited for them`);
+}
 await done(tasks.count ? 1 : 0, tasks.count
   ? `FAIL: ${tasks.count} long task(s) on the main thread during the run, longest ${tasks.longest_ms.toFixed(0)} ms`
   : 'ok: no long task over 50 ms on the main thread during the run');

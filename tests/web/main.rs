@@ -220,7 +220,8 @@ async fn cached_models_are_listed_opened_offline_and_deleted() {
 
     // The index and tokenizer are not there: the test server answers 404, which is "no such file".
     let abort = web_sys::AbortController::new().unwrap();
-    let store = RemoteStore::new(&base, abort.signal(), Box::new(|_| {})).await.unwrap();
+    let store =
+        RemoteStore::new(&base, abort.signal(), cache::Manifest::load(), cache::StoreEvents::saving()).await.unwrap();
     let checkpoint = Checkpoint::open(&store).await.expect("opens from the cache");
     assert_eq!(checkpoint.config.vocab_size, 256);
     assert_eq!(store.downloaded(), 0, "nothing fetched for cached files");
@@ -864,4 +865,146 @@ async fn the_live_timeline_is_throttled_but_ends_on_the_newest() {
     tokenmeter::clock::sleep_s(REDRAW_MS / 1000.0 + 0.05).await;
     leptos::task::tick().await;
     assert_eq!(rows(), "3", "the newest snapshot never showed");
+}
+
+// The engine worker's messages: what crosses between the page and the worker arrives intact.
+
+/// A run on a fixture (real records and steps), its live charts and its result, and a server
+/// command with its key and a dataset, each encoded as the page and the worker send them and
+/// decoded on the other side: equal to what was sent.
+#[wasm_bindgen_test]
+async fn the_page_and_its_engine_worker_exchange_messages_intact() {
+    use tokenmeter::bench::dataset::{Dataset, DatasetFormat, DatasetRow};
+    use tokenmeter::bench::{self, driver};
+    use tokenmeter::engine::SamplingParams;
+    use tokenmeter::web::charts::ChartData;
+    use tokenmeter::web::dataset::DatasetChoice;
+    use tokenmeter::web::protocol::{decode, encode, FromEngine, RunUpdate, ToEngine};
+    use tokenmeter::web::service::{Command, Context, Destination};
+
+    let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
+    let (store, _) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
+    let checkpoint = Checkpoint::open(&store).await.unwrap();
+    let options = EngineOptions { max_seqs: 4, ..EngineOptions::default() };
+    let mut engine = Engine::new(ForwardPass::load(gpu, &checkpoint, &options, &mut |_, _| {}).await.unwrap());
+    let spec = tokenmeter::bench::WorkloadSpec {
+        num_requests: 6,
+        input_len: "8:24".parse().unwrap(),
+        output_len: "3:9".parse().unwrap(),
+        ..remote_spec("poisson", 40.0, 1)
+    };
+    let plan = bench::plan(&spec).unwrap();
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 256));
+    let driver_options = driver::DriverOptions {
+        spec: &spec,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt: &prompt,
+        think: None,
+    };
+    let (records, steps) = driver::run(&mut engine, &plan, &driver_options, &mut |_| {}, &|| false).await.unwrap();
+    assert!(!records.is_empty() && !steps.is_empty());
+
+    let charts = ChartData::live(&records, &steps);
+    let sent = FromEngine::Run(RunUpdate::Progress { finished: 6, total: 6, charts: Some(Box::new(charts.clone())) });
+    match decode::<FromEngine>(&encode(&sent)).unwrap() {
+        FromEngine::Run(RunUpdate::Progress { finished: 6, total: 6, charts: Some(back) }) => assert_eq!(*back, charts),
+        other => panic!("came back as {other:?}"),
+    }
+    let result = bench::BenchResult {
+        config: Default::default(),
+        metrics: bench::summarize(&records, &steps, None, 0.25),
+        diagnosis: None,
+        baseline: None,
+        requests: records,
+        steps,
+        saturation: None,
+        server_metrics: None,
+    };
+    let sent = FromEngine::Run(RunUpdate::RateDone { rate: f64::INFINITY, result: Box::new(result.clone()) });
+    let json = encode(&sent);
+    let back = decode::<FromEngine>(&json).unwrap();
+    assert_eq!(encode(&back), json, "a result changed on the way");
+    let FromEngine::Run(RunUpdate::RateDone { rate, .. }) = back else { panic!("not a rate's end") };
+    assert_eq!(rate, f64::INFINITY);
+    let ended = tokenmeter::web::service::Ended::Run {
+        results: vec![(1.5, result.clone()), (f64::INFINITY, result)],
+        spec: spec.clone(),
+        label: "embedded".into(),
+        batch: Some(4),
+        cancelled: true,
+        error: Some("stopped".into()),
+    };
+    let json = encode(&FromEngine::Run(RunUpdate::Ended(Box::new(ended))));
+    let FromEngine::Run(RunUpdate::Ended(back)) = decode::<FromEngine>(&json).unwrap() else { panic!("not an end") };
+    let tokenmeter::web::service::Ended::Run { results, spec: back_spec, batch, cancelled, error, .. } = *back else {
+        panic!("not a run's end")
+    };
+    assert_eq!(results.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [1.5, f64::INFINITY]);
+    assert_eq!((back_spec, batch, cancelled, error.as_deref()), (spec, Some(4), true, Some("stopped")));
+
+    // A server's run: the key crosses (the worker sends the requests), with the dataset's rows.
+    let mut endpoint = tokenmeter::remote::Endpoint {
+        base_url: tokenmeter::remote::BaseUrl::parse("http://127.0.0.1:9/v1").unwrap(),
+        model: "m".into(),
+        api: tokenmeter::remote::Api::Chat,
+        api_key: tokenmeter::remote::ApiKey::new(SECRET.into()),
+        thinking: Some(false),
+    };
+    let t = i18n::text(Lang::En);
+    // A sweep ending at "everything at once": an infinite rate, which JSON has no number for.
+    let mut form = settings::validate(&|f| f.default_value().to_string(), None, t).unwrap();
+    form.rates = vec![2.0, f64::INFINITY];
+    let row = DatasetRow {
+        at: 1,
+        prompt: Some("hello".into()),
+        completion: Some("there".into()),
+        input_len: None,
+        output_len: None,
+        timestamp_ms: None,
+        later: vec![("and".into(), "then".into())],
+    };
+    let data = Dataset {
+        file: "d.json".into(),
+        format: DatasetFormat::ShareGpt,
+        rows: vec![row],
+        dropped_short_conversations: 2,
+    };
+    let choice = DatasetChoice { data: std::sync::Arc::new(data), speedup: 2.0 };
+    let cx = || Context {
+        lang: Lang::Zh,
+        model_key: "embedded".into(),
+        loaded: None,
+        dataset: Some(choice.clone()),
+        page: Default::default(),
+    };
+    for thinking in [Some(false), None] {
+        endpoint.thinking = thinking;
+        let destination = Destination::Server(endpoint.clone(), Some("http://127.0.0.1:9/metrics".into()));
+        let sent = ToEngine::Command {
+            cx: Box::new(cx()),
+            command: Command::Run { form: Box::new(form.clone()), destination },
+        };
+        let json = encode(&sent);
+        let ToEngine::Command { cx: back, command: Command::Run { form: back_form, destination } } =
+            decode(&json).unwrap()
+        else {
+            panic!("not a run: {json}")
+        };
+        let Destination::Server(back_endpoint, metrics) = destination else { panic!("not a server") };
+        assert_eq!(back_endpoint.api_key.as_ref().map(|k| k.expose()), Some(SECRET), "the key was lost");
+        assert_eq!(
+            (back_endpoint.base_url.as_str(), back_endpoint.model.as_str(), back_endpoint.api, back_endpoint.thinking),
+            (endpoint.base_url.as_str(), "m", endpoint.api, thinking)
+        );
+        assert_eq!(metrics.as_deref(), Some("http://127.0.0.1:9/metrics"));
+        // The workload crosses as the results JSON records it: a field its arrival process does not
+        // use (a Poisson run's concurrency) comes back neutral.
+        let recorded = serde_json::from_str(&serde_json::to_string(&form.spec).unwrap()).unwrap();
+        assert_eq!(*back_form, settings::RunForm { spec: recorded, ..form.clone() });
+        let data = &back.dataset.as_ref().unwrap().data;
+        assert_eq!((data.rows.as_slice(), data.dropped_short_conversations), (choice.data.rows.as_slice(), 2));
+        assert_eq!(back.dataset.as_ref().unwrap().speedup, 2.0);
+        assert_eq!(back.lang, Lang::Zh);
+    }
 }

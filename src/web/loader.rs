@@ -1,0 +1,356 @@
+//! The engine worker's side of start-up and model loading: the device and the page's tokenizer
+//! once, then a preset (the embedded default, random weights with Qwen3 shapes), local files, or a
+//! URL / Hugging Face repo through the cache. Every checkpoint goes through the shared loader
+//! (`Checkpoint::open`, `ForwardPass::load`). A checkpoint that fails its checks never touches the
+//! loaded model; one that fails on the GPU (after the old model was freed) brings the previous one
+//! back. What the page shows of it arrives as [`FromEngine`] updates.
+
+use super::cache::{RemoteStore, StoreEvents};
+use super::protocol::FromEngine;
+use super::settings::{Caps, LoadOptions};
+use super::sources;
+use super::state::{Host, LinkSwitches, LoadRequest, LoadedModel, ModelChoice, ModelInfo, Status};
+use super::worker::post;
+use crate::clock::now_s;
+use crate::engine::{EngineOptions, ForwardPass};
+use crate::gpu::Gpu;
+use crate::model::checkpoint::Checkpoint;
+use crate::model::synthetic::SyntheticModel;
+use crate::model::{ModelStore, Qwen3Config, TensorProvider, Tokenizer};
+use crate::{Error, Result};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Engine sizes a model is loaded for: room for the settings' largest max batch and max batched
+/// tokens, so changing them needs no reload. The KV budget is the CLI's for real shapes and a
+/// quarter of it for the tiny default (which needs little). Weights and speculation are the
+/// settings' (`load`): changing them needs an upload.
+fn options(request: &LoadRequest, load: LoadOptions, switches: LinkSwitches) -> EngineOptions {
+    let kv_budget_bytes = match request {
+        LoadRequest::Preset(ModelChoice::Embedded) => 128 << 20,
+        _ => EngineOptions::default().kv_budget_bytes,
+    };
+    EngineOptions {
+        max_seqs: 64,
+        max_batched_tokens: 2048,
+        kv_budget_bytes,
+        weights: load.weights,
+        speculation: load.speculation,
+        prefix_cache: load.prefix_cache,
+        overlap: switches.overlap != Some(false),
+        kernels: switches.kernels,
+        ..EngineOptions::default()
+    }
+}
+
+/// The cache's record kept in the host and sent to the page as it changes.
+fn store_events(host: &Rc<Host>, progress: bool) -> StoreEvents {
+    let keeper = host.clone();
+    StoreEvents {
+        on_progress: if progress {
+            Box::new(|p: &sources::DownloadProgress| post(&FromEngine::Download(Some(p.clone()))))
+        } else {
+            Box::new(|_: &sources::DownloadProgress| {})
+        },
+        on_manifest: Box::new(move |m| {
+            keeper.set_manifest(m.clone());
+            post(&FromEngine::Manifest(m.clone()));
+        }),
+    }
+}
+
+/// The model folder `input` names, absolute.
+fn remote_folder(host: &Host, input: &str) -> Result<String> {
+    host.page_relative(&sources::remote_base(input)?)
+}
+
+/// The loaded model again, as a second copy with other weights or speculation (an experiment's
+/// B), on the worker's device; the loaded one is not touched. `progress` gets percents.
+pub async fn load_variant(
+    host: &Rc<Host>,
+    load: LoadOptions,
+    progress: &mut dyn FnMut(u32),
+) -> Result<(ForwardPass, Option<Rc<Tokenizer>>)> {
+    let request = host.loaded_request().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
+    let gpu = host.gpu().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
+    let options = options(&request, load, host.switches());
+    let mut on_weights = |done: u64, total: u64| progress((done * 100 / total.max(1)) as u32);
+    match &request {
+        LoadRequest::Preset(choice) => {
+            let source = Breathing { inner: preset(*choice), last_yield_s: Cell::new(now_s()) };
+            Ok((ForwardPass::load(gpu, &source, &options, &mut on_weights).await?, None))
+        }
+        LoadRequest::Local(store) => {
+            let checkpoint = Checkpoint::open(store).await?;
+            let tokenizer = read_tokenizer(store).await?;
+            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+        }
+        LoadRequest::Remote(input) => {
+            // Read back from the cache the first load filled.
+            let base = remote_folder(host, input)?;
+            let abort =
+                web_sys::AbortController::new().map_err(|e| Error::Invalid(crate::model::source::js_message(&e)))?;
+            let store = RemoteStore::new(&base, abort.signal(), host.manifest(), store_events(host, false)).await?;
+            let checkpoint = Checkpoint::open(&store).await?;
+            let tokenizer = read_tokenizer(&store).await?;
+            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+        }
+    }
+}
+
+fn preset(choice: ModelChoice) -> SyntheticModel {
+    match choice {
+        ModelChoice::Embedded => SyntheticModel::embedded_default(),
+        other => SyntheticModel::new(Qwen3Config::preset(other.key()).expect("a known preset"), 0),
+    }
+}
+
+/// Start-up: the device, then the page's tokenizer; ends with [`FromEngine::Started`].
+pub async fn start(host: Rc<Host>) {
+    let init = async {
+        post(&FromEngine::Status(Status::RequestingAdapter));
+        let gpu = Rc::new(Gpu::new().await?);
+        post(&FromEngine::Adapter(gpu.adapter.clone()));
+        host.set_gpu(Some(gpu));
+        post(&FromEngine::Status(Status::LoadingTokenizer));
+        let url = host.page_relative("tokenizer.json")?;
+        let tokenizer = Rc::new(Tokenizer::from_bytes(&super::browser::fetch_bytes(&url).await?)?);
+        host.set_default_tokenizer(tokenizer);
+        Ok::<_, Error>(())
+    };
+    let started = init.await.map_err(|e| e.to_string());
+    if let Err(e) = &started {
+        post(&FromEngine::Status(Status::Error(e.clone())));
+    }
+    post(&FromEngine::Started(started));
+}
+
+/// The worker's device, or a new one in place of a device that was lost or reported an error
+/// (nothing more runs on such a device; the page goes on without a reload).
+async fn healthy_gpu(host: &Host) -> Result<Rc<Gpu>> {
+    if let Some(gpu) = host.gpu().filter(|gpu| !gpu.is_faulty()) {
+        return Ok(gpu);
+    }
+    // The old device's model goes with it.
+    drop(host.take_model());
+    post(&FromEngine::Model(None));
+    host.set_gpu(None);
+    let gpu = Rc::new(Gpu::new().await?);
+    post(&FromEngine::Adapter(gpu.adapter.clone()));
+    host.set_gpu(Some(gpu.clone()));
+    Ok(gpu)
+}
+
+/// After a generation or a run: when the device faulted, its model is dropped and the page told;
+/// the next load opens a new device.
+pub fn forget_faulty_gpu(host: &Host) {
+    if let Some(fault) = host.forget_faulty_gpu() {
+        post(&FromEngine::DeviceLost(fault));
+    }
+}
+
+/// Loads `request` in place of the current model; ends with [`FromEngine::LoadEnded`]. On failure
+/// the message is in a [`FromEngine::LoadError`] and the previous model is (still, or again) the
+/// loaded one.
+pub async fn load(host: Rc<Host>, request: LoadRequest, load: LoadOptions) {
+    let gpu = match healthy_gpu(&host).await {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            post(&FromEngine::LoadError(Some(e.to_string())));
+            post(&FromEngine::Status(Status::Error(e.to_string())));
+            post(&FromEngine::LoadEnded);
+            return;
+        }
+    };
+    match load_request(&host, gpu, &request, load.clone()).await {
+        Ok(()) => host.set_loaded_request(Some(request)),
+        Err(failure) => {
+            post(&FromEngine::LoadError(Some(failure.error.to_string())));
+            match host.loaded_request() {
+                Some(previous) if failure.model_freed => {
+                    // A load that broke the device brings the previous model back on a new one.
+                    let again = match healthy_gpu(&host).await {
+                        Ok(gpu) => load_request(&host, gpu, &previous, load).await.map_err(|f| f.error),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(again) = again {
+                        post(&FromEngine::Status(Status::Error(again.to_string())));
+                    }
+                }
+                Some(previous) => {
+                    post(&FromEngine::Choice(previous.source()));
+                    post(&FromEngine::Status(Status::Ready));
+                }
+                None => post(&FromEngine::Status(Status::Error(failure.error.to_string()))),
+            }
+        }
+    }
+    post(&FromEngine::Download(None));
+    host.set_abort(None);
+    post(&FromEngine::LoadEnded);
+}
+
+struct Failure {
+    error: Error,
+    /// Whether the loaded model had already been freed when it failed.
+    model_freed: bool,
+}
+
+fn before_free(error: Error) -> Failure {
+    Failure { error, model_freed: false }
+}
+
+async fn load_request(
+    host: &Rc<Host>,
+    gpu: Rc<Gpu>,
+    request: &LoadRequest,
+    load: LoadOptions,
+) -> std::result::Result<(), Failure> {
+    let name = match request {
+        LoadRequest::Preset(choice) => choice.key().to_string(),
+        LoadRequest::Local(store) => store.label.clone(),
+        LoadRequest::Remote(input) => input.clone(),
+    };
+    let options = options(request, load, host.switches());
+    let upload = Upload { host, gpu, request, name: name.clone(), options: &options };
+    match request {
+        LoadRequest::Preset(choice) => {
+            let source_model = Breathing { inner: preset(*choice), last_yield_s: Cell::new(now_s()) };
+            upload.run(&source_model, None, None).await
+        }
+        LoadRequest::Local(store) => {
+            post(&FromEngine::Status(Status::Opening(name)));
+            let checkpoint = Checkpoint::open(store).await.map_err(before_free)?;
+            let tokenizer = read_tokenizer(store).await.map_err(before_free)?;
+            let kind = checkpoint.dtypes.join("+");
+            upload.run(&checkpoint, Some(kind), tokenizer).await
+        }
+        LoadRequest::Remote(input) => {
+            let base = remote_folder(host, input).map_err(before_free)?;
+            post(&FromEngine::Status(Status::Opening(name)));
+            let abort = web_sys::AbortController::new()
+                .map_err(|e| before_free(Error::Invalid(crate::model::source::js_message(&e))))?;
+            host.set_abort(Some(abort.clone()));
+            let store = RemoteStore::new(&base, abort.signal(), host.manifest(), store_events(host, true))
+                .await
+                .map_err(before_free)?;
+            let opened = async {
+                let checkpoint = Checkpoint::open(&store).await?;
+                let tokenizer = read_tokenizer(&store).await?;
+                Ok::<_, Error>((checkpoint, tokenizer))
+            };
+            let (checkpoint, tokenizer) = opened.await.map_err(before_free)?;
+            post(&FromEngine::Download(None));
+            host.set_abort(None);
+            let kind = checkpoint.dtypes.join("+");
+            upload.run(&checkpoint, Some(kind), tokenizer).await
+        }
+    }
+}
+
+/// The model's own `tokenizer.json`, when it has one.
+async fn read_tokenizer<S: ModelStore>(store: &S) -> Result<Option<Rc<Tokenizer>>> {
+    match store.read_all("tokenizer.json", crate::limits::TOKENIZER_JSON_MAX_BYTES).await? {
+        Some(bytes) => Ok(Some(Rc::new(Tokenizer::from_bytes(&bytes)?))),
+        None => Ok(None),
+    }
+}
+
+/// One upload: what it replaces the loaded model with, and how.
+struct Upload<'a> {
+    host: &'a Host,
+    gpu: Rc<Gpu>,
+    request: &'a LoadRequest,
+    /// The status line's name for it.
+    name: String,
+    options: &'a EngineOptions,
+}
+
+impl Upload<'_> {
+    /// Frees the loaded model and uploads `provider` in its place.
+    async fn run<P: TensorProvider>(
+        self,
+        provider: &P,
+        weights_kind: Option<String>,
+        tokenizer: Option<Rc<Tokenizer>>,
+    ) -> std::result::Result<(), Failure> {
+        let Upload { host, gpu, request, name, options } = self;
+        let source = request.source();
+        drop(host.take_model());
+        post(&FromEngine::Model(None));
+        post(&FromEngine::Choice(source.clone()));
+        post(&FromEngine::Status(Status::LoadingWeights(name.clone(), 0)));
+        let mut shown = 0;
+        let loaded = ForwardPass::load(gpu, provider, options, &mut |done, total| {
+            let percent = (done * 100 / total.max(1)) as u32;
+            if percent != shown {
+                shown = percent;
+                post(&FromEngine::Status(Status::LoadingWeights(name.clone(), percent)));
+            }
+        })
+        .await;
+        let model = loaded.map_err(|error| Failure { error, model_freed: true })?;
+        let c = &model.cfg;
+        let l = &model.limits;
+        post(&FromEngine::Model(Some(ModelInfo {
+            source,
+            name,
+            weights_kind,
+            layers: c.num_hidden_layers,
+            hidden: c.hidden_size,
+            vocab: c.vocab_size,
+            weight_bytes: model.weights.bytes,
+            load: LoadOptions {
+                weights: options.weights,
+                speculation: options.speculation.clone(),
+                prefix_cache: options.prefix_cache,
+            },
+            kv_tokens: l.num_blocks * l.block_size,
+            caps: Caps {
+                max_batch: l.max_seqs,
+                max_batched_tokens: l.max_batched_tokens,
+                max_position: c.max_position_embeddings,
+            },
+            config: c.clone(),
+        })));
+        host.set_model_tokenizer(tokenizer);
+        let capacity = model.limits.clone();
+        host.put_model(LoadedModel { model, capacity });
+        post(&FromEngine::Status(Status::Ready));
+        Ok(())
+    }
+}
+
+/// A model source that lets the worker take messages (a Cancel, another command) while weights
+/// are generated: generating them is pure CPU work with no await that yields, so every 50 ms this
+/// one waits for the event loop.
+struct Breathing {
+    inner: SyntheticModel,
+    last_yield_s: Cell<f64>,
+}
+
+impl TensorProvider for Breathing {
+    fn config(&self) -> &Qwen3Config {
+        self.inner.config()
+    }
+    fn lm_head_name(&self) -> &str {
+        self.inner.lm_head_name()
+    }
+    async fn rows_bf16(&self, name: &str, row_start: usize, rows: usize) -> Result<Vec<u16>> {
+        if now_s() - self.last_yield_s.get() > 0.05 {
+            gloo_timers::future::TimeoutFuture::new(0).await;
+            self.last_yield_s.set(now_s());
+        }
+        self.inner.rows_bf16(name, row_start, rows).await
+    }
+    async fn f32(&self, name: &str) -> Result<Vec<f32>> {
+        self.inner.f32(name).await
+    }
+    fn total_bytes(&self) -> u64 {
+        self.inner.total_bytes()
+    }
+    // Matrices the GPU can generate itself skip the CPU (and the yields) entirely.
+    fn random_spec(&self, name: &str) -> Option<crate::gpu::fill::RandomSpec> {
+        self.inner.random_spec(name)
+    }
+}

@@ -1,0 +1,203 @@
+//! The messages between the page and its engine worker ([`super::worker`]): the page sends
+//! [`ToEngine`] commands, the worker answers with [`FromEngine`] updates. Each message is JSON (the
+//! types below, which the browser tests round-trip) beside a list of `Blob`s for the one command
+//! that carries files (a local model's): a `Blob` is a handle, so the weights are never copied into
+//! either heap by the crossing.
+
+use super::cache::Manifest;
+use super::charts::ChartData;
+use super::service::{Command, Context, Ended, Refused};
+use super::settings::LoadOptions;
+use super::sources::DownloadProgress;
+use super::state::{LinkSwitches, ModelChoice, ModelInfo, ModelSource, Status};
+use crate::bench::BenchResult;
+use crate::gpu::context::AdapterSummary;
+use crate::gpu::roofline::Roofline;
+use serde::{Deserialize, Serialize};
+
+/// What the page asks of the engine worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ToEngine {
+    /// Open the device and read the page's tokenizer (`tokenizer.json` beside `page_url`); answered
+    /// by [`FromEngine::Started`].
+    Start { switches: LinkSwitches, page_url: String },
+    /// Load a model in place of the loaded one, uploaded with `load`; answered by updates, then
+    /// [`FromEngine::LoadEnded`]. `manifest`: the page's record of the model cache (kept in
+    /// localStorage, which a worker has not).
+    Load { request: LoadWire, load: LoadOptions, manifest: Manifest },
+    /// The loaded model again, uploaded with other weights, speculation or prefix caching.
+    Reload { load: LoadOptions, manifest: Manifest },
+    /// Stop the download in progress (the load then fails with "cancelled").
+    CancelDownload,
+    /// Greedy generation from the chat template around `prompt` (the playground).
+    Generate { prompt: String, max_new_tokens: usize },
+    /// The roofline probe on the worker's device.
+    Roofline,
+    /// A run, a sweep or an experiment (the run service's [`Command`]); answered by
+    /// [`FromEngine::Refused`] or by [`FromEngine::Run`] updates ending with `Ended`.
+    Command { cx: Box<Context>, command: Command },
+    /// Stop the run in progress at its next step.
+    Cancel,
+}
+
+/// A model load, as it crosses: a local model's files are the message's blobs, in `names` order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum LoadWire {
+    Preset(ModelChoice),
+    Local { label: String, names: Vec<String> },
+    Remote(String),
+}
+
+/// What the engine worker tells the page.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum FromEngine {
+    /// The device the worker opened (at start, and again after a lost one was replaced).
+    Adapter(AdapterSummary),
+    Status(Status),
+    /// Start-up ended: the device and the tokenizer are ready, or why not.
+    Started(Result<(), String>),
+    /// The loaded model (`None`: none, or it is being replaced).
+    Model(Option<ModelInfo>),
+    /// The model loaded or being loaded, by name.
+    Choice(ModelSource),
+    LoadError(Option<String>),
+    Download(Option<DownloadProgress>),
+    /// The model cache's record changed: the page keeps it.
+    Manifest(Manifest),
+    /// A load ended, loaded or not (its outcome came in the updates before).
+    LoadEnded,
+    /// A piece of the playground's answer as it appeared, and ms since the previous piece.
+    Piece {
+        text: String,
+        gap_ms: f64,
+    },
+    /// The playground's generation ended: its timing line, or the error.
+    Generated(String),
+    Roofline(Result<Roofline, String>),
+    /// The device was lost or reported an error: its model is gone; the next load opens a new one.
+    DeviceLost(String),
+    /// A command did not start.
+    Refused(Refused),
+    Run(RunUpdate),
+}
+
+/// What the page draws of a command in progress: the service's reports, owned, with the live
+/// records already drawn into charts (by the worker, off the page's thread).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RunUpdate {
+    /// The rates it will run and the TTFT SLO.
+    Began {
+        #[serde(with = "rates")]
+        rates: Vec<f64>,
+        ttft_slo_ms: Option<f64>,
+    },
+    RateStarted {
+        #[serde(with = "rate")]
+        rate: f64,
+        requests: usize,
+    },
+    /// Requests ended so far; the charts of the records so far, at most every
+    /// [`super::worker::CHARTS_EVERY_S`] (none for a server, which streams no live records).
+    Progress {
+        finished: usize,
+        total: usize,
+        charts: Option<Box<ChartData>>,
+    },
+    RateDone {
+        #[serde(with = "rate")]
+        rate: f64,
+        result: Box<BenchResult>,
+    },
+    /// An experiment uploads B's own copy of the model: percent done.
+    LoadingB(u32),
+    Ended(Box<Ended>),
+}
+
+/// The wire form of a message: JSON (always valid: every type here serialises).
+pub fn encode<T: Serialize>(message: &T) -> String {
+    serde_json::to_string(message).expect("every protocol message serialises")
+}
+
+/// A message back from its JSON, or why not (a page and a worker from different builds).
+pub fn decode<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, String> {
+    serde_json::from_str(json).map_err(|e| format!("a message between the page and its engine did not parse: {e}"))
+}
+
+/// JSON has no infinity, and a rate of "everything at once" is one: rates cross as `null` for
+/// infinity, as the results JSON writes them (`WorkloadSpec`'s `rate`).
+pub(super) mod rate {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(rate: &f64, s: S) -> Result<S::Ok, S::Error> {
+        rate.is_finite().then_some(*rate).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+    }
+}
+
+/// [`rate`], for a list of rates.
+pub(super) mod rates {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(rates: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        rates.iter().map(|r| r.is_finite().then_some(*r)).collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|r| r.unwrap_or(f64::INFINITY)).collect())
+    }
+}
+
+/// [`rate`], for (rate, result) pairs.
+pub(super) mod rated {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, T: Serialize>(pairs: &[(f64, T)], s: S) -> Result<S::Ok, S::Error> {
+        pairs.iter().map(|(r, t)| (r.is_finite().then_some(*r), t)).collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<(f64, T)>, D::Error> {
+        let pairs = Vec::<(Option<f64>, T)>::deserialize(d)?;
+        Ok(pairs.into_iter().map(|(r, t)| (r.unwrap_or(f64::INFINITY), t)).collect())
+    }
+}
+
+/// An endpoint crosses with its key: the worker sends the requests. (Nothing else serialises a
+/// key: results describe the endpoint with [`crate::remote::Endpoint::describe`].)
+pub(super) mod endpoint_wire {
+    use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Wire {
+        base_url: String,
+        model: String,
+        api: Api,
+        api_key: Option<String>,
+        thinking: Option<bool>,
+    }
+
+    pub fn serialize<S: Serializer>(e: &Endpoint, s: S) -> Result<S::Ok, S::Error> {
+        Wire {
+            base_url: e.base_url.as_str().to_string(),
+            model: e.model.clone(),
+            api: e.api,
+            api_key: e.api_key.as_ref().map(|k| k.expose().to_string()),
+            thinking: e.thinking,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Endpoint, D::Error> {
+        let w = Wire::deserialize(d)?;
+        Ok(Endpoint {
+            base_url: BaseUrl::parse(&w.base_url).map_err(serde::de::Error::custom)?,
+            model: w.model,
+            api: w.api,
+            api_key: w.api_key.and_then(ApiKey::new),
+            thinking: w.thinking,
+        })
+    }
+}
