@@ -15,15 +15,19 @@ use wasm_bindgen::JsCast;
 /// A command's view of its updates (the run card's, the experiment's).
 pub type RunSink = Rc<dyn Fn(RunUpdate)>;
 
+/// Where a command's refusal is said.
+pub type RefusedTo = Rc<dyn Fn(super::service::Refused)>;
+
 /// The worker, what waits for it to be up, and the command in progress's view.
 pub struct Link {
     worker: web_sys::Worker,
     /// Messages sent before the worker's module was up, in order.
     queued: RefCell<Option<Vec<js_sys::Object>>>,
     /// The command in progress: its updates' view, and where a refusal is said.
-    run: RefCell<Option<(RunSink, Rc<dyn Fn(super::service::Refused)>)>>,
+    run: RefCell<Option<(RunSink, RefusedTo)>>,
     /// Closures the worker calls, kept as long as it lives.
-    _handlers: (Closure<dyn FnMut(web_sys::MessageEvent)>, Closure<dyn FnMut(web_sys::ErrorEvent)>),
+    _on_message: Closure<dyn FnMut(web_sys::MessageEvent)>,
+    _on_error: Closure<dyn FnMut(web_sys::ErrorEvent)>,
 }
 
 /// The worker's script: the page's own module (`glue`), its compiled wasm sent by the page as the
@@ -87,7 +91,8 @@ pub fn spawn(state: AppState) -> Result<Rc<Link>> {
         worker,
         queued: RefCell::new(Some(Vec::new())),
         run: RefCell::new(None),
-        _handlers: (on_message, on_error),
+        _on_message: on_message,
+        _on_error: on_error,
     }))
 }
 
@@ -114,7 +119,7 @@ impl Link {
     }
 
     /// Sends a command for the run service; its updates go to `sink`, a refusal to `refused`.
-    pub fn command(&self, command: ToEngine, sink: RunSink, refused: Rc<dyn Fn(super::service::Refused)>) {
+    pub fn command(&self, command: ToEngine, sink: RunSink, refused: RefusedTo) {
         *self.run.borrow_mut() = Some((sink, refused));
         self.send(&command, &[]);
     }

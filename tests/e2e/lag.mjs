@@ -8,10 +8,11 @@
 //   QUERY: the page's settings (default: qwen3-0.6b, 6 requests at 1 req/s, 32-64 in, 8-16 out)
 //   LAG_TRACE=FILE: also record a Chrome trace of the run into FILE and print, for each task over
 //   50 ms on the page's main thread, the trace events inside it (what the long tasks are made of).
-//   LAG_BLOCK_MS=N: plant main-thread tasks of N ms during the run (one every 700 ms, at most
-//   LAG_BLOCKS, default 4, from the first request's progress on): the engine runs in its worker, so
-//   no token's timestamp may wait for them. Exits 1 when the largest gap between two tokens of a
-//   request (ITL max) or the longest step reaches 3/4 of N.
+//   LAG_BLOCK_MS=N: plant main-thread tasks of N ms during the run (a timer's task that spins, one
+//   every 700 ms, at most LAG_BLOCKS, default 2, from the first request's progress on): the engine
+//   runs in its worker, so no token's timestamp may wait for them. Exits 1 when the largest gap
+//   between two tokens of a request (ITL max) or the longest step reaches half of N (take N well
+//   above a step: on a CPU "GPU" the spinning core also slows the steps that run meanwhile).
 // Exits 1 when a long task over 50 ms ran on the page's main thread during the run (the issue's
 // acceptance; with LAG_BLOCK_MS, beyond the planted ones), or when the results lack the lag or
 // long-task figures.
@@ -47,13 +48,14 @@ const planted = [];
 if (blockMs > 0) {
   await page.waitForFunction(() => /finished|已完成/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
     null, { timeout: 600000 });
-  for (let i = 0; i < Number(process.env.LAG_BLOCKS ?? 4); i++) {
+  for (let i = 0; i < Number(process.env.LAG_BLOCKS ?? 2); i++) {
     if (await byId('report').isVisible()) break;
-    planted.push(await page.evaluate((ms) => {
+    // A task of the page's own (a timer's), as a chart redraw would be one.
+    planted.push(await page.evaluate((ms) => new Promise((done) => setTimeout(() => {
       const t0 = performance.now();
       while (performance.now() - t0 < ms) { /* the planted main-thread task */ }
-      return [t0 / 1000, performance.now() - t0];
-    }, blockMs));
+      done([t0 / 1000, performance.now() - t0]);
+    }, 0)), blockMs));
     await page.waitForTimeout(700);
   }
 }
@@ -86,7 +88,7 @@ if (blockMs > 0) {
   console.log(JSON.stringify({ planted_ms: planted.map(([, ms]) => +ms.toFixed(1)), itl_max_ms: +itlMax.toFixed(1),
     itl_p99_ms: result.summary.itl_ms?.p99, step_max_ms: +stepMax.toFixed(1), long_tasks_seen: tasks.count }));
   const beyond = tasks.count - planted.length;
-  if (itlMax >= 0.75 * blockMs || stepMax >= 0.75 * blockMs) {
+  if (itlMax >= 0.5 * blockMs || stepMax >= 0.5 * blockMs) {
     await done(1, `FAIL: a planted ${blockMs} ms main-thread task delayed the engine (ITL max ${itlMax.toFixed(0)} ms, step max ${stepMax.toFixed(0)} ms)`);
   }
   await done(beyond > 0 ? 1 : 0, beyond > 0 ? `FAIL: ${beyond} long task(s) besides the planted ones`
