@@ -133,6 +133,16 @@ pub fn load(state: AppState, request: LoadRequest) {
     state.pending_link.set(None);
     state.phase.set(Phase::Loading);
     state.load_error.set(None);
+    // What the worker's first update will say, said now: until then the status line would still
+    // read "Ready" for the model being replaced.
+    state.status.set(match &request {
+        LoadRequest::Preset(choice) => Status::LoadingWeights(choice.key().to_string(), 0),
+        LoadRequest::Local(store) => Status::Opening(store.label.clone()),
+        LoadRequest::Remote(input) => Status::Opening(input.clone()),
+    });
+    if let LoadRequest::Preset(choice) = &request {
+        state.choice.set(ModelSource::Preset(*choice));
+    }
     let load = LoadOptions::from_settings(state.settings);
     let manifest = cache::Manifest::load();
     let (request, blobs) = match request {
@@ -151,6 +161,9 @@ pub fn reload(state: AppState) {
     let Some(link) = super::link::get(state) else { return };
     state.phase.set(Phase::Loading);
     state.load_error.set(None);
+    if let Some(name) = state.model_info.with_untracked(|m| m.as_ref().map(|m| m.name.clone())) {
+        state.status.set(Status::LoadingWeights(name, 0));
+    }
     let load = LoadOptions::from_settings(state.settings);
     link.send(&ToEngine::Reload { load, manifest: cache::Manifest::load() }, &[]);
 }
