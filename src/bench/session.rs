@@ -426,14 +426,6 @@ impl KernelPath {
         parts.join(" · ")
     }
 
-    /// How the recorded kernels read weights ([`crate::gpu::kernels::WeightPasses`]); `None` for a
-    /// family this version does not know.
-    pub fn weight_passes(&self) -> Option<crate::gpu::kernels::WeightPasses> {
-        use crate::gpu::kernels::{KernelFamily, WeightPasses, GEMV_MAX_M};
-        let family = self.family.parse::<KernelFamily>().ok()?;
-        Some(WeightPasses::for_family(family, self.tile, self.gemv_max_m.unwrap_or(GEMV_MAX_M)))
-    }
-
     pub fn of(options: &KernelOptions) -> KernelPath {
         KernelPath {
             family: options.family.name().to_string(),

@@ -1,19 +1,14 @@
 //! The step-cost model (the capacity planner's, [`crate::planner`]): a step's duration as a linear function of its shape ([`StepShape`]),
 //! fitted on steps the engine measured.
 //!
-//! Six terms, each with a reason in how a step spends its time:
-//! - **per step**: the dispatches' fixed latency, the ids readback;
+//! Four terms, each with a reason in how a step spends its time:
+//! - **per step**: reading every weight once (a decode step at small batch is this), the
+//!   dispatches' fixed latency, the ids readback;
 //! - **per token**: each token's matmul FLOPs (2 × parameters) and activation traffic, which
 //!   dominate prefill chunks;
-//! - **per logit row**: the LM head's FLOPs (vocabulary × hidden per row) and the sampler;
+//! - **per logit row**: the LM head (vocabulary × hidden per row) and the sampler;
 //! - **per attended key**: attention, one query-key pair each (K/V reads for a decode, FLOPs for
-//!   a prefill);
-//! - **per weight pass** of the layers' matmuls and of the LM head: each time a kernel reads the
-//!   weights, once per group of tokens it takes together ([`WeightPasses`], from the kernels the
-//!   run recorded). A decode step at small batch is mostly this, and it is a staircase, not a line:
-//!   on a CPU adapter a decode of 3 sequences reads the weights once, as one of 8 does, and one of
-//!   9 twice. (Without the pass terms a line through batches 1–16 ran decodes of 3–7 sequences
-//!   15–40% short; BENCHMARKS.md.) A model without a kernel record has no pass terms.
+//!   a prefill).
 //!
 //! A step's duration is the engine's ([`crate::engine::StepStats::duration_s`]): from the later
 //! of the step's scheduling and the previous step's ids arriving, to its own ids arriving — so
@@ -29,14 +24,10 @@
 
 use crate::engine::StepShape;
 use crate::error::{Error, Result};
-use crate::gpu::kernels::WeightPasses;
 use serde::{Deserialize, Serialize};
 
 /// Every fifth step (index 4, 9, …) is held back from the fit that measures the error.
 const HOLD_BACK_EVERY: usize = 5;
-
-/// The model's terms (see the module's notes).
-const TERMS: usize = 6;
 
 /// Fewest steps a fit accepts.
 pub const MIN_STEPS: usize = 12;
@@ -48,15 +39,6 @@ pub struct CostModel {
     pub token_s: f64,
     pub logit_row_s: f64,
     pub attended_key_s: f64,
-    /// Seconds per weight pass of the layers' matmuls and of the LM head (each ≥ 0; 0 in models
-    /// saved before they existed).
-    #[serde(default)]
-    pub layer_pass_s: f64,
-    #[serde(default)]
-    pub lm_head_pass_s: f64,
-    /// How the fitted engine's kernels group tokens into weight passes (`None`: no pass terms).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub passes: Option<WeightPasses>,
     /// What it was fitted on (a results file, its model and adapter).
     pub source: String,
     /// Steps in the fit.
@@ -71,17 +53,16 @@ pub struct CostModel {
 impl CostModel {
     /// Predicted seconds for a step of this shape.
     pub fn predict_s(&self, s: &StepShape) -> f64 {
-        dot(&self.coefficients(), &features(self.passes.as_ref(), s))
+        self.coefficients().iter().zip(features(s)).map(|(c, x)| c * x).sum()
     }
 
-    fn coefficients(&self) -> [f64; TERMS] {
-        [self.step_s, self.token_s, self.logit_row_s, self.attended_key_s, self.layer_pass_s, self.lm_head_pass_s]
+    fn coefficients(&self) -> [f64; 4] {
+        [self.step_s, self.token_s, self.logit_row_s, self.attended_key_s]
     }
 
-    /// Fits the model on measured `(shape, seconds)` steps of an engine whose kernels read weights
-    /// as `passes` says (`None`: unknown, no pass terms); steps of zero or negative duration are
-    /// left out. `source` says where they came from.
-    pub fn fit(steps: &[(StepShape, f64)], passes: Option<WeightPasses>, source: &str) -> Result<CostModel> {
+    /// Fits the model on measured `(shape, seconds)` steps; steps of zero or negative duration
+    /// are left out. `source` says where they came from.
+    pub fn fit(steps: &[(StepShape, f64)], source: &str) -> Result<CostModel> {
         let steps: Vec<(StepShape, f64)> = steps.iter().copied().filter(|(_, d)| d.is_finite() && *d > 0.0).collect();
         if steps.len() < MIN_STEPS {
             return Err(Error::Invalid(format!(
@@ -93,21 +74,17 @@ impl CostModel {
         let (kept, held): (Vec<_>, Vec<_>) =
             steps.iter().enumerate().partition(|(i, _)| i % HOLD_BACK_EVERY != HOLD_BACK_EVERY - 1);
         let kept: Vec<(StepShape, f64)> = kept.into_iter().map(|(_, s)| *s).collect();
-        let passes_ref = passes.as_ref();
-        let trial = solve(&kept, passes_ref);
+        let trial = solve(&kept);
         let mut errors: Vec<f64> =
-            held.iter().map(|(_, (shape, d))| (dot(&trial, &features(passes_ref, shape)) - d).abs() / d).collect();
+            held.iter().map(|(_, (shape, d))| (dot(&trial, &features(shape)) - d).abs() / d).collect();
         errors.sort_by(f64::total_cmp);
         let quantile = |q: f64| errors[((errors.len() - 1) as f64 * q).round() as usize];
-        let [step_s, token_s, logit_row_s, attended_key_s, layer_pass_s, lm_head_pass_s] = solve(&steps, passes_ref);
+        let [step_s, token_s, logit_row_s, attended_key_s] = solve(&steps);
         Ok(CostModel {
             step_s,
             token_s,
             logit_row_s,
             attended_key_s,
-            layer_pass_s,
-            lm_head_pass_s,
-            passes,
             source: source.to_string(),
             steps: steps.len(),
             held_back: errors.len(),
@@ -118,17 +95,9 @@ impl CostModel {
 
     /// One line: the coefficients and the held-back error.
     pub fn describe(&self) -> String {
-        let passes = match self.passes {
-            Some(_) => format!(
-                " + {:.1} µs a layers' weight pass + {:.1} µs an LM-head pass",
-                self.layer_pass_s * 1e6,
-                self.lm_head_pass_s * 1e6
-            ),
-            None => String::new(),
-        };
         format!(
-            "{:.3} ms a step + {:.1} µs a token + {:.1} µs a logit row + {:.2} ns an attended key{passes}; fitted on \
-             {} steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
+            "{:.3} ms a step + {:.1} µs a token + {:.1} µs a logit row + {:.2} ns an attended key; fitted on {} \
+             steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
             self.step_s * 1e3,
             self.token_s * 1e6,
             self.logit_row_s * 1e6,
@@ -142,30 +111,26 @@ impl CostModel {
     }
 }
 
-/// A step's terms; the pass terms are 0 without `passes`.
-fn features(passes: Option<&WeightPasses>, s: &StepShape) -> [f64; TERMS] {
-    let (layer, lm_head) = passes.map_or((0, 0), |p| (p.passes(s.tokens), p.passes(s.logit_rows)));
-    [1.0, s.tokens as f64, s.logit_rows as f64, s.attended_keys as f64, layer as f64, lm_head as f64]
+fn features(s: &StepShape) -> [f64; 4] {
+    [1.0, s.tokens as f64, s.logit_rows as f64, s.attended_keys as f64]
 }
 
-fn dot(a: &[f64; TERMS], b: &[f64; TERMS]) -> f64 {
+fn dot(a: &[f64; 4], b: &[f64; 4]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Non-negative least squares weighted by 1 / duration, by trying every subset of terms (63) and
+/// Non-negative least squares weighted by 1 / duration, by trying every subset of terms (16) and
 /// keeping the best whose solution is all ≥ 0: the constrained optimum has some set of terms at
-/// zero and the others at their unconstrained optimum on that set. (A term no step varies makes
-/// its subsets singular, and they are skipped.)
-fn solve(steps: &[(StepShape, f64)], passes: Option<&WeightPasses>) -> [f64; TERMS] {
+/// zero and the others at their unconstrained optimum on that set.
+fn solve(steps: &[(StepShape, f64)]) -> [f64; 4] {
     // Each row and its target divided by √d: minimise Σ (f·c − d)² / d.
-    let rows: Vec<([f64; TERMS], f64)> =
-        steps.iter().map(|(s, d)| (features(passes, s).map(|x| x / d.sqrt()), d.sqrt())).collect();
+    let rows: Vec<([f64; 4], f64)> = steps.iter().map(|(s, d)| (features(s).map(|x| x / d.sqrt()), d.sqrt())).collect();
     // Columns scaled to a largest entry of 1, so that elimination sees comparable magnitudes.
-    let scale: [f64; TERMS] =
+    let scale: [f64; 4] =
         std::array::from_fn(|j| rows.iter().map(|(r, _)| r[j].abs()).fold(0.0, f64::max).max(f64::MIN_POSITIVE));
-    let mut best = ([0.0; TERMS], f64::INFINITY);
-    for mask in 1u32..(1 << TERMS) {
-        let cols: Vec<usize> = (0..TERMS).filter(|j| mask & (1 << j) != 0).collect();
+    let mut best = ([0.0; 4], f64::INFINITY);
+    for mask in 1u32..16 {
+        let cols: Vec<usize> = (0..4).filter(|j| mask & (1 << j) != 0).collect();
         let n = cols.len();
         // Normal equations on the chosen columns.
         let mut a = vec![vec![0.0; n + 1]; n];
@@ -182,7 +147,7 @@ fn solve(steps: &[(StepShape, f64)], passes: Option<&WeightPasses>) -> [f64; TER
         if x.iter().any(|&v| v < 0.0) {
             continue;
         }
-        let mut c = [0.0; TERMS];
+        let mut c = [0.0; 4];
         for (i, &ci) in cols.iter().enumerate() {
             c[ci] = x[i] / scale[ci];
         }
@@ -255,9 +220,6 @@ mod tests {
             token_s: 2e-4,
             logit_row_s: 5e-4,
             attended_key_s: 3e-8,
-            layer_pass_s: 0.0,
-            lm_head_pass_s: 0.0,
-            passes: None,
             source: String::new(),
             steps: 0,
             held_back: 0,
@@ -270,7 +232,7 @@ mod tests {
             .enumerate()
             .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
             .collect();
-        let fit = CostModel::fit(&steps, None, "test").unwrap();
+        let fit = CostModel::fit(&steps, "test").unwrap();
         for (got, want) in fit.coefficients().iter().zip(truth.coefficients()) {
             assert!(
                 (got - want).abs() <= 0.1 * want,
@@ -287,7 +249,7 @@ mod tests {
     fn coefficients_stay_non_negative_and_errors_are_honest() {
         // Durations that fall as tokens grow: the unconstrained fit's token term would be negative.
         let steps: Vec<(StepShape, f64)> = (0..30).map(|i| (shape(1 + i, 1, 10), 0.050 - 0.0005 * i as f64)).collect();
-        let fit = CostModel::fit(&steps, None, "test").unwrap();
+        let fit = CostModel::fit(&steps, "test").unwrap();
         assert!(fit.coefficients().iter().all(|&c| c >= 0.0), "{:?}", fit.coefficients());
         assert_eq!(fit.token_s, 0.0);
         // A constant cannot follow a 30% fall: the held-back error says so.
@@ -297,52 +259,11 @@ mod tests {
     #[test]
     fn too_few_steps_and_bad_durations_are_refused() {
         let steps: Vec<(StepShape, f64)> = (0..MIN_STEPS).map(|i| (shape(1, 1, i as u64), 0.01)).collect();
-        assert!(CostModel::fit(&steps, None, "x").is_ok());
+        assert!(CostModel::fit(&steps, "x").is_ok());
         let mut bad = steps.clone();
         bad[0].1 = f64::NAN;
         bad[1].1 = 0.0;
-        let e = CostModel::fit(&bad, None, "saved.json").unwrap_err().to_string();
+        let e = CostModel::fit(&bad, "saved.json").unwrap_err().to_string();
         assert!(e.contains("saved.json") && e.contains(&format!("{}", MIN_STEPS - 2)), "{e}");
-    }
-
-    /// A CPU adapter's decode: the weights read once per 8-token tile, so batches 2–8 cost what
-    /// one tile does. With the pass terms the fit recovers the staircase and predicts every batch
-    /// within the noise; a line through the same steps (no pass terms) cannot.
-    #[test]
-    fn weight_passes_follow_the_kernels_token_groups() {
-        let passes = WeightPasses::for_family(crate::gpu::kernels::KernelFamily::Software, 8, 64);
-        assert_eq!([1, 2, 8, 9, 16, 17].map(|m| passes.passes(m)), [1, 1, 1, 2, 2, 3]);
-        let gpu = WeightPasses::for_family(crate::gpu::kernels::KernelFamily::Gpu, 8, 64);
-        assert_eq!([1, 4, 5, 64, 65, 129].map(|m| gpu.passes(m)), [1, 1, 2, 16, 2, 3]);
-        let truth = CostModel {
-            step_s: 1e-3,
-            token_s: 2e-5,
-            logit_row_s: 1e-5,
-            attended_key_s: 2e-8,
-            layer_pass_s: 3e-3,
-            lm_head_pass_s: 1e-3,
-            passes: Some(passes),
-            source: String::new(),
-            steps: 0,
-            held_back: 0,
-            held_back_median_error: 0.0,
-            held_back_p90_error: 0.0,
-        };
-        let steps: Vec<(StepShape, f64)> = shapes()
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
-            .collect();
-        let with = CostModel::fit(&steps, Some(passes), "test").unwrap();
-        let line = CostModel::fit(&steps, None, "test").unwrap();
-        let worst = |m: &CostModel| {
-            (1..=16)
-                .map(|b| shape(b, b, 300 * b as u64))
-                .map(|s| (m.predict_s(&s) / truth.predict_s(&s) - 1.0).abs())
-                .fold(0.0, f64::max)
-        };
-        assert!(worst(&with) < 0.04, "with passes: {} off; {}", worst(&with), with.describe());
-        assert!(worst(&line) > 0.10, "a line should miss the staircase: {} off; {}", worst(&line), line.describe());
-        assert!(with.held_back_p90_error < line.held_back_p90_error, "{} / {}", with.describe(), line.describe());
     }
 }

@@ -75,8 +75,7 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
     );
     let steps = planner::calibrate::calibrate(&mut engine, &design, &mut |line| eprintln!("  {line}")).await?;
     let adapter = engine.model.gpu.adapter.name.clone();
-    let passes = Some(engine.model.kernel_options().weight_passes());
-    let cost = CostModel::fit(&steps, passes, &format!("a calibration on {adapter}, just now"))?;
+    let cost = CostModel::fit(&steps, &format!("a calibration on {adapter}, just now"))?;
     let describe = RunConfig {
         target: "local".into(),
         model: b.model.model.as_ref().map(|p| p.display().to_string()).or(b.model.synthetic.clone()),
@@ -112,8 +111,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             let source = from.display().to_string();
             let saved = super::compare::read_results(from)?;
             let steps = planner::measured_steps(&saved, &source)?;
-            let passes = saved[0].config.kernels.as_ref().and_then(|k| k.weight_passes());
-            let cost = CostModel::fit(&steps, passes, &source)?;
+            let cost = CostModel::fit(&steps, &source)?;
             (cost, saved[0].config.clone(), saved, source)
         }
         None => {

@@ -18,46 +18,7 @@ pub enum Prologue {
     SwiGlu,
 }
 
-/// How many times a matmul of `m` tokens reads its weights: once per group of tokens its kernel
-/// takes together — the GPU family's GEMV 4 tokens a workgroup up to `gemv_max_m` tokens, its tile
-/// 64 beyond; the CPU family's kernels a token tile (4 or 8) an invocation (the one-token kernel
-/// once). A step's weight traffic is this, not its token count: a decode of 3 sequences reads the
-/// weights as often as one of 8 on a CPU adapter. The capacity planner's cost model has a term per
-/// pass ([`crate::engine::CostModel`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WeightPasses {
-    /// Up to this many tokens the GEMV serves (0: none does), `gemv_tokens` a pass.
-    pub gemv_max_m: u32,
-    pub gemv_tokens: u32,
-    /// Beyond: tokens a pass of the tile.
-    pub tile_tokens: u32,
-}
-
-impl WeightPasses {
-    /// The passes of a matmul over `m` tokens (0 for none).
-    pub fn passes(&self, m: usize) -> usize {
-        let per_pass = if m <= self.gemv_max_m as usize { self.gemv_tokens } else { self.tile_tokens };
-        m.div_ceil(per_pass.max(1) as usize)
-    }
-
-    /// The GPU family's (`gemv_max_m` as the run had it) or the CPU family's with token tile
-    /// `tile`, by the names the run record gives them.
-    pub fn for_family(family: KernelFamily, tile: u32, gemv_max_m: u32) -> WeightPasses {
-        match family {
-            KernelFamily::Gpu => {
-                WeightPasses { gemv_max_m, gemv_tokens: GEMV_TOKENS as u32, tile_tokens: TILED as u32 }
-            }
-            KernelFamily::Software => WeightPasses { gemv_max_m: 0, gemv_tokens: tile, tile_tokens: tile },
-        }
-    }
-}
-
 impl KernelOptions {
-    /// See [`WeightPasses`].
-    pub fn weight_passes(self) -> WeightPasses {
-        WeightPasses::for_family(self.family, self.tile.tokens(), self.gemv_max_m)
-    }
-
     /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its
     /// workgroup counts for `rows` weight rows.
     fn matmul(self, m: u32, k: u32, rows: u32) -> (Kernel, [u32; 3]) {
