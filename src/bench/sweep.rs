@@ -61,7 +61,7 @@ pub fn knee(runs: &[&BenchmarkMetrics], ttft_slo_ms: Option<f64>) -> Option<(usi
 }
 
 /// Where a sweep's TTFT p99 crosses an SLO.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum SloCrossing {
     /// Between two rates run: the rate where the line through their (rate, TTFT p99) reaches the
     /// SLO — or the lower rate, when the higher one is `inf` (no line to draw).

@@ -137,7 +137,7 @@ pub struct WorkloadSpec {
     pub arrival: Arrival,
     /// Requests per second for the open-loop arrivals; infinity sends everything at t = 0
     /// (written as `null` in JSON).
-    #[serde(default = "infinite", deserialize_with = "infinity_as_null::deserialize")]
+    #[serde(default = "infinite", deserialize_with = "infinite_rate::deserialize")]
     pub rate: f64,
     /// Gamma shape; 1 is Poisson.
     #[serde(default = "one")]
@@ -670,13 +670,51 @@ pub(crate) fn stream(seed: u64, purpose: u64, index: u64) -> StdRng {
     StdRng::seed_from_u64(x)
 }
 
-/// JSON has no infinity: an infinite rate is written as `null` (see `WorkloadSpec`'s
-/// `Serialize`) and read back as infinity.
-mod infinity_as_null {
-    use serde::{Deserialize, Deserializer};
+/// JSON has no infinity, and a rate of "everything at once" is one: an infinite rate is written as
+/// `null` (`WorkloadSpec`'s `Serialize`; `#[serde(with = …)]` on a rate elsewhere) and read back as
+/// infinity. [`infinite_rate::list`] and [`infinite_rate::pairs`] do the same for a list of rates
+/// and for (rate, value) pairs.
+pub mod infinite_rate {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    fn written(rate: f64) -> Option<f64> {
+        rate.is_finite().then_some(rate)
+    }
+
+    fn read(rate: Option<f64>) -> f64 {
+        rate.unwrap_or(f64::INFINITY)
+    }
+
+    pub fn serialize<S: Serializer>(rate: &f64, s: S) -> Result<S::Ok, S::Error> {
+        written(*rate).serialize(s)
+    }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
+        Ok(read(Option::<f64>::deserialize(deserializer)?))
+    }
+
+    pub mod list {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(rates: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            rates.iter().map(|r| written(*r)).collect::<Vec<_>>().serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(read).collect())
+        }
+    }
+
+    pub mod pairs {
+        use super::*;
+
+        pub fn serialize<S: Serializer, T: Serialize>(pairs: &[(f64, T)], s: S) -> Result<S::Ok, S::Error> {
+            pairs.iter().map(|(r, t)| (written(*r), t)).collect::<Vec<_>>().serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<(f64, T)>, D::Error> {
+            Ok(Vec::<(Option<f64>, T)>::deserialize(d)?.into_iter().map(|(r, t)| (read(r), t)).collect())
+        }
     }
 }
 

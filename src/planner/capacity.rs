@@ -24,13 +24,15 @@ const GRID_TO: f64 = 4.0;
 const GRID_POINTS: usize = 11;
 
 /// One GPU's predicted capacity.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Capacity {
     /// The cost model, fitted on the runs' steps (its held-back error says how well).
     pub cost: CostModel,
     /// The rates tried, ascending, each with its predicted metrics.
+    #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
     pub predicted: Vec<(f64, BenchmarkMetrics)>,
     /// The runs' own (rate, metrics), to draw beside the prediction.
+    #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
     pub measured: Vec<(f64, BenchmarkMetrics)>,
     pub ttft_slo_ms: f64,
     /// Where the predicted TTFT p99 crosses the SLO.

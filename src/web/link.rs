@@ -179,6 +179,7 @@ fn apply(state: AppState, update: FromEngine) {
             state.phase.set(Phase::Idle);
         }
         FromEngine::DeviceLost(fault) => super::models::device_lost(state, fault),
+        FromEngine::Planned(planned) => state.planned.set(Some(planned.map(|c| *c))),
         FromEngine::Refused(refused) => {
             if let Some((_, refused_to)) = get(state).and_then(|link| link.run.borrow_mut().take()) {
                 refused_to(refused);

@@ -7,12 +7,13 @@
 
 use super::history::Entry;
 use super::i18n::{use_text, Text};
-use super::state::AppState;
+use super::protocol::ToEngine;
+use super::state::{AppState, Phase};
 use super::sweep::{H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::pareto::tick_text;
 use crate::bench::sweep::SloCrossing;
 use crate::bench::{BenchResult, WorkloadSpec};
-use crate::planner::capacity::{capacity, Capacity};
+use crate::planner::capacity::Capacity;
 use leptos::prelude::*;
 use std::sync::Arc;
 
@@ -165,8 +166,14 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
     let t = use_text();
     let slo = RwSignal::new(String::new());
     let target = RwSignal::new("100".to_string());
-    let outcome: RwSignal<Option<Result<Capacity, String>>> = RwSignal::new(None);
+    // Computed in the engine worker (`ToEngine::Plan`), which answers into `state.planned`.
+    let outcome = state.planned;
     let busy = RwSignal::new(false);
+    Effect::new(move |_| {
+        if outcome.with(Option::is_some) {
+            busy.set(false);
+        }
+    });
     // An engine run with steps is shown: its SLO starts the field, and an older plan is dropped.
     let source = Signal::derive(move || {
         state.shown.get().filter(|e| !e.result.config.is_server() && !e.result.steps.is_empty())
@@ -189,12 +196,10 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
         });
         let Some(cfg) = cfg else { return outcome.set(Some(Err(t().plan_other_model.to_string()))) };
         let runs = state.history.with_untracked(|h| runs_like(&shown, h));
+        let Some(link) = super::link::get(state) else { return };
         busy.set(true);
-        wasm_bindgen_futures::spawn_local(async move {
-            let planned = capacity(&runs, &cfg, slo_ms, PLAN_REQUESTS).await.map_err(|e| e.to_string());
-            outcome.set(Some(planned));
-            busy.set(false);
-        });
+        outcome.set(None);
+        link.send(&ToEngine::Plan { runs, cfg: Box::new(cfg), ttft_slo_ms: slo_ms, min_requests: PLAN_REQUESTS }, &[]);
     };
     let target_rate = move || target.get().trim().parse::<f64>().ok().filter(|z| z.is_finite() && *z > 0.0);
     let field = move |label: fn(&'static Text) -> &'static str, testid: &'static str, value: RwSignal<String>| {
@@ -220,7 +225,12 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
                 <div class="plan-form">
                     {field(|t| t.plan_slo, "plan-slo", slo)}
                     {field(|t| t.plan_target, "plan-target", target)}
-                    <button class="primary" data-testid="plan-run" disabled=move || busy.get() on:click=plan>
+                    <button
+                        class="primary"
+                        data-testid="plan-run"
+                        disabled=move || busy.get() || state.phase.get() != Phase::Idle
+                        on:click=plan
+                    >
                         {move || if busy.get() { t().plan_busy } else { t().plan_button }}
                     </button>
                 </div>

@@ -38,6 +38,10 @@ pub enum ToEngine {
     Command { cx: Box<Context>, command: Command },
     /// Stop the run in progress at its next step.
     Cancel,
+    /// The Plan card: the capacity planner on `runs` (this GPU's, one workload at several rates)
+    /// with the loaded model's shape; answered by [`FromEngine::Planned`]. Its simulation is CPU
+    /// work of a second or more, kept off the page's thread.
+    Plan { runs: Vec<BenchResult>, cfg: Box<crate::model::Qwen3Config>, ttft_slo_ms: f64, min_requests: usize },
 }
 
 /// A model load, as it crosses: a local model's files are the message's blobs, in `names` order.
@@ -78,6 +82,8 @@ pub enum FromEngine {
     DeviceLost(String),
     /// A command did not start.
     Refused(Refused),
+    /// The Plan card's capacity, or why there is none.
+    Planned(Result<Box<crate::planner::capacity::Capacity>, String>),
     Run(RunUpdate),
 }
 
@@ -87,12 +93,12 @@ pub enum FromEngine {
 pub enum RunUpdate {
     /// The rates it will run and the TTFT SLO.
     Began {
-        #[serde(with = "rates")]
+        #[serde(with = "crate::bench::workload::infinite_rate::list")]
         rates: Vec<f64>,
         ttft_slo_ms: Option<f64>,
     },
     RateStarted {
-        #[serde(with = "rate")]
+        #[serde(with = "crate::bench::workload::infinite_rate")]
         rate: f64,
         requests: usize,
     },
@@ -104,7 +110,7 @@ pub enum RunUpdate {
         charts: Option<Box<ChartData>>,
     },
     RateDone {
-        #[serde(with = "rate")]
+        #[serde(with = "crate::bench::workload::infinite_rate")]
         rate: f64,
         result: Box<BenchResult>,
     },
@@ -121,47 +127,6 @@ pub fn encode<T: Serialize>(message: &T) -> String {
 /// A message back from its JSON, or why not (a page and a worker from different builds).
 pub fn decode<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, String> {
     serde_json::from_str(json).map_err(|e| format!("a message between the page and its engine did not parse: {e}"))
-}
-
-/// JSON has no infinity, and a rate of "everything at once" is one: rates cross as `null` for
-/// infinity, as the results JSON writes them (`WorkloadSpec`'s `rate`).
-pub(super) mod rate {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(rate: &f64, s: S) -> Result<S::Ok, S::Error> {
-        rate.is_finite().then_some(*rate).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
-    }
-}
-
-/// [`rate`], for a list of rates.
-pub(super) mod rates {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(rates: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        rates.iter().map(|r| r.is_finite().then_some(*r)).collect::<Vec<_>>().serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|r| r.unwrap_or(f64::INFINITY)).collect())
-    }
-}
-
-/// [`rate`], for (rate, result) pairs.
-pub(super) mod rated {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer, T: Serialize>(pairs: &[(f64, T)], s: S) -> Result<S::Ok, S::Error> {
-        pairs.iter().map(|(r, t)| (r.is_finite().then_some(*r), t)).collect::<Vec<_>>().serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<(f64, T)>, D::Error> {
-        let pairs = Vec::<(Option<f64>, T)>::deserialize(d)?;
-        Ok(pairs.into_iter().map(|(r, t)| (r.unwrap_or(f64::INFINITY), t)).collect())
-    }
 }
 
 /// An endpoint crosses with its key: the worker sends the requests. (Nothing else serialises a

@@ -110,7 +110,7 @@ pub type Sink = Rc<dyn Fn(Report<'_>)>;
 pub enum Ended {
     Run {
         /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.
-        #[serde(with = "super::protocol::rated")]
+        #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
         results: Vec<(f64, BenchResult)>,
         /// The workload as it ran (a picked dataset's lengths and count in it).
         spec: WorkloadSpec,

@@ -234,7 +234,7 @@ pub struct RunForm {
     /// The first rate's workload.
     pub spec: WorkloadSpec,
     /// Every rate: one for a run, several for a sweep.
-    #[serde(with = "super::protocol::rates")]
+    #[serde(with = "crate::bench::workload::infinite_rate::list")]
     pub rates: Vec<f64>,
     pub slo: Option<Slo>,
     /// As the CLI's `--slo` spells it, for the results JSON.

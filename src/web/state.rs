@@ -209,6 +209,8 @@ pub struct AppState {
     pub roofline: RwSignal<Option<std::result::Result<crate::gpu::roofline::Roofline, String>>>,
     /// The playground's answer as it streams.
     pub playground: Generation,
+    /// The Plan card's last answer from the worker (None: none asked for, or it is being computed).
+    pub planned: RwSignal<Option<std::result::Result<crate::planner::capacity::Capacity, String>>>,
     /// The engine worker, and the command in progress's view (see [`super::link`]).
     pub engine: StoredValue<Option<Rc<super::link::Link>>, LocalStorage>,
     /// The run in progress: long tasks of each rate done so far, and the watch of the current one
@@ -454,6 +456,7 @@ impl AppState {
                 pieces: RwSignal::new(Vec::new()),
                 timing: RwSignal::new(String::new()),
             },
+            planned: RwSignal::new(None),
             engine: StoredValue::new_local(None),
             long_tasks: StoredValue::new_local(LongTaskLog::default()),
         }

@@ -101,6 +101,12 @@ fn handle(host: &Rc<Host>, command: ToEngine, blobs: js_sys::Array) {
             }
         }
         ToEngine::Cancel => service::cancel(host),
+        ToEngine::Plan { runs, cfg, ttft_slo_ms, min_requests } => {
+            wasm_bindgen_futures::spawn_local(async move {
+                let planned = crate::planner::capacity::capacity(&runs, &cfg, ttft_slo_ms, min_requests).await;
+                post(&FromEngine::Planned(planned.map(Box::new).map_err(|e| e.to_string())));
+            });
+        }
     }
 }
 
