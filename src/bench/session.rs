@@ -426,6 +426,18 @@ impl KernelPath {
         parts.join(" · ")
     }
 
+    /// What decided the recorded run's matmul kernels ([`crate::gpu::kernels::MatmulRule`]);
+    /// `None` for a family or tile this version does not know.
+    pub fn matmul_rule(&self) -> Option<crate::gpu::kernels::MatmulRule> {
+        use crate::gpu::kernels::{KernelFamily, MatmulRule, GEMV_MAX_M};
+        Some(MatmulRule {
+            family: self.family.parse::<KernelFamily>().ok()?,
+            tile: self.tile.to_string().parse().ok()?,
+            subgroups: self.subgroups,
+            gemv_max_m: self.gemv_max_m.unwrap_or(GEMV_MAX_M),
+        })
+    }
+
     pub fn of(options: &KernelOptions) -> KernelPath {
         KernelPath {
             family: options.family.name().to_string(),

@@ -1,14 +1,19 @@
 //! The step-cost model (the capacity planner's, [`crate::planner`]): a step's duration as a linear function of its shape ([`StepShape`]),
 //! fitted on steps the engine measured.
 //!
-//! Four terms, each with a reason in how a step spends its time:
+//! Its terms, each with a reason in how a step spends its time:
 //! - **per step**: reading every weight once (a decode step at small batch is this), the
 //!   dispatches' fixed latency, the ids readback;
 //! - **per token**: each token's matmul FLOPs (2 × parameters) and activation traffic, which
 //!   dominate prefill chunks;
 //! - **per logit row**: the LM head (vocabulary × hidden per row) and the sampler;
 //! - **per attended key**: attention, one query-key pair each (K/V reads for a decode, FLOPs for
-//!   a prefill).
+//!   a prefill);
+//! - **per weight pass of each matmul kernel**, for the layers (by the step's tokens) and for the
+//!   LM head (by its logit rows), when the run recorded its kernels ([`MatmulRule`]): which kernel
+//!   a batch gets, and how often it reads the weights, is a staircase in the batch — on a CPU
+//!   adapter decodes of 2–4 sequences run one kernel and 5–8 another at ~1.5× its cost — that the
+//!   per-token line cannot follow (it ran decodes of 3–11 sequences up to 23% short: BENCHMARKS.md).
 //!
 //! A step's duration is the engine's ([`crate::engine::StepStats::duration_s`]): from the later
 //! of the step's scheduling and the previous step's ids arriving, to its own ids arriving — so
@@ -24,10 +29,16 @@
 
 use crate::engine::StepShape;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::{MatmulClass, MatmulRule};
 use serde::{Deserialize, Serialize};
 
 /// Every fifth step (index 4, 9, …) is held back from the fit that measures the error.
 const HOLD_BACK_EVERY: usize = 5;
+
+/// Kernel classes ([`MatmulClass`]), and the model's terms: four, then a pass of each class for
+/// the layers and for the LM head.
+const CLASSES: usize = MatmulClass::ALL.len();
+const TERMS: usize = 4 + 2 * CLASSES;
 
 /// Fewest steps a fit accepts.
 pub const MIN_STEPS: usize = 12;
@@ -39,6 +50,16 @@ pub struct CostModel {
     pub token_s: f64,
     pub logit_row_s: f64,
     pub attended_key_s: f64,
+    /// Seconds per weight pass of each matmul class ([`MatmulClass::ALL`]'s order), the layers'
+    /// and the LM head's (each ≥ 0; 0 in models saved before they existed, or fitted without a
+    /// kernel record).
+    #[serde(default)]
+    pub layer_pass_s: [f64; CLASSES],
+    #[serde(default)]
+    pub lm_head_pass_s: [f64; CLASSES],
+    /// The fitted engine's kernel choice (`None`: unknown, no pass terms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matmuls: Option<MatmulRule>,
     /// What it was fitted on (a results file, its model and adapter).
     pub source: String,
     /// Steps in the fit.
@@ -53,16 +74,21 @@ pub struct CostModel {
 impl CostModel {
     /// Predicted seconds for a step of this shape.
     pub fn predict_s(&self, s: &StepShape) -> f64 {
-        self.coefficients().iter().zip(features(s)).map(|(c, x)| c * x).sum()
+        dot(&self.coefficients(), &features(self.matmuls.as_ref(), s))
     }
 
-    fn coefficients(&self) -> [f64; 4] {
-        [self.step_s, self.token_s, self.logit_row_s, self.attended_key_s]
+    fn coefficients(&self) -> [f64; TERMS] {
+        let mut c = [0.0; TERMS];
+        c[..4].copy_from_slice(&[self.step_s, self.token_s, self.logit_row_s, self.attended_key_s]);
+        c[4..4 + CLASSES].copy_from_slice(&self.layer_pass_s);
+        c[4 + CLASSES..].copy_from_slice(&self.lm_head_pass_s);
+        c
     }
 
-    /// Fits the model on measured `(shape, seconds)` steps; steps of zero or negative duration
+    /// Fits the model on measured `(shape, seconds)` steps of an engine whose matmul kernels were
+    /// chosen by `matmuls` (`None`: unknown, no pass terms); steps of zero or negative duration
     /// are left out. `source` says where they came from.
-    pub fn fit(steps: &[(StepShape, f64)], source: &str) -> Result<CostModel> {
+    pub fn fit(steps: &[(StepShape, f64)], matmuls: Option<MatmulRule>, source: &str) -> Result<CostModel> {
         let steps: Vec<(StepShape, f64)> = steps.iter().copied().filter(|(_, d)| d.is_finite() && *d > 0.0).collect();
         if steps.len() < MIN_STEPS {
             return Err(Error::Invalid(format!(
@@ -74,17 +100,21 @@ impl CostModel {
         let (kept, held): (Vec<_>, Vec<_>) =
             steps.iter().enumerate().partition(|(i, _)| i % HOLD_BACK_EVERY != HOLD_BACK_EVERY - 1);
         let kept: Vec<(StepShape, f64)> = kept.into_iter().map(|(_, s)| *s).collect();
-        let trial = solve(&kept);
+        let rule = matmuls.as_ref();
+        let trial = solve(&kept, rule);
         let mut errors: Vec<f64> =
-            held.iter().map(|(_, (shape, d))| (dot(&trial, &features(shape)) - d).abs() / d).collect();
+            held.iter().map(|(_, (shape, d))| (dot(&trial, &features(rule, shape)) - d).abs() / d).collect();
         errors.sort_by(f64::total_cmp);
         let quantile = |q: f64| errors[((errors.len() - 1) as f64 * q).round() as usize];
-        let [step_s, token_s, logit_row_s, attended_key_s] = solve(&steps);
+        let c = solve(&steps, rule);
         Ok(CostModel {
-            step_s,
-            token_s,
-            logit_row_s,
-            attended_key_s,
+            step_s: c[0],
+            token_s: c[1],
+            logit_row_s: c[2],
+            attended_key_s: c[3],
+            layer_pass_s: std::array::from_fn(|i| c[4 + i]),
+            lm_head_pass_s: std::array::from_fn(|i| c[4 + CLASSES + i]),
+            matmuls,
             source: source.to_string(),
             steps: steps.len(),
             held_back: errors.len(),
@@ -93,11 +123,17 @@ impl CostModel {
         })
     }
 
-    /// One line: the coefficients and the held-back error.
+    /// One line: the coefficients (the pass terms that are not 0) and the held-back error.
     pub fn describe(&self) -> String {
+        let mut passes = String::new();
+        for (part, costs) in [("layers", &self.layer_pass_s), ("LM head", &self.lm_head_pass_s)] {
+            for (class, s) in MatmulClass::ALL.iter().zip(costs).filter(|(_, s)| **s > 0.0) {
+                passes.push_str(&format!(" + {:.1} µs a {part} pass ({class:?})", s * 1e6));
+            }
+        }
         format!(
-            "{:.3} ms a step + {:.1} µs a token + {:.1} µs a logit row + {:.2} ns an attended key; fitted on {} \
-             steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
+            "{:.3} ms a step + {:.1} µs a token + {:.1} µs a logit row + {:.2} ns an attended key{passes}; fitted on \
+             {} steps of {}; error on {} held-back steps: median {:.1}%, p90 {:.1}%",
             self.step_s * 1e3,
             self.token_s * 1e6,
             self.logit_row_s * 1e6,
@@ -111,43 +147,59 @@ impl CostModel {
     }
 }
 
-fn features(s: &StepShape) -> [f64; 4] {
-    [1.0, s.tokens as f64, s.logit_rows as f64, s.attended_keys as f64]
+/// A step's terms; the pass terms are 0 without a kernel rule.
+fn features(rule: Option<&MatmulRule>, s: &StepShape) -> [f64; TERMS] {
+    let mut f = [0.0; TERMS];
+    f[..4].copy_from_slice(&[1.0, s.tokens as f64, s.logit_rows as f64, s.attended_keys as f64]);
+    if let Some(rule) = rule {
+        for (offset, m) in [(4, s.tokens), (4 + CLASSES, s.logit_rows)] {
+            if m > 0 {
+                let (class, passes) = rule.class(m);
+                let i = MatmulClass::ALL.iter().position(|c| *c == class).expect("a listed class");
+                f[offset + i] = passes as f64;
+            }
+        }
+    }
+    f
 }
 
-fn dot(a: &[f64; 4], b: &[f64; 4]) -> f64 {
+fn dot(a: &[f64; TERMS], b: &[f64; TERMS]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Non-negative least squares weighted by 1 / duration, by trying every subset of terms (16) and
-/// keeping the best whose solution is all ≥ 0: the constrained optimum has some set of terms at
-/// zero and the others at their unconstrained optimum on that set.
-fn solve(steps: &[(StepShape, f64)]) -> [f64; 4] {
+/// Non-negative least squares weighted by 1 / duration, by trying every subset of the terms that
+/// some step has (up to 2^10 on one adapter's kernels) and keeping the best whose solution is all
+/// ≥ 0: the constrained optimum has some set of terms at zero and the others at their
+/// unconstrained optimum on that set. The normal equations are built once; each subset takes its
+/// rows and columns.
+fn solve(steps: &[(StepShape, f64)], rule: Option<&MatmulRule>) -> [f64; TERMS] {
     // Each row and its target divided by √d: minimise Σ (f·c − d)² / d.
-    let rows: Vec<([f64; 4], f64)> = steps.iter().map(|(s, d)| (features(s).map(|x| x / d.sqrt()), d.sqrt())).collect();
-    // Columns scaled to a largest entry of 1, so that elimination sees comparable magnitudes.
-    let scale: [f64; 4] =
-        std::array::from_fn(|j| rows.iter().map(|(r, _)| r[j].abs()).fold(0.0, f64::max).max(f64::MIN_POSITIVE));
-    let mut best = ([0.0; 4], f64::INFINITY);
-    for mask in 1u32..16 {
-        let cols: Vec<usize> = (0..4).filter(|j| mask & (1 << j) != 0).collect();
-        let n = cols.len();
-        // Normal equations on the chosen columns.
-        let mut a = vec![vec![0.0; n + 1]; n];
-        for (r, t) in &rows {
-            for (i, &ci) in cols.iter().enumerate() {
-                let x = r[ci] / scale[ci];
-                for (k, &ck) in cols.iter().enumerate() {
-                    a[i][k] += x * r[ck] / scale[ck];
-                }
-                a[i][n] += x * t;
+    let rows: Vec<([f64; TERMS], f64)> =
+        steps.iter().map(|(s, d)| (features(rule, s).map(|x| x / d.sqrt()), d.sqrt())).collect();
+    // Columns scaled to a largest entry of 1, so that elimination sees comparable magnitudes; a
+    // column no step has is left out.
+    let scale: [f64; TERMS] = std::array::from_fn(|j| rows.iter().map(|(r, _)| r[j].abs()).fold(0.0, f64::max));
+    let present: Vec<usize> = (0..TERMS).filter(|&j| scale[j] > 0.0).collect();
+    let mut normal = [[0.0; TERMS]; TERMS];
+    let mut rhs = [0.0; TERMS];
+    for (r, t) in &rows {
+        for &i in &present {
+            let x = r[i] / scale[i];
+            for &k in &present {
+                normal[i][k] += x * r[k] / scale[k];
             }
+            rhs[i] += x * t;
         }
+    }
+    let mut best = ([0.0; TERMS], f64::INFINITY);
+    for mask in 1u32..(1 << present.len()) {
+        let cols: Vec<usize> = (0..present.len()).filter(|j| mask & (1 << j) != 0).map(|j| present[j]).collect();
+        let a = cols.iter().map(|&i| cols.iter().map(|&k| normal[i][k]).chain([rhs[i]]).collect()).collect();
         let Some(x) = gauss(a) else { continue };
         if x.iter().any(|&v| v < 0.0) {
             continue;
         }
-        let mut c = [0.0; 4];
+        let mut c = [0.0; TERMS];
         for (i, &ci) in cols.iter().enumerate() {
             c[ci] = x[i] / scale[ci];
         }
@@ -220,6 +272,9 @@ mod tests {
             token_s: 2e-4,
             logit_row_s: 5e-4,
             attended_key_s: 3e-8,
+            layer_pass_s: [0.0; CLASSES],
+            lm_head_pass_s: [0.0; CLASSES],
+            matmuls: None,
             source: String::new(),
             steps: 0,
             held_back: 0,
@@ -232,7 +287,7 @@ mod tests {
             .enumerate()
             .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
             .collect();
-        let fit = CostModel::fit(&steps, "test").unwrap();
+        let fit = CostModel::fit(&steps, None, "test").unwrap();
         for (got, want) in fit.coefficients().iter().zip(truth.coefficients()) {
             assert!(
                 (got - want).abs() <= 0.1 * want,
@@ -249,7 +304,7 @@ mod tests {
     fn coefficients_stay_non_negative_and_errors_are_honest() {
         // Durations that fall as tokens grow: the unconstrained fit's token term would be negative.
         let steps: Vec<(StepShape, f64)> = (0..30).map(|i| (shape(1 + i, 1, 10), 0.050 - 0.0005 * i as f64)).collect();
-        let fit = CostModel::fit(&steps, "test").unwrap();
+        let fit = CostModel::fit(&steps, None, "test").unwrap();
         assert!(fit.coefficients().iter().all(|&c| c >= 0.0), "{:?}", fit.coefficients());
         assert_eq!(fit.token_s, 0.0);
         // A constant cannot follow a 30% fall: the held-back error says so.
@@ -259,11 +314,57 @@ mod tests {
     #[test]
     fn too_few_steps_and_bad_durations_are_refused() {
         let steps: Vec<(StepShape, f64)> = (0..MIN_STEPS).map(|i| (shape(1, 1, i as u64), 0.01)).collect();
-        assert!(CostModel::fit(&steps, "x").is_ok());
+        assert!(CostModel::fit(&steps, None, "x").is_ok());
         let mut bad = steps.clone();
         bad[0].1 = f64::NAN;
         bad[1].1 = 0.0;
-        let e = CostModel::fit(&bad, "saved.json").unwrap_err().to_string();
+        let e = CostModel::fit(&bad, None, "saved.json").unwrap_err().to_string();
         assert!(e.contains("saved.json") && e.contains(&format!("{}", MIN_STEPS - 2)), "{e}");
+    }
+
+    /// A CPU adapter's kernels (tile 8, subgroups): one kernel for one token, one for 2–4, the
+    /// 8-token tile beyond — a staircase in the batch at three costs a pass. With the pass terms
+    /// the fit recovers it and predicts every decode batch within the noise; the four-term line
+    /// through the same steps cannot.
+    #[test]
+    fn each_matmul_kernel_has_its_cost_a_pass() {
+        use crate::gpu::kernels::{KernelFamily, MatmulTile};
+        let rule =
+            MatmulRule { family: KernelFamily::Software, tile: MatmulTile::Eight, subgroups: true, gemv_max_m: 64 };
+        let classes: Vec<(MatmulClass, usize)> = [1, 2, 4, 5, 8, 9, 17].map(|m| rule.class(m)).to_vec();
+        use MatmulClass::*;
+        assert_eq!(classes, [(OneToken, 1), (Small, 1), (Small, 1), (Tile, 1), (Tile, 1), (Tile, 2), (Tile, 3)]);
+        let gpu = MatmulRule { family: KernelFamily::Gpu, ..rule };
+        assert_eq!([1, 4, 5, 64, 65].map(|m| gpu.class(m)), [(Gemv, 1), (Gemv, 1), (Gemv, 2), (Gemv, 16), (Tiled, 2)]);
+        let truth = CostModel {
+            step_s: 1e-3,
+            token_s: 2e-5,
+            logit_row_s: 1e-5,
+            attended_key_s: 2e-8,
+            layer_pass_s: [1e-3, 2e-3, 3e-3, 0.0, 0.0],
+            lm_head_pass_s: [5e-3, 8e-3, 12e-3, 0.0, 0.0],
+            matmuls: Some(rule),
+            source: String::new(),
+            steps: 0,
+            held_back: 0,
+            held_back_median_error: 0.0,
+            held_back_p90_error: 0.0,
+        };
+        let steps: Vec<(StepShape, f64)> = shapes()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
+            .collect();
+        let with = CostModel::fit(&steps, Some(rule), "test").unwrap();
+        let line = CostModel::fit(&steps, None, "test").unwrap();
+        let worst = |m: &CostModel| {
+            (1..=16)
+                .map(|b| shape(b, b, 300 * b as u64))
+                .map(|s| (m.predict_s(&s) / truth.predict_s(&s) - 1.0).abs())
+                .fold(0.0, f64::max)
+        };
+        assert!(worst(&with) < 0.04, "with the pass terms: {} off; {}", worst(&with), with.describe());
+        assert!(worst(&line) > 0.10, "a line should miss the staircase: {} off; {}", worst(&line), line.describe());
+        assert!(with.held_back_p90_error < line.held_back_p90_error, "{} / {}", with.describe(), line.describe());
     }
 }

@@ -98,8 +98,8 @@ pub async fn capacity(
         return Err(Error::Invalid(format!("TTFT SLO {ttft_slo_ms} ms: must be a positive number")));
     }
     let steps = measured_steps(runs, source)?;
-    let cost = CostModel::fit(&steps, source)?;
     let config: &RunConfig = &runs[0].config;
+    let cost = CostModel::fit(&steps, config.kernels.as_ref().and_then(|k| k.matmul_rule()), source)?;
     let (Some(limits), Some(mut spec)) = (config.engine.clone(), config.workload.clone()) else {
         return Err(Error::Invalid(format!("{source}: the run recorded no engine sizes or workload")));
     };

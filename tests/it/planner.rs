@@ -21,6 +21,9 @@ fn cost(step_s: f64, token_s: f64, logit_row_s: f64, attended_key_s: f64) -> Cos
         token_s,
         logit_row_s,
         attended_key_s,
+        layer_pass_s: [0.0; 5],
+        lm_head_pass_s: [0.0; 5],
+        matmuls: None,
         source: "test".into(),
         steps: 0,
         held_back: 0,
@@ -405,7 +408,7 @@ fn a_cost_model_fitted_on_a_runs_steps_replays_the_run() {
     let steps = planner::measured_steps(std::slice::from_ref(&as_measured), "run.json").unwrap();
     assert_eq!(steps.len(), measured.steps.len());
     assert!(steps.len() > 50, "{} steps", steps.len());
-    let fit = CostModel::fit(&steps, "run.json").unwrap();
+    let fit = CostModel::fit(&steps, None, "run.json").unwrap();
     for (got, want) in [
         (fit.step_s, truth.step_s),
         (fit.token_s, truth.token_s),

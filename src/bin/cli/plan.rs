@@ -75,7 +75,8 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
     );
     let steps = planner::calibrate::calibrate(&mut engine, &design, &mut |line| eprintln!("  {line}")).await?;
     let adapter = engine.model.gpu.adapter.name.clone();
-    let cost = CostModel::fit(&steps, &format!("a calibration on {adapter}, just now"))?;
+    let rule = Some(engine.model.kernel_options().matmul_rule());
+    let cost = CostModel::fit(&steps, rule, &format!("a calibration on {adapter}, just now"))?;
     let describe = RunConfig {
         target: "local".into(),
         model: b.model.model.as_ref().map(|p| p.display().to_string()).or(b.model.synthetic.clone()),
@@ -111,7 +112,8 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             let source = from.display().to_string();
             let saved = super::compare::read_results(from)?;
             let steps = planner::measured_steps(&saved, &source)?;
-            let cost = CostModel::fit(&steps, &source)?;
+            let rule = saved[0].config.kernels.as_ref().and_then(|k| k.matmul_rule());
+            let cost = CostModel::fit(&steps, rule, &source)?;
             (cost, saved[0].config.clone(), saved, source)
         }
         None => {

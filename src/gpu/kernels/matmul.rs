@@ -18,7 +18,72 @@ pub enum Prologue {
     SwiGlu,
 }
 
+/// The matmul kernels a step can run, as the capacity planner's cost model tells them apart
+/// ([`crate::engine::CostModel`]): each reads the weights some number of times for `m` tokens, at
+/// its own cost a pass. On a CPU adapter a decode of 2–4 sequences runs the small-batch kernel and
+/// one of 5–8 the 8-token tile, once each — and at different costs, so a step's time is a
+/// staircase in its batch that no line through the batches follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatmulClass {
+    /// The CPU family's one-token kernel.
+    OneToken,
+    /// The CPU family's small-batch kernel (subgroups, up to 4 tokens).
+    Small,
+    /// The CPU family's token tile (4 or 8 tokens a pass).
+    Tile,
+    /// The GPU family's GEMV (4 tokens a pass, up to `gemv_max_m`).
+    Gemv,
+    /// The GPU family's 64-token tile.
+    Tiled,
+}
+
+impl MatmulClass {
+    pub const ALL: [MatmulClass; 5] =
+        [MatmulClass::OneToken, MatmulClass::Small, MatmulClass::Tile, MatmulClass::Gemv, MatmulClass::Tiled];
+}
+
+/// What decides a step's matmul kernels, as a run records it: the family, its token tile, whether
+/// subgroups were used, the GEMV's largest step. (The reduction length plays a part too, through
+/// its multiples of 16 and 32; every Qwen3 width is a multiple of 64, so it is taken as one.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MatmulRule {
+    pub family: KernelFamily,
+    pub tile: MatmulTile,
+    pub subgroups: bool,
+    pub gemv_max_m: u32,
+}
+
+impl MatmulRule {
+    /// The class of the kernel serving `m` tokens (`m` ≥ 1) and how many times it reads the
+    /// weights (the same choice as [`record_matmul`] makes).
+    pub fn class(&self, m: usize) -> (MatmulClass, usize) {
+        let options = KernelOptions {
+            family: self.family,
+            tile: self.tile,
+            subgroups: self.subgroups,
+            gemv_max_m: self.gemv_max_m,
+            ..KernelOptions::default()
+        };
+        let (kernel, _) = options.matmul(m as u32, QWEN3_WIDTH, 1);
+        match kernel {
+            Kernel::MatmulM1 | Kernel::MatmulM1Subgroup => (MatmulClass::OneToken, 1),
+            Kernel::MatmulSmallSubgroup => (MatmulClass::Small, 1),
+            Kernel::MatmulGemv | Kernel::MatmulGemvSubgroup => (MatmulClass::Gemv, m.div_ceil(GEMV_TOKENS)),
+            Kernel::MatmulTiled => (MatmulClass::Tiled, m.div_ceil(TILED)),
+            _ => (MatmulClass::Tile, m.div_ceil(self.tile.tokens() as usize)),
+        }
+    }
+}
+
+/// A reduction length that is a multiple of every width the kernels test (see [`MatmulRule`]).
+const QWEN3_WIDTH: u32 = 1024;
+
 impl KernelOptions {
+    /// See [`MatmulRule`].
+    pub fn matmul_rule(self) -> MatmulRule {
+        MatmulRule { family: self.family, tile: self.tile, subgroups: self.subgroups, gemv_max_m: self.gemv_max_m }
+    }
+
     /// The kernel for `y (+)= x W^T` with `m` rows of x and reduction length `k`, and its
     /// workgroup counts for `rows` weight rows.
     fn matmul(self, m: u32, k: u32, rows: u32) -> (Kernel, [u32; 3]) {
