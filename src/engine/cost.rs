@@ -265,28 +265,43 @@ mod tests {
         out
     }
 
-    #[test]
-    fn recovers_the_coefficients_that_made_the_steps() {
-        let truth = CostModel {
-            step_s: 4e-3,
-            token_s: 2e-4,
-            logit_row_s: 5e-4,
-            attended_key_s: 3e-8,
-            layer_pass_s: [0.0; CLASSES],
-            lm_head_pass_s: [0.0; CLASSES],
-            matmuls: None,
+    /// A model with these coefficients (step, token, logit row, key; the passes), to make steps with.
+    fn made_with(
+        base: [f64; 4],
+        layer_pass_s: [f64; CLASSES],
+        lm_head_pass_s: [f64; CLASSES],
+        matmuls: Option<MatmulRule>,
+    ) -> CostModel {
+        let [step_s, token_s, logit_row_s, attended_key_s] = base;
+        CostModel {
+            step_s,
+            token_s,
+            logit_row_s,
+            attended_key_s,
+            layer_pass_s,
+            lm_head_pass_s,
+            matmuls,
             source: String::new(),
             steps: 0,
             held_back: 0,
             held_back_median_error: 0.0,
             held_back_p90_error: 0.0,
-        };
-        // ±2% of deterministic noise on each step.
-        let steps: Vec<(StepShape, f64)> = shapes()
+        }
+    }
+
+    /// [`shapes`] timed by `truth`, with ±2% of deterministic noise on each step.
+    fn noisy_steps(truth: &CostModel) -> Vec<(StepShape, f64)> {
+        shapes()
             .iter()
             .enumerate()
             .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn recovers_the_coefficients_that_made_the_steps() {
+        let truth = made_with([4e-3, 2e-4, 5e-4, 3e-8], [0.0; CLASSES], [0.0; CLASSES], None);
+        let steps = noisy_steps(&truth);
         let fit = CostModel::fit(&steps, None, "test").unwrap();
         for (got, want) in fit.coefficients().iter().zip(truth.coefficients()) {
             assert!(
@@ -336,25 +351,13 @@ mod tests {
         assert_eq!(classes, [(OneToken, 1), (Small, 1), (Small, 1), (Tile, 1), (Tile, 1), (Tile, 2), (Tile, 3)]);
         let gpu = MatmulRule { family: KernelFamily::Gpu, ..rule };
         assert_eq!([1, 4, 5, 64, 65].map(|m| gpu.class(m)), [(Gemv, 1), (Gemv, 1), (Gemv, 2), (Gemv, 16), (Tiled, 2)]);
-        let truth = CostModel {
-            step_s: 1e-3,
-            token_s: 2e-5,
-            logit_row_s: 1e-5,
-            attended_key_s: 2e-8,
-            layer_pass_s: [1e-3, 2e-3, 3e-3, 0.0, 0.0],
-            lm_head_pass_s: [5e-3, 8e-3, 12e-3, 0.0, 0.0],
-            matmuls: Some(rule),
-            source: String::new(),
-            steps: 0,
-            held_back: 0,
-            held_back_median_error: 0.0,
-            held_back_p90_error: 0.0,
-        };
-        let steps: Vec<(StepShape, f64)> = shapes()
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (*s, truth.predict_s(s) * (1.0 + 0.02 * ((i * 37 % 11) as f64 / 5.0 - 1.0))))
-            .collect();
+        let truth = made_with(
+            [1e-3, 2e-5, 1e-5, 2e-8],
+            [1e-3, 2e-3, 3e-3, 0.0, 0.0],
+            [5e-3, 8e-3, 12e-3, 0.0, 0.0],
+            Some(rule),
+        );
+        let steps = noisy_steps(&truth);
         let with = CostModel::fit(&steps, Some(rule), "test").unwrap();
         let line = CostModel::fit(&steps, None, "test").unwrap();
         let worst = |m: &CostModel| {
