@@ -19,7 +19,7 @@ pub enum Prologue {
 }
 
 /// The matmul kernels a step can run, as the capacity planner's cost model tells them apart
-/// ([`crate::engine::CostModel`]): each reads the weights some number of times for `m` tokens, at
+/// (`engine::CostModel`): each reads the weights some number of times for `m` tokens, at
 /// its own cost a pass. On a CPU adapter a decode of 2–4 sequences runs the small-batch kernel and
 /// one of 5–8 the 8-token tile, once each — and at different costs, so a step's time is a
 /// staircase in its batch that no line through the batches follows.
