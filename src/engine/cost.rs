@@ -155,8 +155,7 @@ fn features(rule: Option<&MatmulRule>, s: &StepShape) -> [f64; TERMS] {
         for (offset, m) in [(4, s.tokens), (4 + CLASSES, s.logit_rows)] {
             if m > 0 {
                 let (class, passes) = rule.class(m);
-                let i = MatmulClass::ALL.iter().position(|c| *c == class).expect("a listed class");
-                f[offset + i] = passes as f64;
+                f[offset + class as usize] = passes as f64;
             }
         }
     }
@@ -348,6 +347,8 @@ mod tests {
             MatmulRule { family: KernelFamily::Software, tile: MatmulTile::Eight, subgroups: true, gemv_max_m: 64 };
         let classes: Vec<(MatmulClass, usize)> = [1, 2, 4, 5, 8, 9, 17].map(|m| rule.class(m)).to_vec();
         use MatmulClass::*;
+        // A class's terms sit at its place in `ALL`.
+        assert!(MatmulClass::ALL.iter().enumerate().all(|(i, c)| *c as usize == i));
         assert_eq!(classes, [(OneToken, 1), (Small, 1), (Small, 1), (Tile, 1), (Tile, 1), (Tile, 2), (Tile, 3)]);
         let gpu = MatmulRule { family: KernelFamily::Gpu, ..rule };
         assert_eq!([1, 4, 5, 64, 65].map(|m| gpu.class(m)), [(Gemv, 1), (Gemv, 1), (Gemv, 2), (Gemv, 16), (Tiled, 2)]);

@@ -222,7 +222,6 @@ fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: u
     let sink: RunSink = Rc::new(move |update| {
         let t = super::i18n::text(state.lang.get_untracked());
         match update {
-            RunUpdate::Began { .. } => x.running.set(true),
             RunUpdate::LoadingB(p) => x.progress.set(Some(t.loading_b.replace("{p}", &p.to_string()))),
             RunUpdate::RateStarted { .. } => {
                 x.progress.set(Some(run_label(started.get(), repeats, t)));

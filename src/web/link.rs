@@ -179,7 +179,10 @@ fn apply(state: AppState, update: FromEngine) {
             state.phase.set(Phase::Idle);
         }
         FromEngine::DeviceLost(fault) => super::models::device_lost(state, fault),
-        FromEngine::Planned(planned) => state.planned.set(Some(planned.map(|c| *c))),
+        FromEngine::Planned(planned) => {
+            state.planned.set(Some(planned.map(|c| *c)));
+            state.phase.set(Phase::Idle);
+        }
         FromEngine::Refused(refused) => {
             if let Some((_, refused_to)) = get(state).and_then(|link| link.run.borrow_mut().take()) {
                 refused_to(refused);

@@ -166,14 +166,10 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
     let t = use_text();
     let slo = RwSignal::new(String::new());
     let target = RwSignal::new("100".to_string());
-    // Computed in the engine worker (`ToEngine::Plan`), which answers into `state.planned`.
+    // Computed in the engine worker (`ToEngine::Plan`), which answers into `state.planned` (and
+    // the page is idle again).
     let outcome = state.planned;
-    let busy = RwSignal::new(false);
-    Effect::new(move |_| {
-        if outcome.with(Option::is_some) {
-            busy.set(false);
-        }
-    });
+    let busy = move || state.phase.get() == Phase::Planning;
     // An engine run with steps is shown: its SLO starts the field, and an older plan is dropped.
     let source = Signal::derive(move || {
         state.shown.get().filter(|e| !e.result.config.is_server() && !e.result.steps.is_empty())
@@ -197,7 +193,7 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
         let Some(cfg) = cfg else { return outcome.set(Some(Err(t().plan_other_model.to_string()))) };
         let runs = state.history.with_untracked(|h| runs_like(&shown, h));
         let Some(link) = super::link::get(state) else { return };
-        busy.set(true);
+        state.phase.set(Phase::Planning);
         outcome.set(None);
         link.send(&ToEngine::Plan { runs, cfg: Box::new(cfg), ttft_slo_ms: slo_ms, min_requests: PLAN_REQUESTS }, &[]);
     };
@@ -228,10 +224,10 @@ pub fn PlanPanel(state: AppState) -> impl IntoView {
                     <button
                         class="primary"
                         data-testid="plan-run"
-                        disabled=move || busy.get() || state.phase.get() != Phase::Idle
+                        disabled=move || state.phase.get() != Phase::Idle
                         on:click=plan
                     >
-                        {move || if busy.get() { t().plan_busy } else { t().plan_button }}
+                        {move || if busy() { t().plan_busy } else { t().plan_button }}
                     </button>
                 </div>
                 {move || {

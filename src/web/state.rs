@@ -160,6 +160,8 @@ pub enum Phase {
     Generating,
     /// The roofline probe (adapter card).
     Measuring,
+    /// The Plan card's simulation (in the engine worker, which nothing else then shares).
+    Planning,
 }
 
 /// Progress of a benchmark run.

@@ -38,6 +38,7 @@ pub enum MatmulClass {
 }
 
 impl MatmulClass {
+    /// Every class, in declaration order (`class as usize` is its place here).
     pub const ALL: [MatmulClass; 5] =
         [MatmulClass::OneToken, MatmulClass::Small, MatmulClass::Tile, MatmulClass::Gemv, MatmulClass::Tiled];
 }
