@@ -21,6 +21,7 @@ struct Params {
 // BEGIN weights (weights_texture.wgsl, or an int8 / int4 form, replaces this block: see
 // `Kernel::source`; every form gives `weights()`, the two unpack functions and `row_scale()`)
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;      // (rows, k / 8) bf16 x 8
+alias W8 = vec4<u32>;  // what `weights()` returns (weights_pair.wgsl)
 // Eight bf16 weights: row `row`, columns 8i .. 8i + 7, of a matrix `texels` vec4s wide.
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
     return w[row * texels + i];

@@ -11,6 +11,7 @@ fn int4x4(v: u32) -> vec4<f32> {
     let n = (vec4<u32>(v) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
     return vec4<f32>(vec4<i32>(n) - vec4<i32>(8));
 }
+alias W8 = Weights8;  // what `weights()` returns (weights_pair.wgsl)
 fn weights(row: u32, i: u32, texels: u32) -> Weights8 {
     let header = (texels + 7u) / 8u;
     let base = row * (header + texels);

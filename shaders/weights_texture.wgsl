@@ -3,6 +3,7 @@
 // fetch is a gather, while lavapipe loads a storage buffer lane by lane). Row r of a chunk is
 // texture row r, 8 bf16 per texel.
 @group(0) @binding(2) var w: texture_2d<u32>;
+alias W8 = vec4<u32>;  // what `weights()` returns (weights_pair.wgsl)
 fn weights(row: u32, i: u32, texels: u32) -> vec4<u32> {
     return textureLoad(w, vec2<u32>(i, row), 0);
 }

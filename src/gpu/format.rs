@@ -34,12 +34,21 @@ impl WeightFormat {
         WeightFormat::ALL.into_iter().find(|f| f.name() == s.trim().to_ascii_lowercase())
     }
 
-    /// 32-bit words per texel: each texel (and each `weights()` load in the kernels) covers 8 weights.
+    /// 32-bit words per texel.
     pub fn texel_words(self) -> usize {
         match self {
-            WeightFormat::Bf16 => 4,
-            WeightFormat::Int8 => 2,
+            WeightFormat::Bf16 | WeightFormat::Int8 => 4,
             WeightFormat::Int4 => 1,
+        }
+    }
+
+    /// Weights per texel: 8 (a kernel's `weights()` load), or 16 for int8, whose texel holds what
+    /// the kernels' paired load `weights16()` takes in one fetch (a texel fetch costs lavapipe the
+    /// same at any width; `weights()` takes half of one).
+    pub fn texel_weights(self) -> usize {
+        match self {
+            WeightFormat::Bf16 | WeightFormat::Int4 => 8,
+            WeightFormat::Int8 => 16,
         }
     }
 
@@ -52,9 +61,9 @@ impl WeightFormat {
         }
     }
 
-    /// Texels per row (`cols` is a multiple of 8).
+    /// Texels per row (`cols` is a multiple of 8; an int8 row of 16n + 8 ends in 8 zero weights).
     pub fn row_texels(self, cols: usize) -> usize {
-        self.header_texels(cols) + cols / 8
+        self.header_texels(cols) + cols.div_ceil(self.texel_weights())
     }
 
     /// Bytes per row on the GPU, scales included.
@@ -65,8 +74,7 @@ impl WeightFormat {
     /// The texture format whose texel is [`Self::texel_words`] words.
     pub fn texture_format(self) -> wgpu::TextureFormat {
         match self {
-            WeightFormat::Bf16 => wgpu::TextureFormat::Rgba32Uint,
-            WeightFormat::Int8 => wgpu::TextureFormat::Rg32Uint,
+            WeightFormat::Bf16 | WeightFormat::Int8 => wgpu::TextureFormat::Rgba32Uint,
             WeightFormat::Int4 => wgpu::TextureFormat::R32Uint,
         }
     }

@@ -14,8 +14,9 @@
 //! The layout of one row, in 32-bit words (a texture row holds the same words, in texels of
 //! [`WeightFormat::texel_words`] words):
 //! - bf16: `cols / 2` words, two bf16 each (element 2i in the low half);
-//! - int8: a header texel `[scale as f32 bits, 0]`, then `cols / 4` words, weight 4j + e in byte e
-//!   (two's complement);
+//! - int8: a header texel `[scale as f32 bits, 0, 0, 0]`, then `cols / 4` words, weight 4j + e in
+//!   byte e (two's complement), and two zero words where `cols` is an odd multiple of 8 (so the row
+//!   is whole texels of 16 weights);
 //! - int4: `ceil(cols / 64)` header words of bf16 scales (group 2t low half, 2t + 1 high half),
 //!   then `cols / 8` words, weight 8j + e in bits 4e..4e + 3.
 //!
@@ -67,13 +68,15 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
             }
             WeightFormat::Int8 => {
                 let s = scale(reach(values()).abs(), 127.0);
-                out.extend([s.to_bits(), 0]);
+                let end = out.len() + row_words;
+                out.extend([s.to_bits(), 0, 0, 0]);
                 out.extend(row.chunks_exact(4).map(|four| {
                     four.iter().enumerate().fold(0u32, |word, (e, &b)| {
                         let q = level(bf16_to_f32(b), s, -127, 127) as i8 as u8;
                         word | (q as u32) << (8 * e)
                     })
                 }));
+                out.resize(end, 0);
             }
             WeightFormat::Int4 => {
                 let scales: Vec<f32> =
@@ -101,7 +104,12 @@ pub fn dequantise_words(words: &[u32], cols: usize, format: WeightFormat) -> Vec
     let header = format.header_texels(cols) * format.texel_words();
     let mut out = Vec::with_capacity(words.len() / row_words * cols);
     for row in words.chunks_exact(row_words) {
-        let data = &row[header..];
+        let words = match format {
+            WeightFormat::Bf16 => cols / 2,
+            WeightFormat::Int8 => cols / 4,
+            WeightFormat::Int4 => cols / 8,
+        };
+        let data = &row[header..header + words];
         match format {
             WeightFormat::Bf16 => {
                 out.extend(data.iter().flat_map(|&w| [bf16_to_f32(w as u16), bf16_to_f32((w >> 16) as u16)]));
@@ -149,7 +157,8 @@ mod tests {
         let words = quantise(&b, 8, WeightFormat::Int8);
         let s = f32::from_bits(words[0]);
         assert_eq!(s, bf16_to_f32(to_bf16(bf16_to_f32(b[0]) / 127.0)));
-        let q: Vec<i8> = (0..8).map(|i| (words[2 + i / 4] >> (8 * (i % 4))) as u8 as i8).collect();
+        assert_eq!(words.len(), 8, "a header texel and 8 weights padded to a texel of 16");
+        let q: Vec<i8> = (0..8).map(|i| (words[4 + i / 4] >> (8 * (i % 4))) as u8 as i8).collect();
         assert_eq!(q[0], 127);
         assert_eq!(q[1], -127);
         assert_eq!(q[3], 0);

@@ -19,7 +19,8 @@ use tokenmeter::gpu::kernels::{
 };
 use tokenmeter::gpu::readback::read_f32;
 use tokenmeter::gpu::PREVIOUS_ID;
-use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightStorage};
+use tokenmeter::gpu::{Gpu, Kernel, Kernels, StepRecorder, WeightFormat, WeightStorage};
+use tokenmeter::model::quant::dequantise;
 use tokenmeter::model::reference;
 use tokenmeter::model::safetensors::{bf16_to_f32, f32_to_bf16};
 use tokenmeter::model::weights::Matrix;
@@ -102,21 +103,9 @@ async fn gpu_family_matmuls_and_embedding_at_real_widths_on_dawn() {
         if accumulate {
             want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
         }
-        let scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24) * 1.01;
-        for i in 0..m * n {
-            let (xr, wr) = (&x[i / n * k..][..k], &w_bits[i % n * k..][..k]);
-            let magnitude: f32 = xr.iter().zip(wr).map(|(a, &b)| (a * bf16_to_f32(b)).abs()).sum();
-            let bound = magnitude * scale + if accumulate { y0[i].abs() * 2f32.powi(-23) } else { 0.0 } + 1e-30;
-            assert!(
-                (got[i] - want[i]).abs() <= bound,
-                "GPU-family matmul m={m} n={n} k={k} ({} chunks): y[{}, {}] = {} vs {} (bound {bound:.2e})",
-                w.chunks.len(),
-                i / n,
-                i % n,
-                got[i],
-                want[i],
-            );
-        }
+        let w_values: Vec<f32> = w_bits.iter().map(|&b| bf16_to_f32(b)).collect();
+        let name = format!("GPU-family matmul m={m} n={n} k={k} ({} chunks)", w.chunks.len());
+        within_dot_bound(&name, &got, &want, (&x, &w_values, accumulate.then_some(&y0[..])), (m, n, k));
         if n == 151_936 {
             assert_eq!(w.chunks.len(), 3);
             embedding_over(&g, &kernels, &w, &w_bits).await;
@@ -155,6 +144,81 @@ async fn fused_matmuls_at_real_widths_on_dawn() {
         submit(&g, rec);
         let name = format!("fused {prologue:?} matmul m={m} n={n} k={k} ({} chunks)", w.chunks.len());
         case.check(&name, &read(&g, &yb, m * n).await, n);
+    }
+}
+
+/// Each `got[i]` of an `m x n` matmul over K within the f32 error bound of a K-term dot product
+/// (|y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k|, as tests/it/kernels.rs), plus an ulp of the
+/// residual `y0` where it was added (and 1e-30 for exact zeros).
+fn within_dot_bound(
+    name: &str,
+    got: &[f32],
+    want: &[f32],
+    (x, w, y0): (&[f32], &[f32], Option<&[f32]>),
+    (m, n, k): (usize, usize, usize),
+) {
+    let scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24) * 1.01;
+    for i in 0..m * n {
+        let (xr, wr) = (&x[i / n * k..][..k], &w[i % n * k..][..k]);
+        let magnitude: f32 = xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum();
+        let bound = magnitude * scale + y0.map_or(0.0, |y0| y0[i].abs() * 2f32.powi(-23)) + 1e-30;
+        assert!(
+            (got[i] - want[i]).abs() <= bound,
+            "{name}: y[{}, {}] = {} vs {} (bound {bound:.2e})",
+            i / n,
+            i % n,
+            got[i],
+            want[i],
+        );
+    }
+}
+
+/// int8 and int4 weights on the page's paths — the CPU family (its subgroup kernels, which take
+/// int8's blocks 16 weights a fetch) and the GPU family, weights in buffers as in the page — against
+/// the CPU reference on the dequantised weights (within the dot product's f32 bound: int8's row
+/// scale comes after the sum), at Qwen3-0.6B's widths and one awkward shape
+/// (K = 1,000: 125 blocks of 8, an int8 row ending in a half texel; rows past a chunk's end).
+#[wasm_bindgen_test]
+async fn quantised_matmuls_on_the_page_paths_on_dawn() {
+    let g = Gpu::new().await.expect("WebGPU adapter");
+    for format in [WeightFormat::Int8, WeightFormat::Int4] {
+        for family in [KernelFamily::Software, KernelFamily::Gpu] {
+            let options = KernelOptions {
+                family,
+                weights: WeightStorage::Buffer,
+                format,
+                fused: family == KernelFamily::Gpu,
+                ..KernelOptions::for_gpu(&g, &Default::default())
+            };
+            let kernels = Kernels::with_options(&g, options);
+            //  (m, n, k, rows a chunk): q|k|v at decode, gate|up at batch 4, down_proj at batch 1,
+            //  a 37-token chunk over the awkward shape in two chunks.
+            for (seed, (m, n, k, chunk_rows)) in
+                [(1, 4096, 1024, 4096), (4, 6144, 1024, 6144), (1, 1024, 3072, 1024), (37, 1001, 1000, 600)]
+                    .into_iter()
+                    .enumerate()
+            {
+                let seed = 80 + 3 * seed as u64;
+                let w_bits = random_bf16(seed, n, k);
+                let x = random(seed + 1, m * k);
+                let y0 = random(seed + 2, m * n);
+                let w = Matrix::with_format(&g, "w", n, k, chunk_rows, WeightStorage::Buffer, format).unwrap();
+                w.write_rows(&g, 0, &w_bits);
+                let xb = g.storage_with("x", bytes(&x));
+                let yb = g.storage_with("y", bytes(&y0));
+                let binds: Vec<_> =
+                    w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
+                let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+                w.record_matmul(&mut rec, &binds, m, true);
+                submit(&g, rec);
+                let w_values = dequantise(&w_bits, k, format);
+                let mut want = reference::matmul_f32(&x, m, k, &w_values, n);
+                want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+                let name = format!("{format} matmul, {family:?} family, m={m} n={n} k={k}");
+                let got = read(&g, &yb, m * n).await;
+                within_dot_bound(&name, &got, &want, (&x, &w_values, Some(&y0[..])), (m, n, k));
+            }
+        }
     }
 }
 

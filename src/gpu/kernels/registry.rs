@@ -171,7 +171,8 @@ impl Kernel {
     /// rejects it and takes the device feature as the permission. With weights in textures, the
     /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl;
     /// quantised weights swap in their own block ([`weights_block`]), so the kernels themselves are
-    /// the same for every format. Every kernel's WGSL starts with [`wgsl_prelude`] (after any
+    /// the same for every format; a form that fetches 8 weights at a time gets its paired load
+    /// `weights16` from weights_pair.wgsl (int8's is one fetch of 16). Every kernel's WGSL starts with [`wgsl_prelude`] (after any
     /// `enable`), the constants the host sizes dispatches and buffers with.
     pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
         self.source_in(weights, format, None)
@@ -198,6 +199,9 @@ impl Kernel {
             let begin = text.find(WEIGHTS_BEGIN).expect("the weights block starts");
             let end = text.find(WEIGHTS_END).expect("the weights block ends") + WEIGHTS_END.len();
             text.replace_range(begin..end, &Self::file_text(block, shader_dir));
+        }
+        if self.bindings().contains(&Weights) && !text.contains(WEIGHTS16) {
+            text += &Self::file_text("weights_pair.wgsl", shader_dir);
         }
         if let Some(form) = x_form {
             let begin = text.find(X_BEGIN).expect("the x block starts");
@@ -233,6 +237,7 @@ impl Kernel {
             "weights_int8_texture.wgsl" => include_str!("../../../shaders/weights_int8_texture.wgsl"),
             "weights_int4.wgsl" => include_str!("../../../shaders/weights_int4.wgsl"),
             "weights_int4_texture.wgsl" => include_str!("../../../shaders/weights_int4_texture.wgsl"),
+            "weights_pair.wgsl" => include_str!("../../../shaders/weights_pair.wgsl"),
             "rope.wgsl" => include_str!("../../../shaders/rope.wgsl"),
             "attention.wgsl" => include_str!("../../../shaders/attention.wgsl"),
             "attention_merge.wgsl" => include_str!("../../../shaders/attention_merge.wgsl"),
@@ -300,6 +305,8 @@ fn weights_block(storage: WeightStorage, format: WeightFormat) -> Option<&'stati
 /// unpack functions), which [`weights_block`]'s file replaces.
 const WEIGHTS_BEGIN: &str = "// BEGIN weights";
 const WEIGHTS_END: &str = "// END weights\n";
+/// A weights form's paired load: a form without one (8 weights a fetch) gets weights_pair.wgsl's.
+const WEIGHTS16: &str = "fn weights16(";
 /// The x block of matmul_gpu.wgsl, which a fused kernel's x form replaces.
 const X_BEGIN: &str = "// BEGIN x";
 const X_END: &str = "// END x\n";
