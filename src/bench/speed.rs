@@ -64,7 +64,12 @@ pub fn kernel_times(profile: &[(crate::gpu::Kernel, f64)]) -> Vec<KernelTime> {
 #[derive(Debug, Clone, Serialize)]
 pub struct PrefillSpeed {
     pub tokens: usize,
+    /// Median over the repeats (each a fresh prompt of `tokens` tokens).
     pub ms: f64,
+    pub repeats: usize,
+    /// Over the repeats: (slowest − fastest) / median, as [`DecodeSpeed::spread`] (NaN, `null`
+    /// in JSON, for one).
+    pub spread: f64,
     pub tokens_per_s: f64,
     pub gflop_s: f64,
     pub fraction_of_fma: f64,
@@ -148,9 +153,7 @@ pub async fn decode(
     let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
     let timed = times.len().max(1) as f64;
     let (drafted_per_step, accepted_per_step) = (drafted as f64 / timed, accepted as f64 / timed);
-    let timed_steps = times.len();
     let step = median(times.clone());
-    let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
     let weights = engine.model.weights.bytes_per_token() as f64;
     let kv = batch as f64 * context * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
     let gb_s = (weights + kv) / step / 1e9;
@@ -158,7 +161,7 @@ pub async fn decode(
         batch,
         context: context.round() as usize,
         step_ms: step * 1e3,
-        spread: if timed_steps >= 2 { (slowest - fastest) / step } else { f64::NAN },
+        spread: spread(&times),
         tokens_per_s: (batch as f64 + accepted_per_step) / step,
         drafted_per_step,
         accepted_per_step,
@@ -170,16 +173,31 @@ pub async fn decode(
     })
 }
 
-/// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs).
-pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Result<PrefillSpeed> {
-    let cfg = engine.model.cfg.clone();
-    engine.submit(fresh_request(tokens, 1, cfg.vocab_size))?;
-    let mut total = 0.0;
-    while engine.has_work() {
-        if let (_, Some(s)) = engine.step().await? {
-            total += s.duration_s;
-        }
+/// (slowest − fastest) / median of timings; NaN for fewer than two.
+fn spread(times: &[f64]) -> f64 {
+    if times.len() < 2 {
+        return f64::NAN;
     }
+    let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    (slowest - fastest) / median(times.to_vec())
+}
+
+/// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs),
+/// `repeats` times (a fresh prompt each): the median, and the spread.
+pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize, repeats: usize) -> Result<PrefillSpeed> {
+    let cfg = engine.model.cfg.clone();
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats.max(1) {
+        engine.submit(fresh_request(tokens, 1, cfg.vocab_size))?;
+        let mut time = 0.0;
+        while engine.has_work() {
+            if let (_, Some(s)) = engine.step().await? {
+                time += s.duration_s;
+            }
+        }
+        times.push(time);
+    }
+    let total = median(times.clone());
     let attention = 4.0 * (cfg.num_hidden_layers * cfg.q_dim()) as f64 * (tokens as f64 * tokens as f64 / 2.0);
     // Only the last prompt token goes through the vocabulary projection.
     let head = (cfg.vocab_size * cfg.hidden_size) as f64;
@@ -188,6 +206,8 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Res
     Ok(PrefillSpeed {
         tokens,
         ms: total * 1e3,
+        repeats: times.len(),
+        spread: spread(&times),
         tokens_per_s: tokens as f64 / total,
         gflop_s,
         fraction_of_fma: gflop_s / roof.fma_gflop_s,
@@ -199,6 +219,8 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize) -> Res
 pub const DEFAULT_BATCHES: &str = "1,4,16,64";
 pub const DEFAULT_PREFILL: &str = "128,512,2048";
 pub const DEFAULT_STEPS: usize = 8;
+/// Each prefill length is timed this many times (median and spread).
+pub const DEFAULT_PREFILL_REPEATS: usize = 3;
 pub const DEFAULT_CONTEXT: usize = 16;
 
 /// What one `speed` run measures.
@@ -207,6 +229,8 @@ pub struct SpeedPlan {
     pub batches: Vec<usize>,
     pub prefill: Vec<usize>,
     pub steps: usize,
+    /// Times each prefill length is timed.
+    pub prefill_repeats: usize,
     pub context: usize,
     /// One decode step per batch size also timed kernel by kernel.
     pub profile: bool,
@@ -233,6 +257,15 @@ pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
     )
 }
 
+/// A spread as the progress lines show it: a percentage, or "–" where there is none.
+fn shown_spread(spread: f64) -> String {
+    if spread.is_finite() {
+        format!("{:.0}%", 100.0 * spread)
+    } else {
+        "–".to_string()
+    }
+}
+
 /// Every decode batch and prefill length of `plan` on `engine`, a line of progress each to `log`,
 /// and the JSON `tokenmeter speed` prints (`scripts/dawn-run speed` prints the same, with
 /// `host_copy_gb_s` null: a page cannot time the host's memory).
@@ -252,7 +285,7 @@ pub async fn table(
             b,
             d.context,
             d.step_ms,
-            if d.spread.is_finite() { format!("{:.0}%", 100.0 * d.spread) } else { "–".to_string() },
+            shown_spread(d.spread),
             d.tokens_per_s,
             d.gb_s,
             100.0 * d.fraction_of_read,
@@ -281,11 +314,12 @@ pub async fn table(
     }
     let mut prefills = Vec::new();
     for &n in &plan.prefill {
-        let p = prefill(engine, roof, n).await?;
+        let p = prefill(engine, roof, n, plan.prefill_repeats).await?;
         log(format!(
-            "prefill {:>5} tokens: {:>9.1} ms {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
+            "prefill {:>5} tokens: {:>9.1} ms (spread {:>4}) {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
             n,
             p.ms,
+            shown_spread(p.spread),
             p.tokens_per_s,
             p.gflop_s,
             100.0 * p.fraction_of_fma

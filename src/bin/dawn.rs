@@ -18,10 +18,11 @@ mod dawn {
 
     /// The flags each subcommand takes (each `--name VALUE`); the kernel switches are the page's
     /// link keys, which are the CLI's flag names.
-    const SPEED_FLAGS: [&str; 15] = [
+    const SPEED_FLAGS: [&str; 16] = [
         "synthetic",
         "batches",
         "prefill",
+        "prefill-repeats",
         "steps",
         "context",
         "max-batched-tokens",
@@ -95,6 +96,8 @@ mod dawn {
             batches: counts(&get("batches").unwrap_or(speed::DEFAULT_BATCHES.into()), limits::MAX_SEQS)?,
             prefill: counts(&get("prefill").unwrap_or(speed::DEFAULT_PREFILL.into()), limits::MAX_BATCHED_TOKENS)?,
             steps: get("steps").map_or(Ok(speed::DEFAULT_STEPS), |v| parse_count(&v, 1, limits::MAX_SPEED_STEPS))?,
+            prefill_repeats: get("prefill-repeats")
+                .map_or(Ok(speed::DEFAULT_PREFILL_REPEATS), |v| parse_count(&v, 1, limits::MAX_SPEED_STEPS))?,
             context: get("context").map_or(Ok(speed::DEFAULT_CONTEXT), |v| parse_count(&v, 1, limits::MAX_TOKENS))?,
             profile: false,
         };

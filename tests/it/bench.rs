@@ -474,3 +474,30 @@ fn the_baseline_requests_have_prompts_of_their_own() {
         assert!(baseline.iter().all(|id| !target.runs[0].contains(id)), "a warm-up prompt reused: {:?}", target.runs);
     });
 }
+
+/// `tokenmeter speed` times each prefill length `--prefill-repeats` times and reports the median
+/// with its spread, as it does each decode batch over its steps: a figure from one timing has no
+/// spread (`null`), not 0.
+#[test]
+fn speed_reports_each_figure_with_its_spread() {
+    let speed = |repeats: &str| -> serde_json::Value {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+            .args(["speed", "--synthetic", "tiny", "--batches", "1,2", "--prefill", "16,40", "--steps", "3"])
+            .args(["--prefill-repeats", repeats])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        serde_json::from_slice(&run.stdout).unwrap()
+    };
+    let three = speed("3");
+    for p in three["prefill"].as_array().unwrap() {
+        assert_eq!(p["repeats"], 3, "{p}");
+        let (ms, spread) = (p["ms"].as_f64().unwrap(), p["spread"].as_f64().expect("a spread over 3 timings"));
+        assert!(ms > 0.0 && spread >= 0.0, "{p}");
+    }
+    for d in three["decode"].as_array().unwrap() {
+        assert!(d["spread"].as_f64().is_some_and(|s| s >= 0.0), "{d}");
+    }
+    let one = speed("1");
+    assert!(one["prefill"].as_array().unwrap().iter().all(|p| p["repeats"] == 1 && p["spread"].is_null()), "{one}");
+}

@@ -23,6 +23,10 @@ pub(crate) struct SpeedArgs {
     #[arg(long, default_value_t = speed::DEFAULT_STEPS, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_SPEED_STEPS))]
     pub(crate) steps: usize,
+    /// Times each prefill length is timed (its median and spread are reported).
+    #[arg(long, default_value_t = speed::DEFAULT_PREFILL_REPEATS, allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_SPEED_STEPS))]
+    pub(crate) prefill_repeats: usize,
     /// Prompt tokens per decoding sequence (decode speed at a longer context: try 2048).
     #[arg(long, default_value_t = speed::DEFAULT_CONTEXT, allow_negative_numbers = true,
           value_parser = |s: &str| parse_count(s, 1, limits::MAX_TOKENS))]
@@ -88,6 +92,7 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
         batches: args.batches,
         prefill: args.prefill,
         steps: args.steps,
+        prefill_repeats: args.prefill_repeats,
         context: args.context,
         profile: args.profile,
     };
