@@ -1,6 +1,6 @@
 
-// The paired load of a weights form that fetches 8 weights at a time (bf16, int4; the int8 forms
-// define their own, one fetch of 16): weights 8i .. 8i + 15 (i even), `first8` / `second8` what
+// The paired load of a weights form that fetches 8 weights at a time (bf16; the int8 and int4
+// forms define their own, one weights fetch of 16): weights 8i .. 8i + 15 (i even), `first8` / `second8` what
 // `weights()` gives at i and i + 1. Here the pair is only where to load: each half is fetched
 // when it is taken, so a kernel loads as it did before pairs (fetching both halves up front
 // holds twice the weights in registers; on lavapipe it looked slower). `Kernel::source`

@@ -38,30 +38,32 @@ impl WeightFormat {
     pub fn texel_words(self) -> usize {
         match self {
             WeightFormat::Bf16 | WeightFormat::Int8 => 4,
-            WeightFormat::Int4 => 1,
+            WeightFormat::Int4 => 2,
         }
     }
 
-    /// Weights per texel: 8 (a kernel's `weights()` load), or 16 for int8, whose texel holds what
-    /// the kernels' paired load `weights16()` takes in one fetch (a texel fetch costs lavapipe the
-    /// same at any width; `weights()` takes half of one).
+    /// Weights per texel: 8 for bf16 (a kernel's `weights()` load), 16 for int8 and int4, whose
+    /// texel holds what the kernels' paired load `weights16()` takes in one fetch (a texel fetch
+    /// costs lavapipe the same at any width; `weights()` takes half of one).
     pub fn texel_weights(self) -> usize {
         match self {
-            WeightFormat::Bf16 | WeightFormat::Int4 => 8,
-            WeightFormat::Int8 => 16,
+            WeightFormat::Bf16 => 8,
+            WeightFormat::Int8 | WeightFormat::Int4 => 16,
         }
     }
 
-    /// Texels before a row's weights (its scales).
+    /// Texels before a row's weights (its scales): int8's one scale, int4's bf16 scales four a
+    /// texel (one per group of 32 weights).
     pub fn header_texels(self, cols: usize) -> usize {
         match self {
             WeightFormat::Bf16 => 0,
             WeightFormat::Int8 => 1,
-            WeightFormat::Int4 => cols.div_ceil(2 * INT4_GROUP),
+            WeightFormat::Int4 => cols.div_ceil(4 * INT4_GROUP),
         }
     }
 
-    /// Texels per row (`cols` is a multiple of 8; an int8 row of 16n + 8 ends in 8 zero weights).
+    /// Texels per row (`cols` is a multiple of 8; an int8 or int4 row of 16n + 8 ends in 8 zero
+    /// weights).
     pub fn row_texels(self, cols: usize) -> usize {
         self.header_texels(cols) + cols.div_ceil(self.texel_weights())
     }
@@ -75,7 +77,7 @@ impl WeightFormat {
     pub fn texture_format(self) -> wgpu::TextureFormat {
         match self {
             WeightFormat::Bf16 | WeightFormat::Int8 => wgpu::TextureFormat::Rgba32Uint,
-            WeightFormat::Int4 => wgpu::TextureFormat::R32Uint,
+            WeightFormat::Int4 => wgpu::TextureFormat::Rg32Uint,
         }
     }
 }

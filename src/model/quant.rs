@@ -18,7 +18,8 @@
 //!   byte e (two's complement), and two zero words where `cols` is an odd multiple of 8 (so the row
 //!   is whole texels of 16 weights);
 //! - int4: `ceil(cols / 64)` header words of bf16 scales (group 2t low half, 2t + 1 high half),
-//!   then `cols / 8` words, weight 8j + e in bits 4e..4e + 3.
+//!   padded to whole texels (two words: four scales), then `cols / 8` words, weight 8j + e in bits
+//!   4e..4e + 3, and a zero word where `cols` is an odd multiple of 8.
 //!
 //! Non-finite weights do not stop a load (a bf16 model would carry them too): a non-finite value
 //! is left out of its row's / group's scale and clamps to the end of the range (NaN to 0).
@@ -79,12 +80,15 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
                 out.resize(end, 0);
             }
             WeightFormat::Int4 => {
+                let (header_end, end) =
+                    (out.len() + format.header_texels(cols) * format.texel_words(), out.len() + row_words);
                 let scales: Vec<f32> =
                     row.chunks(INT4_GROUP).map(|g| scale(reach(g.iter().map(|&b| bf16_to_f32(b))), -8.0)).collect();
                 out.extend(scales.chunks(2).map(|pair| {
                     let hi = pair.get(1).map_or(0, |s| to_bf16(*s) as u32);
                     to_bf16(pair[0]) as u32 | hi << 16
                 }));
+                out.resize(header_end, 0);
                 out.extend(row.chunks_exact(8).enumerate().map(|(j, eight)| {
                     let s = scales[j * 8 / INT4_GROUP];
                     eight.iter().enumerate().fold(0u32, |word, (e, &b)| {
@@ -92,6 +96,7 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
                         word | q << (4 * e)
                     })
                 }));
+                out.resize(end, 0);
             }
         }
     }
@@ -181,7 +186,8 @@ mod tests {
         let b = bits(&values);
         let words = quantise(&b, cols, WeightFormat::Int4);
         assert_eq!(words.len(), WeightFormat::Int4.row_bytes(cols) / 4);
-        assert_eq!(WeightFormat::Int4.header_texels(cols), 2);
+        // Three scales, one texel of four (two words).
+        assert_eq!(WeightFormat::Int4.header_texels(cols), 1);
         let back = dequantise_words(&words, cols, WeightFormat::Int4);
         // Within half a step (step = group max / 8), or a whole step at the end opposite the
         // extreme, which clamps to 7.
