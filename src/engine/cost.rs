@@ -170,8 +170,8 @@ fn dot(a: &[f64; TERMS], b: &[f64; TERMS]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Rounds of reweighting after the first fit (module docs): the second fit moves the
-/// coefficients by a few percent, the third by a fraction of that.
+/// Rounds of reweighting after the first fit, from the measured durations to the fit's own
+/// predictions (module docs).
 const REWEIGHTS: usize = 2;
 
 /// The fit, each step weighted by 1 / its expected duration: first the measured one, then
