@@ -178,25 +178,27 @@ const REWEIGHTS: usize = 2;
 /// [`REWEIGHTS`] times the fit's own prediction (no lower than the shortest step measured, so a
 /// term fitted to 0 cannot make a weight infinite).
 fn reweighted(steps: &[(StepShape, f64)], rule: Option<&MatmulRule>) -> [f64; TERMS] {
+    // Each step's terms once, for every round.
+    let steps: Vec<([f64; TERMS], f64)> = steps.iter().map(|(s, d)| (features(rule, s), *d)).collect();
     let mut expected: Vec<f64> = steps.iter().map(|(_, d)| *d).collect();
     let shortest = expected.iter().copied().fold(f64::INFINITY, f64::min);
-    let mut c = solve(steps, &expected, rule);
+    let mut c = solve(&steps, &expected);
     for _ in 0..REWEIGHTS {
-        expected = steps.iter().map(|(s, _)| dot(&c, &features(rule, s)).max(shortest)).collect();
-        c = solve(steps, &expected, rule);
+        expected = steps.iter().map(|(f, _)| dot(&c, f).max(shortest)).collect();
+        c = solve(&steps, &expected);
     }
     c
 }
 
-/// Non-negative least squares weighted by 1 / `expected`, by trying every subset of the terms that
-/// some step has (up to 2^10 on one adapter's kernels) and keeping the best whose solution is all
-/// ≥ 0: the constrained optimum has some set of terms at zero and the others at their
-/// unconstrained optimum on that set. The normal equations are built once; each subset takes its
-/// rows and columns.
-fn solve(steps: &[(StepShape, f64)], expected: &[f64], rule: Option<&MatmulRule>) -> [f64; TERMS] {
-    // Each row and its target divided by √e: minimise Σ (f·c − d)² / e.
+/// Non-negative least squares over steps' (terms, duration), weighted by 1 / `expected`, by
+/// trying every subset of the terms that some step has (up to 2^10 on one adapter's kernels) and
+/// keeping the best whose solution is all ≥ 0: the constrained optimum has some set of terms at
+/// zero and the others at their unconstrained optimum on that set. The normal equations are built
+/// once; each subset takes its rows and columns.
+fn solve(steps: &[([f64; TERMS], f64)], expected: &[f64]) -> [f64; TERMS] {
+    // Each step's terms and duration divided by √e: minimise Σ (f·c − d)² / e.
     let rows: Vec<([f64; TERMS], f64)> =
-        steps.iter().zip(expected).map(|((s, d), e)| (features(rule, s).map(|x| x / e.sqrt()), d / e.sqrt())).collect();
+        steps.iter().zip(expected).map(|((f, d), e)| (f.map(|x| x / e.sqrt()), d / e.sqrt())).collect();
     // Columns scaled to a largest entry of 1, so that elimination sees comparable magnitudes; a
     // column no step has is left out.
     let scale: [f64; TERMS] = std::array::from_fn(|j| rows.iter().map(|(r, _)| r[j].abs()).fold(0.0, f64::max));
