@@ -180,7 +180,7 @@ fn subgroup_kernel(&(entry, rows, tokens): &(&str, usize, usize)) -> String {
         out.push(format!("{body}let xb{t}_own = x[x{t} + 2u * (i + part) + 1u];"));
     }
     for s in 0..X_SHARE {
-        // Blocks s and s + 1 come in one paired load (one texel fetch for int8).
+        // Blocks s and s + 1 come in one paired load (one weights fetch for int8 and int4).
         if s % 2 == 0 {
             out.extend((0..rows).map(|j| format!("{body}let q{j}_{s}{} = weights16(w{j}, i + {s}u, k8);", s + 1)));
         }

@@ -63,13 +63,14 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
     let mut out = Vec::with_capacity(bits.len() / cols * row_words);
     for row in bits.chunks_exact(cols) {
         let values = || row.iter().map(|&b| bf16_to_f32(b));
+        // Headers and rows are padded to whole texels.
+        let end = out.len() + row_words;
         match format {
             WeightFormat::Bf16 => {
                 out.extend(row.chunks_exact(2).map(|p| p[0] as u32 | (p[1] as u32) << 16));
             }
             WeightFormat::Int8 => {
                 let s = scale(reach(values()).abs(), 127.0);
-                let end = out.len() + row_words;
                 out.extend([s.to_bits(), 0, 0, 0]);
                 out.extend(row.chunks_exact(4).map(|four| {
                     four.iter().enumerate().fold(0u32, |word, (e, &b)| {
@@ -77,11 +78,9 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
                         word | (q as u32) << (8 * e)
                     })
                 }));
-                out.resize(end, 0);
             }
             WeightFormat::Int4 => {
-                let (header_end, end) =
-                    (out.len() + format.header_texels(cols) * format.texel_words(), out.len() + row_words);
+                let header_end = out.len() + format.header_texels(cols) * format.texel_words();
                 let scales: Vec<f32> =
                     row.chunks(INT4_GROUP).map(|g| scale(reach(g.iter().map(|&b| bf16_to_f32(b))), -8.0)).collect();
                 out.extend(scales.chunks(2).map(|pair| {
@@ -96,9 +95,9 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
                         word | q << (4 * e)
                     })
                 }));
-                out.resize(end, 0);
             }
         }
+        out.resize(end, 0);
     }
     out
 }
@@ -107,14 +106,15 @@ pub fn quantise(bits: &[u16], cols: usize, format: WeightFormat) -> Vec<u32> {
 pub fn dequantise_words(words: &[u32], cols: usize, format: WeightFormat) -> Vec<f32> {
     let row_words = format.row_bytes(cols) / 4;
     let header = format.header_texels(cols) * format.texel_words();
+    // The row's weights, without the padding after them.
+    let data_words = match format {
+        WeightFormat::Bf16 => cols / 2,
+        WeightFormat::Int8 => cols / 4,
+        WeightFormat::Int4 => cols / 8,
+    };
     let mut out = Vec::with_capacity(words.len() / row_words * cols);
     for row in words.chunks_exact(row_words) {
-        let words = match format {
-            WeightFormat::Bf16 => cols / 2,
-            WeightFormat::Int8 => cols / 4,
-            WeightFormat::Int4 => cols / 8,
-        };
-        let data = &row[header..header + words];
+        let data = &row[header..header + data_words];
         match format {
             WeightFormat::Bf16 => {
                 out.extend(data.iter().flat_map(|&w| [bf16_to_f32(w as u16), bf16_to_f32((w >> 16) as u16)]));

@@ -91,14 +91,7 @@ async fn gpu_family_matmuls_and_embedding_at_real_widths_on_dawn() {
             let rows = (n - start).min(8192);
             w.write_rows(&g, start, &w_bits[start * k..][..rows * k]);
         }
-        let xb = g.storage_with("x", bytes(&x));
-        let yb = g.storage_with("y", bytes(&y0));
-        let binds: Vec<_> =
-            w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
-        let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-        w.record_matmul(&mut rec, &binds, m, accumulate);
-        submit(&g, rec);
-        let got = read(&g, &yb, m * n).await;
+        let got = matmul_on(&g, &kernels, &w, &x, &y0, m, accumulate).await;
         let mut want = reference::matmul(&x, m, k, &w_bits, n);
         if accumulate {
             want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
@@ -145,6 +138,25 @@ async fn fused_matmuls_at_real_widths_on_dawn() {
         let name = format!("fused {prologue:?} matmul m={m} n={n} k={k} ({} chunks)", w.chunks.len());
         case.check(&name, &read(&g, &yb, m * n).await, n);
     }
+}
+
+/// `y = y0 (+)= x w^T` through the engine's own dispatch choice for `m` tokens, read back.
+async fn matmul_on(
+    g: &Gpu,
+    kernels: &Kernels,
+    w: &Matrix,
+    x: &[f32],
+    y0: &[f32],
+    m: usize,
+    accumulate: bool,
+) -> Vec<f32> {
+    let xb = g.storage_with("x", bytes(x));
+    let yb = g.storage_with("y", bytes(y0));
+    let binds: Vec<_> = w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
+    let mut rec = StepRecorder::new(kernels, g.limits.max_compute_workgroups_per_dimension);
+    w.record_matmul(&mut rec, &binds, m, accumulate);
+    submit(g, rec);
+    read(g, &yb, y0.len()).await
 }
 
 /// Each `got[i]` of an `m x n` matmul over K within the f32 error bound of a K-term dot product
@@ -204,18 +216,11 @@ async fn quantised_matmuls_on_the_page_paths_on_dawn() {
                 let y0 = random(seed + 2, m * n);
                 let w = Matrix::with_format(&g, "w", n, k, chunk_rows, WeightStorage::Buffer, format).unwrap();
                 w.write_rows(&g, 0, &w_bits);
-                let xb = g.storage_with("x", bytes(&x));
-                let yb = g.storage_with("y", bytes(&y0));
-                let binds: Vec<_> =
-                    w.chunks.iter().map(|c| kernels.bind(&g.device, Kernel::Matmul, "w", &[&xb, c, &yb])).collect();
-                let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
-                w.record_matmul(&mut rec, &binds, m, true);
-                submit(&g, rec);
+                let got = matmul_on(&g, &kernels, &w, &x, &y0, m, true).await;
                 let w_values = dequantise(&w_bits, k, format);
                 let mut want = reference::matmul_f32(&x, m, k, &w_values, n);
                 want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
                 let name = format!("{format} matmul, {family:?} family, m={m} n={n} k={k}");
-                let got = read(&g, &yb, m * n).await;
                 within_dot_bound(&name, &got, &want, (&x, &w_values, Some(&y0[..])), (m, n, k));
             }
         }

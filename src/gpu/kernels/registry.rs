@@ -171,9 +171,10 @@ impl Kernel {
     /// rejects it and takes the device feature as the permission. With weights in textures, the
     /// storage-buffer weights block of matmul.wgsl / embed.wgsl is swapped for weights_texture.wgsl;
     /// quantised weights swap in their own block ([`weights_block`]), so the kernels themselves are
-    /// the same for every format; a form that fetches 8 weights at a time gets its paired load
-    /// `weights16` from weights_pair.wgsl (int8's is one fetch of 16). Every kernel's WGSL starts with [`wgsl_prelude`] (after any
-    /// `enable`), the constants the host sizes dispatches and buffers with.
+    /// the same for every format; a form that fetches 8 weights at a time (bf16) gets its paired
+    /// load `weights16` from weights_pair.wgsl (int8's and int4's fetch 16 at once). Every kernel's
+    /// WGSL starts with [`wgsl_prelude`] (after any `enable`), the constants the host sizes
+    /// dispatches and buffers with.
     pub fn source(self, weights: WeightStorage, format: WeightFormat) -> (String, &'static str) {
         self.source_in(weights, format, None)
     }
