@@ -242,7 +242,7 @@ pub struct StepSample {
     pub waiting: usize,
     /// Tokens in this step's batch: prefill chunks plus one per decoding sequence.
     pub batched_tokens: usize,
-    /// What the step computed, for the capacity planner's cost model ([`crate::planner`]);
+    /// What the step computed, for the capacity planner's cost model (the `planner` layer above);
     /// absent in results saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<crate::engine::StepShape>,

@@ -478,7 +478,7 @@ impl RecordedExecutor for ForwardPass {
 }
 
 /// An engine in this process as a target — on the GPU, or on the capacity planner's virtual
-/// clock ([`crate::planner`]) — with its prompts (text through a tokenizer, or seeded random ids)
+/// clock (the `planner` layer above) — with its prompts (text through a tokenizer, or seeded random ids)
 /// and sampling.
 pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
     pub engine: &'a mut Engine<X>,

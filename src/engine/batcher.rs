@@ -76,7 +76,7 @@ pub struct StepStats {
     /// Tokens of decoding sequences: one each, plus their draft tokens.
     pub decode_tokens: usize,
     /// What the step computed (`shape.tokens`: the batch's tokens), for a cost model
-    /// ([`crate::planner`]).
+    /// (the `planner` layer above).
     pub shape: StepShape,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: usize,
@@ -93,7 +93,7 @@ pub struct StepStats {
     pub profiled: bool,
 }
 
-/// A step's work as a cost model sees it ([`crate::planner::CostModel`]): what the forward pass
+/// A step's work as a cost model sees it (the `planner` layer's `CostModel`): what the forward pass
 /// computed, whatever the scheduler's reasons.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepShape {

@@ -1,4 +1,4 @@
-//! The step-cost model (the capacity planner's, [`crate::planner`]): a step's duration as a linear function of its shape ([`StepShape`]),
+//! The step-cost model (the capacity planner's, in the `planner` layer above): a step's duration as a linear function of its shape ([`StepShape`]),
 //! fitted on steps the engine measured.
 //!
 //! Its terms, each with a reason in how a step spends its time:

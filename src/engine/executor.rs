@@ -1,6 +1,6 @@
 //! What the batcher ([`super::Engine`]) runs its steps on, and whose clock it reads: the GPU
 //! forward pass on the wall clock, or the capacity planner's cost model on a virtual clock
-//! ([`crate::planner::SimExecutor`]). The batcher's loop — scheduling, provisional commits under
+//! (the `planner` layer's `SimExecutor`). The batcher's loop — scheduling, provisional commits under
 //! CPU/GPU overlap, preemption, events — is the same code for both, so a plan is the engine's own
 //! decisions.
 

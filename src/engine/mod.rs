@@ -2,7 +2,7 @@
 //! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
 //! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
 //! generation on top of them (`generate`). The batcher runs its steps on an `executor`: the forward
-//! pass, or the capacity planner's cost model ([`crate::planner`]).
+//! pass, or the capacity planner's cost model (the `planner` layer above).
 
 pub mod batcher;
 pub mod cost;
