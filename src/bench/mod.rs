@@ -42,6 +42,8 @@ pub mod phases;
 pub mod prompts;
 pub mod record;
 pub mod report;
+pub mod request;
+pub mod rules;
 pub mod saturation;
 pub mod server_metrics;
 pub mod session;

@@ -6,6 +6,8 @@
 //! output throughput stops rising by 5%.
 
 use super::metrics::BenchmarkMetrics;
+use crate::bench::rules::Rule;
+use crate::bench::Lang;
 use crate::error::{Error, Result};
 
 /// `1,2,4,inf` → rates in requests per second (`inf`: everything at once). Only the syntax is
@@ -14,7 +16,7 @@ pub fn parse_rates(text: &str) -> Result<Vec<f64>> {
     text.split(',')
         .map(|r| match r.trim() {
             "inf" | "infinity" => Ok(f64::INFINITY),
-            r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("rate {r:?} is not a number or inf"))),
+            r => r.parse::<f64>().map_err(|_| Error::Invalid(Rule::NotARate { text: r.to_string() }.text(Lang::En))),
         })
         .collect()
 }

@@ -13,8 +13,15 @@ use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::dataset::{DatasetFormat, DatasetWorkload};
+use crate::bench::request::Field;
+use crate::bench::rules::{Problem, Rule};
+use crate::bench::Lang;
 use crate::error::{Error, Result};
 use crate::limits;
+
+impl Arrival {
+    pub const NAMES: &'static str = "poisson, gamma, constant, sequential, concurrency or trace";
+}
 
 /// How requests are released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,9 +51,9 @@ impl FromStr for Arrival {
             "sequential" => Ok(Arrival::Sequential),
             "concurrency" => Ok(Arrival::Concurrency),
             "trace" => Ok(Arrival::Trace),
-            _ => Err(Error::Invalid(format!(
-                "arrival {s:?}: expected poisson, gamma, constant, sequential, concurrency or trace"
-            ))),
+            _ => Err(Error::Invalid(
+                Rule::Choice { name: "arrival", value: s.into(), expected: Arrival::NAMES }.text(Lang::En),
+            )),
         }
     }
 }
@@ -71,7 +78,9 @@ impl FromStr for ArrivalSpan {
         match s {
             "drawn" => Ok(ArrivalSpan::Drawn),
             "exact" => Ok(ArrivalSpan::Exact),
-            _ => Err(Error::Invalid(format!("arrival span {s:?}: expected drawn or exact"))),
+            _ => Err(Error::Invalid(
+                Rule::Choice { name: "arrival span", value: s.into(), expected: "drawn or exact" }.text(Lang::En),
+            )),
         }
     }
 }
@@ -85,36 +94,29 @@ pub struct LenRange {
 
 impl LenRange {
     pub fn validate(&self) -> Result<()> {
-        if self.min < 1 {
-            return Err(Error::Invalid("length range: the minimum must be at least 1".into()));
-        }
-        if self.min > self.max {
-            return Err(Error::Invalid(format!(
-                "length range {}:{}: the minimum is above the maximum",
-                self.min, self.max
-            )));
-        }
-        if self.max > limits::MAX_TOKENS {
-            return Err(Error::Invalid(format!(
-                "length range {}:{}: above the limit of {} tokens",
-                self.min,
-                self.max,
-                limits::MAX_TOKENS
-            )));
-        }
-        Ok(())
+        self.rule().map_or(Ok(()), |rule| Err(Error::Invalid(rule.text(Lang::En))))
     }
-}
 
-impl FromStr for LenRange {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
+    /// The rule the range breaks, if any.
+    pub fn rule(&self) -> Option<Rule> {
+        let LenRange { min, max } = *self;
+        if min < 1 {
+            Some(Rule::LengthMinZero)
+        } else if min > max {
+            Some(Rule::LengthMinAboveMax { min, max })
+        } else if max > limits::MAX_TOKENS {
+            Some(Rule::LengthAboveLimit { min, max })
+        } else {
+            None
+        }
+    }
+
+    /// Parses "128" or "64:512" and checks the range: the rule broken, if any.
+    pub fn parse(s: &str) -> Result<LenRange, Rule> {
         let number = |part: &str| {
-            part.trim().parse::<usize>().map_err(|_| {
-                Error::Invalid(format!(
-                    "length range {s:?}: {part:?} is not a token count (expected \"128\" or \"64:512\")"
-                ))
-            })
+            part.trim()
+                .parse::<usize>()
+                .map_err(|_| Rule::LengthNotACount { text: s.to_string(), part: part.to_string() })
         };
         let range = match s.split_once(':') {
             Some((min, max)) => LenRange { min: number(min)?, max: number(max)? },
@@ -123,8 +125,14 @@ impl FromStr for LenRange {
                 LenRange { min: exact, max: exact }
             }
         };
-        range.validate()?;
-        Ok(range)
+        range.rule().map_or(Ok(range), Err)
+    }
+}
+
+impl FromStr for LenRange {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        LenRange::parse(s).map_err(|rule| Error::Invalid(rule.text(Lang::En)))
     }
 }
 
@@ -317,157 +325,101 @@ impl Serialize for WorkloadSpec {
 }
 
 impl WorkloadSpec {
-    /// The spec's rules and [`crate::limits`]' bounds; each message starts with the field it is
-    /// about (the page puts it next to that field).
+    /// The spec's rules and [`crate::limits`]' bounds: the first problem, as an error.
     pub fn validate(&self) -> Result<()> {
-        if self.rate.is_nan() || self.rate < limits::MIN_RATE {
-            return Err(Error::Invalid(format!(
-                "rate {}: must be at least {} requests/s (or infinite: all at once)",
-                limits::show(self.rate),
-                limits::MIN_RATE
-            )));
+        self.problems().first().map_or(Ok(()), |p| Err(Error::Invalid(p.to_string())))
+    }
+
+    /// Every rule the spec breaks, each on the field it is about ([`crate::bench::rules`]).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let mut broken = |field: Field, rule: Rule| problems.push(Problem::new(field, rule));
+        let rate_ok = !(self.rate.is_nan() || self.rate < limits::MIN_RATE);
+        if !rate_ok {
+            broken(Field::Rate, Rule::RateTooLow { rate: self.rate });
         }
         if !(limits::MIN_BURSTINESS..=limits::MAX_BURSTINESS).contains(&self.burstiness) {
-            return Err(Error::Invalid(format!(
-                "burstiness {}: must be a number from {} to {} (1 = Poisson)",
-                limits::show(self.burstiness),
-                limits::MIN_BURSTINESS,
-                limits::MAX_BURSTINESS
-            )));
+            broken(Field::Burstiness, Rule::Burstiness { value: self.burstiness });
         }
         if self.arrival == Arrival::Concurrency && !(1..=limits::MAX_CONCURRENCY).contains(&self.concurrency) {
-            return Err(Error::Invalid(format!(
-                "concurrency {}: must be from 1 to {}",
-                self.concurrency,
-                limits::MAX_CONCURRENCY
-            )));
+            broken(Field::Concurrency, Rule::Concurrency { n: self.concurrency });
         }
-        if !(1..=limits::MAX_REQUESTS).contains(&self.num_requests) {
-            return Err(Error::Invalid(format!(
-                "number of requests {}: must be from 1 to {}",
-                self.num_requests,
-                limits::MAX_REQUESTS
-            )));
+        let requests_ok = (1..=limits::MAX_REQUESTS).contains(&self.num_requests);
+        if !requests_ok {
+            broken(Field::Requests, Rule::Requests { n: self.num_requests });
         }
         let open_loop = self.arrival.open_loop();
         if let Some(n) = self.max_concurrency {
             if !open_loop {
-                return Err(Error::Invalid(
-                    "max concurrency: only open-loop arrivals take it (closed loops have --concurrency)".into(),
-                ));
-            }
-            if !(1..=limits::MAX_CONCURRENCY).contains(&n) {
-                return Err(Error::Invalid(format!(
-                    "max concurrency {n}: must be from 1 to {}",
-                    limits::MAX_CONCURRENCY
-                )));
+                broken(Field::MaxConcurrency, Rule::MaxConcurrencyClosedLoop);
+            } else if !(1..=limits::MAX_CONCURRENCY).contains(&n) {
+                broken(Field::MaxConcurrency, Rule::MaxConcurrency { n });
             }
         }
         let trace = self.dataset.as_ref().is_some_and(|d| d.format == DatasetFormat::Trace);
         if (self.arrival == Arrival::Trace) != trace {
-            return Err(Error::Invalid(
-                "arrival trace: goes with a trace dataset (--dataset FILE --dataset-format trace), and a trace \
-                 with it"
-                    .into(),
-            ));
+            broken(Field::Arrival, Rule::TraceNeedsTrace);
         }
         if let Some(d) = &self.dataset {
             if self.num_requests > d.items.len() {
-                return Err(Error::Invalid(format!(
-                    "number of requests {}: the dataset {} has {} usable rows",
-                    self.num_requests,
-                    d.file,
-                    d.items.len()
-                )));
+                broken(
+                    Field::Requests,
+                    Rule::DatasetRows { n: self.num_requests, file: d.file.clone(), rows: d.items.len() },
+                );
             }
         }
         if self.span == ArrivalSpan::Exact && !open_loop {
-            return Err(Error::Invalid(
-                "arrival span exact: only open-loop arrivals (poisson, gamma, constant) have a span".into(),
-            ));
+            broken(Field::ArrivalSpan, Rule::SpanExactClosedLoop);
         }
         // Drawn: N − 1 gaps from t = 0; exact: N gaps.
-        let gaps = if self.span == ArrivalSpan::Exact { self.num_requests } else { self.num_requests - 1 };
+        let gaps =
+            if self.span == ArrivalSpan::Exact { self.num_requests } else { self.num_requests.saturating_sub(1) };
         let mean_span_s = gaps as f64 / self.rate;
-        if open_loop && !trace && mean_span_s > limits::MAX_SCHEDULE_S {
-            return Err(Error::Invalid(format!(
-                "rate {}: {} requests would arrive over about {} s, above the limit of {} s",
-                limits::show(self.rate),
-                self.num_requests,
-                limits::show(mean_span_s.round()),
-                limits::MAX_SCHEDULE_S
-            )));
+        if rate_ok && requests_ok && open_loop && !trace && mean_span_s > limits::MAX_SCHEDULE_S {
+            broken(Field::Rate, Rule::ScheduleTooLong { rate: self.rate, n: self.num_requests, span_s: mean_span_s });
         }
-        self.input_len.validate()?;
-        self.output_len.validate()?;
+        let lengths_ok = [(Field::InputLen, self.input_len), (Field::OutputLen, self.output_len)]
+            .map(|(field, range)| range.rule().map(|rule| broken(field, rule)).is_none());
         if let Some(c) = &self.conversations {
-            c.turns.validate()?;
+            if let Some(rule) = c.turns.rule() {
+                broken(Field::Turns, rule);
+            }
             if !open_loop || self.arrival == Arrival::Trace {
-                return Err(Error::Invalid(
-                    "conversations: sessions arrive by an open loop (poisson, gamma or constant)".into(),
-                ));
+                broken(Field::Turns, Rule::ConversationsOpenLoop);
             }
             let whole = self.dataset.as_ref().map(|d| d.whole_conversations);
             match (c.from_dataset, whole) {
                 (true, Some(true)) | (false, None) => {}
-                (true, _) => {
-                    return Err(Error::Invalid(
-                        "conversations from a dataset: they come from a ShareGPT dataset's whole conversations".into(),
-                    ))
-                }
-                (false, Some(_)) => {
-                    return Err(Error::Invalid(
-                        "conversations: drawn turns do not go with a dataset (its whole conversations are its own: \
-                         turns from the dataset)"
-                            .into(),
-                    ))
-                }
+                (true, _) => broken(Field::Turns, Rule::ConversationsNeedWholeDataset),
+                (false, Some(_)) => broken(Field::Turns, Rule::DrawnTurnsWithDataset),
             }
             if self.shared_prefix.is_some() || self.saturation_stop {
-                return Err(Error::Invalid("conversations: not with a shared prefix or the saturation stop".into()));
+                broken(Field::Turns, Rule::ConversationsAlone);
             }
             if !(c.think_time_s.is_finite() && (0.0..=limits::MAX_SCHEDULE_S).contains(&c.think_time_s)) {
-                return Err(Error::Invalid(format!(
-                    "think time {}: must be from 0 to {} s",
-                    limits::show(c.think_time_s),
-                    limits::MAX_SCHEDULE_S
-                )));
+                broken(Field::ThinkTime, Rule::ThinkTime { value: c.think_time_s });
             }
             let longest = self.prompt_range().max;
-            if longest > limits::MAX_TOKENS {
-                return Err(Error::Invalid(format!(
-                    "conversations: a {}-turn history reaches {longest} prompt tokens, above the limit of {}",
-                    c.turns.max,
-                    limits::MAX_TOKENS
-                )));
+            if lengths_ok == [true, true] && c.turns.rule().is_none() && longest > limits::MAX_TOKENS {
+                broken(Field::Turns, Rule::HistoryTooLong { turns: c.turns.max, longest });
             }
         }
         if self.dataset.as_ref().is_some_and(|d| d.whole_conversations)
             && !self.conversations.is_some_and(|c| c.from_dataset)
         {
-            return Err(Error::Invalid("a dataset's whole conversations: the workload needs its conversations".into()));
+            broken(Field::Turns, Rule::WholeConversationsNeedConversations);
         }
         if let Some(p) = &self.shared_prefix {
             if self.dataset.is_some() {
-                return Err(Error::Invalid(
-                    "shared prefix: not with a dataset (its rows bring their own prompts)".into(),
-                ));
-            }
-            if p.len == 0 || p.len >= self.input_len.min {
-                return Err(Error::Invalid(format!(
-                    "shared prefix length {}: must be from 1 to one below the shortest input length ({})",
-                    p.len, self.input_len.min
-                )));
+                broken(Field::SharedPrefix, Rule::SharedPrefixWithDataset);
+            } else if p.len == 0 || p.len >= self.input_len.min {
+                broken(Field::SharedPrefix, Rule::SharedPrefixLen { len: p.len, shortest: self.input_len.min });
             }
             if !(1..=limits::MAX_PREFIX_GROUPS).contains(&p.groups) {
-                return Err(Error::Invalid(format!(
-                    "prefix groups {}: must be from 1 to {}",
-                    p.groups,
-                    limits::MAX_PREFIX_GROUPS
-                )));
+                broken(Field::PrefixGroups, Rule::PrefixGroups { groups: p.groups });
             }
         }
-        Ok(())
+        problems
     }
 }
 
@@ -505,15 +457,16 @@ impl WorkloadSpec {
 /// fits a model's context of `max_position_embeddings` tokens. The one check of it, before
 /// anything runs: the CLI's flags, a dataset's rows, the page's form.
 pub fn check_context(input_len: LenRange, output_len: LenRange, max_position_embeddings: usize) -> Result<()> {
-    let longest = input_len.max.saturating_add(output_len.max);
-    if longest > max_position_embeddings {
-        return Err(Error::Invalid(format!(
-            "prompts up to {} tokens + outputs up to {} reach {longest} tokens, above the model's context \
-             (max_position_embeddings {max_position_embeddings})",
-            input_len.max, output_len.max
-        )));
+    match context_rule(input_len, output_len, max_position_embeddings) {
+        Some(rule) => Err(Error::Invalid(rule.text(Lang::En))),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// [`check_context`]'s rule, as data.
+pub fn context_rule(input_len: LenRange, output_len: LenRange, max_position: usize) -> Option<Rule> {
+    let longest = input_len.max.saturating_add(output_len.max);
+    (longest > max_position).then_some(Rule::Context { input: input_len.max, output: output_len.max, max_position })
 }
 
 /// One request of the plan.

@@ -6,7 +6,7 @@
 //! the file's name and options go into the record (`run_config.workload.dataset`).
 
 use super::i18n::use_text;
-use super::settings::RunForm;
+use super::settings::RunRequest;
 use crate::bench::dataset::{self, Dataset, DatasetFormat, Select};
 use crate::bench::{check_context, Arrival, LenRange};
 use crate::limits;
@@ -113,7 +113,7 @@ fn one_line(message: &str) -> String {
 /// the speedup). `max_position`: the model's context, when known.
 pub fn attach(
     choice: &DatasetChoice,
-    config: &mut RunForm,
+    config: &mut RunRequest,
     tokenizer: Option<(&Tokenizer, &str)>,
     max_position: Option<usize>,
 ) -> Result<()> {

@@ -10,7 +10,7 @@ use super::link::RunSink;
 use super::protocol::RunUpdate;
 use super::run;
 use super::service::{Command, Ended};
-use super::settings::{self, Field, Problems, RunForm};
+use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
 use crate::bench::compare::{text_report, CompareVerdict, Comparison, MetricComparison};
 use crate::bench::{BenchResult, Lang};
@@ -212,7 +212,7 @@ fn run_label(n: usize, repeats: usize, t: &Text) -> String {
 }
 
 /// Starts the experiment: A is `a`, B is `b` (same workload), `repeats` per side.
-fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: usize) {
+fn start(state: AppState, x: ExperimentState, a: RunRequest, b: RunRequest, repeats: usize) {
     let changes = untrack(|| changes(state, x));
     x.error.set(None);
     x.outcome.set(None);
@@ -255,11 +255,11 @@ fn start(state: AppState, x: ExperimentState, a: RunForm, b: RunForm, repeats: u
 }
 
 /// B's settings: A's, with B's overrides (validated the same way, against the loaded model).
-fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<RunForm, Problems>> {
+fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<RunRequest, Problems>> {
     let t = use_text();
     Memo::new(move |_| {
         let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
-        settings::validate(&|f| x.b_value(state.settings, f), caps, t())
+        settings::validate(&|f| Field::PAGE.contains(&f).then(|| x.b_value(state.settings, f)), caps, t())
     })
 }
 
@@ -286,7 +286,7 @@ fn outcome_json(o: &Outcome) -> String {
 pub fn ExperimentPanel(
     state: AppState,
     x: ExperimentState,
-    checked: Memo<std::result::Result<RunForm, Problems>>,
+    checked: Memo<std::result::Result<RunRequest, Problems>>,
 ) -> impl IntoView {
     let t = use_text();
     let checked_b = checked_b(state, x);

@@ -9,7 +9,7 @@ use super::i18n::{use_text, Text};
 use super::link::RunSink;
 use super::protocol::{RunUpdate, ToEngine};
 use super::service::{Command, Context, Destination, Ended, Refused};
-use super::settings::{self, Problems, RunForm};
+use super::settings::{self, Problems, RunRequest};
 use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::{self, WorkloadSpec};
@@ -19,7 +19,7 @@ use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings, on the page's engine or
 /// the chosen server.
-pub fn start(state: AppState, form: RunForm) {
+pub fn start(state: AppState, form: RunRequest) {
     let t = super::i18n::text(state.lang.get_untracked());
     let destination = if state.target.is_remote() {
         match state.target.runnable(t) {
@@ -291,7 +291,7 @@ pub(super) fn sink(state: AppState) -> RunSink {
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.
 #[component]
-pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunForm, Problems>>) -> impl IntoView {
+pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, Problems>>) -> impl IntoView {
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
     let reload_pending = move || {
@@ -386,12 +386,12 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunForm, Prob
 }
 
 /// The live validation of the settings against the loaded model.
-pub fn checked(state: AppState) -> Memo<std::result::Result<RunForm, Problems>> {
+pub fn checked(state: AppState) -> Memo<std::result::Result<RunRequest, Problems>> {
     let t = use_text();
     Memo::new(move |_| {
         // A server's limits are its own: only the in-browser engine's are checked here.
         let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
         let settings = state.settings;
-        settings::validate(&|f| settings.get(f).get(), caps, t())
+        settings::validate(&|f| settings.value(f), caps, t())
     })
 }

@@ -9,7 +9,7 @@
 //! page, where `run.rs` and `experiment.rs` draw it. Commands in, updates out.
 
 use super::dataset::{self, DatasetChoice};
-use super::settings::{LoadOptions, RunForm};
+use super::settings::{LoadOptions, RunRequest};
 use super::state::{Host, LoadedModel};
 use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::{self, ExperimentSpec, Side};
@@ -33,9 +33,9 @@ const REMOTE_TIMEOUT_S: f64 = 300.0;
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Command {
     /// One run, or a sweep when the form has several rates.
-    Run { form: Box<RunForm>, destination: Destination },
+    Run { form: Box<RunRequest>, destination: Destination },
     /// A against B (the same workload: A's), `repeats` each, run A B A B … on the page's engine.
-    Experiment { a: Box<RunForm>, b: Box<RunForm>, repeats: usize },
+    Experiment { a: Box<RunRequest>, b: Box<RunRequest>, repeats: usize },
 }
 
 /// Where a run's requests go.
@@ -204,7 +204,7 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
 
 /// `form` with the picked dataset's requests (none picked: unchanged), measured with the run's
 /// tokenizer.
-fn prepared(host: &Host, cx: &Context, mut form: RunForm, max_position: Option<usize>) -> Result<RunForm> {
+fn prepared(host: &Host, cx: &Context, mut form: RunRequest, max_position: Option<usize>) -> Result<RunRequest> {
     if let Some(choice) = &cx.dataset {
         let tokenizer = host.tokenizer();
         let named = tokenizer.as_deref().map(|t| (t, host.tokenizer_name()));
@@ -213,7 +213,7 @@ fn prepared(host: &Host, cx: &Context, mut form: RunForm, max_position: Option<u
     Ok(form)
 }
 
-fn began(host: &Host, form: &RunForm, sink: &Sink) {
+fn began(host: &Host, form: &RunRequest, sink: &Sink) {
     host.cancel_flag().set(false);
     sink(Report::Began { rates: &form.rates, ttft_slo_ms: form.slo.as_ref().and_then(|s| s.ttft_ms) });
 }
@@ -226,7 +226,7 @@ fn device_check(host: &Host, sink: &Sink) {
 }
 
 /// The session's settings from the page's.
-fn session_spec(form: &RunForm, lang: Lang) -> SessionSpec<'_> {
+fn session_spec(form: &RunRequest, lang: Lang) -> SessionSpec<'_> {
     SessionSpec {
         spec: &form.spec,
         rates: &form.rates,
@@ -257,7 +257,7 @@ fn engine_record(cx: &Context, prompts: &PromptSource<'_>) -> bench::RunConfig {
 }
 
 /// A run or a sweep on the page's engine, as the CLI's `bench`.
-async fn on_engine(host: &Host, cx: &Context, form: RunForm, loaded: LoadedModel, sink: &Sink) {
+async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedModel, sink: &Sink) {
     let LoadedModel { model, capacity } = loaded;
     let mut engine = Engine::new(sized(model, &capacity, form.max_batch, form.max_batched_tokens));
     let tokenizer = host.tokenizer();
@@ -308,7 +308,7 @@ fn sized(mut model: ForwardPass, capacity: &EngineLimits, max_batch: usize, max_
 async fn on_server(
     host: &Host,
     cx: &Context,
-    form: RunForm,
+    form: RunRequest,
     endpoint: Endpoint,
     server_metrics: Option<String>,
     sink: &Sink,
@@ -388,8 +388,8 @@ impl Target for PageRemote<'_> {
 
 /// An experiment's two forms (B's workload is A's) and its repetitions per side.
 struct Sides {
-    a: RunForm,
-    b: RunForm,
+    a: RunRequest,
+    b: RunRequest,
     repeats: usize,
 }
 
@@ -447,7 +447,7 @@ async fn experiment(
         Some((limits, pool)) => (pool, limits.clone()),
         None => (&pool_a, capacity.clone()),
     };
-    let side = |pool, capacity, form: &RunForm| Variant {
+    let side = |pool, capacity, form: &RunRequest| Variant {
         pool,
         capacity,
         max_batch: form.max_batch,

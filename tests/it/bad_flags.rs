@@ -56,10 +56,7 @@ fn bench_flags() {
     bench(&["--rate", "1e-9"], "rate 0.000000001: must be at least 0.001");
     bench(&["--rate", "-4"], "rate -4: must be at least");
     bench(&["--rate", "0.01", "--num-requests", "1000"], "rate 0.01: 1000 requests would arrive over about 99900 s");
-    bench(
-        &["--num-requests", "18446744073709551615"],
-        "'--num-requests <NUM_REQUESTS>': must be a whole number from 1 to 100000",
-    );
+    bench(&["--num-requests", "18446744073709551615"], "--num-requests: must be a whole number from 1 to 100000");
     bench(&["--num-requests", "10000000000"], "--num-requests");
     bench(
         &["--input-len", "18446744073709551615"],
@@ -67,15 +64,15 @@ fn bench_flags() {
     );
     bench(&["--output-len", "1:18446744073709551615"], "above the limit of 1048576 tokens");
     bench(&["--input-len", "-5"], "length range \"-5\"");
-    bench(&["--burstiness", "1e-300"], "'--burstiness <BURSTINESS>': must be a number from 0.001 to 1000000");
-    bench(&["--cost-per-hour", "-2"], "'--cost-per-hour <COST_PER_HOUR>': must be a number from 0 to 1000000");
-    bench(&["--cost-per-hour", "inf"], "'--cost-per-hour <COST_PER_HOUR>': must be a number from 0 to 1000000");
+    bench(&["--burstiness", "1e-300"], "--burstiness: must be a number from 0.001 to 1000000");
+    bench(&["--cost-per-hour", "-2"], "--cost-per-hour: must be a number from 0 to 1000000");
+    bench(&["--cost-per-hour", "inf"], "--cost-per-hour: must be a number from 0 to 1000000");
     bench(&["--arrival", "concurrency", "--concurrency", "18446744073709551615"], "--concurrency");
     // Within the bounds, still above the model's context: the config check names it.
     bench(&["--input-len", "1000000"], "above the model's context (max_position_embeddings");
-    bench(&["--shared-prefix-len", "18446744073709551615"], "'--shared-prefix-len <SHARED_PREFIX_LEN>': must be");
+    bench(&["--shared-prefix-len", "18446744073709551615"], "--shared-prefix-len: must be a whole number");
     bench(&["--shared-prefix-len", "128"], "shared prefix length 128: must be from 1 to one below the shortest input");
-    bench(&["--prefix-groups", "2"], "--prefix-groups: goes with --shared-prefix-len");
+    bench(&["--prefix-groups", "2"], "--prefix-groups: prefix groups: goes with a shared prefix length");
     bench(&["--shared-prefix-len", "8", "--prefix-groups", "0"], "--prefix-groups");
 }
 

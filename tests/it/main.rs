@@ -30,6 +30,7 @@ mod prefix_cache;
 mod quantised;
 mod real_widths;
 mod remote;
+mod request;
 mod serving;
 mod soak;
 mod speculate;

@@ -7,10 +7,10 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokenmeter::bench::phases::Phases;
+use tokenmeter::bench::request::{Field, RunRequest};
+use tokenmeter::bench::rules::Problem;
 use tokenmeter::bench::session::{Listener, SessionEvent};
 use tokenmeter::engine::SamplingParams;
-use tokenmeter::limits::{self, parse_count, parse_number};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -23,38 +23,37 @@ pub(crate) struct BenchArgs {
     pub(crate) remote: Box<remote::RemoteArgs>, // boxed: keeps `Command` small
     #[command(flatten)]
     pub(crate) serving: Box<serving::ServingArgs>,
+    // The run request's flags: text, read and checked by the library (`RunRequest::parse`) with
+    // the page's form, so both edges give the same messages; the defaults are the library's.
     /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
-    #[arg(long, default_value = "poisson")]
+    #[arg(long, default_value = Field::Arrival.default_value())]
     pub(crate) arrival: String,
     /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
-    #[arg(long, default_value = "4", allow_hyphen_values = true)]
+    #[arg(long, default_value = Field::Rate.default_value(), allow_hyphen_values = true)]
     pub(crate) rate: String,
     /// Open loops: "drawn" (request 0 at once, the last around (N-1)/rate by chance) or
     /// "exact" (a gap before each request, rescaled so the last arrives at exactly N/rate).
-    #[arg(long, default_value = "drawn")]
+    #[arg(long, default_value = Field::ArrivalSpan.default_value())]
     pub(crate) arrival_span: String,
     /// Gamma shape (1 = Poisson; larger = more regular).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
-          value_parser = |s: &str| parse_number(s, limits::MIN_BURSTINESS, limits::MAX_BURSTINESS))]
-    pub(crate) burstiness: f64,
+    #[arg(long, default_value = Field::Burstiness.default_value(), allow_hyphen_values = true)]
+    pub(crate) burstiness: String,
     /// Closed-loop users for --arrival concurrency.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true,
-          value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
-    pub(crate) concurrency: usize,
+    #[arg(long, default_value = Field::Concurrency.default_value(), allow_hyphen_values = true)]
+    pub(crate) concurrency: String,
     /// Requests per rate (default 32; with --dataset, every usable row).
-    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_REQUESTS))]
-    pub(crate) num_requests: Option<usize>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) num_requests: Option<String>,
     /// Prompt tokens: N or MIN:MAX.
-    #[arg(long, default_value = "128", allow_hyphen_values = true)]
+    #[arg(long, default_value = Field::InputLen.default_value(), allow_hyphen_values = true)]
     pub(crate) input_len: String,
     /// Output tokens: N or MIN:MAX.
-    #[arg(long, default_value = "64", allow_hyphen_values = true)]
+    #[arg(long, default_value = Field::OutputLen.default_value(), allow_hyphen_values = true)]
     pub(crate) output_len: String,
     /// Every prompt starts with the same N tokens (a shared "system prompt"), counted in
     /// --input-len; 0 (default): no shared prefix.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true,
-          value_parser = |s: &str| parse_count(s, 0, limits::MAX_TOKENS))]
-    pub(crate) shared_prefix_len: usize,
+    #[arg(long, default_value = Field::SharedPrefix.default_value(), allow_hyphen_values = true)]
+    pub(crate) shared_prefix_len: String,
     /// Multi-turn conversations: requests grouped into sessions of N or MIN:MAX turns; each turn's
     /// prompt is the conversation so far (the turn before's prompt and reply, then --input-len
     /// new tokens); sessions arrive at --rate (per second), a turn follows the one before after
@@ -64,14 +63,13 @@ pub(crate) struct BenchArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub(crate) turns: Option<String>,
     /// With --turns: mean seconds between a reply and the next turn (exponential; 0: at once).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub(crate) think_time_s: f64,
+    #[arg(long, default_value = Field::ThinkTime.default_value(), allow_hyphen_values = true)]
+    pub(crate) think_time_s: String,
     /// With --shared-prefix-len: G different prefixes, request i taking prefix i mod G.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
-          value_parser = |s: &str| parse_count(s, 1, limits::MAX_PREFIX_GROUPS))]
-    pub(crate) prefix_groups: usize,
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    pub(crate) seed: u64,
+    #[arg(long, default_value = Field::PrefixGroups.default_value(), allow_hyphen_values = true)]
+    pub(crate) prefix_groups: String,
+    #[arg(long, default_value = Field::Seed.default_value(), allow_hyphen_values = true)]
+    pub(crate) seed: String,
     /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
     #[arg(long)]
     pub(crate) slo: Option<String>,
@@ -80,18 +78,18 @@ pub(crate) struct BenchArgs {
     pub(crate) lang: String,
     /// What the serving hardware costs per hour (any currency): each rate's report, JSON summary
     /// (`cost`) and the sweep table add the cost per million output tokens and per request.
-    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_number(s, 0.0, 1e6))]
-    pub(crate) cost_per_hour: Option<f64>,
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) cost_per_hour: Option<String>,
     /// Leave the first N requests (by arrival) out of each rate's summary: sent, kept in the
     /// results (`"phase": "warmup"`), not measured.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    pub(crate) warmup_requests: usize,
+    #[arg(long, default_value = Field::WarmupRequests.default_value(), allow_hyphen_values = true)]
+    pub(crate) warmup_requests: String,
     /// Leave the requests arriving in the first S seconds out of each rate's summary.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub(crate) warmup_s: f64,
+    #[arg(long, default_value = Field::WarmupS.default_value(), allow_hyphen_values = true)]
+    pub(crate) warmup_s: String,
     /// Leave the requests arriving in the last S seconds of the arrivals out of each rate's summary.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    pub(crate) cooldown_s: f64,
+    #[arg(long, default_value = Field::CooldownS.default_value(), allow_hyphen_values = true)]
+    pub(crate) cooldown_s: String,
     /// Stop at EOS instead of generating exactly --output-len tokens.
     #[arg(long)]
     pub(crate) respect_eos: bool,
@@ -116,78 +114,64 @@ pub(crate) struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// `--rate`: numbers or `inf`, comma-separated.
-    pub(crate) fn rates(&self) -> Result<Vec<f64>> {
-        self.rate
-            .split(',')
-            .map(|r| match r.trim() {
-                "inf" | "infinity" => Ok(f64::INFINITY),
-                r => r.parse::<f64>().map_err(|_| Error::Invalid(format!("--rate {r:?} is not a number or inf"))),
-            })
-            .collect()
-    }
-
-    /// The workload these options describe at `rate` (a dataset is attached later, once a
-    /// tokenizer can measure it).
-    pub(crate) fn workload(&self, rate: f64) -> Result<tokenmeter::bench::WorkloadSpec> {
-        use tokenmeter::bench::{Arrival, ArrivalSpan, LenRange, WorkloadSpec};
-        Ok(WorkloadSpec {
-            arrival: self.arrival.parse::<Arrival>()?,
-            rate,
-            burstiness: self.burstiness,
-            concurrency: self.concurrency,
-            span: self.arrival_span.parse::<ArrivalSpan>()?,
-            num_requests: self.num_requests.unwrap_or(32),
-            input_len: self.input_len.parse::<LenRange>()?,
-            output_len: self.output_len.parse::<LenRange>()?,
-            seed: self.seed,
-            dataset: None,
-            max_concurrency: self.serving.max_concurrency,
-            // The stop judges arrivals in time order; a conversation's later turns have none.
-            saturation_stop: !self.serving.no_saturation_stop && self.turns.is_none(),
-            shared_prefix: self.shared_prefix()?,
-            conversations: match &self.turns {
-                // A ShareGPT dataset's own conversations: their range is set when it is read
-                // (`serving::attach`).
-                Some(turns) if turns == "dataset" && self.serving.dataset.is_some() => {
-                    Some(tokenmeter::bench::Conversations::from_dataset(self.think_time_s))
-                }
-                Some(turns) if turns == "dataset" => {
-                    return Err(Error::Invalid("--turns dataset: a ShareGPT --dataset's own conversations".into()))
-                }
-                Some(_) if self.serving.dataset.is_some() => {
-                    return Err(Error::Invalid(
-                        "--turns N draws conversations of synthetic prompts; a ShareGPT dataset's own: --turns dataset"
-                            .into(),
-                    ))
-                }
-                Some(turns) => Some(tokenmeter::bench::Conversations {
-                    turns: turns.parse::<LenRange>()?,
-                    think_time_s: self.think_time_s,
-                    from_dataset: false,
-                }),
-                None if self.think_time_s != 0.0 => {
-                    return Err(Error::Invalid("--think-time-s: goes with --turns".into()))
-                }
-                None => None,
-            },
-        })
-    }
-
-    pub(crate) fn shared_prefix(&self) -> Result<Option<tokenmeter::bench::SharedPrefix>> {
-        match (self.shared_prefix_len, self.prefix_groups) {
-            (0, 1) => Ok(None),
-            (0, _) => Err(Error::Invalid("--prefix-groups: goes with --shared-prefix-len".into())),
-            (len, groups) => Ok(Some(tokenmeter::bench::SharedPrefix { len, groups })),
+    /// The flags as the run request's form: each field's text as given (`None`: not given).
+    pub(crate) fn form(&self, field: Field) -> Option<String> {
+        let on = |on: bool| Some(if on { "on" } else { "off" }.to_string());
+        let text = |t: &String| Some(t.clone());
+        match field {
+            Field::Arrival => text(&self.arrival),
+            Field::Rate => text(&self.rate),
+            Field::ArrivalSpan => text(&self.arrival_span),
+            Field::Burstiness => text(&self.burstiness),
+            Field::Concurrency => text(&self.concurrency),
+            Field::Requests => self.num_requests.clone(),
+            Field::InputLen => text(&self.input_len),
+            Field::OutputLen => text(&self.output_len),
+            Field::Seed => text(&self.seed),
+            Field::SharedPrefix => text(&self.shared_prefix_len),
+            Field::PrefixGroups => text(&self.prefix_groups),
+            Field::Turns => self.turns.clone(),
+            Field::ThinkTime => text(&self.think_time_s),
+            Field::Slo => self.slo.clone(),
+            Field::CostPerHour => self.cost_per_hour.clone(),
+            Field::WarmupRequests => text(&self.warmup_requests),
+            Field::WarmupS => text(&self.warmup_s),
+            Field::CooldownS => text(&self.cooldown_s),
+            Field::Prompts => Some(if self.random_prompts { "random" } else { "text" }.into()),
+            Field::MaxConcurrency => self.serving.max_concurrency.map(|n| n.to_string()),
+            Field::SaturationStop => on(!self.serving.no_saturation_stop),
+            Field::Dataset => self.serving.dataset.as_ref().map(|p| p.display().to_string()),
+            // The engine's flags, parsed by clap (they are shared with `generate` and `speed`).
+            Field::MaxBatch => Some(self.model.max_batch.to_string()),
+            Field::MaxBatchedTokens => Some(self.model.max_batched_tokens.to_string()),
+            Field::Policy => text(&self.policy.policy),
+            Field::ChunkedPrefill => on(!self.policy.no_chunked_prefill),
+            Field::PrefillChunk => self.policy.prefill_chunk.map(|n| n.to_string()),
+            Field::Weights => Some(self.model.weights.name().to_string()),
+            Field::Speculate => None,
+            Field::PrefixCache => on(self.model.spec.prefix_cache),
+            // The page's two SLO fields; the CLI has --slo.
+            Field::SloTtft | Field::SloTpot => None,
         }
     }
+
+    /// The run these flags ask for, checked: every problem at once, each naming its flag.
+    pub(crate) fn request(&self) -> Result<RunRequest> {
+        RunRequest::parse(&|f| self.form(f), None).map_err(problems_error)
+    }
+}
+
+/// Every problem of a run request, a line each, naming the flag.
+pub(crate) fn problems_error(problems: Vec<Problem>) -> Error {
+    Error::Invalid(problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect::<Vec<_>>().join("\n"))
 }
 
 pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     use tokenmeter::bench::session::EngineTarget;
-    use tokenmeter::bench::{self, RunConfig, SessionSpec, Slo, WorkloadSpec};
-    let rates = args.rates()?;
-    let mut spec = args.workload(rates[0])?;
+    use tokenmeter::bench::{self, RunConfig, SessionSpec, WorkloadSpec};
+    let request = args.request()?;
+    let rates = request.rates.clone();
+    let mut spec = request.spec.clone();
     args.serving.save_format()?;
     let data = args.serving.read()?;
     if data.is_none() {
@@ -196,7 +180,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
         }
     }
-    let slo = args.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+    let slo = request.slo;
     let lang = args.lang.parse::<bench::Lang>()?;
     let policy = args.policy.policy()?;
     // Where the results go is checked before any work, so that a run is never lost to it.
@@ -209,12 +193,12 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         spec,
         rates: &rates,
         slo: slo.as_ref(),
-        slo_text: args.slo.as_deref(),
+        slo_text: request.slo_text.as_deref(),
         lang,
         baseline: !args.no_baseline,
         ignore_eos: !args.respect_eos,
-        cost_per_hour: args.cost_per_hour,
-        phases: Phases { warmup_requests: args.warmup_requests, warmup_s: args.warmup_s, cooldown_s: args.cooldown_s },
+        cost_per_hour: request.cost_per_hour,
+        phases: request.phases,
     };
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
@@ -241,7 +225,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         if let Some(data) = &data {
             let named = args.remote.tokenizer.as_ref().map(|p| format!("{} (--tokenizer)", p.display()));
             let measuring = tokenizer.as_ref().zip(named.as_deref());
-            serving::attach(&mut spec, &rates, data, &args.serving, args.num_requests, measuring, None)?;
+            let given = args.num_requests.is_some().then_some(spec.num_requests);
+            serving::attach(&mut spec, &rates, data, &args.serving, given, measuring, None)?;
         }
         let session = session(&spec);
         let outcome = remote::run(
@@ -265,15 +250,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     if let Some(data) = &data {
         let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
         let measuring = tokenizer.zip(name.as_deref());
-        serving::attach(
-            &mut spec,
-            &rates,
-            data,
-            &args.serving,
-            args.num_requests,
-            measuring,
-            Some(cfg.max_position_embeddings),
-        )?;
+        let given = args.num_requests.is_some().then_some(spec.num_requests);
+        serving::attach(&mut spec, &rates, data, &args.serving, given, measuring, Some(cfg.max_position_embeddings))?;
     }
     policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
     let session = session(&spec);

@@ -115,8 +115,8 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
 /// The workload of `bench`'s options, as `bench` plans it: a dataset's lengths are measured by
 /// the side's tokenizer (`loaded`'s, when it has one), as `bench` measures them.
 fn workload(args: &BenchArgs, loaded: &Opened) -> Result<WorkloadSpec> {
-    let rates = args.rates()?;
-    let mut spec = args.workload(rates[0])?;
+    let request = args.request()?;
+    let (rates, mut spec) = (request.rates, request.spec);
     if let Some(data) = args.serving.read()? {
         let (tokenizer, context) = match loaded {
             Opened::Disk(c, t) => (t.as_ref().as_ref(), c.config.max_position_embeddings),
@@ -124,7 +124,8 @@ fn workload(args: &BenchArgs, loaded: &Opened) -> Result<WorkloadSpec> {
         };
         let name = args.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
         let measuring = tokenizer.zip(name.as_deref());
-        serving::attach(&mut spec, &rates, &data, &args.serving, args.num_requests, measuring, Some(context))?;
+        let given = args.num_requests.is_some().then_some(spec.num_requests);
+        serving::attach(&mut spec, &rates, &data, &args.serving, given, measuring, Some(context))?;
     }
     bench::plan(&spec)?;
     Ok(spec)

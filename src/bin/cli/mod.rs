@@ -80,7 +80,10 @@ pub fn main() -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Several problems (a run request's) are a line each.
+            for line in e.to_string().lines() {
+                eprintln!("error: {line}");
+            }
             match e {
                 Error::Invalid(_) | Error::Prompt(_) => 2,
                 Error::Cancelled => 130, // Ctrl-C, as a shell reports it

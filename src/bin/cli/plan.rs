@@ -6,7 +6,6 @@ use super::bench::{finish_bench, terminal_listener, BenchArgs, Interrupt};
 use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;
-use tokenmeter::bench::phases::Phases;
 use tokenmeter::bench::session::{run_into, EngineTarget, Listener};
 use tokenmeter::bench::sweep::SloCrossing;
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo, TokenTimes};
@@ -139,6 +138,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     }
     let b = &args.bench;
     let lang = b.lang.parse::<bench::Lang>()?;
+    let request = b.request()?;
     for (flag, path) in [("--json", &b.json), ("--csv", &b.csv), ("--html", &b.html)] {
         if let Some(path) = path {
             super::check_writable(flag, path)?;
@@ -174,7 +174,6 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             measured.ignore_eos.unwrap_or(true),
         )
     } else {
-        let rates = b.rates()?;
         let options = engine_options(&b.model, b.model.max_batch);
         let measured_format = measured.kernels.as_ref().map(|k| k.weight_format.as_str());
         if measured_format.is_some_and(|f| f != options.weights.name()) {
@@ -186,12 +185,12 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             )));
         }
         (
-            rates.clone(),
-            b.workload(rates[0])?,
+            request.rates.clone(),
+            request.spec.clone(),
             planner::limits_for(&options, &measured_limits, &cfg)?,
-            b.policy.policy()?,
-            b.slo.clone(),
-            Phases { warmup_requests: b.warmup_requests, warmup_s: b.warmup_s, cooldown_s: b.cooldown_s },
+            request.policy,
+            request.slo_text.clone(),
+            request.phases,
             b.random_prompts,
             !b.respect_eos,
         )
@@ -200,7 +199,8 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         let name = b.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
         let measuring = tokenizer.zip(name.as_deref());
         let context = Some(cfg.max_position_embeddings);
-        serving::attach(&mut spec, &rates, &data, &b.serving, b.num_requests, measuring, context)?;
+        let given = b.num_requests.is_some().then_some(spec.num_requests);
+        serving::attach(&mut spec, &rates, &data, &b.serving, given, measuring, context)?;
     }
     if !ignore_eos {
         eprintln!("note: the plan does not model EOS: every request runs to its output length");
@@ -216,7 +216,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         lang,
         baseline: !b.no_baseline,
         ignore_eos,
-        cost_per_hour: b.cost_per_hour,
+        cost_per_hour: request.cost_per_hour,
         phases,
     };
     let prompts = PromptSource::for_model(&spec, tokenizer, random_prompts, cfg.vocab_size);

@@ -1,9 +1,11 @@
 //! English labels.
 
 use super::Text;
+use crate::bench::Lang;
 
 pub const EN: Text = Text {
     tagline: "LLM inference benchmark lab: Qwen3 on WebGPU, in your browser",
+    lang: Lang::En,
     language: "Language",
     starting: "Starting…",
     requesting_adapter: "Requesting a WebGPU adapter…",
@@ -124,13 +126,7 @@ pub const EN: Text = Text {
     engine: "Engine",
     slo: "Service-level objectives",
     reset: "Defaults",
-    not_a_number: "is not a number",
     not_a_count: "must be a whole number",
-    at_most: "at most",
-    above_zero: "must be above 0",
-    context_too_long: "input + output exceed the model's context",
-    bad_length: None,
-    bad_workload: None,
     run: "Run",
     cancel: "Cancel",
     cancelling: "Cancelling…",
@@ -228,9 +224,6 @@ pub const EN: Text = Text {
     prefix_cache: "Prefix cache",
     shared_prefix: "Shared prefix",
     shared_prefix_hint: "tokens every prompt starts with (0: none)",
-    chunk_needs_chunking: "a chunk size needs chunked prefill on",
-    bad_weights: "one of bf16, int8, int4",
-    bad_speculation: "expected off, or ngram:K with K from 1 to 16",
     reload_needed: "Weights and speculation are fixed when the model is uploaded: it has {loaded}, the settings ask for {wanted}.",
     reload_model: "Upload again with these",
     run_needs_reload: "Upload the model again to apply the new weights or speculation (Engine switches).",

@@ -10,6 +10,8 @@ mod zh;
 /// Every label on the page, in one language.
 pub struct Text {
     pub tagline: &'static str,
+    /// The language these labels are in (for messages the library words: `crate::bench::rules`).
+    pub lang: Lang,
     pub language: &'static str,
     // Status line.
     pub starting: &'static str,
@@ -135,15 +137,7 @@ pub struct Text {
     pub engine: &'static str,
     pub slo: &'static str,
     pub reset: &'static str,
-    pub not_a_number: &'static str,
     pub not_a_count: &'static str,
-    pub at_most: &'static str,
-    pub above_zero: &'static str,
-    pub context_too_long: &'static str,
-    /// For a length range that does not parse; `None`: show the benchmark's own (English) message.
-    pub bad_length: Option<&'static str>,
-    /// For a workload rule broken (rate, burstiness…); `None`: the benchmark's own message.
-    pub bad_workload: Option<&'static str>,
     // Run.
     pub run: &'static str,
     pub cancel: &'static str,
@@ -251,9 +245,6 @@ pub struct Text {
     pub prefix_cache: &'static str,
     pub shared_prefix: &'static str,
     pub shared_prefix_hint: &'static str,
-    pub chunk_needs_chunking: &'static str,
-    pub bad_weights: &'static str,
-    pub bad_speculation: &'static str,
     pub reload_needed: &'static str,
     pub reload_model: &'static str,
     pub run_needs_reload: &'static str,

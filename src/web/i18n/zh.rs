@@ -1,9 +1,11 @@
 //! Chinese labels (中文界面).
 
 use super::Text;
+use crate::bench::Lang;
 
 pub const ZH: Text = Text {
     tagline: "LLM 推理性能测试实验室：在浏览器中用 WebGPU 运行 Qwen3",
+    lang: Lang::Zh,
     language: "语言",
     starting: "启动中…",
     requesting_adapter: "正在请求 WebGPU 适配器…",
@@ -124,13 +126,7 @@ pub const ZH: Text = Text {
     engine: "引擎",
     slo: "服务等级目标 (SLO)",
     reset: "恢复默认",
-    not_a_number: "不是数字",
     not_a_count: "必须是整数",
-    at_most: "最多",
-    above_zero: "必须大于 0",
-    context_too_long: "输入加输出超过了模型的上下文长度",
-    bad_length: Some("应为 N 或 最小:最大（均 ≥ 1，最小 ≤ 最大）"),
-    bad_workload: Some("必须大于 0，且不超过上限"),
     run: "运行",
     cancel: "取消",
     cancelling: "正在取消…",
@@ -228,9 +224,6 @@ pub const ZH: Text = Text {
     prefix_cache: "前缀缓存",
     shared_prefix: "共享前缀",
     shared_prefix_hint: "每个提示开头相同的词元数（0：无）",
-    chunk_needs_chunking: "设置块大小需要开启分块预填充",
-    bad_weights: "应为 bf16、int8 或 int4",
-    bad_speculation: "应为 off，或 ngram:K（K 为 1 到 16）",
     reload_needed: "权重格式和推测解码在上传模型时确定：当前为 {loaded}，设置要求 {wanted}。",
     reload_model: "按此重新上传",
     run_needs_reload: "请重新上传模型以应用新的权重格式或推测解码（引擎开关）。",
