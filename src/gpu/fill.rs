@@ -2,20 +2,8 @@
 //! a 0.6B model's 1.2 GB appear in well under a second instead of being generated on the host and
 //! uploaded. The CPU twin is [`random_bf16`]; both give the same bits for the same (seed, row, col).
 
+use super::kernels::{FillParams, Kernel, Kernels};
 use super::Gpu;
-use wgpu::util::DeviceExt;
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    seed: u32,
-    scale: f32,
-    cols: u32,
-    row0: u32,
-    word_offset: u32,
-    words: u32,
-    _pad: [u32; 2],
-}
 
 /// Workgroups per dispatch; the kernel strides over the rest.
 const GROUPS: u32 = 1024;
@@ -27,25 +15,14 @@ pub struct RandomSpec {
     pub scale: f32,
 }
 
+/// The fill kernel's table (the registry's `FillRandomBf16`, with a parameter arena of its own).
 pub struct RandomFill {
-    pipeline: wgpu::ComputePipeline,
+    kernels: Kernels,
 }
 
 impl RandomFill {
     pub fn new(gpu: &Gpu) -> RandomFill {
-        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("fill"),
-            source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/fill.wgsl").into()),
-        });
-        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("fill_random_bf16"),
-            layout: None,
-            module: &module,
-            entry_point: Some("fill_random_bf16"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        RandomFill { pipeline }
+        RandomFill { kernels: Kernels::standalone(gpu, &[Kernel::FillRandomBf16]) }
     }
 
     /// Writes tensor rows `rows` (each `cols` bf16 wide, `cols` even) into `buffer` from byte
@@ -64,7 +41,7 @@ impl RandomFill {
         if words == 0 {
             return;
         }
-        let params = Params {
+        let params = FillParams {
             seed: spec.seed,
             scale: spec.scale,
             cols: cols as u32,
@@ -73,24 +50,17 @@ impl RandomFill {
             words: words as u32,
             _pad: [0; 2],
         };
-        let uniform = gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("fill params"),
-            contents: bytemuck::bytes_of(&params),
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("fill"),
-            layout: &self.pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: buffer.as_entire_binding() },
-            ],
-        });
+        // Slot 0 of the arena: the queue writes it before the submission below, after the
+        // submissions of earlier calls, so each fill reads its own parameters.
+        gpu.queue.write_buffer(&self.kernels.params, 0, bytemuck::bytes_of(&params));
+        let kernel = Kernel::FillRandomBf16;
+        let bind_group = self.kernels.bind(&gpu.device, kernel, "fill_random_bf16", &[buffer]);
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&self.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("fill"), ..Default::default() });
+            pass.set_pipeline(self.kernels.pipeline(kernel));
+            pass.set_bind_group(0, &bind_group, &[0]);
             pass.dispatch_workgroups(GROUPS.min(words.div_ceil(256) as u32), 1, 1);
         }
         gpu.queue.submit([encoder.finish()]);

@@ -11,6 +11,7 @@
 //! (the copies' and reads' results against the pattern it wrote), so a kernel that skipped its
 //! bytes cannot report their speed.
 
+use super::kernels::{Kernel, Kernels, ProbeParams as Params};
 use super::{Gpu, WeightStorage};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
@@ -44,15 +45,6 @@ pub struct Roofline {
     pub copy_dispatches: u32,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    per_lane: u32,
-    iters: u32,
-    _pad: u32,
-}
-
 /// The upper median of timings (NaN when there are none).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -80,66 +72,46 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     let n = (bytes / 16) as u32;
     let src = gpu.storage_buffer("roofline src", bytes);
     let dst = gpu.storage_buffer("roofline dst", bytes);
-    let params = d.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("roofline params"),
-        size: 16,
-        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("roofline"),
-        source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/roofline.wgsl").into()),
-    });
-    let pipeline = |entry: &str| {
-        d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: None,
-            module: &module,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        })
-    };
-    let bind = |pipe: &wgpu::ComputePipeline, from: &wgpu::Buffer, to: &wgpu::Buffer| {
-        d.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("roofline"),
-            layout: &pipe.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: from.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: to.as_entire_binding() },
-            ],
-        })
-    };
-    let run = async |entry: &str, p: Params, groups: u32| -> Result<Timed> {
-        let pipe = pipeline(entry);
-        gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
-        timed(gpu, &pipe, &bind(&pipe, &src, &dst), groups, repeats).await
+    let texture = gpu.weight_storage == WeightStorage::Texture;
+    let mut probes = vec![
+        Kernel::RooflineFill,
+        Kernel::CopyBlocked,
+        Kernel::CopyStrided,
+        Kernel::ReadBlocked,
+        Kernel::ReadStrided,
+        Kernel::FmaRate,
+    ];
+    if texture {
+        probes.push(Kernel::CopyTexture);
+    }
+    let k = Kernels::standalone(gpu, &probes);
+    let run = async |kernel: Kernel, p: Params, groups: u32| -> Result<Timed> {
+        // Slot 0 of the table's own arena: written before the submissions that read it.
+        gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&p));
+        let bind = k.bind(d, kernel, kernel.name(), &[&src, &dst]);
+        timed(gpu, k.pipeline(kernel), &bind, groups, repeats).await
     };
     // The source's pattern: `fill` writes its `dst` binding, here the probe's source.
-    let fill = pipeline("fill");
-    gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&Params { n, per_lane: 0, iters: 0, _pad: 0 }));
-    submit_timed(gpu, &fill, &bind(&fill, &dst, &src), STRIDED_GROUPS, 1).await?;
+    let fill = Kernel::RooflineFill;
+    gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&Params { n, per_lane: 0, iters: 0, _pad: 0 }));
+    submit_timed(gpu, k.pipeline(fill), &k.bind(d, fill, "roofline fill", &[&dst, &src]), STRIDED_GROUPS, 1).await?;
     let lanes = BLOCKED_GROUPS * 64;
     let blocked = Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 };
     let strided = Params { n, per_lane: 0, iters: 0, _pad: 0 };
-    let copy_blocked = run("copy_blocked", blocked, BLOCKED_GROUPS).await?;
-    let copy_strided = run("copy_strided", strided, STRIDED_GROUPS).await?;
+    let copy_blocked = run(Kernel::CopyBlocked, blocked, BLOCKED_GROUPS).await?;
+    let copy_strided = run(Kernel::CopyStrided, strided, STRIDED_GROUPS).await?;
     let check = n.min(4096);
     expect(gpu, &dst, check, "copy", pattern).await?;
-    let read_blocked = run("read_blocked", blocked, BLOCKED_GROUPS).await?;
+    let read_blocked = run(Kernel::ReadBlocked, blocked, BLOCKED_GROUPS).await?;
     let per_lane = blocked.per_lane;
     expect(gpu, &dst, lanes.min(n), "read_blocked", |l| folded(l * per_lane..((l + 1) * per_lane).min(n))).await?;
-    let read_strided = run("read_strided", strided, STRIDED_GROUPS).await?;
+    let read_strided = run(Kernel::ReadStrided, strided, STRIDED_GROUPS).await?;
     let stride = STRIDED_GROUPS * 64;
     expect(gpu, &dst, check, "read_strided", |l| folded((l..n).step_by(stride as usize))).await?;
     let (groups, iters) = (1024u32, 4096u32);
-    let fma = run("fma_rate", Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
+    let fma = run(Kernel::FmaRate, Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
     let moved = 2.0 * bytes as f64;
-    let copy_texture_gb_s = match gpu.weight_storage {
-        WeightStorage::Texture => Some(texture_copy_gb_s(gpu, &dst, n, repeats).await?),
-        WeightStorage::Buffer => None,
-    };
+    let copy_texture_gb_s = if texture { Some(texture_copy_gb_s(gpu, &k, &dst, n, repeats).await?) } else { None };
     let best_copy = if copy_blocked.s <= copy_strided.s { &copy_blocked } else { &copy_strided };
     let best_read = if read_blocked.s <= read_strided.s { &read_blocked } else { &read_strided };
     Ok(Roofline {
@@ -186,43 +158,17 @@ const TEXTURE_WIDTH: u32 = 4096;
 
 /// Bytes read + written per second (GB/s, median) copying up to `n` texels, blocked as in
 /// `copy_blocked`, from a texture into `dst`.
-async fn texture_copy_gb_s(gpu: &Gpu, dst: &wgpu::Buffer, n: u32, repeats: usize) -> Result<f64> {
-    let d = &gpu.device;
+async fn texture_copy_gb_s(gpu: &Gpu, k: &Kernels, dst: &wgpu::Buffer, n: u32, repeats: usize) -> Result<f64> {
     let height = n / TEXTURE_WIDTH;
     let n = height * TEXTURE_WIDTH;
     let (_texture, view) =
         gpu.texel_texture("roofline texture", wgpu::TextureFormat::Rgba32Uint, TEXTURE_WIDTH, height);
-    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("roofline texture"),
-        source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/roofline_texture.wgsl").into()),
-    });
-    let pipe = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("copy_texture"),
-        layout: None,
-        module: &module,
-        entry_point: Some("copy_texture"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
     let lanes = 64 * 64;
     let p = Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 };
-    let params = d.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("roofline texture params"),
-        size: 16,
-        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    gpu.queue.write_buffer(&params, 0, bytemuck::bytes_of(&p));
-    let bind = d.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("roofline texture"),
-        layout: &pipe.get_bind_group_layout(0),
-        entries: &[
-            wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
-            wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::TextureView(&view) },
-            wgpu::BindGroupEntry { binding: 2, resource: dst.as_entire_binding() },
-        ],
-    });
-    Ok(2.0 * 16.0 * n as f64 / timed(gpu, &pipe, &bind, BLOCKED_GROUPS, repeats).await?.s / 1e9)
+    gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&p));
+    let kernel = Kernel::CopyTexture;
+    let bind = k.bind(&gpu.device, kernel, "roofline texture", &[&view, dst]);
+    Ok(2.0 * 16.0 * n as f64 / timed(gpu, k.pipeline(kernel), &bind, BLOCKED_GROUPS, repeats).await?.s / 1e9)
 }
 
 /// A kernel's time per dispatch: the median over `repeats` submissions, each of as many dispatches
@@ -266,9 +212,10 @@ async fn submit_timed(
 ) -> Result<f64> {
     let mut enc = gpu.device.create_command_encoder(&Default::default());
     {
-        let mut pass = enc.begin_compute_pass(&Default::default());
+        let mut pass =
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("roofline"), ..Default::default() });
         pass.set_pipeline(pipe);
-        pass.set_bind_group(0, bind, &[]);
+        pass.set_bind_group(0, bind, &[0]);
         for _ in 0..dispatches {
             pass.dispatch_workgroups(groups, 1, 1);
         }

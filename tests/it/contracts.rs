@@ -8,7 +8,9 @@
 
 use naga::valid::{Capabilities, GlobalUse, ValidationFlags, Validator};
 use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
-use tokenmeter::gpu::kernels::{Access, EmbedParams, HeadParams, MatmulParams, PairParams, RmsNormParams};
+use tokenmeter::gpu::kernels::{
+    Access, EmbedParams, FillParams, HeadParams, MatmulParams, PairParams, ProbeParams, RmsNormParams,
+};
 use tokenmeter::gpu::WeightFormat;
 use tokenmeter::gpu::{Kernel, WeightStorage};
 
@@ -112,6 +114,35 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         Kernel::Argmax | Kernel::Sample => {
             (bytes(bytemuck::bytes_of(&pair)), vec![("n_rows", U(11)), ("width", U(22))])
         }
+        Kernel::FillRandomBf16 => (
+            bytes(bytemuck::bytes_of(&FillParams {
+                seed: 1,
+                scale: 0.25,
+                cols: 3,
+                row0: 4,
+                word_offset: 5,
+                words: 6,
+                _pad: [0; 2],
+            })),
+            vec![
+                ("seed", U(1)),
+                ("scale", F(0.25)),
+                ("cols", U(3)),
+                ("row0", U(4)),
+                ("word_offset", U(5)),
+                ("words", U(6)),
+            ],
+        ),
+        Kernel::RooflineFill
+        | Kernel::CopyBlocked
+        | Kernel::CopyStrided
+        | Kernel::ReadBlocked
+        | Kernel::ReadStrided
+        | Kernel::FmaRate
+        | Kernel::CopyTexture => (
+            bytes(bytemuck::bytes_of(&ProbeParams { n: 1, per_lane: 2, iters: 3, _pad: 0 })),
+            vec![("n", U(1)), ("per_lane", U(2)), ("iters", U(3))],
+        ),
     }
 }
 
@@ -193,6 +224,11 @@ fn every_kernels_declared_bindings_match_what_its_entry_point_uses() {
                 "{entry}: uses @binding({slot}), but its declaration lists {} storage bindings",
                 declared.len()
             );
+            if declared[slot - 1] == Access::Texture {
+                let is_texture = matches!(module.types[var.ty].inner, TypeInner::Image { .. });
+                assert!(is_texture, "{entry}: @binding({slot}) is declared a texture in gpu::kernels");
+                continue;
+            }
             let AddressSpace::Storage { access } = var.space else {
                 panic!("{entry}: @binding({slot}) is not a storage buffer")
             };

@@ -16,6 +16,7 @@ mod batching;
 mod bench;
 mod compare;
 mod contracts;
+mod docs;
 mod first_run;
 mod fuzz;
 mod gpu_faults;

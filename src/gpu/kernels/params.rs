@@ -65,6 +65,34 @@ pub struct PairParams {
     pub _pad: [u32; 2],
 }
 
+/// `fill_random_bf16` (fill.wgsl): synthetic weights, tensor rows `row0..` into words
+/// `word_offset..word_offset + words` of the destination.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct FillParams {
+    pub seed: u32,
+    pub scale: f32,
+    /// bf16 elements per tensor row (even).
+    pub cols: u32,
+    pub row0: u32,
+    pub word_offset: u32,
+    pub words: u32,
+    pub _pad: [u32; 2],
+}
+
+/// The roofline probe's kernels (roofline.wgsl, roofline_texture.wgsl).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug)]
+pub struct ProbeParams {
+    /// vec4 elements (texels) to copy or read.
+    pub n: u32,
+    /// Blocked patterns: elements per invocation.
+    pub per_lane: u32,
+    /// `fma_rate`: iterations per invocation.
+    pub iters: u32,
+    pub _pad: u32,
+}
+
 /// One row's sampling settings, mirrored in `sample.wgsl`'s `RowParams`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq)]

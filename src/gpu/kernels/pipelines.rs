@@ -6,7 +6,7 @@ use super::recorder::{MAX_PARAM_SLOTS, PARAM_SLOT};
 use super::registry::{Access, Bind, Kernel};
 use crate::gpu::WeightStorage;
 use std::collections::HashMap;
-use Access::{Weights, Write};
+use Access::{Texture, Weights, Write};
 
 /// A kernel table: the pipelines for one set of [`KernelOptions`] (shared, see
 /// [`Kernels::with_options`]) and a parameter arena of its own.
@@ -72,14 +72,39 @@ impl Kernels {
                 }
             }
         };
-        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernel parameter arena"),
-            size: PARAM_SLOT * MAX_PARAM_SLOTS,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        Kernels { compiled, options, params }
+        Kernels { compiled, options, params: arena(gpu) }
     }
+
+    /// A table of `kernels` alone, built now and not shared: the kernels an engine never
+    /// dispatches in a step (`Needs::Standalone`: the synthetic-weight fill, the roofline probe),
+    /// declared in the registry like every other so the contract tests cover them.
+    pub fn standalone(gpu: &crate::gpu::Gpu, kernels: &[Kernel]) -> Kernels {
+        let options = KernelOptions::default();
+        let mut compiled = Compiled { pipelines: HashMap::new(), layouts: HashMap::new(), used: Vec::new() };
+        for &kernel in kernels {
+            let (pipeline, layout) = Compiled::build_one(&gpu.device, options, kernel);
+            compiled.pipelines.insert(kernel, pipeline);
+            compiled.layouts.insert(kernel, layout);
+        }
+        compiled.used = Kernel::ALL.iter().map(|_| Default::default()).collect();
+        Kernels { compiled: std::sync::Arc::new(compiled), options, params: arena(gpu) }
+    }
+
+    /// `kernel`'s pipeline, for the standalone kernels' own passes (an engine records through
+    /// [`super::StepRecorder`]).
+    pub fn pipeline(&self, kernel: Kernel) -> &wgpu::ComputePipeline {
+        self.compiled.pipeline(kernel)
+    }
+}
+
+/// A table's parameter arena: uniform, addressed by dynamic offsets.
+fn arena(gpu: &crate::gpu::Gpu) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kernel parameter arena"),
+        size: PARAM_SLOT * MAX_PARAM_SLOTS,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }
 
 impl Compiled {
@@ -88,60 +113,7 @@ impl Compiled {
         let mut layouts = HashMap::new();
         // Only the matmuls these options use are built (the others may not compile on this adapter).
         for kernel in Kernel::ALL.iter().copied().filter(|&k| options.builds(k)) {
-            let (source, entry) = kernel.source_in(options.weights, options.format, options.shader_dir);
-            let name = kernel.name();
-            let mut entries = vec![wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: true,
-                    min_binding_size: None,
-                },
-                count: None,
-            }];
-            for (i, &access) in kernel.bindings().iter().enumerate() {
-                let ty = match access {
-                    Weights if options.weights == WeightStorage::Texture => wgpu::BindingType::Texture {
-                        sample_type: wgpu::TextureSampleType::Uint,
-                        view_dimension: wgpu::TextureViewDimension::D2,
-                        multisampled: false,
-                    },
-                    _ => wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage { read_only: access != Write },
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                };
-                entries.push(wgpu::BindGroupLayoutEntry {
-                    binding: i as u32 + 1,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty,
-                    count: None,
-                });
-            }
-            let layout = device
-                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
-            let desc =
-                wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) };
-            let module = if options.unchecked {
-                unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
-            } else {
-                device.create_shader_module(desc)
-            };
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(name),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(name),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let (pipeline, layout) = Self::build_one(device, options, kernel);
             pipelines.insert(kernel, pipeline);
             layouts.insert(kernel, layout);
         }
@@ -153,6 +125,71 @@ impl Compiled {
         }
         let used = Kernel::ALL.iter().map(|_| Default::default()).collect();
         Compiled { pipelines, layouts, used }
+    }
+
+    /// One kernel's pipeline and binding layout: binding 0 the parameter uniform (dynamic offset),
+    /// then its storage bindings in the registry's order.
+    fn build_one(
+        device: &wgpu::Device,
+        options: KernelOptions,
+        kernel: Kernel,
+    ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+        let (source, entry) = kernel.source_in(options.weights, options.format, options.shader_dir);
+        let name = kernel.name();
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: None,
+            },
+            count: None,
+        }];
+        for (i, &access) in kernel.bindings().iter().enumerate() {
+            let texture = access == Texture || (access == Weights && options.weights == WeightStorage::Texture);
+            let ty = if texture {
+                wgpu::BindingType::Texture {
+                    sample_type: wgpu::TextureSampleType::Uint,
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
+                }
+            } else {
+                wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: access != Write },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                }
+            };
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: i as u32 + 1,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty,
+                count: None,
+            });
+        }
+        let layout =
+            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) };
+        let module = if options.unchecked {
+            unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            device.create_shader_module(desc)
+        };
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        (pipeline, layout)
     }
 }
 

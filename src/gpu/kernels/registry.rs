@@ -109,6 +109,19 @@ kernels! {
     SwiGlu = "swiglu.wgsl", "swiglu", [Read, Write], Always;
     Argmax = "argmax.wgsl", "argmax", [Read, Write], Always;
     Sample = "sample.wgsl", "sample", [Read, Read, Write], Always;
+    /// Synthetic weights written in place (`gpu::fill`): never part of a step.
+    FillRandomBf16 = "fill.wgsl", "fill_random_bf16", [Write], Standalone;
+    /// The roofline probe (`gpu::roofline`): the pattern its copies and reads are checked against ...
+    RooflineFill = "roofline.wgsl", "fill", [Read, Write], Standalone;
+    /// ... copy and read bandwidth, each invocation streaming its own block or grid-strided ...
+    CopyBlocked = "roofline.wgsl", "copy_blocked", [Read, Write], Standalone;
+    CopyStrided = "roofline.wgsl", "copy_strided", [Read, Write], Standalone;
+    ReadBlocked = "roofline.wgsl", "read_blocked", [Read, Write], Standalone;
+    ReadStrided = "roofline.wgsl", "read_strided", [Read, Write], Standalone;
+    /// ... the f32 FMA rate ...
+    FmaRate = "roofline.wgsl", "fma_rate", [Read, Write], Standalone;
+    /// ... and, where weights live in textures, a texture read.
+    CopyTexture = "roofline_texture.wgsl", "copy_texture", [Texture, Write], Standalone;
 }
 
 /// One kernel's declaration (see [`kernels!`]).
@@ -136,6 +149,8 @@ enum Needs {
     SubgroupsTileEight,
     GpuFamily,
     SubgroupsGpuFamily,
+    /// Not in an engine's table: built alone for its own job ([`super::Kernels::standalone`]).
+    Standalone,
 }
 
 /// How a kernel uses one of its storage bindings.
@@ -145,8 +160,10 @@ pub enum Access {
     Write,
     /// bf16 weights: a read-only storage buffer or an `rgba32uint` texture ([`WeightStorage`]).
     Weights,
+    /// An `rgba32uint` texture, whatever the weights' storage (the roofline's texture read).
+    Texture,
 }
-use Access::{Read, Weights, Write};
+use Access::{Read, Texture, Weights, Write};
 
 /// Something a kernel binding can be: a buffer, or a weight chunk (buffer or texture).
 pub trait Bind {
@@ -156,6 +173,12 @@ pub trait Bind {
 impl Bind for wgpu::Buffer {
     fn resource(&self) -> wgpu::BindingResource<'_> {
         self.as_entire_binding()
+    }
+}
+
+impl Bind for wgpu::TextureView {
+    fn resource(&self) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::TextureView(self)
     }
 }
 
@@ -245,6 +268,9 @@ impl Kernel {
             "swiglu.wgsl" => include_str!("../../../shaders/swiglu.wgsl"),
             "argmax.wgsl" => include_str!("../../../shaders/argmax.wgsl"),
             "sample.wgsl" => include_str!("../../../shaders/sample.wgsl"),
+            "fill.wgsl" => include_str!("../../../shaders/fill.wgsl"),
+            "roofline.wgsl" => include_str!("../../../shaders/roofline.wgsl"),
+            "roofline_texture.wgsl" => include_str!("../../../shaders/roofline_texture.wgsl"),
             _ => unreachable!("every kernel file is listed"),
         };
         text.into()
@@ -325,6 +351,7 @@ impl KernelOptions {
             Needs::SubgroupsTileEight => self.subgroups && eight,
             Needs::GpuFamily => self.family == KernelFamily::Gpu,
             Needs::SubgroupsGpuFamily => self.subgroups && self.family == KernelFamily::Gpu,
+            Needs::Standalone => false,
         }
     }
 }
