@@ -96,6 +96,7 @@ function hideNavigatorGpu() {
 
 const byId = (id) => page.getByTestId(id);
 const text = async (id) => (await byId(id).textContent()) ?? '';
+const alerts = async () => (await page.locator('[role=alert]').allTextContents()).filter(Boolean).join(' | ');
 
 /** Waits for the notice; checks why, that it is the page's own words (no wgpu text) and that the
  *  status line and the target card follow it. */
@@ -148,7 +149,7 @@ await page.setViewportSize({ width: 1400, height: 1000 });
 await byId('target-endpoint').fill(endpoint);
 await byId('fetch-models').click();
 await page.waitForFunction(() => document.querySelector('[data-testid=target-model]')?.value === 'qwen3-tiny', null,
-  { timeout: 30000 }).catch(async () => fail(`the peer's model was not listed: ${await page.locator('[role=alert]').allTextContents()}`));
+  { timeout: 30000 }).catch(async () => fail(`the peer's model was not listed: ${await alerts()}`));
 await byId('target-api').selectOption('chat');
 await check(await byId('run').isEnabled(), `Run is disabled: ${await page.locator('.run-card').textContent()}`);
 await byId('run').click();
@@ -156,7 +157,7 @@ await byId('run').click();
 await page.waitForFunction(() => document.querySelector('[data-testid=report], .run-card .error'), null,
   { timeout: 180000 }).catch(() => {});
 if (!(await byId('report').isVisible())) {
-  await fail(`no report from the chat run; errors shown: ${await page.locator('[role=alert]').allTextContents()}`);
+  await fail(`no report from the chat run; errors shown: ${await alerts()}`);
 }
 const [file] = await Promise.all([page.waitForEvent('download'), byId('download-json').click()]);
 const result = JSON.parse(await readFile(await file.path(), 'utf8'));
