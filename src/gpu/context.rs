@@ -203,7 +203,8 @@ impl Gpu {
                 trace: wgpu::Trace::Off,
             })
             .await
-            .map_err(|e| Error::NoAdapter(format!("could not open the device: {e}")))?;
+            // Not `NoAdapter`: the page tells a browser without WebGPU (no adapter) by that variant.
+            .map_err(|e| Error::Gpu(format!("could not open the device: {e}")))?;
         let mut features: Vec<String> = adapter.features().iter_names().map(|(name, _)| name.to_string()).collect();
         features.sort();
         let mut enabled_features: Vec<String> =

@@ -8,6 +8,7 @@ use super::history::{self, HistoryPanel};
 use super::i18n::{use_text, LangSwitch, UiLang};
 use super::model_panel::{AdapterPanel, ModelPanel};
 use super::models;
+use super::no_webgpu::NoWebGpuNotice;
 use super::plan::PlanPanel;
 use super::playground::Playground;
 use super::results::Report;
@@ -82,11 +83,17 @@ pub fn App() -> impl IntoView {
             <span class="dot" class:ok=move || state.model_info.with(Option::is_some)></span>
             {move || models::status_text(state, t())}
         </p>
+        <NoWebGpuNotice why=state.no_webgpu />
         <main class="layout">
             <aside class="side">
                 <ModelPanel state=state />
                 <AdapterPanel state=state />
-                <TargetPanel target=state.target spec=spec locked=locked />
+                <TargetPanel
+                    target=state.target
+                    spec=spec
+                    locked=locked
+                    engine=Signal::derive(move || state.no_webgpu.with(Option::is_none))
+                />
                 <SettingsPanel
                     settings=state.settings
                     problems=problems

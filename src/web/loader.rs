@@ -6,6 +6,7 @@
 //! back. What the page shows of it arrives as [`FromEngine`] updates.
 
 use super::cache::{RemoteStore, StoreEvents};
+use super::no_webgpu::NoWebGpu;
 use super::protocol::FromEngine;
 use super::settings::{Caps, LoadOptions};
 use super::sources;
@@ -105,24 +106,47 @@ fn preset(choice: ModelChoice) -> SyntheticModel {
     }
 }
 
-/// Start-up: the device, then the page's tokenizer; ends with [`FromEngine::Started`].
+/// Start-up: the device, then the page's tokenizer; ends with [`FromEngine::Started`]. A browser
+/// without WebGPU gets the tokenizer all the same: a server's chat runs send text.
 pub async fn start(host: Rc<Host>) {
     let init = async {
         post(&FromEngine::Status(Status::RequestingAdapter));
-        let gpu = Rc::new(Gpu::new().await?);
-        post(&FromEngine::Adapter(gpu.adapter.clone()));
-        host.set_gpu(Some(gpu));
+        let no_webgpu = if !webgpu_exposed() {
+            Some(NoWebGpu::Missing)
+        } else {
+            match Gpu::new().await {
+                Ok(gpu) => {
+                    let gpu = Rc::new(gpu);
+                    post(&FromEngine::Adapter(gpu.adapter.clone()));
+                    host.set_gpu(Some(gpu));
+                    None
+                }
+                // On the web, wgpu's request for an adapter fails only when `requestAdapter()`
+                // answered null (the device's own failure is another variant).
+                Err(Error::NoAdapter(_)) => Some(NoWebGpu::NoAdapter),
+                Err(e) => return Err(e),
+            }
+        };
         post(&FromEngine::Status(Status::LoadingTokenizer));
         let url = host.page_relative("tokenizer.json")?;
         let tokenizer = Rc::new(Tokenizer::from_bytes(&super::browser::fetch_bytes(&url).await?)?);
         host.set_default_tokenizer(tokenizer);
-        Ok::<_, Error>(())
+        Ok::<_, Error>(no_webgpu)
     };
     let started = init.await.map_err(|e| e.to_string());
     if let Err(e) = &started {
         post(&FromEngine::Status(Status::Error(e.clone())));
     }
     post(&FromEngine::Started(started));
+}
+
+/// Whether the worker's browser exposes WebGPU at all (`navigator.gpu`). Without it wgpu still
+/// tries, and fails listing the native backends this build has not.
+fn webgpu_exposed() -> bool {
+    let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into());
+    navigator
+        .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()))
+        .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }
 
 /// The worker's device, or a new one in place of a device that was lost or reported an error

@@ -8,7 +8,8 @@
 //!   device, the model and every run (so every timestamp is taken off the page's thread);
 //!   [`link`]: the page's side of it; [`protocol`]: the messages between them.
 //! - [`models`]: start-up and the loads the model card asks for (page side); [`loader`]: adapter,
-//!   tokenizer and model loading (worker side).
+//!   tokenizer and model loading (worker side); [`no_webgpu`]: a browser without WebGPU (why,
+//!   and the page's notice; the server target still runs).
 //! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
 //!   the URL; [`dataset`]: a dataset file instead of drawn lengths.
 //! - [`service`]: the run service (in the worker), the one owner of a run's life (the engine's run
@@ -40,6 +41,7 @@ pub mod link;
 pub mod loader;
 pub mod model_panel;
 pub mod models;
+pub mod no_webgpu;
 pub mod pareto;
 pub mod plan;
 pub mod playground;

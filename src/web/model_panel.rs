@@ -88,6 +88,8 @@ pub fn ErrorLine(
 pub fn ModelPanel(state: AppState) -> impl IntoView {
     let t = use_text();
     let idle = move || state.phase.get() == Phase::Idle;
+    // Without WebGPU no model can load (deleting a cached one still works).
+    let can_load = move || idle() && state.no_webgpu.with(Option::is_none);
     let loading = move || match state.status.get() {
         Status::LoadingWeights(_, percent) => Some(percent),
         _ => None,
@@ -114,7 +116,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         dragging.set(false);
-        if !idle() {
+        if !can_load() {
             return;
         }
         let (entries, plain) = files::drop_entries(&ev);
@@ -182,7 +184,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
                         <span class="num muted">{format!("{} · {} {}", mb(c.bytes), c.files, if c.files == 1 { "file" } else { "files" })}</span>
-                        <button class="small" disabled=move || !idle() on:click=move |_| {
+                        <button class="small" disabled=move || !can_load() on:click=move |_| {
                             models::load(state, LoadRequest::Remote(base.clone()))
                         }>{move || t().load}</button>
                         <button class="small ghost" data-testid="cached-delete" disabled=move || !idle() on:click=move |_| {
@@ -218,7 +220,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
             <select
                 data-testid="model"
                 aria-labelledby="model-title"
-                disabled=move || !idle()
+                disabled=move || !can_load()
                 on:change=move |ev| {
                     if let Some(choice) = ModelChoice::from_key(&event_target_value(&ev)) {
                         models::load(state, LoadRequest::Preset(choice));
@@ -243,7 +245,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
             <div class="drop" data-testid="drop">
                 <span class="note">{move || t().drop_hint}</span>
                 <div class="row">
-                    <label class="button small" class:disabled=move || !idle()>
+                    <label class="button small" class:disabled=move || !can_load()>
                         {move || t().pick_folder}
                         <input
                             type="file"
@@ -251,11 +253,11 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                             data-testid="pick-folder"
                             node_ref=folder_input
                             multiple=true
-                            disabled=move || !idle()
+                            disabled=move || !can_load()
                             on:change=on_pick
                         />
                     </label>
-                    <label class="button small" class:disabled=move || !idle()>
+                    <label class="button small" class:disabled=move || !can_load()>
                         {move || t().pick_files}
                         <input
                             type="file"
@@ -263,7 +265,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                             data-testid="pick-files"
                             accept=".json,.safetensors"
                             multiple=true
-                            disabled=move || !idle()
+                            disabled=move || !can_load()
                             on:change=on_pick
                         />
                     </label>
@@ -282,7 +284,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                     prop:value=move || url.get()
                     on:input=move |ev| url.set(event_target_value(&ev))
                 />
-                <button class="small" type="submit" data-testid="model-url-load" disabled=move || !idle()>
+                <button class="small" type="submit" data-testid="model-url-load" disabled=move || !can_load()>
                     {move || t().load}
                 </button>
             </form>

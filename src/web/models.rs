@@ -5,6 +5,7 @@
 
 use super::cache;
 use super::i18n::Text;
+use super::no_webgpu::NoWebGpu;
 use super::protocol::{LoadWire, ToEngine};
 use super::settings::LoadOptions;
 use super::sources;
@@ -49,12 +50,20 @@ pub fn start(state: AppState) {
     }
 }
 
-/// Start-up ended in the worker: the model named in the URL (or the default), or the error.
-pub fn started(state: AppState, outcome: Result<(), String>) {
-    if outcome.is_err() {
+/// Start-up ended in the worker: the model named in the URL (or the default); without WebGPU, the
+/// server target; or the error.
+pub fn started(state: AppState, outcome: Result<Option<NoWebGpu>, String>) {
+    match outcome {
         // The status already says why.
-        state.phase.set(Phase::Idle);
-        return;
+        Err(_) => return state.phase.set(Phase::Idle),
+        Ok(Some(why)) => {
+            // No model can load here; a server needs none (the notice says so).
+            state.no_webgpu.set(Some(why));
+            state.target.kind.set("remote".into());
+            state.status.set(Status::NoWebGpu);
+            return state.phase.set(Phase::Idle);
+        }
+        Ok(None) => {}
     }
     wasm_bindgen_futures::spawn_local(async move {
         let request = match state.choice.get_untracked() {
@@ -205,6 +214,8 @@ pub fn status_text(state: AppState, t: &Text) -> String {
     match state.status.get() {
         Status::Starting => t.starting.into(),
         Status::RequestingAdapter => t.requesting_adapter.into(),
+        // Without WebGPU there is no adapter to name.
+        Status::LoadingTokenizer if adapter.is_empty() => t.loading_tokenizer.into(),
         Status::LoadingTokenizer => format!("{adapter} · {}", t.loading_tokenizer),
         Status::Opening(name) => format!("{adapter} · {name} · {}", t.opening_files),
         Status::LoadingWeights(_, percent) => {
@@ -238,6 +249,7 @@ pub fn status_text(state: AppState, t: &Text) -> String {
             None => t.ready.into(),
         },
         Status::AwaitingConfirmation => format!("{adapter} · {}", t.link_model_waiting),
+        Status::NoWebGpu => t.no_webgpu_status.into(),
         Status::Error(message) => format!("{}: {message}", t.error),
     }
 }

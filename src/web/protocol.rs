@@ -6,6 +6,7 @@
 
 use super::cache::Manifest;
 use super::charts::ChartData;
+use super::no_webgpu::NoWebGpu;
 use super::service::{Command, Context, Ended, Refused};
 use super::settings::LoadOptions;
 use super::sources::DownloadProgress;
@@ -18,8 +19,8 @@ use serde::{Deserialize, Serialize};
 /// What the page asks of the engine worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToEngine {
-    /// Open the device and read the page's tokenizer (`tokenizer.json` beside `page_url`); answered
-    /// by [`FromEngine::Started`].
+    /// Open the device and read the page's tokenizer (`tokenizer.json` beside `page_url`, read
+    /// without a device too: a server's chat runs need it); answered by [`FromEngine::Started`].
     Start { switches: LinkSwitches, page_url: String },
     /// Load a model in place of the loaded one, uploaded with `load`; answered by updates, then
     /// [`FromEngine::LoadEnded`]. `manifest`: the page's record of the model cache (kept in
@@ -58,8 +59,9 @@ pub enum FromEngine {
     /// The device the worker opened (at start, and again after a lost one was replaced).
     Adapter(AdapterSummary),
     Status(Status),
-    /// Start-up ended: the device and the tokenizer are ready, or why not.
-    Started(Result<(), String>),
+    /// Start-up ended: the tokenizer is ready, and the device too (`None`) or why the browser
+    /// offers none; or why start-up failed.
+    Started(Result<Option<NoWebGpu>, String>),
     /// The loaded model (`None`: none, or it is being replaced).
     Model(Option<ModelInfo>),
     /// The model loaded or being loaded, by name.

@@ -148,6 +148,8 @@ pub enum Status {
     Ready,
     /// A model named by the link waits for the user's yes (see [`PendingLink`]).
     AwaitingConfirmation,
+    /// Start-up found no WebGPU ([`super::no_webgpu::NoWebGpu`]): only a server can be run.
+    NoWebGpu,
     Error(String),
 }
 
@@ -176,6 +178,8 @@ pub struct AppState {
     pub lang: RwSignal<Lang>,
     pub status: RwSignal<Status>,
     pub adapter: RwSignal<Option<crate::gpu::context::AdapterSummary>>,
+    /// Why the engine has no device, when start-up found no WebGPU (the engine target is off).
+    pub no_webgpu: RwSignal<Option<super::no_webgpu::NoWebGpu>>,
     /// The model loaded (or being loaded).
     pub choice: RwSignal<ModelSource>,
     /// Why the last model load failed (the previous model stays loaded).
@@ -433,6 +437,7 @@ impl AppState {
             lang: RwSignal::new(lang),
             status: RwSignal::new(Status::Starting),
             adapter: RwSignal::new(None),
+            no_webgpu: RwSignal::new(None),
             choice: RwSignal::new(choice),
             load_error: RwSignal::new(switch_error),
             download: RwSignal::new(None),

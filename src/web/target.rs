@@ -129,9 +129,15 @@ impl TargetSettings {
 }
 
 /// The target card: engine or server, and the server's fields. `spec` is the workload as
-/// validated (for the connection warning); `locked` while a run is going.
+/// validated (for the connection warning); `locked` while a run is going; `engine`: whether this
+/// browser's engine can run (it has WebGPU).
 #[component]
-pub fn TargetPanel(target: TargetSettings, spec: Signal<Option<WorkloadSpec>>, locked: Signal<bool>) -> impl IntoView {
+pub fn TargetPanel(
+    target: TargetSettings,
+    spec: Signal<Option<WorkloadSpec>>,
+    locked: Signal<bool>,
+    engine: Signal<bool>,
+) -> impl IntoView {
     let t = use_text();
     let remote = move || target.is_remote();
     let text_input = move |value: RwSignal<String>, testid: &'static str, kind: &'static str| {
@@ -167,7 +173,9 @@ pub fn TargetPanel(target: TargetSettings, spec: Signal<Option<WorkloadSpec>>, l
                         prop:value=move || target.kind.get()
                         on:change=move |ev| target.kind.set(event_target_value(&ev))
                     >
-                        <option value="browser" selected=move || !remote()>{move || t().target_browser}</option>
+                        <option value="browser" selected=move || !remote() disabled=move || !engine.get()>
+                            {move || t().target_browser}
+                        </option>
                         <option value="remote" selected=remote>{move || t().target_remote}</option>
                     </select>
                 </label>

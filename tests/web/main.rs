@@ -505,10 +505,20 @@ async fn the_warning_shows_in_the_target_card() {
     let target = TargetSettings::from_query();
     target.kind.set("remote".into());
     let spec = RwSignal::new(Some(remote_spec("concurrency", 1.0, 16)));
+    let engine = RwSignal::new(true);
     let root = mount(move || {
-        view! { <TargetPanel target=target spec=spec.into() locked=Signal::derive(|| false) /> }
+        view! { <TargetPanel target=target spec=spec.into() locked=Signal::derive(|| false) engine=engine.into() /> }
     });
     leptos::task::tick().await;
+    let engine_off = || {
+        let option = root.query_selector("[data-testid=target-kind] option[value=browser]").unwrap().unwrap();
+        option.has_attribute("disabled")
+    };
+    assert!(!engine_off(), "the engine target is off with WebGPU");
+    // A browser without WebGPU: the engine cannot be picked.
+    engine.set(false);
+    leptos::task::tick().await;
+    assert!(engine_off(), "the engine target can be picked without WebGPU");
     let warning = root.query_selector("[data-testid=http1-warning]").unwrap().expect("the warning is shown");
     let text = warning.text_content().unwrap();
     assert!(text.contains("16 requests") && text.contains("HTTP/2") && text.contains("CLI"), "{text}");

@@ -21,6 +21,16 @@ pub struct Text {
     pub ready: &'static str,
     pub error: &'static str,
     pub on: &'static str,
+    /// No WebGPU (see `web::no_webgpu`): the status line, the notice's titles and lines. The
+    /// browsers are MDN's browser-compat-data for `WorkerNavigator.gpu` (the engine runs in a
+    /// worker), as of August 2026.
+    pub no_webgpu_status: &'static str,
+    pub no_webgpu_missing_title: &'static str,
+    pub no_webgpu_missing: &'static str,
+    pub no_webgpu_no_adapter_title: &'static str,
+    pub no_webgpu_no_adapter: &'static str,
+    pub no_webgpu_browsers: &'static str,
+    pub no_webgpu_server: &'static str,
     // Model panel.
     pub model: &'static str,
     pub model_embedded: &'static str,
