@@ -35,6 +35,7 @@ pub mod diagnosis;
 pub mod driver;
 pub mod experiment;
 pub mod html;
+pub mod launch;
 pub mod ledger;
 pub mod metrics;
 pub mod pareto;

@@ -9,16 +9,16 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use super::driver::{self, Progress};
+use super::driver::Progress;
+pub use super::launch::{run_on_engine, EngineTarget};
 use super::phases::{measured, Phases};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
 use super::server_metrics::ServerMetrics;
-use super::thinking::ThinkTags;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
-use crate::engine::{Engine, Executor, ForwardPass, SamplingParams};
+use crate::engine::{Executor, ForwardPass};
 use crate::error::{Error, Result};
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::kernels::KernelOptions;
@@ -474,59 +474,5 @@ impl RecordedExecutor for ForwardPass {
 
     fn fault(&self) -> Option<Error> {
         self.gpu.fault()
-    }
-}
-
-/// An engine in this process as a target — on the GPU, or on the capacity planner's virtual
-/// clock (the `planner` layer above) — with its prompts (text through a tokenizer, or seeded random ids)
-/// and sampling.
-pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
-    pub engine: &'a mut Engine<X>,
-    pub prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
-    pub sampling: SamplingParams,
-    /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
-    pub describe: RunConfig,
-    /// Set by a run that ended early at saturation ([`Target::take_saturation`]).
-    pub saturation: Option<Saturation>,
-    /// The tokenizer's thinking tags, to split replies into reasoning and answer; `None`: no split.
-    pub think: Option<ThinkTags>,
-}
-
-impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
-    fn run_config(&self) -> RunConfig {
-        RunConfig {
-            engine: Some(self.engine.model.limits().clone()),
-            scheduler: Some(self.engine.policy()),
-            ..self.engine.model.record(self.describe.clone())
-        }
-    }
-
-    fn reports_steps(&self) -> bool {
-        true
-    }
-
-    async fn run(
-        &mut self,
-        plan: &[PlannedRequest],
-        spec: &WorkloadSpec,
-        ignore_eos: bool,
-        listener: &Listener,
-        cancel: &Rc<Cell<bool>>,
-    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let options =
-            driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt, think: self.think };
-        let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
-        let (records, steps, saturation) =
-            driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;
-        self.saturation = saturation;
-        Ok((records, steps))
-    }
-
-    fn fault(&self) -> Option<Error> {
-        self.engine.model.fault()
-    }
-
-    fn take_saturation(&mut self) -> Option<Saturation> {
-        self.saturation.take()
     }
 }

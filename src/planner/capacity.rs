@@ -8,10 +8,10 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::session::{run_into, EngineTarget, Listener};
+use crate::bench::session::{run_on_engine, Listener};
 use crate::bench::sweep::{slo_crossing, SloCrossing};
-use crate::bench::{BenchResult, BenchmarkMetrics, Lang, PromptSource, RunConfig, SessionSpec};
-use crate::engine::{CostModel, Engine, SamplingParams};
+use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec};
+use crate::engine::{CostModel, Engine};
 use crate::error::{Error, Result};
 use crate::model::Qwen3Config;
 use crate::planner::{measured_steps, SimExecutor};
@@ -124,17 +124,7 @@ pub async fn capacity(
     }
     let mut engine = Engine::new(SimExecutor::new(cfg.clone(), limits, cost.clone(), config.clone()));
     engine.set_policy(config.scheduler.unwrap_or_default())?;
-    // The simulator reads only lengths: seeded random ids (and the workload's shared prefix).
-    let prompts = PromptSource::for_model(&spec, None, true, cfg.vocab_size);
-    let prompt = |p: &crate::bench::PlannedRequest| prompts.ids(p);
-    let mut target = EngineTarget {
-        engine: &mut engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: RunConfig { target: "local".into(), model: config.model.clone(), ..RunConfig::default() },
-        saturation: None,
-        think: None,
-    };
+    let describe = RunConfig { target: "local".into(), model: config.model.clone(), ..RunConfig::default() };
     let session = SessionSpec {
         spec: &spec,
         rates: &rates,
@@ -148,7 +138,9 @@ pub async fn capacity(
     };
     let quiet: Listener = Rc::new(|_| {});
     let mut results = Vec::new();
-    run_into(&mut target, &session, &quiet, &Rc::new(Cell::new(false)), &mut results).await?;
+    // The simulator reads only lengths: seeded random ids (and the workload's shared prefix).
+    run_on_engine(&mut engine, None, true, describe, &session, &quiet, &Rc::new(Cell::new(false)), &mut results)
+        .await?;
     let predicted: Vec<(f64, BenchmarkMetrics)> =
         rates.iter().copied().zip(results.into_iter().map(|r| r.metrics)).collect();
     let refs: Vec<&BenchmarkMetrics> = predicted.iter().map(|(_, m)| m).collect();

@@ -18,7 +18,7 @@ use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
 use crate::bench::thinking::ThinkTags;
 use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
-use crate::engine::{Engine, ForwardPass, Policy, SamplingParams};
+use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
 use crate::remote::browser::{Client, RemoteTarget};
 use crate::remote::{Api, Endpoint, RemoteSetup};
@@ -247,13 +247,8 @@ fn listener(sink: &Sink) -> Listener {
 }
 
 /// The engine's record: the page's, with what the engine ran.
-fn engine_record(cx: &Context, prompts: &PromptSource<'_>) -> bench::RunConfig {
-    bench::RunConfig {
-        target: "browser".into(),
-        model: Some(cx.model_key.clone()),
-        prompts: Some(prompts.kind().to_string()),
-        ..cx.page.clone()
-    }
+fn engine_record(cx: &Context) -> bench::RunConfig {
+    bench::RunConfig { target: "browser".into(), model: Some(cx.model_key.clone()), ..cx.page.clone() }
 }
 
 /// A run or a sweep on the page's engine, as the CLI's `bench`.
@@ -261,23 +256,24 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
     let LoadedModel { model, capacity } = loaded;
     let mut engine = Engine::new(sized(model, &capacity, form.max_batch, form.max_batched_tokens));
     let tokenizer = host.tokenizer();
-    let vocab_size = engine.model.cfg.vocab_size;
-    let prompts = PromptSource::for_model(&form.spec, tokenizer.as_deref(), form.random_prompts, vocab_size);
-    let prompt = |p: &PlannedRequest| prompts.ids(p);
     let cancel = host.cancel_flag();
     let mut results = Vec::new();
     let outcome = match engine.set_policy(form.policy) {
         Ok(()) => {
-            let mut target = EngineTarget {
-                engine: &mut engine,
-                prompt: &prompt,
-                sampling: SamplingParams::default(),
-                describe: engine_record(cx, &prompts),
-                saturation: None,
-                think: prompts.think_tags(),
-            };
             let session = session_spec(&form, cx.lang);
-            bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
+            let (random, listener) = (form.random_prompts, listener(sink));
+            let describe = engine_record(cx);
+            bench::session::run_on_engine(
+                &mut engine,
+                tokenizer.as_deref(),
+                random,
+                describe,
+                &session,
+                &listener,
+                &cancel,
+                &mut results,
+            )
+            .await
         }
         Err(e) => Err(e),
     };
@@ -442,7 +438,7 @@ async fn experiment(
     let vocab_size = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
     let prompts = PromptSource::for_model(&a.spec, tokenizer.as_deref(), a.random_prompts, vocab_size);
     let prompt = |p: &PlannedRequest| prompts.ids(p);
-    let describe = engine_record(cx, &prompts);
+    let describe = bench::RunConfig { prompts: Some(prompts.kind().to_string()), ..engine_record(cx) };
     let (pool_b, capacity_b) = match &own_b {
         Some((limits, pool)) => (pool, limits.clone()),
         None => (&pool_a, capacity.clone()),
@@ -544,14 +540,7 @@ impl Target for Variant<'_> {
         let mut engine = Engine::new(sized(model, &self.capacity, self.max_batch, self.max_batched_tokens));
         let outcome = match engine.set_policy(self.policy) {
             Ok(()) => {
-                let mut target = EngineTarget {
-                    engine: &mut engine,
-                    prompt: self.prompt,
-                    sampling: SamplingParams::default(),
-                    describe: self.describe.clone(),
-                    saturation: None,
-                    think: self.think,
-                };
+                let mut target = EngineTarget::new(&mut engine, self.prompt, self.describe.clone(), self.think);
                 let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
                 self.record = target.run_config();
                 self.saturation = target.take_saturation();

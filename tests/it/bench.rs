@@ -112,14 +112,12 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             Engine::new(ForwardPass::load(gpu(), &ckpt, &EngineOptions::default(), &mut |_, _| {}).await.unwrap());
         let workload = spec(Arrival::Poisson, 50.0);
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
-        let mut target = EngineTarget {
-            engine: &mut engine,
-            prompt: &prompt,
-            sampling: SamplingParams::default(),
-            describe: RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
-            saturation: None,
-            think: None,
-        };
+        let mut target = EngineTarget::new(
+            &mut engine,
+            &prompt,
+            RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
+            None,
+        );
         let rates = [50.0, f64::INFINITY];
         let s = SessionSpec {
             spec: &workload,
@@ -207,14 +205,8 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
             ..spec(Arrival::Poisson, 40.0)
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
-        let mut target = EngineTarget {
-            engine: &mut engine,
-            prompt: &prompt,
-            sampling: SamplingParams::default(),
-            describe: RunConfig { target: "local".into(), ..RunConfig::default() },
-            saturation: None,
-            think: None,
-        };
+        let mut target =
+            EngineTarget::new(&mut engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let s = SessionSpec {
             spec: &workload,
             rates: &[40.0],

@@ -10,7 +10,7 @@ use tokenmeter::bench::compare::CompareVerdict;
 use tokenmeter::bench::experiment::{run_alternating, Experiment, ExperimentSpec};
 use tokenmeter::bench::session::{EngineTarget, Listener};
 use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, WorkloadSpec};
-use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
+use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
 
@@ -46,14 +46,8 @@ async fn experiment(first: usize, second: usize) -> Experiment {
     let spec = spec();
     let (mut ea, mut eb) = (engine(first).await, engine(second).await);
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
-    let target = |engine| EngineTarget {
-        engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: RunConfig { target: "local".into(), ..RunConfig::default() },
-        saturation: None,
-        think: None,
-    };
+    let target =
+        |engine| EngineTarget::new(engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
     let (mut a, mut b) = (target(&mut ea), target(&mut eb));
     let x = ExperimentSpec {
         spec: &spec,

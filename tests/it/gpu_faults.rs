@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
 use tokenmeter::bench::{self, Arrival, Lang, LenRange, RunConfig, SessionSpec, WorkloadSpec};
 use tokenmeter::engine::forward::Batch;
-use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
+use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
@@ -69,14 +69,8 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             conversations: None,
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
-        let mut target = EngineTarget {
-            engine: &mut engine,
-            prompt: &prompt,
-            sampling: SamplingParams::default(),
-            describe: RunConfig { target: "local".into(), ..RunConfig::default() },
-            saturation: None,
-            think: None,
-        };
+        let mut target =
+            EngineTarget::new(&mut engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let rates = [1.0, 2.0];
         let s = SessionSpec {
             spec: &workload,

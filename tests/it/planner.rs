@@ -368,14 +368,12 @@ fn quiet() -> Listener {
 
 async fn session_on(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> bench::BenchResult {
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
-    let mut target = EngineTarget {
+    let mut target = EngineTarget::new(
         engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: RunConfig { target: "local".into(), model: Some("qwen3-0.6b".into()), ..RunConfig::default() },
-        saturation: None,
-        think: None,
-    };
+        &prompt,
+        RunConfig { target: "local".into(), model: Some("qwen3-0.6b".into()), ..RunConfig::default() },
+        None,
+    );
     let session = SessionSpec {
         spec,
         rates: &[spec.rate],

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use tokenmeter::bench::request::{Field, RunRequest};
 use tokenmeter::bench::rules::Problem;
 use tokenmeter::bench::session::{Listener, SessionEvent};
-use tokenmeter::engine::SamplingParams;
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -167,7 +166,6 @@ pub(crate) fn problems_error(problems: Vec<Problem>) -> Error {
 }
 
 pub(crate) async fn main(args: BenchArgs) -> Result<()> {
-    use tokenmeter::bench::session::EngineTarget;
     use tokenmeter::bench::{self, RunConfig, SessionSpec, WorkloadSpec};
     let request = args.request()?;
     let rates = request.rates.clone();
@@ -261,25 +259,25 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         Opened::Disk(c, _) => load(&args.model, c).await?,
         Opened::Synthetic(s) => load(&args.model, s).await?,
     };
-    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
-    let prompt = |p: &bench::PlannedRequest| prompts.ids(p);
     let options = engine_options(&args.model, args.model.max_batch);
     let mut engine = args.model.spec.engine(model, draft, &options).await?;
     engine.set_policy(policy)?;
-    let mut target = EngineTarget {
-        engine: &mut engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe: RunConfig {
-            target: "local".into(),
-            model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
-            prompts: Some(prompts.kind().to_string()),
-            ..RunConfig::default()
-        },
-        saturation: None,
-        think: prompts.think_tags(),
+    let describe = RunConfig {
+        target: "local".into(),
+        model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+        ..RunConfig::default()
     };
-    let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+    let outcome = bench::session::run_on_engine(
+        &mut engine,
+        tokenizer,
+        args.random_prompts,
+        describe,
+        &session,
+        &listener,
+        &interrupt.cancel,
+        &mut results,
+    )
+    .await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }
 

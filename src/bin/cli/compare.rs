@@ -8,7 +8,7 @@ use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions}
 use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
 use tokenmeter::bench::session::{EngineTarget, Listener};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
-use tokenmeter::engine::{Engine, SamplingParams};
+use tokenmeter::engine::Engine;
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
@@ -332,13 +332,8 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
         .iter_mut()
         .zip(&prompt_fns)
         .zip(sides.iter().zip(&prompts))
-        .map(|((engine, prompt), (side, prompts))| EngineTarget {
-            engine,
-            prompt,
-            sampling: SamplingParams::default(),
-            describe: side.3.clone(),
-            saturation: None,
-            think: prompts.think_tags(),
+        .map(|((engine, prompt), (side, prompts))| {
+            EngineTarget::new(engine, prompt, side.3.clone(), prompts.think_tags())
         })
         .collect();
     let runs = experiment::run_round_robin(&mut targets, &x, &progress, &cancel, &mut |k, i, result| {

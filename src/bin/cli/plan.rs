@@ -81,16 +81,7 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
         model: b.model.model.as_ref().map(|p| p.display().to_string()).or(b.model.synthetic.clone()),
         ..RunConfig::default()
     };
-    let prompt = |_: &bench::PlannedRequest| -> Result<Vec<u32>> { Ok(Vec::new()) };
-    let target = EngineTarget {
-        engine: &mut engine,
-        prompt: &prompt,
-        sampling: SamplingParams::default(),
-        describe,
-        saturation: None,
-        think: None,
-    };
-    Ok((cost, tokenmeter::bench::session::Target::run_config(&target)))
+    Ok((cost, tokenmeter::bench::launch::engine_run_config(&engine, describe)))
 }
 
 pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
@@ -320,14 +311,8 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         fleet_session(args.replicas, listener.clone(), &mut results).await
     } else {
         let mut engine = replica()?;
-        let mut target = EngineTarget {
-            engine: &mut engine,
-            prompt: &prompt,
-            sampling: SamplingParams::default(),
-            describe,
-            saturation: None,
-            think: None,
-        };
+        // The simulator's replies are not text: no thinking tags to split them by.
+        let mut target = EngineTarget::new(&mut engine, &prompt, describe, None);
         run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
     };
     if args.replay {

@@ -1,0 +1,116 @@
+//! The launcher: the one place an engine in this process becomes a benchmark target. A session
+//! on an engine ([`run_on_engine`]) makes its prompts for the engine's model (text through a
+//! tokenizer, or seeded random ids), builds the [`EngineTarget`] and runs the session; a caller
+//! that drives targets itself (`compare`'s rounds, the page's experiment) builds one with
+//! [`EngineTarget::new`]. The CLI, the page and the capacity planner all come through here.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use super::driver::{self, Progress};
+use super::prompts::PromptSource;
+use super::record::{RequestRecord, StepSample};
+use super::saturation::Saturation;
+use super::session::{run_into, Listener, RecordedExecutor, RunConfig, SessionEvent, SessionSpec, Target};
+use super::thinking::ThinkTags;
+use super::workload::{PlannedRequest, WorkloadSpec};
+use super::BenchResult;
+use crate::engine::{Engine, ForwardPass, SamplingParams};
+use crate::error::{Error, Result};
+use crate::model::Tokenizer;
+
+/// Runs `session` on `engine`: prompts for its model (text through `tokenizer` unless
+/// `random_prompts` or there is none), the target built, every rate's result pushed to `results`
+/// as it ends. `describe`: the run record's target and model (the launcher adds the prompts'
+/// kind; the engine its adapter, kernels and limits).
+#[allow(clippy::too_many_arguments)] // a session's parts, each passed through as it is
+pub async fn run_on_engine<X: RecordedExecutor>(
+    engine: &mut Engine<X>,
+    tokenizer: Option<&Tokenizer>,
+    random_prompts: bool,
+    describe: RunConfig,
+    session: &SessionSpec<'_>,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    results: &mut Vec<BenchResult>,
+) -> Result<()> {
+    let vocab_size = engine.model.cfg().vocab_size;
+    let prompts = PromptSource::for_model(session.spec, tokenizer, random_prompts, vocab_size);
+    let prompt = |p: &PlannedRequest| prompts.ids(p);
+    let describe = RunConfig { prompts: Some(prompts.kind().to_string()), ..describe };
+    let mut target = EngineTarget::new(engine, &prompt, describe, prompts.think_tags());
+    run_into(&mut target, session, listener, cancel, results).await
+}
+
+/// An engine in this process as a target — on the GPU, or on the capacity planner's virtual
+/// clock (the `planner` layer above) — with its prompts (text through a tokenizer, or seeded random ids)
+/// and sampling.
+pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
+    engine: &'a mut Engine<X>,
+    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    sampling: SamplingParams,
+    /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
+    describe: RunConfig,
+    /// Set by a run that ended early at saturation ([`Target::take_saturation`]).
+    saturation: Option<Saturation>,
+    /// The tokenizer's thinking tags, to split replies into reasoning and answer; `None`: no split.
+    think: Option<ThinkTags>,
+}
+
+impl<'a, X: RecordedExecutor> EngineTarget<'a, X> {
+    /// `engine` as a target, its requests' prompts from `prompt`, greedy; `think`: the
+    /// tokenizer's thinking tags (`None`: replies are not split into reasoning and answer).
+    pub fn new(
+        engine: &'a mut Engine<X>,
+        prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+        describe: RunConfig,
+        think: Option<ThinkTags>,
+    ) -> Self {
+        EngineTarget { engine, prompt, sampling: SamplingParams::default(), describe, saturation: None, think }
+    }
+}
+
+/// The run record of a session on `engine`, as its target would write it (for a caller that has
+/// measured an engine without running a session on it: `plan --calibrate`).
+pub fn engine_run_config<X: RecordedExecutor>(engine: &Engine<X>, describe: RunConfig) -> RunConfig {
+    RunConfig {
+        engine: Some(engine.model.limits().clone()),
+        scheduler: Some(engine.policy()),
+        ..engine.model.record(describe)
+    }
+}
+
+impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
+    fn run_config(&self) -> RunConfig {
+        engine_run_config(self.engine, self.describe.clone())
+    }
+
+    fn reports_steps(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        &mut self,
+        plan: &[PlannedRequest],
+        spec: &WorkloadSpec,
+        ignore_eos: bool,
+        listener: &Listener,
+        cancel: &Rc<Cell<bool>>,
+    ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
+        let options =
+            driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt, think: self.think };
+        let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
+        let (records, steps, saturation) =
+            driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;
+        self.saturation = saturation;
+        Ok((records, steps))
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.engine.model.fault()
+    }
+
+    fn take_saturation(&mut self) -> Option<Saturation> {
+        self.saturation.take()
+    }
+}
