@@ -377,6 +377,21 @@ pub struct RunConfig {
     /// that the model was fitted on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulated: Option<crate::engine::CostModel>,
+    /// The request as the user made it, to run it again (`tokenmeter bench --rerun`); absent in
+    /// results saved before it was recorded, and for the page's runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<SavedRequest>,
+}
+
+/// A run request as it was made: the command and its arguments as given (never an API key:
+/// the CLI takes the name of the variable that holds it), without where the results went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedRequest {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The dataset file's SHA-256 (hex) when the run read one: a rerun needs the same file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
 }
 
 impl RunConfig {

@@ -77,3 +77,95 @@ fn a_valid_form_gives_the_run_it_describes() {
     assert_eq!(request.slo_text.as_deref(), Some("ttft_ms=200,tpot_ms=50"));
     assert_eq!(request.spec.num_requests, 32);
 }
+
+/// A results file's `run_config` and its requests' (id, arrival, prompt length, output length).
+fn saved_run(path: &std::path::Path) -> (serde_json::Value, Vec<(u64, f64, u64, u64)>) {
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("results written")).expect("results JSON");
+    let requests = value["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+            (n("id"), r["arrival_s"].as_f64().expect("arrival_s"), n("prompt_len"), n("output_len"))
+        })
+        .collect();
+    (value["run_config"].clone(), requests)
+}
+
+/// `bench --rerun` runs the saved request again: the same recorded request, workload and
+/// requests; a flag beside it overrides the saved one; a dataset run needs the file it read.
+#[test]
+fn a_rerun_is_the_saved_request_again() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-rerun-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dataset = dir.join("rows.jsonl");
+    std::fs::write(&dataset, "{\"input_len\": 8, \"output_len\": 4}\n".repeat(6)).expect("dataset");
+    let path = |name: &str| dir.join(name).to_str().expect("UTF-8").to_string();
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert_eq!(out.code, 0, "tokenmeter {}: {}", args.join(" "), out.stderr);
+    };
+    let first = path("first.json");
+    let base = [
+        "bench",
+        "--synthetic",
+        "tiny",
+        "--random-prompts",
+        "--rate",
+        "50",
+        "--num-requests",
+        "4",
+        "--input-len",
+        "8",
+        "--output-len",
+        "3",
+        "--seed",
+        "7",
+        "--no-baseline",
+    ];
+    ok(&[&base[..], &["--json", &first]].concat());
+    let again = path("again.json");
+    ok(&["bench", "--rerun", &first, "--json", &again]);
+    let (saved, saved_requests) = saved_run(first.as_ref());
+    let (rerun, rerun_requests) = saved_run(again.as_ref());
+    assert_eq!(rerun["request"], saved["request"], "the recorded request");
+    assert_eq!(saved["request"]["args"].as_array().map(Vec::len), Some(base.len() - 1), "{}", saved["request"]);
+    assert_eq!(rerun["workload"], saved["workload"]);
+    assert_eq!(rerun_requests, saved_requests, "the same requests, planned the same");
+
+    let faster = path("faster.json");
+    ok(&["bench", "--rerun", &first, "--rate", "100", "--json", &faster]);
+    let (overridden, _) = saved_run(faster.as_ref());
+    assert_eq!(overridden["workload"]["rate"], 100.0);
+    assert_eq!(overridden["workload"]["seed"], saved["workload"]["seed"]);
+
+    // A dataset run: its file's digest is recorded, and a changed file is refused.
+    let with_data = path("data.json");
+    let data_run = [
+        "bench",
+        "--synthetic",
+        "tiny",
+        "--rate",
+        "50",
+        "--num-requests",
+        "3",
+        "--no-baseline",
+        "--dataset",
+        dataset.to_str().expect("UTF-8"),
+        "--json",
+        &with_data,
+    ];
+    ok(&data_run);
+    let (data_config, data_requests) = saved_run(with_data.as_ref());
+    assert_eq!(data_config["request"]["dataset_sha256"].as_str().map(str::len), Some(64), "{data_config}");
+    let data_again = path("data-again.json");
+    ok(&["bench", "--rerun", &with_data, "--json", &data_again]);
+    assert_eq!(saved_run(data_again.as_ref()).1, data_requests);
+    std::fs::write(&dataset, "{\"input_len\": 9, \"output_len\": 4}\n".repeat(6)).expect("dataset");
+    let refused = run(&["bench", "--rerun", &with_data]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("is not the file the run read"), "{}", refused.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -99,6 +99,13 @@ pub(crate) struct BenchArgs {
     /// that needs them.
     #[arg(long)]
     pub(crate) no_baseline: bool,
+    /// Run the request a results JSON recorded again (`run_config.request`); flags given beside it
+    /// override the saved ones (`--rerun r.json --rate 8`). A dataset run needs the same file.
+    #[arg(long)]
+    pub(crate) rerun: Option<std::path::PathBuf>,
+    /// The request as given, recorded in every result (set by the command line's `main`).
+    #[arg(skip)]
+    pub(crate) saved: Option<tokenmeter::bench::session::SavedRequest>,
     /// Write the results JSON (config, summary, diagnosis, every request and step) here
     /// (a sweep writes a list, one result per rate).
     #[arg(long, alias = "out")]
@@ -455,6 +462,22 @@ pub(crate) fn write_results(
     if results.len() > 1 {
         print!("{}", sweep_table(rates, results, slo));
     }
+    // Each result records the request that made it, to be run again.
+    let recorded: Vec<tokenmeter::bench::BenchResult>;
+    let results = match &args.saved {
+        Some(saved) => {
+            recorded = results
+                .iter()
+                .cloned()
+                .map(|mut r| {
+                    r.config.request = Some(saved.clone());
+                    r
+                })
+                .collect();
+            &recorded[..]
+        }
+        None => results,
+    };
     if let Some(path) = &args.json {
         let json = if args.serving.save_format()? == serving::SaveFormat::Vllm {
             // vLLM's layout: one object per rate, one per line (as its --append-result).

@@ -9,6 +9,7 @@ mod model;
 mod plan;
 mod policy;
 mod remote;
+mod rerun;
 mod serving;
 mod soak;
 mod spec;
@@ -22,7 +23,9 @@ pub(crate) use bench::{check_writable, BenchArgs, Interrupt};
 pub(crate) use model::{engine_options, open, Opened};
 
 #[derive(Parser)]
+// A flag given twice keeps its last value: `bench --rerun r.json --rate 8` overrides the saved rate.
 #[command(name = "tokenmeter", version, about = "Qwen3 on WebGPU/Vulkan: generation and serving benchmarks")]
+#[command(args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,7 +56,14 @@ enum Command {
 
 pub fn main() -> i32 {
     quiet_headless_vulkan();
-    let cli = match Cli::try_parse() {
+    let argv = match rerun::expand(std::env::args().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
         Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
@@ -69,7 +79,22 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Generate(args) => pollster::block_on(generate::main(args)),
-        Command::Bench(args) => pollster::block_on(bench::main(*args)),
+        Command::Bench(mut args) => {
+            let dataset_sha256 = match args.serving.dataset.as_deref().map(rerun::sha256_of).transpose() {
+                Ok(digest) => digest,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
+            let recorded = rerun::recorded(&argv[2..]);
+            args.saved = Some(tokenmeter::bench::session::SavedRequest {
+                command: "bench".into(),
+                args: recorded,
+                dataset_sha256,
+            });
+            pollster::block_on(bench::main(*args))
+        }
         Command::Adapter => pollster::block_on(speed::adapter()),
         Command::Roofline => pollster::block_on(speed::roofline()),
         Command::Speed(args) => pollster::block_on(speed::main(args)),
