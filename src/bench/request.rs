@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::phases::Phases;
 use crate::bench::rules::{Problem, Rule};
+use crate::bench::session::SessionSpec;
 use crate::bench::sweep::parse_rates;
 use crate::bench::workload::{context_rule, Arrival, ArrivalSpan, Conversations, LenRange, SharedPrefix, WorkloadSpec};
-use crate::bench::Slo;
+use crate::bench::{Lang, Slo};
 use crate::engine::{Order, Policy, Speculation};
 use crate::gpu::WeightFormat;
 use crate::limits;
@@ -94,6 +95,65 @@ impl Field {
         Field::WarmupS,
         Field::CooldownS,
     ];
+
+    /// Every field: the page's, then the CLI's own.
+    pub const ALL: [Field; 32] = [
+        Field::Arrival,
+        Field::Rate,
+        Field::Burstiness,
+        Field::Concurrency,
+        Field::Requests,
+        Field::InputLen,
+        Field::OutputLen,
+        Field::Seed,
+        Field::Prompts,
+        Field::MaxBatch,
+        Field::MaxBatchedTokens,
+        Field::SloTtft,
+        Field::SloTpot,
+        Field::Weights,
+        Field::Speculate,
+        Field::Policy,
+        Field::ChunkedPrefill,
+        Field::PrefillChunk,
+        Field::PrefixCache,
+        Field::SharedPrefix,
+        Field::CostPerHour,
+        Field::Turns,
+        Field::ThinkTime,
+        Field::WarmupRequests,
+        Field::WarmupS,
+        Field::CooldownS,
+        Field::ArrivalSpan,
+        Field::PrefixGroups,
+        Field::MaxConcurrency,
+        Field::SaturationStop,
+        Field::Slo,
+        Field::Dataset,
+    ];
+
+    /// The field a CLI flag sets, and the text it gives it: `value` for a flag that takes one,
+    /// `None` for a switch (`--random-prompts`, `--no-chunked-prefill`, `--no-saturation-stop`,
+    /// `--prefix-cache`), which sets its field's other value. `None` for a flag of no field.
+    pub fn from_flag(flag: &str, value: Option<&str>) -> Option<(Field, String)> {
+        let switch = match flag {
+            "--random-prompts" => Some((Field::Prompts, "random")),
+            "--no-chunked-prefill" => Some((Field::ChunkedPrefill, "off")),
+            "--no-saturation-stop" => Some((Field::SaturationStop, "off")),
+            "--prefix-cache" => Some((Field::PrefixCache, "on")),
+            _ => None,
+        };
+        match (switch, value) {
+            (Some((field, text)), None) => Some((field, text.to_string())),
+            (Some(_), Some(_)) => None,
+            (None, value) => {
+                let field = Field::ALL
+                    .into_iter()
+                    .find(|f| f.flag() == flag && !matches!(f, Field::SloTtft | Field::SloTpot))?;
+                Some((field, value?.to_string()))
+            }
+        }
+    }
 
     /// The field's name in the page's query string.
     pub fn key(self) -> &'static str {
@@ -260,6 +320,24 @@ pub struct RunRequest {
     pub cost_per_hour: Option<f64>,
     /// Requests left out of each rate's summary (`--warmup-requests`, `--warmup-s`, `--cooldown-s`).
     pub phases: Phases,
+}
+
+impl RunRequest {
+    /// The session this request runs, in `lang`: with a baseline, every request to its output
+    /// length (the defaults of both edges; set the fields to change them).
+    pub fn session(&self, lang: Lang) -> SessionSpec<'_> {
+        SessionSpec {
+            spec: &self.spec,
+            rates: &self.rates,
+            slo: self.slo.as_ref(),
+            slo_text: self.slo_text.as_deref(),
+            lang,
+            baseline: true,
+            ignore_eos: true,
+            cost_per_hour: self.cost_per_hour,
+            phases: self.phases,
+        }
+    }
 }
 
 /// Where the text of each field comes from: absent (`None`) or empty means the field's default.

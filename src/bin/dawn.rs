@@ -1,13 +1,20 @@
 //! `tokenmeter-dawn`: the page's engine and benchmark code without a page, in Node on Dawn (Chrome's
 //! WebGPU: the `webgpu` npm package's dawn.node), run by `scripts/dawn-run SUBCOMMAND ARGS`. It
-//! takes the CLI's arguments for `adapter`, `roofline` and `speed` (a synthetic shape; the kernel
-//! switches), and prints the JSON `tokenmeter` prints, so the two compare row for row on the same
-//! GPU (`scripts/device-check`). Natively there is nothing to run.
+//! takes the CLI's arguments for `adapter`, `roofline`, `speed` and `bench` (a synthetic shape; the
+//! kernel switches; `bench`'s run request, read by the same `RunRequest::parse` and run by the same
+//! launcher as the CLI's and the page's), and prints the JSON `tokenmeter` prints, so the two
+//! compare row for row on the same GPU (`scripts/device-check`), and `tokenmeter compare` reads a
+//! bench's results. Natively there is nothing to run.
 
 #[cfg(target_arch = "wasm32")]
 mod dawn {
+    use std::cell::Cell;
     use std::collections::BTreeMap;
+    use std::rc::Rc;
+    use tokenmeter::bench::request::{Field, RunRequest};
+    use tokenmeter::bench::session::{run_on_engine, Listener, RunConfig, SavedRequest, SessionSpec};
     use tokenmeter::bench::speed::{self, SpeedPlan};
+    use tokenmeter::bench::{self};
     use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
     use tokenmeter::gpu::kernels::KernelSwitches;
     use tokenmeter::gpu::{Gpu, SharedGpu};
@@ -78,8 +85,100 @@ mod dawn {
                 Ok(json(&serde_json::json!({ "adapter": gpu.adapter.name, "roofline": roof, "host_copy_gb_s": null })))
             }
             "speed" => speed(flags(rest, &SPEED_FLAGS)?).await,
-            other => Err(format!("unknown subcommand {:?} (adapter, roofline, speed)", limits::printable(other))),
+            "bench" => bench(rest).await,
+            other => {
+                Err(format!("unknown subcommand {:?} (adapter, roofline, speed, bench)", limits::printable(other)))
+            }
         }
+    }
+
+    /// The engine's flags `bench` takes beside the run request's (each with a value).
+    const BENCH_ENGINE_FLAGS: [&str; 9] = [
+        "synthetic",
+        "kv-blocks",
+        "kernels",
+        "weight-storage",
+        "subgroups",
+        "matmul-tile",
+        "fused",
+        "prefill-tiles",
+        "gemv-max-m",
+    ];
+
+    /// `bench` with the CLI's arguments: the run request's flags (`Field::from_flag`), the
+    /// engine's, `--no-baseline` and `--respect-eos`; the results JSON as `tokenmeter bench --json`
+    /// writes it (one result, or a list for a sweep), with the request recorded.
+    async fn bench(args: &[String]) -> Result<String, String> {
+        let (mut form, mut engine_flags) = (BTreeMap::new(), BTreeMap::new());
+        let (mut baseline, mut ignore_eos) = (true, true);
+        let mut it = args.iter().peekable();
+        while let Some(arg) = it.next() {
+            let shown = limits::printable(arg);
+            match arg.as_str() {
+                "--no-baseline" => baseline = false,
+                "--respect-eos" => ignore_eos = false,
+                _ if Field::from_flag(arg, None).is_some() => {
+                    let (field, text) = Field::from_flag(arg, None).expect("a switch");
+                    form.insert(field, text);
+                }
+                _ => {
+                    let value = it.next().ok_or_else(|| format!("{shown} needs a value"))?;
+                    match (Field::from_flag(arg, Some(value)), arg.strip_prefix("--")) {
+                        (Some((field, text)), _) => {
+                            form.insert(field, text);
+                        }
+                        (None, Some(name)) if BENCH_ENGINE_FLAGS.contains(&name) => {
+                            engine_flags.insert(name.to_string(), value.clone());
+                        }
+                        _ => return Err(format!("unexpected argument {shown} (bench takes the CLI's run flags)")),
+                    }
+                }
+            }
+        }
+        let request = RunRequest::parse(&|f| form.get(&f).cloned(), None).map_err(|problems| {
+            problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect::<Vec<_>>().join("\n")
+        })?;
+        if form.contains_key(&Field::Dataset) {
+            return Err("--dataset: files are not read here (a synthetic workload only)".into());
+        }
+        let get = |k: &str| engine_flags.get(k).cloned();
+        let name = get("synthetic").ok_or("bench needs --synthetic NAME (model files are not read here)")?;
+        let cfg = Qwen3Config::preset(&name).ok_or_else(|| {
+            format!(
+                "unknown synthetic model {:?} (one of {})",
+                limits::printable(&name),
+                Qwen3Config::PRESETS.join(", ")
+            )
+        })?;
+        bench::check_context(request.spec.prompt_range(), request.spec.output_len, cfg.max_position_embeddings)
+            .map_err(|e| e.to_string())?;
+        let options = EngineOptions {
+            max_batched_tokens: request.max_batched_tokens,
+            max_seqs: request.max_batch,
+            kv_blocks: get("kv-blocks").map(|v| parse_count(&v, 1, limits::MAX_KV_BLOCKS)).transpose()?,
+            weights: request.load.weights,
+            speculation: request.load.speculation.clone(),
+            prefix_cache: request.load.prefix_cache,
+            kernels: KernelSwitches::from_query(get)?,
+            ..EngineOptions::default()
+        };
+        let gpu = SharedGpu::new(Gpu::new().await.map_err(|e| e.to_string())?);
+        let source = SyntheticModel::new(cfg, 0);
+        let model = ForwardPass::load(gpu, &source, &options, &mut |_, _| {}).await.map_err(|e| e.to_string())?;
+        let mut engine = Engine::new(model);
+        engine.set_policy(request.policy).map_err(|e| e.to_string())?;
+        let session = SessionSpec { baseline, ignore_eos, ..request.session(bench::Lang::En) };
+        let describe = RunConfig { target: "dawn".into(), model: Some(name), ..RunConfig::default() };
+        let quiet: Listener = Rc::new(|_| {});
+        let mut results = Vec::new();
+        let cancel = Rc::new(Cell::new(false));
+        let outcome = run_on_engine(&mut engine, None, true, describe, &session, &quiet, &cancel, &mut results).await;
+        let saved = SavedRequest { command: "bench".into(), args: args.to_vec(), dataset_sha256: None };
+        for r in &mut results {
+            r.config.request = Some(saved.clone());
+        }
+        outcome.map_err(|e| e.to_string())?;
+        Ok(if results.len() == 1 { json(&results[0]) } else { json(&results) })
     }
 
     async fn speed(flags: BTreeMap<String, String>) -> Result<String, String> {

@@ -16,7 +16,7 @@ use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
 use crate::bench::thinking::ThinkTags;
-use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, SessionSpec, WorkloadSpec};
+use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
@@ -226,20 +226,6 @@ fn device_check(host: &Host, sink: &Sink) {
 }
 
 /// The session's settings from the page's.
-fn session_spec(form: &RunRequest, lang: Lang) -> SessionSpec<'_> {
-    SessionSpec {
-        spec: &form.spec,
-        rates: &form.rates,
-        slo: form.slo.as_ref(),
-        slo_text: form.slo_text.as_deref(),
-        lang,
-        baseline: true,
-        ignore_eos: true,
-        cost_per_hour: form.cost_per_hour,
-        phases: form.phases,
-    }
-}
-
 /// The session's listener: every event to the sink.
 fn listener(sink: &Sink) -> Listener {
     let sink = sink.clone();
@@ -260,7 +246,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
     let mut results = Vec::new();
     let outcome = match engine.set_policy(form.policy) {
         Ok(()) => {
-            let session = session_spec(&form, cx.lang);
+            let session = form.session(cx.lang);
             let (random, listener) = (form.random_prompts, listener(sink));
             let describe = engine_record(cx);
             bench::session::run_on_engine(
@@ -332,7 +318,7 @@ async fn on_server(
             server_metrics,
         };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
-        let session = session_spec(&form, cx.lang);
+        let session = form.session(cx.lang);
         bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
     }
     .await;
