@@ -276,12 +276,22 @@ fn settings_round_trip_through_the_url() {
     tokenmeter::web::browser::replace_query(&pairs).unwrap();
     let again = Settings::from_query();
     assert_eq!(again.changed(), pairs);
-    let config = settings::validate(&|f| again.get(f).get_untracked(), None, i18n::text(Lang::En)).unwrap();
+    let config = settings::validate(
+        &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
+        None,
+        i18n::text(Lang::En),
+    )
+    .unwrap();
     assert_eq!(config.rates, [1.0, 2.0, f64::INFINITY]);
     assert_eq!(config.spec.num_requests, 8);
 
     again.get(Field::Rate).set("1,fast".into());
-    let problems = settings::validate(&|f| again.get(f).get_untracked(), None, i18n::text(Lang::En)).unwrap_err();
+    let problems = settings::validate(
+        &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
+        None,
+        i18n::text(Lang::En),
+    )
+    .unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::Rate]);
     tokenmeter::web::browser::replace_query(&[]).unwrap();
 }
@@ -293,7 +303,14 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     let with = |pairs: &[(Field, &str)]| {
         let pairs: Vec<(Field, String)> = pairs.iter().map(|(f, v)| (*f, v.to_string())).collect();
         settings::validate(
-            &|f| pairs.iter().find(|(g, _)| *g == f).map_or_else(|| f.default_value().to_string(), |(_, v)| v.clone()),
+            &|f| {
+                Some(
+                    pairs
+                        .iter()
+                        .find(|(g, _)| *g == f)
+                        .map_or_else(|| f.default_value().to_string(), |(_, v)| v.clone()),
+                )
+            },
             None,
             i18n::text(Lang::En),
         )
@@ -963,7 +980,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     };
     let t = i18n::text(Lang::En);
     // A sweep ending at "everything at once": an infinite rate, which JSON has no number for.
-    let mut form = settings::validate(&|f| f.default_value().to_string(), None, t).unwrap();
+    let mut form = settings::validate(&|f| Some(f.default_value().to_string()), None, t).unwrap();
     form.rates = vec![2.0, f64::INFINITY];
     let row = DatasetRow {
         at: 1,
@@ -1011,7 +1028,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         // The workload crosses as the results JSON records it: a field its arrival process does not
         // use (a Poisson run's concurrency) comes back neutral.
         let recorded = serde_json::from_str(&serde_json::to_string(&form.spec).unwrap()).unwrap();
-        assert_eq!(*back_form, settings::RunForm { spec: recorded, ..form.clone() });
+        assert_eq!(*back_form, settings::RunRequest { spec: recorded, ..form.clone() });
         let data = &back.dataset.as_ref().unwrap().data;
         assert_eq!((data.rows.as_slice(), data.dropped_short_conversations), (choice.data.rows.as_slice(), 2));
         assert_eq!(back.dataset.as_ref().unwrap().speedup, 2.0);
