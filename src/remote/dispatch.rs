@@ -241,8 +241,8 @@ impl<'a> Loop<'a> {
                 let request = self.made[index].take().unwrap_or_else(|| self.requests[index].clone());
                 in_flight.push(sending(rt, index, request, arrival_s, self.next_turn[index].is_some()));
             }
-            let waiting = !self.stopping && !(self.dated.is_empty() && self.queue.is_empty());
-            if in_flight.is_empty() && !waiting {
+            let nothing_to_send = self.stopping || (self.dated.is_empty() && self.queue.is_empty());
+            if in_flight.is_empty() && nothing_to_send {
                 return saturation;
             }
             // Wake for the next arrival (when a slot is free for it: else an end frees one), the
@@ -343,18 +343,10 @@ impl<'a> Loop<'a> {
 
 /// One request through the runtime, as the loop's future of its end; `keep_prompt` when a later
 /// turn is made from it.
-fn sending<R: Runtime>(
-    rt: &R,
-    index: usize,
-    request: RemoteRequest,
-    arrival_s: f64,
-    keep_prompt: bool,
-) -> impl Future<Output = Ended> + '_ {
-    async move {
-        let sent = keep_prompt.then(|| request.prompt.clone());
-        let (record, reply) = rt.send(request, arrival_s).await;
-        Ended { index, record, reply, sent }
-    }
+async fn sending<R: Runtime>(rt: &R, index: usize, request: RemoteRequest, arrival_s: f64, keep_prompt: bool) -> Ended {
+    let sent = keep_prompt.then(|| request.prompt.clone());
+    let (record, reply) = rt.send(request, arrival_s).await;
+    Ended { index, record, reply, sent }
 }
 
 /// Scrapes `url` every [`SCRAPE_PERIOD_S`] from the start until `ended` resolves (the run's last
