@@ -66,7 +66,7 @@ pub async fn run_watched<X: Executor>(
         plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
     // The prompt each released turn was sent with (the next turn's history starts with it).
     let mut sent_prompts: Vec<Vec<u32>> = vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }];
-    let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
+    let mut records: Vec<RequestRecord> = plan.iter().map(|p| RequestRecord::unsent(p.id, p.prompt_len)).collect();
     if let Some(turns) = &turns {
         for (r, t) in records.iter_mut().zip(turns) {
             (r.session, r.turn) = (Some(t.session), Some(t.turn));
@@ -233,11 +233,6 @@ pub async fn run_watched<X: Executor>(
         }
     }
     Ok((records, steps, saturation))
-}
-
-/// A planned request's record before it is sent: no arrival time yet (NaN), nothing measured.
-pub fn unsent_record(p: &PlannedRequest) -> RequestRecord {
-    RequestRecord { id: p.id, arrival_s: f64::NAN, prompt_len: p.prompt_len, ..RequestRecord::default() }
 }
 
 /// The engine request for planned request `p` with this `prompt`: its output length, the run's

@@ -11,7 +11,7 @@
 //! driver); no steps are kept (they are per replica), so a fleet's results have no GPU-busy figure.
 
 use super::SimExecutor;
-use crate::bench::driver::{record_event, request, unsent_record, DriverOptions, Progress};
+use crate::bench::driver::{record_event, request, DriverOptions, Progress};
 use crate::bench::session::{Listener, RunConfig, SessionEvent, Target};
 use crate::bench::{PlannedRequest, RequestRecord, StepSample, TokenTimes, WorkloadSpec};
 use crate::engine::{Engine, Executor};
@@ -129,7 +129,7 @@ impl Fleet {
                 _ => self.run_apart(t0, plan, options, prompt, on_progress, cancelled),
             };
         }
-        let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
+        let mut records: Vec<RequestRecord> = plan.iter().map(|p| RequestRecord::unsent(p.id, p.prompt_len)).collect();
         // Per replica: plan index by engine id (a replica's ids go on counting from its earlier
         // runs: the warm-up, the baseline, other rates).
         let mut owner: Vec<Owner> = vec![Owner::default(); n];
@@ -245,7 +245,7 @@ impl Fleet {
             finished: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         };
-        let mut records: Vec<RequestRecord> = plan.iter().map(unsent_record).collect();
+        let mut records: Vec<RequestRecord> = plan.iter().map(|p| RequestRecord::unsent(p.id, p.prompt_len)).collect();
         let mut replicas: Vec<(&mut Engine<SimExecutor>, &[usize])> =
             self.replicas.iter_mut().zip(&mine).map(|(e, m)| (e, m.as_slice())).collect();
         let results = shared.run_all(&mut replicas, cancelled, on_progress);
@@ -285,7 +285,7 @@ impl Fleet {
         let mut lazy = Lazy {
             t0,
             times: self.token_times,
-            records: plan.iter().map(unsent_record).collect(),
+            records: plan.iter().map(|p| RequestRecord::unsent(p.id, p.prompt_len)).collect(),
             owner: vec![Owner::default(); n],
             loads: Loads::new(n),
             wake: BinaryHeap::new(),
@@ -512,7 +512,7 @@ impl Shared<'_> {
     /// starts before `a`; an arrival at an idle replica starts at its arrival time.
     fn replica_alone(&self, engine: &mut Engine<SimExecutor>, mine: &[usize]) -> Result<Vec<(usize, RequestRecord)>> {
         let mut records: Vec<(usize, RequestRecord)> =
-            mine.iter().map(|&k| (k, unsent_record(&self.plan[k]))).collect();
+            mine.iter().map(|&k| (k, RequestRecord::unsent(self.plan[k].id, self.plan[k].prompt_len))).collect();
         let mut owner = Owner::default();
         let step = |engine: &mut Engine<SimExecutor>, records: &mut Vec<(usize, RequestRecord)>, owner: &Owner| {
             let (events, _) = ready(engine.step())??;

@@ -1,7 +1,7 @@
 //! The browser's client: `fetch` with a `ReadableStream` reader feeding the shared
-//! [`StreamRecorder`], so a request's record is built exactly as natively. Open loops release
-//! each request at its arrival time whatever is in flight; closed loops run N workers. Every
-//! request ends within its timeout (an `AbortController`), and ends as a record: failures are
+//! [`StreamRecorder`], so a request's record is built exactly as natively, released by the
+//! arrival loop both clients share ([`crate::remote::dispatch`]). Every request ends within its
+//! timeout (an `AbortController`), and ends as a record: failures are
 //! data, the run goes on. What a server's answer may cost is bounded as natively
 //! ([`crate::remote::bounds`]): bodies are read through a reader and dropped past their cap,
 //! and an answer redirected to another origin fails its request.
@@ -12,23 +12,20 @@
 //! record's `scheduled_s` is when `fetch()` was called; see [`http1_limit_exceeded`].
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::{spawn_local, JsFuture};
+use wasm_bindgen_futures::JsFuture;
 
-use crate::bench::saturation::{Detector, Saturation};
+use crate::bench::saturation::Saturation;
 use crate::bench::server_metrics::ServerMetrics;
 use crate::bench::session::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
-use crate::remote::conversation::{self, TurnEnd};
+use crate::remote::dispatch::{self, Runtime};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, ApiKey, RequestError};
-use crate::remote::{
-    report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S, SCRAPE_TIMEOUT_S,
-};
+use crate::remote::{report, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_TIMEOUT_S};
 
 /// Connections Chromium (and Firefox, Safari) open to one HTTP/1.1 origin at most.
 pub const HTTP1_CONNECTIONS: usize = 6;
@@ -322,9 +319,11 @@ impl Client {
         parse_models(&body.text()).map_err(|e| failed(e.to_string()))
     }
 
-    /// Sends every request and returns their records, in request order; requests never sent
-    /// because `cancel` was set (or because the run saturated, see [`Client::take_saturation`])
-    /// are left out. `on_progress(finished, total)` runs after each request ends.
+    /// Sends every request and returns their records, in request order: the shared arrival loop
+    /// ([`crate::remote::dispatch`]) on the page's clock and `fetch`. Setting `cancel` stops
+    /// sending and aborts what is in flight; requests never sent (cancelled, or after a
+    /// saturation stop, see [`Client::take_saturation`]) have no arrival time. `on_progress(finished,
+    /// total)` runs after each request ends.
     pub async fn run(
         &self,
         requests: &[RemoteRequest],
@@ -332,158 +331,25 @@ impl Client {
         on_progress: Rc<dyn Fn(usize, usize)>,
         cancel: Rc<Cell<bool>>,
     ) -> Vec<RequestRecord> {
-        let t0 = now_s();
-        let total = requests.len();
-        let finished = Rc::new(Cell::new(0usize));
-        let (senders, receivers): (Vec<_>, Vec<_>) =
-            (0..total).map(|_| futures_channel::oneshot::channel::<Option<RequestRecord>>()).unzip();
-        // What the requests watch: the user's Cancel, or a saturation stop (nothing more is sent,
-        // what is in flight is aborted, as natively).
-        let stop = Rc::new(Stop::default());
-        let task = Rc::new(Shared {
+        let page = Page {
             endpoint: self.endpoint.clone(),
-            options: options.clone(),
-            t0,
-            finished: finished.clone(),
-            total,
-            on_progress,
-            stop: stop.clone(),
-        });
-        // The server's /metrics, every SCRAPE_PERIOD_S from the start; one last scrape after the
-        // last request ends (so the counters' growth spans the run), then the loop stops.
-        let ended = Rc::new(Cell::new(false));
-        let scraper = options.server_metrics.clone().map(|url| {
-            let scraped = Rc::new(RefCell::new(ServerMetrics {
-                url: url.clone(),
-                period_s: SCRAPE_PERIOD_S,
-                ..ServerMetrics::default()
-            }));
-            let (done_tx, done_rx) = futures_channel::oneshot::channel::<()>();
-            let (into, ended) = (scraped.clone(), ended.clone());
-            spawn_local(async move {
-                loop {
-                    let last = ended.get();
-                    match scrape_once(&url).await {
-                        Ok(text) => into.borrow_mut().push(now_s() - t0, &text),
-                        Err(why) => into.borrow_mut().fail(why),
-                    }
-                    if last {
-                        break;
-                    }
-                    sleep_s(SCRAPE_PERIOD_S).await;
-                }
-                let _ = done_tx.send(());
-            });
-            (scraped, done_rx)
-        });
-        let jobs = requests.iter().cloned().zip(senders);
-        match options.closed_loop {
-            // Open loop: every request on its own, released at its arrival time; with
-            // `max_concurrency`, a due request waits for a slot before `fetch()`.
-            None => {
-                let slots = options.max_concurrency.map(|n| Rc::new(Slots::new(n.max(1))));
-                // Conversations: the end of each turn makes and releases the turn after it.
-                let (mut ends_tx, mut ends_rx) = conversation::channels(requests);
-                for (index, (mut request, tx)) in jobs.enumerate() {
-                    let (task, slots) = (task.clone(), slots.clone());
-                    let (before, after) = (ends_rx[index].take(), ends_tx[index].take());
-                    spawn_local(async move {
-                        let mut arrival_s = request.arrival_s.unwrap_or(0.0);
-                        if let (Some(before), Some(turn)) = (before, request.turn) {
-                            let before = before.await.unwrap_or_default();
-                            if task.stop.is_set() {
-                                let _ = tx.send(None);
-                                return;
-                            }
-                            match conversation::next_turn(task.endpoint.api, &request, &before, turn.think_s) {
-                                Ok((at_s, made)) => (arrival_s, request) = (at_s, made),
-                                Err(why) => {
-                                    let mut record = conversation::failed(&request, now_s() - t0, why);
-                                    turn.mark(&mut record);
-                                    task.ended();
-                                    let _ = tx.send(Some(record));
-                                    if let Some(after) = after {
-                                        let _ = after.send(TurnEnd::default());
-                                    }
-                                    return;
-                                }
-                            }
-                        }
-                        sleep_until(t0 + arrival_s).await;
-                        let slot = match &slots {
-                            Some(slots) => Some(slots.acquire().await),
-                            None => None,
-                        };
-                        let ended = task.send(&request, arrival_s).await;
-                        drop(slot);
-                        let record = ended.map(|(record, reply)| {
-                            if let Some(after) = after {
-                                let _ = after.send(TurnEnd::of(request.prompt, &record, reply));
-                            }
-                            record
-                        });
-                        let _ = tx.send(record);
-                    });
-                }
-            }
-            // Closed loop: N workers, each takes the next request when its last one ends.
-            Some(n) => {
-                let queue = Rc::new(RefCell::new(jobs.collect::<VecDeque<_>>()));
-                for _ in 0..n.max(1) {
-                    let (task, queue) = (task.clone(), queue.clone());
-                    spawn_local(async move {
-                        loop {
-                            let next = queue.borrow_mut().pop_front();
-                            let Some((request, tx)) = next else { break };
-                            let arrival_s = now_s() - t0;
-                            let _ = tx.send(task.send(&request, arrival_s).await.map(|(record, _)| record));
-                        }
-                    });
-                }
-            }
-        }
-        // The watcher: passes Cancel on, and judges an open loop's outstanding requests every
-        // 50 ms ([`crate::bench::saturation`]).
-        let watcher = {
-            let (stop, ended, finished) = (stop.clone(), ended.clone(), finished.clone());
-            let mut detector = (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new);
-            let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect();
-            async move {
-                let mut verdict = None;
-                while !ended.get() {
-                    sleep_s(0.05).await;
-                    if cancel.get() {
-                        stop.trigger();
-                    }
-                    if let (Some(d), false) = (detector.as_mut(), stop.is_set()) {
-                        let now = now_s() - t0;
-                        let due = arrivals.partition_point(|&a| a <= now);
-                        if let Some(v) = d.observe(now, due.saturating_sub(finished.get())) {
-                            verdict = Some(v);
-                            stop.trigger();
-                        }
-                    }
-                }
-                verdict
-            }
+            ignore_eos: options.ignore_eos,
+            timeout_s: options.timeout_s,
+            t0: now_s(),
+            stop: Rc::new(Stop::default()),
         };
-        let (verdict_tx, verdict_rx) = futures_channel::oneshot::channel();
-        spawn_local(async move {
-            let _ = verdict_tx.send(watcher.await);
-        });
-        let mut records = Vec::with_capacity(total);
-        for rx in receivers {
-            if let Ok(Some(record)) = rx.await {
-                records.push(record);
-            }
-        }
-        ended.set(true);
-        *self.saturation.borrow_mut() = verdict_rx.await.ok().flatten();
-        if let Some((scraped, done)) = scraper {
-            let _ = done.await;
-            *self.server_metrics.borrow_mut() = Some(std::mem::take(&mut *scraped.borrow_mut()));
-        }
-        records
+        let outcome = dispatch::run(
+            &page,
+            self.endpoint.api,
+            requests,
+            options,
+            &mut |finished, total| on_progress(finished, total),
+            &|| cancel.get(),
+        )
+        .await;
+        *self.saturation.borrow_mut() = outcome.saturation;
+        *self.server_metrics.borrow_mut() = outcome.server_metrics;
+        outcome.records
     }
 }
 
@@ -513,71 +379,28 @@ async fn scrape_once(url: &str) -> std::result::Result<String, String> {
     Ok(body.text())
 }
 
-/// A counting semaphore for one thread: `acquire` waits its turn (first come, first served).
-struct Slots {
-    free: Cell<usize>,
-    waiting: RefCell<VecDeque<futures_channel::oneshot::Sender<()>>>,
-}
-
-/// A held slot; dropping it hands the slot to the next waiter or frees it.
-struct Slot(Rc<Slots>);
-
-impl Slots {
-    fn new(n: usize) -> Slots {
-        Slots { free: Cell::new(n), waiting: RefCell::new(VecDeque::new()) }
-    }
-
-    async fn acquire(self: &Rc<Self>) -> Slot {
-        if self.free.get() > 0 {
-            self.free.set(self.free.get() - 1);
-        } else {
-            let (tx, rx) = futures_channel::oneshot::channel();
-            self.waiting.borrow_mut().push_back(tx);
-            // Never dropped unanswered: a slot is handed over, not freed, while anyone waits.
-            let _ = rx.await;
-        }
-        Slot(self.clone())
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        loop {
-            let next = self.0.waiting.borrow_mut().pop_front();
-            match next {
-                Some(waiter) => {
-                    if waiter.send(()).is_ok() {
-                        return;
-                    }
-                }
-                None => {
-                    self.0.free.set(self.0.free.get() + 1);
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// What every request of a run shares.
-struct Shared {
+/// The arrival loop's [`Runtime`] in the page: `fetch` with a reader, the page's timers, and one
+/// [`Stop`] for the run.
+struct Page {
     endpoint: Endpoint,
-    options: RunOptions,
+    ignore_eos: bool,
+    timeout_s: f64,
+    /// The run's start on the page's clock.
     t0: f64,
-    finished: Rc<Cell<usize>>,
-    total: usize,
-    on_progress: Rc<dyn Fn(usize, usize)>,
     stop: Rc<Stop>,
 }
 
-impl Shared {
-    /// One request's record, and its reply when a later turn of its conversation needs it;
-    /// `None` when the run was cancelled before it was sent.
-    async fn send(&self, request: &RemoteRequest, arrival_s: f64) -> Option<(RequestRecord, String)> {
-        if self.stop.is_set() {
-            return None;
-        }
-        let ignore_eos = self.options.ignore_eos;
+impl Runtime for Page {
+    fn now_s(&self) -> f64 {
+        now_s() - self.t0
+    }
+
+    async fn sleep_until(&self, at_s: f64) {
+        sleep_until(self.t0 + at_s).await;
+    }
+
+    async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String) {
+        let ignore_eos = self.ignore_eos;
         let exact = ignore_eos.then_some(request.max_tokens);
         let mut recorder =
             StreamRecorder::new(request.id, arrival_s, request.prompt_len, exact).max_tokens(request.max_tokens);
@@ -599,22 +422,22 @@ impl Shared {
         let key = endpoint.api_key.as_ref();
         let (mut record, reply) = recorder.end_with_reply(outcome);
         record.error = record.error.map(|e| redact(&e, key));
-        if let Some(turn) = request.turn {
-            turn.mark(&mut record);
-        }
-        self.ended();
-        Some((record, reply))
+        (record, reply)
     }
 
-    /// One more request ended: progress.
-    fn ended(&self) {
-        self.finished.set(self.finished.get() + 1);
-        (self.on_progress)(self.finished.get(), self.total);
+    fn stop_all(&self) {
+        self.stop.trigger();
     }
 
+    async fn scrape(&self, url: &str) -> std::result::Result<String, String> {
+        scrape_once(url).await
+    }
+}
+
+impl Page {
     async fn stream(&self, body: &str, recorder: &mut StreamRecorder) -> std::result::Result<(), RequestError> {
         let key = self.endpoint.api_key.as_ref();
-        let timeout_s = self.options.timeout_s;
+        let timeout_s = self.timeout_s;
         let deadline =
             Deadline::new(timeout_s, Some(self.stop.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
         let init = request_init(&self.endpoint, Some(body), &deadline.signal())

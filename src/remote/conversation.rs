@@ -10,7 +10,6 @@ use crate::bench::prompts::{Message, Role};
 use crate::bench::workload::Turn;
 use crate::bench::RequestRecord;
 use crate::remote::{Api, Prompt, RemoteRequest};
-use futures_channel::oneshot::{Receiver, Sender};
 
 /// A request's place in its conversation, as a client needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,24 +72,6 @@ impl TurnEnd {
         let finish_s = record.finish_s.filter(|_| record.error.is_none());
         TurnEnd { sent: Some(sent), reply, prompt_len: record.prompt_len, output_len: record.output_len, finish_s }
     }
-}
-
-/// Where a later turn waits for the end of the turn before it.
-pub type Ends = Receiver<TurnEnd>;
-
-/// For each request, the sender of its end to the next turn of its conversation and the
-/// receiver of the end of the turn before it (none without conversations). A dropped sender (the
-/// run stopped before the turn before was sent) ends the wait with `Canceled`.
-pub fn channels(requests: &[RemoteRequest]) -> (Vec<Option<Sender<TurnEnd>>>, Vec<Option<Ends>>) {
-    let mut senders: Vec<Option<Sender<TurnEnd>>> = requests.iter().map(|_| None).collect();
-    let mut receivers: Vec<Option<Ends>> = requests.iter().map(|_| None).collect();
-    for (i, r) in requests.iter().enumerate() {
-        if let Some(prev) = r.turn.and_then(|t| t.prev) {
-            let (tx, rx) = futures_channel::oneshot::channel();
-            (senders[prev], receivers[i]) = (Some(tx), Some(rx));
-        }
-    }
-    (senders, receivers)
 }
 
 /// A later turn, made from the end of the turn before: when it is sent (seconds from the run's

@@ -3,21 +3,28 @@
 //! record is built from the token stream's own timestamps, so the summary, report, JSON and CSV
 //! are the engine's.
 //!
-//! Everything but the HTTP client is target-independent (no tokio, no reqwest), so the browser can
-//! drive it with `fetch` and a `ReadableStream`:
+//! Everything but the HTTP client and its timers is target-independent (no tokio, no reqwest), so
+//! the browser drives the same code with `fetch` and a `ReadableStream`:
 //! - [`sse`]: incremental server-sent-events parsing.
 //! - [`openai`]: base URL, API key handling, request bodies, chunks, model lists, error kinds.
 //! - [`bounds`]: what a server's answer may cost (error bodies, tokens per request, redirects).
 //! - [`conversation`]: a multi-turn conversation's later turns, made from the replies.
 //! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
 //!   their arrival times.
-//! - `native` (not wasm): reqwest on a tokio runtime; releases requests at their arrival times
-//!   or in closed loops, with a per-request timeout.
+//! - [`dispatch`]: the arrival loop both clients run (one function releases every request): open
+//!   loops at the planned arrivals within `max_concurrency` slots, closed loops as slots free,
+//!   conversation turns after the reply plus think time, the saturation stop, interruption, the
+//!   `/metrics` scrapes, and one record per request ([`RequestRecord::unsent`](crate::bench::RequestRecord::unsent)
+//!   for those never sent). A client gives it a [`dispatch::Runtime`]: a clock, timers, one
+//!   request's stream and one scrape.
+//! - `native` (not wasm): that runtime with reqwest on tokio; each request streams in a task of
+//!   its own, with a per-request timeout.
 //! - `browser` (wasm only): the same with `fetch`, a `ReadableStream` reader and an
 //!   `AbortController`, plus the HTTP/1.1 connection-limit check the page warns with.
 
 pub mod bounds;
 pub mod conversation;
+pub mod dispatch;
 pub mod openai;
 pub mod sse;
 pub mod stream;

@@ -2,31 +2,29 @@
 //! http and https (rustls with the ring provider; the system's roots plus any `--ca-cert`; HTTP/2
 //! when the server picks it by ALPN, else HTTP/1.1); proxies from the environment
 //! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`).
-//! Open-loop requests are released at their planned arrival times whatever is in flight;
-//! closed loops keep N in flight. Every request ends within its timeout, and ends as a record:
-//! failures are data, the run goes on. What a server's answer may cost is bounded as in the
+//! Requests are released by the arrival loop both clients share ([`crate::remote::dispatch`]),
+//! run on this thread; each request streams in a tokio task of its own. Every request ends
+//! within its timeout, and ends as a record: failures are data, the run goes on. What a server's answer may cost is bounded as in the
 //! browser ([`crate::remote::bounds`]).
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::watch;
 
-use std::cell::Cell;
-use std::rc::Rc;
-
-use crate::bench::saturation::{Detector, Saturation};
+use crate::bench::saturation::Saturation;
 use crate::bench::server_metrics::ServerMetrics;
 use crate::bench::session::Listener;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
-use crate::remote::conversation::{self, TurnEnd};
+use crate::remote::dispatch::{self, Runtime};
 use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
 use crate::remote::{
-    report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_PERIOD_S,
-    SCRAPE_TIMEOUT_S,
+    report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_TIMEOUT_S,
 };
 
 pub use crate::remote::tls::Tls;
@@ -194,202 +192,97 @@ impl Client {
         stop: &dyn Fn() -> bool,
     ) -> Vec<RequestRecord> {
         let stop = || stop() || self.interrupted();
-        let (records, saturation, scraped) = self.runtime.block_on(async {
-            // The server's /metrics, from just before the first request to just after the last.
-            let (scrape_tx, scrape_rx) = watch::channel(false);
-            let t0 = Instant::now();
-            let scraper =
-                options.server_metrics.clone().map(|url| tokio::spawn(scrape(self.http.clone(), url, t0, scrape_rx)));
-            let (records, saturation) = self.run_async(requests, options, on_progress, &stop, t0).await;
-            let _ = scrape_tx.send(true);
-            let scraped = match scraper {
-                Some(task) => task.await.ok(),
-                None => None,
-            };
-            (records, saturation, scraped)
+        // The loop runs on this thread (its futures need not be `Send`); each request's stream
+        // runs on the runtime's workers.
+        let outcome = self.runtime.block_on(async {
+            let tokio = Tokio::new(self, options);
+            dispatch::run(&tokio, self.endpoint.api, requests, options, on_progress, &stop).await
         });
         if let Ok(mut last) = self.saturation.lock() {
-            *last = saturation;
+            *last = outcome.saturation;
         }
         if let Ok(mut last) = self.server_metrics.lock() {
-            *last = scraped;
+            *last = outcome.server_metrics;
         }
-        records
-    }
-
-    async fn run_async(
-        &self,
-        requests: &[RemoteRequest],
-        options: &RunOptions,
-        on_progress: &mut dyn FnMut(usize, usize),
-        stop: &dyn Fn() -> bool,
-        t0: Instant,
-    ) -> (Vec<RequestRecord>, Option<Saturation>) {
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, RequestRecord)>();
-        // `stop`: cancel what is in flight; `halt`: send nothing more.
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let (halt_tx, halt_rx) = watch::channel(false);
-        let mut poll = tokio::time::interval(Duration::from_millis(50));
-        let in_flight = options.closed_loop.map(|n| Arc::new(Semaphore::new(n.max(1))));
-        // An open loop's cap: a due request waits in its task for a slot.
-        let open_slots = match options.closed_loop {
-            None => options.max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1)))),
-            Some(_) => None,
-        };
-        let arrivals: Vec<f64> = requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect();
-        let mut detector = (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new);
-        let mut saturation = None;
-        let mut records: Vec<Option<RequestRecord>> = vec![None; requests.len()];
-        let mut finished = 0;
-        // Conversations: the end of each turn releases the turn after it.
-        let (mut ends_tx, mut ends_rx) = conversation::channels(requests);
-        for (index, request) in requests.iter().enumerate() {
-            // A closed loop waits here for a free slot, recording what ends meanwhile.
-            let permit = match &in_flight {
-                Some(slots) => loop {
-                    tokio::select! {
-                        permit = slots.clone().acquire_owned() => break Some(permit.expect("never closed")),
-                        Some((i, record)) = done_rx.recv() => {
-                            records[i] = Some(record);
-                            finished += 1;
-                            on_progress(finished, requests.len());
-                        }
-                        _ = poll.tick() => if stop() { break None },
-                    }
-                },
-                None => None,
-            };
-            if stop() {
-                break;
-            }
-            let arrival_s = match (permit.is_some(), request.arrival_s) {
-                (false, Some(planned)) => planned,
-                _ => t0.elapsed().as_secs_f64(),
-            };
-            let task = Send {
-                http: self.http.clone(),
-                endpoint: self.endpoint.clone(),
-                request: request.clone(),
-                arrival_s,
-                ignore_eos: options.ignore_eos,
-                timeout_s: options.timeout_s,
-                t0,
-            };
-            let done_tx = done_tx.clone();
-            let stopped = stop_rx.clone();
-            let mut halted = halt_rx.clone();
-            let slots = open_slots.clone();
-            let (before, after) = (ends_rx[index].take(), ends_tx[index].take());
-            let (turn, cancelled) = (request.turn, unsent(request));
-            tokio::spawn(async move {
-                let waited = async {
-                    let mut task = task;
-                    // A later turn: made and released by the end of the turn before.
-                    if let (Some(before), Some(turn)) = (before, turn) {
-                        let before = before.await.unwrap_or_default();
-                        match conversation::next_turn(task.endpoint.api, &task.request, &before, turn.think_s) {
-                            Ok((at_s, request)) => (task.arrival_s, task.request) = (at_s, request),
-                            Err(why) => {
-                                return Err(conversation::failed(&task.request, t0.elapsed().as_secs_f64(), why))
-                            }
-                        }
-                    }
-                    arrive_at(t0 + duration(task.arrival_s)).await;
-                    let slot = match slots {
-                        Some(slots) => Some(slots.acquire_owned().await.expect("never closed")),
-                        None => None,
-                    };
-                    Ok((task, slot))
-                };
-                // The prompt is kept only for a turn that another follows.
-                let keeps_prompt = after.is_some();
-                let (mut record, end) = tokio::select! {
-                    biased;
-                    () = stopped_by(&mut halted) => (cancelled, TurnEnd::default()),
-                    waited = waited => match waited {
-                        Ok((task, slot)) => {
-                            let sent = keeps_prompt.then(|| task.request.prompt.clone());
-                            let (record, reply) = task.send(stopped).await;
-                            drop(slot);
-                            let end = sent.map_or_else(TurnEnd::default, |sent| TurnEnd::of(sent, &record, reply));
-                            (record, end)
-                        }
-                        Err(failed) => (failed, TurnEnd::default()),
-                    },
-                };
-                if let Some(turn) = turn {
-                    turn.mark(&mut record);
-                }
-                if let Some(after) = after {
-                    let _ = after.send(end);
-                }
-                drop(permit);
-                let _ = done_tx.send((index, record));
-            });
-        }
-        drop(done_tx);
-        let mut stopping = stop();
-        if stopping {
-            let _ = stop_tx.send(true);
-            let _ = halt_tx.send(true);
-        }
-        loop {
-            tokio::select! {
-                next = done_rx.recv() => {
-                    let Some((i, record)) = next else { break };
-                    records[i] = Some(record);
-                    finished += 1;
-                    on_progress(finished, requests.len());
-                }
-                _ = poll.tick(), if !stopping => {
-                    if stop() {
-                        stopping = true;
-                        let _ = stop_tx.send(true);
-                        let _ = halt_tx.send(true);
-                    }
-                    if let Some(d) = detector.as_mut() {
-                        let now = t0.elapsed().as_secs_f64();
-                        let due = arrivals.partition_point(|&a| a <= now);
-                        if let Some(verdict) = d.observe(now, due.saturating_sub(finished)) {
-                            // Nothing more is sent, and what is in flight is cancelled: at
-                            // saturation it would only drain a queue that grew for seconds.
-                            saturation = Some(verdict);
-                            detector = None;
-                            stopping = true;
-                            let _ = stop_tx.send(true);
-                            let _ = halt_tx.send(true);
-                        }
-                    }
-                }
-            }
-        }
-        // Requests a stopped closed loop never released.
-        let records =
-            records.into_iter().zip(requests).map(|(r, request)| r.unwrap_or_else(|| unsent(request))).collect();
-        (records, saturation)
+        outcome.records
     }
 }
 
-/// Scrapes `url` every [`SCRAPE_PERIOD_S`] from `t0` until `stop` turns true, then once more, so
-/// the counters' growth spans the whole run. Each scrape is bounded: [`SCRAPE_TIMEOUT_S`] and
-/// [`SCRAPE_MAX_BYTES`]; one that fails is counted, and the scraping goes on.
-async fn scrape(http: reqwest::Client, url: String, t0: Instant, mut stop: watch::Receiver<bool>) -> ServerMetrics {
-    let mut metrics = ServerMetrics { url: url.clone(), period_s: SCRAPE_PERIOD_S, ..ServerMetrics::default() };
-    let mut tick = tokio::time::interval(duration(SCRAPE_PERIOD_S));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let last = tokio::select! {
-            _ = tick.tick() => false,
-            _ = stop.wait_for(|&s| s) => true,
-        };
-        let fetched = tokio::time::timeout(duration(SCRAPE_TIMEOUT_S), fetch_metrics(&http, &url)).await;
-        match fetched {
-            Ok(Ok(text)) => metrics.push(t0.elapsed().as_secs_f64(), &text),
-            Ok(Err(e)) => metrics.fail(e),
-            Err(_) => metrics.fail(format!("no answer within {SCRAPE_TIMEOUT_S} s")),
+/// The arrival loop's [`Runtime`] on tokio: each request is a task of its own on the runtime's
+/// workers, sharing one stop signal.
+struct Tokio {
+    http: reqwest::Client,
+    endpoint: Endpoint,
+    ignore_eos: bool,
+    timeout_s: f64,
+    t0: Instant,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Tokio {
+    fn new(client: &Client, options: &RunOptions) -> Tokio {
+        Tokio {
+            http: client.http.clone(),
+            endpoint: client.endpoint.clone(),
+            ignore_eos: options.ignore_eos,
+            timeout_s: options.timeout_s,
+            t0: Instant::now(),
+            stop_tx: watch::channel(false).0,
         }
-        if last {
-            return metrics;
+    }
+}
+
+impl Runtime for Tokio {
+    fn now_s(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// To within microseconds: tokio's timer has millisecond granularity (it fires up to 1 ms
+    /// late, which would be the client's own lateness), so it sleeps until 2 ms before and yields
+    /// to the runtime until the instant.
+    async fn sleep_until(&self, at_s: f64) {
+        let at = self.t0 + duration(at_s);
+        if let Some(early) = at.checked_sub(Duration::from_millis(2)) {
+            tokio::time::sleep_until(early.into()).await;
+        }
+        while Instant::now() < at {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String) {
+        let (id, prompt_len) = (request.id, request.prompt_len);
+        let task = Send {
+            http: self.http.clone(),
+            endpoint: self.endpoint.clone(),
+            request,
+            arrival_s,
+            ignore_eos: self.ignore_eos,
+            timeout_s: self.timeout_s,
+            t0: self.t0,
+        };
+        match tokio::spawn(task.send(self.stop_tx.subscribe())).await {
+            Ok(ended) => ended,
+            // A panic in the request's task: its record says so, the run goes on.
+            Err(e) => {
+                let record = RequestRecord {
+                    arrival_s,
+                    error: Some(RequestError::Request(format!("the request's task failed: {e}")).to_string()),
+                    ..RequestRecord::unsent(id, prompt_len)
+                };
+                (record, String::new())
+            }
+        }
+    }
+
+    fn stop_all(&self) {
+        self.stop_tx.send_replace(true);
+    }
+
+    async fn scrape(&self, url: &str) -> std::result::Result<String, String> {
+        match tokio::time::timeout(duration(SCRAPE_TIMEOUT_S), fetch_metrics(&self.http, url)).await {
+            Ok(fetched) => fetched,
+            Err(_) => Err(format!("no answer within {SCRAPE_TIMEOUT_S} s")),
         }
     }
 }
@@ -410,33 +303,10 @@ async fn fetch_metrics(http: &reqwest::Client, url: &str) -> std::result::Result
     String::from_utf8(body).map_err(|_| "the answer is not UTF-8 text".to_string())
 }
 
-/// Resolves at `at`, to within microseconds: tokio's timer has millisecond granularity (it
-/// fires up to 1 ms late, which would be the client's own lateness), so it sleeps until 2 ms
-/// before and yields to the runtime until the instant.
-async fn arrive_at(at: Instant) {
-    if let Some(early) = at.checked_sub(Duration::from_millis(2)) {
-        tokio::time::sleep_until(early.into()).await;
-    }
-    while Instant::now() < at {
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Resolves once the run is stopped (never, if it ends first).
 async fn stopped_by(stop: &mut watch::Receiver<bool>) {
     if stop.wait_for(|&s| s).await.is_err() {
         std::future::pending::<()>().await;
-    }
-}
-
-/// The record of a request a stopped run never sent: no arrival time.
-fn unsent(request: &RemoteRequest) -> RequestRecord {
-    RequestRecord {
-        id: request.id,
-        arrival_s: f64::NAN,
-        prompt_len: request.prompt_len,
-        error: Some(RequestError::Cancelled.to_string()),
-        ..RequestRecord::default()
     }
 }
 

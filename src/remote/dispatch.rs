@@ -1,0 +1,627 @@
+//! The arrival loop both server clients run: it releases each request (at its planned arrival
+//! in an open loop, within `max_concurrency` slots; as a slot frees in a closed loop; a later
+//! conversation turn at the end of the turn before plus its think time, carrying that turn's
+//! reply), stops when asked or at saturation, and scrapes the server's `/metrics` meanwhile.
+//! What differs between the clients is a [`Runtime`]: the clock, timers, one request's stream
+//! and one scrape (tokio and reqwest natively, `fetch` and the page's timers in the browser).
+//!
+//! The loop is one future that polls every request in flight itself (a [`FuturesUnordered`]), so
+//! neither it nor a runtime's futures need be `Send`: the browser's are not. A runtime may still
+//! run each request elsewhere (the native one spawns it on tokio's worker threads) and hand back
+//! a future of its end.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::task::Poll;
+
+use futures_channel::oneshot;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::bench::saturation::{Detector, Saturation};
+use crate::bench::server_metrics::ServerMetrics;
+use crate::bench::RequestRecord;
+use crate::remote::conversation::{self, TurnEnd};
+use crate::remote::{Api, Prompt, RemoteRequest, RunOptions, SCRAPE_PERIOD_S};
+
+/// How often the loop asks `stop()` at least, and judges an open loop's outstanding requests
+/// ([`crate::bench::saturation`]).
+pub const WATCH_PERIOD_S: f64 = 0.05;
+
+/// What a client gives the loop. Times are seconds from the run's start.
+#[allow(async_fn_in_trait)] // used generically (no `dyn`), on one thread in the browser
+pub trait Runtime {
+    /// Seconds since the run's start, on a monotonic clock.
+    fn now_s(&self) -> f64;
+
+    /// Resolves at `at_s` (at once if it has passed), as close after it as the runtime can: a
+    /// request's lateness is the loop's.
+    async fn sleep_until(&self, at_s: f64);
+
+    /// Sends `request`, due at `arrival_s`, and streams its answer: its record (ended within the
+    /// run's timeout; failures are data) and its reply's text when a later turn needs it
+    /// (`request.turn.has_next`), else empty.
+    async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String);
+
+    /// Ends every request in flight at once, as `cancelled` with what it had received. Called once,
+    /// when the run stops; nothing is sent after it.
+    fn stop_all(&self);
+
+    /// One GET of a Prometheus `/metrics` URL, bounded by [`crate::remote::SCRAPE_TIMEOUT_S`] and
+    /// [`crate::remote::SCRAPE_MAX_BYTES`].
+    async fn scrape(&self, url: &str) -> Result<String, String>;
+}
+
+/// What a run gave.
+pub struct Outcome {
+    /// One per request, in request order; a request never sent is [`RequestRecord::unsent`].
+    pub records: Vec<RequestRecord>,
+    /// The saturation stop's verdict, if it ended the run ([`RunOptions::saturation_stop`]).
+    pub saturation: Option<Saturation>,
+    /// The scrapes of [`RunOptions::server_metrics`], from the start to just after the end.
+    pub server_metrics: Option<ServerMetrics>,
+}
+
+/// Sends every request as `options` say and returns their records. `on_progress(finished, total)`
+/// runs after each request ends; `stop()` is asked every [`WATCH_PERIOD_S`] at least (and
+/// whenever the loop wakes): once true nothing more is sent, what is in flight is cancelled, and
+/// what was never sent is recorded as such. `api`: how a later turn carries the conversation.
+pub async fn run<R: Runtime>(
+    rt: &R,
+    api: Api,
+    requests: &[RemoteRequest],
+    options: &RunOptions,
+    on_progress: &mut dyn FnMut(usize, usize),
+    stop: &dyn Fn() -> bool,
+) -> Outcome {
+    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    let release = async {
+        let mut lp = Loop::new(api, requests, options);
+        let saturation = lp.run(rt, on_progress, stop).await;
+        // The scraper's last scrape: after the last request ended.
+        drop(ended_tx);
+        (lp.records(), saturation)
+    };
+    let scraper = async {
+        match &options.server_metrics {
+            Some(url) => Some(scrape_until(rt, url, ended_rx).await),
+            None => None,
+        }
+    };
+    let ((records, saturation), server_metrics) = futures_util::future::join(release, scraper).await;
+    Outcome { records, saturation, server_metrics }
+}
+
+/// The first time on the [`WATCH_PERIOD_S`] grid from the start that is after `now_s` (missed
+/// ones skipped): strictly after, or a clock that has not moved (a virtual one) would wake the
+/// loop at once forever (`k × 0.05` divided by 0.05 may floor to `k − 1`).
+fn next_watch(now_s: f64) -> f64 {
+    let mut next = ((now_s / WATCH_PERIOD_S).floor() + 1.0) * WATCH_PERIOD_S;
+    while next <= now_s {
+        next += WATCH_PERIOD_S;
+    }
+    next
+}
+
+/// A request whose time is known and that waits for it (or for a slot); earliest first, then in
+/// request order.
+#[derive(Clone, Copy, Debug)]
+struct Due {
+    at_s: f64,
+    index: usize,
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.at_s.total_cmp(&other.at_s).then(self.index.cmp(&other.index))
+    }
+}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Due {}
+
+/// A request that ended: its record, its reply, and the prompt it was sent with when a later
+/// turn follows it.
+struct Ended {
+    index: usize,
+    record: RequestRecord,
+    reply: String,
+    sent: Option<Prompt>,
+}
+
+/// The loop's state between wake-ups.
+struct Loop<'a> {
+    api: Api,
+    requests: &'a [RemoteRequest],
+    /// Requests in flight at most (`closed_loop`, or an open loop's `max_concurrency`).
+    limit: usize,
+    /// Dated requests not yet sent: open-loop arrivals, and later turns once the turn before ended.
+    dated: BinaryHeap<Reverse<Due>>,
+    /// A closed loop's requests not yet sent, in order: each goes when a slot frees.
+    queue: VecDeque<usize>,
+    /// A later turn's request, made from the end of the turn before (its whole conversation).
+    made: Vec<Option<RemoteRequest>>,
+    /// The turn after each request, in its conversation.
+    next_turn: Vec<Option<usize>>,
+    /// Planned arrivals, in order, for the saturation detector (open loops).
+    arrivals: Vec<f64>,
+    detector: Option<Detector>,
+    records: Vec<Option<RequestRecord>>,
+    finished: usize,
+    stopping: bool,
+}
+
+impl<'a> Loop<'a> {
+    fn new(api: Api, requests: &'a [RemoteRequest], options: &RunOptions) -> Self {
+        let n = requests.len();
+        let mut next_turn = vec![None; n];
+        let (mut dated, mut queue) = (BinaryHeap::new(), VecDeque::new());
+        for (index, r) in requests.iter().enumerate() {
+            if let Some(prev) = r.turn.and_then(|t| t.prev) {
+                // Released by the end of the turn before, never by the plan.
+                if let Some(slot) = next_turn.get_mut(prev) {
+                    *slot = Some(index);
+                }
+                continue;
+            }
+            match options.closed_loop {
+                Some(_) => queue.push_back(index),
+                None => dated.push(Reverse(Due { at_s: r.arrival_s.unwrap_or(0.0), index })),
+            }
+        }
+        let limit = options.closed_loop.or(options.max_concurrency).map_or(usize::MAX, |n| n.max(1));
+        Loop {
+            api,
+            requests,
+            limit,
+            dated,
+            queue,
+            made: vec![None; n],
+            next_turn,
+            arrivals: requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect(),
+            detector: (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new),
+            records: vec![None; n],
+            finished: 0,
+            stopping: false,
+        }
+    }
+
+    /// Until every request has ended or the run stopped and what was in flight ended; the
+    /// saturation verdict if the detector stopped it.
+    async fn run<R: Runtime>(
+        &mut self,
+        rt: &R,
+        on_progress: &mut dyn FnMut(usize, usize),
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Saturation> {
+        let mut in_flight = FuturesUnordered::new();
+        let mut saturation = None;
+        let mut next_watch_s = 0.0;
+        loop {
+            let now = rt.now_s();
+            if !self.stopping && stop() {
+                self.stop(rt);
+            }
+            if now >= next_watch_s {
+                next_watch_s = next_watch(now);
+                if let (Some(d), false) = (self.detector.as_mut(), self.stopping) {
+                    let due = self.arrivals.partition_point(|&a| a <= now);
+                    if let Some(verdict) = d.observe(now, due.saturating_sub(self.finished)) {
+                        // Nothing more is sent, and what is in flight is cancelled: at
+                        // saturation it would only drain a queue that grew for seconds.
+                        saturation = Some(verdict);
+                        self.stop(rt);
+                    }
+                }
+            }
+            // Release what is due, while slots are free.
+            while !self.stopping && in_flight.len() < self.limit {
+                let (index, arrival_s) = match self.dated.peek() {
+                    Some(&Reverse(d)) if d.at_s <= now => {
+                        self.dated.pop();
+                        (d.index, d.at_s)
+                    }
+                    _ => match self.queue.pop_front() {
+                        Some(index) => (index, now),
+                        None => break,
+                    },
+                };
+                let request = self.made[index].take().unwrap_or_else(|| self.requests[index].clone());
+                in_flight.push(sending(rt, index, request, arrival_s, self.next_turn[index].is_some()));
+            }
+            let nothing_to_send = self.stopping || (self.dated.is_empty() && self.queue.is_empty());
+            if in_flight.is_empty() && nothing_to_send {
+                return saturation;
+            }
+            // Wake for the next arrival (when a slot is free for it: else an end frees one), the
+            // next watch, or a request's end, whichever is first.
+            let mut wake_s = next_watch_s;
+            if let Some(&Reverse(d)) = self.dated.peek().filter(|_| !self.stopping && in_flight.len() < self.limit) {
+                wake_s = wake_s.min(d.at_s);
+            }
+            let mut timer = pin!(rt.sleep_until(wake_s));
+            let ended = poll_fn(|cx| {
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                match in_flight.poll_next_unpin(cx) {
+                    Poll::Ready(Some(ended)) => Poll::Ready(Some(ended)),
+                    // Empty: nothing to wait for but the timer.
+                    Poll::Ready(None) | Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            if let Some(ended) = ended {
+                self.ended(rt, ended, on_progress);
+            }
+        }
+    }
+
+    /// Nothing more is sent; what is in flight ends as cancelled.
+    fn stop<R: Runtime>(&mut self, rt: &R) {
+        self.stopping = true;
+        self.dated.clear();
+        self.queue.clear();
+        rt.stop_all();
+    }
+
+    fn ended<R: Runtime>(&mut self, rt: &R, ended: Ended, on_progress: &mut dyn FnMut(usize, usize)) {
+        let Ended { index, mut record, reply, sent } = ended;
+        if let Some(turn) = self.requests[index].turn {
+            turn.mark(&mut record);
+        }
+        let end = sent.map(|sent| TurnEnd::of(sent, &record, reply)).unwrap_or_default();
+        self.record(index, record, on_progress);
+        self.follow(rt, index, end, on_progress);
+    }
+
+    /// The turn after `index` (if any), now that `index` ended as `end`: dated at its reply
+    /// plus the think time, or failed at once (and with it the turns after it).
+    fn follow<R: Runtime>(
+        &mut self,
+        rt: &R,
+        mut index: usize,
+        mut end: TurnEnd,
+        on_progress: &mut dyn FnMut(usize, usize),
+    ) {
+        while let (Some(next), false) = (self.next_turn[index], self.stopping) {
+            let request = &self.requests[next];
+            let think_s = request.turn.map_or(0.0, |t| t.think_s);
+            match conversation::next_turn(self.api, request, &end, think_s) {
+                Ok((at_s, made)) => {
+                    self.made[next] = Some(made);
+                    self.dated.push(Reverse(Due { at_s, index: next }));
+                    return;
+                }
+                Err(why) => {
+                    let mut record = conversation::failed(request, rt.now_s(), why);
+                    if let Some(turn) = request.turn {
+                        turn.mark(&mut record);
+                    }
+                    self.record(next, record, on_progress);
+                    (index, end) = (next, TurnEnd::default());
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, index: usize, record: RequestRecord, on_progress: &mut dyn FnMut(usize, usize)) {
+        self.records[index] = Some(record);
+        self.finished += 1;
+        on_progress(self.finished, self.requests.len());
+    }
+
+    /// Every request's record, in request order; one never sent has no arrival time.
+    fn records(self) -> Vec<RequestRecord> {
+        self.records
+            .into_iter()
+            .zip(self.requests)
+            .map(|(record, r)| {
+                record.unwrap_or_else(|| {
+                    let mut unsent = RequestRecord::unsent(r.id, r.prompt_len);
+                    if let Some(turn) = r.turn {
+                        turn.mark(&mut unsent);
+                    }
+                    unsent
+                })
+            })
+            .collect()
+    }
+}
+
+/// One request through the runtime, as the loop's future of its end; `keep_prompt` when a later
+/// turn is made from it.
+async fn sending<R: Runtime>(rt: &R, index: usize, request: RemoteRequest, arrival_s: f64, keep_prompt: bool) -> Ended {
+    let sent = keep_prompt.then(|| request.prompt.clone());
+    let (record, reply) = rt.send(request, arrival_s).await;
+    Ended { index, record, reply, sent }
+}
+
+/// Scrapes `url` every [`SCRAPE_PERIOD_S`] from the start until `ended` resolves (the run's last
+/// request ended), then once more, so the counters' growth spans the whole run. A failed scrape
+/// is counted and the scraping goes on; one slower than the period delays the next.
+async fn scrape_until<R: Runtime>(rt: &R, url: &str, mut ended: oneshot::Receiver<()>) -> ServerMetrics {
+    let mut metrics = ServerMetrics { url: url.to_string(), period_s: SCRAPE_PERIOD_S, ..ServerMetrics::default() };
+    let mut last = false;
+    loop {
+        let started_s = rt.now_s();
+        match rt.scrape(url).await {
+            Ok(text) => metrics.push(rt.now_s(), &text),
+            Err(why) => metrics.fail(why),
+        }
+        if last {
+            return metrics;
+        }
+        let mut timer = pin!(rt.sleep_until((started_s + SCRAPE_PERIOD_S).max(rt.now_s())));
+        last = poll_fn(|cx| {
+            if Pin::new(&mut ended).poll(cx).is_ready() {
+                Poll::Ready(true)
+            } else if timer.as_mut().poll(cx).is_ready() {
+                Poll::Ready(false)
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The loop on a virtual clock: a fake runtime whose timers and streams are entries in a list,
+    //! and an executor that, whenever the loop waits, moves the clock to the earliest of them.
+    use std::cell::{Cell, RefCell};
+    use std::task::{Context, Waker};
+
+    use super::*;
+    use crate::remote::conversation::RemoteTurn;
+
+    /// A server whose request `id` streams for `lasts_s(id)` seconds (`None`: it fails at once
+    /// with HTTP 500), answering `r{id}|`.
+    struct Fake {
+        now: Cell<f64>,
+        timers: RefCell<Vec<(f64, Waker)>>,
+        stopped: Cell<bool>,
+        lasts_s: fn(u64) -> Option<f64>,
+        /// (time, id, prompt) of each request sent.
+        sent: RefCell<Vec<(f64, u64, Prompt)>>,
+        scraped: RefCell<Vec<f64>>,
+    }
+
+    impl Fake {
+        fn new(lasts_s: fn(u64) -> Option<f64>) -> Fake {
+            Fake {
+                now: Cell::new(0.0),
+                timers: RefCell::default(),
+                stopped: Cell::new(false),
+                lasts_s,
+                sent: RefCell::default(),
+                scraped: RefCell::default(),
+            }
+        }
+
+        /// Ready at `at_s`, or once the run stops when `stoppable`.
+        async fn until(&self, at_s: f64, stoppable: bool) {
+            poll_fn(|cx| {
+                if self.now.get() >= at_s || (stoppable && self.stopped.get()) {
+                    return Poll::Ready(());
+                }
+                self.timers.borrow_mut().push((at_s, cx.waker().clone()));
+                Poll::Pending
+            })
+            .await
+        }
+
+        /// Runs `run` to its end, moving the clock to the earliest timer whenever it waits.
+        fn block_on<F: Future>(&self, run: F) -> F::Output {
+            let mut run = pin!(run);
+            let mut cx = Context::from_waker(Waker::noop());
+            for _ in 0..100_000 {
+                if let Poll::Ready(out) = run.as_mut().poll(&mut cx) {
+                    return out;
+                }
+                let next =
+                    self.timers.borrow().iter().map(|t| t.0).reduce(f64::min).expect("the loop waits on nothing");
+                self.now.set(self.now.get().max(next));
+                let now = self.now.get();
+                let due: Vec<Waker> = {
+                    let mut timers = self.timers.borrow_mut();
+                    let (due, later) = timers.drain(..).partition(|t| t.0 <= now);
+                    *timers = later;
+                    due.into_iter().map(|t| t.1).collect()
+                };
+                due.into_iter().for_each(Waker::wake);
+            }
+            panic!("the run never ended");
+        }
+    }
+
+    impl Runtime for Fake {
+        fn now_s(&self) -> f64 {
+            self.now.get()
+        }
+
+        async fn sleep_until(&self, at_s: f64) {
+            self.until(at_s, false).await;
+        }
+
+        async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String) {
+            let sent_s = self.now.get();
+            self.sent.borrow_mut().push((sent_s, request.id, request.prompt.clone()));
+            let mut record = RequestRecord {
+                arrival_s,
+                sent_s: Some(sent_s),
+                ..RequestRecord::unsent(request.id, request.prompt_len)
+            };
+            match (self.lasts_s)(request.id) {
+                Some(lasts_s) => {
+                    self.until(sent_s + lasts_s, true).await;
+                    if self.stopped.get() {
+                        record.error = Some("cancelled".into());
+                    } else {
+                        (record.finish_s, record.output_len) = (Some(self.now.get()), 3);
+                    }
+                }
+                None => record.error = Some("http 500".into()),
+            }
+            let keep = request.turn.is_some_and(|t| t.has_next);
+            (record, if keep { format!("r{}|", request.id) } else { String::new() })
+        }
+
+        fn stop_all(&self) {
+            self.stopped.set(true);
+            self.timers.borrow_mut().drain(..).for_each(|t| t.1.wake());
+        }
+
+        async fn scrape(&self, _url: &str) -> Result<String, String> {
+            self.scraped.borrow_mut().push(self.now.get());
+            Ok("vllm:num_requests_running 1\n".into())
+        }
+    }
+
+    fn request(id: u64, arrival_s: Option<f64>) -> RemoteRequest {
+        RemoteRequest {
+            id,
+            arrival_s,
+            prompt: Prompt::Text(format!("p{id}|")),
+            prompt_len: 3,
+            max_tokens: 3,
+            turn: None,
+        }
+    }
+
+    /// Runs `requests` on `fake` until `stop_at_s` (virtual seconds); the records and the
+    /// progress reported.
+    fn run_on(
+        fake: &Fake,
+        requests: &[RemoteRequest],
+        options: &RunOptions,
+        stop_at_s: f64,
+    ) -> (Outcome, Vec<(usize, usize)>) {
+        let mut progress = Vec::new();
+        let stop = || fake.now.get() >= stop_at_s;
+        let outcome =
+            fake.block_on(run(fake, Api::Completions, requests, options, &mut |f, t| progress.push((f, t)), &stop));
+        (outcome, progress)
+    }
+
+    #[test]
+    fn watches_are_strictly_ahead() {
+        for k in 0..10_000 {
+            let now = k as f64 * WATCH_PERIOD_S;
+            let next = next_watch(now);
+            assert!(next > now && next - now <= WATCH_PERIOD_S + 1e-9, "{now} -> {next}");
+        }
+    }
+
+    fn sent(fake: &Fake) -> Vec<(f64, u64)> {
+        fake.sent.borrow().iter().map(|s| (s.0, s.1)).collect()
+    }
+
+    fn assert_near(got: &[(f64, u64)], want: &[(f64, u64)]) {
+        assert_eq!(got.len(), want.len(), "{got:?} != {want:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!((g.0 - w.0).abs() < 1e-9 && g.1 == w.1, "{got:?} != {want:?}");
+        }
+    }
+
+    /// Two slots: request 2, due at 0.2 s while 0 and 1 stream, is sent when 0 ends (0.5 s),
+    /// keeping its planned arrival; the rest at their arrivals. The server's /metrics is scraped
+    /// at 0, 0.5 and 1 s, and once more at the end (1.05 + 0.2 s).
+    #[test]
+    fn an_open_loop_sends_at_the_arrivals_within_its_slots() {
+        let fake = Fake::new(|id| Some([0.5, 0.5, 0.3, 0.2, 0.2][id as usize]));
+        let arrivals = [0.0, 0.1, 0.2, 1.0, 1.05];
+        let requests: Vec<_> = arrivals.iter().enumerate().map(|(i, &a)| request(i as u64, Some(a))).collect();
+        let options = RunOptions {
+            max_concurrency: Some(2),
+            server_metrics: Some("http://server/metrics".into()),
+            ..RunOptions::default()
+        };
+        let (outcome, progress) = run_on(&fake, &requests, &options, f64::INFINITY);
+        assert_near(&sent(&fake), &[(0.0, 0), (0.1, 1), (0.5, 2), (1.0, 3), (1.05, 4)]);
+        let records = &outcome.records;
+        assert!(records.iter().zip(&arrivals).all(|(r, &a)| r.succeeded() && r.arrival_s == a), "{records:?}");
+        assert_eq!(progress.last(), Some(&(5, 5)));
+        let scraped = fake.scraped.borrow().clone();
+        assert_eq!(scraped.len(), 4, "{scraped:?}");
+        assert!(scraped.iter().zip([0.0, 0.5, 1.0, 1.25]).all(|(&s, w)| (s - w).abs() < 1e-9), "{scraped:?}");
+        assert_eq!(outcome.server_metrics.map(|m| m.samples.len()), Some(4));
+        assert!(outcome.saturation.is_none());
+    }
+
+    /// Two in flight: 0 and 1 at once, 2 when 1 ends (0.1 s), 3 when 0 ends (0.3 s); each
+    /// arrives when it is sent.
+    #[test]
+    fn a_closed_loop_sends_as_slots_free() {
+        let fake = Fake::new(|id| Some([0.3, 0.1, 0.2, 0.2][id as usize]));
+        let requests: Vec<_> = (0..4).map(|i| request(i, None)).collect();
+        let options = RunOptions { closed_loop: Some(2), ..RunOptions::default() };
+        let (outcome, _) = run_on(&fake, &requests, &options, f64::INFINITY);
+        let want = [(0.0, 0), (0.0, 1), (0.1, 2), (0.3, 3)];
+        assert_near(&sent(&fake), &want);
+        assert!(outcome.records.iter().zip(want).all(|(r, w)| (r.arrival_s - w.0).abs() < 1e-9));
+    }
+
+    /// Session 0: turn 0 at 0 s ends at 0.5; turn 1 (request 2) goes at 0.5 + 0.4 s with turn 0's
+    /// prompt and reply before its own text, ends at 1.4; turn 2 (request 4) would go at 1.8, but
+    /// the run is interrupted at 1.65 (the first watch after 1.62): never sent, no arrival time.
+    /// Session 1: turn 0 fails at 0.1 s, so its turn 1 (request 3) fails then, unsent.
+    #[test]
+    fn conversation_turns_follow_their_replies_and_an_interrupt_leaves_the_rest_unsent() {
+        let fake = Fake::new(|id| (id != 1).then_some(0.5));
+        let turn = |session, turn, prev, has_next| RemoteTurn { session, turn, prev, think_s: 0.4, has_next };
+        let mut requests: Vec<_> = (0..5).map(|i| request(i, Some(i as f64 * 0.1))).collect();
+        for (r, t) in requests.iter_mut().zip([
+            turn(0, 0, None, true),
+            turn(1, 0, None, true),
+            turn(0, 1, Some(0), true),
+            turn(1, 1, Some(1), false),
+            turn(0, 2, Some(2), false),
+        ]) {
+            r.turn = Some(t);
+        }
+        let (outcome, progress) = run_on(&fake, &requests, &RunOptions::default(), 1.62);
+        assert_near(&sent(&fake), &[(0.0, 0), (0.1, 1), (0.9, 2)]);
+        assert_eq!(fake.sent.borrow()[2].2, Prompt::Text("p0|r0|p2|".into()), "turn 1 carries turn 0");
+        let r = &outcome.records;
+        assert!((r[2].arrival_s - 0.9).abs() < 1e-9 && r[2].succeeded(), "{:?}", r[2]);
+        assert_eq!(r[2].prompt_len, 3 + 3 + 3, "the history's tokens, then its own");
+        assert_eq!((r[3].arrival_s, r[3].error.as_deref()), (0.1, Some("the turn before it failed")));
+        assert!(r[4].arrival_s.is_nan() && r[4].error.is_none() && r[4].sent_s.is_none(), "{:?}", r[4]);
+        let marks: Vec<_> = r.iter().map(|r| (r.session, r.turn)).collect();
+        assert_eq!(marks, [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)].map(|(s, t)| (Some(s), Some(t))));
+        assert_eq!(progress.last(), Some(&(4, 5)), "the unsent turn never ended");
+    }
+
+    /// Interrupted at 1.25 s (the first watch after 1.22): 1 and 2, in flight, end cancelled
+    /// then; 3 and 4, not yet due, are never sent.
+    #[test]
+    fn an_interrupt_cancels_what_is_in_flight_and_records_the_rest_unsent() {
+        let fake = Fake::new(|id| Some(if id == 1 { 10.0 } else { 0.3 }));
+        let requests: Vec<_> = (0..5).map(|i| request(i, Some(i as f64 * 0.5))).collect();
+        let (outcome, progress) = run_on(&fake, &requests, &RunOptions::default(), 1.22);
+        assert_near(&sent(&fake), &[(0.0, 0), (0.5, 1), (1.0, 2)]);
+        let r = &outcome.records;
+        assert!(r[0].succeeded());
+        assert!(r[1..3].iter().all(|r| r.error.as_deref() == Some("cancelled")), "{r:?}");
+        assert!((fake.now.get() - 1.25).abs() < 1e-9, "stopped at {}", fake.now.get());
+        for (i, r) in r.iter().enumerate().skip(3) {
+            assert_eq!((r.id, r.prompt_len, r.error.as_deref()), (i as u64, 3, None));
+            assert!(r.arrival_s.is_nan(), "{r:?}");
+        }
+        assert_eq!(progress.last(), Some(&(3, 5)));
+    }
+}
