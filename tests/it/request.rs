@@ -169,3 +169,18 @@ fn a_rerun_is_the_saved_request_again() {
     assert!(refused.stderr.contains("is not the file the run read"), "{}", refused.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The page indexes its inputs by `field as usize`: `Field::ALL` (and the page's first part of
+/// it) must be in declaration order, each field once.
+#[test]
+fn the_field_lists_are_in_declaration_order() {
+    for (i, field) in Field::ALL.into_iter().enumerate() {
+        assert_eq!(field as usize, i, "{field:?}");
+    }
+    assert_eq!(Field::PAGE[..], Field::ALL[..Field::PAGE.len()]);
+    // Every flag maps back to its field (the page's two SLO inputs share the CLI's `--slo`).
+    for field in Field::ALL.into_iter().filter(|f| !matches!(f, Field::SloTtft | Field::SloTpot)) {
+        let mapped = Field::from_flag(field.flag(), Some("x")).or_else(|| Field::from_flag(field.flag(), None));
+        assert_eq!(mapped.map(|(f, _)| f), Some(field), "{}", field.flag());
+    }
+}

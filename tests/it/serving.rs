@@ -480,7 +480,7 @@ print(f"ok: {n} requests")
 
 /// How fast this client releases requests: against a local server that streams at once (no
 /// model), the open loop's send lateness (sent − planned arrival) per (rate, stream length).
-/// `cargo test --release --test serving -- --ignored --nocapture client_capacity`
+/// `cargo test --release --test it -- --ignored --nocapture serving::client_capacity`
 #[test]
 #[ignore = "a measurement (about a minute); run by hand, figures in BENCHMARKS.md"]
 fn client_capacity() {
