@@ -66,35 +66,16 @@ pub enum Field {
 }
 
 impl Field {
-    /// The page's inputs (`field as usize` indexes them).
-    pub const PAGE: [Field; 26] = [
-        Field::Arrival,
-        Field::Rate,
-        Field::Burstiness,
-        Field::Concurrency,
-        Field::Requests,
-        Field::InputLen,
-        Field::OutputLen,
-        Field::Seed,
-        Field::Prompts,
-        Field::MaxBatch,
-        Field::MaxBatchedTokens,
-        Field::SloTtft,
-        Field::SloTpot,
-        Field::Weights,
-        Field::Speculate,
-        Field::Policy,
-        Field::ChunkedPrefill,
-        Field::PrefillChunk,
-        Field::PrefixCache,
-        Field::SharedPrefix,
-        Field::CostPerHour,
-        Field::Turns,
-        Field::ThinkTime,
-        Field::WarmupRequests,
-        Field::WarmupS,
-        Field::CooldownS,
-    ];
+    /// The page's inputs, the first of [`Field::ALL`] (`field as usize` indexes them).
+    pub const PAGE: [Field; 26] = {
+        let mut page = [Field::Arrival; 26];
+        let mut i = 0;
+        while i < page.len() {
+            page[i] = Field::ALL[i];
+            i += 1;
+        }
+        page
+    };
 
     /// Every field: the page's, then the CLI's own.
     pub const ALL: [Field; 32] = [

@@ -25,7 +25,7 @@ mod dawn {
 
     /// The flags each subcommand takes (each `--name VALUE`); the kernel switches are the page's
     /// link keys, which are the CLI's flag names.
-    const SPEED_FLAGS: [&str; 16] = [
+    const SPEED_FLAGS: [&str; 9] = [
         "synthetic",
         "batches",
         "prefill",
@@ -35,14 +35,11 @@ mod dawn {
         "max-batched-tokens",
         "kv-blocks",
         "weights",
-        "kernels",
-        "weight-storage",
-        "subgroups",
-        "matmul-tile",
-        "fused",
-        "prefill-tiles",
-        "gemv-max-m",
     ];
+
+    /// The kernel switches (`KernelSwitches::from_query`), which `speed` and `bench` take.
+    const KERNEL_FLAGS: [&str; 7] =
+        ["kernels", "weight-storage", "subgroups", "matmul-tile", "fused", "prefill-tiles", "gemv-max-m"];
 
     /// `--name VALUE` pairs, every name one of `allowed`, none twice.
     fn flags(args: &[String], allowed: &[&str]) -> Result<BTreeMap<String, String>, String> {
@@ -84,7 +81,7 @@ mod dawn {
                 let roof = tokenmeter::gpu::roofline::measure(&gpu, 8).await.map_err(|e| e.to_string())?;
                 Ok(json(&serde_json::json!({ "adapter": gpu.adapter.name, "roofline": roof, "host_copy_gb_s": null })))
             }
-            "speed" => speed(flags(rest, &SPEED_FLAGS)?).await,
+            "speed" => speed(flags(rest, &[&SPEED_FLAGS[..], &KERNEL_FLAGS[..]].concat())?).await,
             "bench" => bench(rest).await,
             other => {
                 Err(format!("unknown subcommand {:?} (adapter, roofline, speed, bench)", limits::printable(other)))
@@ -92,18 +89,8 @@ mod dawn {
         }
     }
 
-    /// The engine's flags `bench` takes beside the run request's (each with a value).
-    const BENCH_ENGINE_FLAGS: [&str; 9] = [
-        "synthetic",
-        "kv-blocks",
-        "kernels",
-        "weight-storage",
-        "subgroups",
-        "matmul-tile",
-        "fused",
-        "prefill-tiles",
-        "gemv-max-m",
-    ];
+    /// The engine's flags `bench` takes beside the run request's and the kernel switches.
+    const BENCH_ENGINE_FLAGS: [&str; 2] = ["synthetic", "kv-blocks"];
 
     /// `bench` with the CLI's arguments: the run request's flags (`Field::from_flag`), the
     /// engine's, `--no-baseline` and `--respect-eos`; the results JSON as `tokenmeter bench --json`
@@ -127,7 +114,7 @@ mod dawn {
                         (Some((field, text)), _) => {
                             form.insert(field, text);
                         }
-                        (None, Some(name)) if BENCH_ENGINE_FLAGS.contains(&name) => {
+                        (None, Some(name)) if BENCH_ENGINE_FLAGS.contains(&name) || KERNEL_FLAGS.contains(&name) => {
                             engine_flags.insert(name.to_string(), value.clone());
                         }
                         _ => return Err(format!("unexpected argument {shown} (bench takes the CLI's run flags)")),
@@ -142,14 +129,7 @@ mod dawn {
             return Err("--dataset: files are not read here (a synthetic workload only)".into());
         }
         let get = |k: &str| engine_flags.get(k).cloned();
-        let name = get("synthetic").ok_or("bench needs --synthetic NAME (model files are not read here)")?;
-        let cfg = Qwen3Config::preset(&name).ok_or_else(|| {
-            format!(
-                "unknown synthetic model {:?} (one of {})",
-                limits::printable(&name),
-                Qwen3Config::PRESETS.join(", ")
-            )
-        })?;
+        let (name, cfg) = synthetic("bench", get("synthetic"))?;
         bench::check_context(request.spec.prompt_range(), request.spec.output_len, cfg.max_position_embeddings)
             .map_err(|e| e.to_string())?;
         let options = EngineOptions {
@@ -181,9 +161,9 @@ mod dawn {
         Ok(if results.len() == 1 { json(&results[0]) } else { json(&results) })
     }
 
-    async fn speed(flags: BTreeMap<String, String>) -> Result<String, String> {
-        let get = |k: &str| flags.get(k).cloned();
-        let name = get("synthetic").ok_or("speed needs --synthetic NAME (model files are not read here)")?;
+    /// The synthetic shape `--synthetic` names (model files are not read here).
+    fn synthetic(command: &str, name: Option<String>) -> Result<(String, Qwen3Config), String> {
+        let name = name.ok_or_else(|| format!("{command} needs --synthetic NAME (model files are not read here)"))?;
         let cfg = Qwen3Config::preset(&name).ok_or_else(|| {
             format!(
                 "unknown synthetic model {:?} (one of {})",
@@ -191,6 +171,12 @@ mod dawn {
                 Qwen3Config::PRESETS.join(", ")
             )
         })?;
+        Ok((name, cfg))
+    }
+
+    async fn speed(flags: BTreeMap<String, String>) -> Result<String, String> {
+        let get = |k: &str| flags.get(k).cloned();
+        let (name, cfg) = synthetic("speed", get("synthetic"))?;
         let plan = SpeedPlan {
             batches: counts(&get("batches").unwrap_or(speed::DEFAULT_BATCHES.into()), limits::MAX_SEQS)?,
             prefill: counts(&get("prefill").unwrap_or(speed::DEFAULT_PREFILL.into()), limits::MAX_BATCHED_TOKENS)?,
