@@ -568,9 +568,14 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
     };
     // A dataset's own conversations are checked once its rows are attached.
     let checked = WorkloadSpec { conversations: spec.conversations.filter(|c| !c.from_dataset), ..spec.clone() };
+    // A named dataset is attached later, once a tokenizer can measure it, and the spec is checked
+    // again then: the rules that need its rows (a trace's arrivals) wait for it.
+    let waits_for_rows = |p: &Problem| dataset && p.rule == Rule::TraceNeedsTrace;
     for &rate in &rates_or_default {
         let found = WorkloadSpec { rate, ..checked.clone() }.problems();
-        problems.borrow_mut().extend(found.into_iter().filter(|p| !parsed_problems.contains(&p.field)));
+        problems
+            .borrow_mut()
+            .extend(found.into_iter().filter(|p| !parsed_problems.contains(&p.field) && !waits_for_rows(p)));
     }
     if let (Some(caps), Some(input_len), Some(output_len)) = (caps, input_len, output_len) {
         if let Some(rule) = context_rule(input_len, output_len, caps.max_position) {

@@ -45,6 +45,11 @@ pub struct DatasetState {
 }
 
 impl DatasetState {
+    /// The picked file's name (tracked), the run request's `Field::Dataset`; `None`: none picked.
+    pub fn name(&self) -> Option<String> {
+        self.picked.with(|p| p.as_ref().map(|p| p.name.clone()))
+    }
+
     /// What a run takes from the picker (untracked): `None` when no file is picked; an error when
     /// the file did not parse or the speedup is not a number.
     pub fn choice(&self) -> Result<Option<DatasetChoice>> {

@@ -259,7 +259,12 @@ fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<Ru
     let t = use_text();
     Memo::new(move |_| {
         let caps = state.model_info.with(|m| m.as_ref().map(|m| m.caps));
-        settings::validate(&|f| Field::PAGE.contains(&f).then(|| x.b_value(state.settings, f)), caps, t())
+        let dataset = state.dataset.name();
+        let value = |f: Field| match f {
+            Field::Dataset => dataset.clone(),
+            f => Field::PAGE.contains(&f).then(|| x.b_value(state.settings, f)),
+        };
+        settings::validate(&value, caps, t())
     })
 }
 

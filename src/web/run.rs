@@ -9,7 +9,7 @@ use super::i18n::{use_text, Text};
 use super::link::RunSink;
 use super::protocol::{RunUpdate, ToEngine};
 use super::service::{Command, Context, Destination, Ended, Refused};
-use super::settings::{self, Problems, RunRequest};
+use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::{self, WorkloadSpec};
@@ -392,6 +392,7 @@ pub fn checked(state: AppState) -> Memo<std::result::Result<RunRequest, Problems
         // A server's limits are its own: only the in-browser engine's are checked here.
         let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
         let settings = state.settings;
-        settings::validate(&|f| settings.value(f), caps, t())
+        let dataset = state.dataset.name();
+        settings::validate(&|f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) }, caps, t())
     })
 }
