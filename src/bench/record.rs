@@ -143,7 +143,7 @@ fn is_zero(n: &usize) -> bool {
 impl RequestRecord {
     /// The record of a request not (yet) sent: no arrival time (NaN), nothing measured. A run's
     /// requests start so in the engine's driver; a server client's that a stopped run never sent
-    /// end so ([`crate::remote::dispatch`]), and the session drops them.
+    /// end so (the `remote` layer's arrival loop), and the session drops them.
     pub fn unsent(id: u64, prompt_len: usize) -> RequestRecord {
         RequestRecord { id, arrival_s: f64::NAN, prompt_len, ..RequestRecord::default() }
     }
