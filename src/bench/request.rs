@@ -544,21 +544,26 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
     // their defaults here, and the rules about them are left out: their problem is already said),
     // so that every problem is reported at once.
     let parsed_problems: Vec<Field> = problems.borrow().iter().map(|p| p.field).collect();
-    let arrival_or_default = arrival.unwrap_or(Arrival::Poisson);
-    let rates_or_default = rates.clone().unwrap_or_else(|| vec![4.0]);
-    let input_or_default = input_len.unwrap_or(LenRange { min: 128, max: 128 });
-    let output_or_default = output_len.unwrap_or(LenRange { min: 64, max: 64 });
+    // The fallbacks are the fields' own defaults, parsed (they always parse).
+    fn default<T: std::str::FromStr>(field: Field) -> T {
+        field.default_value().parse().ok().expect("a field's default parses")
+    }
+    let arrival_or_default = arrival.unwrap_or_else(|| default(Field::Arrival));
+    let rates_or_default =
+        rates.clone().unwrap_or_else(|| parse_rates(Field::Rate.default_value()).expect("the default rate parses"));
+    let input_or_default = input_len.unwrap_or_else(|| default(Field::InputLen));
+    let output_or_default = output_len.unwrap_or_else(|| default(Field::OutputLen));
     let conversations_or_none = conversations.flatten();
     let spec = WorkloadSpec {
         arrival: arrival_or_default,
         rate: rates_or_default[0],
-        burstiness: burstiness.unwrap_or(1.0),
-        concurrency: concurrency.unwrap_or(4),
-        span: span.unwrap_or_default(),
-        num_requests: num_requests.unwrap_or(32),
+        burstiness: burstiness.unwrap_or_else(|| default(Field::Burstiness)),
+        concurrency: concurrency.unwrap_or_else(|| default(Field::Concurrency)),
+        span: span.unwrap_or_else(|| default(Field::ArrivalSpan)),
+        num_requests: num_requests.unwrap_or_else(|| default(Field::Requests)),
         input_len: input_or_default,
         output_len: output_or_default,
-        seed: seed.unwrap_or(0),
+        seed: seed.unwrap_or_else(|| default(Field::Seed)),
         dataset: None,
         max_concurrency: max_concurrency.flatten(),
         // The stop judges arrivals in time order; a conversation's later turns have none.

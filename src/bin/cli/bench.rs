@@ -185,7 +185,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             bench::plan(&WorkloadSpec { rate, ..spec.clone() })?;
         }
     }
-    let slo = request.slo;
+    let slo = request.slo.clone();
     let lang = args.lang.parse::<bench::Lang>()?;
     let policy = args.policy.policy()?;
     // Where the results go is checked before any work, so that a run is never lost to it.
@@ -196,14 +196,9 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     }
     let session = |spec| SessionSpec {
         spec,
-        rates: &rates,
-        slo: slo.as_ref(),
-        slo_text: request.slo_text.as_deref(),
-        lang,
         baseline: !args.no_baseline,
         ignore_eos: !args.respect_eos,
-        cost_per_hour: request.cost_per_hour,
-        phases: request.phases,
+        ..request.session(lang)
     };
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
