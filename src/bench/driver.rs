@@ -3,6 +3,7 @@
 //! Times are seconds from the benchmark's start. For closed loops, `sequential` releases the next
 //! request when the previous finishes and `concurrency` keeps N requests in flight.
 
+use super::prompts::Prompt;
 use super::record::{RequestRecord, StepSample, TokenTimes};
 use super::saturation::{Detector, Saturation};
 use super::thinking::ThinkTags;
@@ -66,7 +67,14 @@ pub async fn run_watched<X: Executor>(
         plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
     // The prompt each released turn was sent with (the next turn's history starts with it).
     let mut sent_prompts: Vec<Vec<u32>> = vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }];
-    let mut records: Vec<RequestRecord> = plan.iter().map(|p| RequestRecord::unsent(p.id, p.prompt_len)).collect();
+    let mut records: Vec<RequestRecord> = plan
+        .iter()
+        .zip(&prompts)
+        .map(|(p, ids)| RequestRecord {
+            prompt_digest: Some(Prompt::digest_ids(ids)),
+            ..RequestRecord::unsent(p.id, p.prompt_len)
+        })
+        .collect();
     if let Some(turns) = &turns {
         for (r, t) in records.iter_mut().zip(turns) {
             (r.session, r.turn) = (Some(t.session), Some(t.turn));

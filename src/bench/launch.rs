@@ -1,8 +1,9 @@
 //! The launcher: the one place an engine in this process becomes a benchmark target. A session
 //! on an engine ([`run_on_engine`]) makes its prompts for the engine's model (text through a
 //! tokenizer, or seeded random ids), builds the [`EngineTarget`] and runs the session; a caller
-//! that drives targets itself (`compare`'s rounds, the page's experiment) builds one with
-//! [`EngineTarget::new`]. The CLI, the page and the capacity planner all come through here.
+//! that drives targets itself (`compare`'s rounds, the page's experiment, `plan`'s simulated
+//! engine) builds one for its prompts with [`EngineTarget::for_prompts`]. The CLI, the page and the
+//! capacity planner all come through here.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -36,18 +37,19 @@ pub async fn run_on_engine<X: RecordedExecutor>(
 ) -> Result<()> {
     let vocab_size = engine.model.cfg().vocab_size;
     let prompts = PromptSource::for_model(session.spec, tokenizer, random_prompts, vocab_size);
-    let prompt = |p: &PlannedRequest| prompts.ids(p);
-    let describe = RunConfig { prompts: Some(prompts.kind().to_string()), ..describe };
-    let mut target = EngineTarget::new(engine, &prompt, describe, prompts.think_tags());
+    let mut target = EngineTarget::for_prompts(engine, &prompts, describe);
     run_into(&mut target, session, listener, cancel, results).await
 }
+
+/// A request's prompt ids, made when the driver releases it.
+type PromptFn<'a> = dyn Fn(&PlannedRequest) -> Result<Vec<u32>> + 'a;
 
 /// An engine in this process as a target — on the GPU, or on the capacity planner's virtual
 /// clock (the `planner` layer above) — with its prompts (text through a tokenizer, or seeded random ids)
 /// and sampling.
 pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
     engine: &'a mut Engine<X>,
-    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    prompt: Box<PromptFn<'a>>,
     sampling: SamplingParams,
     /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
     describe: RunConfig,
@@ -58,15 +60,37 @@ pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
 }
 
 impl<'a, X: RecordedExecutor> EngineTarget<'a, X> {
+    /// `engine` as a target for a run's prompts, greedy: their kind goes in the run record, and
+    /// the tokenizer's thinking tags (if any) split replies into reasoning and answer. What every
+    /// caller outside the tests uses (a layer test holds the rest of `src/` to it).
+    pub fn for_prompts(engine: &'a mut Engine<X>, prompts: &'a PromptSource<'_>, describe: RunConfig) -> Self {
+        let describe = RunConfig { prompts: Some(prompts.kind().to_string()), ..describe };
+        EngineTarget::new(engine, |p: &PlannedRequest| prompts.ids(p), describe, prompts.think_tags())
+    }
+
     /// `engine` as a target, its requests' prompts from `prompt`, greedy; `think`: the
-    /// tokenizer's thinking tags (`None`: replies are not split into reasoning and answer).
+    /// tokenizer's thinking tags (`None`: replies are not split into reasoning and answer). For
+    /// tests with prompts of their own; a run's prompts go through [`EngineTarget::for_prompts`].
     pub fn new(
         engine: &'a mut Engine<X>,
-        prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+        prompt: impl Fn(&PlannedRequest) -> Result<Vec<u32>> + 'a,
         describe: RunConfig,
         think: Option<ThinkTags>,
     ) -> Self {
-        EngineTarget { engine, prompt, sampling: SamplingParams::default(), describe, saturation: None, think }
+        EngineTarget {
+            engine,
+            prompt: Box::new(prompt),
+            sampling: SamplingParams::default(),
+            describe,
+            saturation: None,
+            think,
+        }
+    }
+
+    /// Replies are not split into reasoning and answer (the capacity planner's simulated replies
+    /// are not text).
+    pub fn without_thinking(self) -> Self {
+        EngineTarget { think: None, ..self }
     }
 }
 
@@ -97,8 +121,13 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let options =
-            driver::DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: self.prompt, think: self.think };
+        let options = driver::DriverOptions {
+            spec,
+            sampling: self.sampling,
+            ignore_eos,
+            prompt: &*self.prompt,
+            think: self.think,
+        };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
         let (records, steps, saturation) =
             driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;

@@ -4,6 +4,7 @@
 //! engine and for a server, build every prompt through it.
 
 use rand::Rng;
+use sha2::{Digest, Sha256};
 
 use crate::bench::workload::{stream, PlannedRequest, WorkloadSpec, STREAM_PREFIXES, STREAM_PROMPTS};
 use crate::error::{Error, Result};
@@ -22,6 +23,48 @@ pub enum Prompt {
     /// A conversation so far (chat only): user and assistant messages, in order, the last the
     /// user's (made by the remote layer's conversation module).
     Messages(Vec<Message>),
+}
+
+impl Prompt {
+    /// The prompt's digest: the first 16 hex digits of the SHA-256 of its kind and contents (ids
+    /// as little-endian u32s; text as UTF-8; each message's role and text, NUL-separated). Equal
+    /// prompts have equal digests on every platform; the kind is part of it, so token ids and
+    /// text never compare equal.
+    pub fn digest(&self) -> String {
+        let mut hash = Sha256::new();
+        match self {
+            Prompt::Ids(ids) => return Prompt::digest_ids(ids),
+            Prompt::Text(text) => {
+                hash.update(b"text\0");
+                hash.update(text.as_bytes());
+            }
+            Prompt::Messages(messages) => {
+                hash.update(b"messages\0");
+                for m in messages {
+                    for part in [m.role.as_str(), &m.content] {
+                        hash.update(part.as_bytes());
+                        hash.update(b"\0");
+                    }
+                }
+            }
+        }
+        short_hex(hash)
+    }
+
+    /// [`Prompt::digest`] of token ids, without copying them into a prompt.
+    pub fn digest_ids(ids: &[u32]) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"ids\0");
+        for id in ids {
+            hash.update(id.to_le_bytes());
+        }
+        short_hex(hash)
+    }
+}
+
+/// The first 8 bytes of a digest, hex.
+fn short_hex(hash: Sha256) -> String {
+    hash.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One message of a conversation sent to a chat server.

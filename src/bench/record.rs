@@ -110,6 +110,12 @@ pub struct RequestRecord {
     pub drafted_tokens: usize,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_tokens: usize,
+    /// The request's own planned prompt ([`crate::bench::prompts::Prompt::digest`]; a turn's own
+    /// new part, not the conversation before it, which carries replies): a run made again with
+    /// `bench --rerun` sends the same prompts when every digest matches. Absent in results saved
+    /// before it was recorded, and for a request whose prompt could not be made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_digest: Option<String>,
     /// Prompt tokens served from the engine's prefix cache when it was first scheduled (0 with
     /// caching off), or from a server's, as its `usage.prompt_tokens_details.cached_tokens` said
     /// (when no more than its prompt); `null` for a server that does not say, and a request never

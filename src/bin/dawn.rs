@@ -1,26 +1,30 @@
 //! `tokenmeter-dawn`: the page's engine and benchmark code without a page, in Node on Dawn (Chrome's
 //! WebGPU: the `webgpu` npm package's dawn.node), run by `scripts/dawn-run SUBCOMMAND ARGS`. It
-//! takes the CLI's arguments for `adapter`, `roofline`, `speed` and `bench` (a synthetic shape; the
+//! takes the CLI's arguments for `adapter`, `roofline`, `speed`, `bench` (a synthetic shape; the
 //! kernel switches; `bench`'s run request, read by the same `RunRequest::parse` and run by the same
-//! launcher as the CLI's and the page's), and prints the JSON `tokenmeter` prints, so the two
+//! launcher as the CLI's and the page's) and `generate` (token-id prompts on a `--model` folder,
+//! whose files the Node side reads), and prints the JSON `tokenmeter` prints, so the two
 //! compare row for row on the same GPU (`scripts/device-check`), and `tokenmeter compare` reads a
 //! bench's results. Natively there is nothing to run.
 
 #[cfg(target_arch = "wasm32")]
 mod dawn {
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
     use std::collections::BTreeMap;
     use std::rc::Rc;
     use tokenmeter::bench::request::{Field, RunRequest};
     use tokenmeter::bench::session::{run_on_engine, Listener, RunConfig, SavedRequest, SessionSpec};
     use tokenmeter::bench::speed::{self, SpeedPlan};
     use tokenmeter::bench::{self};
-    use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
+    use tokenmeter::engine::generate::check_prompt_fits;
+    use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, Request, SamplingParams};
     use tokenmeter::gpu::kernels::KernelSwitches;
     use tokenmeter::gpu::{Gpu, SharedGpu};
     use tokenmeter::limits::{self, parse_count};
+    use tokenmeter::model::checkpoint::Checkpoint;
     use tokenmeter::model::synthetic::SyntheticModel;
     use tokenmeter::model::Qwen3Config;
+    use tokenmeter::model::{MemStore, ModelStore, Tokenizer};
     use wasm_bindgen::prelude::*;
 
     /// The flags each subcommand takes (each `--name VALUE`); the kernel switches are the page's
@@ -68,7 +72,7 @@ mod dawn {
     /// Runs one subcommand; its JSON is the result, its progress lines go to `console.error`.
     #[wasm_bindgen]
     pub async fn run(args: Vec<String>) -> Result<String, String> {
-        let (command, rest) = args.split_first().ok_or("usage: dawn-run adapter|roofline|speed ARGS")?;
+        let (command, rest) = args.split_first().ok_or("usage: dawn-run adapter|roofline|speed|bench|generate ARGS")?;
         match command.as_str() {
             "adapter" => {
                 flags(rest, &[])?;
@@ -83,10 +87,126 @@ mod dawn {
             }
             "speed" => speed(flags(rest, &[&SPEED_FLAGS[..], &KERNEL_FLAGS[..]].concat())?).await,
             "bench" => bench(rest).await,
-            other => {
-                Err(format!("unknown subcommand {:?} (adapter, roofline, speed, bench)", limits::printable(other)))
+            "generate" => generate(rest).await,
+            other => Err(format!(
+                "unknown subcommand {:?} (adapter, roofline, speed, bench, generate)",
+                limits::printable(other)
+            )),
+        }
+    }
+
+    thread_local! {
+        /// The files of `--model DIR`, given by the Node side (`add_file`) before `run`.
+        static FILES: RefCell<MemStore> = RefCell::new(MemStore::new("--model"));
+    }
+
+    /// One file of the `--model` folder (Node reads the folder; the wasm build cannot).
+    #[wasm_bindgen]
+    pub fn add_file(name: String, bytes: Vec<u8>) {
+        FILES.with(|files| files.borrow_mut().files.insert(name, std::sync::Arc::new(bytes)));
+    }
+
+    /// `generate` with the CLI's arguments for token-id prompts: `--model DIR` (its files, read by
+    /// the Node side) or `--synthetic NAME`, `--prompt-ids 1,2,3` (repeatable), `--max-new-tokens`,
+    /// `--ignore-eos`, `--weights` and the kernel switches; greedy. Prints what `tokenmeter generate
+    /// --json` prints: a JSON line per prompt.
+    async fn generate(args: &[String]) -> Result<String, String> {
+        let (mut prompts, mut named, mut ignore_eos) = (Vec::new(), BTreeMap::new(), false);
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let shown = limits::printable(arg);
+            match arg.strip_prefix("--") {
+                Some("ignore-eos") => ignore_eos = true,
+                Some("json") => {} // always JSON
+                Some(name)
+                    if name == "prompt-ids" || GENERATE_FLAGS.contains(&name) || KERNEL_FLAGS.contains(&name) =>
+                {
+                    let value = it.next().ok_or_else(|| format!("{shown} needs a value"))?;
+                    if name == "prompt-ids" {
+                        prompts.push(prompt_ids(value)?);
+                    } else if named.insert(name.to_string(), value.clone()).is_some() {
+                        return Err(format!("{shown} given twice"));
+                    }
+                }
+                _ => return Err(format!("unexpected argument {shown} (generate takes --model DIR --prompt-ids …)")),
             }
         }
+        if prompts.is_empty() {
+            return Err("pass --prompt-ids 1,2,3 (text prompts are the CLI's)".into());
+        }
+        let get = |k: &str| named.get(k).cloned();
+        let max_new_tokens = get("max-new-tokens")
+            .map_or(Ok(32), |v| parse_count(&v, 1, limits::MAX_TOKENS))
+            .map_err(|e| e.to_string())?;
+        let options = EngineOptions {
+            weights: get("weights").map_or(Ok(EngineOptions::default().weights), |v| v.parse())?,
+            kernels: KernelSwitches::from_query(get)?,
+            ..EngineOptions::default()
+        };
+        let gpu = SharedGpu::new(Gpu::new().await.map_err(|e| e.to_string())?);
+        let fail = |e: tokenmeter::Error| e.to_string();
+        let (model, tokenizer) = match (get("model"), get("synthetic")) {
+            (Some(_), Some(_)) => return Err("--model or --synthetic, not both".into()),
+            (Some(_), None) => {
+                let store = FILES.with(|files| std::mem::replace(&mut *files.borrow_mut(), MemStore::new("--model")));
+                let checkpoint = Checkpoint::open(&store).await.map_err(fail)?;
+                let tokenizer = match store.read_all("tokenizer.json", limits::TOKENIZER_JSON_MAX_BYTES).await {
+                    Ok(Some(bytes)) => Some(Tokenizer::from_bytes(&bytes).map_err(fail)?),
+                    Ok(None) => None,
+                    Err(e) => return Err(e.to_string()),
+                };
+                for prompt in &prompts {
+                    check_prompt_fits(&checkpoint.config, prompt, max_new_tokens).map_err(fail)?;
+                }
+                (ForwardPass::load(gpu, &checkpoint, &options, &mut |_, _| {}).await.map_err(fail)?, tokenizer)
+            }
+            (None, None) => return Err("generate needs --model DIR or --synthetic NAME".into()),
+            (None, name) => {
+                let (_, cfg) = synthetic("generate", name)?;
+                for prompt in &prompts {
+                    check_prompt_fits(&cfg, prompt, max_new_tokens).map_err(fail)?;
+                }
+                let source = SyntheticModel::new(cfg, 0);
+                (ForwardPass::load(gpu, &source, &options, &mut |_, _| {}).await.map_err(fail)?, None)
+            }
+        };
+        let requests: Vec<Request> = prompts
+            .into_iter()
+            .map(|prompt| Request {
+                prompt,
+                max_new_tokens,
+                sampling: SamplingParams::default(),
+                stop_ids: model.cfg.eos_token_ids.clone(),
+                ignore_eos,
+            })
+            .collect();
+        let mut engine = Engine::new(model);
+        let done = tokenmeter::engine::generate(&mut engine, requests, &mut |_| {}).await.map_err(fail)?;
+        let mut lines = Vec::new();
+        for c in done {
+            let text = tokenizer.as_ref().map(|t| t.decode(&c.tokens)).transpose().map_err(fail)?;
+            lines.push(c.json_line(text).to_string());
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// The flags `generate` takes with a value, beside `--prompt-ids` and the kernel switches.
+    const GENERATE_FLAGS: [&str; 4] = ["model", "synthetic", "max-new-tokens", "weights"];
+
+    /// `--prompt-ids`' list: comma-separated token ids.
+    fn prompt_ids(text: &str) -> Result<Vec<u32>, String> {
+        let ids = text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<u32>().map_err(|_| format!("--prompt-ids: {:?} is not a token id", limits::printable(s)))
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        if ids.is_empty() {
+            return Err("--prompt-ids is empty".into());
+        }
+        Ok(ids)
     }
 
     /// The engine's flags `bench` takes beside the run request's and the kernel switches.

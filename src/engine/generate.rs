@@ -26,6 +26,25 @@ pub struct Completion {
 }
 
 impl Completion {
+    /// The completion as `generate --json` prints it (the CLI's and `scripts/dawn-run`'s, one line
+    /// each): ids, tokens, times, how it finished; `text` when a tokenizer decoded it.
+    pub fn json_line(&self, text: Option<String>) -> serde_json::Value {
+        let mut line = serde_json::json!({
+            "id": self.id,
+            "prompt_ids": self.prompt_ids,
+            "tokens": self.tokens,
+            "ttft_ms": self.ttft_ms(),
+            "tpot_ms": if self.tokens.len() > 1 { serde_json::json!(self.tpot_ms()) } else { serde_json::Value::Null },
+            "finish": self.finish,
+            "preemptions": self.preemptions,
+            "cached_tokens": self.cached_tokens,
+        });
+        if let Some(text) = text {
+            line["text"] = text.into();
+        }
+        line
+    }
+
     /// [`crate::latency::ttft_s`] from submission; NaN before the first token.
     pub fn ttft_ms(&self) -> f64 {
         crate::latency::ttft_s(self.start_s, self.token_times_s.first().copied()).map_or(f64::NAN, |s| s * 1e3)

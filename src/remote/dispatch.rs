@@ -323,19 +323,22 @@ impl<'a> Loop<'a> {
         on_progress(self.finished, self.requests.len());
     }
 
-    /// Every request's record, in request order; one never sent has no arrival time.
+    /// Every request's record, in request order, with its planned prompt's digest (a turn's own
+    /// text); one never sent has no arrival time.
     fn records(self) -> Vec<RequestRecord> {
         self.records
             .into_iter()
             .zip(self.requests)
             .map(|(record, r)| {
-                record.unwrap_or_else(|| {
+                let mut record = record.unwrap_or_else(|| {
                     let mut unsent = RequestRecord::unsent(r.id, r.prompt_len);
                     if let Some(turn) = r.turn {
                         turn.mark(&mut unsent);
                     }
                     unsent
-                })
+                });
+                record.prompt_digest = Some(r.prompt.digest());
+                record
             })
             .collect()
     }

@@ -15,7 +15,6 @@ use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
-use crate::bench::thinking::ThinkTags;
 use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
@@ -423,8 +422,7 @@ async fn experiment(
     let tokenizer = host.tokenizer();
     let vocab_size = pool_a.borrow().as_ref().map_or(0, |m| m.cfg.vocab_size);
     let prompts = PromptSource::for_model(&a.spec, tokenizer.as_deref(), a.random_prompts, vocab_size);
-    let prompt = |p: &PlannedRequest| prompts.ids(p);
-    let describe = bench::RunConfig { prompts: Some(prompts.kind().to_string()), ..engine_record(cx) };
+    let describe = engine_record(cx);
     let (pool_b, capacity_b) = match &own_b {
         Some((limits, pool)) => (pool, limits.clone()),
         None => (&pool_a, capacity.clone()),
@@ -435,11 +433,10 @@ async fn experiment(
         max_batch: form.max_batch,
         max_batched_tokens: form.max_batched_tokens,
         policy: form.policy,
-        prompt: &prompt,
+        prompts: &prompts,
         describe: describe.clone(),
         record: bench::RunConfig::default(),
         saturation: None,
-        think: prompts.think_tags(),
         gpu: gpu.clone(),
     };
     let mut target_a = side(&pool_a, capacity.clone(), &a);
@@ -496,12 +493,11 @@ struct Variant<'a> {
     max_batch: usize,
     max_batched_tokens: usize,
     policy: Policy,
-    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Vec<u32>>,
+    prompts: &'a PromptSource<'a>,
     describe: bench::RunConfig,
     /// The last run's record (the session asks for it after the run).
     record: bench::RunConfig,
     saturation: Option<Saturation>,
-    think: Option<ThinkTags>,
     gpu: Rc<Gpu>,
 }
 
@@ -526,7 +522,7 @@ impl Target for Variant<'_> {
         let mut engine = Engine::new(sized(model, &self.capacity, self.max_batch, self.max_batched_tokens));
         let outcome = match engine.set_policy(self.policy) {
             Ok(()) => {
-                let mut target = EngineTarget::new(&mut engine, self.prompt, self.describe.clone(), self.think);
+                let mut target = EngineTarget::for_prompts(&mut engine, self.prompts, self.describe.clone());
                 let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
                 self.record = target.run_config();
                 self.saturation = target.take_saturation();

@@ -114,7 +114,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target = EngineTarget::new(
             &mut engine,
-            &prompt,
+            prompt,
             RunConfig { target: "local".into(), model: Some("tiny-gqa-tied".into()), ..RunConfig::default() },
             None,
         );
@@ -206,7 +206,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target =
-            EngineTarget::new(&mut engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
+            EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let s = SessionSpec {
             spec: &workload,
             rates: &[40.0],

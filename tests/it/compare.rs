@@ -47,7 +47,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
     let (mut ea, mut eb) = (engine(first).await, engine(second).await);
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
     let target =
-        |engine| EngineTarget::new(engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
+        |engine| EngineTarget::new(engine, prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
     let (mut a, mut b) = (target(&mut ea), target(&mut eb));
     let x = ExperimentSpec {
         spec: &spec,

@@ -70,7 +70,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
         };
         let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(workload.seed, p.id, p.prompt_len, 512));
         let mut target =
-            EngineTarget::new(&mut engine, &prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
+            EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let rates = [1.0, 2.0];
         let s = SessionSpec {
             spec: &workload,

@@ -370,7 +370,7 @@ async fn session_on(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> be
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
     let mut target = EngineTarget::new(
         engine,
-        &prompt,
+        prompt,
         RunConfig { target: "local".into(), model: Some("qwen3-0.6b".into()), ..RunConfig::default() },
         None,
     );

@@ -79,7 +79,11 @@ fn a_valid_form_gives_the_run_it_describes() {
 }
 
 /// A results file's `run_config` and its requests' (id, arrival, prompt length, output length).
-fn saved_run(path: &std::path::Path) -> (serde_json::Value, Vec<(u64, f64, u64, u64)>) {
+/// A saved request: (id, arrival, prompt length, output length, prompt digest).
+pub(crate) type SavedRequest = (u64, f64, u64, u64, String);
+
+/// A saved run's record and its requests.
+pub(crate) fn saved_run(path: &std::path::Path) -> (serde_json::Value, Vec<SavedRequest>) {
     let value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("results written")).expect("results JSON");
     let requests = value["requests"]
@@ -88,7 +92,8 @@ fn saved_run(path: &std::path::Path) -> (serde_json::Value, Vec<(u64, f64, u64, 
         .iter()
         .map(|r| {
             let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
-            (n("id"), r["arrival_s"].as_f64().expect("arrival_s"), n("prompt_len"), n("output_len"))
+            let digest = r["prompt_digest"].as_str().unwrap_or_else(|| panic!("prompt_digest in {r}"));
+            (n("id"), r["arrival_s"].as_f64().expect("arrival_s"), n("prompt_len"), n("output_len"), digest.into())
         })
         .collect();
     (value["run_config"].clone(), requests)
@@ -133,7 +138,12 @@ fn a_rerun_is_the_saved_request_again() {
     assert_eq!(rerun["request"], saved["request"], "the recorded request");
     assert_eq!(saved["request"]["args"].as_array().map(Vec::len), Some(base.len() - 1), "{}", saved["request"]);
     assert_eq!(rerun["workload"], saved["workload"]);
-    assert_eq!(rerun_requests, saved_requests, "the same requests, planned the same");
+    assert_eq!(rerun_requests, saved_requests, "the same requests, planned the same, with the same prompts");
+    // Another seed: other prompts, other digests (the comparison above can fail).
+    let reseeded = path("reseeded.json");
+    ok(&["bench", "--rerun", &first, "--seed", "8", "--json", &reseeded]);
+    let (_, reseeded_requests) = saved_run(reseeded.as_ref());
+    assert!(saved_requests.iter().zip(&reseeded_requests).all(|(a, b)| a.4 != b.4), "{reseeded_requests:?}");
 
     let faster = path("faster.json");
     ok(&["bench", "--rerun", &first, "--rate", "100", "--json", &faster]);
@@ -167,6 +177,24 @@ fn a_rerun_is_the_saved_request_again() {
     let refused = run(&["bench", "--rerun", &with_data]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
     assert!(refused.stderr.contains("is not the file the run read"), "{}", refused.stderr);
+
+    // A text-prompt run: a model folder with a tokenizer (the built-in text through it).
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).expect("model dir");
+    for file in ["config.json", "generation_config.json", "model.safetensors"] {
+        std::fs::copy(common::fixture_dir("tiny-mha").join(file), model.join(file)).expect("fixture");
+    }
+    super::serving::word_tokenizer(&model);
+    let text = path("text.json");
+    let model_arg = model.to_str().expect("UTF-8");
+    let text_run =
+        ["--model", model_arg, "--rate", "50", "--num-requests", "3", "--input-len", "6", "--output-len", "2"];
+    ok(&[&["bench"][..], &text_run, &["--no-baseline", "--json", &text]].concat());
+    let (text_config, text_requests) = saved_run(text.as_ref());
+    assert_eq!(text_config["prompts"], "text", "{text_config}");
+    let text_again = path("text-again.json");
+    ok(&["bench", "--rerun", &text, "--json", &text_again]);
+    assert_eq!(saved_run(text_again.as_ref()).1, text_requests);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -183,4 +211,29 @@ fn the_field_lists_are_in_declaration_order() {
         let mapped = Field::from_flag(field.flag(), Some("x")).or_else(|| Field::from_flag(field.flag(), None));
         assert_eq!(mapped.map(|(f, _)| f), Some(field), "{}", field.flag());
     }
+}
+
+/// One launcher: outside the tests, an engine becomes a target only through
+/// `EngineTarget::for_prompts` (the run's prompts, their kind and thinking tags), never
+/// `EngineTarget::new` with prompts made on the side — every `src/` file but the launcher's is read.
+#[test]
+fn engine_targets_are_built_by_the_launcher_only() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (mut stack, mut found) = (vec![src.clone()], Vec::new());
+    while let Some(dir) = stack.pop() {
+        for path in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("bench/launch.rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                found.extend(
+                    text.lines()
+                        .enumerate()
+                        .filter(|(_, l)| l.contains("EngineTarget::new("))
+                        .map(|(i, _)| format!("{}:{}", path.strip_prefix(&src).unwrap().display(), i + 1)),
+                );
+            }
+        }
+    }
+    assert!(found.is_empty(), "EngineTarget::new outside the launcher (use EngineTarget::for_prompts): {found:?}");
 }

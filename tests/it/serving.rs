@@ -209,13 +209,41 @@ mod alone {
 }
 
 /// A word-level tokenizer: one token per whitespace-separated word.
-fn word_tokenizer(dir: &std::path::Path) -> PathBuf {
+pub(crate) fn word_tokenizer(dir: &std::path::Path) -> PathBuf {
     let path = dir.join("tokenizer.json");
     let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
         "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
         "model":{"type":"WordLevel","vocab":{"[UNK]":0,"w":1},"unk_token":"[UNK]"}}"#;
     std::fs::write(&path, json).unwrap();
     path
+}
+
+/// `bench --rerun` against a server sends the same prompts again (each request's prompt digest),
+/// for text prompts (through a tokenizer) and random token ids, and records the same request.
+#[test]
+fn a_server_run_is_run_again_with_the_same_prompts() {
+    let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None });
+    let dir = scratch("rerun");
+    let tokenizer = word_tokenizer(&dir);
+    let tokenizer = tokenizer.to_str().unwrap();
+    for (kind, prompts) in [("text", &["--tokenizer", tokenizer][..]), ("random", &["--random-prompts"][..])] {
+        let (first, again) = (dir.join(format!("{kind}.json")), dir.join(format!("{kind}-again.json")));
+        let mut args = vec!["--rate", "200", "--num-requests", "4", "--input-len", "5", "--output-len", "2"];
+        args.extend(prompts);
+        let (ok, _, err) = bench(&s.url, &[&args[..], &["--json", first.to_str().unwrap()]].concat());
+        assert!(ok, "{kind}: {err}");
+        let rerun = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+            .args(["bench", "--rerun", first.to_str().unwrap(), "--json", again.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(rerun.status.success(), "{kind}: {}", String::from_utf8_lossy(&rerun.stderr));
+        let (saved, saved_requests) = super::request::saved_run(&first);
+        let (rerun, rerun_requests) = super::request::saved_run(&again);
+        assert_eq!(saved["request"], rerun["request"], "{kind}");
+        assert_eq!(saved["prompts"], rerun["prompts"], "{kind}");
+        let digests = |r: &[super::request::SavedRequest]| r.iter().map(|r| (r.0, r.4.clone())).collect::<Vec<_>>();
+        assert_eq!(digests(&saved_requests), digests(&rerun_requests), "{kind}: the same prompts");
+    }
 }
 
 #[test]

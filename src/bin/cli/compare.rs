@@ -327,14 +327,10 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
         .iter()
         .map(|(tokenizer, random, vocab, _)| PromptSource::for_model(&spec, tokenizer.as_ref(), *random, *vocab))
         .collect();
-    let prompt_fns: Vec<_> = prompts.iter().map(|p| move |q: &bench::PlannedRequest| p.ids(q)).collect();
     let mut targets: Vec<EngineTarget> = engines
         .iter_mut()
-        .zip(&prompt_fns)
         .zip(sides.iter().zip(&prompts))
-        .map(|((engine, prompt), (side, prompts))| {
-            EngineTarget::new(engine, prompt, side.3.clone(), prompts.think_tags())
-        })
+        .map(|(engine, (side, prompts))| EngineTarget::for_prompts(engine, prompts, side.3.clone()))
         .collect();
     let runs = experiment::run_round_robin(&mut targets, &x, &progress, &cancel, &mut |k, i, result| {
         done.set(done.get() + 1);

@@ -123,20 +123,7 @@ pub(crate) async fn main(args: GenerateArgs) -> Result<()> {
             None => None,
         };
         if args.json {
-            let mut line = serde_json::json!({
-                "id": c.id,
-                "prompt_ids": c.prompt_ids,
-                "tokens": c.tokens,
-                "ttft_ms": c.ttft_ms(),
-                "tpot_ms": if c.tokens.len() > 1 { serde_json::json!(c.tpot_ms()) } else { serde_json::Value::Null },
-                "finish": c.finish,
-                "preemptions": c.preemptions,
-                "cached_tokens": c.cached_tokens,
-            });
-            if let Some(text) = text {
-                line["text"] = text.into();
-            }
-            println!("{line}");
+            println!("{}", c.json_line(text));
         } else {
             println!("[{}] prompt: {} tokens", c.id, c.prompt_ids.len());
             println!("[{}] tokens: {:?}", c.id, c.tokens);

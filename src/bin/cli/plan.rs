@@ -312,7 +312,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     } else {
         let mut engine = replica()?;
         // The simulator's replies are not text: no thinking tags to split them by.
-        let mut target = EngineTarget::new(&mut engine, &prompt, describe, None);
+        let mut target = EngineTarget::for_prompts(&mut engine, &prompts, describe).without_thinking();
         run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
     };
     if args.replay {
