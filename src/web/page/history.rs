@@ -1,8 +1,6 @@
 //! Past runs, kept in localStorage as their `BenchResult` JSON with a name and a time; any two
 //! side by side, each change in percent, coloured by whether it is better.
 
-use super::browser;
-use super::charts::ChartData;
 use super::experiment::VerdictTable;
 use super::i18n::{use_text, Text};
 use super::pareto::ParetoChart;
@@ -10,6 +8,8 @@ use super::state::AppState;
 use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::compare_results;
 use crate::bench::{BenchResult, BenchmarkMetrics};
+use crate::web::browser;
+use crate::web::protocol::ChartData;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -4,16 +4,16 @@
 //! the loaded model when only runtime settings differ (batch, tokens per step, scheduling); other
 //! weights or speculation upload a second copy for B, freed afterwards.
 
-use super::browser;
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
-use super::protocol::RunUpdate;
 use super::run;
-use super::service::{Command, Ended};
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
 use crate::bench::compare::{text_report, CompareVerdict, Comparison, MetricComparison};
 use crate::bench::{BenchResult, Lang};
+use crate::web::browser;
+use crate::web::protocol::RunUpdate;
+use crate::web::protocol::{ChartData, Command, Ended};
 use leptos::prelude::*;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -230,7 +230,7 @@ fn start(state: AppState, x: ExperimentState, a: RunRequest, b: RunRequest, repe
             RunUpdate::Ended(ended) if matches!(*ended, Ended::Experiment(_)) => {
                 let Ended::Experiment(end) = *ended else { return };
                 if let Some(last) = &end.last {
-                    state.charts.set(super::charts::ChartData::from_result(last));
+                    state.charts.set(ChartData::from_result(last));
                 }
                 x.error.set(end.error);
                 if !end.a.is_empty() || !end.b.is_empty() {

@@ -1,10 +1,10 @@
-//! The page's side of the engine worker ([`super::worker`]): starts it on the page's own wasm
+//! The page's side of the engine worker (`web::worker`): starts it on the page's own wasm
 //! module, sends [`ToEngine`] commands, and turns each [`FromEngine`] update into the page's
 //! signals — or, for a command in progress, hands it to that command's view ([`RunSink`]).
 
-use super::protocol::{self, FromEngine, RunUpdate, ToEngine};
-use super::state::{AppState, Phase, Piece, Status};
+use super::state::{AppState, Phase, Piece};
 use crate::model::source::js_message;
+use crate::web::protocol::{self, FromEngine, Refused, RunUpdate, Status, ToEngine};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::RefCell;
@@ -16,7 +16,7 @@ use wasm_bindgen::JsCast;
 pub type RunSink = Rc<dyn Fn(RunUpdate)>;
 
 /// Where a command's refusal is said.
-pub type RefusedTo = Rc<dyn Fn(super::service::Refused)>;
+pub type RefusedTo = Rc<dyn Fn(Refused)>;
 
 /// The worker, what waits for it to be up, and the command in progress's view.
 pub struct Link {
@@ -31,7 +31,8 @@ pub struct Link {
 }
 
 /// The worker's script: the page's own module (`glue`), its compiled wasm sent by the page as the
-/// first message, then the engine's loop ([`super::worker::serve`]).
+/// first message, then the engine's loop (`web::worker::serve`, through the
+/// binary's `tokenmeter_worker`).
 fn bootstrap(glue: &str) -> String {
     format!(
         "import init, {{ tokenmeter_worker }} from {glue:?};\n\
@@ -56,7 +57,7 @@ fn glue_url() -> Result<String> {
     });
     match found {
         Some(url) => Ok(url),
-        None => super::cache::absolute("tokenmeter-web.js", &super::cache::page_url()),
+        None => crate::web::cache::absolute("tokenmeter-web.js", &crate::web::cache::page_url()),
     }
 }
 
@@ -161,7 +162,7 @@ fn apply(state: AppState, update: FromEngine) {
         FromEngine::Choice(source) => state.choice.set(source),
         FromEngine::LoadError(error) => state.load_error.set(error),
         FromEngine::Download(progress) => state.download.set(progress),
-        FromEngine::Manifest(manifest) => manifest.save(),
+        FromEngine::Manifest(manifest) => crate::web::cache::save_manifest(&manifest),
         FromEngine::LoadEnded => {
             super::models::refresh_cached(state);
             state.phase.set(Phase::Idle);

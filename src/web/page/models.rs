@@ -1,15 +1,13 @@
 //! The page's side of start-up and model loading: the timer, the engine worker started and told
 //! the link's switches, then the model named in the URL (or the default) — after the user's yes
 //! when it would be downloaded; the loads the model card asks for; the status line. The loading
-//! itself runs in the engine worker ([`super::loader`]).
+//! itself runs in the engine worker (`web::worker::loader`).
 
-use super::cache;
 use super::i18n::Text;
-use super::no_webgpu::NoWebGpu;
-use super::protocol::{LoadWire, ToEngine};
-use super::settings::LoadOptions;
-use super::sources;
-use super::state::{AppState, LoadRequest, ModelChoice, ModelSource, PendingLink, Phase, Status};
+use super::state::{AppState, PendingLink, Phase};
+use crate::web::cache;
+use crate::web::protocol::{LoadOptions, LoadRequest, LoadWire, ModelChoice, ModelSource, NoWebGpu, Status, ToEngine};
+use crate::web::sources;
 use leptos::prelude::*;
 
 /// The smallest step of `performance.now()` seen in a few thousand reads, in ms (about 0.005 when
@@ -94,7 +92,7 @@ async fn needs_confirmation(input: &str) -> Option<PendingLink> {
     if cached.iter().any(|c| c.base == base && c.files > 0) {
         return None;
     }
-    let manifest = cache::Manifest::load();
+    let manifest = cache::load_manifest();
     let sizes: Vec<u64> = manifest
         .sizes
         .iter()
@@ -153,7 +151,7 @@ pub fn load(state: AppState, request: LoadRequest) {
         state.choice.set(ModelSource::Preset(*choice));
     }
     let load = LoadOptions::from_settings(state.settings);
-    let manifest = cache::Manifest::load();
+    let manifest = cache::load_manifest();
     let (request, blobs) = match request {
         LoadRequest::Preset(choice) => (LoadWire::Preset(choice), Vec::new()),
         LoadRequest::Remote(input) => (LoadWire::Remote(input), Vec::new()),
@@ -174,7 +172,7 @@ pub fn reload(state: AppState) {
         state.status.set(Status::LoadingWeights(name, 0));
     }
     let load = LoadOptions::from_settings(state.settings);
-    link.send(&ToEngine::Reload { load, manifest: cache::Manifest::load() }, &[]);
+    link.send(&ToEngine::Reload { load, manifest: cache::load_manifest() }, &[]);
 }
 
 /// Cancels a download in progress (the load then fails with "cancelled").
