@@ -366,7 +366,7 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);
     assert!(problems[0].1.contains("max_batched_tokens 512"), "{}", problems[0].1);
-    assert_eq!(tokenmeter::web::page::experiment::metric_label("ttft_p99_ms"), "TTFT p99 (ms)");
+    assert_eq!(tokenmeter::web::page::verdict::metric_label("ttft_p99_ms"), "TTFT p99 (ms)");
 }
 
 /// Mounts `view` in a fresh element with the page's language context; returns the element.

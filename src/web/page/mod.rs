@@ -17,7 +17,7 @@
 //!   per GPU, in the sweep and history cards.
 //! - [`plan`]: the Plan card: what this GPU sustains within a TTFT SLO and how many serve a target
 //!   rate, predicted from its runs (`crate::planner::capacity`), drawn beside them.
-//! - [`experiment`]: the Experiment card (A/B, A B A B …, a verdict per metric).
+//! - [`experiment`]: the Experiment card (A/B, A B A B …); [`verdict`]: its verdict per metric.
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
 
@@ -42,3 +42,4 @@ pub mod state;
 pub mod sweep;
 pub mod target;
 pub mod timeline;
+pub mod verdict;

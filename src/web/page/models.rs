@@ -4,9 +4,11 @@
 //! itself runs in the engine worker (`web::worker::loader`).
 
 use super::i18n::Text;
-use super::state::{AppState, PendingLink, Phase};
+use super::state::{AppState, PendingLink, Phase, Piece};
 use crate::web::cache;
-use crate::web::protocol::{LoadOptions, LoadRequest, LoadWire, ModelChoice, ModelSource, NoWebGpu, Status, ToEngine};
+use crate::web::protocol::{
+    FromEngine, LoadOptions, LoadRequest, LoadWire, ModelChoice, ModelSource, NoWebGpu, Status, ToEngine,
+};
 use crate::web::sources;
 use leptos::prelude::*;
 
@@ -35,7 +37,7 @@ pub fn timer_resolution_ms() -> Option<f64> {
 pub fn start(state: AppState) {
     state.timer_resolution_ms.set(timer_resolution_ms());
     refresh_cached(state);
-    match super::link::spawn(state) {
+    match super::link::spawn(state, apply) {
         Ok(link) => {
             state.engine.set_value(Some(link));
             let page_url = cache::page_url();
@@ -249,5 +251,43 @@ pub fn status_text(state: AppState, t: &Text) -> String {
         Status::AwaitingConfirmation => format!("{adapter} · {}", t.link_model_waiting),
         Status::NoWebGpu => t.no_webgpu_status.into(),
         Status::Error(message) => format!("{}: {message}", t.error),
+    }
+}
+
+/// One update from the engine, into the page's state (a command's own go to its view: see
+/// [`super::link`]).
+pub fn apply(state: AppState, update: FromEngine) {
+    match update {
+        FromEngine::Adapter(adapter) => state.adapter.set(Some(adapter)),
+        FromEngine::Status(status) => state.status.set(status),
+        FromEngine::Started(outcome) => started(state, outcome),
+        FromEngine::Model(info) => state.model_info.set(info),
+        FromEngine::Choice(source) => state.choice.set(source),
+        FromEngine::LoadError(error) => state.load_error.set(error),
+        FromEngine::Download(progress) => state.download.set(progress),
+        FromEngine::Manifest(manifest) => crate::web::cache::save_manifest(&manifest),
+        FromEngine::LoadEnded => {
+            refresh_cached(state);
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::Piece { text, gap_ms } => {
+            state.playground.answer.update(|a| a.push_str(&text));
+            state.playground.pieces.update(|p| p.push(Piece { text, gap_ms }));
+        }
+        FromEngine::Generated(timing) => {
+            state.playground.timing.set(timing);
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::Roofline(result) => {
+            state.roofline.set(Some(result));
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::DeviceLost(fault) => device_lost(state, fault),
+        FromEngine::Planned(planned) => {
+            state.planned.set(Some(planned.map(|c| *c)));
+            state.phase.set(Phase::Idle);
+        }
+        // The link hands these to the command's view.
+        FromEngine::Refused(_) | FromEngine::Run(_) => {}
     }
 }
