@@ -1,6 +1,7 @@
 //! The page's side of start-up and model loading: the timer, the engine worker started and told
 //! the link's switches, then the model named in the URL (or the default) — after the user's yes
-//! when it would be downloaded; the loads the model card asks for; the status line. The loading
+//! when it would be downloaded; the loads the model card asks for; the status line; and
+//! [`apply`], the worker's updates (all but a command's own) into the page's signals. The loading
 //! itself runs in the engine worker (`web::worker::loader`).
 
 use super::i18n::Text;
