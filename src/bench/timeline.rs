@@ -4,7 +4,7 @@
 //!
 //! Drawn as a handful of SVG paths (one per phase, however many requests), so that a run of
 //! 1,000 requests is 7 elements to update, not 3,000. The geometry is a pure function of the
-//! records; the page (`web::charts`) and the HTML report ([`super::html`]) both draw it.
+//! records; the page (`web::page::charts`) and the HTML report ([`super::html`]) both draw it.
 
 use std::fmt::Write;
 

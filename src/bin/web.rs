@@ -7,7 +7,7 @@ fn main() {
     eprintln!("tokenmeter-web is the browser app: run ./scripts/serve (or use the `tokenmeter` CLI)");
 }
 
-/// The engine worker's entry, called by its bootstrap script (`web::link`) once this module is up
+/// The engine worker's entry, called by its bootstrap script (`web::page::link`) once this module is up
 /// in the worker.
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen::prelude::wasm_bindgen]

@@ -4,15 +4,14 @@
 //! progress and an abort signal — then read by range from the cache. Sizes and files the server
 //! does not have are remembered in localStorage, so a cached model opens offline too.
 
-use super::sources::{self, CachedModel, DownloadProgress};
+use super::protocol::{DownloadProgress, Manifest};
+use super::sources::{self, CachedModel};
 use crate::clock::now_s;
 use crate::model::safetensors::HeaderWatch;
 use crate::model::source::{js_message, BlobFile};
 use crate::model::ModelStore;
 use crate::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
@@ -20,31 +19,21 @@ use wasm_bindgen_futures::JsFuture;
 pub const CACHE_NAME: &str = "tokenmeter-models-v1";
 const MANIFEST_KEY: &str = "tokenmeter-model-cache";
 
-/// What the cache holds besides the bytes: each file's size, and the files the server said it
-/// does not have (a single-file model has no index), so opening a cached model needs no request.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub sizes: BTreeMap<String, u64>,
-    pub missing: BTreeSet<String>,
+/// The model cache's record ([`Manifest`]), as the page keeps it in localStorage (a worker has
+/// none: the page sends it with a load, and keeps what the worker's [`RemoteStore`] reports back).
+pub fn load_manifest() -> Manifest {
+    super::browser::storage_get(MANIFEST_KEY).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
 }
 
-impl Manifest {
-    /// The page's (a worker has no localStorage: the page sends it with a load, and keeps what the
-    /// worker's [`RemoteStore`] reports back).
-    pub fn load() -> Manifest {
-        super::browser::storage_get(MANIFEST_KEY).and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
-    }
+pub fn save_manifest(manifest: &Manifest) {
+    // Without it the model still loads from the cache; only sizes and offline opening suffer.
+    let _ = super::browser::storage_set(MANIFEST_KEY, &serde_json::to_string(manifest).unwrap_or_default());
+}
 
-    pub fn save(&self) {
-        // Without it the model still loads from the cache; only sizes and offline opening suffer.
-        let _ = super::browser::storage_set(MANIFEST_KEY, &serde_json::to_string(self).unwrap_or_default());
-    }
-
-    /// Forgets every file of the folder `base`.
-    pub fn forget(&mut self, base: &str) {
-        self.sizes.retain(|url, _| sources::url_folder(url) != base);
-        self.missing.retain(|url| sources::url_folder(url) != base);
-    }
+/// Forgets every file of the folder `base`.
+fn forget(manifest: &mut Manifest, base: &str) {
+    manifest.sizes.retain(|url, _| sources::url_folder(url) != base);
+    manifest.missing.retain(|url| sources::url_folder(url) != base);
 }
 
 fn io(path: &str) -> impl Fn(JsValue) -> Error + '_ {
@@ -89,9 +78,9 @@ pub async fn put_bytes(url: &str, bytes: &[u8]) -> Result<()> {
     let mut copy = bytes.to_vec();
     let response = web_sys::Response::new_with_opt_u8_array(Some(&mut copy)).map_err(io(url))?;
     JsFuture::from(cache.put_with_str(url, &response)).await.map_err(io(url))?;
-    let mut manifest = Manifest::load();
+    let mut manifest = load_manifest();
     manifest.sizes.insert(url.to_string(), bytes.len() as u64);
-    manifest.save();
+    save_manifest(&manifest);
     Ok(())
 }
 
@@ -101,7 +90,7 @@ pub async fn list() -> Result<Vec<CachedModel>> {
     let keys = JsFuture::from(cache.keys()).await.map_err(io("Cache Storage"))?;
     let urls: Vec<String> =
         js_sys::Array::from(&keys).iter().map(|r| r.unchecked_into::<web_sys::Request>().url()).collect();
-    Ok(sources::group_cached(&urls, &Manifest::load().sizes))
+    Ok(sources::group_cached(&urls, &load_manifest().sizes))
 }
 
 /// Deletes every cached file of the folder `base`.
@@ -114,9 +103,9 @@ pub async fn delete(base: &str) -> Result<()> {
             JsFuture::from(cache.delete_with_str(&url)).await.map_err(io(&url))?;
         }
     }
-    let mut manifest = Manifest::load();
-    manifest.forget(base);
-    manifest.save();
+    let mut manifest = load_manifest();
+    forget(&mut manifest, base);
+    save_manifest(&manifest);
     Ok(())
 }
 
@@ -143,7 +132,7 @@ pub struct StoreEvents {
 impl StoreEvents {
     /// On the page: no progress shown, the manifest saved in place.
     pub fn saving() -> StoreEvents {
-        StoreEvents { on_progress: Box::new(|_| {}), on_manifest: Box::new(Manifest::save) }
+        StoreEvents { on_progress: Box::new(|_| {}), on_manifest: Box::new(save_manifest) }
     }
 }
 

@@ -1,16 +1,22 @@
-//! The messages between the page and its engine worker ([`super::worker`]): the page sends
-//! [`ToEngine`] commands, the worker answers with [`FromEngine`] updates. Each message is JSON (the
+//! The messages between the page and its engine worker, the one module both threads share: the
+//! page (`web::page`) sends [`ToEngine`] commands, the worker (`web::worker`) answers with
+//! [`FromEngine`] updates. What they carry is the library's types or the plain types defined here
+//! ([`model`], [`run`], [`charts`]), so neither side imports the other. Each message is JSON (the
 //! types below, which the browser tests round-trip) beside a list of `Blob`s for the one command
 //! that carries files (a local model's): a `Blob` is a handle, so the weights are never copied into
 //! either heap by the crossing.
 
-use super::cache::Manifest;
-use super::charts::ChartData;
-use super::no_webgpu::NoWebGpu;
-use super::service::{Command, Context, Ended, Refused};
-use super::settings::LoadOptions;
-use super::sources::DownloadProgress;
-use super::state::{LinkSwitches, ModelChoice, ModelInfo, ModelSource, Status};
+pub mod charts;
+pub mod model;
+pub mod run;
+
+pub use charts::ChartData;
+pub use model::{
+    Caps, DownloadProgress, LinkSwitches, LoadOptions, LoadRequest, Manifest, ModelChoice, ModelInfo, ModelSource,
+    NoWebGpu, Status,
+};
+pub use run::{Command, Context, DatasetChoice, Destination, Ended, ExperimentEnd, Refused, RunRequest};
+
 use crate::bench::BenchResult;
 use crate::gpu::context::AdapterSummary;
 use crate::gpu::roofline::Roofline;
@@ -104,8 +110,8 @@ pub enum RunUpdate {
         rate: f64,
         requests: usize,
     },
-    /// Requests ended so far; the charts of the records so far, at most every
-    /// [`super::worker::CHARTS_EVERY_S`] (none for a server, which streams no live records).
+    /// Requests ended so far; the charts of the records so far, drawn by the worker at most every
+    /// 0.1 s (none for a server, which streams no live records).
     Progress {
         finished: usize,
         total: usize,
@@ -129,42 +135,4 @@ pub fn encode<T: Serialize>(message: &T) -> String {
 /// A message back from its JSON, or why not (a page and a worker from different builds).
 pub fn decode<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, String> {
     serde_json::from_str(json).map_err(|e| format!("a message between the page and its engine did not parse: {e}"))
-}
-
-/// An endpoint crosses with its key: the worker sends the requests. (Nothing else serialises a
-/// key: results describe the endpoint with [`crate::remote::Endpoint::describe`].)
-pub(super) mod endpoint_wire {
-    use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    struct Wire {
-        base_url: String,
-        model: String,
-        api: Api,
-        api_key: Option<String>,
-        thinking: Option<bool>,
-    }
-
-    pub fn serialize<S: Serializer>(e: &Endpoint, s: S) -> Result<S::Ok, S::Error> {
-        Wire {
-            base_url: e.base_url.as_str().to_string(),
-            model: e.model.clone(),
-            api: e.api,
-            api_key: e.api_key.as_ref().map(|k| k.expose().to_string()),
-            thinking: e.thinking,
-        }
-        .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Endpoint, D::Error> {
-        let w = Wire::deserialize(d)?;
-        Ok(Endpoint {
-            base_url: BaseUrl::parse(&w.base_url).map_err(serde::de::Error::custom)?,
-            model: w.model,
-            api: w.api,
-            api_key: w.api_key.and_then(ApiKey::new),
-            thinking: w.thinking,
-        })
-    }
 }

@@ -1,7 +1,7 @@
 //! Where a model comes from, as pure functions the page and the tests share: a Hugging Face
 //! repo id or URL turned into the folder URL files are fetched from; picked or dropped files
-//! matched to the names the loader asks for; the Cache Storage's contents grouped by model;
-//! download progress in words. The loading itself is `crate::model` (`Checkpoint::open`).
+//! matched to the names the loader asks for; the Cache Storage's contents grouped by model. The
+//! loading itself is `crate::model` (`Checkpoint::open`).
 
 use crate::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
@@ -166,45 +166,4 @@ pub fn group_cached(urls: &[String], sizes: &BTreeMap<String, u64>) -> Vec<Cache
     let mut models: Vec<CachedModel> = by_base.into_values().collect();
     models.sort_by(|a, b| a.label.cmp(&b.label));
     models
-}
-
-/// A download in progress.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DownloadProgress {
-    pub file: String,
-    pub file_bytes: u64,
-    /// From Content-Length, when the server sends it.
-    pub file_total: Option<u64>,
-    /// Bytes of every file of this load so far, and the seconds they took.
-    pub bytes: u64,
-    pub elapsed_s: f64,
-}
-
-impl DownloadProgress {
-    /// Fraction of the current file, when its size is known.
-    pub fn fraction(&self) -> Option<f64> {
-        self.file_total.filter(|&t| t > 0).map(|t| (self.file_bytes as f64 / t as f64).min(1.0))
-    }
-
-    /// "model.safetensors · 12.6 / 1192.6 MB · 35.2 MB/s · ETA 34 s".
-    pub fn text(&self) -> String {
-        let mb = |b: u64| b as f64 / 1e6;
-        let rate = if self.elapsed_s > 0.0 { self.bytes as f64 / self.elapsed_s } else { 0.0 };
-        let size = match self.file_total {
-            Some(total) => format!("{:.1} / {:.1} MB", mb(self.file_bytes), mb(total)),
-            None => format!("{:.1} MB", mb(self.file_bytes)),
-        };
-        let eta = match self.file_total {
-            Some(total) if rate > 0.0 => {
-                let seconds = total.saturating_sub(self.file_bytes) as f64 / rate;
-                if seconds >= 90.0 {
-                    format!(" · ETA {:.0} min", seconds / 60.0)
-                } else {
-                    format!(" · ETA {seconds:.0} s")
-                }
-            }
-            _ => String::new(),
-        };
-        format!("{} · {size} · {:.1} MB/s{eta}", self.file, rate / 1e6)
-    }
 }

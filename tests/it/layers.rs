@@ -3,6 +3,13 @@
 //! `limits` below them all. A `crate::X` path (an import, a type, a doc link) in a layer that
 //! reaches a layer above it fails here, naming the file and line: a type two layers share belongs
 //! in the lower one. A top-level module in neither list fails too: every module has its place.
+//!
+//! Inside `web`, the page's thread and the engine worker's are two rooms (`web/page/`,
+//! `web/worker/`) that talk only through `web/protocol` (`protocol.rs` and its `protocol/`): no file
+//! of one room names the other, the protocol names neither room (nor anything else of `web`: it
+//! carries library types and its own), the files below both (`web/*.rs`) name no room, and no
+//! import circle in `web` is longer than two files. One parser ([`paths`]) reads every path a file
+//! names, for both checks.
 
 const ORDER: [&str; 7] = ["gpu", "model", "engine", "bench", "planner", "remote", "web"];
 const BASE: [&str; 4] = ["clock", "error", "latency", "limits"];
@@ -49,13 +56,10 @@ fn upward_references(src: &std::path::Path) -> Vec<(String, usize, String, Strin
             };
             let Some(from) = rank(&first) else { continue }; // lib.rs, bin/
             let text = std::fs::read_to_string(&path).unwrap();
-            for (i, line) in text.lines().enumerate() {
-                for (at, _) in line.match_indices("crate::") {
-                    let to: String =
-                        line[at + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-                    if ORDER.contains(&to.as_str()) && rank(&to).unwrap() > from {
-                        found.push((rel.display().to_string(), i + 1, first.clone(), to));
-                    }
+            for (line, segments) in paths(&text, &[]) {
+                let [head, to, ..] = segments.as_slice() else { continue };
+                if head == "crate" && ORDER.contains(&to.as_str()) && rank(to).unwrap() > from {
+                    found.push((rel.display().to_string(), line, first.clone(), to.clone()));
                 }
             }
         }
@@ -95,4 +99,297 @@ fn an_upward_reference_is_found() {
     let found = upward_references(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(found, vec![("gpu/planted.rs".to_string(), 1, "gpu".to_string(), "model".to_string())]);
+}
+
+/// A token of Rust source, as far as paths go: a word, `::`, or one other character.
+#[derive(PartialEq)]
+enum Token {
+    Word(String),
+    PathSep,
+    Other(char),
+}
+
+/// The tokens of `text` with their line numbers. Comments and strings are read like code, so a
+/// doc link (`[`crate::x::Y`]`) or a serde `with = "super::x"` counts as a path too.
+fn tokens(text: &str) -> Vec<(usize, Token)> {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut out, mut line, mut i) = (Vec::new(), 1, 0);
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push((line, Token::Word(chars[start..i].iter().collect())));
+            continue;
+        }
+        if c == ':' && chars.get(i + 1) == Some(&':') {
+            out.push((line, Token::PathSep));
+            i += 2;
+            continue;
+        }
+        if c == '\n' {
+            line += 1;
+        } else if !c.is_whitespace() {
+            out.push((line, Token::Other(c)));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Every path `text` names that starts at `crate`, `super`, `self` or one of `children` (the
+/// modules the file declares), with its line; a grouped `use a::{b, c::{self, D}}` gives one path
+/// per item (`a::b`, `a::c::self`, `a::c::D`). A path that ends at a glob ends before it.
+fn paths(text: &str, children: &[String]) -> Vec<(usize, Vec<String>)> {
+    let tokens = tokens(text);
+    let mut found = Vec::new();
+    for (at, (line, token)) in tokens.iter().enumerate() {
+        let Token::Word(word) = token else { continue };
+        let starts = ["crate", "super", "self"].contains(&word.as_str()) || children.contains(word);
+        let after_path = at > 0 && matches!(tokens[at - 1].1, Token::PathSep | Token::Other('.'));
+        if !starts || after_path || tokens.get(at + 1).is_none_or(|(_, t)| *t != Token::PathSep) {
+            continue;
+        }
+        let mut rest = Vec::new();
+        tail(&tokens, at + 2, vec![word.clone()], &mut rest);
+        found.extend(rest.into_iter().map(|segments| (*line, segments)));
+    }
+    found
+}
+
+/// The path(s) from `tokens[at]` on, after `prefix` and a `::`: a word (and more after a `::`), or a
+/// `{ … }` group of them, each perhaps renamed (`as`). Returns the index after what it read.
+fn tail(tokens: &[(usize, Token)], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    match tokens.get(at).map(|(_, t)| t) {
+        Some(Token::Word(word)) => {
+            let mut path = prefix;
+            path.push(word.clone());
+            at += 1;
+            if tokens.get(at).is_some_and(|(_, t)| *t == Token::PathSep) {
+                return tail(tokens, at + 1, path, out);
+            }
+            out.push(path);
+            // `a::b as c`: `c` is no path.
+            match tokens.get(at) {
+                Some((_, Token::Word(word))) if word == "as" => at + 2,
+                _ => at,
+            }
+        }
+        Some(Token::Other('{')) => {
+            at += 1;
+            while let Some((_, t)) = tokens.get(at) {
+                match t {
+                    Token::Other('}') => return at + 1,
+                    Token::Other(',') => at += 1,
+                    Token::Word(_) | Token::Other('{') => at = tail(tokens, at, prefix.clone(), out),
+                    // `*`, or anything a group should not hold: skip it.
+                    _ => at += 1,
+                }
+            }
+            at
+        }
+        _ => {
+            out.push(prefix);
+            at
+        }
+    }
+}
+
+/// The room of a file of `src/web` (its path relative to `src/web`): `page`, `worker`,
+/// `protocol`, or `below` (the browser utilities both rooms use, and `mod.rs`, which declares them).
+fn room(file: &str) -> &'static str {
+    match file.split('/').next().unwrap().trim_end_matches(".rs") {
+        "page" => "page",
+        "worker" => "worker",
+        "protocol" => "protocol",
+        _ => "below",
+    }
+}
+
+/// The import graph of the files of `web` (every file under `src/web`, relative to it, with the
+/// files it names there, resolved through `crate::web::…`, `super::…`, `self::…` and the modules it
+/// declares). `super` is resolved from the file's own module: an inline `mod` is not tracked.
+fn web_graph(src: &std::path::Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let web = src.join("web");
+    let mut files = Vec::new();
+    let mut stack = vec![web.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path.strip_prefix(&web).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    // A module path below `web` (["page", "run"]) and the file that holds it.
+    let module_of = |file: &str| -> Vec<String> {
+        let mut segments: Vec<String> = file.trim_end_matches(".rs").split('/').map(String::from).collect();
+        if segments.last().is_some_and(|s| s == "mod") {
+            segments.pop();
+        }
+        segments
+    };
+    let file_of = |module: &[String]| -> Option<String> {
+        let joined = module.join("/");
+        [format!("{joined}.rs"), format!("{joined}/mod.rs"), "mod.rs".to_string()].into_iter().find(|f| {
+            if module.is_empty() {
+                f == "mod.rs"
+            } else {
+                f != "mod.rs" && files.contains(f)
+            }
+        })
+    };
+    let mut graph = std::collections::BTreeMap::new();
+    for file in &files {
+        let text = std::fs::read_to_string(web.join(file)).unwrap();
+        let children: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_suffix(';')?.rsplit_once("mod ").map(|(_, name)| name.trim().to_string()))
+            .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .collect();
+        let own = module_of(file);
+        let mut names = std::collections::BTreeSet::new();
+        for (_, segments) in paths(&text, &children) {
+            // The path as a module path below `web`, or None when it leads outside `web`.
+            let mut module = own.clone();
+            let mut rest = segments.as_slice();
+            match rest[0].as_str() {
+                "crate" if rest.get(1).is_some_and(|s| s == "web") => {
+                    module.clear();
+                    rest = &rest[2..];
+                }
+                "crate" => continue,
+                "self" => rest = &rest[1..],
+                _ => {}
+            }
+            while rest.first().is_some_and(|s| s == "super") {
+                if module.pop().is_none() {
+                    break; // `super` out of `web`
+                }
+                rest = &rest[1..];
+            }
+            module.extend(rest.iter().filter(|s| *s != "self").cloned());
+            // The longest prefix that is a file: `page::run::sink` is `page/run.rs`.
+            let target = (0..=module.len()).rev().find_map(|n| file_of(&module[..n]));
+            if let Some(target) = target.filter(|t| t != file) {
+                names.insert(target);
+            }
+        }
+        graph.insert(file.clone(), names);
+    }
+    graph
+}
+
+/// Every edge of `graph` that crosses between rooms where it may not.
+fn room_crossings(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (file, names) in graph {
+        for name in names {
+            let (from, to) = (room(file), room(name));
+            let allowed = match from {
+                _ if from == to => true,
+                "page" | "worker" => to == "protocol" || to == "below",
+                "protocol" => false,
+                _ => file == "mod.rs" || to == "protocol",
+            };
+            if !allowed {
+                found.push(format!("{file} ({from}) names {name} ({to})"));
+            }
+        }
+    }
+    found
+}
+
+/// An import circle of more than two files in `graph`, as the files in order (the first again at
+/// the end), or None.
+fn long_circle(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    // Depth-first along simple paths from each start, through files after it (each circle is found
+    // from its first file), until a path of three or more files leads back to the start.
+    fn walk<'a>(
+        graph: &'a std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        start: &'a String,
+        path: &mut Vec<&'a String>,
+    ) -> bool {
+        let last = *path.last().unwrap();
+        for next in graph.get(last).into_iter().flatten() {
+            if next == start && path.len() > 2 {
+                return true;
+            }
+            if next > start && !path.contains(&next) {
+                path.push(next);
+                if walk(graph, start, path) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+    for start in graph.keys() {
+        let mut path = vec![start];
+        if walk(graph, start, &mut path) {
+            path.push(start);
+            return Some(path.into_iter().cloned().collect());
+        }
+    }
+    None
+}
+
+#[test]
+fn the_web_rooms_meet_only_in_the_protocol_and_no_import_circle_is_longer_than_two_files() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = web_graph(&src);
+    assert!(graph.contains_key("page/app.rs") && graph.contains_key("worker/mod.rs"), "{:?}", graph.keys());
+    let crossings = room_crossings(&graph);
+    assert!(
+        crossings.is_empty(),
+        "files of src/web that cross rooms (page ↛ worker ↛ page, protocol ↛ any): {crossings:#?}"
+    );
+    if let Some(circle) = long_circle(&graph) {
+        panic!("an import circle in src/web longer than two files: {}", circle.join(" → "));
+    }
+}
+
+#[test]
+fn a_room_crossing_and_a_long_circle_are_found() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-rooms-{}", std::process::id()));
+    let web = dir.join("web");
+    for folder in ["page", "worker", "protocol"] {
+        std::fs::create_dir_all(web.join(folder)).unwrap();
+    }
+    let files = [
+        ("mod.rs", "pub mod cache;\npub mod page;\npub mod protocol;\npub mod worker;\n"),
+        ("cache.rs", "use super::protocol::Manifest;\n"),
+        ("protocol.rs", "pub mod model;\npub use model::Status;\n/// Drawn by [`super::page::charts`].\n"),
+        ("protocol/model.rs", "pub struct Status;\n"),
+        ("page/mod.rs", "pub mod charts;\npub mod run;\npub mod state;\n"),
+        // A circle of three: run → state → charts → run, through a group and a `self`.
+        ("page/run.rs", "use super::{state::{self, AppState}, charts as c};\nuse crate::web::protocol::Status;\n"),
+        ("page/state.rs", "pub struct AppState(super::charts::Data);\n"),
+        ("page/charts.rs", "pub struct Data;\nfn f() { crate::web::page::run::g() }\n"),
+        ("worker/mod.rs", "mod host;\nuse host::Host;\n"),
+        ("worker/host.rs", "use crate::web::page::state::AppState;\nuse super::super::cache;\n"),
+    ];
+    for (file, text) in files {
+        std::fs::write(web.join(file), text).unwrap();
+    }
+    let graph = web_graph(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(graph["page/run.rs"], set(&["page/state.rs", "page/charts.rs", "protocol.rs"]));
+    assert_eq!(graph["worker/mod.rs"], set(&["worker/host.rs"]));
+    assert_eq!(graph["protocol.rs"], set(&["protocol/model.rs", "page/charts.rs"]));
+    assert_eq!(
+        room_crossings(&graph),
+        vec![
+            "protocol.rs (protocol) names page/charts.rs (page)".to_string(),
+            "worker/host.rs (worker) names page/state.rs (page)".to_string(),
+        ]
+    );
+    let circle = long_circle(&graph).expect("the circle of three");
+    assert_eq!(circle, ["page/charts.rs", "page/run.rs", "page/state.rs", "page/charts.rs"]);
 }

@@ -65,9 +65,10 @@ use std::collections::BTreeMap;
 use tokenmeter::bench::Lang;
 use tokenmeter::model::source::BlobStore;
 use tokenmeter::web::cache::{self, RemoteStore};
-use tokenmeter::web::i18n::{self, UiLang};
-use tokenmeter::web::settings::{self, Field, Settings};
-use tokenmeter::web::sources::{self, remote_base, DownloadProgress};
+use tokenmeter::web::page::i18n::{self, UiLang};
+use tokenmeter::web::page::settings::{self, Field, Settings};
+use tokenmeter::web::protocol::DownloadProgress;
+use tokenmeter::web::sources::{self, remote_base};
 use wasm_bindgen::JsCast;
 
 const MHA_CONFIG: &[u8] = include_bytes!("../fixtures/tiny-mha/config.json");
@@ -196,7 +197,7 @@ async fn picked_files_load_through_the_shared_loader() {
         ("tiny/notes.txt".to_string(), file("notes.txt", b"not a model file")),
         ("tiny/model.safetensors".to_string(), file("model.safetensors", MHA_WEIGHTS)),
     ];
-    let (store, picked): (BlobStore, _) = tokenmeter::web::files::store(files).unwrap();
+    let (store, picked): (BlobStore, _) = tokenmeter::web::page::files::store(files).unwrap();
     assert_eq!((store.label.as_str(), picked.ignored), ("tiny", 1));
     let checkpoint = Checkpoint::open(&store).await.expect("a good model opens from Blobs");
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
@@ -221,14 +222,14 @@ async fn cached_models_are_listed_opened_offline_and_deleted() {
     // The index and tokenizer are not there: the test server answers 404, which is "no such file".
     let abort = web_sys::AbortController::new().unwrap();
     let store =
-        RemoteStore::new(&base, abort.signal(), cache::Manifest::load(), cache::StoreEvents::saving()).await.unwrap();
+        RemoteStore::new(&base, abort.signal(), cache::load_manifest(), cache::StoreEvents::saving()).await.unwrap();
     let checkpoint = Checkpoint::open(&store).await.expect("opens from the cache");
     assert_eq!(checkpoint.config.vocab_size, 256);
     assert_eq!(store.downloaded(), 0, "nothing fetched for cached files");
 
     cache::delete(&base).await.unwrap();
     assert!(cache::list().await.unwrap().iter().all(|c| c.base != base), "still listed after delete");
-    assert!(!cache::Manifest::load().sizes.keys().any(|u| u.starts_with(&base)), "sizes kept after delete");
+    assert!(!cache::load_manifest().sizes.keys().any(|u| u.starts_with(&base)), "sizes kept after delete");
 }
 
 #[wasm_bindgen_test]
@@ -365,7 +366,7 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
     let problems = with(&[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")]).unwrap_err();
     assert_eq!(problems.iter().map(|(f, _)| *f).collect::<Vec<_>>(), [Field::ChunkedPrefill]);
     assert!(problems[0].1.contains("max_batched_tokens 512"), "{}", problems[0].1);
-    assert_eq!(tokenmeter::web::experiment::metric_label("ttft_p99_ms"), "TTFT p99 (ms)");
+    assert_eq!(tokenmeter::web::page::verdict::metric_label("ttft_p99_ms"), "TTFT p99 (ms)");
 }
 
 /// Mounts `view` in a fresh element with the page's language context; returns the element.
@@ -387,7 +388,7 @@ async fn error_text_from_files_is_never_markup() {
     let message = RwSignal::new(Some(hostile.to_string()));
     let root = mount(move || {
         view! {
-            <tokenmeter::web::model_panel::ErrorLine
+            <tokenmeter::web::page::model_panel::ErrorLine
                 prefix=Signal::derive(|| "Could not load the model")
                 message=message.into()
                 testid="model-error"
@@ -404,7 +405,7 @@ async fn error_text_from_files_is_never_markup() {
 
 #[wasm_bindgen_test]
 async fn sweep_view_marks_the_knee() {
-    use tokenmeter::web::sweep::{SweepPanel, SweepView};
+    use tokenmeter::web::page::sweep::{SweepPanel, SweepView};
     let result = |throughput: f64, ttft_p99: f64| {
         let mut metrics = tokenmeter::bench::summarize(&[], &[], None, 0.25);
         metrics.output_throughput = throughput;
@@ -440,8 +441,8 @@ async fn sweep_view_marks_the_knee() {
 fn live_charts_change_one_chart_per_frame() {
     // During a run each animation frame redraws one chart (a frame that redrew all five was a
     // long task under load): a snapshot with three changed charts takes three frames, in order.
-    use tokenmeter::web::charts::{BatchPoint, ChartData, Point};
-    use tokenmeter::web::run::show_one_chart;
+    use tokenmeter::web::page::run::show_one_chart;
+    use tokenmeter::web::protocol::charts::{BatchPoint, ChartData, Point};
     let p = |x: f64| vec![Point { x, y: x }];
     let mut shown = ChartData { ttft: p(1.0), tpot: p(1.0), throughput: p(1.0), ..ChartData::default() };
     let new = ChartData {
@@ -500,7 +501,7 @@ fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::benc
 
 #[wasm_bindgen_test]
 fn http1_warning_when_the_workload_outgrows_six_connections() {
-    use tokenmeter::web::target::connection_warning;
+    use tokenmeter::web::page::target::connection_warning;
     let http = "http://127.0.0.1:8080/v1";
     let https = "https://api.example.com/v1";
     assert_eq!(connection_warning(http, &remote_spec("concurrency", 1.0, 8)), Some(8));
@@ -509,7 +510,7 @@ fn http1_warning_when_the_workload_outgrows_six_connections() {
     assert_eq!(connection_warning(http, &remote_spec("sequential", 1.0, 64)), None);
     // Open loops: rate × the expected duration of one request, at most the number of requests.
     let spec = remote_spec("poisson", 1.0, 1);
-    let request_s = tokenmeter::web::target::expected_request_s(&spec);
+    let request_s = tokenmeter::web::page::target::expected_request_s(&spec);
     assert!(request_s > 0.5, "{request_s}");
     assert_eq!(connection_warning(http, &spec), None);
     assert_eq!(connection_warning(http, &remote_spec("poisson", 100.0, 1)), Some(32));
@@ -518,7 +519,7 @@ fn http1_warning_when_the_workload_outgrows_six_connections() {
 
 #[wasm_bindgen_test]
 async fn the_warning_shows_in_the_target_card() {
-    use tokenmeter::web::target::{TargetPanel, TargetSettings};
+    use tokenmeter::web::page::target::{TargetPanel, TargetSettings};
     let target = TargetSettings::from_query();
     target.kind.set("remote".into());
     let spec = RwSignal::new(Some(remote_spec("concurrency", 1.0, 16)));
@@ -550,7 +551,7 @@ async fn the_warning_shows_in_the_target_card() {
 #[wasm_bindgen_test]
 async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     use tokenmeter::remote::browser::{Client, RunOptions};
-    use tokenmeter::web::target::TargetSettings;
+    use tokenmeter::web::page::target::TargetSettings;
     let target = TargetSettings::from_query();
     target.kind.set("remote".into());
     target.base_url.set("http://127.0.0.1:9/v1".into());
@@ -595,10 +596,10 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         saturation: None,
         server_metrics: None,
     };
-    let entry = tokenmeter::web::history::Entry { time_ms: 0.0, name: "remote".into(), result };
+    let entry = tokenmeter::web::page::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();
     assert!(!saved.contains(SECRET), "the key in a history entry");
-    let again: tokenmeter::web::history::Entry = serde_json::from_str(&saved).unwrap();
+    let again: tokenmeter::web::page::history::Entry = serde_json::from_str(&saved).unwrap();
     assert_eq!(again.result.requests.len(), 3, "a remote run reads back from the history");
     let csv = tokenmeter::bench::report::csv(&again.result.requests);
     assert!(!csv.contains(SECRET));
@@ -795,7 +796,7 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
 async fn a_thousand_request_timeline_redraws_quickly() {
     use tokenmeter::bench::timeline::Timeline;
     use tokenmeter::bench::{RequestRecord, StepSample};
-    use tokenmeter::web::timeline::{TimelineCard, REDRAW_MS};
+    use tokenmeter::web::page::timeline::{TimelineCard, REDRAW_MS};
     // 1,000 requests over 20 s: each waits, prefills and decodes; some are preempted.
     let records: Vec<RequestRecord> = (0..1000)
         .map(|i| {
@@ -879,7 +880,7 @@ async fn a_thousand_request_timeline_redraws_quickly() {
 async fn the_live_timeline_is_throttled_but_ends_on_the_newest() {
     use tokenmeter::bench::timeline::Timeline;
     use tokenmeter::bench::RequestRecord;
-    use tokenmeter::web::timeline::{TimelineCard, REDRAW_MS};
+    use tokenmeter::web::page::timeline::{TimelineCard, REDRAW_MS};
     let request = |n: u64| RequestRecord { id: n, arrival_s: 0.0, ..RequestRecord::default() };
     let data = RwSignal::new(Timeline::default());
     let root = mount(move || view! { <TimelineCard data=data.into() /> });
@@ -907,10 +908,10 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     use tokenmeter::bench::dataset::{Dataset, DatasetFormat, DatasetRow};
     use tokenmeter::bench::{self, driver};
     use tokenmeter::engine::SamplingParams;
-    use tokenmeter::web::charts::ChartData;
-    use tokenmeter::web::dataset::DatasetChoice;
+    use tokenmeter::web::protocol::ChartData;
+    use tokenmeter::web::protocol::DatasetChoice;
     use tokenmeter::web::protocol::{decode, encode, FromEngine, RunUpdate, ToEngine};
-    use tokenmeter::web::service::{Command, Context, Destination};
+    use tokenmeter::web::protocol::{Command, Context, Destination};
 
     let gpu = Rc::new(Gpu::new().await.expect("WebGPU adapter"));
     let (store, _) = fixture!("tiny-gqa-tied", ["config.json", "model.safetensors"]);
@@ -957,7 +958,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     assert_eq!(encode(&back), json, "a result changed on the way");
     let FromEngine::Run(RunUpdate::RateDone { rate, .. }) = back else { panic!("not a rate's end") };
     assert_eq!(rate, f64::INFINITY);
-    let ended = tokenmeter::web::service::Ended::Run {
+    let ended = tokenmeter::web::protocol::Ended::Run {
         results: vec![(1.5, result.clone()), (f64::INFINITY, result)],
         spec: spec.clone(),
         label: "embedded".into(),
@@ -967,7 +968,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     };
     let json = encode(&FromEngine::Run(RunUpdate::Ended(Box::new(ended))));
     let FromEngine::Run(RunUpdate::Ended(back)) = decode::<FromEngine>(&json).unwrap() else { panic!("not an end") };
-    let tokenmeter::web::service::Ended::Run { results, spec: back_spec, batch, cancelled, error, .. } = *back else {
+    let tokenmeter::web::protocol::Ended::Run { results, spec: back_spec, batch, cancelled, error, .. } = *back else {
         panic!("not a run's end")
     };
     assert_eq!(results.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [1.5, f64::INFINITY]);

@@ -2,8 +2,8 @@
 //! (folders are walked with the File and Directory Entries API). Either way the result is a
 //! [`BlobStore`] of the files the loader can use, chosen by [`sources::pick_model_files`].
 
-use super::sources::{self, PickedFiles};
 use crate::model::source::{js_message, BlobStore};
+use crate::web::sources::{self, PickedFiles};
 use crate::{Error, Result};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};

@@ -5,7 +5,8 @@
 use super::files;
 use super::i18n::use_text;
 use super::models::{self, preset_label};
-use super::state::{AppState, LoadRequest, ModelChoice, ModelSource, Phase, Status};
+use super::state::{AppState, Phase};
+use crate::web::protocol::{LoadRequest, ModelChoice, ModelSource, Status};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -179,7 +180,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
             .into_iter()
             .map(|c| {
                 let (base, delete_base) = (c.base.clone(), c.base.clone());
-                let current = state.choice.with(|s| matches!(s, ModelSource::Remote { input } if super::sources::remote_base(input).ok().and_then(|b| super::cache::absolute(&b, &super::cache::page_url()).ok()) == Some(c.base.clone())));
+                let current = state.choice.with(|s| matches!(s, ModelSource::Remote { input } if crate::web::sources::remote_base(input).ok().and_then(|b| crate::web::cache::absolute(&b, &crate::web::cache::page_url()).ok()) == Some(c.base.clone())));
                 view! {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
@@ -190,7 +191,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                         <button class="small ghost" data-testid="cached-delete" disabled=move || !idle() on:click=move |_| {
                             let base = delete_base.clone();
                             wasm_bindgen_futures::spawn_local(async move {
-                                if let Err(e) = super::cache::delete(&base).await {
+                                if let Err(e) = crate::web::cache::delete(&base).await {
                                     state.load_error.set(Some(e.to_string()));
                                 }
                                 models::refresh_cached(state);
@@ -329,7 +330,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
     let measure = move |_| {
         let Some(link) = super::link::get(state) else { return };
         state.phase.set(Phase::Measuring);
-        link.send(&super::protocol::ToEngine::Roofline, &[]);
+        link.send(&crate::web::protocol::ToEngine::Roofline, &[]);
     };
     let rows = move || {
         let t = t();

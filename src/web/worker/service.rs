@@ -1,87 +1,32 @@
-//! The run service: the one owner of a benchmark's life in the page — a run or a sweep on the
+//! The run service: the one owner of a benchmark's life in the engine worker — a run or a sweep on the
 //! in-browser engine, the same workload against a server, and the A/B experiment.
 //!
 //! A view sends a [`Command`] with the [`Context`] it read from the page; the service checks it
 //! (a [`Refused`] says why it cannot start, before anything runs), takes the model from the
 //! [`Host`], runs the CLI's session or experiment, gives the model back, and says everything
 //! through one [`Sink`] of [`Report`]s, ending with exactly one [`Ended`]. It reads and writes no
-//! signal: it runs in the engine worker ([`super::worker`]), which sends what it reports to the
-//! page, where `run.rs` and `experiment.rs` draw it. Commands in, updates out.
+//! signal: it runs in the engine worker ([`super`]), which sends what it reports to the page,
+//! where `page/run.rs` and `page/experiment.rs` draw it. Commands in, updates out.
 
-use super::dataset::{self, DatasetChoice};
-use super::settings::{LoadOptions, RunRequest};
-use super::state::{Host, LoadedModel};
-use crate::bench::compare::{CompareOptions, Comparison};
+use super::dataset;
+use super::host::{Host, LoadedModel};
+use crate::bench::compare::CompareOptions;
 use crate::bench::experiment::{self, ExperimentSpec, Side};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
-use crate::bench::{self, BenchResult, Lang, PlannedRequest, PromptSource, WorkloadSpec};
+use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
 use crate::remote::browser::{Client, RemoteTarget};
 use crate::remote::{Api, Endpoint, RemoteSetup};
+use crate::web::protocol::{Command, Context, Destination, Ended, ExperimentEnd, LoadOptions, Refused, RunRequest};
 use crate::{Error, Result};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Per request against a server, from `fetch()` to the end of its stream.
 const REMOTE_TIMEOUT_S: f64 = 300.0;
-
-/// What the page asks of the service.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub enum Command {
-    /// One run, or a sweep when the form has several rates.
-    Run { form: Box<RunRequest>, destination: Destination },
-    /// A against B (the same workload: A's), `repeats` each, run A B A B … on the page's engine.
-    Experiment { a: Box<RunRequest>, b: Box<RunRequest>, repeats: usize },
-}
-
-/// Where a run's requests go.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub enum Destination {
-    /// The page's engine, on the loaded model.
-    Engine,
-    /// An OpenAI-compatible server.
-    /// A server, and its `/metrics` URL when the page scrapes it during the run.
-    Server(#[serde(with = "super::protocol::endpoint_wire")] Endpoint, Option<String>),
-}
-
-/// What the service needs from the page, read when the command is sent.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct Context {
-    pub lang: Lang,
-    /// The loaded model's name in results (`ModelSource::key`).
-    pub model_key: String,
-    /// The loaded model: what it was uploaded with and its context length (`None`: no model).
-    pub loaded: Option<(LoadOptions, usize)>,
-    /// The picked dataset (`None`: lengths are drawn).
-    pub dataset: Option<DatasetChoice>,
-    /// The page's part of every record (timer resolution, cross-origin isolation).
-    pub page: bench::RunConfig,
-}
-
-/// Why a command did not start.
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Refused {
-    /// Another run, load or generation holds the model (the buttons should have said so).
-    Busy,
-    /// The form asks for other weights, speculation or prefix caching than the loaded model has.
-    NeedsReload,
-    /// Engine switches for a server, whose scheduler and weights are its own.
-    SwitchesNotRemote,
-    /// Conversations for a server with random token ids: each turn sends the server's reply back,
-    /// as text.
-    ConversationsNeedText,
-    /// The workload does not fit (one line; B's problems start with "B: ").
-    Invalid(String),
-}
-
-impl From<Error> for Refused {
-    fn from(e: Error) -> Refused {
-        Refused::Invalid(e.to_string())
-    }
-}
 
 /// What the service reports, in order: `Began`, then the session's events (and an experiment's
 /// `LoadingB`), then one `Ended`, then `DeviceLost` when the device faulted meanwhile.
@@ -102,40 +47,6 @@ pub enum Report<'a> {
 
 /// The view's side of the service.
 pub type Sink = Rc<dyn Fn(Report<'_>)>;
-
-/// How a command ended. What was measured is kept even when it ended at an error.
-#[allow(clippy::large_enum_variant)] // one a command, sent boxed (`Report::Ended`)
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub enum Ended {
-    Run {
-        /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.
-        #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
-        results: Vec<(f64, BenchResult)>,
-        /// The workload as it ran (a picked dataset's lengths and count in it).
-        spec: WorkloadSpec,
-        /// The model, or "model @ server".
-        label: String,
-        /// The engine's batch (none for a server, whose scheduler is its own).
-        batch: Option<usize>,
-        cancelled: bool,
-        error: Option<String>,
-    },
-    Experiment(Box<ExperimentEnd>),
-}
-
-/// An experiment's end: every finished repetition per side, in the order they ran, and the
-/// comparison of them.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct ExperimentEnd {
-    pub a: Vec<BenchResult>,
-    pub b: Vec<BenchResult>,
-    /// The last repetition that ran, finished or not (the charts show it).
-    pub last: Option<BenchResult>,
-    pub comparison: std::result::Result<Comparison, String>,
-    /// Cancelled: only finished repetitions are compared.
-    pub cancelled: bool,
-    pub error: Option<String>,
-}
 
 /// Stops the run in progress at its next step; what finished is kept. (Needs no [`Context`]: a
 /// Cancel must work whatever the form says now.)

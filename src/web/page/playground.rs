@@ -2,8 +2,8 @@
 //! the real Qwen3 tokenizer and chat template (the embedded default shares Qwen3's vocabulary).
 
 use super::i18n::use_text;
-use super::protocol::ToEngine;
 use super::state::{AppState, Phase};
+use crate::web::protocol::ToEngine;
 use leptos::prelude::*;
 
 const MAX_NEW_TOKENS: usize = 64;

@@ -21,7 +21,7 @@ pub struct Text {
     pub ready: &'static str,
     pub error: &'static str,
     pub on: &'static str,
-    /// No WebGPU (see `web::no_webgpu`): the status line, the notice's titles and lines. The
+    /// No WebGPU (see `web::page::no_webgpu`): the status line, the notice's titles and lines. The
     /// browsers are MDN's browser-compat-data for `WorkerNavigator.gpu` (the engine runs in a
     /// worker), as of August 2026.
     pub no_webgpu_status: &'static str,

@@ -4,16 +4,17 @@
 //! the loaded model when only runtime settings differ (batch, tokens per step, scheduling); other
 //! weights or speculation upload a second copy for B, freed afterwards.
 
-use super::browser;
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
-use super::protocol::RunUpdate;
 use super::run;
-use super::service::{Command, Ended};
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
-use crate::bench::compare::{text_report, CompareVerdict, Comparison, MetricComparison};
-use crate::bench::{BenchResult, Lang};
+use super::verdict::VerdictTable;
+use crate::bench::compare::{text_report, Comparison};
+use crate::bench::BenchResult;
+use crate::web::browser;
+use crate::web::protocol::RunUpdate;
+use crate::web::protocol::{ChartData, Command, Ended};
 use leptos::prelude::*;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -96,86 +97,6 @@ impl Default for ExperimentState {
     }
 }
 
-/// A metric's name in the table: `ttft_p50_ms` → "TTFT p50 (ms)".
-pub fn metric_label(name: &str) -> String {
-    match name {
-        "output_throughput_tok_s" => "output tok/s".into(),
-        "goodput_req_s" => "goodput (req/s)".into(),
-        _ => {
-            let mut parts = name.split('_');
-            let (metric, pct, unit) = (parts.next(), parts.next(), parts.next());
-            match (metric, pct, unit) {
-                (Some(m), Some(p), Some(u)) => format!("{} {p} ({u})", m.to_uppercase()),
-                _ => name.to_string(),
-            }
-        }
-    }
-}
-
-fn number(x: f64) -> String {
-    if !x.is_finite() {
-        return "–".into();
-    }
-    if x.abs() >= 100.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-fn verdict_class(v: CompareVerdict) -> &'static str {
-    match v {
-        CompareVerdict::Better => "better",
-        CompareVerdict::Worse => "worse",
-        CompareVerdict::NoDetectableDifference | CompareVerdict::NotMeasured => "same",
-    }
-}
-
-/// The verdict per metric: A, B, B − A, its interval and the verdict (`data-verdict` holds the
-/// English word, whatever the page's language).
-#[component]
-pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
-    let t = use_text();
-    let lang = expect_context::<super::i18n::UiLang>().0;
-    let rows = comparison
-        .metrics
-        .into_iter()
-        .map(|m: MetricComparison| {
-            let verdict = m.verdict;
-            let english = verdict.label(Lang::En);
-            view! {
-                <tr data-testid="verdict-row">
-                    <th scope="row">{metric_label(&m.metric)}</th>
-                    <td class="num">{number(m.a)}</td>
-                    <td class="num">{number(m.b)}</td>
-                    <td class="num">{number(m.diff)}</td>
-                    <td class="num">"[" {number(m.ci_low)} ", " {number(m.ci_high)} "]"</td>
-                    <td class=format!("delta {}", verdict_class(verdict)) data-testid="verdict" data-verdict=english>
-                        {move || verdict.label(lang.get())}
-                    </td>
-                </tr>
-            }
-        })
-        .collect_view();
-    view! {
-        <div class="table-scroll">
-            <table class="table verdicts" data-testid="verdict-table">
-                <thead>
-                    <tr>
-                        <th scope="col">{move || t().metric}</th>
-                        <th scope="col">"A"</th>
-                        <th scope="col">"B"</th>
-                        <th scope="col">"B − A"</th>
-                        <th scope="col">{move || t().interval}</th>
-                        <th scope="col">{move || t().verdict}</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
-    }
-}
-
 /// B's changes against A: (field, A's value, B's value), in the editor's order (tracked).
 fn changes(state: AppState, x: ExperimentState) -> Vec<(Field, String, String)> {
     x.overrides.with(|o| {
@@ -230,7 +151,7 @@ fn start(state: AppState, x: ExperimentState, a: RunRequest, b: RunRequest, repe
             RunUpdate::Ended(ended) if matches!(*ended, Ended::Experiment(_)) => {
                 let Ended::Experiment(end) = *ended else { return };
                 if let Some(last) = &end.last {
-                    state.charts.set(super::charts::ChartData::from_result(last));
+                    state.charts.set(ChartData::from_result(last));
                 }
                 x.error.set(end.error);
                 if !end.a.is_empty() || !end.b.is_empty() {

@@ -7,13 +7,13 @@
 
 use super::history::Entry;
 use super::i18n::{use_text, Text};
-use super::protocol::ToEngine;
 use super::state::{AppState, Phase};
 use super::sweep::{H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::pareto::tick_text;
 use crate::bench::sweep::SloCrossing;
 use crate::bench::{BenchResult, WorkloadSpec};
 use crate::planner::capacity::Capacity;
+use crate::web::protocol::ToEngine;
 use leptos::prelude::*;
 use std::sync::Arc;
 

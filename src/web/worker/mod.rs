@@ -1,17 +1,31 @@
 //! The engine worker: a dedicated Web Worker running the page's own wasm module (as WebLLM runs its
 //! engine), which owns the device, the model, the tokenizers, the batcher and the benchmark driver
-//! ([`Host`], [`super::loader`], [`super::service`]) — so every token's timestamp is taken here,
-//! where no chart redraw or other page work can delay it. The page ([`super::link`]) sends
-//! [`ToEngine`] commands and draws the [`FromEngine`] updates.
+//! ([`Host`], [`loader`], [`service`]) — so every token's timestamp is taken here, where no chart
+//! redraw or other page work can delay it. The page (`web::page::link`) sends [`ToEngine`]
+//! commands and draws the [`FromEngine`] updates; the two share only [`crate::web::protocol`].
+//!
+//! - [`host`]: what the worker holds (device, model, tokenizers, the cache's record).
+//! - [`loader`]: start-up (device, the page's tokenizer) and model loading.
+//! - [`service`]: the run service, the one owner of a run's life; [`dataset`]: a picked dataset
+//!   made into a run's requests.
 
-use super::protocol::{self, FromEngine, LoadWire, RunUpdate, ToEngine};
-use super::service::{self, Report, Sink};
-use super::state::{Host, LoadRequest, Status};
+pub mod dataset;
+pub mod host;
+pub mod loader;
+mod post;
+pub mod service;
+
+pub use post::post;
+use post::scope;
+
 use crate::bench::session::SessionEvent;
 use crate::clock::now_s;
 use crate::engine::{generate_greedy, Engine};
 use crate::model::source::BlobStore;
+use crate::web::protocol::{self, ChartData, FromEngine, LoadRequest, LoadWire, RunUpdate, Status, ToEngine};
 use crate::Error;
+use host::Host;
+use service::{Report, Sink};
 use std::cell::Cell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -40,23 +54,11 @@ pub fn serve() {
     on_message.forget();
 }
 
-fn scope() -> web_sys::DedicatedWorkerGlobalScope {
-    js_sys::global().unchecked_into()
-}
-
-/// Sends `message` to the page.
-pub fn post(message: &FromEngine) {
-    let envelope = js_sys::Object::new();
-    let _ = js_sys::Reflect::set(&envelope, &"json".into(), &protocol::encode(message).into());
-    // Fails only when the page is gone: nobody is left to tell.
-    let _ = scope().post_message(&envelope);
-}
-
 fn handle(host: &Rc<Host>, command: ToEngine, blobs: js_sys::Array) {
     match command {
         ToEngine::Start { switches, page_url } => {
             host.set_page(switches, page_url);
-            wasm_bindgen_futures::spawn_local(super::loader::start(host.clone()));
+            wasm_bindgen_futures::spawn_local(loader::start(host.clone()));
         }
         ToEngine::Load { request, load, manifest } => {
             host.set_manifest(manifest);
@@ -68,12 +70,12 @@ fn handle(host: &Rc<Host>, command: ToEngine, blobs: js_sys::Array) {
                     LoadRequest::Local(BlobStore { files, label })
                 }
             };
-            wasm_bindgen_futures::spawn_local(super::loader::load(host.clone(), request, load));
+            wasm_bindgen_futures::spawn_local(loader::load(host.clone(), request, load));
         }
         ToEngine::Reload { load, manifest } => {
             host.set_manifest(manifest);
             match host.loaded_request() {
-                Some(request) => wasm_bindgen_futures::spawn_local(super::loader::load(host.clone(), request, load)),
+                Some(request) => wasm_bindgen_futures::spawn_local(loader::load(host.clone(), request, load)),
                 None => post(&FromEngine::LoadEnded),
             }
         }
@@ -126,7 +128,7 @@ fn run_sink() -> Sink {
                 let due = !p.records.is_empty() && now_s() - charts_at_s.get() >= CHARTS_EVERY_S;
                 let charts = due.then(|| {
                     charts_at_s.set(now_s());
-                    Box::new(super::charts::ChartData::live(p.records, p.steps))
+                    Box::new(ChartData::live(p.records, p.steps))
                 });
                 RunUpdate::Progress { finished: p.finished, total: p.total, charts }
             }
@@ -177,5 +179,5 @@ async fn generate(host: Rc<Host>, prompt: String, max_new_tokens: usize) {
     loaded.model = engine.model;
     host.put_model(loaded);
     post(&FromEngine::Generated(result.unwrap_or_else(|e| format!("Error: {e}"))));
-    super::loader::forget_faulty_gpu(&host);
+    loader::forget_faulty_gpu(&host);
 }

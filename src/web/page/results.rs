@@ -2,10 +2,10 @@
 //! the text report (English or Chinese) and the downloads: the results JSON (the CLI's `--out`
 //! schema) and the per-request CSV. Everything is computed by `crate::bench`.
 
-use super::browser;
 use super::history::Entry;
 use super::i18n::{text, use_text, Label, UiLang};
 use crate::bench::{self, Diagnosis, Lang, Stats, Verdict};
+use crate::web::browser;
 use leptos::prelude::*;
 use std::sync::Arc;
 

@@ -1,15 +1,15 @@
 //! Past runs, kept in localStorage as their `BenchResult` JSON with a name and a time; any two
 //! side by side, each change in percent, coloured by whether it is better.
 
-use super::browser;
-use super::charts::ChartData;
-use super::experiment::VerdictTable;
 use super::i18n::{use_text, Text};
 use super::pareto::ParetoChart;
 use super::state::AppState;
+use super::verdict::VerdictTable;
 use crate::bench::compare::{CompareOptions, Comparison};
 use crate::bench::experiment::compare_results;
 use crate::bench::{BenchResult, BenchmarkMetrics};
+use crate::web::browser;
+use crate::web::protocol::ChartData;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

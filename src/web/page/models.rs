@@ -1,15 +1,16 @@
 //! The page's side of start-up and model loading: the timer, the engine worker started and told
 //! the link's switches, then the model named in the URL (or the default) — after the user's yes
-//! when it would be downloaded; the loads the model card asks for; the status line. The loading
-//! itself runs in the engine worker ([`super::loader`]).
+//! when it would be downloaded; the loads the model card asks for; the status line; and
+//! [`apply`], the worker's updates (all but a command's own) into the page's signals. The loading
+//! itself runs in the engine worker (`web::worker::loader`).
 
-use super::cache;
 use super::i18n::Text;
-use super::no_webgpu::NoWebGpu;
-use super::protocol::{LoadWire, ToEngine};
-use super::settings::LoadOptions;
-use super::sources;
-use super::state::{AppState, LoadRequest, ModelChoice, ModelSource, PendingLink, Phase, Status};
+use super::state::{AppState, PendingLink, Phase, Piece};
+use crate::web::cache;
+use crate::web::protocol::{
+    FromEngine, LoadOptions, LoadRequest, LoadWire, ModelChoice, ModelSource, NoWebGpu, Status, ToEngine,
+};
+use crate::web::sources;
 use leptos::prelude::*;
 
 /// The smallest step of `performance.now()` seen in a few thousand reads, in ms (about 0.005 when
@@ -37,7 +38,7 @@ pub fn timer_resolution_ms() -> Option<f64> {
 pub fn start(state: AppState) {
     state.timer_resolution_ms.set(timer_resolution_ms());
     refresh_cached(state);
-    match super::link::spawn(state) {
+    match super::link::spawn(state, apply) {
         Ok(link) => {
             state.engine.set_value(Some(link));
             let page_url = cache::page_url();
@@ -94,7 +95,7 @@ async fn needs_confirmation(input: &str) -> Option<PendingLink> {
     if cached.iter().any(|c| c.base == base && c.files > 0) {
         return None;
     }
-    let manifest = cache::Manifest::load();
+    let manifest = cache::load_manifest();
     let sizes: Vec<u64> = manifest
         .sizes
         .iter()
@@ -153,7 +154,7 @@ pub fn load(state: AppState, request: LoadRequest) {
         state.choice.set(ModelSource::Preset(*choice));
     }
     let load = LoadOptions::from_settings(state.settings);
-    let manifest = cache::Manifest::load();
+    let manifest = cache::load_manifest();
     let (request, blobs) = match request {
         LoadRequest::Preset(choice) => (LoadWire::Preset(choice), Vec::new()),
         LoadRequest::Remote(input) => (LoadWire::Remote(input), Vec::new()),
@@ -174,7 +175,7 @@ pub fn reload(state: AppState) {
         state.status.set(Status::LoadingWeights(name, 0));
     }
     let load = LoadOptions::from_settings(state.settings);
-    link.send(&ToEngine::Reload { load, manifest: cache::Manifest::load() }, &[]);
+    link.send(&ToEngine::Reload { load, manifest: cache::load_manifest() }, &[]);
 }
 
 /// Cancels a download in progress (the load then fails with "cancelled").
@@ -251,5 +252,43 @@ pub fn status_text(state: AppState, t: &Text) -> String {
         Status::AwaitingConfirmation => format!("{adapter} · {}", t.link_model_waiting),
         Status::NoWebGpu => t.no_webgpu_status.into(),
         Status::Error(message) => format!("{}: {message}", t.error),
+    }
+}
+
+/// One update from the engine, into the page's state (a command's own go to its view: see
+/// [`super::link`]).
+pub fn apply(state: AppState, update: FromEngine) {
+    match update {
+        FromEngine::Adapter(adapter) => state.adapter.set(Some(adapter)),
+        FromEngine::Status(status) => state.status.set(status),
+        FromEngine::Started(outcome) => started(state, outcome),
+        FromEngine::Model(info) => state.model_info.set(info),
+        FromEngine::Choice(source) => state.choice.set(source),
+        FromEngine::LoadError(error) => state.load_error.set(error),
+        FromEngine::Download(progress) => state.download.set(progress),
+        FromEngine::Manifest(manifest) => crate::web::cache::save_manifest(&manifest),
+        FromEngine::LoadEnded => {
+            refresh_cached(state);
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::Piece { text, gap_ms } => {
+            state.playground.answer.update(|a| a.push_str(&text));
+            state.playground.pieces.update(|p| p.push(Piece { text, gap_ms }));
+        }
+        FromEngine::Generated(timing) => {
+            state.playground.timing.set(timing);
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::Roofline(result) => {
+            state.roofline.set(Some(result));
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::DeviceLost(fault) => device_lost(state, fault),
+        FromEngine::Planned(planned) => {
+            state.planned.set(Some(planned.map(|c| *c)));
+            state.phase.set(Phase::Idle);
+        }
+        // The link hands these to the command's view.
+        FromEngine::Refused(_) | FromEngine::Run(_) => {}
     }
 }

@@ -1,18 +1,17 @@
 //! Run / Cancel and the page's side of a run: [`start`] turns the checked form into a command
-//! for the run service ([`super::service`]), and [`sink`] draws what the service reports —
+//! for the run service (`web::worker::service`), and [`sink`] draws what the service reports —
 //! progress, the live charts (at most one chart per animation frame), the sweep, then the
 //! results saved to the history and shown.
 
-use super::charts::ChartData;
 use super::history::{self, Entry};
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
-use super::protocol::{RunUpdate, ToEngine};
-use super::service::{Command, Context, Destination, Ended, Refused};
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::{self, WorkloadSpec};
+use crate::web::protocol::{ChartData, Command, Context, Destination, Ended, Refused};
+use crate::web::protocol::{RunUpdate, ToEngine};
 use leptos::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -118,7 +117,7 @@ fn finish(state: AppState, ended: Ended) {
         if i == last && cancelled {
             name.push_str(" (cancelled)");
         }
-        let entry = Entry { time_ms: super::browser::now_ms(), name, result };
+        let entry = Entry { time_ms: crate::web::browser::now_ms(), name, result };
         if i == last {
             state.charts.set(ChartData::from_result(&entry.result));
         }
@@ -242,7 +241,7 @@ pub(super) fn sink(state: AppState) -> RunSink {
         RunUpdate::Began { rates, ttft_slo_ms } => begin(state, &rates, ttft_slo_ms),
         RunUpdate::LoadingB(_) => {}
         RunUpdate::RateStarted { requests, .. } => {
-            state.long_tasks.update_value(|log| log.watch = super::browser::LongTaskWatch::start());
+            state.long_tasks.update_value(|log| log.watch = crate::web::browser::LongTaskWatch::start());
             frame.borrow_mut().reset();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
             state.charts.set(ChartData::default());

@@ -79,7 +79,7 @@ impl Settings {
     /// Defaults, overridden by whatever the query string says.
     pub fn from_query() -> Settings {
         Settings(Field::PAGE.map(|f| {
-            RwSignal::new(super::browser::query_param(f.key()).unwrap_or_else(|| f.default_value().to_string()))
+            RwSignal::new(crate::web::browser::query_param(f.key()).unwrap_or_else(|| f.default_value().to_string()))
         }))
     }
 

@@ -46,7 +46,7 @@ impl TargetSettings {
     /// Defaults, overridden by the query string (`target=remote&endpoint=…&served_model=…&api=…`).
     pub fn from_query() -> TargetSettings {
         let query = |key: &str, default: &str| {
-            RwSignal::new(super::browser::query_param(key).unwrap_or_else(|| default.to_string()))
+            RwSignal::new(crate::web::browser::query_param(key).unwrap_or_else(|| default.to_string()))
         };
         TargetSettings {
             kind: query("target", "browser"),
@@ -56,7 +56,7 @@ impl TargetSettings {
             api_key: RwSignal::new(String::new()),
             models: RwSignal::new(Ok(Vec::new())),
             fetching: RwSignal::new(false),
-            server_metrics: RwSignal::new(super::browser::query_param("server_metrics").as_deref() == Some("1")),
+            server_metrics: RwSignal::new(crate::web::browser::query_param("server_metrics").as_deref() == Some("1")),
         }
     }
 

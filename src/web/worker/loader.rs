@@ -5,19 +5,20 @@
 //! loaded model; one that fails on the GPU (after the old model was freed) brings the previous one
 //! back. What the page shows of it arrives as [`FromEngine`] updates.
 
-use super::cache::{RemoteStore, StoreEvents};
-use super::no_webgpu::NoWebGpu;
-use super::protocol::FromEngine;
-use super::settings::{Caps, LoadOptions};
-use super::sources;
-use super::state::{Host, LinkSwitches, LoadRequest, LoadedModel, ModelChoice, ModelInfo, Status};
-use super::worker::post;
+use super::host::{Host, LoadedModel};
+use super::post::post;
 use crate::clock::now_s;
 use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
 use crate::model::{ModelStore, Qwen3Config, TensorProvider, Tokenizer};
+use crate::web::cache::{RemoteStore, StoreEvents};
+use crate::web::protocol::{
+    Caps, DownloadProgress, FromEngine, LinkSwitches, LoadOptions, LoadRequest, ModelChoice, ModelInfo, NoWebGpu,
+    Status,
+};
+use crate::web::sources;
 use crate::{Error, Result};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -49,9 +50,9 @@ fn store_events(host: &Rc<Host>, progress: bool) -> StoreEvents {
     let keeper = host.clone();
     StoreEvents {
         on_progress: if progress {
-            Box::new(|p: &sources::DownloadProgress| post(&FromEngine::Download(Some(p.clone()))))
+            Box::new(|p: &DownloadProgress| post(&FromEngine::Download(Some(p.clone()))))
         } else {
-            Box::new(|_: &sources::DownloadProgress| {})
+            Box::new(|_: &DownloadProgress| {})
         },
         on_manifest: Box::new(move |m| {
             keeper.set_manifest(m.clone());
@@ -129,7 +130,7 @@ pub async fn start(host: Rc<Host>) {
         };
         post(&FromEngine::Status(Status::LoadingTokenizer));
         let url = host.page_relative("tokenizer.json")?;
-        let tokenizer = Rc::new(Tokenizer::from_bytes(&super::browser::fetch_bytes(&url).await?)?);
+        let tokenizer = Rc::new(Tokenizer::from_bytes(&crate::web::browser::fetch_bytes(&url).await?)?);
         host.set_default_tokenizer(tokenizer);
         Ok::<_, Error>(no_webgpu)
     };

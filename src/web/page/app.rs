@@ -14,15 +14,16 @@ use super::playground::Playground;
 use super::results::Report;
 use super::run::{self, RunPanel};
 use super::settings::SettingsPanel;
-use super::state::{AppState, ModelChoice, ModelSource, Phase};
+use super::state::{AppState, Phase};
 use super::sweep::SweepPanel;
 use super::target::TargetPanel;
 use crate::bench::Lang;
+use crate::web::protocol::{ModelChoice, ModelSource};
 use leptos::prelude::*;
 
 #[component]
 pub fn App() -> impl IntoView {
-    let query = super::browser::query_param;
+    let query = crate::web::browser::query_param;
     let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
     let choice =
         query("model").and_then(|m| ModelSource::from_key(&m)).unwrap_or(ModelSource::Preset(ModelChoice::Embedded));
@@ -46,7 +47,7 @@ pub fn App() -> impl IntoView {
         // The engine switches (`?kernels=`, `?fused=`, …) stay in the link.
         pairs.extend(state.switches.query_pairs());
         // Not fatal: the page works the same without it.
-        let _ = super::browser::replace_query(&pairs);
+        let _ = crate::web::browser::replace_query(&pairs);
     });
     Effect::new(move |_| {
         let lang = if state.lang.get() == Lang::Zh { "zh-CN" } else { "en" };

@@ -1,10 +1,11 @@
-//! The page's side of the engine worker ([`super::worker`]): starts it on the page's own wasm
-//! module, sends [`ToEngine`] commands, and turns each [`FromEngine`] update into the page's
-//! signals — or, for a command in progress, hands it to that command's view ([`RunSink`]).
+//! The page's side of the engine worker (`web::worker`): starts it on the page's own wasm
+//! module, sends [`ToEngine`] commands, and hands each [`FromEngine`] update of a command in
+//! progress to that command's view ([`RunSink`]), every other to the page's `apply` (in
+//! `models.rs`), which turns it into the page's signals.
 
-use super::protocol::{self, FromEngine, RunUpdate, ToEngine};
-use super::state::{AppState, Phase, Piece, Status};
+use super::state::{AppState, Phase};
 use crate::model::source::js_message;
+use crate::web::protocol::{self, FromEngine, Refused, RunUpdate, Status, ToEngine};
 use crate::{Error, Result};
 use leptos::prelude::*;
 use std::cell::RefCell;
@@ -16,7 +17,7 @@ use wasm_bindgen::JsCast;
 pub type RunSink = Rc<dyn Fn(RunUpdate)>;
 
 /// Where a command's refusal is said.
-pub type RefusedTo = Rc<dyn Fn(super::service::Refused)>;
+pub type RefusedTo = Rc<dyn Fn(Refused)>;
 
 /// The worker, what waits for it to be up, and the command in progress's view.
 pub struct Link {
@@ -31,7 +32,8 @@ pub struct Link {
 }
 
 /// The worker's script: the page's own module (`glue`), its compiled wasm sent by the page as the
-/// first message, then the engine's loop ([`super::worker::serve`]).
+/// first message, then the engine's loop (`web::worker::serve`, through the
+/// binary's `tokenmeter_worker`).
 fn bootstrap(glue: &str) -> String {
     format!(
         "import init, {{ tokenmeter_worker }} from {glue:?};\n\
@@ -56,12 +58,13 @@ fn glue_url() -> Result<String> {
     });
     match found {
         Some(url) => Ok(url),
-        None => super::cache::absolute("tokenmeter-web.js", &super::cache::page_url()),
+        None => crate::web::cache::absolute("tokenmeter-web.js", &crate::web::cache::page_url()),
     }
 }
 
-/// Starts the worker; its updates go to `state` from then on.
-pub fn spawn(state: AppState) -> Result<Rc<Link>> {
+/// Starts the worker. From then on a command's updates go to its view, and every other update to
+/// `apply` (`models::apply`, which writes it into `state`).
+pub fn spawn(state: AppState, apply: fn(AppState, FromEngine)) -> Result<Rc<Link>> {
     let js = |what: &'static str| move |e: JsValue| Error::Invalid(format!("{what}: {}", js_message(&e)));
     let parts = js_sys::Array::of1(&JsValue::from_str(&bootstrap(&glue_url()?)));
     let options = web_sys::BlobPropertyBag::new();
@@ -75,7 +78,7 @@ pub fn spawn(state: AppState) -> Result<Rc<Link>> {
     let worker = web_sys::Worker::new_with_options(&url, &worker_options).map_err(js("the engine worker"))?;
     let _ = web_sys::Url::revoke_object_url(&url);
     let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
-        on_message(state, event.data())
+        on_message(state, apply, event.data())
     });
     let on_error = Closure::<dyn FnMut(web_sys::ErrorEvent)>::new(move |event: web_sys::ErrorEvent| {
         event.prevent_default();
@@ -137,7 +140,7 @@ pub fn send(state: AppState, command: &ToEngine) {
     }
 }
 
-fn on_message(state: AppState, data: JsValue) {
+fn on_message(state: AppState, apply: fn(AppState, FromEngine), data: JsValue) {
     if js_sys::Reflect::get(&data, &"ready".into()).is_ok_and(|r| r.is_truthy()) {
         if let Some(link) = get(state) {
             link.up();
@@ -146,53 +149,19 @@ fn on_message(state: AppState, data: JsValue) {
     }
     let json = js_sys::Reflect::get(&data, &"json".into()).ok().and_then(|j| j.as_string()).unwrap_or_default();
     match protocol::decode::<FromEngine>(&json) {
-        Ok(update) => apply(state, update),
-        Err(e) => state.status.set(Status::Error(e)),
-    }
-}
-
-/// One update from the engine, into the page's state.
-fn apply(state: AppState, update: FromEngine) {
-    match update {
-        FromEngine::Adapter(adapter) => state.adapter.set(Some(adapter)),
-        FromEngine::Status(status) => state.status.set(status),
-        FromEngine::Started(outcome) => super::models::started(state, outcome),
-        FromEngine::Model(info) => state.model_info.set(info),
-        FromEngine::Choice(source) => state.choice.set(source),
-        FromEngine::LoadError(error) => state.load_error.set(error),
-        FromEngine::Download(progress) => state.download.set(progress),
-        FromEngine::Manifest(manifest) => manifest.save(),
-        FromEngine::LoadEnded => {
-            super::models::refresh_cached(state);
-            state.phase.set(Phase::Idle);
-        }
-        FromEngine::Piece { text, gap_ms } => {
-            state.playground.answer.update(|a| a.push_str(&text));
-            state.playground.pieces.update(|p| p.push(Piece { text, gap_ms }));
-        }
-        FromEngine::Generated(timing) => {
-            state.playground.timing.set(timing);
-            state.phase.set(Phase::Idle);
-        }
-        FromEngine::Roofline(result) => {
-            state.roofline.set(Some(result));
-            state.phase.set(Phase::Idle);
-        }
-        FromEngine::DeviceLost(fault) => super::models::device_lost(state, fault),
-        FromEngine::Planned(planned) => {
-            state.planned.set(Some(planned.map(|c| *c)));
-            state.phase.set(Phase::Idle);
-        }
-        FromEngine::Refused(refused) => {
+        // A command's own updates go to its view.
+        Ok(FromEngine::Refused(refused)) => {
             if let Some((_, refused_to)) = get(state).and_then(|link| link.run.borrow_mut().take()) {
                 refused_to(refused);
             }
         }
-        FromEngine::Run(update) => {
+        Ok(FromEngine::Run(update)) => {
             let sink = get(state).and_then(|link| link.run.borrow().as_ref().map(|(sink, _)| sink.clone()));
             if let Some(sink) = sink {
                 sink(update);
             }
         }
+        Ok(update) => apply(state, update),
+        Err(e) => state.status.set(Status::Error(e)),
     }
 }

@@ -1,31 +1,11 @@
 //! A browser without WebGPU: why the engine worker opened no device ([`NoWebGpu`], found at
-//! start-up by [`super::loader::start`]) and the notice the page shows then: which browsers offer
+//! start-up by the worker's loader) and the notice the page shows then: which browsers offer
 //! WebGPU, and that a server needs none. The page's tokenizer is loaded all the same, so a chat run
 //! against a server works in such a browser.
 
 use super::i18n::{use_text, Label};
+use crate::web::protocol::NoWebGpu;
 use leptos::prelude::*;
-
-/// Why the page's engine has no GPU device. wgpu's own error lists the native backends it was
-/// built without, which tells a user nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum NoWebGpu {
-    /// `navigator.gpu` is absent in the worker: the browser has no WebGPU, or it is turned off.
-    Missing,
-    /// `navigator.gpu` is there, but `requestAdapter()` answered null: no GPU or driver the
-    /// browser supports.
-    NoAdapter,
-}
-
-impl NoWebGpu {
-    /// The name in the notice's `data-why` (what the end-to-end test reads).
-    pub fn key(self) -> &'static str {
-        match self {
-            NoWebGpu::Missing => "missing",
-            NoWebGpu::NoAdapter => "no-adapter",
-        }
-    }
-}
 
 /// The notice above the page while the engine has no WebGPU. All text is the page's own (no
 /// browser or wgpu message), as text nodes.
