@@ -304,6 +304,31 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
+    /// The rules this request breaks when it is run against a server rather than the engine:
+    /// engine settings other than their defaults (the server's scheduler, weights and caches are
+    /// its own), and conversations without text prompts (`has_tokenizer`: text can be made; each
+    /// turn sends the server's reply back, as text). Empty when it can run there.
+    pub fn server_problems(&self, has_tokenizer: bool) -> Vec<Problem> {
+        let (defaults, policy) = (LoadOptions::default(), Policy::default());
+        let engine_only = [
+            (Field::Policy, self.policy.order != policy.order),
+            (Field::ChunkedPrefill, self.policy.chunked_prefill != policy.chunked_prefill),
+            (Field::PrefillChunk, self.policy.prefill_chunk != policy.prefill_chunk),
+            (Field::Weights, self.load.weights != defaults.weights),
+            (Field::Speculate, self.load.speculation != defaults.speculation),
+            (Field::PrefixCache, self.load.prefix_cache != defaults.prefix_cache),
+        ];
+        let mut problems: Vec<Problem> = engine_only
+            .into_iter()
+            .filter(|(_, set)| *set)
+            .map(|(field, _)| Problem::new(field, Rule::EngineSettingOnServer))
+            .collect();
+        if self.spec.conversations.is_some() && (self.random_prompts || !has_tokenizer) {
+            problems.push(Problem::new(Field::Turns, Rule::ConversationsNeedText));
+        }
+        problems
+    }
+
     /// The session this request runs, in `lang`: with a baseline, every request to its output
     /// length (the defaults of both edges; set the fields to change them).
     pub fn session(&self, lang: Lang) -> SessionSpec<'_> {

@@ -140,6 +140,12 @@ pub enum Rule {
     ChunkNeedsChunking,
     /// The page loads one model: a draft model is the CLI's.
     DraftOnCli,
+    /// An engine setting (scheduler, weights, speculation, prefix cache) asked of a server, whose
+    /// own are its own.
+    EngineSettingOnServer,
+    /// Conversations against a server with random token ids or no tokenizer: each turn sends the
+    /// server's reply back, as text.
+    ConversationsNeedText,
     /// A rule whose message another module writes (the SLO parser, the phases, the scheduler's
     /// request check), English in both languages.
     Other(String),
@@ -243,6 +249,12 @@ impl Rule {
             AboveZero => "must be above 0".into(),
             AtMost { limit } => format!("at most {limit}"),
             ChunkNeedsChunking => "a chunk size needs chunked prefill on".into(),
+            EngineSettingOnServer => "sets this browser's or machine's engine, not a server's (its scheduler, weights \
+                                      and caches are its own): leave it at its default to run against a server"
+                .into(),
+            ConversationsNeedText => "conversations against a server send text, each turn carrying the server's reply \
+                                      back: use text prompts (a tokenizer, not random token ids)"
+                .into(),
             DraftOnCli => {
                 "a draft model (draft:DIR:K) is the CLI's: expected off, or ngram:K with K from 1 to 16".into()
             }
@@ -312,6 +324,12 @@ impl Rule {
             AboveZero => "必须大于 0".into(),
             AtMost { limit } => format!("最多 {limit}"),
             ChunkNeedsChunking => "设置块大小需要开启分块预填充".into(),
+            EngineSettingOnServer => {
+                "此项设置本浏览器或本机的引擎，而非服务器（服务器的调度、权重与缓存由它自己决定）：对服务器运行时请保持默认".into()
+            }
+            ConversationsNeedText => {
+                "对服务器的多轮会话发送文本，每一轮都带回服务器的回复：请使用文本提示词（需要分词器，而非随机 token）".into()
+            }
             DraftOnCli => "草稿模型（draft:DIR:K）仅限命令行：应为 off，或 ngram:K（K 为 1 到 16）".into(),
             Other(text) => text.clone(),
         }

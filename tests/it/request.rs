@@ -48,6 +48,41 @@ fn the_cli_and_the_page_report_the_same_problems() {
     assert_eq!(cli, page, "the CLI's problems differ from the page's");
 }
 
+/// Against a server, engine settings and conversations of random ids are refused by one rule set
+/// (`RunRequest::server_problems`): the CLI names the same flags with the same words, every one.
+#[test]
+fn a_server_run_refuses_engine_settings_the_same_from_both_edges() {
+    let set =
+        [(Field::Policy, "prefill-first"), (Field::Weights, "int8"), (Field::Turns, "2"), (Field::Prompts, "random")];
+    let form = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
+    let problems = RunRequest::parse(&form, None).expect("valid for the engine").server_problems(true);
+    let fields: Vec<Field> = problems.iter().map(|p| p.field).collect();
+    assert_eq!(fields, [Field::Policy, Field::Weights, Field::Turns]);
+    let library: Vec<String> = problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect();
+    for p in &problems {
+        assert_ne!(p.text(Lang::En), p.text(Lang::Zh), "{:?} has no Chinese wording", p.rule);
+    }
+    let out = run(&[
+        "bench",
+        "--endpoint",
+        "http://127.0.0.1:9/v1",
+        "--policy",
+        "prefill-first",
+        "--weights",
+        "int8",
+        "--turns",
+        "2",
+        "--random-prompts",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let cli: Vec<String> = out.stderr.lines().filter_map(|l| l.strip_prefix("error: ")).map(str::to_string).collect();
+    assert_eq!(cli, library);
+    // Defaults, and text prompts through a tokenizer: nothing to refuse.
+    let plain = RunRequest::parse(&|f| (f == Field::Turns).then(|| "2".to_string()), None).expect("valid");
+    assert_eq!(plain.server_problems(true), []);
+    assert_eq!(plain.server_problems(false).len(), 1, "conversations need a tokenizer");
+}
+
 #[test]
 fn each_problem_is_worded_in_both_languages() {
     let problems = RunRequest::parse(&page_form, None).expect_err("the request is invalid");

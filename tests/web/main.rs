@@ -280,6 +280,7 @@ fn settings_round_trip_through_the_url() {
     let config = settings::validate(
         &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
         None,
+        false,
         i18n::text(Lang::En),
     )
     .unwrap();
@@ -290,6 +291,7 @@ fn settings_round_trip_through_the_url() {
     let problems = settings::validate(
         &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
         None,
+        false,
         i18n::text(Lang::En),
     )
     .unwrap_err();
@@ -313,6 +315,7 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
                 )
             },
             None,
+            false,
             i18n::text(Lang::En),
         )
     };
@@ -984,7 +987,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     };
     let t = i18n::text(Lang::En);
     // A sweep ending at "everything at once": an infinite rate, which JSON has no number for.
-    let mut form = settings::validate(&|f| Some(f.default_value().to_string()), None, t).unwrap();
+    let mut form = settings::validate(&|f| Some(f.default_value().to_string()), None, false, t).unwrap();
     form.rates = vec![2.0, f64::INFINITY];
     let row = DatasetRow {
         at: 1,

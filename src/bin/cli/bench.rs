@@ -204,22 +204,14 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results = Vec::new();
     if let Some(url) = &args.remote.endpoint {
-        if spec.conversations.is_some() && (args.random_prompts || args.remote.tokenizer.is_none()) {
-            return Err(Error::Invalid(
-                "--turns with --endpoint sends text, each turn carrying the server's reply back: pass --tokenizer \
-                 FILE (and not --random-prompts)"
-                    .into(),
-            ));
-        }
         if args.model.model.is_some() || args.model.synthetic.is_some() {
             return Err(Error::Invalid(
                 "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
             ));
         }
-        if policy != tokenmeter::engine::Policy::default() {
-            return Err(Error::Invalid(
-                "--policy, --no-chunked-prefill and --prefill-chunk set this engine's scheduler, not a server's".into(),
-            ));
+        let problems = request.server_problems(args.remote.tokenizer.is_some());
+        if !problems.is_empty() {
+            return Err(problems_error(problems));
         }
         let tokenizer = remote::load_tokenizer(&args.remote)?;
         if let Some(data) = &data {

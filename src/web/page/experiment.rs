@@ -185,7 +185,7 @@ fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<Ru
             Field::Dataset => dataset.clone(),
             f => Field::PAGE.contains(&f).then(|| x.b_value(state.settings, f)),
         };
-        settings::validate(&value, caps, t())
+        settings::validate(&value, caps, false, t())
     })
 }
 

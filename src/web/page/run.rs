@@ -77,8 +77,6 @@ fn refused_text(refused: Refused, t: &Text) -> Option<String> {
     match refused {
         Refused::Busy => None,
         Refused::NeedsReload => Some(t.run_needs_reload.to_string()),
-        Refused::SwitchesNotRemote => Some(t.switches_not_remote.to_string()),
-        Refused::ConversationsNeedText => Some(t.conversations_need_text.to_string()),
         Refused::Invalid(e) => Some(e),
     }
 }
@@ -392,6 +390,7 @@ pub fn checked(state: AppState) -> Memo<std::result::Result<RunRequest, Problems
         let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
         let settings = state.settings;
         let dataset = state.dataset.name();
-        settings::validate(&|f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) }, caps, t())
+        let value = |f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) };
+        settings::validate(&value, caps, state.target.is_remote(), t())
     })
 }

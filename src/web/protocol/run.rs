@@ -51,11 +51,6 @@ pub enum Refused {
     Busy,
     /// The form asks for other weights, speculation or prefix caching than the loaded model has.
     NeedsReload,
-    /// Engine switches for a server, whose scheduler and weights are its own.
-    SwitchesNotRemote,
-    /// Conversations for a server with random token ids: each turn sends the server's reply back,
-    /// as text.
-    ConversationsNeedText,
     /// The workload does not fit (one line; B's problems start with "B: ").
     Invalid(String),
 }

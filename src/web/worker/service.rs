@@ -20,7 +20,7 @@ use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
 use crate::remote::browser::{Client, RemoteTarget};
 use crate::remote::{Api, Endpoint, RemoteSetup};
-use crate::web::protocol::{Command, Context, Destination, Ended, ExperimentEnd, LoadOptions, Refused, RunRequest};
+use crate::web::protocol::{Command, Context, Destination, Ended, ExperimentEnd, Refused, RunRequest};
 use crate::{Error, Result};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -59,11 +59,12 @@ pub fn cancel(host: &Host) {
 pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
     match command {
         Command::Run { form, destination: Destination::Server(endpoint, server_metrics) } => {
-            if form.policy != Policy::default() || form.load != LoadOptions::default() {
-                return Err(Refused::SwitchesNotRemote);
-            }
-            if form.spec.conversations.is_some() && form.random_prompts {
-                return Err(Refused::ConversationsNeedText);
+            // The page's own check (`settings::validate` for a server) said so under each input;
+            // a command sent past it is refused with the same words.
+            let problems = form.server_problems(true);
+            if !problems.is_empty() {
+                let lines: Vec<String> = problems.iter().map(|p| p.text(cx.lang)).collect();
+                return Err(Refused::Invalid(lines.join("\n")));
             }
             // A server's context is its own: only the API's answer limits it.
             let form = prepared(host, &cx, *form, None)?;

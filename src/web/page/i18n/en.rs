@@ -234,8 +234,6 @@ pub const EN: Text = Text {
     reload_needed: "Weights and speculation are fixed when the model is uploaded: it has {loaded}, the settings ask for {wanted}.",
     reload_model: "Upload again with these",
     run_needs_reload: "Upload the model again to apply the new weights or speculation (Engine switches).",
-    switches_not_remote: "The engine switches (weights, speculation, scheduling) set this browser's engine, not a server's: reset them to run against a server.",
-    conversations_need_text: "Conversations against a server send text, each turn carrying the server's reply back: under Prompts, choose text rather than random token ids.",
     experiment: "Experiment (A/B)",
     experiment_note: "A is the settings on the left; B differs from A where you say. The same workload (seed, arrivals, lengths) runs A B A B … after one warm-up run per side, and each metric gets B − A with a 95% interval (all metrics together).",
     b_differs: "B differs from A in:",

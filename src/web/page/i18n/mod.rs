@@ -258,8 +258,6 @@ pub struct Text {
     pub reload_needed: &'static str,
     pub reload_model: &'static str,
     pub run_needs_reload: &'static str,
-    pub switches_not_remote: &'static str,
-    pub conversations_need_text: &'static str,
     pub experiment: &'static str,
     pub experiment_note: &'static str,
     pub b_differs: &'static str,

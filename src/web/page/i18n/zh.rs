@@ -234,8 +234,6 @@ pub const ZH: Text = Text {
     reload_needed: "权重格式和推测解码在上传模型时确定：当前为 {loaded}，设置要求 {wanted}。",
     reload_model: "按此重新上传",
     run_needs_reload: "请重新上传模型以应用新的权重格式或推测解码（引擎开关）。",
-    switches_not_remote: "引擎开关（权重、推测解码、调度）只作用于本浏览器的引擎，而非服务器：请恢复默认后再对服务器运行。",
-    conversations_need_text: "对服务器的多轮会话发送文本，每一轮都带回服务器的回复：请在“提示词”中选择文本，而非“随机 token”。",
     experiment: "实验（A/B）",
     experiment_note: "A 即左侧的设置；B 仅在你指定处与 A 不同。同一负载（种子、到达时间、长度）在每侧预热一次后按 A B A B … 交替运行，每个指标给出 B − A 及其 95% 区间（对所有指标同时成立）。",
     b_differs: "B 与 A 的不同之处：",
