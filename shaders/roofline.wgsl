@@ -1,7 +1,8 @@
 // Microkernels for the roofline probe: copy bandwidth (bytes read + written) and read bandwidth
-// (what a GEMV needs: each lane folds what it reads into one vec4 it writes) with two read patterns
-// — each invocation streaming its own contiguous block (fast on CPU-backed adapters such as
-// lavapipe) and a grid-stride loop (coalesced across lanes, fast on GPUs) — and the f32 FMA rate.
+// (what a GEMV needs: each lane folds what it reads into one vec4 it writes) with three read
+// patterns — each invocation streaming its own contiguous block, a grid-stride loop (coalesced
+// across lanes, fast on GPUs), and the decode GEMV's own walk of 8 rows in lockstep (what the CPU
+// family's matmul_bf16_m1 reads) — and the f32 FMA rate.
 // `fill` writes the pattern the probe checks its copies and reads against (`pattern` in
 // src/gpu/roofline.rs mirrors it).
 
@@ -66,6 +67,31 @@ fn read_strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
         acc ^= src[i];
     }
     dst[gid.x] = acc;
+}
+
+// The decode GEMV's own read (matmul_bf16_m1 in matmul.wgsl, the CPU family): each invocation walks
+// ROWS_1 = 8 weight rows of `per_lane` vec4s in lockstep, one vec4 of each row an iteration, into
+// 8 accumulators. Row r is elements r * per_lane .. (r + 1) * per_lane, so invocation l folds
+// elements 8 l per_lane .. 8 (l + 1) per_lane.
+@compute @workgroup_size(64)
+fn read_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let width = p.per_lane;
+    let r0 = gid.x * 8u;
+    if ((r0 + 8u) * width > p.n) {
+        return;
+    }
+    var a0 = vec4<u32>(0u); var a1 = a0; var a2 = a0; var a3 = a0; var a4 = a0; var a5 = a0; var a6 = a0; var a7 = a0;
+    for (var i = 0u; i < width; i++) {
+        a0 ^= src[(r0 + 0u) * width + i];
+        a1 ^= src[(r0 + 1u) * width + i];
+        a2 ^= src[(r0 + 2u) * width + i];
+        a3 ^= src[(r0 + 3u) * width + i];
+        a4 ^= src[(r0 + 4u) * width + i];
+        a5 ^= src[(r0 + 5u) * width + i];
+        a6 ^= src[(r0 + 6u) * width + i];
+        a7 ^= src[(r0 + 7u) * width + i];
+    }
+    dst[gid.x] = a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
 }
 
 // 8 independent chains of vec4 FMAs: 8 * 4 * 2 = 64 FLOPs per iteration per invocation.

@@ -34,6 +34,9 @@ pub struct DecodeSpeed {
     pub fraction_of_copy: f64,
     /// `gb_s` over the roofline's read bandwidth: the ceiling of a step that reads its bytes.
     pub fraction_of_read: f64,
+    /// The step moved its bytes faster than the probe's best read ([`read_probe_fault`]): the
+    /// ceiling is wrong, so `fraction_of_read` is no result (the report says so).
+    pub read_probe_fault: bool,
     /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
     pub profile: Vec<KernelTime>,
 }
@@ -169,8 +172,16 @@ pub async fn decode(
         weight_bytes: engine.model.weights.bytes_per_token(),
         fraction_of_copy: gb_s / roof.copy_gb_s,
         fraction_of_read: gb_s / roof.read_gb_s,
+        read_probe_fault: read_probe_fault(gb_s / roof.read_gb_s),
         profile,
     })
+}
+
+/// A step that moves its bytes faster than the roofline's best read beat a ceiling no kernel can
+/// beat: the probe missed the adapter's fastest read pattern. The one rule `speed`, the device
+/// check and the page read a fraction of the read ceiling by.
+pub fn read_probe_fault(fraction_of_read: f64) -> bool {
+    fraction_of_read > 1.0
 }
 
 /// (slowest − fastest) / median of timings; NaN for fewer than two.
@@ -240,7 +251,7 @@ pub struct SpeedPlan {
 pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
     format!(
         "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}; spread {:.1}%, {} dispatches a timing), \
-         read {:.2} GB/s (blocked {:.2}, strided {:.2}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%){}",
+         read {:.2} GB/s (blocked {:.2}, strided {:.2}, GEMV rows {:.2}{}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%){}",
         roof.copy_gb_s,
         roof.copy_blocked_gb_s,
         roof.copy_strided_gb_s,
@@ -250,6 +261,8 @@ pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
         roof.read_gb_s,
         roof.read_blocked_gb_s,
         roof.read_strided_gb_s,
+        roof.read_rows_gb_s,
+        roof.read_rows_texture_gb_s.map(|t| format!(", GEMV rows from a texture {t:.2}")).unwrap_or_default(),
         100.0 * roof.read_spread,
         roof.fma_gflop_s,
         100.0 * roof.fma_spread,
@@ -281,14 +294,20 @@ pub async fn table(
     for &b in &plan.batches {
         let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
         log(format!(
-            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step (spread {:>4}) {:>8.1} tok/s  {:>6.2} GB/s = {:>5.1}% of adapter read{}",
+            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step (spread {:>4}) {:>8.1} tok/s  {:>6.2} GB/s = {}{}",
             b,
             d.context,
             d.step_ms,
             shown_spread(d.spread),
             d.tokens_per_s,
             d.gb_s,
-            100.0 * d.fraction_of_read,
+            match d.read_probe_fault {
+                false => format!("{:>5.1}% of adapter read", 100.0 * d.fraction_of_read),
+                true => format!(
+                    "{:.0}% of the probe's read: above its ceiling, a fault of the read probe, not a result",
+                    100.0 * d.fraction_of_read
+                ),
+            },
             host_copy_gb_s.map(|h| format!(", {:>5.1}% of host memcpy", 100.0 * d.gb_s / h)).unwrap_or_default()
         ));
         if d.drafted_per_step > 0.0 {

@@ -6,10 +6,14 @@
 //! launch and the GPU's wake-up too: on an H200 a 256 MiB copy takes ~0.1 ms, and one such timing
 //! read half the copy bandwidth PyTorch measures); the median over repeats is the figure, with its
 //! spread. The buffers (256 MiB each, where the adapter allows) are several times a datacenter
-//! GPU's L2. The best read pattern is the figure: a storage buffer read per invocation in blocks or
-//! grid-strided and, where weights live in textures, a texture read. The probe checks its own work
-//! (the copies' and reads' results against the pattern it wrote), so a kernel that skipped its
-//! bytes cannot report their speed.
+//! GPU's L2. The best read pattern is the figure: a storage buffer read per invocation in blocks,
+//! grid-strided, or as the decode GEMV walks its weights (8 rows an invocation in lockstep) and,
+//! where weights live in textures, that GEMV walk through `textureLoad`. A read ceiling must hold
+//! the engine's own pattern: on a 2-core EPYC's Mesa 22.3 lavapipe, with the blocked and strided
+//! buffer reads alone, the probe read 0.6–1.2 GB/s while decode (weights in textures) moved
+//! 2–3.7 GB/s. The probe checks its own work (the copies' and reads' results against the pattern it
+//! wrote, the texture filled from the same pattern), so a kernel that skipped its bytes cannot
+//! report their speed.
 
 use super::kernels::{Kernel, Kernels, ProbeParams as Params};
 use super::{Gpu, WeightStorage};
@@ -35,6 +39,13 @@ pub struct Roofline {
     pub read_gb_s: f64,
     pub read_blocked_gb_s: f64,
     pub read_strided_gb_s: f64,
+    /// The decode GEMV's walk ([`GEMV_ROW_VEC4S`] vec4s a row, 8 rows an invocation) through a
+    /// storage buffer ...
+    #[serde(default)]
+    pub read_rows_gb_s: f64,
+    /// ... and through a texture (where weights live in textures).
+    #[serde(default)]
+    pub read_rows_texture_gb_s: Option<f64>,
     pub fma_gflop_s: f64,
     pub buffer_bytes: u64,
     /// Over the repeats of the best pattern: (slowest − fastest) / median.
@@ -65,6 +76,8 @@ fn folded(indices: impl Iterator<Item = u32>) -> [u32; 4] {
 const STRIDED_GROUPS: u32 = 4096;
 /// Lanes of the blocked kernels: 64 workgroups of 64, each a contiguous run.
 const BLOCKED_GROUPS: u32 = 64;
+/// A weight row of the GEMV-shaped reads: 1,024 bf16 (Qwen3-0.6B's hidden width), 128 vec4s.
+pub const GEMV_ROW_VEC4S: u32 = 128;
 
 pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     let d = &gpu.device;
@@ -79,10 +92,11 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
         Kernel::CopyStrided,
         Kernel::ReadBlocked,
         Kernel::ReadStrided,
+        Kernel::ReadRows,
         Kernel::FmaRate,
     ];
     if texture {
-        probes.push(Kernel::CopyTexture);
+        probes.extend([Kernel::CopyTexture, Kernel::ReadRowsTexture]);
     }
     let k = Kernels::standalone(gpu, &probes);
     let run = async |kernel: Kernel, p: Params, groups: u32| -> Result<Timed> {
@@ -108,20 +122,40 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     let read_strided = run(Kernel::ReadStrided, strided, STRIDED_GROUPS).await?;
     let stride = STRIDED_GROUPS * 64;
     expect(gpu, &dst, check, "read_strided", |l| folded((l..n).step_by(stride as usize))).await?;
+    let rows = Params { n, per_lane: GEMV_ROW_VEC4S, iters: 0, _pad: 0 };
+    let read_rows = run(Kernel::ReadRows, rows, gemv_groups(n)).await?;
+    expect(gpu, &dst, check.min(gemv_lanes(n)), "read_rows", gemv_folded).await?;
     let (groups, iters) = (1024u32, 4096u32);
     let fma = run(Kernel::FmaRate, Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
     let moved = 2.0 * bytes as f64;
-    let copy_texture_gb_s = if texture { Some(texture_copy_gb_s(gpu, &k, &dst, n, repeats).await?) } else { None };
+    let (copy_texture_gb_s, read_rows_texture) = match texture {
+        true => {
+            let (copy, read) = texture_probes(gpu, &k, &src, &dst, n, repeats).await?;
+            (Some(copy), Some(read))
+        }
+        false => (None, None),
+    };
     let best_copy = if copy_blocked.s <= copy_strided.s { &copy_blocked } else { &copy_strided };
-    let best_read = if read_blocked.s <= read_strided.s { &read_blocked } else { &read_strided };
+    let rows_bytes = 16 * u64::from(gemv_lanes(n) * 8 * GEMV_ROW_VEC4S);
+    let reads = [Some((&read_blocked, bytes)), Some((&read_strided, bytes)), Some((&read_rows, rows_bytes))];
+    let texture_read = read_rows_texture.as_ref().map(|(t, b)| (t, *b));
+    let (best_read, best_read_gb_s) = reads
+        .into_iter()
+        .chain([texture_read])
+        .flatten()
+        .map(|(t, b)| (t, b as f64 / t.s / 1e9))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("the buffer patterns are always measured");
     Ok(Roofline {
         copy_gb_s: (moved / best_copy.s / 1e9).max(copy_texture_gb_s.unwrap_or(0.0)),
         copy_blocked_gb_s: moved / copy_blocked.s / 1e9,
         copy_strided_gb_s: moved / copy_strided.s / 1e9,
         copy_texture_gb_s,
-        read_gb_s: bytes as f64 / best_read.s / 1e9,
+        read_gb_s: best_read_gb_s,
         read_blocked_gb_s: bytes as f64 / read_blocked.s / 1e9,
         read_strided_gb_s: bytes as f64 / read_strided.s / 1e9,
+        read_rows_gb_s: rows_bytes as f64 / read_rows.s / 1e9,
+        read_rows_texture_gb_s: texture_read.map(|(t, b)| b as f64 / t.s / 1e9),
         fma_gflop_s: (groups as f64 * 64.0 * iters as f64 * 64.0) / fma.s / 1e9,
         buffer_bytes: bytes,
         copy_spread: best_copy.spread,
@@ -156,19 +190,63 @@ async fn expect(
 /// Texels per row of the probe texture (mirrors TEXTURE_WIDTH in roofline_texture.wgsl).
 const TEXTURE_WIDTH: u32 = 4096;
 
-/// Bytes read + written per second (GB/s, median) copying up to `n` texels, blocked as in
-/// `copy_blocked`, from a texture into `dst`.
-async fn texture_copy_gb_s(gpu: &Gpu, k: &Kernels, dst: &wgpu::Buffer, n: u32, repeats: usize) -> Result<f64> {
+/// Invocations of the GEMV-shaped reads over `n` vec4s: 8 whole rows each.
+fn gemv_lanes(n: u32) -> u32 {
+    n / (8 * GEMV_ROW_VEC4S)
+}
+
+fn gemv_groups(n: u32) -> u32 {
+    gemv_lanes(n).div_ceil(64)
+}
+
+/// What GEMV-shaped read invocation `l` writes: the XOR of its 8 rows.
+fn gemv_folded(l: u32) -> [u32; 4] {
+    let rows = 8 * GEMV_ROW_VEC4S;
+    folded(l * rows..(l + 1) * rows)
+}
+
+/// Where weights live in textures: the source's pattern copied into an `rgba32uint` texture, then
+/// the bytes read + written per second (GB/s) copying it, blocked as in `copy_blocked`, into `dst`,
+/// and the GEMV's read of it (its timing and the bytes it reads; checked like the buffer reads).
+async fn texture_probes(
+    gpu: &Gpu,
+    k: &Kernels,
+    src: &wgpu::Buffer,
+    dst: &wgpu::Buffer,
+    n: u32,
+    repeats: usize,
+) -> Result<(f64, (Timed, u64))> {
     let height = n / TEXTURE_WIDTH;
     let n = height * TEXTURE_WIDTH;
-    let (_texture, view) =
-        gpu.texel_texture("roofline texture", wgpu::TextureFormat::Rgba32Uint, TEXTURE_WIDTH, height);
+    let (texture, view) = gpu.texel_texture("roofline texture", wgpu::TextureFormat::Rgba32Uint, TEXTURE_WIDTH, height);
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_texture(
+        wgpu::TexelCopyBufferInfo {
+            buffer: src,
+            layout: wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(16 * TEXTURE_WIDTH),
+                rows_per_image: None,
+            },
+        },
+        texture.as_image_copy(),
+        wgpu::Extent3d { width: TEXTURE_WIDTH, height, depth_or_array_layers: 1 },
+    );
+    gpu.queue.submit([enc.finish()]);
+    let run = async |kernel: Kernel, p: Params, groups: u32| -> Result<Timed> {
+        gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&p));
+        let bind = k.bind(&gpu.device, kernel, kernel.name(), &[&view, dst]);
+        timed(gpu, k.pipeline(kernel), &bind, groups, repeats).await
+    };
     let lanes = 64 * 64;
-    let p = Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 };
-    gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&p));
-    let kernel = Kernel::CopyTexture;
-    let bind = k.bind(&gpu.device, kernel, "roofline texture", &[&view, dst]);
-    Ok(2.0 * 16.0 * n as f64 / timed(gpu, k.pipeline(kernel), &bind, BLOCKED_GROUPS, repeats).await?.s / 1e9)
+    let copy =
+        run(Kernel::CopyTexture, Params { n, per_lane: n.div_ceil(lanes), iters: 0, _pad: 0 }, BLOCKED_GROUPS).await?;
+    expect(gpu, dst, n.min(4096), "copy_texture", pattern).await?;
+    let read =
+        run(Kernel::ReadRowsTexture, Params { n, per_lane: GEMV_ROW_VEC4S, iters: 0, _pad: 0 }, gemv_groups(n)).await?;
+    expect(gpu, dst, gemv_lanes(n).min(4096), "read_rows_texture", gemv_folded).await?;
+    let read_bytes = 16 * (gemv_lanes(n) * 8 * GEMV_ROW_VEC4S) as u64;
+    Ok((2.0 * 16.0 * n as f64 / copy.s / 1e9, (read, read_bytes)))
 }
 
 /// A kernel's time per dispatch: the median over `repeats` submissions, each of as many dispatches

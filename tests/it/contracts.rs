@@ -138,6 +138,8 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         | Kernel::CopyStrided
         | Kernel::ReadBlocked
         | Kernel::ReadStrided
+        | Kernel::ReadRows
+        | Kernel::ReadRowsTexture
         | Kernel::FmaRate
         | Kernel::CopyTexture => (
             bytes(bytemuck::bytes_of(&ProbeParams { n: 1, per_lane: 2, iters: 3, _pad: 0 })),

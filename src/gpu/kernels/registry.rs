@@ -118,10 +118,13 @@ kernels! {
     CopyStrided = "roofline.wgsl", "copy_strided", [Read, Write], Standalone;
     ReadBlocked = "roofline.wgsl", "read_blocked", [Read, Write], Standalone;
     ReadStrided = "roofline.wgsl", "read_strided", [Read, Write], Standalone;
+    /// ... the decode GEMV's own read (8 weight rows an invocation, in lockstep) ...
+    ReadRows = "roofline.wgsl", "read_rows", [Read, Write], Standalone;
     /// ... the f32 FMA rate ...
     FmaRate = "roofline.wgsl", "fma_rate", [Read, Write], Standalone;
-    /// ... and, where weights live in textures, a texture read.
+    /// ... and, where weights live in textures, a texture copy and the GEMV's read of a texture.
     CopyTexture = "roofline_texture.wgsl", "copy_texture", [Texture, Write], Standalone;
+    ReadRowsTexture = "roofline_texture.wgsl", "read_rows_texture", [Texture, Write], Standalone;
 }
 
 /// One kernel's declaration (see [`kernels!`]).
