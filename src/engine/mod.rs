@@ -1,7 +1,8 @@
 //! The inference engine: the GPU forward pass over a paged KV cache (`forward`), the continuous
 //! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
 //! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
-//! generation on top of them (`generate`). The batcher runs its steps on an `executor`: the forward
+//! generation on top of them (`generate`), and the engine's check of itself on its adapter
+//! (`verify`: its matmuls and its logits against the CPU). The batcher runs its steps on an `executor`: the forward
 //! pass, or the capacity planner's cost model (the `planner` layer above).
 
 pub mod batcher;
@@ -14,6 +15,7 @@ pub mod kv;
 pub mod linear;
 pub mod scheduler;
 pub mod speculate;
+pub mod verify;
 
 pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats, StepWork};
 pub use cost::CostModel;

@@ -35,3 +35,4 @@ mod request;
 mod serving;
 mod soak;
 mod speculate;
+mod verify;

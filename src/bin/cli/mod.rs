@@ -15,6 +15,7 @@ mod soak;
 mod spec;
 mod speed;
 mod switches;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use tokenmeter::Error;
@@ -52,6 +53,9 @@ enum Command {
     /// step-cost model fitted on a saved run (--from RESULT.json), on a virtual clock — rates,
     /// batch sizes and policies never run, in seconds. --replay: predicted beside measured.
     Plan(Box<plan::PlanArgs>),
+    /// The engine checks itself on this adapter: every matmul of the model's widths on the run's
+    /// kernel path against the CPU, and the model's logits against the CPU oracle where it runs.
+    Verify(verify::VerifyArgs),
 }
 
 pub fn main() -> i32 {
@@ -101,6 +105,7 @@ pub fn main() -> i32 {
         Command::Soak(args) => return soak::main(args),
         Command::Compare(args) => pollster::block_on(compare::main(args)),
         Command::Plan(args) => pollster::block_on(plan::main(*args)),
+        Command::Verify(args) => pollster::block_on(verify::main(args)),
     };
     match result {
         Ok(()) => 0,

@@ -1,0 +1,249 @@
+//! The engine checks itself on the adapter it runs on (`tokenmeter verify`, and `bench` before it
+//! measures): a benchmark of an engine that computes wrongly there is a number about nothing.
+//!
+//! Two parts. **Kernels**: every matmul of the model's widths (q|k|v, o, gate|up, down at decode,
+//! a small batch and a prefill chunk; lm_head at decode) on random inputs, through the engine's own
+//! dispatch choice with the loaded model's kernel options (family, tile, subgroups, weight format
+//! and storage), against the CPU on the same weights dequantised — each output within the f32
+//! error bound of its dot product, so a mismatch names the matmul, its shape and the path. **The
+//! model**: where the CPU oracle ([`CpuModel`], on the same dequantised weights) can run it, the
+//! loaded model's logits at every position of a prefill and of decode steps through the KV cache
+//! (fed the oracle's own greedy tokens, so both see one context) against the oracle's — what
+//! exercises the rest: embedding, norms, q/k norm + RoPE, paged attention (its split and prefill
+//! tiles), SwiGLU, the fused forms, the residual stream.
+//!
+//! The reference dequantises the bytes the GPU was given: a kernel that reads them wrongly fails
+//! here; a host quantiser that writes them wrongly passes (both sides see its bytes) and is what
+//! the quality pass against bf16 is for.
+
+use super::forward::{Batch, ForwardPass};
+use crate::clock::now_s;
+use crate::error::{Error, Result};
+use crate::gpu::kernels::{KernelOptions, Kernels, StepRecorder};
+use crate::gpu::{Gpu, Kernel};
+use crate::model::checkpoint::TensorProvider;
+use crate::model::config::Qwen3Config;
+use crate::model::quant::dequantise;
+use crate::model::reference::{argmax, matmul_f32, CpuModel};
+use crate::model::safetensors::f32_to_bf16;
+use crate::model::weights::Matrix;
+use serde::Serialize;
+
+/// Tokens of the matmul checks: decode, a small batch, and a prefill chunk past 64 (the tall
+/// tiles, and the GPU family's tiles beyond its GEMV).
+const MATMUL_TOKENS: [usize; 3] = [1, 5, 70];
+/// The oracle runs models up to this many weights a token (f32 on one CPU core: seconds).
+pub const ORACLE_MAX_PARAMS: usize = 120_000_000;
+/// Prompt tokens and decode steps of the model check.
+pub const PROMPT: usize = 12;
+const DECODE_STEPS: usize = 4;
+/// Largest |gpu − oracle| / (1 + |oracle|) a logit may be off: f32 sums in other orders through
+/// every layer (the model tests' bound, measured at 3e-5 to 5e-5 per matmul chain).
+pub const LOGIT_TOLERANCE: f32 = 2e-3;
+
+/// One check: what ran, and how far its worst output was from the reference.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// "matmul down_proj 70×1024×3072" or "model prefill (12 positions)".
+    pub what: String,
+    pub passed: bool,
+    /// The worst output: where, got, wanted, and the bound it was held to.
+    pub worst: String,
+}
+
+/// What `verify` found on this adapter.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    /// The kernel path checked (`KernelPath::describe`'s line).
+    pub kernel_path: String,
+    pub checks: Vec<Check>,
+    /// Why the model check did not run (a model too large for the oracle), where it did not.
+    pub oracle_skipped: Option<String>,
+    pub seconds: f64,
+}
+
+impl Verification {
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+
+    /// The run-stopping error, naming every failed check.
+    pub fn failure(&self) -> Option<Error> {
+        let failed: Vec<String> =
+            self.checks.iter().filter(|c| !c.passed).map(|c| format!("{}: {}", c.what, c.worst)).collect();
+        (!failed.is_empty()).then(|| {
+            Error::Gpu(format!(
+                "the engine computes wrongly on this adapter ({}): {}",
+                self.kernel_path,
+                failed.join("; ")
+            ))
+        })
+    }
+
+    /// One line for a report: "verified: 14 checks passed in 2.1 s" or the failures.
+    pub fn line(&self) -> String {
+        let oracle = match &self.oracle_skipped {
+            Some(why) => format!(" (no model check: {why})"),
+            None => String::new(),
+        };
+        match self.failure() {
+            None => format!("verified: {} checks passed in {:.1} s{oracle}", self.checks.len(), self.seconds),
+            Some(e) => e.to_string(),
+        }
+    }
+}
+
+/// Deterministic values in [-1, 1) for check inputs (a small LCG: no dependency on `rand`'s
+/// stream, so a check's inputs are the same in every build).
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The model's matmuls at its widths, with `options` (the loaded model's), against the CPU.
+pub async fn matmuls(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Result<Vec<Check>> {
+    let (h, q, kv, i) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
+    let shapes: [(&str, usize, usize, &[usize]); 5] = [
+        ("q|k|v", q + 2 * kv, h, &MATMUL_TOKENS),
+        ("o_proj", h, q, &MATMUL_TOKENS),
+        ("gate|up", 2 * i, h, &MATMUL_TOKENS),
+        ("down_proj", h, i, &MATMUL_TOKENS),
+        ("lm_head", cfg.vocab_size, h, &MATMUL_TOKENS[..1]),
+    ];
+    let kernels = Kernels::with_options(gpu, options);
+    let mut checks = Vec::new();
+    for (seed, (name, n, k, tokens)) in shapes.into_iter().enumerate() {
+        let bits: Vec<u16> = values(seed as u64 * 2 + 1, n * k).into_iter().map(f32_to_bf16).collect();
+        let w_values = dequantise(&bits, k, options.format);
+        let w = Matrix::with_format(gpu, name, n, k, usize::MAX, options.weights, options.format)?;
+        w.write_rows(gpu, 0, &bits);
+        let w_abs: Vec<f32> = w_values.iter().map(|v| v.abs()).collect();
+        for &m in tokens {
+            let x = values(seed as u64 * 2 + 2, m * k);
+            let xb = gpu.storage_with("verify x", bytemuck::cast_slice(&x));
+            let yb = gpu.storage_buffer("verify y", (m * n * 4) as u64);
+            let binds: Vec<_> =
+                w.chunks.iter().map(|c| kernels.bind(&gpu.device, Kernel::Matmul, name, &[&xb, c, &yb])).collect();
+            let mut rec = StepRecorder::new(&kernels, gpu.limits.max_compute_workgroups_per_dimension);
+            crate::engine::Linear::record_matmul(&w, &mut rec, &binds, m, false);
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            rec.encode(&gpu.queue, &mut enc);
+            gpu.queue.submit([enc.finish()]);
+            let got = crate::gpu::readback::read_f32(&gpu.device, &gpu.queue, &yb, m * n).await?;
+            gpu.check()?;
+            let want = matmul_f32(&x, m, k, &w_values, n);
+            // The f32 error bound of a K-term dot product whatever the summation order (both
+            // sides round): 2 (K − 1) 2^-24 Σ|x w| (Higham, "Accuracy and Stability of Numerical
+            // Algorithms", 3.1), 1% over, plus 1e-30 for exact zeros.
+            let scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24) * 1.01;
+            let bound = |o: usize| {
+                let (xr, wr) = (&x[o / n * k..][..k], &w_abs[o % n * k..][..k]);
+                xr.iter().zip(wr).map(|(a, b)| a.abs() * b).sum::<f32>() * scale + 1e-30
+            };
+            let worst = (0..m * n)
+                .map(|o| (o, (got[o] - want[o]).abs() / bound(o)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap_or((0, 0.0));
+            let (o, excess) = worst;
+            checks.push(Check {
+                what: format!("matmul {name} {m}×{n}×{k}"),
+                passed: excess <= 1.0 && got.iter().all(|v| v.is_finite()),
+                worst: format!(
+                    "y[{}, {}] = {} vs {} (error {:.2} of its f32 bound {:.1e})",
+                    o / n,
+                    o % n,
+                    got[o],
+                    want[o],
+                    excess,
+                    bound(o)
+                ),
+            });
+        }
+    }
+    Ok(checks)
+}
+
+/// The loaded model against the oracle: the logits at every prompt position (a prefill), then
+/// [`DECODE_STEPS`] decode steps through the KV cache, each fed the oracle's greedy token.
+pub async fn model(pass: &mut ForwardPass, oracle: &CpuModel) -> Result<Vec<Check>> {
+    let vocab = pass.cfg.vocab_size;
+    let mut ids: Vec<u32> = (0..PROMPT as u32).map(|p| (p.wrapping_mul(2_654_435_761) >> 7) % vocab as u32).collect();
+    let block_size = pass.kv.block_size;
+    let table = vec![(0..(PROMPT + DECODE_STEPS).div_ceil(block_size) as u32).collect::<Vec<u32>>()];
+    let prefill = Batch {
+        tokens: ids.iter().enumerate().map(|(p, &id)| [id, p as u32, 0, 0]).collect(),
+        // The last positions, as many as a step may return (every one where the engine allows).
+        logit_rows: (PROMPT.saturating_sub(pass.limits.max_logit_rows) as u32..PROMPT as u32).collect(),
+        block_tables: table.clone(),
+        ..Default::default()
+    };
+    let first = prefill.logit_rows[0] as usize;
+    let mut got = pass.step_logits(&prefill).await?;
+    let prefill_rows = got.len() / vocab;
+    // The oracle's greedy continuation, teacher-forced into the engine's decode steps.
+    let mut want = oracle.forward(&ids);
+    for _ in 0..DECODE_STEPS {
+        let last = &want[(ids.len() - 1) * vocab..][..vocab];
+        ids.push(argmax(last));
+        want = oracle.forward(&ids);
+        let pos = ids.len() - 1;
+        let step = Batch {
+            tokens: vec![[ids[pos], pos as u32, 0, 0]],
+            logit_rows: vec![0],
+            block_tables: table.clone(),
+            ..Default::default()
+        };
+        got.extend(pass.step_logits(&step).await?);
+    }
+    let want = &want[first * vocab..];
+    let check = |what: String, rows: std::ops::Range<usize>| {
+        let (at, err) = rows
+            .flat_map(|r| (0..vocab).map(move |v| r * vocab + v))
+            .map(|i| (i, (got[i] - want[i]).abs() / (1.0 + want[i].abs())))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((0, 0.0));
+        Check {
+            what,
+            passed: err <= LOGIT_TOLERANCE,
+            worst: format!(
+                "position {}, token {}: logit {} vs {} (relative error {:.1e}, bound {:.0e})",
+                first + at / vocab,
+                at % vocab,
+                got[at],
+                want[at],
+                err,
+                LOGIT_TOLERANCE
+            ),
+        }
+    };
+    Ok(vec![
+        check(format!("model prefill ({prefill_rows} positions)"), 0..prefill_rows),
+        check(format!("model decode ({DECODE_STEPS} steps through the KV cache)"), prefill_rows..got.len() / vocab),
+    ])
+}
+
+/// Both parts on the loaded model (`src` its weights, for the oracle), timed; `kernel_path` names
+/// the path in the outcome. The model check runs where the oracle can ([`ORACLE_MAX_PARAMS`]).
+pub async fn run<P: TensorProvider>(pass: &mut ForwardPass, src: &P, kernel_path: String) -> Result<Verification> {
+    let start = now_s();
+    let options = pass.kernel_options();
+    let mut checks = matmuls(&pass.gpu, options, &pass.cfg).await?;
+    let params = pass.cfg.params_per_token();
+    let oracle_skipped = if params <= ORACLE_MAX_PARAMS as u64 {
+        let oracle = CpuModel::load_as(src, options.format).await?;
+        checks.extend(model(pass, &oracle).await?);
+        None
+    } else {
+        Some(format!(
+            "{:.0}M weights a token; the CPU oracle runs up to {:.0}M",
+            params as f64 / 1e6,
+            ORACLE_MAX_PARAMS as f64 / 1e6
+        ))
+    };
+    Ok(Verification { kernel_path, checks, oracle_skipped, seconds: now_s() - start })
+}

@@ -1,0 +1,104 @@
+//! `engine::verify`, the engine's check of itself on its adapter: it passes where the engine is
+//! right (every weight format, a tiny fixture and Qwen3-0.6B's widths) and names the kernel where a
+//! planted shader bug makes it wrong.
+
+use crate::common;
+
+use common::*;
+use tokenmeter::engine::verify;
+use tokenmeter::engine::{EngineOptions, ForwardPass};
+use tokenmeter::gpu::kernels::{KernelOptions, KernelSwitches};
+use tokenmeter::gpu::WeightFormat;
+use tokenmeter::model::checkpoint::Checkpoint;
+use tokenmeter::model::source::DirStore;
+use tokenmeter::model::Qwen3Config;
+
+#[test]
+fn the_engine_verifies_on_this_adapter_in_every_weight_format() {
+    pollster::block_on(async {
+        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+        let ckpt = Checkpoint::open(&store).await.unwrap();
+        for format in WeightFormat::ALL {
+            let options = EngineOptions { weights: format, max_seqs: verify::PROMPT, ..EngineOptions::default() };
+            let mut pass = ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap();
+            let outcome = verify::run(&mut pass, &ckpt, format!("{format}")).await.unwrap();
+            assert!(outcome.passed(), "{format}: {}", outcome.line());
+            assert!(outcome.oracle_skipped.is_none(), "the oracle runs the tiny fixture");
+            let names: Vec<&str> = outcome.checks.iter().map(|c| c.what.as_str()).collect();
+            for part in ["matmul q|k|v 1×", "matmul down_proj 70×", "matmul lm_head", "model prefill", "model decode"]
+            {
+                assert!(names.iter().any(|n| n.starts_with(part)), "{format}: no {part} check in {names:?}");
+            }
+        }
+    });
+}
+
+/// An int8 row scale 1% off in the shader (a copy of shaders/ read through `shader_dir`) fails
+/// the matmul checks at Qwen3-0.6B's widths, naming the matmul; the true shaders pass them.
+#[test]
+fn an_int8_scale_off_in_the_shader_fails_verify_naming_the_matmul() {
+    pollster::block_on(async {
+        // Qwen3-0.6B's widths but a 16,384-word vocabulary: lm_head's CPU reference at 151,936
+        // words adds seconds and no path (the same kernel, more rows).
+        let mut cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
+        cfg.vocab_size = 16_384;
+        let g = gpu();
+        let options =
+            KernelOptions { format: WeightFormat::Int8, ..KernelOptions::for_gpu(&g, &KernelSwitches::default()) };
+        let good = verify::matmuls(&g, options, &cfg).await.unwrap();
+        assert!(good.iter().all(|c| c.passed), "{good:?}");
+
+        let dir = planted_shaders("int8", &["weights_int8.wgsl", "weights_int8_texture.wgsl"], |text| {
+            text.replacen(
+                "fn row_scale(row: u32, texels: u32) -> f32 {\n    return ",
+                "fn row_scale(row: u32, texels: u32) -> f32 {\n    return 1.01 * ",
+                1,
+            )
+        });
+        let planted = KernelOptions { shader_dir: Some(dir), ..options };
+        let bad = verify::matmuls(&g, planted, &cfg).await.unwrap();
+        let failed: Vec<&str> = bad.iter().filter(|c| !c.passed).map(|c| c.what.as_str()).collect();
+        assert!(!failed.is_empty() && failed.iter().all(|w| w.starts_with("matmul ")), "{bad:?}");
+        assert_eq!(failed.len(), bad.len(), "every int8 matmul reads the row scale: {bad:?}");
+    });
+}
+
+/// A RoPE frequency 1% off (in the q/k norm + RoPE kernel, read through `shader_dir`) leaves every
+/// matmul check passing and fails the model's checks against the oracle.
+#[test]
+fn a_wrong_rope_frequency_fails_the_model_check_and_no_matmul() {
+    pollster::block_on(async {
+        let dir = planted_shaders("rope", &["rope.wgsl"], |text| {
+            text.replacen("f32(h.pos) * inv_freq[d]", "f32(h.pos) * inv_freq[d] * 1.01", 1)
+        });
+        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
+        let ckpt = Checkpoint::open(&store).await.unwrap();
+        let kernels = KernelSwitches { shader_dir: Some(dir), ..KernelSwitches::default() };
+        let options = EngineOptions { max_seqs: verify::PROMPT, kernels, ..EngineOptions::default() };
+        let mut pass = ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap();
+        let outcome = verify::run(&mut pass, &ckpt, "planted rope".into()).await.unwrap();
+        let failed: Vec<&str> = outcome.checks.iter().filter(|c| !c.passed).map(|c| c.what.as_str()).collect();
+        assert!(!failed.is_empty() && failed.iter().all(|w| w.starts_with("model ")), "{:?}", outcome.checks);
+        let error = outcome.failure().expect("a failed check stops a run").to_string();
+        assert!(error.contains("computes wrongly on this adapter") && error.contains("model prefill"), "{error}");
+    });
+}
+
+/// A copy of shaders/ in a fresh folder with `files` passed through `plant` (each must change).
+fn planted_shaders(name: &str, files: &[&str], plant: impl Fn(&str) -> String) -> &'static std::path::Path {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-planted-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    for entry in std::fs::read_dir(&shaders).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_str().unwrap().to_string();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if files.contains(&file.as_str()) {
+            let planted = plant(&text);
+            assert_ne!(planted, text, "{file}: the planted bug found its line");
+            text = planted;
+        }
+        std::fs::write(dir.join(&file), text).unwrap();
+    }
+    Box::leak(dir.into_boxed_path())
+}
