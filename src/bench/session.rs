@@ -381,6 +381,10 @@ pub struct RunConfig {
     /// results saved before it was recorded, and for the page's runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<SavedRequest>,
+    /// The engine's check of itself on the adapter before it measured (`engine::verify`); absent
+    /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::engine::verify::Verification>,
 }
 
 /// A run request as it was made: the command and its arguments as given (never an API key:
@@ -483,6 +487,7 @@ impl RecordedExecutor for ForwardPass {
         RunConfig {
             adapter: Some(self.gpu.adapter.clone()),
             kernels: Some(KernelPath::of(&self.kernel_options())),
+            verification: self.verified.clone(),
             ..config
         }
     }

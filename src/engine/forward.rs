@@ -191,6 +191,9 @@ pub struct ForwardPass {
     previous_rows: usize,
     /// See [`ForwardPass::readback_resolved_s`] (0: none yet).
     readback_resolved_s: f64,
+    /// The engine's check of itself on this adapter, where it ran (`verify::before_run`): what a
+    /// run's record says about it.
+    pub verified: Option<super::verify::Verification>,
 }
 
 impl ForwardPass {
@@ -267,6 +270,7 @@ impl ForwardPass {
             staging_busy: [false; 2],
             previous_rows: 0,
             readback_resolved_s: 0.0,
+            verified: None,
         };
         model.warm_up().await?;
         Ok(model)

@@ -27,7 +27,7 @@ use crate::model::quant::dequantise;
 use crate::model::reference::{argmax, matmul_f32, CpuModel};
 use crate::model::safetensors::f32_to_bf16;
 use crate::model::weights::Matrix;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Tokens of the matmul checks: decode, a small batch, and a prefill chunk past 64 (the tall
 /// tiles, and the GPU family's tiles beyond its GEMV).
@@ -42,7 +42,7 @@ const DECODE_STEPS: usize = 4;
 pub const LOGIT_TOLERANCE: f32 = 2e-3;
 
 /// One check: what ran, and how far its worst output was from the reference.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// "matmul down_proj 70×1024×3072" or "model prefill (12 positions)".
     pub what: String,
@@ -52,7 +52,7 @@ pub struct Check {
 }
 
 /// What `verify` found on this adapter.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verification {
     /// The kernel path checked (`KernelPath::describe`'s line).
     pub kernel_path: String,
@@ -246,4 +246,17 @@ pub async fn run<P: TensorProvider>(pass: &mut ForwardPass, src: &P, kernel_path
         ))
     };
     Ok(Verification { kernel_path, checks, oracle_skipped, seconds: now_s() - start })
+}
+
+/// [`run`] before a run measures the engine: a failure stops it with its message (a benchmark
+/// of an engine that computes wrongly here is a number about nothing); a pass is kept on the
+/// pass for the run's record. Returns the one line a report shows.
+pub async fn before_run<P: TensorProvider>(pass: &mut ForwardPass, src: &P, kernel_path: String) -> Result<String> {
+    let outcome = run(pass, src, kernel_path).await?;
+    if let Some(e) = outcome.failure() {
+        return Err(e);
+    }
+    let line = outcome.line();
+    pass.verified = Some(outcome);
+    Ok(line)
 }

@@ -102,3 +102,47 @@ fn planted_shaders(name: &str, files: &[&str], plant: impl Fn(&str) -> String) -
     }
     Box::leak(dir.into_boxed_path())
 }
+
+/// `bench` on the engine verifies it first and records the outcome in its JSON (every check, the
+/// kernel path); `--no-verify` measures without it and records none.
+#[test]
+fn bench_records_its_verification_and_no_verify_skips_it() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-verify-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = fixture_dir("tiny-gqa-tied");
+    for skip in [false, true] {
+        let json = dir.join(format!("skip-{skip}.json"));
+        let mut args = vec![
+            "bench",
+            "--model",
+            fixture.to_str().unwrap(),
+            "--rate",
+            "inf",
+            "--num-requests",
+            "2",
+            "--input-len",
+            "8",
+            "--output-len",
+            "2",
+            "--no-baseline",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        if skip {
+            args.push("--no-verify");
+        }
+        let out = common::cli::run(&args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let verification = &result["run_config"]["verification"];
+        match skip {
+            false => {
+                assert!(out.stderr.contains("verified: "), "{}", out.stderr);
+                let checks = verification["checks"].as_array().expect("the checks are recorded");
+                assert!(checks.len() >= 10 && checks.iter().all(|c| c["passed"] == true), "{verification}");
+                assert!(verification["kernel_path"].as_str().is_some_and(|p| p.contains("kernels")), "{verification}");
+            }
+            true => assert!(verification.is_null() && !out.stderr.contains("verified: "), "{verification}"),
+        }
+    }
+}

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokenmeter::bench::request::{Field, RunRequest};
 use tokenmeter::bench::rules::Problem;
-use tokenmeter::bench::session::{Listener, SessionEvent};
+use tokenmeter::bench::session::{KernelPath, Listener, SessionEvent};
+use tokenmeter::engine::ForwardPass;
+use tokenmeter::model::checkpoint::TensorProvider;
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -95,6 +97,10 @@ pub(crate) struct BenchArgs {
     /// Random token ids even when the model has a tokenizer (default: built-in text prompts).
     #[arg(long)]
     pub(crate) random_prompts: bool,
+    /// Measure the engine without first checking it on this adapter (`tokenmeter verify`: its
+    /// matmuls and its logits against the CPU; a failure stops the run). Its outcome is recorded.
+    #[arg(long)]
+    pub(crate) no_verify: bool,
     /// Skip the warm-up and the baseline (the median of three requests alone), and the diagnosis
     /// that needs them.
     #[arg(long)]
@@ -250,8 +256,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
     let model = match &loaded {
-        Opened::Disk(c, _) => load(&args.model, c).await?,
-        Opened::Synthetic(s) => load(&args.model, s).await?,
+        Opened::Disk(c, _) => verified(&args, load(&args.model, c).await?, c).await?,
+        Opened::Synthetic(s) => verified(&args, load(&args.model, s).await?, s).await?,
     };
     let options = engine_options(&args.model, args.model.max_batch);
     let mut engine = args.model.spec.engine(model, draft, &options).await?;
@@ -273,6 +279,15 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     )
     .await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
+}
+
+/// The loaded engine, checked on this adapter first unless `--no-verify` (`engine::verify`).
+async fn verified<P: TensorProvider>(args: &BenchArgs, mut pass: ForwardPass, src: &P) -> Result<ForwardPass> {
+    if !args.no_verify {
+        let path = KernelPath::of(&pass.kernel_options()).describe();
+        eprintln!("{}", tokenmeter::engine::verify::before_run(&mut pass, src, path).await?);
+    }
+    Ok(pass)
 }
 
 /// A run's end, however it ended: what was measured is written first (every finished rate,

@@ -216,6 +216,9 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
     if let Some(k) = &rc.kernels {
         parts.push(k.describe());
     }
+    if let Some(v) = &rc.verification {
+        parts.push(v.line());
+    }
     // The engine switches, as the record holds them (scheduler, speculation).
     if let Some(p) = &rc.scheduler {
         let order = serde_json::to_value(p.order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
