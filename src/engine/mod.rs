@@ -12,6 +12,7 @@ pub mod forward;
 pub mod generate;
 pub mod kv;
 pub mod linear;
+pub mod logits;
 pub mod scheduler;
 pub mod speculate;
 
@@ -22,5 +23,6 @@ pub use executor::Executor;
 pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
 pub use linear::Linear;
+pub use logits::LogitSource;
 pub use scheduler::{FinishReason, Order, Policy, SamplingParams};
 pub use speculate::Speculation;
