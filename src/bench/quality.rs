@@ -350,10 +350,10 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
             ),
             row(
                 "KL mean",
-                format!("{:.6}", q.kl_mean),
+                nats(q.kl_mean),
                 format!("KL({r} ‖ {t}) in nats: how far {t}'s next-token distribution is from {r}'s (0: the same)"),
             ),
-            row("KL p99 / max", format!("{:.6} / {:.6}", q.kl_p99, q.kl_max), "the worst positions".into()),
+            row("KL p99 / max", format!("{} / {}", nats(q.kl_p99), nats(q.kl_max)), "the worst positions".into()),
             row(
                 "log p of reference token",
                 format!("{:.4}", q.test_logprob_mean),
@@ -383,10 +383,10 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
             ),
             row(
                 "KL 均值",
-                format!("{:.6}", q.kl_mean),
+                nats(q.kl_mean),
                 format!("KL({r} ‖ {t})，单位 nat：{t} 的下一 token 分布离 {r} 多远（0 为相同）"),
             ),
-            row("KL p99 / 最大", format!("{:.6} / {:.6}", q.kl_p99, q.kl_max), "最差的位置".into()),
+            row("KL p99 / 最大", format!("{} / {}", nats(q.kl_p99), nats(q.kl_max)), "最差的位置".into()),
             row(
                 "参照 token 的 log p",
                 format!("{:.4}", q.test_logprob_mean),
@@ -404,6 +404,18 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
                 format!("输出首次与 {r} 不同的 token 序号（{diverged} 个分歧的请求）"),
             ),
         ],
+    }
+}
+
+/// A KL divergence: 0 as 0 (the same computation), below 0.001 with an exponent (the oracle
+/// against the engine on the same weights: ~1e-9), else six decimals.
+fn nats(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x.abs() < 1e-3 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.6}")
     }
 }
 

@@ -66,10 +66,35 @@ fn summary(at: impl Fn(usize) -> Position) -> Quality {
     quality::summarize(("A", "B"), (0..=100).map(at).collect(), (&passage.0, &passage.1), divergences, &inputs)
 }
 
+/// The passage goes through a tokenizer the model's vocabulary covers (a word-level one of a few
+/// of its words here: unknown words are id 0), and is seeded ids otherwise.
+#[test]
+fn the_passage_is_text_where_the_model_has_a_tokenizer() {
+    let words = ["[UNK]", "The", "river", "rose", "slowly", "through", "the", "night"];
+    let vocab: Vec<String> = words.iter().enumerate().map(|(i, w)| format!("{w:?}: {i}")).collect();
+    let json = format!(
+        r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+            "pre_tokenizer": {{"type": "Whitespace"}}, "post_processor": null, "decoder": null,
+            "model": {{"type": "WordLevel", "vocab": {{{}}}, "unk_token": "[UNK]"}}}}"#,
+        vocab.join(", ")
+    );
+    let tokenizer = tokenmeter::model::Tokenizer::from_bytes(json.as_bytes()).unwrap();
+    let (ids, kind) = quality::passage(Some(&tokenizer), 256, 512).unwrap();
+    assert_eq!(kind, quality::PassageKind::Text);
+    assert_eq!(ids[..7], [1, 2, 3, 4, 5, 6, 7], "{ids:?}");
+    assert!(ids.len() > 60, "the whole passage: {}", ids.len());
+    // A tokenizer larger than the model's vocabulary is not used; the passage fits the context.
+    let (ids, kind) = quality::passage(Some(&tokenizer), 4, 16).unwrap();
+    assert_eq!((kind, ids.len()), (quality::PassageKind::TokenIds, 16));
+    assert!(ids.iter().all(|&id| id < 4));
+}
+
 #[test]
 fn the_gate_names_the_bound_and_the_value() {
     let q = summary(|k| Position { reference_top1: 0, test_top1: (k % 2) as u32, kl: 0.02, test_logprob: -1.0 });
     assert!(Gate { min_top1: Some(0.5), max_kl: Some(0.03) }.check(std::slice::from_ref(&q)).is_ok());
+    let zh = quality::text_report(std::slice::from_ref(&q), tokenmeter::bench::Lang::Zh);
+    assert!(zh.contains("输出质量") && zh.contains("KL 均值") && zh.contains("0.020000"), "{zh}");
     let err = Gate { min_top1: Some(0.99), max_kl: Some(0.01) }.check(&[q]).unwrap_err();
     assert!(matches!(err, tokenmeter::Error::QualityGate(_)));
     let text = err.to_string();
