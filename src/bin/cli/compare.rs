@@ -6,7 +6,7 @@ use clap::{Args, Parser};
 use std::path::PathBuf;
 use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
-use tokenmeter::bench::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
+use tokenmeter::bench::quality::{self, Quality};
 use tokenmeter::bench::session::{EngineTarget, Listener};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
 use tokenmeter::engine::Engine;
@@ -14,11 +14,11 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
+use super::quality::{passes as quality_passes, Oracle, PromptsOf, QualityArgs, Settings};
 use super::{open, serving, BenchArgs, Opened};
 use std::sync::Arc;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
-use tokenmeter::model::reference::CpuModel;
 use tokenmeter::model::TensorProvider;
 
 #[derive(Args)]
@@ -60,48 +60,6 @@ pub struct CompareArgs {
     lang: String,
     #[command(flatten)]
     quality: QualityArgs,
-}
-
-/// The quality pass (`tokenmeter::bench::quality`): after the timed runs, each setting against the
-/// reference over the same tokens. Unasked, it runs for settings that compute differently.
-#[derive(Args)]
-struct QualityArgs {
-    /// Run the quality pass for every setting, even those that compute as the reference does.
-    #[arg(long, conflicts_with = "no_quality")]
-    quality: bool,
-    /// No quality pass, even where the settings compute differently.
-    #[arg(long)]
-    no_quality: bool,
-    /// The reference of the quality pass is the CPU oracle (f32 loops, on the reference setting's
-    /// weights), for models it can hold; every setting is measured against it.
-    #[arg(long, conflicts_with = "no_quality")]
-    quality_oracle: bool,
-    /// Prompts of the workload the pass continues (its first N).
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 64))]
-    quality_prompts: usize,
-    /// Greedy tokens per prompt: the reference's continuation (teacher-forced) and the length of the
-    /// free-running outputs.
-    #[arg(long, default_value_t = 16, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1024))]
-    quality_tokens: usize,
-    /// Gate: exit with code 3 when a setting's top-1 agreement with the reference is below this.
-    #[arg(long, value_name = "SHARE", conflicts_with = "no_quality", allow_negative_numbers = true,
-          value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1.0))]
-    min_top1: Option<f64>,
-    /// Gate: exit with code 3 when a setting's mean KL(reference ‖ setting), in nats, is above this.
-    #[arg(long, value_name = "NATS", conflicts_with = "no_quality", allow_negative_numbers = true,
-          value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1e6))]
-    max_kl: Option<f64>,
-}
-
-impl QualityArgs {
-    fn gate(&self) -> Gate {
-        Gate { min_top1: self.min_top1, max_kl: self.max_kl }
-    }
-
-    /// Asked for every setting: by --quality, the oracle or a gate.
-    fn asked(&self) -> bool {
-        self.quality || self.quality_oracle || self.gate().is_set()
-    }
 }
 
 /// Names are how settings are told apart in the report and the JSON: short, printable, distinct.
@@ -379,7 +337,7 @@ async fn run(
     // The oracle first: a model it cannot hold is refused before any run.
     let mut oracle = None;
     if quality_args.quality_oracle {
-        oracle = Some(load_oracle(&opened[reference], args[reference].model.weights).await?);
+        oracle = Some(Oracle::load(&opened[reference], args[reference].model.weights).await?);
     }
     let gpu = Arc::new(Gpu::new().await?);
     let mut locals = Vec::new();
@@ -429,87 +387,14 @@ async fn run(
     .await?;
     drop(targets);
     let arms = configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect();
-    // What each setting computes with decides which pairs get a pass unasked.
-    let numerics: Vec<Numerics> =
-        engines.iter().zip(&sides).map(|(engine, side)| Numerics::of(side.3.model.clone(), engine)).collect();
-    let tested: Vec<usize> = (0..configs.len())
-        .filter(|&k| match &oracle {
-            Some(_) => true,
-            None if quality_args.no_quality || k == reference => false,
-            None => quality_args.asked() || computes_differently(&numerics[reference], &numerics[k]),
-        })
-        .collect();
-    if tested.is_empty() {
-        return Ok((arms, Vec::new()));
-    }
+    let models: Vec<Option<String>> = sides.iter().map(|side| side.3.model.clone()).collect();
+    let names: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
+    let settings = Settings { names, models, engines: &mut engines, reference };
     let (tokenizer, _, vocab, _) = &sides[reference];
-    let inputs =
-        quality_inputs(&spec, &prompts[reference], tokenizer.as_ref(), *vocab, quality_args, &engines[reference])?;
-    let reference_name = match &oracle {
-        Some(_) => format!("CPU oracle ({})", args[reference].model.weights),
-        None => configs[reference].0.clone(),
-    };
-    let mut passes = Vec::new();
-    for k in tested {
-        let names = (reference_name.as_str(), configs[k].0.as_str());
-        let start = std::time::Instant::now();
-        let pass = match oracle.as_mut() {
-            Some(cpu) => quality::measure(names, cpu, &mut engines[k], &inputs).await?,
-            None => {
-                let (reference_engine, test_engine) = two_of(&mut engines, reference, k);
-                quality::measure(names, reference_engine, test_engine, &inputs).await?
-            }
-        };
-        eprintln!("quality pass: {} against {} in {:.2} s", names.1, names.0, start.elapsed().as_secs_f64());
-        passes.push(pass);
-    }
+    let made_with =
+        PromptsOf { spec: &spec, prompts: &prompts[reference], tokenizer: tokenizer.as_ref(), vocab: *vocab };
+    let passes = quality_passes(quality_args, settings, made_with, oracle).await?;
     Ok((arms, passes))
-}
-
-/// `k`'s and `j`'s items of `items` at once (`k != j`).
-fn two_of<T>(items: &mut [T], k: usize, j: usize) -> (&mut T, &mut T) {
-    assert_ne!(k, j, "two distinct settings");
-    if k < j {
-        let (low, high) = items.split_at_mut(j);
-        (&mut low[k], &mut high[0])
-    } else {
-        let (low, high) = items.split_at_mut(k);
-        (&mut high[0], &mut low[j])
-    }
-}
-
-/// The quality pass's inputs: the workload's first prompts (as the timed runs sent them) and the
-/// passage, through the reference's tokenizer.
-fn quality_inputs(
-    spec: &WorkloadSpec,
-    prompts: &PromptSource,
-    tokenizer: Option<&Tokenizer>,
-    vocab: usize,
-    quality_args: &QualityArgs,
-    engine: &Engine,
-) -> Result<QualityInputs> {
-    let planned = bench::plan(spec)?;
-    let prompts =
-        planned.iter().take(quality_args.quality_prompts).map(|p| prompts.ids(p)).collect::<Result<Vec<_>>>()?;
-    let (passage, passage_kind) = quality::passage(tokenizer, vocab, engine.model.cfg.max_position_embeddings)?;
-    Ok(QualityInputs { prompts, new_tokens: quality_args.quality_tokens, passage, passage_kind })
-}
-
-/// The CPU oracle of `loaded`'s model on `weights`, where it can hold it.
-async fn load_oracle(loaded: &Opened, weights: tokenmeter::gpu::WeightFormat) -> Result<CpuModel> {
-    let start = std::time::Instant::now();
-    let oracle = match loaded {
-        Opened::Disk(c, _) => {
-            CpuModel::check_fits(&c.config)?;
-            CpuModel::load_as(c, weights).await?
-        }
-        Opened::Synthetic(s) => {
-            CpuModel::check_fits(&s.config)?;
-            CpuModel::load_as(s, weights).await?
-        }
-    };
-    eprintln!("CPU oracle loaded ({weights} weights) in {:.2} s", start.elapsed().as_secs_f64());
-    Ok(oracle)
 }
 
 /// Each named file's results (`bench --json`), as an arm.

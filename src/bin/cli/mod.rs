@@ -8,6 +8,7 @@ mod generate;
 mod model;
 mod plan;
 mod policy;
+mod quality;
 mod remote;
 mod rerun;
 mod serving;
