@@ -251,3 +251,37 @@ fn the_cpu_oracle_as_reference() {
         "saved results hold no model",
     );
 }
+
+/// `compare` runs the pass unasked only where the settings compute differently: two batch sizes
+/// regroup the same arithmetic (no `quality` in the JSON), `--quality` asks for it anyway (and
+/// the same computation then agrees exactly), `--no-quality` refuses it to int8.
+#[test]
+fn a_pass_runs_unasked_only_where_the_settings_compute_differently() {
+    let out = std::env::temp_dir().join(format!("tokenmeter-quality-rule-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let json = out.join("rule.json");
+    let model = fixture_dir("tiny-mha");
+    let side = |extra: &str| {
+        format!("--model {} --rate inf --num-requests 2 --input-len 6 --output-len 3 {extra}", model.display())
+    };
+    let run = |b: &str, flags: &[&str]| {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+            .args(["compare", "--a", &side("--max-batch 1"), "--b", &side(b), "--repeats", "2"])
+            .args(["--quality-prompts", "2", "--quality-tokens", "4", "--json", json.to_str().unwrap()])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        value["quality"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(run("--max-batch 2", &[]), 0, "batch sizes compute the same");
+    assert_eq!(run("--max-batch 2", &["--quality"]), 1);
+    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (value["quality"][0]["top1_agreement"].as_f64(), value["quality"][0]["kl_max"].as_f64()),
+        (Some(1.0), Some(0.0))
+    );
+    assert_eq!(run("--weights int8", &["--no-quality"]), 0);
+    let _ = std::fs::remove_dir_all(&out);
+}
