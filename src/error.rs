@@ -33,6 +33,10 @@ pub enum Error {
     Prompt(String),
     #[error("{0}")]
     Invalid(String),
+    /// A setting outside the bounds of a quality gate (`compare --min-top1 --max-kl`): a line per
+    /// bound crossed, naming it and the value.
+    #[error("{0}")]
+    QualityGate(String),
     #[error("cancelled")]
     Cancelled,
 }

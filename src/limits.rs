@@ -11,6 +11,10 @@
 
 use crate::error::{Error, Result};
 
+/// Weights the CPU oracle (`model::reference::CpuModel`, f32 loops) may hold as a quality pass's
+/// reference: 2 GiB of f32 (a 2-layer model at Qwen3-0.6B's widths fits; the whole 0.6B does not).
+pub const CPU_ORACLE_MAX_WEIGHTS: u64 = 1 << 29;
+
 // ---- Files read whole (everything else is read by range) ----
 
 /// `config.json`: a few KiB in every published checkpoint.

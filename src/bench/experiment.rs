@@ -65,6 +65,10 @@ pub struct ManyWay {
     pub reference: String,
     pub arms: Vec<Arm>,
     pub versus: Vec<Versus>,
+    /// Output quality of settings against a reference, measured apart from the timed runs
+    /// ([`super::quality`]); empty when no pass ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality: Vec<super::quality::Quality>,
 }
 
 /// Runs A, B, A, B, … `repeats` times each (no baseline; after a warm-up run per side), telling
@@ -152,7 +156,7 @@ pub fn compare_arms(arms: &[Arm], reference: usize, slo: Option<&Slo>, options: 
             Ok(Versus { name: arm.name.clone(), reference: base.name.clone(), comparison })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(ManyWay { reference: base.name.clone(), arms: arms.to_vec(), versus })
+    Ok(ManyWay { reference: base.name.clone(), arms: arms.to_vec(), versus, quality: Vec::new() })
 }
 
 /// Compares saved results: each result is one repetition. All must have run the same workload

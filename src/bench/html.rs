@@ -89,6 +89,12 @@ const ZH: Words = Words {
 /// The report of `runs`, each a (name, result) — the page's run names, or the CLI's rates — in
 /// `lang`, as one HTML document with no outside resources.
 pub fn html_report(runs: &[(String, &BenchResult)], lang: Lang) -> String {
+    html_report_with(runs, "", lang)
+}
+
+/// [`html_report`] with `sections` (HTML, e.g. [`super::quality::html_section`]) after the
+/// trade-off chart, before the runs.
+pub fn html_report_with(runs: &[(String, &BenchResult)], sections: &str, lang: Lang) -> String {
     let w = match lang {
         Lang::En => &EN,
         Lang::Zh => &ZH,
@@ -104,6 +110,7 @@ pub fn html_report(runs: &[(String, &BenchResult)], lang: Lang) -> String {
         escape(w.heading)
     );
     pareto_section(&mut out, runs, lang, w);
+    out.push_str(sections);
     for (name, result) in runs {
         section(&mut out, name, result, lang, w);
     }

@@ -16,6 +16,8 @@
 //!   baseline (the median of requests alone, after a warm-up) -> a verdict and advice.
 //! - [`driver`]: releases planned requests into the engine on the wall clock and records events.
 //! - [`report`]: text report (en/zh), CSV, and the results JSON shared by app and CLI.
+//! - [`quality`]: what a speed-up costs in output: top-1 agreement, KL and perplexity of a
+//!   setting against a reference (the engine or the CPU oracle), teacher-forced and free-running.
 //! - [`soak`]: thousands of requests under KV pressure, every event checked ([`ledger`]), KV
 //!   blocks and resident memory accounted for at the end.
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
@@ -41,6 +43,7 @@ pub mod metrics;
 pub mod pareto;
 pub mod phases;
 pub mod prompts;
+pub mod quality;
 pub mod record;
 pub mod report;
 pub mod request;

@@ -287,6 +287,24 @@ impl<X: Executor> Engine<X> {
         (self.scheduler.blocks.used(), self.scheduler.blocks.total())
     }
 
+    /// `n` KV blocks for work beside the batcher's (a quality pass's teacher-forced sequences:
+    /// [`super::logits::LogitSource`]), from its allocator, so that no request's or cached
+    /// prefix's K/V is written over; [`Engine::release_blocks`] gives them back.
+    pub fn take_blocks(&mut self, n: usize) -> Result<Vec<u32>> {
+        self.scheduler.blocks.allocate(n).ok_or_else(|| {
+            Error::Prompt(format!(
+                "{n} KV blocks wanted, {} free of {}; use more KV blocks",
+                self.scheduler.blocks.free(),
+                self.scheduler.blocks.total()
+            ))
+        })
+    }
+
+    /// Gives back blocks of [`Engine::take_blocks`].
+    pub fn release_blocks(&mut self, mut blocks: Vec<u32>) {
+        self.scheduler.blocks.release(&mut blocks);
+    }
+
     /// The KV block allocator, read-only (the soak test checks its free list once idle).
     pub fn kv_allocator(&self) -> &super::kv::BlockAllocator {
         &self.scheduler.blocks

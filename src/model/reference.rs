@@ -156,6 +156,12 @@ impl CpuModel {
 
     /// Logits (tokens.len(), vocab) for every position of `tokens`, full causal recompute.
     pub fn forward(&self, tokens: &[u32]) -> Vec<f32> {
+        self.forward_at(tokens, &(0..tokens.len()).collect::<Vec<_>>())
+    }
+
+    /// Logits (positions.len(), vocab) after each of `positions` of `tokens`: the layers over all
+    /// of them, the vocabulary-wide head only where asked (at Qwen3's vocabulary it dominates).
+    pub fn forward_at(&self, tokens: &[u32], positions: &[usize]) -> Vec<f32> {
         let c = &self.cfg;
         let (t, h, hd) = (tokens.len(), c.hidden_size, c.head_dim);
         let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
@@ -203,17 +209,38 @@ impl CpuModel {
             let down = matmul_f32(&act, t, i, &layer.down_proj, h);
             x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
         }
-        let normed = rms_norm(&x, h, &self.norm, eps);
-        matmul_f32(&normed, t, h, &self.lm_head, c.vocab_size)
+        let rows: Vec<f32> = positions.iter().flat_map(|&p| x[p * h..][..h].iter().copied()).collect();
+        let normed = rms_norm(&rows, h, &self.norm, eps);
+        matmul_f32(&normed, positions.len(), h, &self.lm_head, c.vocab_size)
+    }
+
+    /// Weights the oracle holds, as f32 (every matrix, the head apart from the embedding).
+    pub fn weights_of(cfg: &Qwen3Config) -> u64 {
+        cfg.params_per_token() + (cfg.vocab_size * cfg.hidden_size) as u64
+    }
+
+    /// Whether the oracle can hold `cfg`'s model: at most [`crate::limits::CPU_ORACLE_MAX_WEIGHTS`].
+    pub fn check_fits(cfg: &Qwen3Config) -> Result<()> {
+        let (weights, max) = (Self::weights_of(cfg), crate::limits::CPU_ORACLE_MAX_WEIGHTS);
+        if weights > max {
+            return Err(crate::error::Error::Invalid(format!(
+                "the CPU oracle holds every weight as f32 and runs plain loops: {:.0} M weights ({:.1} GB) is past its \
+                 {} M ({:.1} GB); use a smaller model, or the engine as reference (no --quality-oracle)",
+                weights as f64 / 1e6,
+                weights as f64 * 4.0 / 1e9,
+                max >> 20,
+                max as f64 * 4.0 / 1e9
+            )));
+        }
+        Ok(())
     }
 
     /// Greedy continuation by full recompute: `steps` new ids.
     pub fn greedy(&self, prompt: &[u32], steps: usize) -> Vec<u32> {
         let mut ids = prompt.to_vec();
-        let v = self.cfg.vocab_size;
         for _ in 0..steps {
-            let logits = self.forward(&ids);
-            ids.push(argmax(&logits[(ids.len() - 1) * v..]));
+            let logits = self.forward_at(&ids, &[ids.len() - 1]);
+            ids.push(argmax(&logits));
         }
         ids[prompt.len()..].to_vec()
     }

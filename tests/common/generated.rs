@@ -107,14 +107,19 @@ pub fn safetensors_bytes(tensors: &[(String, Vec<usize>, Vec<u16>)]) -> Vec<u8> 
     out
 }
 
-/// The fixture as a model folder in memory: its config.json and a generated model.safetensors.
-pub fn real_store(name: &str, config_json: &str, reference: &RealReference) -> MemStore {
+/// The fixture's generated model.safetensors.
+pub fn real_safetensors(config_json: &str, reference: &RealReference) -> Vec<u8> {
     let cfg = Qwen3Config::from_json(config_json).expect("fixture config.json parses");
     let tensors: Vec<_> = expected_tensors(&cfg)
         .into_iter()
         .map(|(n, s)| (n.clone(), s.clone(), tensor_bf16(&n, &s, reference.seed, reference.linear_boost)))
         .collect();
+    safetensors_bytes(&tensors)
+}
+
+/// The fixture as a model folder in memory: its config.json and a generated model.safetensors.
+pub fn real_store(name: &str, config_json: &str, reference: &RealReference) -> MemStore {
     MemStore::new(name)
         .with("config.json", config_json.as_bytes().to_vec())
-        .with("model.safetensors", safetensors_bytes(&tensors))
+        .with("model.safetensors", real_safetensors(config_json, reference))
 }

@@ -51,6 +51,21 @@ pub fn reference(name: &str) -> Reference {
     serde_json::from_str(&text).expect("reference.json parses")
 }
 
+/// A generated fixture's reference.json (`tests/fixtures/real-*`).
+pub fn real_reference(name: &str) -> generated::RealReference {
+    let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).expect("reference.json");
+    serde_json::from_str(&text).expect("reference.json parses")
+}
+
+/// A generated fixture written out as a model folder (config.json, model.safetensors) in `dir`,
+/// for the CLI, which reads models from folders.
+pub fn write_real_fixture(name: &str, dir: &std::path::Path) {
+    let config = std::fs::read_to_string(fixture_dir(name).join("config.json")).expect("config.json");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("model.safetensors"), generated::real_safetensors(&config, &real_reference(name))).unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+}
+
 /// The llama-server binary (`TOKENMETER_LLAMA_SERVER`), or None (skip `what`) when the environment
 /// does not name one; with `TOKENMETER_REQUIRE_PEER=1` a missing binary fails instead.
 pub fn llama_server(what: &str) -> Option<PathBuf> {

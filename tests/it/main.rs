@@ -28,6 +28,7 @@ mod model;
 mod planner;
 mod policy;
 mod prefix_cache;
+mod quality;
 mod quantised;
 mod real_widths;
 mod remote;

@@ -6,6 +6,7 @@ use clap::{Args, Parser};
 use std::path::PathBuf;
 use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
+use tokenmeter::bench::quality::{self, Quality};
 use tokenmeter::bench::session::{EngineTarget, Listener};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
 use tokenmeter::engine::Engine;
@@ -13,6 +14,7 @@ use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
+use super::quality::{passes as quality_passes, Oracle, PromptsOf, QualityArgs, Settings};
 use super::{open, serving, BenchArgs, Opened};
 use std::sync::Arc;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
@@ -56,6 +58,8 @@ pub struct CompareArgs {
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     lang: String,
+    #[command(flatten)]
+    quality: QualityArgs,
 }
 
 /// Names are how settings are told apart in the report and the JSON: short, printable, distinct.
@@ -186,26 +190,34 @@ pub async fn main(args: CompareArgs) -> Result<()> {
         ));
     }
     let pair = |a: &str, b: &str| vec![format!("A={a}"), format!("B={b}")];
-    let arms = if let (Some(a), Some(b)) = (&args.a_json, &args.b_json) {
-        saved(&named("--a-json/--b-json", &pair(&a.display().to_string(), &b.display().to_string()))?)?
+    let saved_results = args.a_json.is_some() || !args.results.is_empty();
+    if saved_results && (args.quality.asked() || args.quality.no_quality) {
+        return Err(Error::Invalid(
+            "the quality flags need settings run here (--config or --a/--b): saved results hold no model".into(),
+        ));
+    }
+    let (arms, passes) = if let (Some(a), Some(b)) = (&args.a_json, &args.b_json) {
+        (saved(&named("--a-json/--b-json", &pair(&a.display().to_string(), &b.display().to_string()))?)?, Vec::new())
     } else if !args.results.is_empty() {
-        saved(&named("--results", &args.results)?)?
+        (saved(&named("--results", &args.results)?)?, Vec::new())
     } else {
         let (configs, ab) = match (&args.a, &args.b) {
             (Some(a), Some(b)) => (pair(a, b), true),
             _ => (args.configs.clone(), false),
         };
-        run(&named("--config", &configs)?, ab, args.repeats, lang).await?
+        let configs = named("--config", &configs)?;
+        let names: Vec<&str> = configs.iter().map(|(n, _)| n.as_str()).collect();
+        let reference = reference_index(&names, args.reference.as_deref())?;
+        run(&configs, ab, reference, args.repeats, &args.quality, lang).await?
     };
-    let reference = match &args.reference {
-        None => 0,
-        Some(name) => arms.iter().position(|a| &a.name == name).ok_or_else(|| {
-            let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
-            Error::Invalid(format!("--reference {name:?}: no setting of that name (there are {})", names.join(", ")))
-        })?,
-    };
-    let experiment = experiment::compare_arms(&arms, reference, None, &CompareOptions::default())?;
+    let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+    let reference = reference_index(&names, args.reference.as_deref())?;
+    let mut experiment = experiment::compare_arms(&arms, reference, None, &CompareOptions::default())?;
+    experiment.quality = passes;
     print!("{}", many_way_report(&experiment, lang));
+    if !experiment.quality.is_empty() {
+        print!("\n{}", quality::text_report(&experiment.quality, lang));
+    }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&experiment).expect("serialisable");
         std::fs::write(path, json)
@@ -214,10 +226,22 @@ pub async fn main(args: CompareArgs) -> Result<()> {
     if let Some(path) = &args.html {
         let last: Vec<(String, &BenchResult)> =
             experiment.arms.iter().filter_map(|a| Some((a.name.clone(), a.runs.last()?))).collect();
-        std::fs::write(path, tokenmeter::bench::html::html_report(&last, lang))
+        let sections = quality::html_section(&experiment.quality, lang);
+        std::fs::write(path, tokenmeter::bench::html::html_report_with(&last, &sections, lang))
             .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
     }
-    Ok(())
+    // Last, so that a failing gate still leaves the report and the files.
+    args.quality.gate().check(&experiment.quality)
+}
+
+/// The index of the setting named `wanted` (default: the first).
+fn reference_index(names: &[&str], wanted: Option<&str>) -> Result<usize> {
+    match wanted {
+        None => Ok(0),
+        Some(name) => names.iter().position(|n| *n == name).ok_or_else(|| {
+            Error::Invalid(format!("--reference {name:?}: no setting of that name (there are {})", names.join(", ")))
+        }),
+    }
 }
 
 /// Each setting against the reference: a summary line per metric across all of them, then each
@@ -271,8 +295,16 @@ fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
     out
 }
 
-/// Runs the settings in turn. `ab`: they came as --a and --b (errors name those flags).
-async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::Lang) -> Result<Vec<Arm>> {
+/// Runs the settings in turn, then the quality passes against setting `reference`. `ab`: they came
+/// as --a and --b (errors name those flags).
+async fn run(
+    configs: &[(String, &str)],
+    ab: bool,
+    reference: usize,
+    repeats: usize,
+    quality_args: &QualityArgs,
+    lang: bench::Lang,
+) -> Result<(Vec<Arm>, Vec<Quality>)> {
     let mut args = Vec::new();
     for (name, text) in configs {
         let flag = if ab { format!("--{}", name.to_lowercase()) } else { format!("--config {name}") };
@@ -302,6 +334,11 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
         }
     }
     let slo = first.slo.as_deref().map(str::parse::<Slo>).transpose()?;
+    // The oracle first: a model it cannot hold is refused before any run.
+    let mut oracle = None;
+    if quality_args.quality_oracle {
+        oracle = Some(Oracle::load(&opened[reference], args[reference].model.weights).await?);
+    }
     let gpu = Arc::new(Gpu::new().await?);
     let mut locals = Vec::new();
     for (a, loaded) in args.iter().zip(opened) {
@@ -348,7 +385,16 @@ async fn run(configs: &[(String, &str)], ab: bool, repeats: usize, lang: bench::
         );
     })
     .await?;
-    Ok(configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect())
+    drop(targets);
+    let arms = configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect();
+    let models: Vec<Option<String>> = sides.iter().map(|side| side.3.model.clone()).collect();
+    let names: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
+    let settings = Settings { names, models, engines: &mut engines, reference };
+    let (tokenizer, _, vocab, _) = &sides[reference];
+    let made_with =
+        PromptsOf { spec: &spec, prompts: &prompts[reference], tokenizer: tokenizer.as_ref(), vocab: *vocab };
+    let passes = quality_passes(quality_args, settings, made_with, oracle).await?;
+    Ok((arms, passes))
 }
 
 /// Each named file's results (`bench --json`), as an arm.

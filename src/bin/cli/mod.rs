@@ -8,6 +8,7 @@ mod generate;
 mod model;
 mod plan;
 mod policy;
+mod quality;
 mod remote;
 mod rerun;
 mod serving;
@@ -116,7 +117,8 @@ pub fn main() -> i32 {
             }
             match e {
                 Error::Invalid(_) | Error::Prompt(_) => 2,
-                Error::Cancelled => 130, // Ctrl-C, as a shell reports it
+                Error::Cancelled => 130,    // Ctrl-C, as a shell reports it
+                Error::QualityGate(_) => 3, // the run went well; a setting fell outside its bounds
                 _ => 1,
             }
         }

@@ -1,0 +1,169 @@
+//! The quality rows as the reports show them: text (English or Chinese), a line explaining each
+//! row, and the HTML report's section.
+
+use super::{PassageKind, Quality};
+use crate::bench::Lang;
+
+/// The quality rows of each pass, with a line saying what each row means.
+pub fn text_report(passes: &[Quality], lang: Lang) -> String {
+    let zh = lang == Lang::Zh;
+    let mut out = if zh {
+        "========== 输出质量（不计时）==========\n"
+    } else {
+        "========== output quality (not timed) ==========\n"
+    }
+    .to_string();
+    for q in passes {
+        out += &heading(q, lang);
+        for (row, value, meaning) in rows(q, lang) {
+            out += &format!("{row:<26} {value:>22}  {meaning}\n");
+        }
+    }
+    out
+}
+
+fn heading(q: &Quality, lang: Lang) -> String {
+    let passage = match (q.passage, lang) {
+        (PassageKind::Text, Lang::En) => "passage of English text",
+        (PassageKind::TokenIds, Lang::En) => "passage of seeded token ids (no tokenizer)",
+        (PassageKind::Text, Lang::Zh) => "英文段落",
+        (PassageKind::TokenIds, Lang::Zh) => "种子随机 token 段落（无分词器）",
+    };
+    match lang {
+        Lang::En => format!(
+            "{} against {}: {} positions teacher-forced ({} requests × {} tokens of {}'s greedy continuation, \
+             and a {}-token {passage})\n",
+            q.test, q.reference, q.positions, q.requests, q.new_tokens, q.reference, q.passage_tokens
+        ),
+        Lang::Zh => format!(
+            "{} 对比 {}：教师强制 {} 个位置（{} 个请求 × {} 的 {} 个贪心续写 token，以及 {} 个 token 的{passage}）\n",
+            q.test, q.reference, q.positions, q.requests, q.reference, q.new_tokens, q.passage_tokens
+        ),
+    }
+}
+
+/// (row, value, meaning) of one pass.
+pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
+    let (r, t) = (&q.reference, &q.test);
+    let identical = format!(
+        "{}/{} ({:.0}%)",
+        q.requests - q.first_divergences.iter().flatten().count(),
+        q.requests,
+        100.0 * q.identical_fraction
+    );
+    let diverged = q.first_divergences.iter().flatten().count();
+    let divergence = q.median_first_divergence.map_or("-".to_string(), |d| format!("{d:.1}"));
+    let row = |name: &str, value: String, meaning: String| (name.to_string(), value, meaning);
+    match lang {
+        Lang::En => vec![
+            row(
+                "top-1 agreement",
+                format!("{:.4}", q.top1_agreement),
+                format!("share of positions where {t}'s likeliest next token is {r}'s"),
+            ),
+            row(
+                "KL mean",
+                nats(q.kl_mean),
+                format!("KL({r} ‖ {t}) in nats: how far {t}'s next-token distribution is from {r}'s (0: the same)"),
+            ),
+            row("KL p99 / max", format!("{} / {}", nats(q.kl_p99), nats(q.kl_max)), "the worst positions".into()),
+            row(
+                "log p of reference token",
+                format!("{:.4}", q.test_logprob_mean),
+                format!("mean log-probability {t} gives {r}'s top-1 token"),
+            ),
+            row(
+                "passage perplexity",
+                format!("{} / {}", perplexity_text(q.reference_perplexity), perplexity_text(q.test_perplexity)),
+                format!("{r} / {t}: exp(−mean log p) of the passage's next tokens; lower: less surprised"),
+            ),
+            row(
+                "free-running identical",
+                identical,
+                format!("requests whose {} greedy tokens equal {r}'s", q.new_tokens),
+            ),
+            row(
+                "first divergence, median",
+                divergence,
+                format!("token index where an output first differs from {r}'s (over the {diverged} that do)"),
+            ),
+        ],
+        Lang::Zh => vec![
+            row(
+                "top-1 一致率",
+                format!("{:.4}", q.top1_agreement),
+                format!("{t} 最可能的下一个 token 与 {r} 相同的位置比例"),
+            ),
+            row(
+                "KL 均值",
+                nats(q.kl_mean),
+                format!("KL({r} ‖ {t})，单位 nat：{t} 的下一 token 分布离 {r} 多远（0 为相同）"),
+            ),
+            row("KL p99 / 最大", format!("{} / {}", nats(q.kl_p99), nats(q.kl_max)), "最差的位置".into()),
+            row(
+                "参照 token 的 log p",
+                format!("{:.4}", q.test_logprob_mean),
+                format!("{t} 给 {r} 的 top-1 token 的平均对数概率"),
+            ),
+            row(
+                "段落困惑度",
+                format!("{} / {}", perplexity_text(q.reference_perplexity), perplexity_text(q.test_perplexity)),
+                format!("{r} / {t}：段落下一 token 的 exp(−平均 log p)，越低越不意外"),
+            ),
+            row("自由生成完全相同", identical, format!("{} 个贪心 token 与 {r} 完全相同的请求", q.new_tokens)),
+            row(
+                "首次分歧位置中位数",
+                divergence,
+                format!("输出首次与 {r} 不同的 token 序号（{diverged} 个分歧的请求）"),
+            ),
+        ],
+    }
+}
+
+/// A KL divergence: 0 as 0 (the same computation), below 0.001 with an exponent (the oracle
+/// against the engine on the same weights: ~1e-9), else six decimals.
+fn nats(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x.abs() < 1e-3 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.6}")
+    }
+}
+
+/// Two decimals, or three significant digits and an exponent past 100,000 (a random model's
+/// perplexity can pass its vocabulary by far: confident and wrong).
+fn perplexity_text(x: f64) -> String {
+    if x.abs() < 1e5 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+/// The passes as an HTML section (the compare report's).
+pub fn html_section(passes: &[Quality], lang: Lang) -> String {
+    use crate::bench::html::escape;
+    use std::fmt::Write;
+    if passes.is_empty() {
+        return String::new();
+    }
+    let title = if lang == Lang::Zh { "输出质量（不计时）" } else { "Output quality (not timed)" };
+    let mut out = format!("<section class=\"quality\" data-testid=\"quality\">\n<h2>{}</h2>\n", escape(title));
+    for q in passes {
+        let _ = writeln!(out, "<p>{}</p>\n<table>", escape(heading(q, lang).trim_end()));
+        for (row, value, meaning) in rows(q, lang) {
+            let _ = writeln!(
+                out,
+                "<tr><th>{}</th><td>{}</td><td class=\"note\">{}</td></tr>",
+                escape(&row),
+                escape(&value),
+                escape(&meaning)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("</section>\n");
+    out
+}
