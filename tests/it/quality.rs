@@ -250,6 +250,12 @@ fn the_cpu_oracle_as_reference() {
         &["compare", "--results", "A=x.json", "--results", "B=y.json", "--quality"],
         "saved results hold no model",
     );
+    // The gate's bounds and the pass's sizes are checked as flags.
+    let ab = ["compare", "--a", "--synthetic tiny", "--b", "--synthetic tiny"];
+    expect_error(&[&ab[..], &["--min-top1", "2"]].concat(), "'--min-top1 <SHARE>': must be a number from 0 to 1");
+    expect_error(&[&ab[..], &["--max-kl", "-1"]].concat(), "--max-kl");
+    expect_error(&[&ab[..], &["--quality-tokens", "0"]].concat(), "--quality-tokens");
+    expect_error(&[&ab[..], &["--no-quality", "--max-kl", "0.1"]].concat(), "cannot be used with");
 }
 
 /// `compare` runs the pass unasked only where the settings compute differently: two batch sizes
