@@ -49,6 +49,29 @@ pub struct QualityInputs {
     pub passage_kind: PassageKind,
 }
 
+/// A pass's sizes unless asked otherwise (`compare --quality-prompts`, `--quality-tokens`; the
+/// page's Experiment card).
+pub const DEFAULT_PROMPTS: usize = 4;
+pub const DEFAULT_NEW_TOKENS: usize = 16;
+
+impl QualityInputs {
+    /// The workload's first `prompts` prompts as the timed runs sent them (`made_with`), `new_tokens`
+    /// greedy tokens each, and the passage through `tokenizer`, within `max_positions`.
+    pub fn for_workload(
+        spec: &super::WorkloadSpec,
+        made_with: &super::PromptSource<'_>,
+        tokenizer: Option<&Tokenizer>,
+        vocab: usize,
+        max_positions: usize,
+        (prompts, new_tokens): (usize, usize),
+    ) -> Result<QualityInputs> {
+        let planned = super::plan(spec)?;
+        let prompts = planned.iter().take(prompts).map(|p| made_with.ids(p)).collect::<Result<Vec<_>>>()?;
+        let (passage, passage_kind) = passage(tokenizer, vocab, max_positions)?;
+        Ok(QualityInputs { prompts, new_tokens, passage, passage_kind })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PassageKind {

@@ -40,6 +40,9 @@ pub enum ToEngine {
     Generate { prompt: String, max_new_tokens: usize },
     /// The roofline probe on the worker's device.
     Roofline,
+    /// *Check this GPU*: the engine checks itself on the loaded model (`engine::verify`);
+    /// answered by [`FromEngine::Verified`].
+    Verify,
     /// A run, a sweep or an experiment (the run service's [`Command`]); answered by
     /// [`FromEngine::Refused`] or by [`FromEngine::Run`] updates ending with `Ended`.
     Command { cx: Box<Context>, command: Command },
@@ -86,6 +89,7 @@ pub enum FromEngine {
     /// The playground's generation ended: its timing line, or the error.
     Generated(String),
     Roofline(Result<Roofline, String>),
+    Verified(Result<crate::engine::verify::Verification, String>),
     /// The device was lost or reported an error: its model is gone; the next load opens a new one.
     DeviceLost(String),
     /// A command did not start.

@@ -87,6 +87,27 @@ async fn greedy_tokens_equal_transformers_on_dawn_in_both_families_with_and_with
     }
 }
 
+/// The engine's check of itself (`engine::verify`: the page's *Check this GPU*, `tokenmeter
+/// verify`) passes on Dawn in both kernel families with the subgroup kernels, on the head_dim-128
+/// fixture: every matmul of its widths against the CPU, and its logits against the CPU oracle.
+#[wasm_bindgen_test]
+async fn the_engine_verifies_itself_on_dawn_in_both_families() {
+    use generated::*;
+    use tokenmeter::engine::verify;
+    let gpu = dawn().await;
+    let reference: RealReference =
+        serde_json::from_str(include_str!("../fixtures/real-gqa16-h128/reference.json")).unwrap();
+    let store = real_store("real-gqa16-h128", include_str!("../fixtures/real-gqa16-h128/config.json"), &reference);
+    let checkpoint = Checkpoint::open(&store).await.unwrap();
+    for family in [KernelFamily::Gpu, KernelFamily::Software] {
+        let options = EngineOptions { max_seqs: verify::PROMPT, ..switches(family, true) };
+        let mut pass = ForwardPass::load(gpu.clone(), &checkpoint, &options, &mut |_, _| {}).await.unwrap();
+        let outcome = verify::run(&mut pass, &checkpoint, family.name().to_string()).await.unwrap();
+        console_log!("verify on Dawn, {} family: {}", family.name(), outcome.line());
+        assert!(outcome.passed() && outcome.oracle_skipped.is_none(), "{}: {:?}", outcome.line(), outcome.checks);
+    }
+}
+
 /// The head_dim-128 fixture (prompts up to 1,531 tokens) against the float64 reference, with the
 /// family the page picks on this adapter and the subgroup kernels on.
 #[wasm_bindgen_test]

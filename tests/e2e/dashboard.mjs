@@ -171,6 +171,14 @@ const [copyGbS, readGbS] = [...adapterText.matchAll(/([\d.]+) GB\/s/g)].map((m) 
 const fmaGflopS = parseFloat((adapterText.match(/([\d.]+) GFLOP\/s/) ?? [])[1]);
 console.log(`roofline in the page: copy ${copyGbS} GB/s, read ${readGbS} GB/s, FMA ${fmaGflopS} GFLOP/s`);
 await check(copyGbS > 0 && readGbS > 0 && fmaGflopS > 0, `roofline not positive numbers: ${adapterText}`);
+// Check this GPU: the engine's matmuls and its logits against the CPU, on this browser's WebGPU.
+const tv = Date.now();
+await byId('verify-gpu').click();
+await byId('verify-outcome').waitFor({ timeout: 300000 }).catch(() => fail('no outcome from Check this GPU'));
+const verifyText = await text('verify-outcome');
+console.log(`Check this GPU: ${verifyText} (${((Date.now() - tv) / 1000).toFixed(1)} s in the page)`);
+await check(await byId('verify-outcome').getAttribute('data-passed') === 'true' && /checks passed/.test(verifyText),
+  `Check this GPU failed on SwiftShader: ${verifyText}`);
 const summary = await text('summary');
 await check(/TTFT/.test(summary) && /P99\.9/.test(summary), 'summary table incomplete');
 await check(/Benchmark report/.test(await text('text-report')), 'English text report missing');
@@ -611,10 +619,12 @@ async function engineChecks() {
   await byId('dataset-remove').click();
   await byId('setting-turns').fill('');
 
-  // 14. An experiment: B = batch 1, decode first; R = 2, A B A B after a warm-up each.
+  // 14. An experiment: B = batch 1, decode first, int8 weights (its own upload); R = 2, A B A B
+  // after a warm-up each; then B's output quality against A's (untimed: B computes differently).
   await byId('setting-requests').fill('4');
   await byId('b-max_batch').fill('1');
   await byId('b-policy').selectOption('decode-first');
+  await byId('b-weights').selectOption('int8');
   const differs = await text('b-differs');
   await check(/Max batch: 16 → 1/.test(differs) && /decode-first/.test(differs), `B's changes not listed: ${differs}`);
   await byId('experiment-repeats').fill('2');
@@ -638,6 +648,10 @@ async function engineChecks() {
   const shownVerdicts = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
   await check(shownVerdicts.every((v, i) => v.trim() === verdicts[i]), 'the verdict words shown are not the English ones');
   await check(/B − A/.test(await text('experiment-report')), 'no text report for the experiment');
+  const qualityRows = await page.locator('[data-testid=quality-table] [data-testid=quality-row]').allTextContents();
+  console.log(`quality rows: ${qualityRows.map((r) => r.slice(0, 60)).join(' | ')}`);
+  await check(qualityRows.length >= 5 && /top-1 agreement/.test(qualityRows[0]) && /KL/.test(qualityRows.join(' ')),
+    `no quality rows under the verdicts: ${qualityRows}`);
   // The timeline shows the last repetition (4 requests, each with its decode bar).
   await page.waitForFunction(() => {
     const t = document.querySelector('[data-testid=timeline]');
@@ -648,6 +662,10 @@ async function engineChecks() {
     && xjson.b[0].run_config.engine.max_seqs === 1 && xjson.b[0].run_config.scheduler.order === 'decode-first'
     && xjson.a[0].run_config.scheduler.order === 'fcfs',
     `experiment JSON: ${xjson.a.length} A, ${xjson.b.length} B, B engine ${JSON.stringify(xjson.b[0]?.run_config.engine)}`);
+  const q = xjson.quality;
+  console.log(`quality of B (int8) against A (bf16): top-1 ${q?.top1_agreement}, KL mean ${q?.kl_mean}, identical ${q?.identical_fraction}`);
+  await check(q && q.positions > 0 && q.top1_agreement > 0.5 && q.top1_agreement <= 1 && q.kl_mean > 0 && q.reference === 'A' && q.test === 'B',
+    `experiment JSON quality: ${JSON.stringify(q)?.slice(0, 300)} ${xjson.quality_error ?? ''}`);
   await byId('experiment').scrollIntoViewIfNeeded();
   await byId('experiment').screenshot({ path: `${out}/experiment.png` });
   await page.setViewportSize({ width: 1400, height: 1000 });
@@ -655,6 +673,8 @@ async function engineChecks() {
   await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
   const zh = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
   await check(zh.every((v) => ['更好', '更差', '无可检测差异'].includes(v.trim())), `verdicts not translated: ${zh}`);
+  const zhQuality = await page.locator('[data-testid=quality-table] [data-testid=quality-row]').allTextContents();
+  await check(/[\u4e00-\u9fff]/.test(zhQuality.join('')), `quality rows not translated: ${zhQuality}`);
   await byId('experiment').screenshot({ path: `${out}/experiment-zh.png` });
   await page.setViewportSize({ width: 420, height: 900 });
   await byId('experiment').screenshot({ path: `${out}/experiment-narrow-zh.png` });
@@ -662,9 +682,8 @@ async function engineChecks() {
   await byId('experiment').screenshot({ path: `${out}/experiment-narrow.png` });
   await byId('settings').screenshot({ path: `${out}/settings-narrow.png` }).catch(() => {});
   await page.setViewportSize({ width: 1440, height: 1000 });
-  // Cancel mid-experiment: the repetitions that finished (A 1, B 1) are compared, nothing lost.
-  // B also has int8 weights: its own copy of the model, uploaded for the experiment.
-  await byId('b-weights').selectOption('int8');
+  // Cancel mid-experiment: the repetitions that finished (A 1, B 1) are compared, nothing lost
+  // (B still has int8 weights: its own copy of the model, uploaded for the experiment).
   await byId('experiment-repeats').fill('3');
   await byId('run-experiment').click();
   await page.waitForFunction(() => /A · repetition 2 of 3/.test(document.querySelector('[data-testid=experiment-progress]')?.textContent ?? ''),

@@ -4,7 +4,7 @@
 
 use clap::Args;
 use tokenmeter::bench::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
-use tokenmeter::bench::{self, PromptSource, WorkloadSpec};
+use tokenmeter::bench::{PromptSource, WorkloadSpec};
 use tokenmeter::engine::{Engine, LogitSource};
 use tokenmeter::gpu::WeightFormat;
 use tokenmeter::limits::parse_count;
@@ -29,11 +29,11 @@ pub(crate) struct QualityArgs {
     #[arg(long, conflicts_with = "no_quality")]
     pub(crate) quality_oracle: bool,
     /// Prompts of the workload the pass continues (its first N).
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 64))]
+    #[arg(long, default_value_t = quality::DEFAULT_PROMPTS, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 64))]
     quality_prompts: usize,
     /// Greedy tokens per prompt: the reference's continuation (teacher-forced) and the length of the
     /// free-running outputs.
-    #[arg(long, default_value_t = 16, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1024))]
+    #[arg(long, default_value_t = quality::DEFAULT_NEW_TOKENS, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1024))]
     quality_tokens: usize,
     /// Gate: exit with code 3 when a setting's top-1 agreement with the reference is below this.
     #[arg(long, value_name = "SHARE", conflicts_with = "no_quality", allow_negative_numbers = true,
@@ -151,11 +151,15 @@ pub(crate) async fn passes(
 /// The workload's first prompts (as the timed runs sent them) and the passage, through the
 /// reference's tokenizer, within its context of `max_positions`.
 fn inputs(args: &QualityArgs, made_with: &PromptsOf<'_>, max_positions: usize) -> Result<QualityInputs> {
-    let planned = bench::plan(made_with.spec)?;
-    let prompts =
-        planned.iter().take(args.quality_prompts).map(|p| made_with.prompts.ids(p)).collect::<Result<Vec<_>>>()?;
-    let (passage, passage_kind) = quality::passage(made_with.tokenizer, made_with.vocab, max_positions)?;
-    Ok(QualityInputs { prompts, new_tokens: args.quality_tokens, passage, passage_kind })
+    let sizes = (args.quality_prompts, args.quality_tokens);
+    QualityInputs::for_workload(
+        made_with.spec,
+        made_with.prompts,
+        made_with.tokenizer,
+        made_with.vocab,
+        max_positions,
+        sizes,
+    )
 }
 
 /// `k`'s and `j`'s items of `items` at once (`k != j`).

@@ -9,8 +9,9 @@ use super::link::RunSink;
 use super::run;
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
-use super::verdict::VerdictTable;
+use super::verdict::{QualityTable, VerdictTable};
 use crate::bench::compare::{text_report, Comparison};
+use crate::bench::quality::Quality;
 use crate::bench::BenchResult;
 use crate::web::browser;
 use crate::web::protocol::RunUpdate;
@@ -46,6 +47,8 @@ pub struct Outcome {
     pub comparison: std::result::Result<Comparison, String>,
     /// Cancelled: only finished repetitions are compared.
     pub cancelled: bool,
+    /// B's output quality against A's, where B computes differently (the worker decides).
+    pub quality: Option<std::result::Result<Quality, String>>,
 }
 
 /// The card's state.
@@ -155,8 +158,10 @@ fn start(state: AppState, x: ExperimentState, a: RunRequest, b: RunRequest, repe
                 }
                 x.error.set(end.error);
                 if !end.a.is_empty() || !end.b.is_empty() {
-                    let (a, b, comparison, cancelled) = (end.a, end.b, end.comparison, end.cancelled);
-                    x.outcome.set(Some(Arc::new(Outcome { a, b, changes: changes.clone(), comparison, cancelled })));
+                    let (a, b, comparison, cancelled, quality) =
+                        (end.a, end.b, end.comparison, end.cancelled, end.quality);
+                    let changes = changes.clone();
+                    x.outcome.set(Some(Arc::new(Outcome { a, b, changes, comparison, cancelled, quality })));
                 }
                 x.running.set(false);
                 x.progress.set(None);
@@ -202,6 +207,8 @@ fn outcome_json(o: &Outcome) -> String {
         "b": o.b,
         "comparison": o.comparison.as_ref().ok(),
         "error": o.comparison.as_ref().err(),
+        "quality": o.quality.as_ref().and_then(|q| q.as_ref().ok()),
+        "quality_error": o.quality.as_ref().and_then(|q| q.as_ref().err()),
     });
     serde_json::to_string_pretty(&value).expect("serialisable")
 }
@@ -339,8 +346,13 @@ pub fn ExperimentPanel(
         let body = match &o.comparison {
             Ok(c) => {
                 let report = text_report(c, lang);
+                let quality = o.quality.clone().map(|q| match q {
+                    Ok(q) => view! { <QualityTable quality=q /> }.into_any(),
+                    Err(e) => view! { <p class="error" role="alert">{t().quality_failed} ": " {e}</p> }.into_any(),
+                });
                 view! {
                     <VerdictTable comparison=c.clone() />
+                    {quality}
                     <pre class="text-report" data-testid="experiment-report">{report}</pre>
                 }
                 .into_any()

@@ -332,6 +332,33 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
         state.phase.set(Phase::Measuring);
         link.send(&crate::web::protocol::ToEngine::Roofline, &[]);
     };
+    let verifying = move || state.phase.get() == Phase::Verifying;
+    let check = move |_| {
+        let Some(link) = super::link::get(state) else { return };
+        state.phase.set(Phase::Verifying);
+        link.send(&crate::web::protocol::ToEngine::Verify, &[]);
+    };
+    // The outcome's line, and each failed check (plain text: it names kernels and numbers).
+    let verified = move || {
+        state.verification.get().map(|outcome| match outcome {
+            Ok(v) => {
+                let failed: Vec<String> =
+                    v.checks.iter().filter(|c| !c.passed).map(|c| format!("{}: {}", c.what, c.worst)).collect();
+                let class = if v.passed() { "note ok" } else { "error" };
+                view! {
+                    <p class=class data-testid="verify-outcome" data-passed=v.passed().to_string()>
+                        {format!("{} ({})", v.line(), v.kernel_path)}
+                    </p>
+                    <ul class="note">{failed.into_iter().map(|f| view! { <li>{f}</li> }).collect_view()}</ul>
+                }
+                .into_any()
+            }
+            Err(e) => view! {
+                <p class="error" role="alert" data-testid="verify-outcome" data-passed="false">{e}</p>
+            }
+            .into_any(),
+        })
+    };
     let rows = move || {
         let t = t();
         let mut rows = Vec::new();
@@ -373,6 +400,15 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
                 >
                     {move || if measuring() { t().roofline_measuring } else { t().roofline_measure }}
                 </button>
+                <button
+                    class="small ghost"
+                    data-testid="verify-gpu"
+                    title=move || t().verify_gpu_title
+                    disabled=move || state.phase.get() != Phase::Idle || state.model_info.get().is_none()
+                    on:click=check
+                >
+                    {move || if verifying() { t().verify_gpu_running } else { t().verify_gpu }}
+                </button>
             </div>
             <dl class="facts wide">
                 {move || {
@@ -390,6 +426,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
                         .collect_view()
                 }}
             </dl>
+            {verified}
         </section>
     }
 }

@@ -262,7 +262,11 @@ pub fn apply(state: AppState, update: FromEngine) {
         FromEngine::Adapter(adapter) => state.adapter.set(Some(adapter)),
         FromEngine::Status(status) => state.status.set(status),
         FromEngine::Started(outcome) => started(state, outcome),
-        FromEngine::Model(info) => state.model_info.set(info),
+        FromEngine::Model(info) => {
+            // A check was of the model it ran on.
+            state.verification.set(None);
+            state.model_info.set(info);
+        }
         FromEngine::Choice(source) => state.choice.set(source),
         FromEngine::LoadError(error) => state.load_error.set(error),
         FromEngine::Download(progress) => state.download.set(progress),
@@ -281,6 +285,10 @@ pub fn apply(state: AppState, update: FromEngine) {
         }
         FromEngine::Roofline(result) => {
             state.roofline.set(Some(result));
+            state.phase.set(Phase::Idle);
+        }
+        FromEngine::Verified(result) => {
+            state.verification.set(Some(result));
             state.phase.set(Phase::Idle);
         }
         FromEngine::DeviceLost(fault) => device_lost(state, fault),

@@ -35,6 +35,8 @@ pub enum Phase {
     Generating,
     /// The roofline probe (adapter card).
     Measuring,
+    /// *Check this GPU* (adapter card).
+    Verifying,
     /// The Plan card's simulation (in the engine worker, which nothing else then shares).
     Planning,
 }
@@ -86,6 +88,8 @@ pub struct AppState {
     pub switches: LinkSwitches,
     /// The roofline probe's result on the adapter card (None: not measured; Err: why it failed).
     pub roofline: RwSignal<Option<std::result::Result<crate::gpu::roofline::Roofline, String>>>,
+    /// *Check this GPU*'s outcome on the loaded model (`None`: not checked since it loaded).
+    pub verification: RwSignal<Option<std::result::Result<crate::engine::verify::Verification, String>>>,
     /// The playground's answer as it streams.
     pub playground: Generation,
     /// The Plan card's last answer from the worker (None: none asked for, or it is being computed).
@@ -164,6 +168,7 @@ impl AppState {
             history_dropped: RwSignal::new(false),
             switches,
             roofline: RwSignal::new(None),
+            verification: RwSignal::new(None),
             playground: Generation {
                 answer: RwSignal::new(String::new()),
                 pieces: RwSignal::new(Vec::new()),

@@ -1,8 +1,10 @@
 //! The verdict table of an A/B comparison, one row per metric: the Experiment card's and, for a
-//! saved experiment, the history card's.
+//! saved experiment, the history card's; and the output-quality rows under it.
 
 use super::i18n::{use_text, UiLang};
 use crate::bench::compare::{CompareVerdict, Comparison, MetricComparison};
+use crate::bench::quality::rows;
+use crate::bench::quality::Quality;
 use crate::bench::Lang;
 use leptos::prelude::*;
 
@@ -78,6 +80,43 @@ pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
                         <th scope="col">"B − A"</th>
                         <th scope="col">{move || t().interval}</th>
                         <th scope="col">{move || t().verdict}</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// B's output quality against A's under the verdicts (`quality::report::rows`, the CLI's rows in
+/// the page's language): each row's value and the line saying what it means.
+#[component]
+pub fn QualityTable(quality: Quality) -> impl IntoView {
+    let t = use_text();
+    let lang = expect_context::<UiLang>().0;
+    let rows = move || {
+        rows(&quality, lang.get())
+            .into_iter()
+            .map(|(row, value, meaning)| {
+                view! {
+                    <tr data-testid="quality-row">
+                        <th scope="row">{row}</th>
+                        <td class="num">{value}</td>
+                        <td class="note">{meaning}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    view! {
+        <h3>{move || t().quality_heading}</h3>
+        <div class="table-scroll">
+            <table class="table quality" data-testid="quality-table">
+                <thead>
+                    <tr>
+                        <th scope="col">{move || t().metric}</th>
+                        <th scope="col">"B / A"</th>
+                        <th scope="col">{move || t().meaning}</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>

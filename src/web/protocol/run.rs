@@ -101,6 +101,9 @@ pub struct ExperimentEnd {
     /// Cancelled: only finished repetitions are compared.
     pub cancelled: bool,
     pub error: Option<String>,
+    /// B's output quality against A's where B computes differently (a weight format, a kernel
+    /// path): measured after the timed runs, untimed; `None` where no pass ran.
+    pub quality: Option<std::result::Result<crate::bench::quality::Quality, String>>,
 }
 
 /// An endpoint crosses with its key: the worker sends the requests. (Nothing else serialises a

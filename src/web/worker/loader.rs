@@ -7,7 +7,9 @@
 
 use super::host::{Host, LoadedModel};
 use super::post::post;
+use crate::bench::session::KernelPath;
 use crate::clock::now_s;
+use crate::engine::verify::{self, Verification};
 use crate::engine::{EngineOptions, ForwardPass};
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
@@ -88,16 +90,44 @@ pub async fn load_variant(
             Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
         }
         LoadRequest::Remote(input) => {
-            // Read back from the cache the first load filled.
-            let base = remote_folder(host, input)?;
-            let abort =
-                web_sys::AbortController::new().map_err(|e| Error::Invalid(crate::model::source::js_message(&e)))?;
-            let store = RemoteStore::new(&base, abort.signal(), host.manifest(), store_events(host, false)).await?;
+            let store = cached_store(host, input).await?;
             let checkpoint = Checkpoint::open(&store).await?;
             let tokenizer = read_tokenizer(&store).await?;
             Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
         }
     }
+}
+
+/// A URL's model read back from the cache the first load filled.
+async fn cached_store(host: &Rc<Host>, input: &str) -> Result<RemoteStore> {
+    let base = remote_folder(host, input)?;
+    let abort = web_sys::AbortController::new().map_err(|e| Error::Invalid(crate::model::source::js_message(&e)))?;
+    RemoteStore::new(&base, abort.signal(), host.manifest(), store_events(host, false)).await
+}
+
+/// *Check this GPU*: the engine's check of itself on the loaded model (`engine::verify`, what
+/// `tokenmeter verify` runs), the CPU oracle reading the weights again from where they came.
+pub async fn verify_loaded(host: &Rc<Host>) -> Result<Verification> {
+    let request = host.loaded_request().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
+    let mut loaded = host.take_model().ok_or_else(|| Error::Invalid("no model is loaded".into()))?;
+    let path = KernelPath::of(&loaded.model.kernel_options()).describe();
+    let pass = &mut loaded.model;
+    let outcome = match &request {
+        LoadRequest::Preset(choice) => verify::run(pass, &preset(*choice), path).await,
+        LoadRequest::Local(store) => match Checkpoint::open(store).await {
+            Ok(checkpoint) => verify::run(pass, &checkpoint, path).await,
+            Err(e) => Err(e),
+        },
+        LoadRequest::Remote(input) => match cached_store(host, input).await {
+            Ok(store) => match Checkpoint::open(&store).await {
+                Ok(checkpoint) => verify::run(pass, &checkpoint, path).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        },
+    };
+    host.put_model(loaded);
+    outcome
 }
 
 fn preset(choice: ModelChoice) -> SyntheticModel {

@@ -97,6 +97,13 @@ fn handle(host: &Rc<Host>, command: ToEngine, blobs: js_sys::Array) {
                 post(&FromEngine::Roofline(result));
             });
         }
+        ToEngine::Verify => {
+            let host = host.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                let result = loader::verify_loaded(&host).await.map_err(|e| e.to_string());
+                post(&FromEngine::Verified(result));
+            });
+        }
         ToEngine::Command { cx, command } => {
             if let Err(refused) = service::start(host, *cx, command, run_sink()) {
                 post(&FromEngine::Refused(refused));

@@ -12,6 +12,7 @@ use super::dataset;
 use super::host::{Host, LoadedModel};
 use crate::bench::compare::CompareOptions;
 use crate::bench::experiment::{self, ExperimentSpec, Side};
+use crate::bench::quality::{self, computes_differently, Numerics, Quality, QualityInputs};
 use crate::bench::saturation::Saturation;
 use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
 use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, WorkloadSpec};
@@ -325,6 +326,7 @@ async fn experiment(
                     comparison: Err(e.to_string()),
                     cancelled: false,
                     error: Some(e.to_string()),
+                    quality: None,
                 };
             }
         }
@@ -375,9 +377,16 @@ async fn experiment(
     )
     .await;
     drop((target_a, target_b));
+    let cancelled = cancel.get();
+    let quality = match (&own_b, &outcome) {
+        (Some((_, pool_b)), Ok(_)) if !cancelled => {
+            let made_with = QualityMadeWith { spec: &a.spec, prompts: &prompts, tokenizer: tokenizer.as_deref() };
+            quality_of_b(&pool_a, pool_b, &made_with).await.map(|q| q.map_err(|e| e.to_string()))
+        }
+        _ => None,
+    };
     drop(own_b);
     give_back(pool_a);
-    let cancelled = cancel.get();
     let last = kept.last().map(|(_, r, _)| r.clone());
     let finished = |s: Side| -> Vec<BenchResult> {
         kept.iter().filter(|(side, _, cut)| *side == s && !cut).map(|(_, r, _)| r.clone()).collect()
@@ -391,7 +400,50 @@ async fn experiment(
             (compared, other.err().map(|e| e.to_string()))
         }
     };
-    ExperimentEnd { a: runs_a, b: runs_b, last, comparison, cancelled, error }
+    ExperimentEnd { a: runs_a, b: runs_b, last, comparison, cancelled, error, quality }
+}
+
+/// What the timed runs' prompts were made with: the quality pass starts from the same prompts.
+struct QualityMadeWith<'a> {
+    spec: &'a WorkloadSpec,
+    prompts: &'a PromptSource<'a>,
+    tokenizer: Option<&'a crate::model::Tokenizer>,
+}
+
+/// B's output quality against A's, untimed, after the timed runs — where B loaded a model of its
+/// own that computes differently (`quality::computes_differently`: a weight format, a kernel
+/// path), as `compare` decides; `None` where it does not.
+async fn quality_of_b(
+    pool_a: &RefCell<Option<ForwardPass>>,
+    pool_b: &RefCell<Option<ForwardPass>>,
+    made_with: &QualityMadeWith<'_>,
+) -> Option<Result<Quality>> {
+    let (model_a, model_b) = (pool_a.borrow_mut().take()?, pool_b.borrow_mut().take()?);
+    let (mut engine_a, mut engine_b) = (Engine::new(model_a), Engine::new(model_b));
+    let differs = computes_differently(&Numerics::of(None, &engine_a), &Numerics::of(None, &engine_b));
+    let outcome = match differs {
+        false => None,
+        true => {
+            let cfg = &engine_a.model.cfg;
+            let sizes = (quality::DEFAULT_PROMPTS, quality::DEFAULT_NEW_TOKENS);
+            let (vocab, positions) = (cfg.vocab_size, cfg.max_position_embeddings);
+            let inputs = QualityInputs::for_workload(
+                made_with.spec,
+                made_with.prompts,
+                made_with.tokenizer,
+                vocab,
+                positions,
+                sizes,
+            );
+            Some(match inputs {
+                Ok(inputs) => quality::measure(("A", "B"), &mut engine_a, &mut engine_b, &inputs).await,
+                Err(e) => Err(e),
+            })
+        }
+    };
+    *pool_a.borrow_mut() = Some(engine_a.model);
+    *pool_b.borrow_mut() = Some(engine_b.model);
+    outcome
 }
 
 /// One side of the experiment as a session target: the model (shared with the other side, or its
