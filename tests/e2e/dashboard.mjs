@@ -333,7 +333,12 @@ await byId('pick-files').setInputFiles(await Promise.all(untied.map(async (f) =>
   ({ name: f, mimeType: 'application/octet-stream', buffer: await fixture('tiny-untied', f) }))));
 await page.waitForFunction(() => /^Ready: config\.json \+ 4 files, BF16/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
   null, { timeout: 60000 }).catch(async () => fail(`sharded local model not loaded: ${await text('status')}`));
+// The tiny model serves a run in ~3 s: long enough that the charts are seen to change while it
+// runs (a loaded machine's polls once missed them), 32 requests.
+const requestsBefore = await byId('setting-requests').inputValue();
+await byId('setting-requests').fill('32');
 await runAndWait('run on local files');
+await byId('setting-requests').fill(requestsBefore);
 // A slow download shows bytes, MB/s and ETA and can be cancelled; the loaded model stays.
 await byId('model-url').fill('./slow-fixtures/tiny-gqa-tied/');
 await byId('model-url-load').click();
