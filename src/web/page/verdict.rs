@@ -100,9 +100,11 @@ pub fn QualityTable(quality: Quality) -> impl IntoView {
             .map(|(row, value, meaning)| {
                 view! {
                     <tr data-testid="quality-row">
-                        <th scope="row">{row}</th>
+                        <th scope="row">
+                            {row}
+                            <span class="meaning">{meaning}</span>
+                        </th>
                         <td class="num">{value}</td>
-                        <td class="note">{meaning}</td>
                     </tr>
                 }
             })
@@ -116,7 +118,6 @@ pub fn QualityTable(quality: Quality) -> impl IntoView {
                     <tr>
                         <th scope="col">{move || t().metric}</th>
                         <th scope="col">"B / A"</th>
-                        <th scope="col">{move || t().meaning}</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>

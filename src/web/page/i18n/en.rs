@@ -249,7 +249,6 @@ pub const EN: Text = Text {
     download_experiment: "Download JSON (every repetition)",
     experiment_cut: "Cancelled: compared the repetitions that finished ({a} A, {b} B).",
     quality_heading: "Output quality of B against A (untimed)",
-    meaning: "What it means",
     quality_failed: "Quality pass failed",
     verify_gpu: "Check this GPU",
     verify_gpu_running: "Checking…",

@@ -273,7 +273,6 @@ pub struct Text {
     pub download_experiment: &'static str,
     pub experiment_cut: &'static str,
     pub quality_heading: &'static str,
-    pub meaning: &'static str,
     pub quality_failed: &'static str,
     pub verify_gpu: &'static str,
     pub verify_gpu_running: &'static str,

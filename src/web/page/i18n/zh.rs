@@ -249,7 +249,6 @@ pub const ZH: Text = Text {
     download_experiment: "下载 JSON（含每次重复）",
     experiment_cut: "已取消：仅比较已完成的重复（A {a} 次，B {b} 次）。",
     quality_heading: "B 相对 A 的输出质量（不计时）",
-    meaning: "含义",
     quality_failed: "质量检验失败",
     verify_gpu: "检查此 GPU",
     verify_gpu_running: "检查中…",
