@@ -175,6 +175,13 @@ impl RequestRecord {
         Some(self.sent_s? - self.arrival_s)
     }
 
+    /// When the request stopped holding the target (and a `--max-concurrency` slot): its finish,
+    /// or for a failure the last time it recorded (a token, the first token, the send, the first
+    /// scheduling); `None` when it recorded none.
+    pub fn ended_s(&self) -> Option<f64> {
+        self.finish_s.or(self.token_times_s.last().copied()).or(self.first_token_s).or(self.sent_s).or(self.scheduled_s)
+    }
+
     /// Time per output token after the first ([`crate::latency::tpot_s`]), from the first token to
     /// the finish (the last token, or a stream's last chunk) over `output_len` tokens.
     pub fn tpot_s(&self) -> Option<f64> {

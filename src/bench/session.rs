@@ -9,12 +9,14 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+use super::delivered::DeliveredLoad;
 use super::driver::Progress;
 pub use super::launch::{run_on_engine, EngineTarget};
 use super::phases::{measured, Phases};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
 use super::server_metrics::ServerMetrics;
+use super::steady::SteadyState;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
@@ -210,10 +212,15 @@ pub async fn run_into<T: Target>(
             }
             None => summarize(&requests, &steps, s.slo, super::metrics::throughput_bucket_s(&requests, &steps)),
         };
+        metrics.steady = SteadyState::of(&requests, &steps, s.slo);
+        metrics.delivered = DeliveredLoad::of(&requests, &spec);
         if !target.reports_steps() {
             // A server does not say how busy it was or whether it preempted: unknown, not 0.
-            metrics.gpu_busy_fraction = f64::NAN;
-            metrics.preemptions = None;
+            let unknown = |m: &mut super::BenchmarkMetrics| (m.gpu_busy_fraction, m.preemptions) = (f64::NAN, None);
+            unknown(&mut metrics);
+            if let Some(summary) = metrics.steady.as_mut().and_then(|s| s.summary.as_mut()) {
+                unknown(summary);
+            }
         }
         metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
         metrics.server = server_metrics.as_ref().map(ServerMetrics::summary);

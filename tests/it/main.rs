@@ -29,6 +29,7 @@ mod planner;
 mod policy;
 mod prefix_cache;
 mod quantised;
+mod rate;
 mod real_widths;
 mod remote;
 mod request;
