@@ -132,7 +132,8 @@ pub fn attainment_of(records: &[RequestRecord], slo: &Slo) -> (f64, bool, Vec<(S
         .filter(|r| steady.as_ref().is_none_or(|s| r.arrival_s >= s.from_s && r.arrival_s <= s.to_s))
         .collect();
     let share = |slo: &Slo| counted.iter().filter(|r| slo.met_by(r)).count() as f64 / counted.len().max(1) as f64;
-    let alone = |name: &str, limit: Option<f64>, make: fn(f64) -> Slo| limit.map(|l| (name.to_string(), share(&make(l))));
+    let alone =
+        |name: &str, limit: Option<f64>, make: fn(f64) -> Slo| limit.map(|l| (name.to_string(), share(&make(l))));
     let per_slo = [
         alone("ttft_ms", slo.ttft_ms, |l| Slo { ttft_ms: Some(l), ..Slo::default() }),
         alone("tpot_ms", slo.tpot_ms, |l| Slo { tpot_ms: Some(l), ..Slo::default() }),
@@ -156,7 +157,26 @@ pub struct Searcher<'a, 'b, T: Target> {
     pub trials: Vec<Trial>,
 }
 
-impl<T: Target> Searcher<'_, '_, T> {
+impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
+    /// A search on `target` of `session`'s workload (its rates unused) for `slo`; each run's result
+    /// is pushed to `results`.
+    pub fn new(
+        target: &'a mut T,
+        session: &'a SessionSpec<'b>,
+        search: RateSearch,
+        slo: &'a Slo,
+        listener: &'a Listener,
+        cancel: &'a Rc<Cell<bool>>,
+        results: &'a mut Vec<BenchResult>,
+    ) -> Self {
+        Searcher { target, session, search, slo, listener, cancel, results, trials: Vec::new() }
+    }
+
+    /// The rate of the last run so far (the first run's, after [`first_run`]).
+    pub fn last_rate(&self) -> Option<f64> {
+        self.trials.last().map(|t| t.rate)
+    }
+
     /// One run at `rate` (its workload `spec` at that rate), recorded as a trial of `stage`.
     async fn run(&mut self, spec: &WorkloadSpec, rate: f64, stage: Stage) -> Result<usize> {
         if self.cancel.get() {
@@ -211,6 +231,14 @@ impl<T: Target> Searcher<'_, '_, T> {
         }
     }
 
+    /// The highest rate that met the target, and the lowest above it that missed (NaN: none).
+    fn bounds(&self) -> (f64, f64) {
+        let lo = self.trials.iter().filter(|t| t.met).map(|t| t.rate).fold(f64::NAN, f64::max);
+        let above = |t: &&Trial| !t.met && (lo.is_nan() || t.rate > lo);
+        let hi = self.trials.iter().filter(above).map(|t| t.rate).fold(f64::NAN, f64::min);
+        (lo, hi)
+    }
+
     fn budget_left(&self) -> bool {
         self.trials.len() < self.search.max_runs
     }
@@ -246,38 +274,29 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<()> {
 
 /// Brackets from `first_guess` (its run is the first trial's when the rates agree), narrows to
 /// the tolerance, and says what it found. `guess_from`: where the guess came from, in words.
-pub async fn search<T: Target>(
-    mut s: Searcher<'_, '_, T>,
-    first_guess: f64,
-    guess_from: &str,
-) -> Result<MaxRate> {
+pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, guess_from: &str) -> Result<MaxRate> {
     if !(first_guess.is_finite() && first_guess > 0.0) {
         return Err(Error::Invalid(format!("--rate max: a first guess of {first_guess} req/s")));
     }
-    // Bracketing: (lo, hi), met at lo, missed at hi.
+    // Bracketing: met at lo, missed at hi, from every run so far (the first run's included).
     let known = |s: &Searcher<'_, '_, T>, rate: f64| s.trials.iter().rev().find(|t| t.rate == rate).map(|t| t.met);
-    let (mut lo, mut hi) = (f64::NAN, f64::NAN);
     let mut rate = first_guess;
     let mut converged = true;
-    loop {
+    let (mut lo, mut hi) = loop {
         let met = match known(&s, rate) {
             Some(met) => met,
             None => s.decide(rate, Stage::Bracket).await?,
         };
-        if met {
-            lo = rate;
-        } else {
-            hi = rate;
-        }
+        let (lo, hi) = s.bounds();
         if lo.is_finite() && hi.is_finite() {
-            break;
+            break (lo, hi);
         }
         rate = if met { rate * GROW } else { rate / GROW };
         if !(SLOWEST_RPS..=FASTEST_RPS).contains(&rate) || !s.budget_left() {
             converged = false;
-            break;
+            break (lo, hi);
         }
-    }
+    };
     // Narrowing, at the bracket's geometric middle.
     while converged && hi > lo * (1.0 + s.search.tolerance) {
         if !s.budget_left() {
@@ -292,9 +311,12 @@ pub async fn search<T: Target>(
         }
     }
     // The SLO the fewest requests met at the bracket's high end (its last run).
-    let limiting = s.trials.iter().rev().find(|t| t.rate == hi).and_then(|t| {
-        t.per_slo.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned()
-    });
+    let limiting = s
+        .trials
+        .iter()
+        .rev()
+        .find(|t| t.rate == hi)
+        .and_then(|t| t.per_slo.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned());
     Ok(MaxRate {
         rate: lo.is_finite().then_some(lo),
         lo: if lo.is_finite() { lo } else { 0.0 },

@@ -24,6 +24,7 @@
 //! - [`phases`]: a warm-up and a cool-down sent but left out of the summary.
 //! - [`steady`]: the window in which the requests outstanding hold steady, and the summary over it.
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`max_rate`]: `--rate max`, the highest rate whose SLO attainment meets a target, by real runs.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`thinking`]: reasoning tokens and the first answer token of a thinking model's reply.
 //! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
@@ -40,6 +41,7 @@ pub mod experiment;
 pub mod html;
 pub mod launch;
 pub mod ledger;
+pub mod max_rate;
 pub mod metrics;
 pub mod pareto;
 pub mod phases;

@@ -169,22 +169,9 @@ pub async fn run_into<T: Target>(
     for &rate in s.rates {
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
-    let baseline = if s.baseline {
-        let start = crate::clock::now_s();
-        let requests = warm_up(target, s.spec, cancel).await?;
-        if let Some(e) = target.fault() {
-            return Err(e);
-        }
-        listener(SessionEvent::WarmedUp { requests, seconds: crate::clock::now_s() - start });
-        baseline(target, s.spec, cancel).await?
-    } else {
-        None
-    };
+    let baseline = if s.baseline { warm_up_and_baseline(target, s.spec, listener, cancel).await? } else { None };
     if let Some(e) = target.fault() {
         return Err(e);
-    }
-    if let Some(b) = &baseline {
-        listener(SessionEvent::Baseline(b));
     }
     for &rate in s.rates {
         if cancel.get() {
@@ -250,6 +237,30 @@ pub async fn run_into<T: Target>(
         }
     }
     Ok(())
+}
+
+/// What a session does before its first rate: the warm-up, then the baseline, each told to the
+/// listener; for a caller that runs its rates one session at a time (`bench --rate max`).
+pub async fn warm_up_and_baseline<T: Target>(
+    target: &mut T,
+    spec: &WorkloadSpec,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+) -> Result<Option<Baseline>> {
+    let start = crate::clock::now_s();
+    let requests = warm_up(target, spec, cancel).await?;
+    if let Some(e) = target.fault() {
+        return Err(e);
+    }
+    listener(SessionEvent::WarmedUp { requests, seconds: crate::clock::now_s() - start });
+    let measured = baseline(target, spec, cancel).await?;
+    if let Some(e) = target.fault() {
+        return Err(e);
+    }
+    if let Some(b) = &measured {
+        listener(SessionEvent::Baseline(b));
+    }
+    Ok(measured)
 }
 
 /// Requests in the warm-up before the baseline (fewer when the workload has fewer).

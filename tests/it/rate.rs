@@ -67,3 +67,74 @@ fn a_stall_under_max_concurrency_shows_in_ttft_from_arrival_not_from_send() {
     assert!(stdout.contains("Delivered load: ") && stdout.contains("Send lateness: "), "{stdout}");
     assert!(!stdout.contains("bent the load"), "{stdout}");
 }
+
+/// `bench --rate max` against the test server of known capacity: 2 slots taken first come, first
+/// served, 5 tokens 4 ms apart (about 100 requests/s). The true highest rate is the same criterion
+/// ([`max_rate::attainment_of`]) on that server's queue simulated on the same seeded arrivals at
+/// each rate (gaps scale as 1/rate), with the service time the runs measured; the rate found is
+/// within 10% of it, within the stated budget of runs.
+#[test]
+fn the_highest_rate_found_is_within_10_percent_of_the_true_one() {
+    use super::serving::{read_json, scratch, server, Reply};
+    use tokenmeter::bench::max_rate::{self, MaxRate};
+    use tokenmeter::bench::{plan, BenchResult, RequestRecord, Slo, WorkloadSpec};
+    let s = server(Reply { tokens: 5, gap_ms: 4, capacity: Some(2), stall_first_ms: 0 });
+    let out = scratch("max-rate").join("out.json");
+    let started = std::time::Instant::now();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--endpoint", &s.url, "--rate", "max", "--slo", "ttft_ms=10", "--attainment", "0.9"])
+        .args(["--num-requests", "120", "--input-len", "4", "--output-len", "5", "--seed", "3"])
+        .args(["--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "{stderr}");
+    eprintln!("{stderr}{stdout}({:.0} s)", started.elapsed().as_secs_f64());
+    let json = read_json(&out);
+    let found: MaxRate = serde_json::from_value(json["max_rate"].clone()).unwrap();
+    let results: Vec<BenchResult> = serde_json::from_value(json["results"].clone()).unwrap();
+    assert!(found.converged && found.trials.len() <= found.max_runs, "{found:?}");
+    assert_eq!(found.trials.len(), results.len(), "every deciding run is a full result");
+    assert!(found.trials.iter().all(|t| t.result < results.len()));
+    assert_eq!(found.limiting.as_ref().map(|l| l.0.as_str()), Some("ttft_ms"));
+    let rate = found.rate.expect("a rate met the SLO");
+    assert!(found.lo <= rate && rate < found.hi && found.hi <= found.lo * 1.05 + 1e-9, "{found:?}");
+    assert!(stdout.contains("highest rate: ") && stderr.contains("trying "), "{stdout}");
+
+    // The server's queue, simulated: the slot is held from the first token to the last plus one
+    // gap (the server sleeps after each chunk), as the runs measured it.
+    let mut held: Vec<f64> =
+        results.iter().flat_map(|r| &r.requests).filter_map(|r| Some(r.finish_s? - r.first_token_s?)).collect();
+    held.sort_by(f64::total_cmp);
+    let service_s = held[held.len() / 2] * 5.0 / 4.0;
+    let spec: WorkloadSpec = results[0].config.workload.clone().unwrap();
+    let slo: Slo = "ttft_ms=10".parse().unwrap();
+    let attained = |rate: f64| {
+        let arrivals = plan(&WorkloadSpec { rate, ..spec.clone() }).unwrap();
+        let mut free = [0.0f64; 2];
+        let records: Vec<RequestRecord> = arrivals
+            .iter()
+            .map(|p| {
+                let arrival = p.arrival_s.unwrap();
+                let slot = if free[0] <= free[1] { 0 } else { 1 };
+                let start = free[slot].max(arrival);
+                free[slot] = start + service_s;
+                RequestRecord {
+                    id: p.id,
+                    arrival_s: arrival,
+                    sent_s: Some(arrival),
+                    first_token_s: Some(start),
+                    token_times_s: vec![start, start + service_s],
+                    finish_s: Some(start + service_s),
+                    output_len: 2,
+                    ..RequestRecord::default()
+                }
+            })
+            .collect();
+        max_rate::attainment_of(&records, &slo).0
+    };
+    let grid = (0..800).map(|k| 1.0 * 1.005f64.powi(k)).take_while(|&r| r < 2.0 / service_s);
+    let truth = grid.filter(|&r| attained(r) >= 0.9).fold(0.0, f64::max);
+    eprintln!("service {:.1} ms; true highest rate {truth:.2} req/s, found {rate:.2} req/s", service_s * 1000.0);
+    assert!((rate - truth).abs() <= 0.1 * truth, "found {rate:.2} req/s, true {truth:.2} req/s");
+}

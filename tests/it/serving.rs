@@ -35,9 +35,12 @@ pub(crate) struct Server {
     bodies: Arc<Mutex<Vec<String>>>,
 }
 
-/// A counting semaphore for the server's capacity.
+/// The server's capacity: requests take their slots first come, first served (by ticket), so its
+/// queue is the textbook one a test can simulate.
 struct Slots {
-    free: Mutex<usize>,
+    capacity: usize,
+    /// (tickets handed out, slots freed so far).
+    tickets: Mutex<(usize, usize)>,
     freed: Condvar,
 }
 
@@ -47,7 +50,8 @@ pub(crate) fn server(reply: Reply) -> Server {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let most_in_flight = Arc::new(AtomicUsize::new(0));
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let slots = reply.capacity.map(|n| Arc::new(Slots { free: Mutex::new(n), freed: Condvar::new() }));
+    let slots =
+        reply.capacity.map(|n| Arc::new(Slots { capacity: n, tickets: Mutex::new((0, 0)), freed: Condvar::new() }));
     let (a, b, c) = (in_flight.clone(), most_in_flight.clone(), bodies.clone());
     let served = Arc::new(AtomicUsize::new(0));
     thread::spawn(move || {
@@ -88,11 +92,12 @@ fn serve(
     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     most.fetch_max(now, Ordering::SeqCst);
     if let Some(s) = slots {
-        let mut free = s.free.lock().unwrap();
-        while *free == 0 {
-            free = s.freed.wait(free).unwrap();
+        let mut tickets = s.tickets.lock().unwrap();
+        let ticket = tickets.0;
+        tickets.0 += 1;
+        while ticket >= tickets.1 + s.capacity {
+            tickets = s.freed.wait(tickets).unwrap();
         }
-        *free -= 1;
     }
     if served.fetch_add(1, Ordering::SeqCst) == 0 && reply.stall_first_ms > 0 {
         thread::sleep(Duration::from_millis(reply.stall_first_ms));
@@ -118,8 +123,8 @@ fn serve(
     // Counted out before the client can see the end (and send the next request).
     in_flight.fetch_sub(1, Ordering::SeqCst);
     if let Some(s) = slots {
-        *s.free.lock().unwrap() += 1;
-        s.freed.notify_one();
+        s.tickets.lock().unwrap().1 += 1;
+        s.freed.notify_all();
     }
     let _ = stream.write_all(format!("{:x}\r\n{usage}\r\n0\r\n\r\n", usage.len()).as_bytes());
 }
