@@ -155,6 +155,9 @@ pub struct Searcher<'a, 'b, T: Target> {
     pub cancel: &'a Rc<Cell<bool>>,
     pub results: &'a mut Vec<BenchResult>,
     pub trials: Vec<Trial>,
+    /// The workload every run is made of, at its rate: the session's, with the first run's
+    /// request count once it was sized by its steps.
+    pub spec: WorkloadSpec,
 }
 
 impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
@@ -169,7 +172,17 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         cancel: &'a Rc<Cell<bool>>,
         results: &'a mut Vec<BenchResult>,
     ) -> Self {
-        Searcher { target, session, search, slo, listener, cancel, results, trials: Vec::new() }
+        Searcher {
+            target,
+            session,
+            search,
+            slo,
+            listener,
+            cancel,
+            results,
+            trials: Vec::new(),
+            spec: session.spec.clone(),
+        }
     }
 
     /// The rate of the last run so far (the first run's, after [`first_run`]).
@@ -195,18 +208,19 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
 
     /// Whether `rate` meets the target: one run, or [`REPEATS`] pooled when the first is near it.
     async fn decide(&mut self, rate: f64, stage: Stage) -> Result<bool> {
-        let first = self.run(self.session.spec, rate, stage).await?;
-        self.settle(first).await
+        let spec = self.spec.clone();
+        let first = self.run(&spec, rate, stage).await?;
+        self.settle(vec![first]).await
     }
 
-    /// The verdict at trial `first`'s rate, repeating it when it is near the target.
-    async fn settle(&mut self, first: usize) -> Result<bool> {
-        let (rate, target) = (self.trials[first].rate, self.search.attainment);
-        let mut runs = vec![first];
-        if (self.trials[first].attainment - target).abs() <= NEAR {
+    /// The verdict at the rate of the trials `runs` (already run, at one rate), repeating the last
+    /// when it is near the target; every one of them gets it.
+    async fn settle(&mut self, mut runs: Vec<usize>) -> Result<bool> {
+        let last = *runs.last().expect("a run to settle");
+        let (rate, target) = (self.trials[last].rate, self.search.attainment);
+        if (self.trials[last].attainment - target).abs() <= NEAR {
+            let spec = self.spec.clone();
             while runs.len() < REPEATS && self.trials.len() < self.search.max_runs {
-                let spec = self.results[self.trials[first].result].config.workload.clone();
-                let spec = spec.unwrap_or_else(|| self.session.spec.clone());
                 runs.push(self.run(&spec, rate, Stage::Repeat).await?);
             }
         }
@@ -258,17 +272,20 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<()> {
         (b.ttft_ms + b.tpot_ms * (outputs - 1.0)) / 1000.0
     });
     let rate = alone_s.filter(|t| *t > 0.0).map_or(START_RPS, |t| 1.0 / t);
-    let mut spec = s.session.spec.clone();
+    let mut runs = Vec::new();
     for doubling in 0..=SIZING_DOUBLINGS {
+        let spec = s.spec.clone();
         let i = s.run(&spec, rate, Stage::First).await?;
+        runs.push(i);
         let steps = s.results[s.trials[i].result].steps.iter().filter(|st| st.shape.is_some()).count();
         if !s.target.reports_steps() || steps >= MIN_STEPS || doubling == SIZING_DOUBLINGS || !s.budget_left() {
-            s.settle(i).await?;
-            return Ok(());
+            break;
         }
-        // Too few steps for the planner: a longer run (the earlier one still counts as a run).
-        spec.num_requests = (spec.num_requests * 2).min(crate::limits::MAX_REQUESTS);
+        // Too few steps for the planner: a longer run; every later run is this long too (the
+        // shorter ones still count, pooled at this rate).
+        s.spec.num_requests = (s.spec.num_requests * 2).min(crate::limits::MAX_REQUESTS);
     }
+    s.settle(runs).await?;
     Ok(())
 }
 
