@@ -380,7 +380,7 @@ fn search_listener() -> Listener {
 }
 
 /// `--rate max`'s end: the runs and the rate found, then the JSON (`max_rate` and every run's full
-/// result, `results`) and the CSV of every request.
+/// result, `results`), the CSV of every request and the HTML report (a section per run).
 fn finish_search(
     args: &BenchArgs,
     found: MaxRate,
@@ -399,6 +399,18 @@ fn finish_search(
     if let Some(path) = &args.csv {
         let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
         std::fs::write(path, bench::csv(&rows)).map_err(|e| io(path, e))?;
+    }
+    if let Some(path) = &args.html {
+        // The language was checked when the run began.
+        let lang = args.lang.parse().unwrap_or_default();
+        let runs: Vec<(String, &bench::BenchResult)> = found
+            .trials
+            .iter()
+            .filter_map(|t| {
+                Some((format!("--rate max · {:?} run at {:.3} req/s", t.stage, t.rate), results.get(t.result)?))
+            })
+            .collect();
+        std::fs::write(path, bench::html::html_report(&runs, lang)).map_err(|e| io(path, e))?;
     }
     if interrupt.fired() {
         eprintln!("interrupted (Ctrl-C)");
