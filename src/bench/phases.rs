@@ -122,6 +122,7 @@ pub(crate) fn shifted(
             first_answer_s: r.first_answer_s.map(shift),
             token_times_s: r.token_times_s.iter().map(|&t| shift(t)).collect(),
             finish_s: r.finish_s.map(shift),
+            stream_end_s: r.stream_end_s.map(shift),
             preempted_s: r.preempted_s.iter().map(|&t| shift(t)).collect(),
             ..(*r).clone()
         })
