@@ -182,6 +182,15 @@ pub struct BenchmarkMetrics {
     /// Multi-turn workloads: per turn and per session ([`ConversationSummary`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversations: Option<ConversationSummary>,
+    /// The run's steady state ([`crate::bench::steady`]): its window and the summary over the
+    /// requests that arrived in it, or why there was none; set by the session (absent for fewer
+    /// than two arrivals, a burst, and in results saved before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<crate::bench::steady::SteadyState>,
+    /// The load the client delivered against the plan ([`crate::bench::delivered`]); set by the
+    /// session for a server's open loop (absent for the engine, which has no send).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<crate::bench::delivered::DeliveredLoad>,
 }
 
 /// A multi-turn run by turn number (turn 0 is each session's first) and by session.
@@ -453,6 +462,8 @@ pub fn summarize(
         server: None,
         excluded: None,
         conversations: conversations(records),
+        steady: None,
+        delivered: None,
         timeseries_bucket_s: bucket_s,
         errors: records.iter().filter_map(RequestRecord::error_kind).fold(BTreeMap::new(), |mut kinds, kind| {
             *kinds.entry(kind.to_string()).or_insert(0) += 1;

@@ -9,6 +9,7 @@
 //! - [`prompts`]: every request's prompt ([`PromptSource`]): a dataset row's text, built-in
 //!   English/Chinese text, or seeded random token ids, at the planned length.
 //! - [`record`]: the raw data, one record per request and one sample per engine step.
+//! - [`delivered`]: the load the client delivered (send times) checked against the plan.
 //! - [`stats`]: mean, std and percentiles as numpy computes them.
 //! - [`metrics`]: `summarize(records, steps) -> BenchmarkMetrics`: TTFT (from arrival, and from
 //!   send for servers), TPOT, ITL, E2E, queue or client lateness, goodput.
@@ -23,7 +24,9 @@
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`server_metrics`]: a server's Prometheus `/metrics`, scraped during a run, as one set of series.
 //! - [`phases`]: a warm-up and a cool-down sent but left out of the summary.
+//! - [`steady`]: the window in which the requests outstanding hold steady, and the summary over it.
 //! - [`sweep`]: several rates in one go, and the knee.
+//! - [`max_rate`]: `--rate max`, the highest rate whose SLO attainment meets a target, by real runs.
 //! - [`vllm`]: a result as vLLM's `--save-result` JSON.
 //! - [`thinking`]: reasoning tokens and the first answer token of a thinking model's reply.
 //! - [`timeline`]: one bar per request, split into waiting, prefill and decode (SVG paths).
@@ -33,12 +36,14 @@
 
 pub mod compare;
 pub mod dataset;
+pub mod delivered;
 pub mod diagnosis;
 pub mod driver;
 pub mod experiment;
 pub mod html;
 pub mod launch;
 pub mod ledger;
+pub mod max_rate;
 pub mod metrics;
 pub mod pareto;
 pub mod phases;
@@ -54,6 +59,7 @@ pub mod session;
 pub mod soak;
 pub mod speed;
 pub mod stats;
+pub mod steady;
 pub mod sweep;
 pub mod thinking;
 pub mod timeline;

@@ -100,9 +100,20 @@ pub fn measured(
     let kept: Vec<&RequestRecord> = records.iter().filter(|r| r.phase.is_none()).collect();
     let start = kept.iter().map(|r| r.arrival_s).fold(f64::INFINITY, f64::min);
     let start = if start.is_finite() { start } else { 0.0 };
+    let (requests, steps) = shifted(&kept, steps, start);
+    Some((requests, steps, Excluded { warmup, cooldown, measured_from_s: start }))
+}
+
+/// `kept` and the steps from `start` on, on a clock that starts at `start` (a summary over part of
+/// a run: the measured phase here, the steady state in [`crate::bench::steady`]).
+pub(crate) fn shifted(
+    kept: &[&RequestRecord],
+    steps: &[StepSample],
+    start: f64,
+) -> (Vec<RequestRecord>, Vec<StepSample>) {
     let shift = |t: f64| t - start;
     let requests = kept
-        .into_iter()
+        .iter()
         .map(|r| RequestRecord {
             arrival_s: shift(r.arrival_s),
             scheduled_s: r.scheduled_s.map(shift),
@@ -111,13 +122,14 @@ pub fn measured(
             first_answer_s: r.first_answer_s.map(shift),
             token_times_s: r.token_times_s.iter().map(|&t| shift(t)).collect(),
             finish_s: r.finish_s.map(shift),
+            stream_end_s: r.stream_end_s.map(shift),
             preempted_s: r.preempted_s.iter().map(|&t| shift(t)).collect(),
-            ..r.clone()
+            ..(*r).clone()
         })
         .collect();
     let steps =
         steps.iter().filter(|s| s.t_s >= start).map(|s| StepSample { t_s: shift(s.t_s), ..s.clone() }).collect();
-    Some((requests, steps, Excluded { warmup, cooldown, measured_from_s: start }))
+    (requests, steps)
 }
 
 #[cfg(test)]

@@ -73,6 +73,11 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunk_tokens: Vec<u32>,
     pub finish_s: Option<f64>,
+    /// When the last bytes of a server's answer arrived: after its last token come a usage chunk
+    /// and `[DONE]`, and the request holds its `--max-concurrency` slot until then. Absent for the
+    /// engine and in results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_end_s: Option<f64>,
     pub prompt_len: usize,
     /// Output tokens actually generated.
     pub output_len: usize,
@@ -173,6 +178,18 @@ impl RequestRecord {
     /// How late the client sent the request after its planned arrival: `ttft_s` − `ttft_from_send_s`.
     pub fn client_lateness_s(&self) -> Option<f64> {
         Some(self.sent_s? - self.arrival_s)
+    }
+
+    /// When the request stopped holding the target (and a `--max-concurrency` slot): a server's
+    /// stream's end, else its finish, or for a failure the last time it recorded (a token, the first token, the send, the first
+    /// scheduling); `None` when it recorded none.
+    pub fn ended_s(&self) -> Option<f64> {
+        self.stream_end_s
+            .or(self.finish_s)
+            .or(self.token_times_s.last().copied())
+            .or(self.first_token_s)
+            .or(self.sent_s)
+            .or(self.scheduled_s)
     }
 
     /// Time per output token after the first ([`crate::latency::tpot_s`]), from the first token to

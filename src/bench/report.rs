@@ -58,6 +58,17 @@ struct Labels {
     server: &'static str,
     excluded: &'static str,
     measured_from: &'static str,
+    steady: &'static str,
+    steady_never: &'static str,
+    outstanding: &'static str,
+    delivered: &'static str,
+    asked: &'static str,
+    fits: &'static str,
+    rejected: &'static str,
+    send_lateness: &'static str,
+    beyond_plan: &'static str,
+    bound: &'static str,
+    peak_in_flight: &'static str,
     conversations: &'static str,
     completed_sessions: &'static str,
     session_duration: &'static str,
@@ -114,6 +125,17 @@ const EN: Labels = Labels {
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
     measured_from: "measured from",
+    steady: "Steady state",
+    steady_never: "never reached",
+    outstanding: "outstanding",
+    delivered: "Delivered load",
+    asked: "asked",
+    fits: "fits",
+    rejected: "rejected",
+    send_lateness: "Send lateness",
+    beyond_plan: "beyond the plan",
+    bound: "bound",
+    peak_in_flight: "peak in flight",
     conversations: "Conversations",
     completed_sessions: "complete",
     session_duration: "mean length",
@@ -173,6 +195,17 @@ const ZH: Labels = Labels {
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
     measured_from: "计量起点",
+    steady: "稳态",
+    steady_never: "未达到",
+    outstanding: "未完成请求",
+    delivered: "实际负载",
+    asked: "要求",
+    fits: "符合",
+    rejected: "拒绝",
+    send_lateness: "发送滞后",
+    beyond_plan: "超出计划",
+    bound: "界限",
+    peak_in_flight: "最多同时在途",
     conversations: "多轮会话",
     completed_sessions: "个完整",
     session_duration: "平均时长",
@@ -267,6 +300,12 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             l.mean,
             num(m.ttft_ms.mean - send.mean)
         ));
+    }
+    if let Some(d) = &m.delivered {
+        delivered_lines(d, l).into_iter().for_each(&mut line);
+    }
+    if let Some(st) = &m.steady {
+        line(steady_line(st, l));
     }
     line(format!("{}: {} {} ms", l.tpot, l.mean, num(m.tpot_ms.mean)));
     line(format!("{}: {} tokens/s", l.total_throughput, num(m.total_token_throughput)));
@@ -423,6 +462,63 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     out
 }
 
+/// The steady window ([`crate::bench::steady`]) and its figures, or why there was none.
+fn steady_line(st: &crate::bench::steady::SteadyState, l: &Labels) -> String {
+    match (&st.never, &st.summary) {
+        (None, Some(s)) => format!(
+            "{}: {}–{} s ({} {}, ~{} {}): TTFT P50 {} ms, P99 {} ms, TPOT P99 {} ms{}",
+            l.steady,
+            num(st.from_s),
+            num(st.to_s),
+            st.requests,
+            l.requests.to_lowercase(),
+            num(st.level),
+            l.outstanding,
+            num(s.ttft_ms.p50),
+            num(s.ttft_ms.p99),
+            num(s.tpot_ms.p99),
+            s.slo_attainment.map_or(String::new(), |a| format!(", {} {}", l.slo_attainment, percent(a)))
+        ),
+        (never, _) => format!("{}: {} ({})", l.steady, l.steady_never, never.as_deref().unwrap_or("-")),
+    }
+}
+
+/// What the client delivered ([`crate::bench::delivered`]): two lines.
+fn delivered_lines(d: &crate::bench::delivered::DeliveredLoad, l: &Labels) -> [String; 2] {
+    let asked = |x: Option<f64>| x.filter(|x| x.is_finite()).map_or("-".to_string(), num);
+    let fit = d.fit.as_ref().map_or(String::new(), |f| {
+        format!("; KS p {} (α {}): {}", num(f.p_value), f.alpha, if f.rejected { l.rejected } else { l.fits })
+    });
+    [
+        format!(
+            "{}: {} {} (95% {}–{}), {} {}; CV {} ({} {}){fit}",
+            l.delivered,
+            num(d.achieved_rps),
+            l.req_s,
+            num(d.achieved_rps_low),
+            num(d.achieved_rps_high),
+            l.asked,
+            asked(Some(d.requested_rps)),
+            num(d.interarrival_cv),
+            l.asked,
+            asked(d.expected_cv),
+        ),
+        format!(
+            "{}: P50 {} ms, P99 {} ms, max {} ms; {} P99 {} ms ({} {} ms); {} {}",
+            l.send_lateness,
+            num(d.lateness_ms.p50),
+            num(d.lateness_ms.p99),
+            num(d.lateness_ms.max),
+            l.beyond_plan,
+            num(d.beyond_plan_ms.p99),
+            l.bound,
+            d.bound_ms,
+            l.peak_in_flight,
+            d.peak_in_flight
+        ),
+    ]
+}
+
 const LABEL_WIDTH: usize = 16;
 const NUMBER_WIDTH: usize = 10;
 
@@ -525,6 +621,28 @@ pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
         lines.push(match lang {
             Lang::En => s.reason.clone(),
             Lang::Zh => format!("提前停止（无法维持该速率）：{}", s.reason),
+        });
+    }
+    if let Some(d) = result.metrics.delivered.as_ref().filter(|d| d.bent) {
+        lines.push(match lang {
+            Lang::En => format!(
+                "the client bent the load: p99 {:.2} ms later than due, above the {} ms bound (waits for a \
+                 max-concurrency slot are the plan and left out): the load offered was the client's, not the plan's",
+                d.beyond_plan_ms.p99, d.bound_ms
+            ),
+            Lang::Zh => format!(
+                "客户端改变了负载：P99 比应发送时间晚 {:.2} ms，超过 {} ms 的界限（等待最大并发名额属于计划，不计入）：\
+                 实际负载由客户端而非计划决定",
+                d.beyond_plan_ms.p99, d.bound_ms
+            ),
+        });
+    }
+    if let Some(f) = result.metrics.delivered.as_ref().and_then(|d| d.fit.as_ref()).filter(|f| f.rejected) {
+        lines.push(match lang {
+            Lang::En => {
+                format!("the sends do not fit the requested process: {} (p {:.2e} < α {})", f.test, f.p_value, f.alpha)
+            }
+            Lang::Zh => format!("发送时间不符合要求的到达过程：{}（p {:.2e} < α {}）", f.test, f.p_value, f.alpha),
         });
     }
     let lateness_ms: Vec<f64> =

@@ -8,6 +8,7 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::max_rate::RateSearch;
 use crate::bench::phases::Phases;
 use crate::bench::rules::{Problem, Rule};
 use crate::bench::session::SessionSpec;
@@ -63,6 +64,9 @@ pub enum Field {
     /// The dataset's name (empty: none); its rows are attached later, once a tokenizer can
     /// measure them.
     Dataset,
+    /// The share of requests that must meet every SLO: `--rate max`'s criterion, and `plan
+    /// --find-replicas`'s.
+    Attainment,
 }
 
 impl Field {
@@ -78,7 +82,7 @@ impl Field {
     };
 
     /// Every field: the page's, then the CLI's own.
-    pub const ALL: [Field; 32] = [
+    pub const ALL: [Field; 33] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -111,6 +115,7 @@ impl Field {
         Field::SaturationStop,
         Field::Slo,
         Field::Dataset,
+        Field::Attainment,
     ];
 
     /// The field a CLI flag sets, and the text it gives it: `value` for a flag that takes one,
@@ -171,6 +176,7 @@ impl Field {
             Field::SaturationStop => "saturation_stop",
             Field::Slo => "slo",
             Field::Dataset => "dataset",
+            Field::Attainment => "attainment",
         }
     }
 
@@ -207,6 +213,7 @@ impl Field {
             Field::MaxConcurrency => "--max-concurrency",
             Field::SaturationStop => "--no-saturation-stop",
             Field::Dataset => "--dataset",
+            Field::Attainment => "--attainment",
         }
     }
 
@@ -235,6 +242,7 @@ impl Field {
             Field::WarmupRequests | Field::WarmupS | Field::CooldownS => "0",
             Field::ArrivalSpan => "drawn",
             Field::PrefixGroups => "1",
+            Field::Attainment => "0.99",
             Field::SloTtft
             | Field::SloTpot
             | Field::Slo
@@ -284,9 +292,17 @@ impl LoadOptions {
 pub struct RunRequest {
     /// The first rate's workload.
     pub spec: WorkloadSpec,
-    /// Every rate: one for a run, several for a sweep.
+    /// Every rate: one for a run, several for a sweep; none for `--rate max`, whose search picks
+    /// them ([`RunRequest::search`]).
     #[serde(with = "crate::bench::workload::infinite_rate::list")]
     pub rates: Vec<f64>,
+    /// `--rate max`, the rate's other form: search the highest rate whose SLO attainment meets
+    /// `attainment` ([`crate::bench::max_rate`]); `None` for rates given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<RateSearch>,
+    /// The share of requests that must meet every SLO (`--attainment`; 0.99 by default).
+    #[serde(default = "default_attainment")]
+    pub attainment: f64,
     pub slo: Option<Slo>,
     /// As the CLI's `--slo` spells it, for the results JSON.
     pub slo_text: Option<String>,
@@ -344,6 +360,10 @@ impl RunRequest {
             phases: self.phases,
         }
     }
+}
+
+fn default_attainment() -> f64 {
+    0.99
 }
 
 /// Where the text of each field comes from: absent (`None`) or empty means the field's default.
@@ -466,9 +486,16 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
         }
     };
 
-    // Several rates (`1,2,4,inf`) make a sweep.
-    let rates = match parse_rates(&text(Field::Rate)) {
+    // Several rates (`1,2,4,inf`) make a sweep; `max` searches one.
+    let attainment = number(Field::Attainment, 0.0, 1.0);
+    let rate_text = text(Field::Rate);
+    let rate_max = rate_text == "max";
+    if !rate_max && rate_text.split(',').any(|r| r.trim() == "max") {
+        broken(Field::Rate, Rule::RateMaxAlone);
+    }
+    let rates = match parse_rates(if rate_max { Field::Rate.default_value() } else { &rate_text }) {
         Ok(rates) => Some(rates),
+        Err(_) if rate_text.split(',').any(|r| r.trim() == "max") => None,
         Err(_) => {
             let given = text(Field::Rate);
             let bad = given.split(',').map(str::trim).find(|r| parse_rates(r).is_err()).unwrap_or_default();
@@ -503,6 +530,12 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
     }
     let slo_text = (!slo_parts.is_empty()).then(|| slo_parts.join(","));
     let slo = slo_text.as_deref().and_then(|s| s.parse::<Slo>().ok());
+    if rate_max && slo_parts.is_empty() && !problems.borrow().iter().any(|p| p.field == Field::Slo) {
+        broken(Field::Slo, Rule::RateMaxNeedsSlo);
+    }
+    if rate_max && arrival.is_some_and(|a| !matches!(a, Arrival::Poisson | Arrival::Gamma | Arrival::Constant)) {
+        broken(Field::Arrival, Rule::RateMaxOpenLoop);
+    }
 
     // Conversations: empty turns means none; the think time goes with them. `dataset`: the
     // dataset's own conversations, which needs a dataset.
@@ -644,8 +677,14 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
     }
     // Everything parsed (no problem was found), so the fallbacks above were not used.
     let (Some(arrival), Some(rates)) = (arrival, rates) else { return None };
-    // Rates only matter to the open-loop arrivals; the others run once.
-    let rates = if arrival.open_loop() { rates } else { vec![spec.rate] };
+    // Rates only matter to the open-loop arrivals; the others run once. A search picks its own.
+    let rates = if rate_max {
+        Vec::new()
+    } else if arrival.open_loop() {
+        rates
+    } else {
+        vec![spec.rate]
+    };
     Some(RunRequest {
         spec,
         rates,
@@ -658,5 +697,7 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
         load: LoadOptions { weights: weights?, speculation: speculation?, prefix_cache: prefix_cache? },
         cost_per_hour: cost_per_hour?,
         phases,
+        search: rate_max.then(|| RateSearch::new(attainment.unwrap_or(0.99))),
+        attainment: attainment?,
     })
 }

@@ -140,6 +140,14 @@ pub enum Rule {
     ChunkNeedsChunking,
     /// The page loads one model: a draft model is the CLI's.
     DraftOnCli,
+    /// `--rate max` without an SLO to meet.
+    RateMaxNeedsSlo,
+    /// `--rate max` for arrivals that are not an open loop at a rate (poisson, gamma, constant).
+    RateMaxOpenLoop,
+    /// `max` among other rates.
+    RateMaxAlone,
+    /// `--rate max` asked of the page, which does not search yet.
+    RateMaxOnCli,
     /// An engine setting (scheduler, weights, speculation, prefix cache) asked of a server, whose
     /// own are its own.
     EngineSettingOnServer,
@@ -258,6 +266,12 @@ impl Rule {
             DraftOnCli => {
                 "a draft model (draft:DIR:K) is the CLI's: expected off, or ngram:K with K from 1 to 16".into()
             }
+            RateMaxNeedsSlo => "rate max: searches the highest rate meeting SLOs; give them (--slo ttft_ms=…)".into(),
+            RateMaxOpenLoop => "rate max: searches an open loop's rate (arrival poisson, gamma or constant)".into(),
+            RateMaxAlone => "rate max: a search of its own, not one of a list of rates".into(),
+            RateMaxOnCli => {
+                "rate max: the search runs in the CLI (tokenmeter bench --rate max); give a number here".into()
+            }
             Other(text) => text.clone(),
         }
     }
@@ -331,6 +345,10 @@ impl Rule {
                 "对服务器的多轮会话发送文本，每一轮都带回服务器的回复：请使用文本提示词（需要分词器，而非随机 token）".into()
             }
             DraftOnCli => "草稿模型（draft:DIR:K）仅限命令行：应为 off，或 ngram:K（K 为 1 到 16）".into(),
+            RateMaxNeedsSlo => "速率 max：搜索满足 SLO 的最高速率，需给出 SLO（--slo ttft_ms=…）".into(),
+            RateMaxOpenLoop => "速率 max：只搜索开环到达的速率（poisson、gamma 或 constant）".into(),
+            RateMaxAlone => "速率 max：单独一次搜索，不能与其他速率并列".into(),
+            RateMaxOnCli => "速率 max：搜索在命令行中运行（tokenmeter bench --rate max）；此处请填数字".into(),
             Other(text) => text.clone(),
         }
     }

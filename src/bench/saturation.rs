@@ -122,7 +122,7 @@ impl Load {
 }
 
 /// Least-squares slope of y over t; NaN when t does not vary.
-fn slope(samples: &[(f64, f64)]) -> f64 {
+pub(crate) fn slope(samples: &[(f64, f64)]) -> f64 {
     let n = samples.len() as f64;
     let (mean_t, mean_y) = samples.iter().fold((0.0, 0.0), |(a, b), &(t, y)| (a + t / n, b + y / n));
     let (mut cov, mut var) = (0.0, 0.0);

@@ -9,12 +9,14 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+use super::delivered::DeliveredLoad;
 use super::driver::Progress;
 pub use super::launch::{run_on_engine, EngineTarget};
 use super::phases::{measured, Phases};
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
 use super::server_metrics::ServerMetrics;
+use super::steady::SteadyState;
 use super::workload::{plan, PlannedRequest, WorkloadSpec};
 use super::{diagnose_in, summarize, Baseline, BenchResult, Cost, Lang, Slo};
 use crate::engine::forward::EngineLimits;
@@ -167,22 +169,9 @@ pub async fn run_into<T: Target>(
     for &rate in s.rates {
         plan(&WorkloadSpec { rate, ..s.spec.clone() })?;
     }
-    let baseline = if s.baseline {
-        let start = crate::clock::now_s();
-        let requests = warm_up(target, s.spec, cancel).await?;
-        if let Some(e) = target.fault() {
-            return Err(e);
-        }
-        listener(SessionEvent::WarmedUp { requests, seconds: crate::clock::now_s() - start });
-        baseline(target, s.spec, cancel).await?
-    } else {
-        None
-    };
+    let baseline = if s.baseline { warm_up_and_baseline(target, s.spec, listener, cancel).await? } else { None };
     if let Some(e) = target.fault() {
         return Err(e);
-    }
-    if let Some(b) = &baseline {
-        listener(SessionEvent::Baseline(b));
     }
     for &rate in s.rates {
         if cancel.get() {
@@ -210,10 +199,15 @@ pub async fn run_into<T: Target>(
             }
             None => summarize(&requests, &steps, s.slo, super::metrics::throughput_bucket_s(&requests, &steps)),
         };
+        metrics.steady = SteadyState::of(&requests, &steps, s.slo);
+        metrics.delivered = DeliveredLoad::of(&requests, &spec);
         if !target.reports_steps() {
             // A server does not say how busy it was or whether it preempted: unknown, not 0.
-            metrics.gpu_busy_fraction = f64::NAN;
-            metrics.preemptions = None;
+            let unknown = |m: &mut super::BenchmarkMetrics| (m.gpu_busy_fraction, m.preemptions) = (f64::NAN, None);
+            unknown(&mut metrics);
+            if let Some(summary) = metrics.steady.as_mut().and_then(|s| s.summary.as_mut()) {
+                unknown(summary);
+            }
         }
         metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
         metrics.server = server_metrics.as_ref().map(ServerMetrics::summary);
@@ -243,6 +237,30 @@ pub async fn run_into<T: Target>(
         }
     }
     Ok(())
+}
+
+/// What a session does before its first rate: the warm-up, then the baseline, each told to the
+/// listener; for a caller that runs its rates one session at a time (`bench --rate max`).
+pub async fn warm_up_and_baseline<T: Target>(
+    target: &mut T,
+    spec: &WorkloadSpec,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+) -> Result<Option<Baseline>> {
+    let start = crate::clock::now_s();
+    let requests = warm_up(target, spec, cancel).await?;
+    if let Some(e) = target.fault() {
+        return Err(e);
+    }
+    listener(SessionEvent::WarmedUp { requests, seconds: crate::clock::now_s() - start });
+    let measured = baseline(target, spec, cancel).await?;
+    if let Some(e) = target.fault() {
+        return Err(e);
+    }
+    if let Some(b) = &measured {
+        listener(SessionEvent::Baseline(b));
+    }
+    Ok(measured)
 }
 
 /// Requests in the warm-up before the baseline (fewer when the workload has fewer).

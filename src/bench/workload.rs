@@ -672,10 +672,10 @@ pub mod infinite_rate {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn spec(arrival: Arrival, rate: f64, num_requests: usize) -> WorkloadSpec {
+    pub(crate) fn spec(arrival: Arrival, rate: f64, num_requests: usize) -> WorkloadSpec {
         WorkloadSpec {
             arrival,
             rate,

@@ -248,6 +248,9 @@ mod dawn {
         if form.contains_key(&Field::Dataset) {
             return Err("--dataset: files are not read here (a synthetic workload only)".into());
         }
+        if request.search.is_some() {
+            return Err("--rate max: the search runs in the native CLI (tokenmeter bench --rate max)".into());
+        }
         let get = |k: &str| engine_flags.get(k).cloned();
         let (name, cfg) = synthetic("bench", get("synthetic"))?;
         bench::check_context(request.spec.prompt_range(), request.spec.output_len, cfg.max_position_embeddings)

@@ -8,9 +8,10 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::bench::max_rate::attainment_of;
 use crate::bench::session::{run_on_engine, Listener};
 use crate::bench::sweep::{slo_crossing, SloCrossing};
-use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec};
+use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec, Slo};
 use crate::engine::{CostModel, Engine};
 use crate::error::{Error, Result};
 use crate::model::Qwen3Config;
@@ -93,10 +94,55 @@ pub async fn capacity(
     ttft_slo_ms: f64,
     min_requests: usize,
 ) -> Result<Capacity> {
-    let source = "the runs on this GPU";
     if !(ttft_slo_ms.is_finite() && ttft_slo_ms > 0.0) {
         return Err(Error::Invalid(format!("TTFT SLO {ttft_slo_ms} ms: must be a positive number")));
     }
+    let p = predict(runs, cfg, None, min_requests).await?;
+    let predicted: Vec<(f64, BenchmarkMetrics)> =
+        p.rates.iter().copied().zip(p.results.into_iter().map(|r| r.metrics)).collect();
+    let refs: Vec<&BenchmarkMetrics> = predicted.iter().map(|(_, m)| m).collect();
+    let crossing = slo_crossing(&p.rates, &refs, ttft_slo_ms).expect("one result per rate");
+    Ok(Capacity {
+        cost: p.cost,
+        predicted,
+        measured: p.measured,
+        ttft_slo_ms,
+        crossing,
+        requests: p.requests,
+        measured_requests: p.measured_requests,
+    })
+}
+
+/// `bench --rate max`'s first guess on the engine: the highest rate of [`grid`] (around the
+/// runs') whose predicted share of requests within every SLO ([`attainment_of`]) meets
+/// `attainment`, or the lowest when none does; the runs as for [`capacity`].
+pub async fn predicted_max_rate(runs: &[BenchResult], cfg: &Qwen3Config, slo: &Slo, attainment: f64) -> Result<f64> {
+    let p = predict(runs, cfg, Some(slo), 0).await?;
+    let meets = |r: &BenchResult| attainment_of(&r.requests, slo).0 >= attainment;
+    let highest =
+        p.rates.iter().zip(&p.results).filter(|(_, r)| meets(r)).map(|(&rate, _)| rate).fold(f64::NAN, f64::max);
+    Ok(if highest.is_finite() { highest } else { p.rates[0] })
+}
+
+/// What the simulated engine predicts at each rate of [`grid`].
+struct Prediction {
+    cost: CostModel,
+    rates: Vec<f64>,
+    results: Vec<BenchResult>,
+    measured: Vec<(f64, BenchmarkMetrics)>,
+    requests: usize,
+    measured_requests: usize,
+}
+
+/// The cost model fitted on the runs' steps, and the first run's workload, engine sizes and
+/// scheduling replayed at each rate of [`grid`] with `slo` (see [`capacity`] for what is refused).
+async fn predict(
+    runs: &[BenchResult],
+    cfg: &Qwen3Config,
+    slo: Option<&Slo>,
+    min_requests: usize,
+) -> Result<Prediction> {
+    let source = "the runs on this GPU";
     let steps = measured_steps(runs, source)?;
     let config: &RunConfig = &runs[0].config;
     let cost = CostModel::fit(&steps, config.kernels.as_ref().and_then(|k| k.matmul_rule()), source)?;
@@ -128,7 +174,7 @@ pub async fn capacity(
     let session = SessionSpec {
         spec: &spec,
         rates: &rates,
-        slo: None,
+        slo,
         slo_text: None,
         lang: Lang::En,
         baseline: false,
@@ -141,11 +187,7 @@ pub async fn capacity(
     // The simulator reads only lengths: seeded random ids (and the workload's shared prefix).
     run_on_engine(&mut engine, None, true, describe, &session, &quiet, &Rc::new(Cell::new(false)), &mut results)
         .await?;
-    let predicted: Vec<(f64, BenchmarkMetrics)> =
-        rates.iter().copied().zip(results.into_iter().map(|r| r.metrics)).collect();
-    let refs: Vec<&BenchmarkMetrics> = predicted.iter().map(|(_, m)| m).collect();
-    let crossing = slo_crossing(&rates, &refs, ttft_slo_ms).expect("one result per rate");
-    Ok(Capacity { cost, predicted, measured, ttft_slo_ms, crossing, requests: spec.num_requests, measured_requests })
+    Ok(Prediction { cost, rates, results, measured, requests: spec.num_requests, measured_requests })
 }
 
 #[cfg(test)]

@@ -398,6 +398,8 @@ mod tests {
         timers: RefCell<Vec<(f64, Waker)>>,
         stopped: Cell<bool>,
         lasts_s: fn(u64) -> Option<f64>,
+        /// How long the client holds request `id` back before sending it (a slow client).
+        held_s: fn(u64) -> f64,
         /// (time, id, prompt) of each request sent.
         sent: RefCell<Vec<(f64, u64, Prompt)>>,
         scraped: RefCell<Vec<f64>>,
@@ -410,6 +412,7 @@ mod tests {
                 timers: RefCell::default(),
                 stopped: Cell::new(false),
                 lasts_s,
+                held_s: |_| 0.0,
                 sent: RefCell::default(),
                 scraped: RefCell::default(),
             }
@@ -461,6 +464,10 @@ mod tests {
         }
 
         async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String) {
+            let held_s = (self.held_s)(request.id);
+            if held_s > 0.0 {
+                self.until(self.now.get() + held_s, false).await;
+            }
             let sent_s = self.now.get();
             self.sent.borrow_mut().push((sent_s, request.id, request.prompt.clone()));
             let mut record = RequestRecord {
@@ -607,6 +614,26 @@ mod tests {
         let marks: Vec<_> = r.iter().map(|r| (r.session, r.turn)).collect();
         assert_eq!(marks, [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)].map(|(s, t)| (Some(s), Some(t))));
         assert_eq!(progress.last(), Some(&(4, 5)), "the unsent turn never ended");
+    }
+
+    /// The delivered load's check ([`crate::bench::delivered`]) through this runtime: a client that
+    /// sends at the plan's Poisson arrivals passes; one that holds every fourth request back 30 ms
+    /// bent the load.
+    #[test]
+    fn a_held_back_client_is_flagged_and_a_prompt_one_passes() {
+        use crate::bench::delivered::DeliveredLoad;
+        use crate::bench::workload::{plan, tests::spec, Arrival};
+        let spec = spec(Arrival::Poisson, 10.0, 200);
+        let requests: Vec<_> = plan(&spec).unwrap().iter().map(|p| request(p.id, p.arrival_s)).collect();
+        let check = |held_s: fn(u64) -> f64| {
+            let fake = Fake { held_s, ..Fake::new(|_| Some(0.05)) };
+            let (outcome, _) = run_on(&fake, &requests, &RunOptions::default(), f64::INFINITY);
+            DeliveredLoad::of(&outcome.records, &spec).unwrap()
+        };
+        let prompt = check(|_| 0.0);
+        assert!(prompt.passes() && prompt.beyond_plan_ms.max < 1e-6, "{prompt:?}");
+        let held = check(|id| if id % 4 == 0 { 0.03 } else { 0.0 });
+        assert!(held.bent && (held.beyond_plan_ms.p99 - 30.0).abs() < 1e-6, "{held:?}");
     }
 
     /// Interrupted at 1.25 s (the first watch after 1.22): 1 and 2, in flight, end cancelled

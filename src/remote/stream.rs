@@ -122,6 +122,7 @@ impl StreamRecorder {
         let chunks = self.chunk_tokens.len();
         let r = &mut self.record;
         r.output_len = counted;
+        r.stream_end_s = Some(self.last_receive_s).filter(|t| t.is_finite());
         if self.chunk_tokens.iter().any(|&n| n != 1) {
             r.chunk_tokens = self.chunk_tokens;
         }

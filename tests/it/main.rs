@@ -30,6 +30,7 @@ mod policy;
 mod prefix_cache;
 mod quality;
 mod quantised;
+mod rate;
 mod real_widths;
 mod remote;
 mod request;

@@ -15,7 +15,7 @@ use tokenmeter::engine::{Engine, EngineOptions, SamplingParams, Speculation, Ste
 use tokenmeter::model::Qwen3Config;
 use tokenmeter::planner::{self, CostModel, SimExecutor};
 
-fn cost(step_s: f64, token_s: f64, logit_row_s: f64, attended_key_s: f64) -> CostModel {
+pub(crate) fn cost(step_s: f64, token_s: f64, logit_row_s: f64, attended_key_s: f64) -> CostModel {
     CostModel {
         step_s,
         token_s,
@@ -32,7 +32,7 @@ fn cost(step_s: f64, token_s: f64, logit_row_s: f64, attended_key_s: f64) -> Cos
     }
 }
 
-fn limits(max_seqs: usize, overlap: bool) -> EngineLimits {
+pub(crate) fn limits(max_seqs: usize, overlap: bool) -> EngineLimits {
     EngineLimits {
         max_batched_tokens: 512,
         max_seqs,
@@ -46,12 +46,12 @@ fn limits(max_seqs: usize, overlap: bool) -> EngineLimits {
     }
 }
 
-fn sim(cost: CostModel, limits: EngineLimits) -> Engine<SimExecutor> {
+pub(crate) fn sim(cost: CostModel, limits: EngineLimits) -> Engine<SimExecutor> {
     let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
     Engine::new(SimExecutor::new(cfg, limits, cost, RunConfig::default()))
 }
 
-fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_len: LenRange) -> WorkloadSpec {
+pub(crate) fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_len: LenRange) -> WorkloadSpec {
     WorkloadSpec {
         arrival: Arrival::Poisson,
         rate,
@@ -366,7 +366,7 @@ fn quiet() -> Listener {
     Rc::new(|_| {})
 }
 
-async fn session_on(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> bench::BenchResult {
+pub(crate) async fn session_on(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> bench::BenchResult {
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 151_000));
     let mut target = EngineTarget::new(
         engine,

@@ -19,40 +19,47 @@ use tokenmeter::remote::{Api, BaseUrl, Endpoint, Prompt, RemoteRequest};
 
 /// How the server answers every completion.
 #[derive(Clone, Copy)]
-struct Reply {
-    tokens: usize,
-    gap_ms: u64,
+pub(crate) struct Reply {
+    pub(crate) tokens: usize,
+    pub(crate) gap_ms: u64,
     /// Requests served at once; the others wait (as a server's queue) before their headers.
-    capacity: Option<usize>,
+    pub(crate) capacity: Option<usize>,
+    /// The first request stalls this long (in its slot) before its headers.
+    pub(crate) stall_first_ms: u64,
 }
 
-struct Server {
-    url: String,
+pub(crate) struct Server {
+    pub(crate) url: String,
     in_flight: Arc<AtomicUsize>,
     most_in_flight: Arc<AtomicUsize>,
     bodies: Arc<Mutex<Vec<String>>>,
 }
 
-/// A counting semaphore for the server's capacity.
+/// The server's capacity: requests take their slots first come, first served (by ticket), so its
+/// queue is the textbook one a test can simulate.
 struct Slots {
-    free: Mutex<usize>,
+    capacity: usize,
+    /// (tickets handed out, slots freed so far).
+    tickets: Mutex<(usize, usize)>,
     freed: Condvar,
 }
 
-fn server(reply: Reply) -> Server {
+pub(crate) fn server(reply: Reply) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let in_flight = Arc::new(AtomicUsize::new(0));
     let most_in_flight = Arc::new(AtomicUsize::new(0));
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let slots = reply.capacity.map(|n| Arc::new(Slots { free: Mutex::new(n), freed: Condvar::new() }));
+    let slots =
+        reply.capacity.map(|n| Arc::new(Slots { capacity: n, tickets: Mutex::new((0, 0)), freed: Condvar::new() }));
     let (a, b, c) = (in_flight.clone(), most_in_flight.clone(), bodies.clone());
+    let served = Arc::new(AtomicUsize::new(0));
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (a, b, c, slots) = (a.clone(), b.clone(), c.clone(), slots.clone());
+            let (a, b, c, slots, served) = (a.clone(), b.clone(), c.clone(), slots.clone(), served.clone());
             thread::Builder::new()
                 .stack_size(64 << 10)
-                .spawn(move || serve(stream, reply, &a, &b, &c, slots.as_deref()))
+                .spawn(move || serve(stream, reply, &a, &b, &c, slots.as_deref(), &served))
                 .unwrap();
         }
     });
@@ -66,6 +73,7 @@ fn serve(
     most: &AtomicUsize,
     bodies: &Mutex<Vec<String>>,
     slots: Option<&Slots>,
+    served: &AtomicUsize,
 ) {
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -84,11 +92,15 @@ fn serve(
     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     most.fetch_max(now, Ordering::SeqCst);
     if let Some(s) = slots {
-        let mut free = s.free.lock().unwrap();
-        while *free == 0 {
-            free = s.freed.wait(free).unwrap();
+        let mut tickets = s.tickets.lock().unwrap();
+        let ticket = tickets.0;
+        tickets.0 += 1;
+        while ticket >= tickets.1 + s.capacity {
+            tickets = s.freed.wait(tickets).unwrap();
         }
-        *free -= 1;
+    }
+    if served.fetch_add(1, Ordering::SeqCst) == 0 && reply.stall_first_ms > 0 {
+        thread::sleep(Duration::from_millis(reply.stall_first_ms));
     }
     let mut out = String::from(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
@@ -111,13 +123,13 @@ fn serve(
     // Counted out before the client can see the end (and send the next request).
     in_flight.fetch_sub(1, Ordering::SeqCst);
     if let Some(s) = slots {
-        *s.free.lock().unwrap() += 1;
-        s.freed.notify_one();
+        s.tickets.lock().unwrap().1 += 1;
+        s.freed.notify_all();
     }
     let _ = stream.write_all(format!("{:x}\r\n{usage}\r\n0\r\n\r\n", usage.len()).as_bytes());
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tokenmeter-serving-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -125,7 +137,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// `tokenmeter bench --endpoint URL --no-baseline ARGS…`: (exit ok, stdout, stderr).
-fn bench(url: &str, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn bench(url: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
         .args(["bench", "--endpoint", url, "--no-baseline"])
         .args(args)
@@ -134,7 +146,7 @@ fn bench(url: &str, args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
-fn read_json(path: &std::path::Path) -> serde_json::Value {
+pub(crate) fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
@@ -154,7 +166,7 @@ mod alone {
 
     #[test]
     fn a_trace_is_replayed_at_its_recorded_times_at_100_per_s() {
-        let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None });
+        let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None, stall_first_ms: 0 });
         let dir = scratch("trace");
         // 300 requests at 100/s on average: gaps alternate 5 and 15 ms, from a non-zero start.
         let mut text = String::new();
@@ -222,7 +234,7 @@ pub(crate) fn word_tokenizer(dir: &std::path::Path) -> PathBuf {
 /// for text prompts (through a tokenizer) and random token ids, and records the same request.
 #[test]
 fn a_server_run_is_run_again_with_the_same_prompts() {
-    let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None });
+    let s = server(Reply { tokens: 2, gap_ms: 0, capacity: None, stall_first_ms: 0 });
     let dir = scratch("rerun");
     let tokenizer = word_tokenizer(&dir);
     let tokenizer = tokenizer.to_str().unwrap();
@@ -248,7 +260,7 @@ fn a_server_run_is_run_again_with_the_same_prompts() {
 
 #[test]
 fn sharegpt_prompts_are_sent_as_text_with_lengths_from_the_tokenizer() {
-    let s = server(Reply { tokens: 3, gap_ms: 0, capacity: None });
+    let s = server(Reply { tokens: 3, gap_ms: 0, capacity: None, stall_first_ms: 0 });
     let dir = scratch("sharegpt");
     let tokenizer = word_tokenizer(&dir);
     let data = r#"[
@@ -292,7 +304,7 @@ fn sharegpt_prompts_are_sent_as_text_with_lengths_from_the_tokenizer() {
 /// a conversation ends before a turn vLLM's filters drop ("ok" is under 4 words).
 #[test]
 fn sharegpt_whole_conversations_carry_the_servers_replies() {
-    let s = server(Reply { tokens: 3, gap_ms: 0, capacity: None });
+    let s = server(Reply { tokens: 3, gap_ms: 0, capacity: None, stall_first_ms: 0 });
     let dir = scratch("sharegpt-turns");
     let tokenizer = word_tokenizer(&dir);
     let turn = |from: &str, value: &str| format!(r#"{{"from": "{from}", "value": "{value}"}}"#);
@@ -365,7 +377,7 @@ fn malformed_datasets_are_one_line_naming_file_and_line() {
 #[test]
 fn a_rate_the_server_cannot_sustain_is_ended_early_with_the_reason() {
     // 50 requests/s at most (one at a time, 20 ms each), offered 200/s for 15 s.
-    let s = server(Reply { tokens: 2, gap_ms: 10, capacity: Some(1) });
+    let s = server(Reply { tokens: 2, gap_ms: 10, capacity: Some(1), stall_first_ms: 0 });
     let dir = scratch("saturation");
     let out = dir.join("out.json");
     let start = Instant::now();
@@ -385,7 +397,7 @@ fn a_rate_the_server_cannot_sustain_is_ended_early_with_the_reason() {
     assert_eq!(json["run_config"]["workload"]["saturation_stop"], true);
 
     // A rate it can sustain runs to its end.
-    let s = server(Reply { tokens: 2, gap_ms: 10, capacity: Some(4) });
+    let s = server(Reply { tokens: 2, gap_ms: 10, capacity: Some(4), stall_first_ms: 0 });
     let args =
         ["--rate", "50", "--arrival", "constant", "--num-requests", "350", "--input-len", "4", "--output-len", "2"];
     let (ok, stdout, stderr) = bench(&s.url, &[&args[..], &["--json", out.to_str().unwrap()]].concat());
@@ -400,7 +412,7 @@ fn a_rate_the_server_cannot_sustain_is_ended_early_with_the_reason() {
 fn max_concurrency_caps_an_open_loop() {
     let args = ["--rate", "400", "--num-requests", "40", "--input-len", "4", "--output-len", "3"];
     for cap in [None, Some(3)] {
-        let s = server(Reply { tokens: 3, gap_ms: 20, capacity: None });
+        let s = server(Reply { tokens: 3, gap_ms: 20, capacity: None, stall_first_ms: 0 });
         let dir = scratch("cap");
         let out = dir.join("out.json");
         let cap_text = cap.map(|n: usize| n.to_string());
@@ -429,7 +441,7 @@ fn max_concurrency_caps_an_open_loop() {
 
 #[test]
 fn vllm_result_file_reads_back_with_vllms_field_names() {
-    let s = server(Reply { tokens: 4, gap_ms: 3, capacity: None });
+    let s = server(Reply { tokens: 4, gap_ms: 3, capacity: None, stall_first_ms: 0 });
     let dir = scratch("vllm");
     let (json_path, csv_path) = (dir.join("vllm.json"), dir.join("requests.csv"));
     let args = ["--rate", "40", "--num-requests", "20", "--input-len", "4:9", "--output-len", "4"];
@@ -524,7 +536,7 @@ fn client_capacity() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for (rate, n, gap_ms, tokens) in cases {
-        let s = server(Reply { tokens, gap_ms, capacity: None });
+        let s = server(Reply { tokens, gap_ms, capacity: None, stall_first_ms: 0 });
         let endpoint = Endpoint {
             base_url: BaseUrl::parse(&s.url).unwrap(),
             model: "mock-model".into(),

@@ -1,12 +1,13 @@
 //! `tokenmeter bench`: a workload against the engine or a server, the report and the results.
 
 use super::model::{engine_options, load, open, ModelArgs, Opened};
-use super::{policy, remote, serving};
+use super::{max_rate, policy, remote, serving};
 use clap::Args;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tokenmeter::bench;
 use tokenmeter::bench::request::{Field, RunRequest};
 use tokenmeter::bench::rules::Problem;
 use tokenmeter::bench::session::{KernelPath, Listener, SessionEvent};
@@ -29,7 +30,8 @@ pub(crate) struct BenchArgs {
     /// poisson, gamma, constant, sequential (next request when the previous finishes), concurrency.
     #[arg(long, default_value = Field::Arrival.default_value())]
     pub(crate) arrival: String,
-    /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep.
+    /// Requests per second ("inf": all at once). Several (1,2,4,inf) run a sweep. "max" searches
+    /// the highest rate at which --attainment of the requests meet every --slo, by real runs.
     #[arg(long, default_value = Field::Rate.default_value(), allow_hyphen_values = true)]
     pub(crate) rate: String,
     /// Open loops: "drawn" (request 0 at once, the last around (N-1)/rate by chance) or
@@ -74,6 +76,10 @@ pub(crate) struct BenchArgs {
     /// Service-level objectives for goodput, e.g. ttft_ms=200,tpot_ms=50.
     #[arg(long)]
     pub(crate) slo: Option<String>,
+    /// The share of requests that must meet every --slo (0 to 1, default 0.99): what `--rate max`
+    /// searches for, and `plan --find-replicas`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) attainment: Option<String>,
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     pub(crate) lang: String,
@@ -145,6 +151,7 @@ impl BenchArgs {
             Field::Turns => self.turns.clone(),
             Field::ThinkTime => text(&self.think_time_s),
             Field::Slo => self.slo.clone(),
+            Field::Attainment => self.attainment.clone(),
             Field::CostPerHour => self.cost_per_hour.clone(),
             Field::WarmupRequests => text(&self.warmup_requests),
             Field::WarmupS => text(&self.warmup_s),
@@ -171,6 +178,15 @@ impl BenchArgs {
     pub(crate) fn request(&self) -> Result<RunRequest> {
         RunRequest::parse(&|f| self.form(f), None).map_err(problems_error)
     }
+
+    /// [`BenchArgs::request`] for a command that runs the rates given: `--rate max` is `bench`'s.
+    pub(crate) fn request_at_rates(&self, command: &str) -> Result<RunRequest> {
+        let request = self.request()?;
+        if request.search.is_some() {
+            return Err(Error::Invalid(format!("--rate max: searched by tokenmeter bench, not {command}: give rates")));
+        }
+        Ok(request)
+    }
 }
 
 /// Every problem of a run request, a line each, naming the flag.
@@ -179,7 +195,7 @@ pub(crate) fn problems_error(problems: Vec<Problem>) -> Error {
 }
 
 pub(crate) async fn main(args: BenchArgs) -> Result<()> {
-    use tokenmeter::bench::{self, RunConfig, SessionSpec, WorkloadSpec};
+    use tokenmeter::bench::{RunConfig, SessionSpec, WorkloadSpec};
     let request = args.request()?;
     let rates = request.rates.clone();
     let mut spec = request.spec.clone();
@@ -227,6 +243,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             serving::attach(&mut spec, &rates, data, &args.serving, given, measuring, None)?;
         }
         let session = session(&spec);
+        let listener =
+            if request.search.is_some() { interrupt.listener(max_rate::search_listener()) } else { listener };
         let outcome = remote::run(
             &args.remote,
             url,
@@ -236,9 +254,20 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             &listener,
             &interrupt,
             &mut results,
+            request.search,
         )
         .await;
-        return finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt);
+        return match outcome {
+            Ok(Some(found)) => max_rate::finish_search(&args, found, &results, &interrupt),
+            outcome => finish_bench(
+                &args,
+                &max_rate::rates_of(&results, &rates),
+                &results,
+                slo.as_ref(),
+                outcome.map(|_| ()),
+                &interrupt,
+            ),
+        };
     }
     let loaded = open(&args.model).await?;
     let (cfg, tokenizer) = match &loaded {
@@ -267,6 +296,20 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
         ..RunConfig::default()
     };
+    if let (Some(search), Some(slo)) = (request.search, slo.as_ref()) {
+        let listener = interrupt.listener(max_rate::search_listener());
+        let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
+        let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
+        let outcome =
+            max_rate::engine_search(&mut target, &session, search, slo, &cfg, &listener, &interrupt, &mut results)
+                .await;
+        return match outcome {
+            Ok(found) => max_rate::finish_search(&args, found, &results, &interrupt),
+            Err(e) => {
+                finish_bench(&args, &max_rate::rates_of(&results, &rates), &results, Some(slo), Err(e), &interrupt)
+            }
+        };
+    }
     let outcome = bench::session::run_on_engine(
         &mut engine,
         tokenizer,

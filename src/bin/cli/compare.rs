@@ -119,7 +119,7 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
 /// The workload of `bench`'s options, as `bench` plans it: a dataset's lengths are measured by
 /// the side's tokenizer (`loaded`'s, when it has one), as `bench` measures them.
 fn workload(args: &BenchArgs, loaded: &Opened) -> Result<WorkloadSpec> {
-    let request = args.request()?;
+    let request = args.request_at_rates("compare")?;
     let (rates, mut spec) = (request.rates, request.spec);
     if let Some(data) = args.serving.read()? {
         let (tokenizer, context) = match loaded {

@@ -5,6 +5,7 @@
 mod bench;
 mod compare;
 mod generate;
+mod max_rate;
 mod model;
 mod plan;
 mod policy;

@@ -41,10 +41,6 @@ pub(crate) struct PlanArgs {
     /// requests within every --slo: doubling from one, then bisecting; then that fleet's report.
     #[arg(long, requires = "slo")]
     pub(crate) find_replicas: bool,
-    /// With --find-replicas: the share of requests that must meet every SLO.
-    #[arg(long, default_value_t = 0.99, allow_negative_numbers = true,
-          value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1.0))]
-    pub(crate) attainment: f64,
     /// Fleets: what each request keeps of its tokens' times: every (ITL and the tokens-over-time
     /// series exact) or summary (its first token's and finish's times and its token count, so a
     /// million requests fit in memory: ITL "–", TTFT, TPOT and E2E exact). Default: every up to
@@ -129,7 +125,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     }
     let b = &args.bench;
     let lang = b.lang.parse::<bench::Lang>()?;
-    let request = b.request()?;
+    let request = b.request_at_rates("plan")?;
     for (flag, path) in [("--json", &b.json), ("--csv", &b.csv), ("--html", &b.html)] {
         if let Some(path) = path {
             super::check_writable(flag, path)?;
@@ -275,7 +271,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             );
             Ok(attained)
         };
-        let meets = |attained: f64| attained >= args.attainment;
+        let meets = |attained: f64| attained >= request.attainment;
         let mut hi = 1;
         while !meets(trial(hi).await?) {
             if interrupt.fired() {
@@ -303,7 +299,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         eprintln!(
             "fewest replicas for {} req/s with {:.1}% within the SLO: {hi} (router {})",
             rates[0],
-            args.attainment * 100.0,
+            request.attainment * 100.0,
             router.name()
         );
         fleet_session(hi, listener.clone(), &mut results).await

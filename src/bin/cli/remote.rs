@@ -2,6 +2,7 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
+use tokenmeter::bench::max_rate::{self, first_run, MaxRate, RateSearch, Searcher};
 use tokenmeter::bench::session::Listener;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
@@ -82,7 +83,8 @@ pub async fn run(
     listener: &Listener,
     interrupt: &super::Interrupt,
     results: &mut Vec<bench::BenchResult>,
-) -> Result<()> {
+    search: Option<RateSearch>,
+) -> Result<Option<MaxRate>> {
     let base_url = BaseUrl::parse(url)?;
     let api = args.api.parse::<Api>()?;
     tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
@@ -135,7 +137,20 @@ pub async fn run(
         server_metrics: server_metrics_url(args),
     };
     let mut target = RemoteTarget { client: &client, setup };
-    let outcome = bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await;
+    let outcome = match (search, session.slo) {
+        // A short rising sweep from the first run's rate (one request at a time's), then narrowing.
+        (Some(search), Some(slo)) => {
+            let mut s = Searcher::new(&mut target, session, search, slo, listener, &interrupt.cancel, results);
+            match first_run(&mut s).await {
+                Ok(()) => {
+                    let guess = s.last_rate().unwrap_or(max_rate::START_RPS);
+                    max_rate::search(s, guess, "a rising sweep from the first run's rate").await.map(Some)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        _ => bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await.map(|()| None),
+    };
     for r in results.iter() {
         warn_about_usage(&r.requests, prompts.kind() == "token ids");
     }

@@ -1,0 +1,159 @@
+//! `tokenmeter bench --rate max`: the search's edge — the engine's first guess from the planner,
+//! its progress, the table of its runs and its files. The search itself is the library's
+//! (`tokenmeter::bench::max_rate`), for the engine and servers alike.
+
+use super::bench::{BenchArgs, Interrupt};
+use std::rc::Rc;
+use tokenmeter::bench;
+use tokenmeter::bench::max_rate::{self, MaxRate, RateSearch, Searcher};
+use tokenmeter::bench::session::{Listener, SessionEvent};
+use tokenmeter::{Error, Result};
+
+/// `--rate max` on the engine: the first run sized by its steps, the planner's prediction from
+/// them as the first guess (the first run's rate when the planner cannot fit), then the search.
+#[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
+pub(crate) async fn engine_search<X: tokenmeter::bench::session::RecordedExecutor>(
+    target: &mut bench::session::EngineTarget<'_, X>,
+    session: &bench::SessionSpec<'_>,
+    search: RateSearch,
+    slo: &bench::Slo,
+    cfg: &tokenmeter::model::Qwen3Config,
+    listener: &Listener,
+    interrupt: &Interrupt,
+    results: &mut Vec<bench::BenchResult>,
+) -> Result<MaxRate> {
+    let mut s = Searcher::new(target, session, search, slo, listener, &interrupt.cancel, results);
+    max_rate::first_run(&mut s).await?;
+    let first = s.last_rate().unwrap_or(max_rate::START_RPS);
+    let predicted = tokenmeter::planner::capacity::predicted_max_rate(s.results, cfg, slo, search.attainment).await;
+    let (guess, from) = match predicted {
+        Ok(rate) => (rate, "the planner's prediction from the first run's steps".to_string()),
+        Err(e) => {
+            eprintln!("note: no prediction ({e}); rising from the first run's rate");
+            (first, "a rising sweep from the first run's rate".to_string())
+        }
+    };
+    eprintln!("first guess: {guess:.3} req/s ({from})");
+    max_rate::search(s, guess, &from).await
+}
+
+/// Each result's rate (a search's results are at the rates it picked).
+pub(crate) fn rates_of(results: &[bench::BenchResult], given: &[f64]) -> Vec<f64> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    results.iter().map(|r| r.config.workload.as_ref().map_or(f64::NAN, |w| w.rate)).collect()
+}
+
+/// The search's progress: the rate being tried and what each run gave.
+pub(crate) fn search_listener() -> Listener {
+    Rc::new(move |event| match event {
+        SessionEvent::Baseline(b) if b.error.is_none() => {
+            eprintln!(
+                "baseline (median of {} requests alone): TTFT {:.1} ms, TPOT {:.2} ms",
+                b.requests, b.ttft_ms, b.tpot_ms
+            )
+        }
+        SessionEvent::RateStarted { rate, requests } => eprint!("trying {rate:.3} req/s ({requests} requests) … "),
+        SessionEvent::RateDone { result, .. } => {
+            // Over the steady window where the run had one, as the search counts it.
+            let steady = result.metrics.steady.as_ref().and_then(|s| s.summary.as_deref());
+            let (m, over) = match steady {
+                Some(m) => (m, "steady window"),
+                None => (&result.metrics, "whole run"),
+            };
+            eprintln!(
+                "TTFT p99 {:.1} ms, TPOT p99 {:.2} ms, {:.1}% within the SLOs ({over})",
+                m.ttft_ms.p99,
+                m.tpot_ms.p99,
+                m.slo_attainment.unwrap_or(f64::NAN) * 100.0
+            )
+        }
+        _ => {}
+    })
+}
+
+/// `--rate max`'s end: the runs and the rate found, then the JSON (`max_rate` and every run's full
+/// result, `results`), the CSV of every request and the HTML report (a section per run).
+pub(crate) fn finish_search(
+    args: &BenchArgs,
+    found: MaxRate,
+    results: &[bench::BenchResult],
+    interrupt: &Interrupt,
+) -> Result<()> {
+    print!("{}", search_table(&found));
+    let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({ "max_rate": found, "results": results });
+        std::fs::write(path, serde_json::to_string_pretty(&json).expect("serialisable")).map_err(|e| io(path, e))?;
+    }
+    if let Some(path) = &args.csv {
+        let rows: Vec<_> = results.iter().flat_map(|r| r.requests.iter().cloned()).collect();
+        std::fs::write(path, bench::csv(&rows)).map_err(|e| io(path, e))?;
+    }
+    if let Some(path) = &args.html {
+        // The language was checked when the run began.
+        let lang = args.lang.parse().unwrap_or_default();
+        let runs: Vec<(String, &bench::BenchResult)> = found
+            .trials
+            .iter()
+            .filter_map(|t| {
+                Some((format!("--rate max · {:?} run at {:.3} req/s", t.stage, t.rate), results.get(t.result)?))
+            })
+            .collect();
+        std::fs::write(path, bench::html::html_report(&runs, lang)).map_err(|e| io(path, e))?;
+    }
+    if interrupt.fired() {
+        eprintln!("interrupted (Ctrl-C)");
+        return Err(Error::Cancelled);
+    }
+    Ok(())
+}
+
+/// Every run of a search and what it found.
+fn search_table(found: &MaxRate) -> String {
+    let mut out = String::from("\n========== Highest rate within the SLOs ==========\n");
+    out += &format!(
+        "SLOs {}: at least {:.1}% of requests within every one (over each run's steady window, where it had one)\n",
+        found.slo,
+        found.attainment * 100.0
+    );
+    out += &format!("first guess: {}\n", found.first_guess);
+    out += &format!("{:>10} {:>8} {:>12} {:>13} {:>7}\n", "rate", "stage", "within SLOs", "counted over", "verdict");
+    for t in &found.trials {
+        let stage = serde_json::to_value(t.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        out += &format!(
+            "{:>10.3} {stage:>8} {:>11.1}% {:>13} {:>7}\n",
+            t.rate,
+            t.attainment * 100.0,
+            if t.steady { "steady" } else { "whole run" },
+            if t.met { "met" } else { "missed" }
+        );
+    }
+    out += &match found.rate {
+        Some(rate) => format!(
+            "highest rate: {rate:.3} req/s (met at {:.3}, missed at {}: {}); {} runs of at most {}\n",
+            found.lo,
+            if found.hi.is_finite() { format!("{:.3}", found.hi) } else { "none tried".into() },
+            if found.converged {
+                format!("within {:.0}%", found.tolerance * 100.0)
+            } else {
+                "not narrowed to the tolerance: the run budget or the rate bounds ended it".into()
+            },
+            found.trials.len(),
+            found.max_runs
+        ),
+        None => format!("no rate tried met the SLOs (down to {:.3} req/s)\n", found.hi),
+    };
+    if let Some((metric, share)) = &found.limiting {
+        out += &format!(
+            "limiting at the boundary: {metric} ({:.1}% of requests within it at {:.3} req/s)\n",
+            share * 100.0,
+            found.hi
+        );
+    }
+    out
+}
