@@ -33,6 +33,7 @@ mod quantised;
 mod real_widths;
 mod remote;
 mod request;
+mod servers;
 mod serving;
 mod soak;
 mod speculate;
