@@ -187,6 +187,10 @@ pub struct Quality {
     /// divergence.
     pub per_position: Vec<Position>,
     pub first_divergences: Vec<Option<usize>>,
+    /// Between servers: the mean share of the reference's probability its returned top-k held
+    /// at the positions compared (the top-k KL sees only that much; the rest is one bucket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k_mass: Option<f64>,
     /// Between servers: the token texts the positions' top-1 numbers index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<String>,
@@ -245,6 +249,7 @@ pub fn summarize_positions(
         median_first_divergence: (!diverged.is_empty()).then(|| stats(&diverged).p50),
         per_position,
         first_divergences,
+        top_k_mass: None,
         tokens: Vec::new(),
     }
 }
@@ -346,7 +351,10 @@ impl Gate {
                 outside.push(format!("{who}: top-1 agreement {:.4} is below --min-top1 {min}", q.top1_agreement));
             }
             if let Some(max) = self.max_kl.filter(|&max| q.kl_mean.is_nan() || q.kl_mean > max) {
-                outside.push(format!("{who}: mean KL {:.6} is above --max-kl {max}", q.kl_mean));
+                // Six decimals, or an exponent where they would show 0.000000 (servers' top-k KL).
+                let kl =
+                    if q.kl_mean.abs() < 1e-3 { format!("{:.3e}", q.kl_mean) } else { format!("{:.6}", q.kl_mean) };
+                outside.push(format!("{who}: mean KL {kl} is above --max-kl {max}"));
             }
         }
         if outside.is_empty() {

@@ -77,6 +77,8 @@ fn served_pass_compares_up_to_the_first_divergence() {
     // The test's log-probability of the reference's top-1: y at 0.4 where they part.
     assert!(close(q.test_logprob_mean, (0.6f64.ln() + 0.5f64.ln() + 0.9f64.ln() + 0.6f64.ln() + 0.4f64.ln()) / 5.0));
     assert_eq!(q.tokens[q.per_position[4].test_top1 as usize], "w");
+    // The reference's top-2 held 0.9, 0.9, 0.9, 0.9 and 0.9 of its mass at the five positions.
+    assert!(close(q.top_k_mass.unwrap(), 0.9), "{:?}", q.top_k_mass);
     // Itself: top-1 1, KL 0 exactly.
     let same = compare_served(("a", "b"), std::slice::from_ref(&r), std::slice::from_ref(&r), 3, 2).unwrap();
     assert_eq!((same.top1_agreement, same.kl_max, same.identical_fraction), (1.0, 0.0, 1.0));

@@ -169,6 +169,13 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
                 format!("mean log-probability {t} gives {r}'s top-1 token (where {t} returned it)")
             };
             rows.remove(4); // no passage: a server cannot be teacher-forced
+            let mass = q.top_k_mass.map_or("-".to_string(), |m| format!("{:.2}%", 100.0 * m));
+            let meaning = if zh {
+                format!("{r} 返回的 top-{k} 平均占其概率的比例：KL 只看得到这一部分（其余并为一格）")
+            } else {
+                format!("mean share of {r}'s probability its top-{k} held: all the KL sees (the rest is one bucket)")
+            };
+            rows.insert(3, (if zh { "top-k 概率质量" } else { "top-k mass" }.to_string(), mass, meaning));
         }
         Basis::Outputs => {
             rows.drain(..5);

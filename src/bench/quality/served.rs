@@ -143,15 +143,18 @@ pub fn compare_served(
         return Ok(summarize_positions(names, Vec::new(), divergences, new_tokens, Basis::Outputs));
     };
     let (mut per_position, mut divergences, mut tokens) = (Vec::new(), Vec::new(), TokenTable::default());
+    let mut masses = Vec::new();
     for (r, t) in pairs {
         let key = |tokens: &[TokenLogprobs]| tokens.iter().map(|x| x.token.clone()).collect::<Vec<_>>();
         let diverged = first_divergence(&key(r), &key(t));
         // The context is shared up to and including the first divergence.
         let shared = diverged.map_or(r.len(), |d| d + 1).min(r.len()).min(t.len());
         per_position.extend(r[..shared].iter().zip(&t[..shared]).map(|(r, t)| served_position(r, t, &mut tokens)));
+        masses.extend(r[..shared].iter().map(|r| probabilities(&r.top).values().sum::<f64>()));
         divergences.push(diverged);
     }
     let mut q = summarize_positions(names, per_position, divergences, new_tokens, Basis::TopLogprobs { k: top_k });
     q.tokens = tokens.texts;
+    q.top_k_mass = Some(masses.iter().sum::<f64>() / masses.len() as f64);
     Ok(q)
 }
