@@ -9,14 +9,18 @@
 //! generates greedily on its own; whether the outputs are identical, and where they first part.
 //!
 //! The maths are pure functions over logit rows ([`position`], [`perplexity`], ...); [`measure`]
-//! runs them over two [`LogitSource`]s (the engine, the CPU oracle). [`computes_differently`] is
+//! runs them over two [`LogitSource`]s (the engine, the CPU oracle). Between two servers, which
+//! return top-k log-probabilities of their own greedy outputs rather than logit rows,
+//! [`compare_served`] makes the same summary from those ([`served`]). [`computes_differently`] is
 //! the one rule for when `compare` runs a pass without being asked; [`Gate`] turns bounds into a
 //! failing exit for CI.
 
 use serde::{Deserialize, Serialize};
 
 mod report;
+pub mod served;
 pub use report::{html_section, rows, text_report};
+pub use served::{compare_served, top_k_kl, Generated, TokenLogprobs};
 
 use super::prompts::{random_prompt, FIRST_SPECIAL_TOKEN};
 use super::stats::{nan_as_null, stats};
@@ -80,6 +84,24 @@ pub enum PassageKind {
     /// [`PASSAGE_IDS`] seeded token ids: the model has no tokenizer (or one larger than its
     /// vocabulary, which the engine does not use).
     TokenIds,
+    /// No passage: a pass between servers ([`served`]), which cannot be teacher-forced.
+    None,
+}
+
+/// What a pass compared: whole next-token distributions, a server's top-k, or outputs only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Basis {
+    /// Whole logit rows, teacher-forced on the reference's continuations and the passage (the
+    /// engine, the CPU oracle).
+    #[default]
+    Logits,
+    /// Servers' top-`k` log-probabilities of their own greedy outputs, at the positions up to and
+    /// including each output's first divergence ([`served`]).
+    TopLogprobs { k: usize },
+    /// Greedy outputs alone: a server returned no log-probabilities. Agreement is on the text,
+    /// and a first divergence is a character index.
+    Outputs,
 }
 
 /// The passage for a model of `vocab_size` ids and `max_len` positions: [`PASSAGE`] through
@@ -98,11 +120,15 @@ pub fn passage(tokenizer: Option<&Tokenizer>, vocab_size: usize, max_len: usize)
 
 /// One position: both top-1 tokens, KL(reference ‖ test) and the test's log-probability of the
 /// reference's top-1 (nats).
+/// Between servers the top-1 fields are indices of [`Quality::tokens`], and the log-probability
+/// is NaN (null in JSON) where the test did not return the reference's top-1 among its top-k.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Position {
     pub reference_top1: u32,
     pub test_top1: u32,
+    #[serde(with = "nan_as_null")]
     pub kl: f64,
+    #[serde(with = "nan_as_null")]
     pub test_logprob: f64,
 }
 
@@ -137,7 +163,7 @@ pub fn perplexity(logprobs: &[f64]) -> f64 {
 }
 
 /// Where two outputs first differ (a shorter one differs where it ends); `None` when equal.
-pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
+pub fn first_divergence<T: PartialEq>(a: &[T], b: &[T]) -> Option<usize> {
     let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     (common < a.len().max(b.len())).then_some(common)
 }
@@ -147,7 +173,12 @@ pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
 pub struct Quality {
     pub reference: String,
     pub test: String,
-    /// Positions compared, teacher-forced (continuations and passage).
+    /// What was compared: logit rows, a server's top-k, or outputs alone (JSON from before servers
+    /// were compared has none: logit rows).
+    #[serde(default)]
+    pub basis: Basis,
+    /// Positions compared: teacher-forced (continuations and passage), or between servers those
+    /// up to each first divergence.
     pub positions: usize,
     /// Share of positions whose top-1 tokens agree.
     pub top1_agreement: f64,
@@ -158,7 +189,8 @@ pub struct Quality {
     pub kl_p99: f64,
     #[serde(with = "nan_as_null")]
     pub kl_max: f64,
-    /// Mean log-probability the test gives the reference's top-1 token.
+    /// Mean log-probability the test gives the reference's top-1 token (between servers: over
+    /// the positions where the test returned it).
     #[serde(with = "nan_as_null")]
     pub test_logprob_mean: f64,
     pub passage: PassageKind,
@@ -178,6 +210,13 @@ pub struct Quality {
     /// divergence.
     pub per_position: Vec<Position>,
     pub first_divergences: Vec<Option<usize>>,
+    /// Between servers: the mean share of the reference's probability its returned top-k held
+    /// at the positions compared (the top-k KL sees only that much; the rest is one bucket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k_mass: Option<f64>,
+    /// Between servers: the token texts the positions' top-1 numbers index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
 }
 
 /// Summarises positions and free-running outcomes (pure).
@@ -188,30 +227,53 @@ pub fn summarize(
     first_divergences: Vec<Option<usize>>,
     inputs: &QualityInputs,
 ) -> Quality {
+    let q = summarize_positions(names, per_position, first_divergences, inputs.new_tokens, Basis::Logits);
+    Quality {
+        passage: inputs.passage_kind,
+        passage_tokens: inputs.passage.len(),
+        reference_perplexity: perplexity(passage_logprobs.0),
+        test_perplexity: perplexity(passage_logprobs.1),
+        ..q
+    }
+}
+
+/// The summary of positions and free-running outcomes without a passage (pure; [`summarize`]
+/// adds the passage's perplexities). No positions (outputs alone) leaves agreement and KL NaN.
+pub fn summarize_positions(
+    names: (&str, &str),
+    per_position: Vec<Position>,
+    first_divergences: Vec<Option<usize>>,
+    new_tokens: usize,
+    basis: Basis,
+) -> Quality {
     let kl = stats(&per_position.iter().map(|p| p.kl).collect::<Vec<_>>());
     let agree = per_position.iter().filter(|p| p.reference_top1 == p.test_top1).count();
     let n = per_position.len();
+    let logprobs: Vec<f64> = per_position.iter().map(|p| p.test_logprob).filter(|l| !l.is_nan()).collect();
     let diverged: Vec<f64> = first_divergences.iter().flatten().map(|&d| d as f64).collect();
     let requests = first_divergences.len();
     Quality {
         reference: names.0.to_string(),
         test: names.1.to_string(),
+        basis,
         positions: n,
         top1_agreement: agree as f64 / n as f64,
         kl_mean: kl.mean,
         kl_p99: kl.p99,
         kl_max: per_position.iter().map(|p| p.kl).fold(f64::NAN, f64::max),
-        test_logprob_mean: per_position.iter().map(|p| p.test_logprob).sum::<f64>() / n as f64,
-        passage: inputs.passage_kind,
-        passage_tokens: inputs.passage.len(),
-        reference_perplexity: perplexity(passage_logprobs.0),
-        test_perplexity: perplexity(passage_logprobs.1),
+        test_logprob_mean: logprobs.iter().sum::<f64>() / logprobs.len() as f64,
+        passage: PassageKind::None,
+        passage_tokens: 0,
+        reference_perplexity: f64::NAN,
+        test_perplexity: f64::NAN,
         requests,
-        new_tokens: inputs.new_tokens,
+        new_tokens,
         identical_fraction: (requests - diverged.len()) as f64 / requests as f64,
         median_first_divergence: (!diverged.is_empty()).then(|| stats(&diverged).p50),
         per_position,
         first_divergences,
+        top_k_mass: None,
+        tokens: Vec::new(),
     }
 }
 
@@ -301,11 +363,21 @@ impl Gate {
         let mut outside = Vec::new();
         for q in passes {
             let who = format!("{} against {}", q.test, q.reference);
+            if q.basis == Basis::Outputs && self.is_set() {
+                outside.push(format!(
+                    "{who}: no log-probabilities came back (greedy agreement only), so --min-top1 and --max-kl \
+                     cannot be checked"
+                ));
+                continue;
+            }
             if let Some(min) = self.min_top1.filter(|&min| q.top1_agreement.is_nan() || q.top1_agreement < min) {
                 outside.push(format!("{who}: top-1 agreement {:.4} is below --min-top1 {min}", q.top1_agreement));
             }
             if let Some(max) = self.max_kl.filter(|&max| q.kl_mean.is_nan() || q.kl_mean > max) {
-                outside.push(format!("{who}: mean KL {:.6} is above --max-kl {max}", q.kl_mean));
+                // Six decimals, or an exponent where they would show 0.000000 (servers' top-k KL).
+                let kl =
+                    if q.kl_mean.abs() < 1e-3 { format!("{:.3e}", q.kl_mean) } else { format!("{:.6}", q.kl_mean) };
+                outside.push(format!("{who}: mean KL {kl} is above --max-kl {max}"));
             }
         }
         if outside.is_empty() {

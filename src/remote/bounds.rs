@@ -12,6 +12,10 @@ pub const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 /// Bytes of a `GET /v1/models` answer (thousands of models fit).
 pub const MAX_MODELS_BODY_BYTES: usize = 4 << 20;
 
+/// Bytes of one whole answer with log-probabilities (the quality pass): about 100 bytes per
+/// alternative, so 1,024 tokens with 100 alternatives each fit.
+pub const MAX_LOGPROBS_BODY_BYTES: usize = 16 << 20;
+
 /// Redirects followed within the endpoint's origin.
 pub const MAX_REDIRECTS: usize = 5;
 

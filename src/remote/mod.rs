@@ -7,6 +7,7 @@
 //! the browser drives the same code with `fetch` and a `ReadableStream`:
 //! - [`sse`]: incremental server-sent-events parsing.
 //! - [`openai`]: base URL, API key handling, request bodies, chunks, model lists, error kinds.
+//! - [`logprobs`]: the quality pass's greedy request with top-k log-probabilities, and its answer.
 //! - [`bounds`]: what a server's answer may cost (error bodies, tokens per request, redirects).
 //! - [`conversation`]: a multi-turn conversation's later turns, made from the replies.
 //! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
@@ -25,6 +26,7 @@
 pub mod bounds;
 pub mod conversation;
 pub mod dispatch;
+pub mod logprobs;
 pub mod openai;
 pub mod sse;
 pub mod stream;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::bench::quality::Generated;
 use crate::bench::saturation::Saturation;
 use crate::bench::server_metrics::ServerMetrics;
 use crate::bench::session::Listener;
@@ -22,7 +23,8 @@ use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target,
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::dispatch::{self, Runtime};
-use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, RequestError};
+use crate::remote::logprobs::{greedy_body, parse_greedy};
+use crate::remote::openai::{http_error_text, parse_models, redact, request_body, snippet, Prompt, RequestError};
 use crate::remote::{
     report, tls, Endpoint, RemoteRequest, RemoteSetup, StreamRecorder, SCRAPE_MAX_BYTES, SCRAPE_TIMEOUT_S,
 };
@@ -168,6 +170,52 @@ impl Client {
             }
             parse_models(&body.text()).map_err(|e| failed(redact(&e.to_string(), key)))
         })
+    }
+
+    /// One greedy answer to `prompt`, whole, with the top-`top_k` log-probabilities of every
+    /// token ([`crate::remote::logprobs`]): the quality pass's request, never part of a timed run.
+    pub fn greedy(
+        &self,
+        prompt: &Prompt,
+        max_tokens: usize,
+        top_k: usize,
+        ignore_eos: bool,
+        timeout_s: f64,
+    ) -> Result<Generated> {
+        let endpoint = &self.endpoint;
+        let url = endpoint.base_url.url(endpoint.api.path());
+        let failed = |why: String| Error::Invalid(format!("POST {url} (quality pass): {why}"));
+        let key = endpoint.api_key.as_ref();
+        let body =
+            greedy_body(endpoint.api, &endpoint.model, prompt, max_tokens, ignore_eos, endpoint.thinking, top_k)?;
+        let answer = self.runtime.block_on(async {
+            let mut request = self
+                .http
+                .post(&url)
+                .timeout(duration(timeout_s))
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string());
+            if let Some(key) = key {
+                request = request.bearer_auth(key.expose());
+            }
+            let mut response = request.send().await.map_err(|e| failed(redact(&describe(&e), key)))?;
+            answered_from(&url, &response).map_err(|e| failed(e.to_string()))?;
+            let status = response.status();
+            let max = if status.is_success() { bounds::MAX_LOGPROBS_BODY_BYTES } else { bounds::MAX_ERROR_BODY_BYTES };
+            let body = read_capped(&mut response, max).await.map_err(|e| failed(redact(&describe(&e), key)))?;
+            if !status.is_success() {
+                return Err(failed(format!(
+                    "HTTP {}: {}",
+                    status.as_u16(),
+                    redact(&http_error_text(&body.text()), key)
+                )));
+            }
+            if body.is_cut() {
+                return Err(failed(format!("the answer is longer than {} MiB", max >> 20)));
+            }
+            Ok(body.text())
+        })?;
+        parse_greedy(&answer).map_err(|why| failed(format!("malformed answer: {}", redact(&why, key))))
     }
 
     /// Sends every request and returns their records, in request order. `on_progress(finished,

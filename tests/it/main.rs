@@ -34,6 +34,7 @@ mod rate;
 mod real_widths;
 mod remote;
 mod request;
+mod servers;
 mod serving;
 mod soak;
 mod speculate;

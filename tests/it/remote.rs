@@ -833,11 +833,11 @@ fn scratch(name: &str) -> PathBuf {
 // llama.cpp's llama-server with the tiny GGUF fixture.
 
 /// One real-server test at a time: they measure throughput on a small machine.
-static PEER: Mutex<()> = Mutex::new(());
+pub(crate) static PEER: Mutex<()> = Mutex::new(());
 
-struct Peer {
+pub(crate) struct Peer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Peer {
@@ -853,7 +853,12 @@ fn start_peer(server: &Path, api_key: Option<&str>) -> Peer {
 
 /// [`start_peer`] with more of llama-server's flags (`--metrics`).
 fn start_peer_with(server: &Path, api_key: Option<&str>, extra: &[&str]) -> Peer {
-    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/peer/qwen3-tiny.gguf");
+    start_peer_serving(server, "qwen3-tiny.gguf", api_key, extra)
+}
+
+/// llama-server serving `gguf` (a file in tests/fixtures/peer) as `qwen3-tiny`.
+pub(crate) fn start_peer_serving(server: &Path, gguf: &str, api_key: Option<&str>, extra: &[&str]) -> Peer {
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/peer").join(gguf);
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut command = Command::new(server);
     command

@@ -1,7 +1,7 @@
 //! The quality rows as the reports show them: text (English or Chinese), a line explaining each
 //! row, and the HTML report's section.
 
-use super::{PassageKind, Quality};
+use super::{Basis, PassageKind, Quality};
 use crate::bench::Lang;
 
 /// The quality rows of each pass, with a line saying what each row means.
@@ -23,11 +23,43 @@ pub fn text_report(passes: &[Quality], lang: Lang) -> String {
 }
 
 fn heading(q: &Quality, lang: Lang) -> String {
+    match (q.basis, lang) {
+        (Basis::Logits, _) => {}
+        (Basis::TopLogprobs { k }, Lang::En) => {
+            return format!(
+                "{} against {}: {} positions with the same context ({} requests × {} greedy tokens each, compared up \
+                 to and including their first divergence; top-{k} log-probabilities from the servers)\n",
+                q.test, q.reference, q.positions, q.requests, q.new_tokens
+            )
+        }
+        (Basis::TopLogprobs { k }, Lang::Zh) => {
+            return format!(
+                "{} 对比 {}：上下文相同的 {} 个位置（{} 个请求 × 各 {} 个贪心 token，比到首次分歧处为止并含该处；\
+                 服务器返回的 top-{k} 对数概率）\n",
+                q.test, q.reference, q.positions, q.requests, q.new_tokens
+            )
+        }
+        (Basis::Outputs, Lang::En) => {
+            return format!(
+                "{} against {}: greedy outputs only ({} requests × {} tokens): no log-probabilities came back, so no \
+                 top-1 agreement or KL\n",
+                q.test, q.reference, q.requests, q.new_tokens
+            )
+        }
+        (Basis::Outputs, Lang::Zh) => {
+            return format!(
+                "{} 对比 {}：仅比较贪心输出（{} 个请求 × {} 个 token）：服务器未返回对数概率，故无 top-1 一致率与 KL\n",
+                q.test, q.reference, q.requests, q.new_tokens
+            )
+        }
+    }
     let passage = match (q.passage, lang) {
         (PassageKind::Text, Lang::En) => "passage of English text",
         (PassageKind::TokenIds, Lang::En) => "passage of seeded token ids (no tokenizer)",
         (PassageKind::Text, Lang::Zh) => "英文段落",
         (PassageKind::TokenIds, Lang::Zh) => "种子随机 token 段落（无分词器）",
+        (PassageKind::None, Lang::En) => "passage (none)",
+        (PassageKind::None, Lang::Zh) => "段落（无）",
     };
     match lang {
         Lang::En => format!(
@@ -54,7 +86,7 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
     let diverged = q.first_divergences.iter().flatten().count();
     let divergence = q.median_first_divergence.map_or("-".to_string(), |d| format!("{d:.1}"));
     let row = |name: &str, value: String, meaning: String| (name.to_string(), value, meaning);
-    match lang {
+    let mut rows = match lang {
         Lang::En => vec![
             row(
                 "top-1 agreement",
@@ -117,7 +149,44 @@ pub fn rows(q: &Quality, lang: Lang) -> Vec<(String, String, String)> {
                 format!("输出首次与 {r} 不同的 token 序号（{diverged} 个分歧的请求）"),
             ),
         ],
+    };
+    // Rows: top-1, KL mean, KL p99/max, log p, perplexity, identical, first divergence.
+    let zh = lang == Lang::Zh;
+    match q.basis {
+        Basis::Logits => {}
+        Basis::TopLogprobs { k } => {
+            rows[1].2 = if zh {
+                format!("在返回的 top-{k} 上的 KL({r} ‖ {t})：两边都列出的 token 各一格，其余概率质量每边并为一格；不超过真实 KL（0 为相同）")
+            } else {
+                format!(
+                    "KL({r} ‖ {t}) over the returned top-{k}: a bucket per token both list, the rest of the mass one \
+                     bucket a side; at most the true KL (0: the same)"
+                )
+            };
+            rows[3].2 = if zh {
+                format!("{t} 给 {r} 的 top-1 token 的平均对数概率（在 {t} 返回了它的位置上）")
+            } else {
+                format!("mean log-probability {t} gives {r}'s top-1 token (where {t} returned it)")
+            };
+            rows.remove(4); // no passage: a server cannot be teacher-forced
+            let mass = q.top_k_mass.map_or("-".to_string(), |m| format!("{:.2}%", 100.0 * m));
+            let meaning = if zh {
+                format!("{r} 返回的 top-{k} 平均占其概率的比例：KL 只看得到这一部分（其余并为一格）")
+            } else {
+                format!("mean share of {r}'s probability its top-{k} held: all the KL sees (the rest is one bucket)")
+            };
+            rows.insert(3, (if zh { "top-k 概率质量" } else { "top-k mass" }.to_string(), mass, meaning));
+        }
+        Basis::Outputs => {
+            rows.drain(..5);
+            rows[1].2 = if zh {
+                format!("输出文本首次与 {r} 不同的字符序号（{diverged} 个分歧的请求）；服务器未返回 token")
+            } else {
+                format!("character where an output's text first differs from {r}'s (over the {diverged} that do); no tokens came back")
+            };
+        }
     }
+    rows
 }
 
 /// A KL divergence: 0 as 0 (the same computation), below 0.001 with an exponent (the oracle

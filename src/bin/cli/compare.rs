@@ -2,18 +2,20 @@
 //! or saved results files; each setting against the reference, with the statistics of
 //! `tokenmeter::bench::compare` (intervals that hold for every setting and metric together).
 
-use clap::{Args, Parser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use std::path::PathBuf;
 use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
 use tokenmeter::bench::quality::{self, Quality};
 use tokenmeter::bench::session::{EngineTarget, Listener};
-use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
+use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, Target, WorkloadSpec};
 use tokenmeter::engine::Engine;
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
 
+use super::model::ModelArgs;
+use super::policy::PolicyArgs;
 use super::quality::{passes as quality_passes, Oracle, PromptsOf, QualityArgs, Settings};
 use super::{open, serving, BenchArgs, Opened};
 use std::sync::Arc;
@@ -97,15 +99,22 @@ struct SideArgs {
 }
 
 fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
-    let side = SideArgs::try_parse_from(text.split_whitespace()).map_err(|e| {
+    let clap_error = |e: clap::Error| {
         let text = e.render().to_string();
         let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
         Error::Invalid(format!("{flag}: {}", first.join(" ").trim_start_matches("error: ")))
-    })?;
-    let args = side.bench;
+    };
+    let matches = SideArgs::command().try_get_matches_from(text.split_whitespace()).map_err(clap_error)?;
+    let args = SideArgs::from_arg_matches(&matches).map_err(clap_error)?.bench;
     let refuse = |what: &str| Err(Error::Invalid(format!("{flag}: {what}")));
-    if args.remote.endpoint.is_some() {
-        return refuse("compare runs the engine in this process; --endpoint is not supported here");
+    let engine = engine_flags_given(&matches);
+    if args.remote.endpoint.is_some() && !engine.is_empty() {
+        return refuse(&format!(
+            "{} set the engine in this process, and --endpoint makes this setting a server: a setting is one or the \
+             other (drop {})",
+            engine.join(", "),
+            if engine.len() == 1 { "it" } else { "them" }
+        ));
     }
     if args.json.is_some() || args.csv.is_some() {
         return refuse("--json and --csv go to compare itself, not inside a setting");
@@ -114,6 +123,17 @@ fn parse_side(flag: &str, text: &str) -> Result<BenchArgs> {
         return refuse("one rate per comparison (a sweep is `bench --rate 1,2,4`)");
     }
     Ok(args)
+}
+
+/// The engine's flags (the model, its loading and scheduling, `--no-verify`) that `matches` took
+/// from the setting's text, as `--name`.
+fn engine_flags_given(matches: &clap::ArgMatches) -> Vec<String> {
+    let engine = PolicyArgs::augment_args(ModelArgs::augment_args(clap::Command::new("engine")));
+    let ids = engine.get_arguments().map(|a| (a.get_id().as_str().to_string(), a.get_long().map(str::to_string)));
+    ids.chain(std::iter::once(("no_verify".to_string(), Some("no-verify".to_string()))))
+        .filter(|(id, _)| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|(id, long)| format!("--{}", long.unwrap_or(id)))
+        .collect()
 }
 
 /// The workload of `bench`'s options, as `bench` plans it: a dataset's lengths are measured by
@@ -310,6 +330,26 @@ async fn run(
         let flag = if ab { format!("--{}", name.to_lowercase()) } else { format!("--config {name}") };
         args.push(parse_side(&flag, text)?);
     }
+    let servers: Vec<&str> =
+        configs.iter().zip(&args).filter(|(_, a)| a.remote.endpoint.is_some()).map(|((n, _), _)| n.as_str()).collect();
+    if servers.len() == args.len() {
+        return super::servers::run(configs, &args, reference, repeats, quality_args, lang).await;
+    }
+    if !servers.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} {} a server (--endpoint) and the others the engine in this process: compare settings of one kind \
+             (the engine's times include no HTTP, a server's do; and their outputs compare as token ids against \
+             text)",
+            servers.join(", "),
+            if servers.len() == 1 { "is" } else { "are" }
+        )));
+    }
+    if quality_args.quality_top_k.is_some() {
+        return Err(Error::Invalid(
+            "--quality-top-k is for servers (they return a top-k); the engine's pass compares whole distributions"
+                .into(),
+        ));
+    }
     let mut specs = Vec::new();
     let mut opened = Vec::new();
     for a in &args {
@@ -317,22 +357,8 @@ async fn run(
         specs.push(workload(a, &loaded)?);
         opened.push(loaded);
     }
+    same_workload(configs, &args, &specs)?;
     let (first, spec) = (&args[0], specs[0].clone());
-    for (k, (a, s)) in args.iter().zip(&specs).enumerate().skip(1) {
-        let name = &configs[k].0;
-        if *s != spec {
-            return Err(Error::Invalid(format!(
-                "{name} and {} must run the same workload (arrivals, rate, lengths, seed): {} {spec:?}, {name} {s:?}",
-                configs[0].0, configs[0].0
-            )));
-        }
-        if a.slo != first.slo || a.respect_eos != first.respect_eos || a.random_prompts != first.random_prompts {
-            return Err(Error::Invalid(format!(
-                "{name} and {} must agree on --slo, --respect-eos and --random-prompts (they define the workload)",
-                configs[0].0
-            )));
-        }
-    }
     let slo = first.slo.as_deref().map(str::parse::<Slo>).transpose()?;
     // The oracle first: a model it cannot hold is refused before any run.
     let mut oracle = None;
@@ -344,19 +370,7 @@ async fn run(
     for (a, loaded) in args.iter().zip(opened) {
         locals.push(Local::load(a, loaded, &spec, &gpu).await?);
     }
-    let x = ExperimentSpec {
-        spec: &spec,
-        slo: slo.as_ref(),
-        slo_text: first.slo.as_deref(),
-        repeats,
-        ignore_eos: !first.respect_eos,
-        lang,
-        warmup: true,
-    };
-    let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
-    let (total, done) = (configs.len() * repeats, std::cell::Cell::new(0));
-    eprintln!("warm-up: one run per setting, not compared");
-    let progress: Listener = std::rc::Rc::new(|_| {});
+    let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang);
     // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.
     let (mut engines, sides): (Vec<Engine>, Vec<_>) =
         locals.into_iter().map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe))).unzip();
@@ -369,7 +383,71 @@ async fn run(
         .zip(sides.iter().zip(&prompts))
         .map(|(engine, (side, prompts))| EngineTarget::for_prompts(engine, prompts, side.3.clone()))
         .collect();
-    let runs = experiment::run_round_robin(&mut targets, &x, &progress, &cancel, &mut |k, i, result| {
+    let arms = timed(&mut targets, configs, &x).await?;
+    drop(targets);
+    let models: Vec<Option<String>> = sides.iter().map(|side| side.3.model.clone()).collect();
+    let names: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
+    let settings = Settings { names, models, engines: &mut engines, reference };
+    let (tokenizer, _, vocab, _) = &sides[reference];
+    let made_with =
+        PromptsOf { spec: &spec, prompts: &prompts[reference], tokenizer: tokenizer.as_ref(), vocab: *vocab };
+    let passes = quality_passes(quality_args, settings, made_with, oracle).await?;
+    Ok((arms, passes))
+}
+
+/// The settings run the same workload: the same plan (arrivals, rate, lengths, seed) and the same
+/// --slo, --respect-eos and --random-prompts.
+pub(crate) fn same_workload(configs: &[(String, &str)], args: &[BenchArgs], specs: &[WorkloadSpec]) -> Result<()> {
+    let (first, spec) = (&args[0], &specs[0]);
+    for (k, (a, s)) in args.iter().zip(specs).enumerate().skip(1) {
+        let name = &configs[k].0;
+        if s != spec {
+            return Err(Error::Invalid(format!(
+                "{name} and {} must run the same workload (arrivals, rate, lengths, seed): {} {spec:?}, {name} {s:?}",
+                configs[0].0, configs[0].0
+            )));
+        }
+        if a.slo != first.slo || a.respect_eos != first.respect_eos || a.random_prompts != first.random_prompts {
+            return Err(Error::Invalid(format!(
+                "{name} and {} must agree on --slo, --respect-eos and --random-prompts (they define the workload)",
+                configs[0].0
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The experiment the first setting's flags describe (the others agree: [`same_workload`]).
+pub(crate) fn experiment_spec<'a>(
+    first: &'a BenchArgs,
+    spec: &'a WorkloadSpec,
+    slo: Option<&'a Slo>,
+    repeats: usize,
+    lang: bench::Lang,
+) -> ExperimentSpec<'a> {
+    ExperimentSpec {
+        spec,
+        slo,
+        slo_text: first.slo.as_deref(),
+        repeats,
+        ignore_eos: !first.respect_eos,
+        lang,
+        warmup: true,
+    }
+}
+
+/// The timed runs: a warm-up run of each setting, then each in turn `x.repeats` times (a line on
+/// stderr after each run), as arms named after the settings.
+pub(crate) async fn timed<T: Target>(
+    targets: &mut [T],
+    configs: &[(String, &str)],
+    x: &ExperimentSpec<'_>,
+) -> Result<Vec<Arm>> {
+    let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
+    let (total, done) = (configs.len() * x.repeats, std::cell::Cell::new(0));
+    eprintln!("warm-up: one run per setting, not compared");
+    let progress: Listener = std::rc::Rc::new(|_| {});
+    let runs = experiment::run_round_robin(targets, x, &progress, &cancel, &mut |k, i, result| {
         done.set(done.get() + 1);
         let m = &result.metrics;
         eprintln!(
@@ -385,16 +463,7 @@ async fn run(
         );
     })
     .await?;
-    drop(targets);
-    let arms = configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect();
-    let models: Vec<Option<String>> = sides.iter().map(|side| side.3.model.clone()).collect();
-    let names: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
-    let settings = Settings { names, models, engines: &mut engines, reference };
-    let (tokenizer, _, vocab, _) = &sides[reference];
-    let made_with =
-        PromptsOf { spec: &spec, prompts: &prompts[reference], tokenizer: tokenizer.as_ref(), vocab: *vocab };
-    let passes = quality_passes(quality_args, settings, made_with, oracle).await?;
-    Ok((arms, passes))
+    Ok(configs.iter().zip(runs).map(|((name, _), runs)| Arm { name: name.clone(), runs }).collect())
 }
 
 /// Each named file's results (`bench --json`), as an arm.

@@ -12,6 +12,7 @@ mod policy;
 mod quality;
 mod remote;
 mod rerun;
+mod servers;
 mod serving;
 mod soak;
 mod spec;

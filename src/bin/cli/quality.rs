@@ -1,6 +1,7 @@
 //! `compare`'s quality flags and passes (`tokenmeter::bench::quality`): after the timed runs, each
 //! setting against the reference where they compute differently (or as asked), or every setting
-//! against the CPU oracle.
+//! against the CPU oracle; between servers, each against the reference's deployment from their
+//! greedy outputs and top-k log-probabilities.
 
 use clap::Args;
 use tokenmeter::bench::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
@@ -10,7 +11,9 @@ use tokenmeter::gpu::WeightFormat;
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::reference::CpuModel;
 use tokenmeter::model::Tokenizer;
-use tokenmeter::Result;
+use tokenmeter::remote::native::Client;
+use tokenmeter::remote::Prompt;
+use tokenmeter::{Error, Result};
 
 use super::Opened;
 
@@ -35,6 +38,11 @@ pub(crate) struct QualityArgs {
     /// free-running outputs.
     #[arg(long, default_value_t = quality::DEFAULT_NEW_TOKENS, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, 1024))]
     quality_tokens: usize,
+    /// Servers only: the log-probabilities asked for at each position, the likeliest K
+    /// (`logprobs` / `top_logprobs`; default 20, OpenAI's chat limit; its legacy completions take 5).
+    #[arg(long, value_name = "K", allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, tokenmeter::remote::logprobs::MAX_TOP_K))]
+    pub(crate) quality_top_k: Option<usize>,
     /// Gate: exit with code 3 when a setting's top-1 agreement with the reference is below this.
     #[arg(long, value_name = "SHARE", conflicts_with = "no_quality", allow_negative_numbers = true,
           value_parser = |s: &str| tokenmeter::limits::parse_number(s, 0.0, 1.0))]
@@ -144,6 +152,87 @@ pub(crate) async fn passes(
         };
         eprintln!("quality pass: {} against {} in {:.2} s", pass.test, pass.reference, start.elapsed().as_secs_f64());
         passes.push(pass);
+    }
+    Ok(passes)
+}
+
+/// Top-k asked of a server when --quality-top-k is not given.
+const SERVER_TOP_K: usize = 20;
+
+/// A server setting after its timed runs: its name, client and prompts, and its requests' timeout.
+pub(crate) struct Server<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) client: &'a Client,
+    pub(crate) prompts: &'a PromptSource<'a>,
+    pub(crate) timeout_s: f64,
+}
+
+/// The passes between servers `args` call for, against `servers[reference]`: unasked for each
+/// other deployment (another endpoint or served model; what it computes cannot be looked into),
+/// for every setting when asked. Each server answers the workload's first prompts once, one at a
+/// time, at temperature 0 ([`Client::greedy`]).
+pub(crate) fn server_passes(
+    args: &QualityArgs,
+    servers: &[Server<'_>],
+    reference: usize,
+    spec: &WorkloadSpec,
+    ignore_eos: bool,
+) -> Result<Vec<Quality>> {
+    if args.quality_oracle {
+        return Err(Error::Invalid(
+            "--quality-oracle runs the engine's model on the CPU; servers are measured against one another".into(),
+        ));
+    }
+    let deployment = |s: &Server| (s.client.endpoint().base_url.clone(), s.client.endpoint().model.clone());
+    let tested: Vec<usize> = (0..servers.len())
+        .filter(|&k| {
+            k != reference
+                && !args.no_quality
+                && (args.asked() || deployment(&servers[k]) != deployment(&servers[reference]))
+        })
+        .collect();
+    if tested.is_empty() {
+        return Ok(Vec::new());
+    }
+    let top_k = args.quality_top_k.unwrap_or(SERVER_TOP_K);
+    let planned = bench::plan(spec)?;
+    let prompts_of = |s: &Server| -> Result<Vec<Prompt>> {
+        planned.iter().take(args.quality_prompts).map(|p| s.prompts.prompt(p)).collect()
+    };
+    let answers = |s: &Server, prompts: &[Prompt]| -> Result<Vec<quality::Generated>> {
+        let start = std::time::Instant::now();
+        let out = prompts
+            .iter()
+            .map(|p| s.client.greedy(p, args.quality_tokens, top_k, ignore_eos, s.timeout_s))
+            .collect::<Result<Vec<_>>>()?;
+        eprintln!("quality pass: {} answered {} prompts in {:.2} s", s.name, out.len(), start.elapsed().as_secs_f64());
+        if out.iter().any(|g| g.tokens.is_none()) {
+            eprintln!("note: {} returned no log-probabilities: greedy agreement only", s.name);
+        }
+        Ok(out)
+    };
+    let base = &servers[reference];
+    let base_prompts = prompts_of(base)?;
+    let base_answers = answers(base, &base_prompts)?;
+    let mut passes = Vec::new();
+    for k in tested {
+        let server = &servers[k];
+        let prompts = prompts_of(server)?;
+        if prompts != base_prompts {
+            eprintln!(
+                "note: no quality pass for {}: its prompts are not {}'s (--api, --tokenizer or --random-prompts differ)",
+                server.name, base.name
+            );
+            continue;
+        }
+        let test = answers(server, &prompts)?;
+        passes.push(quality::compare_served(
+            (base.name, server.name),
+            &base_answers,
+            &test,
+            args.quality_tokens,
+            top_k,
+        )?);
     }
     Ok(passes)
 }

@@ -8,7 +8,7 @@ use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
-use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, RemoteSetup};
+use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteSetup};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -85,58 +85,11 @@ pub async fn run(
     results: &mut Vec<bench::BenchResult>,
     search: Option<RateSearch>,
 ) -> Result<Option<MaxRate>> {
-    let base_url = BaseUrl::parse(url)?;
-    let api = args.api.parse::<Api>()?;
-    tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
-    let api_key = match &args.api_key_env {
-        Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
-            Error::Invalid(format!("--api-key-env {var}: that environment variable is not set or empty"))
-        })?),
-        None => None,
-    };
-    // Chat sends text: its built-in prompts need the tokenizer, whatever --random-prompts says.
-    if api == Api::Chat && tokenizer.is_none() {
-        return Err(Error::Invalid(
-            "--api chat sends text: pass --tokenizer tokenizer.json (the served model's) to cut the built-in prompts \
-             to --input-len"
-                .into(),
-        ));
-    }
-    if args.vocab_size == Some(0) {
-        return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
-    }
-    let random_ids = random_prompts && api == Api::Completions;
-    let prompts = PromptSource::for_server(session.spec, tokenizer.as_ref(), random_ids, args.vocab_size);
-    let prompt = |p: &PlannedRequest| prompts.prompt(p);
-
-    let tls = Tls { ca_cert: args.ca_cert.clone(), insecure: args.insecure };
-    let thinking = match args.thinking.as_deref() {
-        None => None,
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some(other) => return Err(Error::Invalid(format!("--thinking {other:?}: expected on or off"))),
-    };
-    if thinking.is_some() && api != Api::Chat {
-        return Err(Error::Invalid("--thinking switches the chat template: use it with --api chat".into()));
-    }
-    let endpoint = Endpoint { base_url, model: String::new(), api, api_key, thinking };
-    let mut client = Client::with_tls(endpoint, tls)?;
+    let mut client = connect(args, url, tokenizer.is_some())?;
     client.interrupt_on(interrupt.flag.clone());
-    let model = served_model(&client, args)?;
-    client.set_model(model.clone());
-    eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
-    if client.tls().is_some_and(|tls| tls.insecure) {
-        eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
-    }
-    let setup = RemoteSetup {
-        prompt: &prompt,
-        timeout_s: args.timeout_s,
-        prompts: prompts.kind(),
-        client: "native",
-        gpus: args.gpus,
-        server_metrics: server_metrics_url(args),
-    };
-    let mut target = RemoteTarget { client: &client, setup };
+    let prompts = prompt_source(args, session.spec, tokenizer.as_ref(), random_prompts, &client);
+    let prompt = |p: &PlannedRequest| prompts.prompt(p);
+    let mut target = RemoteTarget { client: &client, setup: setup(args, &prompt, prompts.kind()) };
     let outcome = match (search, session.slo) {
         // A short rising sweep from the first run's rate (one request at a time's), then narrowing.
         (Some(search), Some(slo)) => {
@@ -155,6 +108,79 @@ pub async fn run(
         warn_about_usage(&r.requests, prompts.kind() == "token ids");
     }
     outcome
+}
+
+/// A client for the server at `url` as `args` describe it, its model named (`--served-model`, or
+/// the only one the server lists); `has_tokenizer`: `--tokenizer` was given (chat needs it).
+pub fn connect(args: &RemoteArgs, url: &str, has_tokenizer: bool) -> Result<Client> {
+    let base_url = BaseUrl::parse(url)?;
+    let api = args.api.parse::<Api>()?;
+    tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
+    let api_key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
+            Error::Invalid(format!("--api-key-env {var}: that environment variable is not set or empty"))
+        })?),
+        None => None,
+    };
+    // Chat sends text: its built-in prompts need the tokenizer, whatever --random-prompts says.
+    if api == Api::Chat && !has_tokenizer {
+        return Err(Error::Invalid(
+            "--api chat sends text: pass --tokenizer tokenizer.json (the served model's) to cut the built-in prompts \
+             to --input-len"
+                .into(),
+        ));
+    }
+    if args.vocab_size == Some(0) {
+        return Err(Error::Invalid("--vocab-size: must be at least 1".into()));
+    }
+    let tls = Tls { ca_cert: args.ca_cert.clone(), insecure: args.insecure };
+    let thinking = match args.thinking.as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some(other) => return Err(Error::Invalid(format!("--thinking {other:?}: expected on or off"))),
+    };
+    if thinking.is_some() && api != Api::Chat {
+        return Err(Error::Invalid("--thinking switches the chat template: use it with --api chat".into()));
+    }
+    let endpoint = Endpoint { base_url, model: String::new(), api, api_key, thinking };
+    let mut client = Client::with_tls(endpoint, tls)?;
+    let model = served_model(&client, args)?;
+    client.set_model(model.clone());
+    eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
+    if client.tls().is_some_and(|tls| tls.insecure) {
+        eprintln!("warning: --insecure: the server's certificate is not verified (recorded in the results)");
+    }
+    Ok(client)
+}
+
+/// What `client`'s prompts are made with: token ids for completions with `--random-prompts`,
+/// else text (through the tokenizer).
+pub fn prompt_source<'a>(
+    args: &RemoteArgs,
+    spec: &'a bench::WorkloadSpec,
+    tokenizer: Option<&'a Tokenizer>,
+    random_prompts: bool,
+    client: &Client,
+) -> PromptSource<'a> {
+    let random_ids = random_prompts && client.endpoint().api == Api::Completions;
+    PromptSource::for_server(spec, tokenizer, random_ids, args.vocab_size)
+}
+
+/// How a run sends its requests to the server: `prompt` makes each one's prompt.
+pub fn setup<'a>(
+    args: &RemoteArgs,
+    prompt: &'a dyn Fn(&PlannedRequest) -> Result<Prompt>,
+    prompts: &'static str,
+) -> RemoteSetup<'a> {
+    RemoteSetup {
+        prompt,
+        timeout_s: args.timeout_s,
+        prompts,
+        client: "native",
+        gpus: args.gpus,
+        server_metrics: server_metrics_url(args),
+    }
 }
 
 /// `--tokenizer`, read and parsed.
