@@ -5,7 +5,7 @@
 
 use clap::Args;
 use tokenmeter::bench::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
-use tokenmeter::bench::{PromptSource, WorkloadSpec};
+use tokenmeter::bench::{self, PromptSource, WorkloadSpec};
 use tokenmeter::engine::{Engine, LogitSource};
 use tokenmeter::gpu::WeightFormat;
 use tokenmeter::limits::parse_count;
