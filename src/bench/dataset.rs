@@ -7,9 +7,13 @@
 //! - **JSONL**: one `{"prompt": "…", "output_len": N}` or `{"input_len": N, "output_len": N}`
 //!   per line.
 //! - **trace** (Mooncake-style JSONL): one `{"timestamp": MS, "input_length": N,
-//!   "output_length": N}` per line (other fields, such as `hash_ids`, are ignored), timestamps in
-//!   milliseconds, not decreasing; request i is released at `(timestamp_i − timestamp_0) / 1000 /
-//!   speedup` seconds.
+//!   "output_length": N}` per line, timestamps in milliseconds, not decreasing; request i is
+//!   released at `(timestamp_i − timestamp_0) / 1000 / speedup` seconds. A row may carry
+//!   `hash_ids`: one id per block of `block_tokens` prompt tokens (512 unless told; the last block
+//!   may be short), equal ids meaning equal content. Its prompt is then built block by block, each
+//!   block's tokens a function of its id alone ([`crate::bench::prompts`]), so prompts share
+//!   exactly the blocks the trace says they share, and [`DatasetWorkload::implied_hit_tokens`]
+//!   gives what an unbounded prefix cache would reuse. Other fields are ignored.
 //!
 //! Text is measured with the tokenizer the caller passes (the model's for the engine, the
 //! `--tokenizer` file for a server); rows with lengths only get synthetic prompts of that length
@@ -75,6 +79,9 @@ pub struct DatasetRow {
     pub input_len: Option<usize>,
     pub output_len: Option<usize>,
     pub timestamp_ms: Option<f64>,
+    /// Traces: the prompt's block ids (`hash_ids`), in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_ids: Option<Vec<u64>>,
     /// ShareGPT: the conversation's later (user, answer) pairs after the first, in order: its
     /// later turns when whole conversations are asked for ([`Select::conversations`]).
     pub later: Vec<(String, String)>,
@@ -102,6 +109,9 @@ pub struct DatasetItem {
     /// Whole conversations: (the conversation's index in the selection, the turn in it). The
     /// prompt is then that turn's new user text, sent after the conversation so far.
     pub conversation: Option<(u64, u32)>,
+    /// A trace row's block ids: its prompt is these blocks' tokens, in order
+    /// ([`DatasetWorkload::block_tokens`] each, the last cut to `prompt_len`).
+    pub blocks: Option<Arc<[u64]>>,
 }
 
 /// The dataset part of a workload: what the record says about it, and (not recorded) its items.
@@ -124,6 +134,9 @@ pub struct DatasetWorkload {
     /// ShareGPT's whole conversations were taken, each turn a request ([`Select::conversations`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub whole_conversations: bool,
+    /// A trace with `hash_ids`: the tokens of one block ([`Select::block_tokens`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_tokens: Option<usize>,
     /// The requests, in the order sent; empty in a record read back from JSON.
     #[serde(skip)]
     pub items: Arc<Vec<DatasetItem>>,
@@ -224,6 +237,7 @@ fn parse_sharegpt(file: &str, text: &str) -> Result<Dataset> {
             input_len: None,
             output_len: None,
             timestamp_ms: None,
+            hash_ids: None,
             later,
         });
     }
@@ -244,6 +258,8 @@ struct TraceRow {
     timestamp: f64,
     input_length: u64,
     output_length: u64,
+    #[serde(default)]
+    hash_ids: Option<Vec<u64>>,
 }
 
 fn parse_lines(file: &str, text: &str, format: DatasetFormat) -> Result<Dataset> {
@@ -287,6 +303,7 @@ fn parse_lines(file: &str, text: &str, format: DatasetFormat) -> Result<Dataset>
                     input_len,
                     output_len: Some(length("output_len", r.output_len)?),
                     timestamp_ms: None,
+                    hash_ids: None,
                     later: Vec::new(),
                 }
             }
@@ -315,6 +332,10 @@ fn parse_lines(file: &str, text: &str, format: DatasetFormat) -> Result<Dataset>
                     input_len: Some(length("input_length", r.input_length)?),
                     output_len: Some(length("output_length", r.output_length)?),
                     timestamp_ms: Some(r.timestamp),
+                    hash_ids: match r.hash_ids {
+                        Some(ids) if ids.is_empty() => return Err(bad("hash_ids is empty".into())),
+                        ids => ids,
+                    },
                     later: Vec::new(),
                 }
             }
@@ -352,6 +373,9 @@ pub struct Select<'a> {
     pub seed: u64,
     /// Traces: the recorded gaps are divided by this.
     pub trace_speedup: f64,
+    /// Traces with `hash_ids`: the prompt tokens one id stands for (Mooncake's traces: 512,
+    /// [`DEFAULT_BLOCK_TOKENS`]). A row must have one id per block: `ceil(input_length / this)`.
+    pub block_tokens: usize,
     /// ShareGPT only: whole conversations, each turn a request, a turn's request (the
     /// conversation so far, its new text and its answer) at most this many tokens; `None`: the
     /// first turn of each, as vLLM takes.
@@ -365,6 +389,14 @@ impl Dataset {
         let file = &self.file;
         let speedup =
             limits::number("trace speedup", s.trace_speedup, limits::MIN_TRACE_SPEEDUP, limits::MAX_TRACE_SPEEDUP)?;
+        let has_blocks = self.rows.iter().any(|r| r.hash_ids.is_some());
+        if has_blocks && !(1..=limits::MAX_TOKENS).contains(&s.block_tokens) {
+            return Err(Error::Invalid(format!(
+                "trace block size {}: must be from 1 to {} tokens",
+                s.block_tokens,
+                limits::MAX_TOKENS
+            )));
+        }
         let has_text = self.rows.iter().any(|r| r.prompt.is_some());
         if has_text && s.count_tokens.is_none() {
             return Err(Error::Invalid(format!(
@@ -417,8 +449,21 @@ impl Dataset {
                     limits::MAX_SCHEDULE_S
                 )));
             }
+            let blocks = match &row.hash_ids {
+                Some(ids) if ids.len() != prompt_len.div_ceil(s.block_tokens) => {
+                    return Err(Error::Invalid(format!(
+                        "{file} {}: {} hash_ids for a prompt of {prompt_len} tokens, which is {} blocks of {} \
+                         (the trace's block size differs? set it with --trace-block-size)",
+                        self.place(row),
+                        ids.len(),
+                        prompt_len.div_ceil(s.block_tokens),
+                        s.block_tokens
+                    )))
+                }
+                ids => ids.as_deref().map(Arc::from),
+            };
             let prompt = prompt.map(Arc::from);
-            Ok(Some(DatasetItem { prompt, prompt_len, output_len, arrival_s, conversation: None }))
+            Ok(Some(DatasetItem { prompt, prompt_len, output_len, arrival_s, conversation: None, blocks }))
         };
         // Each row's requests: its first turn, or its whole conversation up to the first turn
         // the filters drop or whose request would pass the bound.
@@ -480,6 +525,7 @@ impl Dataset {
             whole_conversations: whole,
             lengths_measured_by: if has_text { s.tokenizer.to_string() } else { "none (lengths given)".into() },
             trace_speedup: (self.format == DatasetFormat::Trace).then_some(speedup),
+            block_tokens: has_blocks.then_some(s.block_tokens),
             items: Arc::new(items),
         })
     }
@@ -509,6 +555,64 @@ fn vllm_valid(prompt_len: usize, output_len: usize) -> bool {
 
 const STREAM_DATASET: u64 = 4;
 
+/// Mooncake's traces' block: 512 tokens a hash id.
+pub const DEFAULT_BLOCK_TOKENS: usize = 512;
+
+/// How an edge (the CLI's flags, the page's picker) asks for a dataset's rows as a run's requests.
+pub struct Attach<'a> {
+    /// Measures rows with text, and its name for the record.
+    pub tokenizer: Option<(&'a crate::model::Tokenizer, &'a str)>,
+    /// At most this many requests; `None`: every usable row.
+    pub num_requests: Option<usize>,
+    pub trace_speedup: f64,
+    pub block_tokens: usize,
+    /// The model's context (bounds whole conversations); `None` for a server.
+    pub context: Option<usize>,
+    /// How many rates the run asks for (a trace replays its own times: at most one).
+    pub rates: usize,
+}
+
+impl crate::bench::WorkloadSpec {
+    /// The workload with `data`'s rows as its requests: lengths measured, a trace's arrivals, the
+    /// length ranges, the request count and a dataset's conversation sizes set from the rows.
+    /// The one place the CLI and the page turn a dataset into requests.
+    pub fn attach_dataset(&mut self, data: &Dataset, a: &Attach) -> Result<()> {
+        use crate::bench::{Arrival, LenRange};
+        let count = |text: &str| -> Result<usize> {
+            let (tok, _) = a.tokenizer.ok_or_else(|| Error::Invalid("no tokenizer is loaded".into()))?;
+            Ok(tok.encode(text)?.len())
+        };
+        let selected = data.select(&Select {
+            count_tokens: a.tokenizer.is_some().then_some(&count as &CountTokens),
+            tokenizer: a.tokenizer.map_or("", |(_, name)| name),
+            num_requests: a.num_requests,
+            seed: self.seed,
+            trace_speedup: a.trace_speedup,
+            block_tokens: a.block_tokens,
+            conversations: self.dataset_conversation_bound(a.context),
+        })?;
+        if data.format == DatasetFormat::Trace {
+            if a.rates > 1 || !matches!(self.arrival, Arrival::Poisson | Arrival::Trace) {
+                return Err(Error::Invalid(
+                    "a trace replays the recorded times: a sweep of rates or another arrival shape would change \
+                     nothing (the trace speedup scales the times)"
+                        .into(),
+                ));
+            }
+            self.arrival = Arrival::Trace;
+        }
+        let ((input_min, input_max), (output_min, output_max)) = selected.length_ranges();
+        self.input_len = LenRange { min: input_min, max: input_max };
+        self.output_len = LenRange { min: output_min, max: output_max };
+        self.num_requests = selected.items.len();
+        if let Some(c) = self.conversations.as_mut().filter(|c| c.from_dataset) {
+            c.turns = selected.conversation_sizes();
+        }
+        self.dataset = Some(selected);
+        Ok(())
+    }
+}
+
 impl DatasetWorkload {
     /// Whole conversations: the fewest and most turns a conversation has (1 and 1 otherwise).
     pub fn conversation_sizes(&self) -> crate::bench::LenRange {
@@ -516,6 +620,36 @@ impl DatasetWorkload {
         let first = sizes.next().map_or(1, <[_]>::len);
         let (min, max) = sizes.fold((first, first), |(lo, hi), s| (lo.min(s.len()), hi.max(s.len())));
         crate::bench::LenRange { min, max }
+    }
+
+    /// A trace with `hash_ids`: for each request, in the order sent, the prompt tokens an
+    /// unbounded prefix cache holds when it arrives: its leading blocks, as long as their chain of
+    /// ids (this block's and every one before it) was sent by an earlier request. A prefix cache
+    /// matches a block only after the same blocks before it, so an id met after another prefix
+    /// does not count. An upper bound for any real cache at this block size: one that evicts, or
+    /// that must compute a prompt's last token itself, reuses less. `None` without block ids.
+    pub fn implied_hit_tokens(&self) -> Option<Vec<usize>> {
+        let block = self.block_tokens?;
+        let mut seen: std::collections::HashSet<&[u64]> = std::collections::HashSet::new();
+        let hits = self.items.iter().map(|item| {
+            let Some(blocks) = item.blocks.as_deref() else { return 0 };
+            let shared = (1..=blocks.len()).take_while(|&n| seen.contains(&blocks[..n])).count();
+            for n in shared + 1..=blocks.len() {
+                seen.insert(&blocks[..n]);
+            }
+            (shared * block).min(item.prompt_len)
+        });
+        Some(hits.collect())
+    }
+
+    /// [`DatasetWorkload::implied_hit_tokens`] of requests `ids` over their prompt tokens: the
+    /// prefix-cache hit rate the trace implies for them. `None` without block ids.
+    pub fn implied_hit_rate(&self, ids: impl Iterator<Item = u64>) -> Option<f64> {
+        let hits = self.implied_hit_tokens()?;
+        let (hit, prompt) = ids
+            .filter_map(|id| Some((hits.get(id as usize)?, self.items[id as usize].prompt_len)))
+            .fold((0usize, 0usize), |(h, p), (hit, len)| (h + hit, p + len));
+        (prompt > 0).then(|| hit as f64 / prompt as f64)
     }
 
     /// The smallest and largest prompt and output lengths, for the workload's ranges.
@@ -548,6 +682,7 @@ mod tests {
             num_requests: n,
             seed: 1,
             trace_speedup: 1.0,
+            block_tokens: DEFAULT_BLOCK_TOKENS,
             conversations,
         })
     }
@@ -586,6 +721,7 @@ mod tests {
             num_requests: None,
             seed: 1,
             trace_speedup: 1.0,
+            block_tokens: DEFAULT_BLOCK_TOKENS,
             conversations: None,
         });
         assert!(none.unwrap_err().to_string().contains("needs a tokenizer"));
@@ -649,6 +785,7 @@ mod tests {
             num_requests: None,
             seed: 1,
             trace_speedup: 1.0,
+            block_tokens: DEFAULT_BLOCK_TOKENS,
             conversations: Some(40),
         });
         assert!(refused.unwrap_err().to_string().contains("whole conversations come from a ShareGPT dataset"));
@@ -665,7 +802,7 @@ mod tests {
         lens.sort();
         assert_eq!(lens, vec![(false, 40, 9), (true, 3, 5)]);
 
-        let trace = "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1, 2]}\n\
+        let trace = "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [7]}\n\
                      {\"timestamp\": 1500, \"input_length\": 20, \"output_length\": 3}\n\
                      {\"timestamp\": 3000, \"input_length\": 30, \"output_length\": 4}\n";
         let d = parse("t.jsonl", trace.as_bytes(), None).unwrap();
@@ -677,6 +814,7 @@ mod tests {
                 num_requests: None,
                 seed: 1,
                 trace_speedup: 2.0,
+                block_tokens: DEFAULT_BLOCK_TOKENS,
                 conversations: None,
             })
             .unwrap();
@@ -728,11 +866,69 @@ mod tests {
                 num_requests: None,
                 seed: 0,
                 trace_speedup: speedup,
+                block_tokens: DEFAULT_BLOCK_TOKENS,
                 conversations: None,
             })
         };
         assert!(select(1.0).unwrap_err().to_string().contains("line 2: replayed at 90000 s"));
         assert!(select(2.0).is_ok());
         assert!(select(0.0).unwrap_err().to_string().contains("trace speedup"));
+    }
+
+    /// Rows of (input_length, hash_ids) one second apart, selected with blocks of `block`.
+    fn block_trace(rows: &[(usize, &[u64])], block: usize) -> Result<DatasetWorkload> {
+        let lines: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (len, ids))| {
+                format!(
+                    "{{\"timestamp\": {}, \"input_length\": {len}, \"output_length\": 2, \"hash_ids\": {ids:?}}}",
+                    i * 1000
+                )
+            })
+            .collect();
+        let d = parse("mooncake.jsonl", lines.join("\n").as_bytes(), None)?;
+        d.select(&Select {
+            count_tokens: None,
+            tokenizer: "",
+            num_requests: None,
+            seed: 0,
+            trace_speedup: 1.0,
+            block_tokens: block,
+            conversations: None,
+        })
+    }
+
+    #[test]
+    fn hash_ids_give_the_hits_an_unbounded_prefix_cache_would_have() {
+        // Blocks of 4. Row 1 shares row 0's first two blocks; row 2 repeats row 0 whole (its
+        // short last block too: 10 tokens); row 3 holds block 2 after another first block, which
+        // a prefix cache cannot reuse; row 4 shares row 3's first block only.
+        let rows: [(usize, &[u64]); 5] =
+            [(10, &[1, 2, 3]), (12, &[1, 2, 4]), (10, &[1, 2, 3]), (8, &[5, 2]), (6, &[5, 6])];
+        let w = block_trace(&rows, 4).unwrap();
+        assert_eq!(w.block_tokens, Some(4));
+        assert_eq!(w.items[1].blocks.as_deref(), Some(&[1, 2, 4][..]));
+        // By hand: 0, 2 blocks = 8, the whole 10, 0, 1 block = 4.
+        assert_eq!(w.implied_hit_tokens().unwrap(), [0, 8, 10, 0, 4]);
+        // Without hash_ids: nothing implied.
+        let plain = block_trace(&[], 4);
+        assert!(plain.is_err(), "an empty trace is refused");
+    }
+
+    #[test]
+    fn hash_ids_that_do_not_fit_the_prompt_are_refused() {
+        let too_many = block_trace(&[(8, &[1, 2, 3])], 4).unwrap_err().to_string();
+        assert!(too_many.contains("line 1: 3 hash_ids for a prompt of 8 tokens, which is 2 blocks of 4"), "{too_many}");
+        assert!(too_many.contains("--trace-block-size"), "{too_many}");
+        let too_few = block_trace(&[(9, &[1, 2])], 4).unwrap_err().to_string();
+        assert!(too_few.contains("2 hash_ids for a prompt of 9 tokens, which is 3 blocks"), "{too_few}");
+        assert!(block_trace(&[(9, &[1])], 0).unwrap_err().to_string().contains("trace block size 0"));
+        let empty =
+            parse("t", b"{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": []}", None);
+        assert!(empty.unwrap_err().to_string().contains("line 1: hash_ids is empty"));
+        // Mooncake's own block size, as the default.
+        let w = block_trace(&[(1025, &[1, 2, 3])], DEFAULT_BLOCK_TOKENS).unwrap();
+        assert_eq!(w.implied_hit_tokens().unwrap(), [0]);
     }
 }

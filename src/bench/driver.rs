@@ -1,7 +1,8 @@
 //! The benchmark driver: releases each planned request into the engine at its arrival time (wall
 //! clock, so queueing is real), steps the engine, and records every event with its timestamp.
 //! Times are seconds from the benchmark's start. For closed loops, `sequential` releases the next
-//! request when the previous finishes and `concurrency` keeps N requests in flight.
+//! request when the previous finishes and `concurrency` keeps N requests in flight; an open loop's
+//! `max_concurrency` holds a due request back while that many are in flight.
 
 use super::prompts::Prompt;
 use super::record::{RequestRecord, StepSample, TokenTimes};
@@ -94,6 +95,9 @@ pub async fn run_watched<X: Executor>(
         Arrival::Concurrency => options.spec.concurrency,
         _ => usize::MAX,
     };
+    // An open loop's `max_concurrency`: a request due while that many are in flight waits for one
+    // to finish; its clock still starts at its planned arrival, so the wait is in its TTFT.
+    let open_limit = options.spec.max_concurrency.filter(|_| options.spec.arrival.open_loop()).unwrap_or(usize::MAX);
     let (mut finished, mut in_flight) = (0usize, 0usize);
     // The engine's clock: the wall clock, or the capacity planner's virtual one.
     let t0 = engine.model.now_s();
@@ -136,7 +140,7 @@ pub async fn run_watched<X: Executor>(
                     (None, None) => Ok(None),
                 },
                 None => Ok(match p.arrival_s {
-                    Some(a) => (a <= now).then_some(a),
+                    Some(a) => (a <= now && in_flight < open_limit).then_some(a),
                     None => (in_flight < closed_limit).then_some(now),
                 }),
             };

@@ -159,6 +159,12 @@ pub struct BenchmarkMetrics {
     pub cached_prompt_tokens: Option<usize>,
     #[serde(default)]
     pub prefix_cache_prompt_tokens: Option<usize>,
+    /// A trace with `hash_ids`: the hit rate an unbounded prefix cache would have on these
+    /// requests, from the trace's block ids alone
+    /// ([`crate::bench::dataset::DatasetWorkload::implied_hit_tokens`]): what the measured rate
+    /// above is to be read against. Absent for other workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_implied_rate: Option<f64>,
     /// The offered load against what the target served, and whether the outstanding requests
     /// grew while requests arrived ([`Load`]: the diagnosis's and the sweep's saturation); absent
     /// for fewer than two requests and in results saved before it was measured.
@@ -478,6 +484,7 @@ pub fn summarize(
         prefix_cache_hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
         cached_prompt_tokens: (prompt_tokens > 0).then_some(cached_tokens),
         prefix_cache_prompt_tokens: (prompt_tokens > 0).then_some(prompt_tokens),
+        prefix_cache_implied_rate: None,
     }
 }
 

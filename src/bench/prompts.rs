@@ -6,7 +6,7 @@
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
-use crate::bench::workload::{stream, PlannedRequest, WorkloadSpec, STREAM_PREFIXES, STREAM_PROMPTS};
+use crate::bench::workload::{stream, PlannedRequest, WorkloadSpec, STREAM_BLOCKS, STREAM_PREFIXES, STREAM_PROMPTS};
 use crate::error::{Error, Result};
 use crate::model::Tokenizer;
 
@@ -156,6 +156,9 @@ impl<'a> PromptSource<'a> {
 
     /// Request `p`'s prompt for the engine: token ids.
     pub fn ids(&self, p: &PlannedRequest) -> Result<Vec<u32>> {
+        if let Some((blocks, size)) = self.blocks(p) {
+            return Ok(blocks.iter().flat_map(|&id| self.block(id, size)).take(p.prompt_len).collect());
+        }
         match (self.row(p), self.tokenizer) {
             (Some(row), Some(tok)) => tok.encode(row),
             (Some(_), None) => Err(Error::Prompt(format!("request {}: its dataset text needs a tokenizer", p.id))),
@@ -165,9 +168,25 @@ impl<'a> PromptSource<'a> {
 
     /// Request `p`'s prompt for a server: a dataset row's text as it is, built-in text (the
     /// synthetic ids decoded: the server tokenizes them again), or token ids.
+    ///
+    /// A trace row's blocks ([`crate::bench::dataset`]): as token ids (exact), or, where text is
+    /// sent, each block's ids decoded on their own and the texts joined, so equal blocks are equal
+    /// text; the server's tokenizer may then cut tokens across a block's edge, so a server's cache
+    /// can match a little less than the trace implies.
     pub fn prompt(&self, p: &PlannedRequest) -> Result<Prompt> {
         if let Some(row) = self.row(p) {
             return Ok(Prompt::Text(row.to_string()));
+        }
+        if let Some((blocks, size)) = self.blocks(p) {
+            let Some(tok) = self.text() else { return self.ids(p).map(Prompt::Ids) };
+            let mut text = String::new();
+            let mut left = p.prompt_len;
+            for &id in blocks {
+                let block = self.block(id, size.min(left));
+                left -= block.len();
+                text.push_str(&tok.decode(&block)?);
+            }
+            return Ok(Prompt::Text(text));
         }
         let ids = self.synthetic(p)?;
         match self.text() {
@@ -201,6 +220,19 @@ impl<'a> PromptSource<'a> {
             return None;
         }
         self.spec.dataset.as_ref()?.items.get(p.id as usize)?.prompt.as_deref()
+    }
+
+    /// `p`'s trace blocks and the tokens of one, when its row has `hash_ids`.
+    fn blocks(&self, p: &PlannedRequest) -> Option<(&'a [u64], usize)> {
+        let d = self.spec.dataset.as_ref()?;
+        Some((d.items.get(p.id as usize)?.blocks.as_deref()?, d.block_tokens?))
+    }
+
+    /// The tokens of block `id`: `len` seeded random ids that depend on the block's id alone.
+    fn block(&self, id: u64, len: usize) -> Vec<u32> {
+        let bound = self.vocab.min(FIRST_SPECIAL_TOKEN);
+        let mut rng = stream(self.spec.seed, STREAM_BLOCKS, id);
+        (0..len).map(|_| rng.random_range(0..bound) as u32).collect()
     }
 
     /// The tokenizer of built-in texts, when they are wanted.
@@ -324,6 +356,7 @@ mod tests {
             output_len: 1,
             arrival_s: None,
             conversation: None,
+            blocks: None,
         };
         let items = vec![item(Some("why is the sky blue"), 5), item(None, 6), item(None, 7)];
         let dataset = DatasetWorkload {
@@ -335,6 +368,7 @@ mod tests {
             lengths_measured_by: "words".into(),
             trace_speedup: None,
             whole_conversations: false,
+            block_tokens: None,
             items: Arc::new(items),
         };
         WorkloadSpec { input_len: LenRange { min: 5, max: 7 }, dataset: Some(dataset), ..spec(6) }
@@ -513,5 +547,48 @@ mod tests {
         let plain = WorkloadSpec { shared_prefix: None, ..spec.clone() };
         let own = with_shared_prefix(&plain, &planned[0], 1000, &|n| Ok(vec![3; n])).unwrap();
         assert_eq!(own, vec![3; planned[0].prompt_len]);
+    }
+
+    /// A trace's `hash_ids`: equal ids are equal tokens for the engine and for a server taking
+    /// ids, and equal text for a server taking text; different ids differ.
+    #[test]
+    fn trace_blocks_repeat_exactly_where_their_ids_repeat() {
+        use crate::bench::dataset::{parse, Attach};
+        // Blocks of 4: request 1 shares request 0's first block; request 2 is block 2 then 3.
+        let trace = "{\"timestamp\": 0, \"input_length\": 8, \"output_length\": 1, \"hash_ids\": [1, 2]}\n\
+                     {\"timestamp\": 1, \"input_length\": 6, \"output_length\": 1, \"hash_ids\": [1, 3]}\n\
+                     {\"timestamp\": 2, \"input_length\": 7, \"output_length\": 1, \"hash_ids\": [2, 3]}\n";
+        let data = parse("t.jsonl", trace.as_bytes(), None).unwrap();
+        let mut spec = WorkloadSpec { arrival: Arrival::Poisson, rate: 1.0, ..spec(6) };
+        let attach = Attach {
+            tokenizer: None,
+            num_requests: None,
+            trace_speedup: 1.0,
+            block_tokens: 4,
+            context: None,
+            rates: 1,
+        };
+        spec.attach_dataset(&data, &attach).unwrap();
+        let planned = plan(&spec).unwrap();
+        let engine = PromptSource::for_model(&spec, None, false, 1000);
+        let ids: Vec<Vec<u32>> = planned.iter().map(|p| engine.ids(p).unwrap()).collect();
+        assert_eq!(ids.iter().map(Vec::len).collect::<Vec<_>>(), [8, 6, 7], "each prompt its trace length");
+        assert_eq!(ids[0][..4], ids[1][..4], "block 1 twice");
+        assert_eq!(ids[0][4..8], ids[2][..4], "block 2, second in one and first in the other");
+        assert_eq!(ids[1][4..6], ids[2][4..6], "block 3, cut short in request 1");
+        assert_ne!(ids[0][4..6], ids[1][4..6], "blocks 2 and 3 differ");
+        let server = PromptSource::for_server(&spec, None, false, Some(1000));
+        assert_eq!(server.prompt(&planned[2]).unwrap(), Prompt::Ids(ids[2].clone()), "ids as the engine's");
+        // Text: each block decoded alone, so the shared block is the same text in both prompts.
+        let tok = word_tokenizer();
+        let chat = PromptSource::for_server(&spec, Some(&tok), false, Some(16));
+        let text = |p: &PlannedRequest| match chat.prompt(p).unwrap() {
+            Prompt::Text(text) => text,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (text(&planned[0]), text(&planned[1]));
+        let block_1 = tok.decode(&chat.ids(&planned[0]).unwrap()[..4]).unwrap();
+        assert!(!block_1.is_empty() && a.starts_with(&block_1) && b.starts_with(&block_1), "{a:?} {b:?} {block_1:?}");
+        assert_ne!(a, b);
     }
 }

@@ -78,6 +78,7 @@ struct Labels {
     reasoning_share: &'static str,
     still_thinking: &'static str,
     prefix_cache: &'static str,
+    trace_implies: &'static str,
     prompt_tokens: &'static str,
     gpu_busy: &'static str,
     duration: &'static str,
@@ -145,6 +146,7 @@ const EN: Labels = Labels {
     reasoning_share: "of the output",
     still_thinking: "ended still thinking",
     prefix_cache: "Prefix cache hit rate",
+    trace_implies: "the trace's block ids imply {} for an unbounded cache",
     prompt_tokens: "prompt tokens",
     gpu_busy: "GPU busy",
     duration: "Duration",
@@ -215,6 +217,7 @@ const ZH: Labels = Labels {
     reasoning_share: "占输出",
     still_thinking: "结束时仍在思考",
     prefix_cache: "前缀缓存命中率",
+    trace_implies: "按 trace 的块 id，无限大缓存应为 {}",
     prompt_tokens: "提示 token",
     gpu_busy: "GPU 忙碌占比",
     duration: "测试时长",
@@ -403,16 +406,20 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             num(s.accepted_per_step)
         ));
     }
-    line(match (m.prefix_cache_hit_rate, m.cached_prompt_tokens) {
-        (Some(rate), Some(cached)) => format!(
-            "{}: {} ({cached} / {} {})",
-            l.prefix_cache,
-            percent(rate),
-            m.prefix_cache_prompt_tokens.unwrap_or(0),
-            l.prompt_tokens
-        ),
-        _ => format!("{}: -", l.prefix_cache),
-    });
+    line(
+        match (m.prefix_cache_hit_rate, m.cached_prompt_tokens) {
+            (Some(rate), Some(cached)) => format!(
+                "{}: {} ({cached} / {} {})",
+                l.prefix_cache,
+                percent(rate),
+                m.prefix_cache_prompt_tokens.unwrap_or(0),
+                l.prompt_tokens
+            ),
+            _ => format!("{}: -", l.prefix_cache),
+        } + &m
+            .prefix_cache_implied_rate
+            .map_or(String::new(), |rate| format!("; {}", l.trace_implies.replace("{}", &percent(rate)))),
+    );
     line(format!("{}: {}", l.gpu_busy, percent(m.gpu_busy_fraction)));
     line(format!("{}: {} s", l.duration, num(m.duration_s)));
     if m.failed > 0 {

@@ -190,14 +190,22 @@ pub async fn run_into<T: Target>(
         requests.retain(|r| r.arrival_s.is_finite());
         // The bucket follows the run's step time, so that slow steps do not alias into zeros.
         s.phases.mark(&mut requests);
+        let implied = |records: &[RequestRecord]| {
+            spec.dataset.as_ref().and_then(|d| d.implied_hit_rate(records.iter().map(|r| r.id)))
+        };
         let mut metrics = match measured(&requests, &steps) {
             Some((kept, kept_steps, excluded)) => {
                 let bucket_s = super::metrics::throughput_bucket_s(&kept, &kept_steps);
                 let mut m = summarize(&kept, &kept_steps, s.slo, bucket_s);
                 m.excluded = Some(excluded);
+                m.prefix_cache_implied_rate = implied(&kept);
                 m
             }
-            None => summarize(&requests, &steps, s.slo, super::metrics::throughput_bucket_s(&requests, &steps)),
+            None => {
+                let mut m = summarize(&requests, &steps, s.slo, super::metrics::throughput_bucket_s(&requests, &steps));
+                m.prefix_cache_implied_rate = implied(&requests);
+                m
+            }
         };
         metrics.steady = SteadyState::of(&requests, &steps, s.slo);
         metrics.delivered = DeliveredLoad::of(&requests, &spec);

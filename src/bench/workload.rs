@@ -609,6 +609,7 @@ const STREAM_LENGTHS: u64 = 2;
 pub(crate) const STREAM_PROMPTS: u64 = 3;
 pub(crate) const STREAM_PREFIXES: u64 = 4;
 const STREAM_CONVERSATIONS: u64 = 5;
+pub(crate) const STREAM_BLOCKS: u64 = 6;
 
 /// An independent RNG per (seed, purpose, index), mixed with SplitMix64 so nearby seeds and
 /// indices give unrelated streams.
@@ -908,6 +909,7 @@ pub(crate) mod tests {
             output_len,
             arrival_s: None,
             conversation: Some(conversation),
+            blocks: None,
         };
         let items = vec![item((0, 0), 4, 5), item((0, 1), 6, 7), item((1, 0), 3, 2)];
         let dataset = DatasetWorkload {
@@ -919,6 +921,7 @@ pub(crate) mod tests {
             lengths_measured_by: "words".into(),
             trace_speedup: None,
             whole_conversations: true,
+            block_tokens: None,
             items: Arc::new(items),
         };
         let spec = WorkloadSpec {

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 pub const TAIL_FLOOR: f64 = 1e-6;
 
 /// One generated token as a server returned it: the token (its text, or its bytes where they are
-/// not UTF-8: see [`crate::remote::openai::parse_greedy`]), its log-probability and the top-k
+/// not UTF-8: the remote layer's `openai::parse_greedy`), its log-probability and the top-k
 /// alternatives at that position, likeliest first as sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TokenLogprobs {

@@ -3,8 +3,8 @@
 //! the saturation stop of a rate sweep.
 
 use clap::Args;
-use tokenmeter::bench::dataset::{self, DatasetFormat, Select};
-use tokenmeter::bench::{Arrival, LenRange, WorkloadSpec};
+use tokenmeter::bench::dataset::{self, Attach, DatasetFormat};
+use tokenmeter::bench::WorkloadSpec;
 use tokenmeter::limits::{self, parse_count, parse_number};
 use tokenmeter::model::Tokenizer;
 use tokenmeter::{Error, Result};
@@ -24,6 +24,11 @@ pub struct ServingArgs {
     #[arg(long, requires = "dataset", allow_negative_numbers = true,
           value_parser = |s: &str| parse_number(s, limits::MIN_TRACE_SPEEDUP, limits::MAX_TRACE_SPEEDUP))]
     pub trace_speedup: Option<f64>,
+    /// A trace's `hash_ids` each stand for this many prompt tokens (Mooncake's: 512). Equal ids
+    /// become equal blocks of tokens, so the prefix cache meets the sharing the trace recorded.
+    #[arg(long, requires = "dataset", allow_negative_numbers = true,
+          value_parser = |s: &str| parse_count(s, 1, limits::MAX_TOKENS))]
+    pub trace_block_size: Option<usize>,
     /// Open loops: at most N requests in flight (arrivals stay Poisson/gamma/constant/trace; a
     /// request due while N are busy waits for a slot, as vLLM's --max-concurrency).
     #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| parse_count(s, 1, limits::MAX_CONCURRENCY))]
@@ -69,14 +74,20 @@ impl ServingArgs {
                 data.format.name()
             )));
         }
+        if self.trace_block_size.is_some() && !data.rows.iter().any(|r| r.hash_ids.is_some()) {
+            return Err(Error::Invalid(format!(
+                "--trace-block-size sizes a trace's hash_ids; {} has none (drop --trace-block-size)",
+                path.display()
+            )));
+        }
         Ok(Some(data))
     }
 }
 
-/// `spec` with the dataset's requests: lengths measured by `tokenizer` (named `tokenizer_name`
-/// in the record), at most `num_requests` (all usable rows when not given), a trace's arrivals.
-/// With conversations (`--turns dataset`), a ShareGPT dataset's whole conversations, each turn's
-/// request within `context` tokens (the model's; a server's is not known: the workload limit).
+/// `spec` with the dataset's requests ([`WorkloadSpec::attach_dataset`]): lengths measured by
+/// `tokenizer` (named in the record), at most `num_requests` (all usable rows when not given), a
+/// trace's arrivals; whole conversations within `context` tokens (the model's; a server's is not
+/// known: the workload limit). Says on stderr what was taken.
 pub fn attach(
     spec: &mut WorkloadSpec,
     rates: &[f64],
@@ -86,31 +97,19 @@ pub fn attach(
     tokenizer: Option<(&Tokenizer, &str)>,
     context: Option<usize>,
 ) -> Result<()> {
-    let count = |text: &str| -> Result<usize> { Ok(tokenizer.expect("checked by select").0.encode(text)?.len()) };
-    let selected = data.select(&Select {
-        count_tokens: tokenizer.is_some().then_some(&count as &dyn Fn(&str) -> Result<usize>),
-        tokenizer: tokenizer.map_or("", |(_, name)| name),
-        num_requests,
-        seed: spec.seed,
-        trace_speedup: args.trace_speedup.unwrap_or(1.0),
-        conversations: spec.dataset_conversation_bound(context),
-    })?;
-    if data.format == DatasetFormat::Trace {
-        if rates.len() > 1 || !matches!(spec.arrival, Arrival::Poisson | Arrival::Trace) {
-            return Err(Error::Invalid(
-                "--dataset-format trace replays the recorded times: drop --rate/--arrival (--trace-speedup scales \
-                 them)"
-                    .into(),
-            ));
-        }
-        spec.arrival = Arrival::Trace;
-    }
-    let ((input_min, input_max), (output_min, output_max)) = selected.length_ranges();
-    spec.input_len = LenRange { min: input_min, max: input_max };
-    spec.output_len = LenRange { min: output_min, max: output_max };
-    spec.num_requests = selected.items.len();
-    if let Some(c) = spec.conversations.as_mut().filter(|c| c.from_dataset) {
-        c.turns = selected.conversation_sizes();
+    spec.attach_dataset(
+        data,
+        &Attach {
+            tokenizer,
+            num_requests,
+            trace_speedup: args.trace_speedup.unwrap_or(1.0),
+            block_tokens: args.trace_block_size.unwrap_or(dataset::DEFAULT_BLOCK_TOKENS),
+            context,
+            rates: rates.len(),
+        },
+    )?;
+    let selected = spec.dataset.as_ref().expect("attached");
+    if let Some(c) = spec.conversations.as_ref().filter(|c| c.from_dataset) {
         eprintln!("dataset: whole conversations of {} to {} turns", c.turns.min, c.turns.max);
     }
     eprintln!(
@@ -122,7 +121,6 @@ pub fn attach(
         selected.rows_read,
         selected.lengths_measured_by
     );
-    spec.dataset = Some(selected);
     Ok(())
 }
 
