@@ -348,3 +348,25 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         trials: std::mem::take(&mut s.trials),
     })
 }
+
+/// `--rate max` on a target that cannot be simulated (a server): the first run, then a rising
+/// sweep from its rate ([`search`]).
+pub async fn search_rising<T: Target>(
+    target: &mut T,
+    session: &SessionSpec<'_>,
+    search_for: RateSearch,
+    slo: &Slo,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    results: &mut Vec<BenchResult>,
+) -> Result<MaxRate> {
+    let mut s = Searcher::new(target, session, search_for, slo, listener, cancel, results);
+    first_run(&mut s).await?;
+    let guess = s.last_rate().unwrap_or(START_RPS);
+    search(s, guess, "a rising sweep from the first run's rate").await
+}
+
+/// Each result's rate: a search's results are at the rates it picked.
+pub fn rates_of(results: &[BenchResult]) -> Vec<f64> {
+    results.iter().map(|r| r.config.workload.as_ref().map_or(f64::NAN, |w| w.rate)).collect()
+}

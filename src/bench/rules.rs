@@ -146,8 +146,6 @@ pub enum Rule {
     RateMaxOpenLoop,
     /// `max` among other rates.
     RateMaxAlone,
-    /// `--rate max` asked of the page, which does not search yet.
-    RateMaxOnCli,
     /// An engine setting (scheduler, weights, speculation, prefix cache) asked of a server, whose
     /// own are its own.
     EngineSettingOnServer,
@@ -269,9 +267,6 @@ impl Rule {
             RateMaxNeedsSlo => "rate max: searches the highest rate meeting SLOs; give them (--slo ttft_ms=…)".into(),
             RateMaxOpenLoop => "rate max: searches an open loop's rate (arrival poisson, gamma or constant)".into(),
             RateMaxAlone => "rate max: a search of its own, not one of a list of rates".into(),
-            RateMaxOnCli => {
-                "rate max: the search runs in the CLI (tokenmeter bench --rate max); give a number here".into()
-            }
             Other(text) => text.clone(),
         }
     }
@@ -348,7 +343,6 @@ impl Rule {
             RateMaxNeedsSlo => "速率 max：搜索满足 SLO 的最高速率，需给出 SLO（--slo ttft_ms=…）".into(),
             RateMaxOpenLoop => "速率 max：只搜索开环到达的速率（poisson、gamma 或 constant）".into(),
             RateMaxAlone => "速率 max：单独一次搜索，不能与其他速率并列".into(),
-            RateMaxOnCli => "速率 max：搜索在命令行中运行（tokenmeter bench --rate max）；此处请填数字".into(),
             Other(text) => text.clone(),
         }
     }

@@ -8,8 +8,8 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::max_rate::attainment_of;
-use crate::bench::session::{run_on_engine, Listener};
+use crate::bench::max_rate::{self, attainment_of, MaxRate, RateSearch, Searcher};
+use crate::bench::session::{run_on_engine, EngineTarget, Listener, RecordedExecutor};
 use crate::bench::sweep::{slo_crossing, SloCrossing};
 use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec, Slo};
 use crate::engine::{CostModel, Engine};
@@ -122,6 +122,31 @@ pub async fn predicted_max_rate(runs: &[BenchResult], cfg: &Qwen3Config, slo: &S
     let highest =
         p.rates.iter().zip(&p.results).filter(|(_, r)| meets(r)).map(|(&rate, _)| rate).fold(f64::NAN, f64::max);
     Ok(if highest.is_finite() { highest } else { p.rates[0] })
+}
+
+/// `--rate max` on the engine: the first run sized by its steps, the planner's prediction from
+/// them ([`predicted_max_rate`]) as the first guess (the first run's rate, rising, when the
+/// planner cannot fit: the reason is in the result's `first_guess`), then the search. The CLI's
+/// and the page's.
+#[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
+pub async fn search_engine<X: RecordedExecutor>(
+    target: &mut EngineTarget<'_, X>,
+    session: &SessionSpec<'_>,
+    search: RateSearch,
+    slo: &Slo,
+    cfg: &Qwen3Config,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    results: &mut Vec<BenchResult>,
+) -> Result<MaxRate> {
+    let mut s = Searcher::new(target, session, search, slo, listener, cancel, results);
+    max_rate::first_run(&mut s).await?;
+    let first = s.last_rate().unwrap_or(max_rate::START_RPS);
+    let (guess, from) = match predicted_max_rate(s.results, cfg, slo, search.attainment).await {
+        Ok(rate) => (rate, "the planner's prediction from the first run's steps".to_string()),
+        Err(e) => (first, format!("a rising sweep from the first run's rate; no prediction: {e}")),
+    };
+    max_rate::search(s, guess, &from).await
 }
 
 /// What the simulated engine predicts at each rate of [`grid`].

@@ -968,12 +968,29 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         batch: Some(4),
         cancelled: true,
         error: Some("stopped".into()),
+        // A search whose runs all met the target: no rate missed (NaN, null in JSON).
+        search: Some(tokenmeter::bench::max_rate::MaxRate {
+            rate: Some(1.5),
+            lo: 1.5,
+            hi: f64::NAN,
+            attainment: 0.99,
+            tolerance: 0.1,
+            slo: "ttft_ms=500".into(),
+            converged: false,
+            first_guess: "1.500 req/s".into(),
+            limiting: None,
+            trials: Vec::new(),
+            max_runs: 12,
+        }),
     };
     let json = encode(&FromEngine::Run(RunUpdate::Ended(Box::new(ended))));
     let FromEngine::Run(RunUpdate::Ended(back)) = decode::<FromEngine>(&json).unwrap() else { panic!("not an end") };
-    let tokenmeter::web::protocol::Ended::Run { results, spec: back_spec, batch, cancelled, error, .. } = *back else {
+    let tokenmeter::web::protocol::Ended::Run { results, spec: back_spec, batch, cancelled, error, search, .. } = *back
+    else {
         panic!("not a run's end")
     };
+    let search = search.expect("the search crossed");
+    assert!(search.hi.is_nan() && search.rate == Some(1.5), "{search:?}");
     assert_eq!(results.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [1.5, f64::INFINITY]);
     assert_eq!((back_spec, batch, cancelled, error.as_deref()), (spec, Some(4), true, Some("stopped")));
 
@@ -996,6 +1013,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         input_len: None,
         output_len: None,
         timestamp_ms: None,
+        hash_ids: None,
         later: vec![("and".into(), "then".into())],
     };
     let data = Dataset {

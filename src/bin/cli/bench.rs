@@ -261,7 +261,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             Ok(Some(found)) => max_rate::finish_search(&args, found, &results, &interrupt),
             outcome => finish_bench(
                 &args,
-                &max_rate::rates_of(&results, &rates),
+                &bench::max_rate::rates_of(&results),
                 &results,
                 slo.as_ref(),
                 outcome.map(|_| ()),
@@ -300,13 +300,21 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         let listener = interrupt.listener(max_rate::search_listener());
         let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
         let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
-        let outcome =
-            max_rate::engine_search(&mut target, &session, search, slo, &cfg, &listener, &interrupt, &mut results)
-                .await;
+        let outcome = tokenmeter::planner::capacity::search_engine(
+            &mut target,
+            &session,
+            search,
+            slo,
+            &cfg,
+            &listener,
+            &interrupt.cancel,
+            &mut results,
+        )
+        .await;
         return match outcome {
             Ok(found) => max_rate::finish_search(&args, found, &results, &interrupt),
             Err(e) => {
-                finish_bench(&args, &max_rate::rates_of(&results, &rates), &results, Some(slo), Err(e), &interrupt)
+                finish_bench(&args, &bench::max_rate::rates_of(&results), &results, Some(slo), Err(e), &interrupt)
             }
         };
     }

@@ -1,49 +1,14 @@
-//! `tokenmeter bench --rate max`: the search's edge — the engine's first guess from the planner,
-//! its progress, the table of its runs and its files. The search itself is the library's
-//! (`tokenmeter::bench::max_rate`), for the engine and servers alike.
+//! `tokenmeter bench --rate max`: the search's edge — its progress, the table of its runs and its
+//! files. The search itself is the library's (`tokenmeter::bench::max_rate` for servers,
+//! `tokenmeter::planner::capacity::search_engine` for the engine, whose first guess is the
+//! planner's), as on the page.
 
 use super::bench::{BenchArgs, Interrupt};
 use std::rc::Rc;
 use tokenmeter::bench;
-use tokenmeter::bench::max_rate::{self, MaxRate, RateSearch, Searcher};
+use tokenmeter::bench::max_rate::MaxRate;
 use tokenmeter::bench::session::{Listener, SessionEvent};
 use tokenmeter::{Error, Result};
-
-/// `--rate max` on the engine: the first run sized by its steps, the planner's prediction from
-/// them as the first guess (the first run's rate when the planner cannot fit), then the search.
-#[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
-pub(crate) async fn engine_search<X: tokenmeter::bench::session::RecordedExecutor>(
-    target: &mut bench::session::EngineTarget<'_, X>,
-    session: &bench::SessionSpec<'_>,
-    search: RateSearch,
-    slo: &bench::Slo,
-    cfg: &tokenmeter::model::Qwen3Config,
-    listener: &Listener,
-    interrupt: &Interrupt,
-    results: &mut Vec<bench::BenchResult>,
-) -> Result<MaxRate> {
-    let mut s = Searcher::new(target, session, search, slo, listener, &interrupt.cancel, results);
-    max_rate::first_run(&mut s).await?;
-    let first = s.last_rate().unwrap_or(max_rate::START_RPS);
-    let predicted = tokenmeter::planner::capacity::predicted_max_rate(s.results, cfg, slo, search.attainment).await;
-    let (guess, from) = match predicted {
-        Ok(rate) => (rate, "the planner's prediction from the first run's steps".to_string()),
-        Err(e) => {
-            eprintln!("note: no prediction ({e}); rising from the first run's rate");
-            (first, "a rising sweep from the first run's rate".to_string())
-        }
-    };
-    eprintln!("first guess: {guess:.3} req/s ({from})");
-    max_rate::search(s, guess, &from).await
-}
-
-/// Each result's rate (a search's results are at the rates it picked).
-pub(crate) fn rates_of(results: &[bench::BenchResult], given: &[f64]) -> Vec<f64> {
-    if !given.is_empty() {
-        return given.to_vec();
-    }
-    results.iter().map(|r| r.config.workload.as_ref().map_or(f64::NAN, |w| w.rate)).collect()
-}
 
 /// The search's progress: the rate being tried and what each run gave.
 pub(crate) fn search_listener() -> Listener {

@@ -2,7 +2,7 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
-use tokenmeter::bench::max_rate::{self, first_run, MaxRate, RateSearch, Searcher};
+use tokenmeter::bench::max_rate::{self, MaxRate, RateSearch};
 use tokenmeter::bench::session::Listener;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
@@ -91,16 +91,11 @@ pub async fn run(
     let prompt = |p: &PlannedRequest| prompts.prompt(p);
     let mut target = RemoteTarget { client: &client, setup: setup(args, &prompt, prompts.kind()) };
     let outcome = match (search, session.slo) {
-        // A short rising sweep from the first run's rate (one request at a time's), then narrowing.
+        // A short rising sweep from the first run's rate, then narrowing.
         (Some(search), Some(slo)) => {
-            let mut s = Searcher::new(&mut target, session, search, slo, listener, &interrupt.cancel, results);
-            match first_run(&mut s).await {
-                Ok(()) => {
-                    let guess = s.last_rate().unwrap_or(max_rate::START_RPS);
-                    max_rate::search(s, guess, "a rising sweep from the first run's rate").await.map(Some)
-                }
-                Err(e) => Err(e),
-            }
+            max_rate::search_rising(&mut target, session, search, slo, listener, &interrupt.cancel, results)
+                .await
+                .map(Some)
         }
         _ => bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await.map(|()| None),
     };

@@ -13,6 +13,7 @@ use super::plan::PlanPanel;
 use super::playground::Playground;
 use super::results::Report;
 use super::run::{self, RunPanel};
+use super::search::SearchPanel;
 use super::settings::SettingsPanel;
 use super::state::{AppState, Phase};
 use super::sweep::SweepPanel;
@@ -114,6 +115,7 @@ pub fn App() -> impl IntoView {
                     <LiveCharts data=state.charts.into() />
                 </section>
                 <SweepPanel sweep=state.sweep />
+                <SearchPanel search=state.search />
                 <Report shown=state.shown />
                 <PlanPanel state=state />
                 <ExperimentPanel state=state x=experiment checked=checked />

@@ -13,6 +13,7 @@
 //!   kept in memory only, API style; the HTTP/1.1 connection warning).
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
 //!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
+//! - [`search`]: the search for the highest rate within the SLOs (rate `max`);
 //! - [`sweep`]: a rate sweep's table and chart; [`pareto`]: speed per user against throughput
 //!   per GPU, in the sweep and history cards.
 //! - [`plan`]: the Plan card: what this GPU sustains within a TTFT SLO and how many serve a target
@@ -37,6 +38,7 @@ pub mod plan;
 pub mod playground;
 pub mod results;
 pub mod run;
+pub mod search;
 pub mod settings;
 pub mod state;
 pub mod sweep;

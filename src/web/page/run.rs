@@ -6,6 +6,7 @@
 use super::history::{self, Entry};
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
+use super::search::{trying_text, SearchView};
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase, RunProgress};
 use super::sweep::{rate_text, SweepView};
@@ -92,6 +93,8 @@ fn begin(state: AppState, rates: &[f64], ttft_slo_ms: Option<f64>) {
     state.shown.set(None);
     let sweep = rates.len() > 1;
     state.sweep.set(sweep.then(|| SweepView::new(rates.to_vec(), ttft_slo_ms)));
+    // No rates: a search for the highest rate, which picks its own.
+    state.search.set(rates.is_empty().then(SearchView::default));
 }
 
 /// The page idle again.
@@ -103,7 +106,12 @@ pub(super) fn idle(state: AppState) {
 /// Saves each rate's result to the history (named after `label`, the engine batch when there is
 /// one), shows the last, or the error; then the page is idle again.
 fn finish(state: AppState, ended: Ended) {
-    let Ended::Run { results, spec, label, batch, cancelled, error } = ended else { return };
+    let Ended::Run { results, spec, label, batch, cancelled, error, search } = ended else { return };
+    state.search.update(|s| {
+        if let Some(s) = s {
+            s.found = search;
+        }
+    });
     let long_tasks = state.long_tasks.try_update_value(|log| std::mem::take(&mut log.done)).unwrap_or_default();
     let last = results.len().saturating_sub(1);
     for (i, (rate, mut result)) in results.into_iter().enumerate() {
@@ -238,7 +246,12 @@ pub(super) fn sink(state: AppState) -> RunSink {
     Rc::new(move |update| match update {
         RunUpdate::Began { rates, ttft_slo_ms } => begin(state, &rates, ttft_slo_ms),
         RunUpdate::LoadingB(_) => {}
-        RunUpdate::RateStarted { requests, .. } => {
+        RunUpdate::RateStarted { rate, requests } => {
+            state.search.update(|s| {
+                if let Some(s) = s {
+                    s.started(rate);
+                }
+            });
             state.long_tasks.update_value(|log| log.watch = crate::web::browser::LongTaskWatch::start());
             frame.borrow_mut().reset();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
@@ -333,6 +346,10 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, P
                         s.rates.len()
                     ))
                 })
+            });
+            // In a search: the rate being tried.
+            let rate = rate.or_else(|| {
+                state.search.with(|s| s.as_ref()?.trying.map(|(rate, n)| format!("{} · ", trying_text(rate, n, t()))))
             });
             let label = format!("{}{} {finished} / {total}", rate.unwrap_or_default(), t().finished);
             Some((label, Some((finished, total))))

@@ -154,10 +154,6 @@ pub fn validate(
     };
     let request =
         RunRequest::parse(value, caps).map_err(|problems| problems.into_iter().map(shown).collect::<Problems>())?;
-    // The search for the highest rate (`--rate max`) is the CLI's, for now.
-    if request.search.is_some() {
-        return Err(vec![shown(Problem::new(Field::Rate, Rule::RateMaxOnCli))]);
-    }
     // The page loads one model: a draft model (`draft:DIR:K`) is the CLI's.
     if matches!(request.load.speculation, Speculation::Draft { .. }) {
         return Err(vec![shown(Problem::new(Field::Speculate, Rule::DraftOnCli))]);

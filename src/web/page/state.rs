@@ -3,6 +3,7 @@
 //! snapshots of it, through signals.
 
 use super::history::Entry;
+use super::search::SearchView;
 use super::settings::Settings;
 use super::sweep::SweepView;
 use super::target::TargetSettings;
@@ -78,6 +79,8 @@ pub struct AppState {
     pub charts: RwSignal<ChartData>,
     /// The rate sweep in progress or last done (`None`: the last run had one rate).
     pub sweep: RwSignal<Option<SweepView>>,
+    /// The search for the highest rate in progress or last done (`None`: the last run was not one).
+    pub search: RwSignal<Option<SearchView>>,
     /// The run in the report.
     pub shown: RwSignal<Option<Arc<Entry>>>,
     pub history: RwSignal<Vec<Arc<Entry>>>,
@@ -163,6 +166,7 @@ impl AppState {
             run_error: RwSignal::new(None),
             charts: RwSignal::new(ChartData::default()),
             sweep: RwSignal::new(None),
+            search: RwSignal::new(None),
             shown: RwSignal::new(None),
             history: RwSignal::new(history),
             history_dropped: RwSignal::new(false),

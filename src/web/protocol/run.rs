@@ -85,6 +85,9 @@ pub enum Ended {
         batch: Option<usize>,
         cancelled: bool,
         error: Option<String>,
+        /// A search for the highest rate within the SLOs (`rate max`): what it found, its runs
+        /// the results above.
+        search: Option<crate::bench::max_rate::MaxRate>,
     },
     Experiment(Box<ExperimentEnd>),
 }

@@ -161,30 +161,53 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
             let session = form.session(cx.lang);
             let (random, listener) = (form.random_prompts, listener(sink));
             let describe = engine_record(cx);
-            bench::session::run_on_engine(
-                &mut engine,
-                tokenizer.as_deref(),
-                random,
-                describe,
-                &session,
-                &listener,
-                &cancel,
-                &mut results,
-            )
-            .await
+            match (form.search, session.slo) {
+                // `--rate max`: the search (its first guess the planner's), as the CLI's.
+                (Some(search), Some(slo)) => {
+                    let cfg = engine.model.cfg.clone();
+                    let prompts = PromptSource::for_model(session.spec, tokenizer.as_deref(), random, cfg.vocab_size);
+                    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
+                    crate::planner::capacity::search_engine(
+                        &mut target,
+                        &session,
+                        search,
+                        slo,
+                        &cfg,
+                        &listener,
+                        &cancel,
+                        &mut results,
+                    )
+                    .await
+                    .map(Some)
+                }
+                _ => bench::session::run_on_engine(
+                    &mut engine,
+                    tokenizer.as_deref(),
+                    random,
+                    describe,
+                    &session,
+                    &listener,
+                    &cancel,
+                    &mut results,
+                )
+                .await
+                .map(|()| None),
+            }
         }
         Err(e) => Err(e),
     };
     let mut model = engine.model;
     model.limits = capacity.clone();
     host.put_model(LoadedModel { model, capacity });
+    let (search, error) = split(outcome);
     sink(Report::Ended(Box::new(Ended::Run {
-        results: form.rates.iter().copied().zip(results).collect(),
+        results: bench::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label: cx.model_key.clone(),
         batch: Some(form.max_batch),
         cancelled: cancel.get(),
-        error: outcome.err().map(|e| e.to_string()),
+        error,
         spec: form.spec,
+        search,
     })));
     device_check(host, sink);
 }
@@ -231,17 +254,35 @@ async fn on_server(
         };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
         let session = form.session(cx.lang);
-        bench::session::run_into(&mut target, &session, &listener(sink), &cancel, &mut results).await
+        let listener = listener(sink);
+        match (form.search, session.slo) {
+            (Some(search), Some(slo)) => {
+                bench::max_rate::search_rising(&mut target, &session, search, slo, &listener, &cancel, &mut results)
+                    .await
+                    .map(Some)
+            }
+            _ => bench::session::run_into(&mut target, &session, &listener, &cancel, &mut results).await.map(|()| None),
+        }
     }
     .await;
+    let (search, error) = split(outcome);
     sink(Report::Ended(Box::new(Ended::Run {
-        results: form.rates.iter().copied().zip(results).collect(),
+        results: bench::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label,
         batch: None,
         cancelled: cancel.get(),
-        error: outcome.err().map(|e| e.to_string()),
+        error,
         spec: form.spec,
+        search,
     })));
+}
+
+/// A run's outcome as its end carries it: a search's result, or the error's message.
+fn split(outcome: Result<Option<bench::max_rate::MaxRate>>) -> (Option<bench::max_rate::MaxRate>, Option<String>) {
+    match outcome {
+        Ok(found) => (found, None),
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 /// The browser client's target with the page's own part of the record (timer resolution).
