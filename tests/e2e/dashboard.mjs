@@ -474,6 +474,30 @@ await check(/Conversations: 2 \(2 complete\)/.test(talk) && /turn 2: 2 requests/
   `conversations: no per-turn lines in the report:\n${talk}`);
 console.log(`conversations: ${talk.split('\n').filter((l) => /turn \d:/.test(l)).join(' | ')}`);
 await byId('setting-turns').fill('');
+// 11c. The highest rate within the SLOs (rate "max"): the progress names the rate being tried,
+// then the card says what was found, with a dot per run against the target line and the runs.
+await byId('setting-rate').fill('max');
+await byId('setting-slo_ttft').fill('1000');
+await check((await page.locator('.field.invalid').count()) === 0, `rate max refused: ${await page.locator('.field.invalid').first().textContent().catch(() => '')}`);
+const searchT0 = Date.now();
+await byId('run').click();
+try {
+  await page.waitForFunction(() => /trying [\d.]+ req\/s \(run \d+\)/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
+    null, { timeout: 120000 });
+} catch { await fail(`search: the progress never named a rate: ${await byId('progress').textContent().catch(() => '-')}`); }
+try {
+  await page.waitForFunction(() => document.querySelector('[data-testid=search-found]') || document.querySelector('[data-testid=run-error]'),
+    null, { timeout: 400000 });
+} catch { await fail(`search: no result; progress: ${await byId('progress').textContent().catch(() => '-')}`); }
+await check(await byId('run-error').count() === 0, `search: ${await byId('run-error').textContent().catch(() => '')}`);
+const found = await text('search-found');
+const runs = await page.locator('[data-testid=search-runs] tbody tr').count();
+await check(/highest rate: [\d.]+ req\/s|no rate tried met/.test(found), `search: ${found}`);
+await check(runs >= 2 && (await page.locator('[data-testid=search] .search-dot').count()) === runs, `search: ${runs} runs, dots differ`);
+await check(await byId('search-target').count() === 1, 'search: no target line');
+console.log(`search: ${found} (${runs} runs, ${((Date.now() - searchT0) / 1000).toFixed(1)} s)`);
+await byId('search').screenshot({ path: `${out}/search.png` });
+await byId('setting-slo_ttft').fill('');
 await byId('setting-rate').fill('20');
 await byId('setting-requests').fill('8');
 

@@ -393,7 +393,7 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, P
                 state
                     .run_error
                     .get()
-                    .map(|e| view! { <p class="error" role="alert">{move || t().run_failed} ": " {e}</p> })
+                    .map(|e| view! { <p class="error" role="alert" data-testid="run-error">{move || t().run_failed} ": " {e}</p> })
             }}
         </section>
     }
