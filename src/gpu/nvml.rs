@@ -1,5 +1,5 @@
 //! NVIDIA's management library (NVML), loaded when asked, at run time: the engine's GPU's power
-//! draw and its energy counter, for a run's energy ([`crate::bench::energy`]). Nothing links
+//! draw and its energy counter, for a run's energy (the benchmark layer's `energy`). Nothing links
 //! against it, so a machine without an NVIDIA driver (or a browser) only gets the reason it is
 //! absent, never a failed start.
 
