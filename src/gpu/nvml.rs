@@ -49,7 +49,7 @@ mod native {
         /// NVML from the library file `name`.
         pub fn load_from(name: &str) -> Result<Nvml, String> {
             // SAFETY: loading runs the library's initialisers; NVML's are the driver's own.
-            let library = unsafe { Library::new(name) }.map_err(|e| format!("NVML not loaded ({name}): {e}"))?;
+            let library = unsafe { Library::new(name) }.map_err(|e| format!("NVML not loaded: {e}"))?;
             let symbol_error = |e: libloading::Error| format!("{name}: {e}");
             // SAFETY: each symbol is read with the signature NVML's header gives it, and copied
             // out as a plain function pointer kept beside the library it points into.
