@@ -376,6 +376,7 @@ mod tests {
             steps,
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         }
     }
 
@@ -395,6 +396,18 @@ mod tests {
         // The name is in the title and the heading, the model in the run record, all escaped.
         assert!(html.matches("run &lt;script&gt;").count() >= 2);
         assert!(html.contains("model&lt;script&gt;"));
+        // An exporter's error, in the energy row of the report.
+        let mut r = r;
+        let gpu = crate::bench::energy::GpuReadings {
+            source: crate::bench::energy::EnergySource::Dcgm,
+            from: format!("http://dcgm/{evil}"),
+            readings: Default::default(),
+            unavailable: Some(format!("not prometheus: {evil}")),
+        };
+        r.metrics.energy = Some(crate::bench::energy::Energy::of(&gpu, &r.requests));
+        let html = html_report(&[("run".into(), &r)], Lang::En);
+        assert!(!html.contains("<script"), "unescaped markup in the energy row");
+        assert!(html.contains("GPU energy (dcgm http://dcgm/&lt;script&gt;"), "no energy row");
         assert!(!html.contains("http://") || html.contains("xmlns=\"http://www.w3.org/2000/svg\""));
     }
 

@@ -9,6 +9,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use super::driver::{self, Progress};
+use super::energy::{GpuReadings, NvmlMeter};
 use super::prompts::PromptSource;
 use super::record::{RequestRecord, StepSample};
 use super::saturation::Saturation;
@@ -57,6 +58,8 @@ pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
     saturation: Option<Saturation>,
     /// The tokenizer's thinking tags, to split replies into reasoning and answer; `None`: no split.
     think: Option<ThinkTags>,
+    /// The engine's GPU's power and energy through NVML, read around each run, when asked for.
+    nvml: Option<NvmlMeter>,
 }
 
 impl<'a, X: RecordedExecutor> EngineTarget<'a, X> {
@@ -84,7 +87,14 @@ impl<'a, X: RecordedExecutor> EngineTarget<'a, X> {
             describe,
             saturation: None,
             think,
+            nvml: None,
         }
+    }
+
+    /// Reads the engine's GPU's energy through `meter` around each run (the CLI on a native GPU;
+    /// without NVML the run's energy is absent, with the reason).
+    pub fn metered(self, meter: NvmlMeter) -> Self {
+        EngineTarget { nvml: Some(meter), ..self }
     }
 
     /// Replies are not split into reasoning and answer (the capacity planner's simulated replies
@@ -129,8 +139,14 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
             think: self.think,
         };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
-        let (records, steps, saturation) =
-            driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await?;
+        if let Some(meter) = self.nvml.as_mut() {
+            meter.start(self.engine.model.now_s());
+        }
+        let ran = driver::run_watched(self.engine, plan, &options, on_progress, &|| cancel.get()).await;
+        if let Some(meter) = self.nvml.as_mut() {
+            meter.stop(self.engine.model.now_s());
+        }
+        let (records, steps, saturation) = ran?;
         self.saturation = saturation;
         Ok((records, steps))
     }
@@ -141,5 +157,9 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.saturation.take()
+    }
+
+    fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {
+        self.nvml.as_mut().and_then(NvmlMeter::take)
     }
 }

@@ -181,6 +181,10 @@ pub struct BenchmarkMetrics {
     /// ([`crate::bench::server_metrics`]); absent without `--server-metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::bench::server_metrics::ServerSummary>,
+    /// The GPUs' power and energy over the run ([`crate::bench::energy`]); absent without
+    /// `--gpu-metrics-url` or NVML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::bench::energy::Energy>,
     /// Requests sent but left out of this summary (a warm-up, a cool-down:
     /// [`crate::bench::phases`]); absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -466,6 +470,7 @@ pub fn summarize(
         cost: None,
         thinking: thinking(&completed),
         server: None,
+        energy: None,
         excluded: None,
         conversations: conversations(records),
         steady: None,

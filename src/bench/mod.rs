@@ -23,6 +23,7 @@
 //!   blocks and resident memory accounted for at the end.
 //! - [`saturation`]: when an open-loop rate cannot be sustained (outstanding requests growing).
 //! - [`server_metrics`]: a server's Prometheus `/metrics`, scraped during a run, as one set of series.
+//! - [`energy`]: the GPUs' average power, energy and joules per output token over a run (DCGM or NVML).
 //! - [`phases`]: a warm-up and a cool-down sent but left out of the summary.
 //! - [`steady`]: the window in which the requests outstanding hold steady, and the summary over it.
 //! - [`sweep`]: several rates in one go, and the knee.
@@ -39,6 +40,7 @@ pub mod dataset;
 pub mod delivered;
 pub mod diagnosis;
 pub mod driver;
+pub mod energy;
 pub mod experiment;
 pub mod html;
 pub mod launch;

@@ -27,6 +27,10 @@ pub struct BenchResult {
     /// The server's own `/metrics`, scraped during the run (`--server-metrics`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::bench::server_metrics::ServerMetrics>,
+    /// The GPUs' power and energy readings during the run (`--gpu-metrics-url`, or NVML on the
+    /// engine's GPU); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics: Option<crate::bench::energy::GpuReadings>,
 }
 
 struct Labels {
@@ -52,6 +56,11 @@ struct Labels {
     per_hour: &'static str,
     per_million_tokens: &'static str,
     per_request: &'static str,
+    energy: &'static str,
+    per_output_token: &'static str,
+    average: &'static str,
+    over: &'static str,
+    failed_readings: &'static str,
     preemptions: &'static str,
     speculation: &'static str,
     thinking: &'static str,
@@ -120,6 +129,11 @@ const EN: Labels = Labels {
     per_hour: "per hour",
     per_million_tokens: "per million output tokens",
     per_request: "per request",
+    energy: "GPU energy",
+    per_output_token: "J per output token",
+    average: "average",
+    over: "over",
+    failed_readings: "failed readings, the first",
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     thinking: "Thinking: reasoning / answer tokens",
@@ -191,6 +205,11 @@ const ZH: Labels = Labels {
     per_hour: "每小时",
     per_million_tokens: "每百万输出 token",
     per_request: "每个请求",
+    energy: "GPU 能耗",
+    per_output_token: "焦耳/输出 token",
+    average: "平均",
+    over: "时长",
+    failed_readings: "次读取失败，首个",
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     thinking: "思考：推理 / 回答 token",
@@ -319,7 +338,7 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
         line(format!("{}: {} {} ({} {})", l.goodput, num(goodput), l.req_s, l.slo_attainment, percent(attainment)));
     }
     if let Some(c) = &m.cost {
-        line(format!(
+        let mut text = format!(
             "{}: {} {} -> {} {}, {} {}",
             l.cost,
             money(c.per_hour),
@@ -328,7 +347,14 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             l.per_million_tokens,
             money(c.per_request),
             l.per_request
-        ));
+        );
+        if let Some(j) = m.energy.as_ref().and_then(|e| e.j_per_output_token) {
+            text += &format!(", {} {}", significant(Some(j)), l.per_output_token);
+        }
+        line(text);
+    }
+    if let Some(e) = &m.energy {
+        line(energy_line(e, l));
     }
     if let Some(t) = &m.thinking {
         let share = t.reasoning_tokens as f64 / (t.reasoning_tokens + t.answer_tokens).max(1) as f64;
@@ -553,6 +579,50 @@ fn money(x: f64) -> String {
     }
     let decimals = if x > 0.0 { (3 - x.log10().floor() as i32).max(2) } else { 2 };
     format!("{x:.*}", decimals as usize)
+}
+
+/// Four significant digits (at least one decimal), "–" where absent.
+fn significant(x: Option<f64>) -> String {
+    match x.filter(|x| x.is_finite()) {
+        Some(x) => {
+            let decimals = if x.abs() > 0.0 { (3 - x.abs().log10().floor() as i32).max(1) } else { 1 };
+            format!("{x:.*}", decimals as usize)
+        }
+        None => "–".into(),
+    }
+}
+
+/// `GPU energy (dcgm http://h:9400/metrics, 2 GPUs, energy counter): 500.0 W average, 1000 J over
+/// 2.000 s, 0.2500 J per output token`; "–" and the reason where a figure is absent.
+fn energy_line(e: &super::energy::Energy, l: &Labels) -> String {
+    let source = serde_json::to_value(e.source).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let mut head = format!("{source} {}", e.from);
+    if let Some(gpus) = e.gpus {
+        head += &format!(", {gpus} GPU{}", if gpus == 1 { "" } else { "s" });
+    }
+    if let Some(basis) = e.basis {
+        head += match basis {
+            super::energy::EnergyBasis::EnergyCounter => ", energy counter",
+            super::energy::EnergyBasis::PowerGauge => ", power gauge",
+        };
+    }
+    let mut text = format!(
+        "{} ({head}): {} W {}, {} J {} {} s, {} {}",
+        l.energy,
+        significant(e.avg_power_w),
+        l.average,
+        significant(e.energy_j),
+        l.over,
+        significant(e.window_s),
+        significant(e.j_per_output_token),
+        l.per_output_token
+    );
+    if let Some(why) = &e.unavailable {
+        text += &format!(" ({why})");
+    } else if let (n, Some(first)) = (e.failed_readings, &e.first_error) {
+        text += &format!(" ({n} {}: {first})", l.failed_readings);
+    }
+    text
 }
 
 fn num(x: f64) -> String {
@@ -816,6 +886,61 @@ mod tests {
     }
 
     #[test]
+    fn energy_is_a_line_with_dashes_and_the_reason_where_absent_and_beside_the_cost() {
+        use crate::bench::energy::{Energy, EnergyBasis, EnergySource};
+        let absent = Energy {
+            source: EnergySource::Nvml,
+            from: "the engine's GPU".into(),
+            basis: None,
+            window_s: None,
+            avg_power_w: None,
+            energy_j: None,
+            output_tokens: 0,
+            j_per_output_token: None,
+            gpus: None,
+            readings: 0,
+            failed_readings: 2,
+            first_error: Some("NVML not loaded (libnvidia-ml.so.1): <gone>".into()),
+            unavailable: Some("NVML not loaded (libnvidia-ml.so.1): <gone>".into()),
+        };
+        let m = BenchmarkMetrics { energy: Some(absent.clone()), ..metrics() };
+        let text = text_report(&m, None, Lang::En);
+        let line = text.lines().find(|l| l.contains("GPU energy")).expect("an energy line");
+        assert_eq!(
+            line.trim(),
+            "GPU energy (nvml the engine's GPU): – W average, – J over – s, – J per output token \
+             (NVML not loaded (libnvidia-ml.so.1): <gone>)"
+        );
+        let measured = Energy {
+            source: EnergySource::Dcgm,
+            from: "http://h:9400/metrics".into(),
+            basis: Some(EnergyBasis::EnergyCounter),
+            window_s: Some(2.0),
+            avg_power_w: Some(500.0),
+            energy_j: Some(1000.0),
+            output_tokens: 4000,
+            j_per_output_token: Some(0.25),
+            gpus: Some(2),
+            unavailable: None,
+            first_error: None,
+            failed_readings: 0,
+            ..absent
+        };
+        let cost = crate::bench::Cost { per_hour: 2.0, per_million_output_tokens: 5.0, per_request: 0.01 };
+        let m = BenchmarkMetrics { energy: Some(measured), cost: Some(cost), ..metrics() };
+        let text = text_report(&m, None, Lang::En);
+        assert!(
+            text.contains(
+                "GPU energy (dcgm http://h:9400/metrics, 2 GPUs, energy counter): 500.0 W average, 1000.0 J over \
+                 2.000 s, 0.2500 J per output token"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("per request, 0.2500 J per output token"), "beside the cost: {text}");
+        assert!(text_report(&m, None, Lang::Zh).contains("GPU 能耗"));
+    }
+
+    #[test]
     fn csv_rows_and_rfc4180_quoting() {
         let text = csv(&records());
         let rows: Vec<&str> = text.split("\r\n").collect();
@@ -856,6 +981,7 @@ mod tests {
             steps: vec![],
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
@@ -881,6 +1007,7 @@ mod tests {
             steps: vec![],
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         })
         .unwrap();
         let object = json.as_object_mut().unwrap();
@@ -924,6 +1051,7 @@ mod tests {
             steps: vec![],
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         };
         assert!(run_warnings(&base, Lang::En).is_empty(), "engine records have no send time");
         let late = |ms: f64| {

@@ -13,6 +13,11 @@
 //! | preemptions (counter) | `vllm:num_preemptions_total` | – | – | – |
 //! | prefix-cache hit tokens, queried tokens (counters) | `vllm:prefix_cache_hits_total`, `vllm:prefix_cache_queries_total` | – | `llamacpp:prompt_tokens_cached_total`, that + `llamacpp:prompt_tokens_total` | – |
 //!
+//! A DCGM exporter (`--gpu-metrics-url`) is scraped by the same loop into the same samples: its
+//! `DCGM_FI_DEV_POWER_USAGE` (W, a gauge per GPU) and `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` (mJ,
+//! a counter since boot per GPU), each summed over its GPUs' label sets; [`crate::bench::energy`]
+//! turns them into the run's energy.
+//!
 //! A quantity no source exposes is absent ("–" in the report), never 0.
 
 use std::collections::BTreeMap;
@@ -38,6 +43,15 @@ pub struct ServerSample {
     pub prefix_cache_hits_total: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_cache_queries_total: Option<f64>,
+    /// Power drawn by the GPUs, summed, W (a gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_power_w: Option<f64>,
+    /// Energy the GPUs consumed since boot, summed, mJ (a counter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_energy_mj: Option<f64>,
+    /// GPUs those sums are over: the label sets of the power or energy series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<usize>,
 }
 
 /// What a run's scrapes left: where and how often, which metric each series came from, the samples.
@@ -76,11 +90,24 @@ pub struct ServerSummary {
     pub waiting_source: Option<String>,
 }
 
+/// One metric family in a scrape: the sum of its samples' values, and how many samples (label
+/// sets) it had.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Family {
+    pub sum: f64,
+    pub series: usize,
+}
+
 /// A metric family's name and the sum of its samples' values, from Prometheus' text format
 /// (`name{labels} value [timestamp]`; comments and malformed lines skipped). Histogram and
 /// summary parts (`_bucket`, `_sum`, `_count`) are families of their own names.
 pub fn parse(text: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
+    families(text).into_iter().map(|(name, f)| (name, f.sum)).collect()
+}
+
+/// [`parse`], keeping how many label sets each family summed.
+pub fn families(text: &str) -> BTreeMap<String, Family> {
+    let mut out = BTreeMap::<String, Family>::new();
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -99,7 +126,9 @@ pub fn parse(text: &str) -> BTreeMap<String, f64> {
         if !value.is_finite() || name.is_empty() {
             continue;
         }
-        *out.entry(name.to_string()).or_insert(0.0) += value;
+        let family = out.entry(name.to_string()).or_default();
+        family.sum += value;
+        family.series += 1;
     }
     out
 }
@@ -126,12 +155,16 @@ const WAITING: &[&str] =
     &["vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred", "tgi_queue_size"];
 const KV_USAGE: &[&str] = &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"];
 const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
+/// DCGM exporter's fields: W per GPU (a gauge), and mJ per GPU since boot (a counter).
+pub const DCGM_POWER: &str = "DCGM_FI_DEV_POWER_USAGE";
+pub const DCGM_ENERGY: &str = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION";
 
 /// The canonical sample of one scrape, and for each series found the metric it came from.
-pub fn sample(t_s: f64, families: &BTreeMap<String, f64>) -> (ServerSample, Vec<(&'static str, String)>) {
+pub fn sample(t_s: f64, counted: &BTreeMap<String, Family>) -> (ServerSample, Vec<(&'static str, String)>) {
+    let sums: BTreeMap<&str, f64> = counted.iter().map(|(name, f)| (name.as_str(), f.sum)).collect();
     let mut sources = Vec::new();
     let mut pick = |series: &'static str, names: &[&str]| -> Option<f64> {
-        let (name, value) = names.iter().find_map(|n| families.get(*n).map(|v| (*n, *v)))?;
+        let (name, value) = names.iter().find_map(|n| sums.get(*n).map(|v| (*n, *v)))?;
         sources.push((series, name.to_string()));
         Some(value)
     };
@@ -139,11 +172,14 @@ pub fn sample(t_s: f64, families: &BTreeMap<String, f64>) -> (ServerSample, Vec<
     let waiting = pick("waiting", WAITING);
     let kv_cache_usage = pick("kv_cache_usage", KV_USAGE);
     let preemptions_total = pick("preemptions_total", PREEMPTIONS);
+    let gpu_power_w = pick("gpu_power", &[DCGM_POWER]);
+    let gpu_energy_mj = pick("gpu_energy", &[DCGM_ENERGY]);
+    let gpus = [DCGM_POWER, DCGM_ENERGY].iter().filter_map(|n| counted.get(*n)).map(|f| f.series).max();
     let (hits, queries) = match (
-        families.get("vllm:prefix_cache_hits_total"),
-        families.get("vllm:prefix_cache_queries_total"),
-        families.get("llamacpp:prompt_tokens_cached_total"),
-        families.get("llamacpp:prompt_tokens_total"),
+        sums.get("vllm:prefix_cache_hits_total"),
+        sums.get("vllm:prefix_cache_queries_total"),
+        sums.get("llamacpp:prompt_tokens_cached_total"),
+        sums.get("llamacpp:prompt_tokens_total"),
     ) {
         (Some(&h), Some(&q), _, _) => {
             sources.push(("prefix_cache", "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total".into()));
@@ -166,6 +202,9 @@ pub fn sample(t_s: f64, families: &BTreeMap<String, f64>) -> (ServerSample, Vec<
         preemptions_total,
         prefix_cache_hits_total: hits,
         prefix_cache_queries_total: queries,
+        gpu_power_w,
+        gpu_energy_mj,
+        gpus,
     };
     (s, sources)
 }
@@ -174,9 +213,12 @@ impl ServerMetrics {
     /// Adds one scrape's text, answered at `t_s`; text with none of the known series is a failed
     /// scrape ("not a server's metrics").
     pub fn push(&mut self, t_s: f64, text: &str) {
-        let (s, sources) = sample(t_s, &parse(text));
+        let (s, sources) = sample(t_s, &families(text));
         if sources.is_empty() {
-            self.fail("no metric tokenmeter knows (vLLM, SGLang, llama.cpp --metrics, TGI) in the answer".into());
+            self.fail(
+                "no metric tokenmeter knows (vLLM, SGLang, llama.cpp --metrics, TGI, DCGM exporter) in the answer"
+                    .into(),
+            );
             return;
         }
         for (series, name) in sources {
@@ -272,7 +314,7 @@ bad line without value
 
         let llama = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n\
                      llamacpp:prompt_tokens_total 30\nllamacpp:prompt_tokens_cached_total 10\n";
-        let (sample, sources) = sample(0.0, &parse(llama));
+        let (sample, sources) = sample(0.0, &families(llama));
         assert_eq!((sample.running, sample.waiting, sample.kv_cache_usage), (Some(2.0), Some(1.0), None));
         assert_eq!((sample.prefix_cache_hits_total, sample.prefix_cache_queries_total), (Some(10.0), Some(40.0)));
         assert!(sources.iter().any(|(s, n)| *s == "waiting" && n == "llamacpp:requests_deferred"));
@@ -283,5 +325,35 @@ bad line without value
         assert_eq!(default_url("http://h:8000/v1"), "http://h:8000/metrics");
         assert_eq!(default_url("http://h:8000/v1/"), "http://h:8000/metrics");
         assert_eq!(default_url("https://h/api"), "https://h/api/metrics");
+    }
+
+    const DCGM: &str = r#"# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).
+# TYPE DCGM_FI_DEV_POWER_USAGE gauge
+DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",modelName="NVIDIA H200",Hostname="h"} 312.5
+DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-b",modelName="NVIDIA H200",Hostname="h"} 187.5
+# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="GPU-a"} 1000000
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="1",UUID="GPU-b"} 2500000
+DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40
+"#;
+
+    #[test]
+    fn a_dcgm_exporter_sums_its_gpus_and_a_missing_series_is_none() {
+        let (s, sources) = sample(1.0, &families(DCGM));
+        // By hand: 312.5 + 187.5 W; 1,000,000 + 2,500,000 mJ; two label sets each.
+        assert_eq!((s.gpu_power_w, s.gpu_energy_mj, s.gpus), (Some(500.0), Some(3_500_000.0), Some(2)));
+        assert_eq!((s.running, s.waiting), (None, None), "an exporter is not a server");
+        assert!(sources.iter().any(|(series, name)| *series == "gpu_energy" && name == DCGM_ENERGY));
+
+        let gauge_only: String = DCGM.lines().filter(|l| !l.contains("ENERGY")).map(|l| format!("{l}\n")).collect();
+        let (s, _) = sample(1.0, &families(&gauge_only));
+        assert_eq!((s.gpu_power_w, s.gpu_energy_mj, s.gpus), (Some(500.0), None, Some(2)));
+
+        let (s, sources) = sample(1.0, &families("DCGM_FI_DEV_GPU_TEMP{gpu=\"0\"} 40\n"));
+        assert_eq!((s.gpu_power_w, s.gpu_energy_mj, s.gpus), (None, None, None));
+        assert!(sources.is_empty());
+        let mut m = ServerMetrics::default();
+        m.push(0.0, "DCGM_FI_DEV_GPU_TEMP 40\n");
+        assert_eq!((m.samples.len(), m.failed_scrapes), (0, 1), "an answer without a known series is a failed scrape");
     }
 }

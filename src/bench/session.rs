@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::delivered::DeliveredLoad;
 use super::driver::Progress;
+use super::energy::{Energy, GpuReadings};
 pub use super::launch::{run_on_engine, EngineTarget};
 use super::phases::{measured, Phases};
 use super::record::{RequestRecord, StepSample};
@@ -88,6 +89,12 @@ pub trait Target {
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
         None
     }
+
+    /// The GPUs' power and energy read during the last `run`, if this target reads them; taken
+    /// once.
+    fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {
+        None
+    }
 }
 
 /// A borrowed target is a target (an experiment runs a slice of borrowed ones).
@@ -121,6 +128,10 @@ impl<T: Target> Target for &mut T {
 
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
         (**self).take_server_metrics()
+    }
+
+    fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {
+        (**self).take_gpu_metrics()
     }
 }
 
@@ -181,10 +192,11 @@ pub async fn run_into<T: Target>(
         let planned = plan(&spec)?;
         listener(SessionEvent::RateStarted { rate, requests: planned.len() });
         // Scrapes left by the warm-up, the baseline or an earlier rate are not this rate's.
-        let _ = target.take_server_metrics();
+        let _ = (target.take_server_metrics(), target.take_gpu_metrics());
         let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
         let saturation = target.take_saturation();
         let server_metrics = target.take_server_metrics();
+        let gpu_metrics = target.take_gpu_metrics();
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
@@ -219,6 +231,8 @@ pub async fn run_into<T: Target>(
         }
         metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
         metrics.server = server_metrics.as_ref().map(ServerMetrics::summary);
+        // Over the readings' window: every token the GPUs worked for, warm-up phase or not.
+        metrics.energy = gpu_metrics.as_ref().map(|g| Energy::of(g, &requests));
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
             workload: Some(spec),
@@ -237,6 +251,7 @@ pub async fn run_into<T: Target>(
             steps,
             saturation,
             server_metrics,
+            gpu_metrics,
         };
         listener(SessionEvent::RateDone { rate, result: &result });
         results.push(result);

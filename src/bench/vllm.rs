@@ -209,6 +209,7 @@ mod tests {
             steps: vec![],
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         };
         let v = result_json(&result, "20261201-070000");
         assert_eq!(v["backend"], "openai-chat");

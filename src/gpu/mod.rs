@@ -6,6 +6,7 @@ pub mod context;
 pub mod fill;
 pub mod format;
 pub mod kernels;
+pub mod nvml;
 pub mod readback;
 pub mod roofline;
 

@@ -61,6 +61,8 @@ pub struct Outcome {
     pub saturation: Option<Saturation>,
     /// The scrapes of [`RunOptions::server_metrics`], from the start to just after the end.
     pub server_metrics: Option<ServerMetrics>,
+    /// The scrapes of [`RunOptions::gpu_metrics`], likewise.
+    pub gpu_metrics: Option<ServerMetrics>,
 }
 
 /// Sends every request as `options` say and returns their records. `on_progress(finished, total)`
@@ -75,22 +77,23 @@ pub async fn run<R: Runtime>(
     on_progress: &mut dyn FnMut(usize, usize),
     stop: &dyn Fn() -> bool,
 ) -> Outcome {
-    let (ended_tx, ended_rx) = oneshot::channel::<()>();
+    // One scraper a URL (the server's, a DCGM exporter's), each ended by its own signal.
+    let (server_ended, server_ended_rx) = oneshot::channel::<()>();
+    let (gpu_ended, gpu_ended_rx) = oneshot::channel::<()>();
     let release = async {
         let mut lp = Loop::new(api, requests, options);
         let saturation = lp.run(rt, on_progress, stop).await;
-        // The scraper's last scrape: after the last request ended.
-        drop(ended_tx);
+        // The scrapers' last scrape: after the last request ended.
+        drop((server_ended, gpu_ended));
         (lp.records(), saturation)
     };
-    let scraper = async {
-        match &options.server_metrics {
-            Some(url) => Some(scrape_until(rt, url, ended_rx).await),
-            None => None,
-        }
-    };
-    let ((records, saturation), server_metrics) = futures_util::future::join(release, scraper).await;
-    Outcome { records, saturation, server_metrics }
+    let ((records, saturation), server_metrics, gpu_metrics) = futures_util::future::join3(
+        release,
+        scrape_if(rt, options.server_metrics.as_deref(), server_ended_rx),
+        scrape_if(rt, options.gpu_metrics.as_deref(), gpu_ended_rx),
+    )
+    .await;
+    Outcome { records, saturation, server_metrics, gpu_metrics }
 }
 
 /// The first time on the [`WATCH_PERIOD_S`] grid from the start that is after `now_s` (missed
@@ -352,6 +355,14 @@ async fn sending<R: Runtime>(rt: &R, index: usize, request: RemoteRequest, arriv
     Ended { index, record, reply, sent }
 }
 
+/// [`scrape_until`] when there is a URL to scrape.
+async fn scrape_if<R: Runtime>(rt: &R, url: Option<&str>, ended: oneshot::Receiver<()>) -> Option<ServerMetrics> {
+    match url {
+        Some(url) => Some(scrape_until(rt, url, ended).await),
+        None => None,
+    }
+}
+
 /// Scrapes `url` every [`SCRAPE_PERIOD_S`] from the start until `ended` resolves (the run's last
 /// request ended), then once more, so the counters' growth spans the whole run. A failed scrape
 /// is counted and the scraping goes on; one slower than the period delays the next.
@@ -495,9 +506,12 @@ mod tests {
             self.timers.borrow_mut().drain(..).for_each(|t| t.1.wake());
         }
 
-        async fn scrape(&self, _url: &str) -> Result<String, String> {
+        async fn scrape(&self, url: &str) -> Result<String, String> {
             self.scraped.borrow_mut().push(self.now.get());
-            Ok("vllm:num_requests_running 1\n".into())
+            match url.contains("dcgm") {
+                true => Ok("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 100\nDCGM_FI_DEV_POWER_USAGE{gpu=\"1\"} 50\n".into()),
+                false => Ok("vllm:num_requests_running 1\n".into()),
+            }
         }
     }
 
@@ -549,7 +563,8 @@ mod tests {
 
     /// Two slots: request 2, due at 0.2 s while 0 and 1 stream, is sent when 0 ends (0.5 s),
     /// keeping its planned arrival; the rest at their arrivals. The server's /metrics is scraped
-    /// at 0, 0.5 and 1 s, and once more at the end (1.05 + 0.2 s).
+    /// at 0, 0.5 and 1 s, and once more at the end (1.05 + 0.2 s); a DCGM exporter by the same loop
+    /// at the same times.
     #[test]
     fn an_open_loop_sends_at_the_arrivals_within_its_slots() {
         let fake = Fake::new(|id| Some([0.5, 0.5, 0.3, 0.2, 0.2][id as usize]));
@@ -558,6 +573,7 @@ mod tests {
         let options = RunOptions {
             max_concurrency: Some(2),
             server_metrics: Some("http://server/metrics".into()),
+            gpu_metrics: Some("http://dcgm:9400/metrics".into()),
             ..RunOptions::default()
         };
         let (outcome, progress) = run_on(&fake, &requests, &options, f64::INFINITY);
@@ -566,9 +582,12 @@ mod tests {
         assert!(records.iter().zip(&arrivals).all(|(r, &a)| r.succeeded() && r.arrival_s == a), "{records:?}");
         assert_eq!(progress.last(), Some(&(5, 5)));
         let scraped = fake.scraped.borrow().clone();
-        assert_eq!(scraped.len(), 4, "{scraped:?}");
-        assert!(scraped.iter().zip([0.0, 0.5, 1.0, 1.25]).all(|(&s, w)| (s - w).abs() < 1e-9), "{scraped:?}");
+        assert_eq!(scraped.len(), 8, "{scraped:?}");
+        let both = [0.0, 0.0, 0.5, 0.5, 1.0, 1.0, 1.25, 1.25];
+        assert!(scraped.iter().zip(both).all(|(&s, w)| (s - w).abs() < 1e-9), "{scraped:?}");
         assert_eq!(outcome.server_metrics.map(|m| m.samples.len()), Some(4));
+        let gpu = outcome.gpu_metrics.expect("the exporter's scrapes");
+        assert!(gpu.samples.len() == 4 && gpu.samples.iter().all(|s| s.gpu_power_w == Some(150.0)), "{gpu:?}");
         assert!(outcome.saturation.is_none());
     }
 

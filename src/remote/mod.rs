@@ -91,6 +91,9 @@ pub struct RemoteSetup<'a> {
     pub gpus: Option<usize>,
     /// The server's Prometheus `/metrics` to scrape during each run (`--server-metrics`).
     pub server_metrics: Option<String>,
+    /// A DCGM exporter's `/metrics` to scrape during each run, for its GPUs' power and energy
+    /// (`--gpu-metrics-url`; native only: an exporter allows no page's origin).
+    pub gpu_metrics: Option<String>,
 }
 
 /// How requests are sent, by either client.
@@ -112,6 +115,8 @@ pub struct RunOptions {
     /// Scrape this Prometheus `/metrics` URL while the run is in flight
     /// ([`crate::bench::server_metrics`]).
     pub server_metrics: Option<String>,
+    /// Scrape this DCGM exporter's `/metrics` too, by the same loop ([`crate::bench::energy`]).
+    pub gpu_metrics: Option<String>,
 }
 
 /// How often the server's `/metrics` is scraped during a run, and the bounds of one scrape.
@@ -135,6 +140,7 @@ impl RemoteSetup<'_> {
             max_concurrency: spec.max_concurrency.filter(|_| open),
             saturation_stop: spec.saturation_stop && open,
             server_metrics: self.server_metrics.clone(),
+            gpu_metrics: self.gpu_metrics.clone(),
         };
         let requests = match conversation_turns(spec) {
             Some(turns) => turn_requests(plan, &turns, self.prompt)?,

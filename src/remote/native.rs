@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::bench::energy::{EnergySource, GpuReadings};
 use crate::bench::quality::Generated;
 use crate::bench::saturation::Saturation;
 use crate::bench::server_metrics::ServerMetrics;
@@ -43,6 +44,8 @@ pub struct Client {
     saturation: std::sync::Mutex<Option<Saturation>>,
     /// The last run's scrapes of the server's `/metrics` ([`RunOptions::server_metrics`]).
     server_metrics: std::sync::Mutex<Option<ServerMetrics>>,
+    /// The last run's scrapes of a DCGM exporter ([`RunOptions::gpu_metrics`]).
+    gpu_metrics: std::sync::Mutex<Option<ServerMetrics>>,
 }
 
 impl Client {
@@ -103,6 +106,7 @@ impl Client {
             interrupt: Arc::new(AtomicBool::new(false)),
             saturation: std::sync::Mutex::new(None),
             server_metrics: std::sync::Mutex::new(None),
+            gpu_metrics: std::sync::Mutex::new(None),
         })
     }
 
@@ -120,6 +124,11 @@ impl Client {
     /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.
     pub fn take_server_metrics(&self) -> Option<ServerMetrics> {
         self.server_metrics.lock().map(|mut s| s.take()).unwrap_or(None)
+    }
+
+    /// The last run's scrapes of a DCGM exporter, if it asked for them; taken once.
+    pub fn take_gpu_metrics(&self) -> Option<ServerMetrics> {
+        self.gpu_metrics.lock().map(|mut s| s.take()).unwrap_or(None)
     }
 
     /// The interrupt flag is set.
@@ -251,6 +260,9 @@ impl Client {
         }
         if let Ok(mut last) = self.server_metrics.lock() {
             *last = outcome.server_metrics;
+        }
+        if let Ok(mut last) = self.gpu_metrics.lock() {
+            *last = outcome.gpu_metrics;
         }
         outcome.records
     }
@@ -574,6 +586,11 @@ impl Target for RemoteTarget<'_> {
 
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
         self.client.take_server_metrics()
+    }
+
+    fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {
+        let readings = self.client.take_gpu_metrics()?;
+        Some(GpuReadings { source: EnergySource::Dcgm, from: readings.url.clone(), readings, unavailable: None })
     }
 }
 

@@ -17,6 +17,7 @@ mod bench;
 mod compare;
 mod contracts;
 mod docs;
+mod energy;
 mod first_run;
 mod fuzz;
 mod gpu_faults;

@@ -203,6 +203,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         client: "native",
         gpus: None,
         server_metrics: None,
+        gpu_metrics: None,
     };
     let mut target = RemoteTarget { client: &client, setup };
     let session_spec = SessionSpec {

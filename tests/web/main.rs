@@ -422,6 +422,7 @@ async fn sweep_view_marks_the_knee() {
             steps: vec![],
             saturation: None,
             server_metrics: None,
+            gpu_metrics: None,
         }
     };
     let mut view = SweepView::new(vec![1.0, 2.0, 4.0, f64::INFINITY], None);
@@ -598,6 +599,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         steps: vec![],
         saturation: None,
         server_metrics: None,
+        gpu_metrics: None,
     };
     let entry = tokenmeter::web::page::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();
@@ -954,6 +956,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         steps,
         saturation: None,
         server_metrics: None,
+        gpu_metrics: None,
     };
     let sent = FromEngine::Run(RunUpdate::RateDone { rate: f64::INFINITY, result: Box::new(result.clone()) });
     let json = encode(&sent);

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokenmeter::bench;
+use tokenmeter::bench::energy::NvmlMeter;
 use tokenmeter::bench::request::{Field, RunRequest};
 use tokenmeter::bench::rules::Problem;
 use tokenmeter::bench::session::{KernelPath, Listener, SessionEvent};
@@ -299,7 +300,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     if let (Some(search), Some(slo)) = (request.search, slo.as_ref()) {
         let listener = interrupt.listener(max_rate::search_listener());
         let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
-        let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
+        let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
+        let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
         let outcome = tokenmeter::planner::capacity::search_engine(
             &mut target,
             &session,
@@ -318,17 +320,11 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             }
         };
     }
-    let outcome = bench::session::run_on_engine(
-        &mut engine,
-        tokenizer,
-        args.random_prompts,
-        describe,
-        &session,
-        &listener,
-        &interrupt.cancel,
-        &mut results,
-    )
-    .await;
+    // The engine's GPU's energy through NVML where the driver has it (else "–" and why).
+    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
+    let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
+    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
+    let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }
 

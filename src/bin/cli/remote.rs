@@ -59,6 +59,11 @@ pub struct RemoteArgs {
     /// Scrape this URL instead (implies --server-metrics).
     #[arg(long, requires = "endpoint")]
     pub server_metrics_url: Option<String>,
+    /// A DCGM exporter's Prometheus URL (e.g. http://gpu-host:9400/metrics), scraped with the
+    /// server's /metrics during each rate: the GPUs' average power, energy and joules per output
+    /// token, beside the latencies. An engine run reads its own GPU through NVML, when present.
+    #[arg(long, requires = "endpoint")]
+    pub gpu_metrics_url: Option<String>,
 }
 
 /// Where `--server-metrics` scrapes, if it was asked for.
@@ -175,6 +180,7 @@ pub fn setup<'a>(
         client: "native",
         gpus: args.gpus,
         server_metrics: server_metrics_url(args),
+        gpu_metrics: args.gpu_metrics_url.clone(),
     }
 }
 

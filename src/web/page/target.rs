@@ -263,6 +263,12 @@ pub fn TargetPanel(
                         <span>{move || t().server_metrics}</span>
                     </label>
                 </div>
+                {move || {
+                    target
+                        .server_metrics
+                        .get()
+                        .then(|| view! { <p class="note" data-testid="gpu-energy-note">{t().gpu_energy_note}</p> })
+                }}
                 {move || warning().map(|w| view! { <p class="note warn" data-testid="http1-warning">{w}</p> })}
                 <p class="note">{move || t().remote_note}</p>
             </Show>

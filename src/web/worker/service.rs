@@ -251,6 +251,8 @@ async fn on_server(
             client: "browser",
             gpus: None,
             server_metrics,
+            // A DCGM exporter sends no CORS headers: the page cannot read it (it says so).
+            gpu_metrics: None,
         };
         let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
         let session = form.session(cx.lang);

@@ -224,6 +224,7 @@ pub const EN: Text = Text {
     api_key: "API key",
     api_key_hint: "kept in memory for this tab only: never in the link, the history or the downloads",
     server_metrics: "Scrape the server's /metrics during the run (queue, running, KV cache; the server must allow this page's origin)",
+    gpu_energy_note: "GPU energy: – (a DCGM exporter sends no CORS headers, so this page cannot read it; the CLI's bench --gpu-metrics-url can)",
     chart_server: "The server's own view: running and waiting (its /metrics)",
     api_style: "API",
     api_completions: "Completions (/v1/completions)",

@@ -248,6 +248,8 @@ pub struct Text {
     pub api_key: &'static str,
     pub api_key_hint: &'static str,
     pub server_metrics: &'static str,
+    /// Why the page shows no GPU energy for a server (a DCGM exporter allows no page's origin).
+    pub gpu_energy_note: &'static str,
     pub chart_server: &'static str,
     pub api_style: &'static str,
     pub api_completions: &'static str,

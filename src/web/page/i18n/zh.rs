@@ -224,6 +224,7 @@ pub const ZH: Text = Text {
     api_key: "API 密钥",
     api_key_hint: "仅在本标签页内存中保存：不会出现在链接、历史记录或下载文件中",
     server_metrics: "运行期间抓取服务端的 /metrics（队列、运行中、KV 缓存；服务端须允许本页面的来源）",
+    gpu_energy_note: "GPU 能耗：–（DCGM exporter 不发送 CORS 响应头，本页面无法读取；请用命令行 bench --gpu-metrics-url）",
     chart_server: "服务端视角：运行与等待（其 /metrics）",
     api_style: "API 类型",
     api_completions: "补全 (/v1/completions)",
