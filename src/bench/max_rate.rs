@@ -114,6 +114,11 @@ pub struct MaxRate {
     pub slo: String,
     /// The bracket was narrowed to the tolerance (not stopped by the run budget or a bound).
     pub converged: bool,
+    /// The search stopped rising at a rate where every request arrived before the first one
+    /// finished and the target was still met: a higher rate only brings the same requests sooner,
+    /// so this workload cannot show the limit (more requests can).
+    #[serde(default)]
+    pub whole_workload_at_once: bool,
     /// Where the bracket started, in words.
     pub first_guess: String,
     /// The SLO the fewest requests met at `hi`, and that share.
@@ -253,6 +258,15 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         (lo, hi)
     }
 
+    /// Whether, in the last run at `rate`, every request arrived before the first one finished.
+    fn all_at_once(&self, rate: f64) -> bool {
+        let Some(t) = self.trials.iter().rev().find(|t| t.rate == rate) else { return false };
+        let requests = &self.results[t.result].requests;
+        let last_arrival = requests.iter().map(|r| r.arrival_s).filter(|a| a.is_finite()).fold(f64::NAN, f64::max);
+        let first_finish = requests.iter().filter_map(|r| r.finish_s).fold(f64::NAN, f64::min);
+        last_arrival < first_finish
+    }
+
     fn budget_left(&self) -> bool {
         self.trials.len() < self.search.max_runs
     }
@@ -299,6 +313,7 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
     let known = |s: &Searcher<'_, '_, T>, rate: f64| s.trials.iter().rev().find(|t| t.rate == rate).map(|t| t.met);
     let mut rate = first_guess;
     let mut converged = true;
+    let mut at_once = false;
     let (mut lo, mut hi) = loop {
         let met = match known(&s, rate) {
             Some(met) => met,
@@ -306,6 +321,10 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         };
         let (lo, hi) = s.bounds();
         if lo.is_finite() && hi.is_finite() {
+            break (lo, hi);
+        }
+        if met && s.all_at_once(rate) {
+            (converged, at_once) = (false, true);
             break (lo, hi);
         }
         rate = if met { rate * GROW } else { rate / GROW };
@@ -342,6 +361,7 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         tolerance: s.search.tolerance,
         slo: s.session.slo_text.unwrap_or_default().to_string(),
         converged,
+        whole_workload_at_once: at_once,
         first_guess: format!("{first_guess:.3} req/s ({guess_from})"),
         limiting,
         max_runs: s.search.max_runs,

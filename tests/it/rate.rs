@@ -247,3 +247,48 @@ fn the_engines_search_starts_from_the_planners_guess() {
     assert!(rate >= guess / 2.0 && rate <= guess * 2.0, "the guess brackets it: {guess} vs {rate}");
     assert!(found.hi <= found.lo * 1.05 + 1e-9);
 }
+
+/// A workload too small to show the limit: with an SLO every rate meets, the search rises until
+/// every request is in before the first finishes, then stops there and says so, far inside its
+/// budget of runs (it used to double the rate to the budget's end).
+#[test]
+fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use tokenmeter::bench::max_rate::{self, RateSearch, Searcher};
+    use tokenmeter::bench::phases::Phases;
+    use tokenmeter::bench::session::{EngineTarget, Listener};
+    use tokenmeter::bench::{self, Lang, RunConfig, SessionSpec, Slo};
+    let fixed = |n| LenRange { min: n, max: n };
+    let mut engine = sim(cost(0.005, 2e-4, 0.0, 0.0), limits(8, true));
+    let workload = spec(1.0, 8, fixed(32), fixed(4));
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(3, p.id, p.prompt_len, 151_000));
+    let describe = RunConfig { target: "local".into(), ..RunConfig::default() };
+    let mut target = EngineTarget::new(&mut engine, prompt, describe, None);
+    let slo: Slo = "ttft_ms=100000".parse().unwrap();
+    let session = SessionSpec {
+        spec: &workload,
+        rates: &[],
+        slo: Some(&slo),
+        slo_text: Some("ttft_ms=100000"),
+        lang: Lang::En,
+        baseline: false,
+        ignore_eos: true,
+        cost_per_hour: None,
+        phases: Phases::default(),
+    };
+    let (quiet, cancel): (Listener, _) = (Rc::new(|_| {}), Rc::new(Cell::new(false)));
+    let mut results = Vec::new();
+    let found = {
+        let mut s = Searcher::new(&mut target, &session, RateSearch::new(0.9), &slo, &quiet, &cancel, &mut results);
+        pollster::block_on(max_rate::first_run(&mut s)).unwrap();
+        pollster::block_on(max_rate::search(s, 1.0, "a rising sweep")).unwrap()
+    };
+    assert!(found.whole_workload_at_once && !found.converged, "{found:?}");
+    assert!(found.hi.is_nan() && found.rate == Some(found.lo), "{found:?}");
+    assert!(found.trials.len() < found.max_runs / 2, "{} runs", found.trials.len());
+    // The last run had every request in before the first finished.
+    let last = &results[found.trials.last().unwrap().result].requests;
+    let last_arrival = last.iter().map(|r| r.arrival_s).fold(0.0, f64::max);
+    assert!(last.iter().all(|r| r.finish_s.unwrap() > last_arrival));
+}

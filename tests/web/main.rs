@@ -980,6 +980,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
             tolerance: 0.1,
             slo: "ttft_ms=500".into(),
             converged: false,
+            whole_workload_at_once: true,
             first_guess: "1.500 req/s".into(),
             limiting: None,
             trials: Vec::new(),

@@ -105,6 +105,10 @@ fn search_table(found: &MaxRate) -> String {
             if found.hi.is_finite() { format!("{:.3}", found.hi) } else { "none tried".into() },
             if found.converged {
                 format!("within {:.0}%", found.tolerance * 100.0)
+            } else if found.whole_workload_at_once {
+                "met even with every request in at once: this workload is too small to show the limit (raise \
+                 --num-requests)"
+                    .into()
             } else {
                 "not narrowed to the tolerance: the run budget or the rate bounds ended it".into()
             },

@@ -45,6 +45,8 @@ fn found_text(f: &MaxRate, t: &Text) -> String {
         Some(rate) => {
             let how = if f.converged {
                 t.search_within.replace("{pct}", &format!("{:.0}", f.tolerance * 100.0))
+            } else if f.whole_workload_at_once {
+                t.search_at_once.to_string()
             } else {
                 t.search_not_narrowed.to_string()
             };

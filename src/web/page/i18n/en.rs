@@ -79,6 +79,7 @@ pub const EN: Text = Text {
     search_trying: "trying {rate} req/s (run {n})",
     search_found: "highest rate: {rate} req/s (met at {lo}, missed at {hi}; {how}); {n} runs",
     search_none: "no rate tried met the SLOs (down to {hi} req/s)",
+    search_at_once: "met even with every request in at once: this workload is too small to show the limit (more requests can)",
     search_not_narrowed: "not narrowed to the tolerance: the run budget or the rate bounds ended it",
     search_within: "within {pct}%",
     search_first_guess: "first guess",

@@ -93,6 +93,7 @@ pub struct Text {
     pub search_found: &'static str,
     pub search_none: &'static str,
     pub search_not_narrowed: &'static str,
+    pub search_at_once: &'static str,
     pub search_within: &'static str,
     pub search_first_guess: &'static str,
     pub search_limiting: &'static str,

@@ -79,6 +79,7 @@ pub const ZH: Text = Text {
     search_trying: "正在尝试 {rate} 请求/秒（第 {n} 次运行）",
     search_found: "最高速率：{rate} 请求/秒（{lo} 满足，{hi} 未满足；{how}）；共 {n} 次运行",
     search_none: "尝试过的速率都不满足 SLO（最低到 {hi} 请求/秒）",
+    search_at_once: "即使所有请求同时到达也满足：此负载太小，找不到极限（请增加请求数）",
     search_not_narrowed: "未收窄到容差：运行次数上限或速率边界结束了搜索",
     search_within: "误差 {pct}% 以内",
     search_first_guess: "初始猜测",
