@@ -144,7 +144,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
                 let stage =
                     serde_json::to_value(r.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
                 view! {
-                    <tr class:knee=r.met>
+                    <tr>
                         <td class="num">{short(r.rate)}</td>
                         <td>{stage}</td>
                         <td class="num">{format!("{:.1}%", r.attainment * 100.0)}</td>
