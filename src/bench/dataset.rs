@@ -453,7 +453,7 @@ impl Dataset {
                 Some(ids) if ids.len() != prompt_len.div_ceil(s.block_tokens) => {
                     return Err(Error::Invalid(format!(
                         "{file} {}: {} hash_ids for a prompt of {prompt_len} tokens, which is {} blocks of {} \
-                         (the trace's block size differs? set it with --trace-block-size)",
+                         (the trace's block size differs? set it: --trace-block-size, or the page's Trace block size)",
                         self.place(row),
                         ids.len(),
                         prompt_len.div_ceil(s.block_tokens),

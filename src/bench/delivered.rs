@@ -16,6 +16,8 @@
 //!   that freed its slot if later (the arrival loop releases in arrival order, so the k-th send
 //!   is due once k − c + 1 of the requests sent before it ended: [`RequestRecord::ended_s`]);
 //! - the most requests in flight at once (sent, not ended);
+//! - send → response headers at p50, p99 and max: the wait after the send that the send times
+//!   cannot show (a browser's connection queue among it), and which TTFT from send includes;
 //! - bent: the client sent more than 1% of the requests more than [`LATE_BOUND_MS`] after they were
 //!   due (p99 beyond the plan above the bound): the load offered was the client's, not the plan's.
 //!   A wait for a `--max-concurrency` slot is the plan, not a fault.
@@ -66,6 +68,13 @@ pub struct DeliveredLoad {
     /// Send − due (the planned arrival, or the end that freed a `--max-concurrency` slot).
     pub beyond_plan_ms: Lateness,
     pub peak_in_flight: usize,
+    /// Send → response headers, over every request whose headers arrived: what a send time
+    /// stamped before the request reaches the wire cannot show — a browser's connection queue
+    /// (six per HTTP/1.1 host), connecting, and any wait of the server's before it answers (a
+    /// server may send its headers only once it admits the request). Absent where no client
+    /// recorded it (results saved before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_ms: Option<Lateness>,
     /// The cap asked for, part of the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<usize>,
@@ -151,6 +160,11 @@ impl DeliveredLoad {
             bent: beyond_plan_ms.p99 > LATE_BOUND_MS,
             beyond_plan_ms,
             peak_in_flight: peak_in_flight(&sent),
+            headers_ms: {
+                let waits: Vec<f64> =
+                    records.iter().filter_map(|r| Some((r.headers_s? - r.sent_s?) * 1000.0)).collect();
+                (!waits.is_empty()).then(|| Lateness::of(&waits))
+            },
             max_concurrency: spec.max_concurrency,
             bound_ms: LATE_BOUND_MS,
         })
@@ -323,6 +337,26 @@ mod tests {
         let drawn = DeliveredLoad::of(&records(&arrivals, &arrivals, 0.05), &gamma).unwrap();
         assert!(!drawn.fit.as_ref().unwrap().rejected, "{drawn:?}");
         assert!((drawn.interarrival_cv - 0.5).abs() < 0.1 && drawn.expected_cv == Some(0.5), "{drawn:?}");
+    }
+
+    #[test]
+    fn a_connection_queue_hidden_from_the_send_times_shows_in_the_time_to_headers() {
+        // Twelve requests sent on time, 0.1 s apart, through six connections: the first six answer
+        // their headers in 5 ms; the last six wait in the browser's queue until the first six
+        // end (at 1.0 to 1.5 s) and only then reach the server.
+        let s = spec(Arrival::Constant, 10.0, 12);
+        let arrivals: Vec<f64> = (0..12).map(|i| i as f64 / 10.0).collect();
+        let mut runs = records(&arrivals, &arrivals, 2.0);
+        for (i, r) in runs.iter_mut().enumerate() {
+            let sent = r.sent_s.unwrap();
+            r.headers_s = Some(if i < 6 { sent + 0.005 } else { 1.0 + (i - 6) as f64 / 10.0 + 0.005 });
+        }
+        let d = DeliveredLoad::of(&runs, &s).unwrap();
+        assert_eq!((d.lateness_ms.max, d.bent), (0.0, false), "the sends were on time: {d:?}");
+        let headers = d.headers_ms.as_ref().expect("time to headers");
+        // 5 ms for the first six; 405 ms for each of the last six (sent at 0.6–1.1 s).
+        assert!((headers.max - 405.0).abs() < 1e-6 && (headers.p50 - 205.0).abs() < 1e-6, "{headers:?}");
+        assert!(DeliveredLoad::of(&records(&arrivals, &arrivals, 2.0), &s).unwrap().headers_ms.is_none());
     }
 
     #[test]

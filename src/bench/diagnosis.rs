@@ -112,7 +112,11 @@ pub fn diagnose(m: &BenchmarkMetrics, base: &Baseline) -> Diagnosis {
 /// else healthy. A missing TPOT (every output one token long) counts as near the baseline.
 pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnosis {
     let say = |en: String, zh: String| if lang == Lang::En { en } else { zh };
-    let (ttft, tpot) = (m.ttft_ms.p50, m.tpot_ms.p50);
+    // The latencies of the steady window when the run reached one ([`crate::bench::steady`]): the
+    // ramp-up's empty queue and the drain's emptying one are not the load the run was asked for.
+    let steady = m.steady.as_ref().and_then(|s| Some((s, s.summary.as_deref()?)));
+    let lat = steady.map_or(m, |(_, summary)| summary);
+    let (ttft, tpot) = (lat.ttft_ms.p50, lat.tpot_ms.p50);
     let ttft_ratio = ttft / base.ttft_ms;
     let tpot_ratio = tpot / base.tpot_ms;
     let tpot_low = |limit: f64| tpot_ratio.is_nan() || tpot_ratio < limit;
@@ -124,7 +128,7 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
         format!("TPOT p50 {tpot:.1} ms = {tpot_ratio:.1}x the baseline {:.1} ms", base.tpot_ms),
         format!("TPOT P50 {tpot:.1} ms，为基线 {:.1} ms 的 {tpot_ratio:.1} 倍", base.tpot_ms),
     );
-    let busy = m.gpu_busy_fraction * 100.0;
+    let busy = lat.gpu_busy_fraction * 100.0;
     let busy_line = say(format!("GPU busy {busy:.0}% of the run"), format!("GPU 忙碌时间占 {busy:.0}%"));
     let unmeasured_busy = busy.is_nan().then(|| busy_line.clone());
 
@@ -137,7 +141,7 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
         (Verdict::DecodeBound, vec![tpot_line, ttft_line])
     } else if ttft_ratio <= NEAR_BASELINE_RATIO
         && tpot_low(NEAR_BASELINE_RATIO)
-        && m.gpu_busy_fraction < LOW_BUSY_FRACTION
+        && lat.gpu_busy_fraction < LOW_BUSY_FRACTION
     {
         (Verdict::UnderUtilised, vec![busy_line, ttft_line, tpot_line])
     } else {
@@ -147,6 +151,15 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
     let mut evidence = evidence;
     if let Some(line) = unmeasured_busy {
         evidence.retain(|l| *l != line);
+    }
+    // Saturation is judged over the whole run (a growing queue has no steady window); the
+    // latencies were the steady window's where there was one, and the evidence says which.
+    if let Some((st, _)) = steady.filter(|_| verdict != Verdict::Saturated) {
+        let (from, to, n) = (st.from_s, st.to_s, st.requests);
+        evidence.push(say(
+            format!("latencies over the steady window, {from:.2}–{to:.2} s ({n} requests; ramp-up and drain left out)"),
+            format!("延迟取自稳态窗口 {from:.2}–{to:.2} 秒（{n} 个请求；不含爬升与排空阶段）"),
+        ));
     }
     if let Some(load) = load.filter(|l| l.saturated == Some(false)) {
         evidence.push(say(
@@ -361,6 +374,34 @@ mod tests {
         assert!(prefill.evidence[0].contains("4.0x"), "{:?}", prefill.evidence);
         let decode = diagnose(&metrics(100.0, 20.0, 0.9), &BASE);
         assert!(decode.advice[0].contains("NOT"));
+    }
+
+    #[test]
+    fn the_steady_window_decides_where_the_run_reached_one() {
+        use crate::bench::steady::SteadyState;
+        // The whole run reads prefill-bound (its drain's last requests waited behind long
+        // prompts); over the steady window TTFT is near the baseline and TPOT is twice it.
+        let steady = |summary: Option<BenchmarkMetrics>| SteadyState {
+            from_s: 2.5,
+            to_s: 40.0,
+            level: 6.0,
+            requests: 150,
+            never: summary.is_none().then(|| "the queue grew".to_string()),
+            summary: summary.map(Box::new),
+        };
+        let whole = metrics(400.0, 11.0, 0.9);
+        assert_eq!(diagnose(&whole, &BASE).verdict, Verdict::PrefillBound);
+        let m = BenchmarkMetrics { steady: Some(steady(Some(metrics(120.0, 20.0, 0.9)))), ..whole.clone() };
+        let d = diagnose(&m, &BASE);
+        assert_eq!(d.verdict, Verdict::DecodeBound, "{d:?}");
+        assert!(d.evidence[0].contains("TPOT p50 20.0 ms = 2.0x"), "{d:?}");
+        assert!(d.evidence.iter().any(|l| l.contains("steady window, 2.50–40.00 s (150 requests")), "{d:?}");
+        assert!(diagnose_in(&m, &BASE, Lang::Zh).evidence.iter().any(|l| l.contains("稳态窗口")));
+        // A run that never reached one is judged over the whole run, and says nothing of a window.
+        let m = BenchmarkMetrics { steady: Some(steady(None)), ..whole };
+        let d = diagnose(&m, &BASE);
+        assert_eq!(d.verdict, Verdict::PrefillBound, "{d:?}");
+        assert!(!d.evidence.iter().any(|l| l.contains("steady window")), "{d:?}");
     }
 
     #[test]

@@ -70,11 +70,30 @@ pub struct Energy {
     pub first_error: Option<String>,
     /// Why the figures are absent, when they are.
     pub unavailable: Option<String>,
+    /// The figures are over the run's measured phase alone (warm-up and cool-down left out, as
+    /// the summary leaves them out); false: over every reading of the run.
+    #[serde(default)]
+    pub measured_phase: bool,
 }
 
 impl Energy {
-    /// The figures of `gpu`'s readings, with the output tokens of `records` timed within the window.
-    pub fn of(gpu: &GpuReadings, records: &[RequestRecord]) -> Energy {
+    /// The figures of `gpu`'s readings over `measured` (the measured phase, on the run's clock)
+    /// when at least two readings fall within it, else over them all; the output tokens of
+    /// `records` timed within the span the figures use.
+    pub fn of(gpu: &GpuReadings, records: &[RequestRecord], measured: Option<(f64, f64)>) -> Energy {
+        if let Some((from, to)) = measured {
+            let within = |s: &&ServerSample| s.t_s >= from && s.t_s <= to;
+            let samples: Vec<ServerSample> = gpu.readings.samples.iter().filter(within).cloned().collect();
+            let narrowed = GpuReadings { readings: ServerMetrics { samples, ..gpu.readings.clone() }, ..gpu.clone() };
+            let e = Energy::over_readings(&narrowed, records);
+            if e.unavailable.is_none() {
+                return Energy { measured_phase: true, ..e };
+            }
+        }
+        Energy::over_readings(gpu, records)
+    }
+
+    fn over_readings(gpu: &GpuReadings, records: &[RequestRecord]) -> Energy {
         let r = &gpu.readings;
         let mut e = Energy {
             source: gpu.source,
@@ -90,6 +109,7 @@ impl Energy {
             failed_readings: r.failed_scrapes,
             first_error: r.first_error.clone(),
             unavailable: None,
+            measured_phase: false,
         };
         let of = |f: fn(&ServerSample) -> Option<f64>| -> Vec<(f64, f64)> {
             r.samples.iter().filter_map(|s| Some((s.t_s, f(s)?))).collect()
@@ -244,7 +264,7 @@ mod tests {
             at(2.5, Some(480.0), Some(6_000_000.0)),
         ]);
         // 4 tokens within [0.5, 2.5], 2 outside.
-        let e = Energy::of(&gpu, &[record(&[0.4, 0.6, 1.0]), record(&[2.0, 2.5, 2.6])]);
+        let e = Energy::of(&gpu, &[record(&[0.4, 0.6, 1.0]), record(&[2.0, 2.5, 2.6])], None);
         assert_eq!(e.basis, Some(EnergyBasis::EnergyCounter));
         assert_eq!((e.window_s, e.energy_j, e.avg_power_w), (Some(2.0), Some(1000.0), Some(500.0)));
         assert_eq!((e.output_tokens, e.j_per_output_token), (4, Some(250.0)));
@@ -252,10 +272,30 @@ mod tests {
     }
 
     #[test]
+    fn a_measured_phase_narrows_the_window_when_two_readings_fall_in_it() {
+        // The counter grows 100 J a second, then 300 J a second from 2 s (the measured phase's load).
+        let gpu = readings(vec![
+            at(0.0, None, Some(0.0)),
+            at(1.0, None, Some(100_000.0)),
+            at(2.0, None, Some(200_000.0)),
+            at(3.0, None, Some(500_000.0)),
+            at(4.0, None, Some(800_000.0)),
+        ]);
+        let tokens = [record(&[0.5, 1.5, 2.5, 3.0, 3.5, 4.5])];
+        let e = Energy::of(&gpu, &tokens, Some((1.8, 4.2)));
+        // Readings at 2, 3 and 4 s: 600 J over 2 s; tokens at 2.5, 3.0 and 3.5 s.
+        assert_eq!((e.window_s, e.energy_j, e.avg_power_w), (Some(2.0), Some(600.0), Some(300.0)));
+        assert_eq!((e.output_tokens, e.j_per_output_token, e.measured_phase), (3, Some(200.0), true));
+        // One reading in the phase: the whole run's figures, and said so.
+        let e = Energy::of(&gpu, &tokens, Some((2.5, 3.5)));
+        assert_eq!((e.window_s, e.energy_j, e.output_tokens, e.measured_phase), (Some(4.0), Some(800.0), 5, false));
+    }
+
+    #[test]
     fn without_a_counter_the_gauge_is_time_averaged() {
         // Trapezoids: 1 s at (400 + 600) / 2, then 3 s at 600: 2300 J over 4 s.
         let gpu = readings(vec![at(0.0, Some(400.0), None), at(1.0, Some(600.0), None), at(4.0, Some(600.0), None)]);
-        let e = Energy::of(&gpu, &[record(&[1.0])]);
+        let e = Energy::of(&gpu, &[record(&[1.0])], None);
         assert_eq!(e.basis, Some(EnergyBasis::PowerGauge));
         assert_eq!((e.energy_j, e.avg_power_w, e.j_per_output_token), (Some(2300.0), Some(575.0), Some(2300.0)));
     }
@@ -264,13 +304,13 @@ mod tests {
     fn too_few_readings_or_a_counter_going_back_leave_figures_absent_with_a_reason() {
         let mut gpu = readings(vec![at(0.0, None, Some(10.0))]);
         gpu.readings.fail("http 404".into());
-        let e = Energy::of(&gpu, &[record(&[0.0])]);
+        let e = Energy::of(&gpu, &[record(&[0.0])], None);
         assert_eq!((e.energy_j, e.avg_power_w, e.j_per_output_token, e.basis), (None, None, None, None));
         assert_eq!(e.unavailable.as_deref(), Some("http 404"));
         assert_eq!(e.failed_readings, 1);
 
         let reset = readings(vec![at(0.0, None, Some(10.0)), at(1.0, None, Some(5.0))]);
-        let e = Energy::of(&reset, &[]);
+        let e = Energy::of(&reset, &[], None);
         assert!(e.energy_j.is_none() && e.unavailable.as_deref().is_some_and(|w| w.contains("fewer than two")));
     }
 
@@ -281,7 +321,7 @@ mod tests {
         meter.stop(12.0);
         let gpu = meter.take().expect("a run's readings, even when empty");
         assert!(meter.take().is_none(), "taken once");
-        let e = Energy::of(&gpu, &[record(&[1.0])]);
+        let e = Energy::of(&gpu, &[record(&[1.0])], None);
         assert_eq!((e.source, e.energy_j, e.avg_power_w, e.j_per_output_token), (EnergySource::Nvml, None, None, None));
         let why = e.unavailable.expect("a reason");
         assert!(why.contains("libtokenmeter-no-such-nvml.so.1"), "{why}");

@@ -181,7 +181,7 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
     }
     out.push_str("</div>\n");
 
-    let t = Timeline::draw(&r.requests, &r.steps, None, r.config.is_server());
+    let t = Timeline::draw(&r.requests, &r.steps, None, r.config.is_server()).with_steady(r.metrics.steady.as_ref());
     let l = timeline::labels(lang, t.server);
     let _ = write!(
         out,
@@ -201,6 +201,9 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
     swatch(timeline::MARK, l.marks);
     if !t.server {
         swatch("#64748b", l.steps);
+    }
+    if !t.steady.is_empty() {
+        swatch(timeline::STEADY, l.steady);
     }
     out.push_str("</p>\n");
     if t.server {
@@ -404,7 +407,7 @@ mod tests {
             readings: Default::default(),
             unavailable: Some(format!("not prometheus: {evil}")),
         };
-        r.metrics.energy = Some(crate::bench::energy::Energy::of(&gpu, &r.requests));
+        r.metrics.energy = Some(crate::bench::energy::Energy::of(&gpu, &r.requests, None));
         let html = html_report(&[("run".into(), &r)], Lang::En);
         assert!(!html.contains("<script"), "unescaped markup in the energy row");
         assert!(html.contains("GPU energy (dcgm http://dcgm/&lt;script&gt;"), "no energy row");

@@ -118,6 +118,7 @@ pub(crate) fn shifted(
             arrival_s: shift(r.arrival_s),
             scheduled_s: r.scheduled_s.map(shift),
             sent_s: r.sent_s.map(shift),
+            headers_s: r.headers_s.map(shift),
             first_token_s: r.first_token_s.map(shift),
             first_answer_s: r.first_answer_s.map(shift),
             token_times_s: r.token_times_s.iter().map(|&t| shift(t)).collect(),

@@ -64,6 +64,11 @@ pub struct RequestRecord {
     /// engine, which has no send, and in results saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_s: Option<f64>,
+    /// When the server's response headers arrived (the fetch resolved). From `sent_s` to here:
+    /// the connection (a browser's queue for one, six per HTTP/1.1 host, included) and any wait
+    /// of the server's before it answers. Absent for the engine and in results saved before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_s: Option<f64>,
     pub first_token_s: Option<f64>,
     /// Every output token, in order; the first equals `first_token_s`. From a remote server's
     /// stream: one time per token-carrying chunk, with its token count in `chunk_tokens`. Empty

@@ -57,6 +57,7 @@ struct Labels {
     per_million_tokens: &'static str,
     per_request: &'static str,
     energy: &'static str,
+    energy_measured_phase: &'static str,
     per_output_token: &'static str,
     average: &'static str,
     over: &'static str,
@@ -71,6 +72,8 @@ struct Labels {
     steady_never: &'static str,
     outstanding: &'static str,
     delivered: &'static str,
+    headers: &'static str,
+    headers_note: &'static str,
     asked: &'static str,
     fits: &'static str,
     rejected: &'static str,
@@ -130,6 +133,7 @@ const EN: Labels = Labels {
     per_million_tokens: "per million output tokens",
     per_request: "per request",
     energy: "GPU energy",
+    energy_measured_phase: "the measured phase: warm-up and cool-down left out",
     per_output_token: "J per output token",
     average: "average",
     over: "over",
@@ -144,6 +148,9 @@ const EN: Labels = Labels {
     steady_never: "never reached",
     outstanding: "outstanding",
     delivered: "Delivered load",
+    headers: "Send → headers",
+    headers_note: "not in the send lateness: a browser's connection queue (six per HTTP/1.1 host), connecting, \
+                   and any wait of the server's before it answers; TTFT from send includes it",
     asked: "asked",
     fits: "fits",
     rejected: "rejected",
@@ -206,6 +213,7 @@ const ZH: Labels = Labels {
     per_million_tokens: "每百万输出 token",
     per_request: "每个请求",
     energy: "GPU 能耗",
+    energy_measured_phase: "测量阶段：不含预热与冷却",
     per_output_token: "焦耳/输出 token",
     average: "平均",
     over: "时长",
@@ -220,6 +228,8 @@ const ZH: Labels = Labels {
     steady_never: "未达到",
     outstanding: "未完成请求",
     delivered: "实际负载",
+    headers: "发送 → 响应头",
+    headers_note: "不计入发送延迟：浏览器的连接队列（每个 HTTP/1.1 主机六个）、建立连接，以及服务器应答前的等待；从发送起算的 TTFT 包含它",
     asked: "要求",
     fits: "符合",
     rejected: "拒绝",
@@ -516,11 +526,22 @@ fn steady_line(st: &crate::bench::steady::SteadyState, l: &Labels) -> String {
     }
 }
 
-/// What the client delivered ([`crate::bench::delivered`]): two lines.
-fn delivered_lines(d: &crate::bench::delivered::DeliveredLoad, l: &Labels) -> [String; 2] {
+/// What the client delivered ([`crate::bench::delivered`]): two lines, and a third with the time to
+/// the response headers where it was recorded.
+fn delivered_lines(d: &crate::bench::delivered::DeliveredLoad, l: &Labels) -> Vec<String> {
     let asked = |x: Option<f64>| x.filter(|x| x.is_finite()).map_or("-".to_string(), num);
     let fit = d.fit.as_ref().map_or(String::new(), |f| {
         format!("; KS p {} (α {}): {}", num(f.p_value), f.alpha, if f.rejected { l.rejected } else { l.fits })
+    });
+    let headers = d.headers_ms.as_ref().map(|h| {
+        format!(
+            "{}: P50 {} ms, P99 {} ms, max {} ms ({})",
+            l.headers,
+            num(h.p50),
+            num(h.p99),
+            num(h.max),
+            l.headers_note
+        )
     });
     [
         format!(
@@ -550,6 +571,9 @@ fn delivered_lines(d: &crate::bench::delivered::DeliveredLoad, l: &Labels) -> [S
             d.peak_in_flight
         ),
     ]
+    .into_iter()
+    .chain(headers)
+    .collect()
 }
 
 const LABEL_WIDTH: usize = 16;
@@ -617,6 +641,9 @@ fn energy_line(e: &super::energy::Energy, l: &Labels) -> String {
         significant(e.j_per_output_token),
         l.per_output_token
     );
+    if e.measured_phase {
+        text += &format!(" ({})", l.energy_measured_phase);
+    }
     if let Some(why) = &e.unavailable {
         text += &format!(" ({why})");
     } else if let (n, Some(first)) = (e.failed_readings, &e.first_error) {
@@ -902,6 +929,7 @@ mod tests {
             failed_readings: 2,
             first_error: Some("NVML not loaded (libnvidia-ml.so.1): <gone>".into()),
             unavailable: Some("NVML not loaded (libnvidia-ml.so.1): <gone>".into()),
+            measured_phase: false,
         };
         let m = BenchmarkMetrics { energy: Some(absent.clone()), ..metrics() };
         let text = text_report(&m, None, Lang::En);
@@ -937,6 +965,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("per request, 0.2500 J per output token"), "beside the cost: {text}");
+        assert!(!text.contains("measured phase"), "{text}");
+        let phase =
+            BenchmarkMetrics { energy: m.energy.clone().map(|e| Energy { measured_phase: true, ..e }), ..metrics() };
+        assert!(text_report(&phase, None, Lang::En).contains("J per output token (the measured phase: warm-up"));
         assert!(text_report(&m, None, Lang::Zh).contains("GPU 能耗"));
     }
 

@@ -231,8 +231,14 @@ pub async fn run_into<T: Target>(
         }
         metrics.cost = s.cost_per_hour.map(|price| Cost::at(price, &metrics));
         metrics.server = server_metrics.as_ref().map(ServerMetrics::summary);
-        // Over the readings' window: every token the GPUs worked for, warm-up phase or not.
-        metrics.energy = gpu_metrics.as_ref().map(|g| Energy::of(g, &requests));
+        // Over the measured phase where warm-up or cool-down was left out (from the first measured
+        // arrival to the last measured request's end) and two readings fall in it, else over every
+        // reading; the output tokens are every token timed in that span, whichever request's.
+        let measured = metrics.excluded.map(|x| {
+            let ends = requests.iter().filter(|r| r.phase.is_none()).filter_map(RequestRecord::ended_s);
+            (x.measured_from_s, ends.fold(x.measured_from_s, f64::max))
+        });
+        metrics.energy = gpu_metrics.as_ref().map(|g| Energy::of(g, &requests, measured));
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
         let run_config = RunConfig {
             workload: Some(spec),

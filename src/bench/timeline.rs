@@ -9,6 +9,7 @@
 use std::fmt::Write;
 
 use super::record::{RequestRecord, StepSample};
+use super::steady::SteadyState;
 use super::Lang;
 
 /// Width of the drawing, in SVG user units (the page scales it to its card).
@@ -29,6 +30,9 @@ pub const WAITING: &str = "#f59e0b";
 pub const PREFILL: &str = "#8b5cf6";
 pub const DECODE: &str = "#3b82f6";
 pub const MARK: &str = "#e11d48";
+/// The steady window's band, drawn faint behind the bars.
+pub const STEADY: &str = "#10b981";
+pub const STEADY_OPACITY: &str = "0.18";
 
 /// The geometry of one timeline: path data in SVG user units, `WIDTH` × [`Timeline::height`].
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -50,6 +54,11 @@ pub struct Timeline {
     pub marks: String,
     /// One tick per engine step end (at most one per unit of width).
     pub steps: String,
+    /// A band behind the bars over the run's steady window ([`crate::bench::steady`]), from the
+    /// end of the ramp-up to the last arrival; empty while running and for a run that never
+    /// reached one.
+    #[serde(default)]
+    pub steady: String,
     /// Bars drawn per phase, and marks, for tests and `data-` attributes.
     pub counts: Counts,
     /// Axis labels: x position and seconds.
@@ -146,6 +155,18 @@ impl Timeline {
         t
     }
 
+    /// The same timeline with the steady window drawn behind its bars, when `steady` reached one.
+    pub fn with_steady(mut self, steady: Option<&SteadyState>) -> Timeline {
+        self.steady.clear();
+        if let Some(st) = steady.filter(|s| s.reached() && self.rows > 0) {
+            let scale = (WIDTH - 2.0 * PAD) / self.end_s.max(1e-9);
+            let x = |s: f64| PAD + s.clamp(0.0, self.end_s) * scale;
+            let w = (x(st.to_s) - x(st.from_s)).max(MIN_BAR);
+            let _ = write!(self.steady, "M{:.1} 0h{w:.1}v{:.2}h{:.1}z", x(st.from_s), self.bars_height, -w);
+        }
+        self
+    }
+
     /// Height of the whole drawing: bars, step strip, axis labels.
     pub fn height(&self) -> f64 {
         self.bars_height + 3.0 + STEP_STRIP + AXIS
@@ -166,6 +187,9 @@ impl Timeline {
             h = self.height(),
             title = l.title
         );
+        if !self.steady.is_empty() {
+            let _ = write!(out, "<path d=\"{}\" fill=\"{STEADY}\" fill-opacity=\"{STEADY_OPACITY}\"/>", self.steady);
+        }
         for (d, colour) in [(&self.waiting, WAITING), (&self.prefill, PREFILL), (&self.decode, DECODE)] {
             let _ = write!(out, "<path d=\"{d}\" fill=\"{colour}\"/>");
         }
@@ -207,6 +231,7 @@ pub struct Labels {
     pub decode: &'static str,
     pub marks: &'static str,
     pub steps: &'static str,
+    pub steady: &'static str,
     /// For a server: why there is no prefill phase.
     pub server_note: &'static str,
 }
@@ -220,6 +245,7 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             decode: "decode (first token → finish)",
             marks: "preempted / failed",
             steps: "engine steps",
+            steady: "steady window (ramp-up and drain outside it)",
             server_note: "A server does not say when it scheduled a request: waiting and prefill are one phase, \
                           from arrival to the first token.",
         },
@@ -230,6 +256,7 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             decode: "解码 (首个 token → 完成)",
             marks: "被抢占 / 失败",
             steps: "引擎步",
+            steady: "稳态窗口（爬升与排空在其外）",
             server_note: "服务器不报告调度时间：排队与预填充合为一段，从到达到首个 token。",
         },
     }
@@ -350,6 +377,25 @@ mod tests {
         assert_eq!((t.counts.waiting, t.counts.prefill, t.counts.decode), (1, 0, 1));
         assert!((rects(&t.waiting)[0].1 - (WIDTH - 2.0 * PAD) / 2.0).abs() < 0.1);
         assert_eq!(labels(Lang::En, true).waiting, "until first token");
+    }
+
+    #[test]
+    fn the_steady_window_is_a_band_over_its_seconds_and_absent_when_never_reached() {
+        let records: Vec<RequestRecord> =
+            (0..10).map(|i| request(i, i as f64, i as f64, i as f64 + 0.5, 10.0)).collect();
+        let t = Timeline::draw(&records, &[], None, false);
+        assert_eq!(t.end_s, 10.0);
+        let mut st = SteadyState { from_s: 2.0, to_s: 9.0, level: 3.0, requests: 8, never: None, summary: None };
+        let drawn = t.clone().with_steady(Some(&st));
+        // 2 s to 9 s of 10 s: from 20% to 90% of the drawing's inner width.
+        let inner = WIDTH - 2.0 * PAD;
+        let band = rects(&drawn.steady);
+        assert_eq!(band.len(), 1, "{}", drawn.steady);
+        assert!((band[0].0 - (PAD + 0.2 * inner)).abs() < 0.06 && (band[0].1 - 0.7 * inner).abs() < 0.06, "{band:?}");
+        assert!(drawn.svg(Lang::En).contains(STEADY));
+        st.never = Some("the queue grew".into());
+        assert!(t.clone().with_steady(Some(&st)).steady.is_empty());
+        assert!(t.with_steady(None).steady.is_empty());
     }
 
     #[test]

@@ -457,6 +457,7 @@ impl Page {
         let response = JsFuture::from(scope_fetch(&url, &init).map_err(RequestError::Request)?)
             .await
             .map_err(|e| aborted(&e, fetch_failed))?;
+        recorder.headers(now_s() - self.t0);
         let response: web_sys::Response = response.unchecked_into();
         match answered_from(&url, &response) {
             Ok(Some(moved)) => recorder.redirected(moved),

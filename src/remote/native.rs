@@ -429,6 +429,7 @@ impl Send {
             request = request.bearer_auth(key.expose());
         }
         let mut response = request.send().await.map_err(classify)?;
+        recorder.headers(self.t0.elapsed().as_secs_f64());
         if let Some(moved) = answered_from(&url, &response)? {
             recorder.redirected(moved);
         }

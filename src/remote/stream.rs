@@ -95,6 +95,11 @@ impl StreamRecorder {
         self.record.scheduled_s = Some(t_s);
     }
 
+    /// The response's headers arrived at `t_s`.
+    pub fn headers(&mut self, t_s: f64) {
+        self.record.headers_s = Some(t_s);
+    }
+
     /// Body bytes that arrived at `t_s`. An error ends the request; the caller passes it to [`end`].
     ///
     /// [`end`]: StreamRecorder::end

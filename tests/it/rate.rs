@@ -66,6 +66,12 @@ fn a_stall_under_max_concurrency_shows_in_ttft_from_arrival_not_from_send() {
     assert_eq!(delivered["peak_in_flight"], 1, "{delivered}");
     assert!(stdout.contains("Delivered load: ") && stdout.contains("Send lateness: "), "{stdout}");
     assert!(!stdout.contains("bent the load"), "{stdout}");
+    // This server answers its headers only once it serves a request: the first request's stall is
+    // in its time to headers (the wait after the send that the send times cannot show), the others'
+    // are not.
+    let headers = &delivered["headers_ms"];
+    assert!(headers["max"].as_f64().unwrap() > 2500.0 && headers["p50"].as_f64().unwrap() < 500.0, "{delivered}");
+    assert!(stdout.contains("Send → headers: P50"), "{stdout}");
 }
 
 /// Timing-sensitive: run alone, after the parallel tests (tests/it/main.rs).

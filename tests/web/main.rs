@@ -1026,7 +1026,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         rows: vec![row],
         dropped_short_conversations: 2,
     };
-    let choice = DatasetChoice { data: std::sync::Arc::new(data), speedup: 2.0 };
+    let choice = DatasetChoice { data: std::sync::Arc::new(data), speedup: 2.0, block_tokens: 512 };
     let cx = || Context {
         lang: Lang::Zh,
         model_key: "embedded".into(),
@@ -1063,4 +1063,26 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         assert_eq!(back.dataset.as_ref().unwrap().speedup, 2.0);
         assert_eq!(back.lang, Lang::Zh);
     }
+}
+
+/// The page's trace block size reaches the worker's attach: a shared-block trace whose rows carry
+/// one id per 32 tokens is taken at 32 and refused at the default 512, naming the line.
+#[wasm_bindgen_test]
+fn the_pages_trace_block_size_sizes_the_hash_ids() {
+    use tokenmeter::bench::dataset::{self, DatasetFormat};
+    use tokenmeter::web::protocol::DatasetChoice;
+    let text = "{\"timestamp\": 0, \"input_length\": 64, \"output_length\": 4, \"hash_ids\": [1, 2]}\n\
+                {\"timestamp\": 100, \"input_length\": 70, \"output_length\": 4, \"hash_ids\": [1, 2, 3]}\n";
+    let data = dataset::parse("t.jsonl", text.as_bytes(), Some(DatasetFormat::Trace)).unwrap();
+    let t = i18n::text(Lang::En);
+    let form = settings::validate(&|f| Some(f.default_value().to_string()), None, false, t).unwrap();
+    let attach = |block_tokens: usize| {
+        let choice = DatasetChoice { data: std::sync::Arc::new(data.clone()), speedup: 1.0, block_tokens };
+        let mut request = form.clone();
+        tokenmeter::web::worker::dataset::attach(&choice, &mut request, None, Some(4096)).map(|()| request)
+    };
+    let request = attach(32).expect("32-token blocks fit the ids");
+    assert_eq!(request.spec.num_requests, 2);
+    let refused = attach(512).expect_err("at 512 tokens a block the first row has too many ids").to_string();
+    assert!(refused.contains("line 1") && refused.contains("Trace block size"), "{refused}");
 }

@@ -8,7 +8,7 @@
 //! it the run's requests.
 
 use super::i18n::use_text;
-use crate::bench::dataset::{self, Dataset, DatasetFormat};
+use crate::bench::dataset::{self, Dataset, DatasetFormat, DEFAULT_BLOCK_TOKENS};
 use crate::limits;
 use crate::model::source::BlobStore;
 use crate::model::ModelStore;
@@ -32,6 +32,8 @@ pub struct DatasetState {
     /// "auto" (guessed from the content), "sharegpt", "jsonl" or "trace".
     pub format: RwSignal<String>,
     pub speedup: RwSignal<String>,
+    /// Tokens per `hash_ids` block (a shared-block trace's; the CLI's `--trace-block-size`).
+    pub block_tokens: RwSignal<String>,
     /// The parse of `picked` under `format`: the rows, or one line saying what is wrong and where.
     pub parsed: RwSignal<Option<std::result::Result<Arc<Dataset>, String>>>,
     pub reading: RwSignal<bool>,
@@ -57,7 +59,14 @@ impl DatasetState {
                 limits::printable(&self.speedup.get_untracked())
             ))
         })?;
-        Ok(Some(DatasetChoice { data, speedup }))
+        let block = self.block_tokens.get_untracked();
+        let block_tokens = block.trim().parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            Error::Invalid(format!(
+                "trace block size {:?}: expected a whole number of tokens",
+                limits::printable(&block)
+            ))
+        })?;
+        Ok(Some(DatasetChoice { data, speedup, block_tokens }))
     }
 
     pub fn new() -> DatasetState {
@@ -65,6 +74,7 @@ impl DatasetState {
             picked: RwSignal::new(None),
             format: RwSignal::new("auto".into()),
             speedup: RwSignal::new("1".into()),
+            block_tokens: RwSignal::new(DEFAULT_BLOCK_TOKENS.to_string()),
             parsed: RwSignal::new(None),
             reading: RwSignal::new(false),
         }
@@ -160,6 +170,7 @@ pub fn DatasetPicker(x: DatasetState, locked: Signal<bool>) -> impl IntoView {
         }
     };
     let is_trace = move || x.parsed.with(|p| matches!(p, Some(Ok(d)) if d.format == DatasetFormat::Trace));
+    let has_blocks = move || x.parsed.with(|p| matches!(p, Some(Ok(d)) if d.rows.iter().any(|r| r.hash_ids.is_some())));
     view! {
         <div class="dataset" data-testid="dataset">
             <div class="row dataset-row">
@@ -218,6 +229,18 @@ pub fn DatasetPicker(x: DatasetState, locked: Signal<bool>) -> impl IntoView {
                         on:input=move |ev| x.speedup.set(event_target_value(&ev))
                     />
                     <span class="field-hint">{move || t().dataset_speedup_hint}</span>
+                </label>
+                <label class="field" class:muted=move || !has_blocks()>
+                    <span class="field-label">{move || t().dataset_block}</span>
+                    <input
+                        data-testid="dataset-block"
+                        autocomplete="off"
+                        inputmode="numeric"
+                        disabled=move || locked.get() || !has_blocks()
+                        prop:value=move || x.block_tokens.get()
+                        on:input=move |ev| x.block_tokens.set(event_target_value(&ev))
+                    />
+                    <span class="field-hint">{move || t().dataset_block_hint}</span>
                 </label>
             </div>
         </div>

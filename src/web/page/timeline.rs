@@ -66,6 +66,7 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 {swatch(timeline::DECODE, l.decode)}
                 {swatch(timeline::MARK, l.marks)}
                 {(!server).then(|| swatch("#64748b", l.steps))}
+                {shown.with(|t| !t.steady.is_empty()).then(|| swatch(timeline::STEADY, l.steady))}
             </p>
             {server.then(|| view! { <p class="note">{l.server_note}</p> })}
         }
@@ -81,6 +82,7 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
             data-decode=count(|t| t.counts.decode)
             data-marks=count(|t| t.counts.preemptions + t.counts.failed)
             data-steps=count(|t| t.counts.steps)
+            data-steady=move || shown.with(|t| (!t.steady.is_empty()).to_string())
         >
             <figcaption>
                 <span class="chart-title">{move || labels(lang.get(), false).title}</span>
@@ -94,6 +96,12 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 role="img"
                 aria-label=move || labels(lang.get(), false).title
             >
+                <path
+                    class="tl-steady"
+                    d=with(|t| t.steady.clone())
+                    fill=timeline::STEADY
+                    fill-opacity=timeline::STEADY_OPACITY
+                ></path>
                 <path class="tl-waiting" d=with(|t| t.waiting.clone()) fill=timeline::WAITING></path>
                 <path class="tl-prefill" d=with(|t| t.prefill.clone()) fill=timeline::PREFILL></path>
                 <path class="tl-decode" d=with(|t| t.decode.clone()) fill=timeline::DECODE></path>

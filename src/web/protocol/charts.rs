@@ -85,7 +85,8 @@ impl ChartData {
         ChartData {
             server,
             throughput: series.iter().map(|p| Point { x: p.t_s, y: p.output_tok_s }).collect(),
-            timeline: Timeline::draw(&result.requests, &result.steps, None, result.config.is_server()),
+            timeline: Timeline::draw(&result.requests, &result.steps, None, result.config.is_server())
+                .with_steady(result.metrics.steady.as_ref()),
             ..ChartData::per_request(&result.requests, &result.steps)
         }
     }

@@ -67,6 +67,8 @@ pub struct DatasetChoice {
     pub data: Arc<Dataset>,
     /// A trace's times are divided by this.
     pub speedup: f64,
+    /// Tokens per `hash_ids` block of a shared-block trace (`--trace-block-size`).
+    pub block_tokens: usize,
 }
 
 /// How a command ended (sent boxed in the last update). What was measured is kept even when it ended at an error.

@@ -4,7 +4,7 @@
 //! [`DatasetChoice`].
 
 use crate::bench::check_context;
-use crate::bench::dataset::{Attach, DEFAULT_BLOCK_TOKENS};
+use crate::bench::dataset::Attach;
 use crate::limits;
 use crate::model::Tokenizer;
 use crate::web::protocol::{DatasetChoice, RunRequest};
@@ -19,7 +19,7 @@ pub fn attach(
     tokenizer: Option<(&Tokenizer, &str)>,
     max_position: Option<usize>,
 ) -> Result<()> {
-    let DatasetChoice { data, speedup } = choice;
+    let DatasetChoice { data, speedup, block_tokens } = choice;
     let rates = config.rates.len();
     let spec = &mut config.spec;
     spec.attach_dataset(
@@ -28,7 +28,7 @@ pub fn attach(
             tokenizer,
             num_requests: Some(spec.num_requests),
             trace_speedup: *speedup,
-            block_tokens: DEFAULT_BLOCK_TOKENS,
+            block_tokens: *block_tokens,
             context: max_position,
             rates,
         },

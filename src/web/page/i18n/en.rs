@@ -285,6 +285,8 @@ pub const EN: Text = Text {
     dataset_auto: "auto (by content)",
     dataset_speedup: "Trace speedup",
     dataset_speedup_hint: "replay a trace this many times faster",
+    dataset_block: "Trace block size",
+    dataset_block_hint: "tokens per hash_ids entry (Mooncake traces: 512)",
     dataset_rows: "rows",
     dataset_remove: "Remove",
     test_difference: "Test the difference (A/B statistics)",

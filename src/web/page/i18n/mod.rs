@@ -311,6 +311,8 @@ pub struct Text {
     pub dataset_auto: &'static str,
     pub dataset_speedup: &'static str,
     pub dataset_speedup_hint: &'static str,
+    pub dataset_block: &'static str,
+    pub dataset_block_hint: &'static str,
     pub dataset_rows: &'static str,
     pub dataset_remove: &'static str,
     pub test_difference: &'static str,

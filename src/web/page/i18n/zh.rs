@@ -285,6 +285,8 @@ pub const ZH: Text = Text {
     dataset_auto: "自动（按内容）",
     dataset_speedup: "轨迹加速",
     dataset_speedup_hint: "按此倍数加快回放轨迹",
+    dataset_block: "轨迹块大小",
+    dataset_block_hint: "每个 hash_ids 条目的 token 数（Mooncake 轨迹：512）",
     dataset_rows: "行",
     dataset_remove: "移除",
     test_difference: "检验差异（A/B 统计）",
