@@ -338,6 +338,9 @@ await page.waitForFunction(() => /^Ready: config\.json \+ 4 files, BF16/.test(do
 const requestsBefore = await byId('setting-requests').inputValue();
 await byId('setting-requests').fill('32');
 await runAndWait('run on local files');
+// The timeline draws the steady window where the run reached one (the run's report says whether).
+console.log(`steady window drawn: ${await byId('timeline').getAttribute('data-steady')}; `
+  + `${(await text('text-report')).split('\n').find((l) => /Steady state/.test(l)) ?? 'no steady line'}`);
 await byId('setting-requests').fill(requestsBefore);
 // A slow download shows bytes, MB/s and ETA and can be cancelled; the loaded model stays.
 await byId('model-url').fill('./slow-fixtures/tiny-gqa-tied/');
@@ -476,6 +479,11 @@ console.log(`conversations: ${talk.split('\n').filter((l) => /turn \d:/.test(l))
 await byId('setting-turns').fill('');
 // 11c. The highest rate within the SLOs (rate "max"): the progress names the rate being tried,
 // then the card says what was found, with a dot per run against the target line and the runs.
+// Short requests (CI time: each run of the search is a few seconds; 9 runs at 8:16 output
+// tokens took 67 s).
+const lensBefore = [await byId('setting-input').inputValue(), await byId('setting-output').inputValue()];
+await byId('setting-input').fill('8:16');
+await byId('setting-output').fill('2:4');
 await byId('setting-rate').fill('max');
 await byId('setting-slo_ttft').fill('1000');
 await check((await page.locator('.field.invalid').count()) === 0, `rate max refused: ${await page.locator('.field.invalid').first().textContent().catch(() => '')}`);
@@ -498,6 +506,8 @@ await check(await byId('search-target').count() === 1, 'search: no target line')
 console.log(`search: ${found} (${runs} runs, ${((Date.now() - searchT0) / 1000).toFixed(1)} s)`);
 await byId('search').screenshot({ path: `${out}/search.png` });
 await byId('setting-slo_ttft').fill('');
+await byId('setting-input').fill(lensBefore[0]);
+await byId('setting-output').fill(lensBefore[1]);
 await byId('setting-rate').fill('20');
 await byId('setting-requests').fill('8');
 
@@ -623,6 +633,26 @@ async function engineChecks() {
   await check(JSON.stringify(lens) === JSON.stringify(rows.map(([i]) => i).sort((a, b) => a - b)),
     `prompt lengths are not the file's: ${lens}`);
   await check(/dataset tiny\.jsonl/.test(await text('ran')), `the report does not name the dataset: ${await text('ran')}`);
+  await byId('dataset-remove').click();
+
+  // 13a. A shared-block trace (hash_ids, one per 8 tokens here): at the default block size of 512
+  // the run is refused naming the row; at 8 it runs, with the implied hit rate in the record.
+  const trace = [[0, 16, [1, 2]], [50, 16, [1, 3]], [100, 24, [1, 2, 4]]]
+    .map(([t, n, ids]) => JSON.stringify({ timestamp: t, input_length: n, output_length: 3, hash_ids: ids })).join('\n') + '\n';
+  await byId('dataset-file').setInputFiles({ name: 'blocks.jsonl', mimeType: 'application/json', buffer: Buffer.from(trace) });
+  await page.waitForFunction(() => /blocks\.jsonl · 3 rows \(trace\)/.test(document.querySelector('[data-testid=dataset-name]')?.textContent ?? ''),
+    null, { timeout: 10000 }).catch(async () => fail(`trace not read: ${await byId('dataset').textContent()}`));
+  await check(await byId('dataset-block').isEnabled() && await byId('dataset-block').inputValue() === '512', 'no block size field for a trace with hash_ids');
+  await byId('run').click();
+  await byId('run-error').waitFor({ timeout: 30000 }).catch(() => fail('a trace at the wrong block size ran'));
+  const blockError = await text('run-error');
+  await check(/line 1: 2 hash_ids for a prompt of 16 tokens/.test(blockError) && /Trace block size/.test(blockError), `block size error: ${blockError}`);
+  await byId('dataset-block').fill('8');
+  await runAndWait('shared-block trace');
+  const blocks = await downloadResult();
+  await check(blocks.requests.length === 3 && Math.abs(blocks.summary.prefix_cache_implied_rate - 24 / 56) < 1e-9,
+    `shared-block trace: ${blocks.requests.length} requests, implied ${blocks.summary.prefix_cache_implied_rate}`);
+  console.log(`shared-block trace: implied hit rate ${blocks.summary.prefix_cache_implied_rate}`);
   await byId('dataset-remove').click();
 
   // 13b. A ShareGPT file's whole conversations (Turns "dataset"): each user turn a request, the

@@ -77,10 +77,11 @@ fn logits_do_not_depend_on_how_a_prompt_is_chunked() {
         let one = prefill(&mut model, &ids, 0, &table, PROMPT).await;
         let chunks = prefill(&mut model, &ids, 0, &table, 64).await;
         assert_same("520-token prompt: chunks of 64 vs one chunk", &chunks, &one);
-        // Token by token (decode steps: split attention from context 128) over 300 positions.
-        let one_300 = prefill(&mut model, &ids[..300], 0, &table, 300).await;
-        let by_token = prefill(&mut model, &ids[..300], 0, &table, 1).await;
-        assert_same("300-token prompt: token by token vs one chunk", &by_token, &one_300);
+        // Token by token over 180 positions: decode steps, with split attention from context 128
+        // (SPLIT_MIN_CONTEXT) on. (CI time: each decode step costs about as much as a chunk here.)
+        let one_180 = prefill(&mut model, &ids[..180], 0, &table, 180).await;
+        let by_token = prefill(&mut model, &ids[..180], 0, &table, 1).await;
+        assert_same("180-token prompt: token by token vs one chunk", &by_token, &one_180);
     });
 }
 
@@ -109,18 +110,18 @@ fn logits_do_not_depend_on_other_requests_in_the_step() {
         let three = model.step_logits(&batch).await.unwrap();
         assert_same("A's prefill among 3 prompts vs alone", &three[2 * vocab..], &alone_prefill);
 
-        // Batch 16, mixed: 14 other sequences decoding (contexts 1..14 x 37) and a 200-token
-        // prefill chunk share A's decode step.
+        // Batch 16, mixed: 14 other sequences decoding (contexts 1..14 x 13, past the split
+        // attention's 128 from the tenth) and a 200-token prefill chunk share A's decode step.
         let mut tables = Vec::new();
         for s in 0..14u32 {
-            let ctx = 37 * (s as usize + 1);
+            let ctx = 13 * (s as usize + 1);
             let table = blocks(200 + 40 * s, 40);
             prefill(&mut model, &prompt(ctx, 10 + s), 0, &table, 1024).await;
             tables.push(table);
         }
         let mut step = Vec::new();
         for s in 0..14u32 {
-            step.push([(s * 977) % vocab as u32, 37 * (s + 1), s, 0]);
+            step.push([(s * 977) % vocab as u32, 13 * (s + 1), s, 0]);
         }
         step.extend(tokens(&prompt(200, 99), 0, 14));
         step.push([a[PROMPT], PROMPT as u32, 15, 0]);

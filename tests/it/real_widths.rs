@@ -85,11 +85,14 @@ fn greedy_tokens_equal_the_float64_reference_prefilled_in_one_chunk() {
 
 #[test]
 fn greedy_tokens_equal_the_float64_reference_prefilled_in_chunks() {
-    // Prompts longer than a chunk in chunks of 64 (1,531 tokens: 24 chunks), on the small fixture
-    // (CI time; the 0.6B shape's chunking is checked on logits in tests/it/invariance.rs).
+    // Prompts longer than a chunk, up to 513 tokens, in chunks of 64 (up to 9 chunks), on the small
+    // fixture. CI time: the 1,531-token prompt runs in one chunk above and in chunks of up to 512
+    // among other requests below (its attention is most of each run's time on lavapipe); the 0.6B
+    // shape's chunking is checked on logits in tests/it/invariance.rs.
     pollster::block_on(async {
         let options = EngineOptions { max_batched_tokens: 64, ..EngineOptions::default() };
-        check(REAL_FIXTURES[0], options, 65, false, "chunks of 64").await;
+        let chunked = |c: &RealCase| (65..=513).contains(&c.prompt_ids.len());
+        check_cases(REAL_FIXTURES[0], options, chunked, false, "chunks of 64").await;
     });
 }
 
