@@ -553,7 +553,7 @@ impl ForwardPass {
 
 /// Floats of the split-attention partials buffer: [`PARTIALS_FLOATS`], or more where one token's
 /// parts at the longest context need it, and at least a decode step's worth of split pairs.
-fn partials_floats(cfg: &Qwen3Config) -> usize {
+pub(crate) fn partials_floats(cfg: &Qwen3Config) -> usize {
     let one_token = attention_min_partials(cfg.num_attention_heads, cfg.head_dim, cfg.max_position_embeddings);
     let decode = SPLIT_MAX_PAIRS * SPLITS_FOR_PARALLELISM * attention_part_floats(cfg.head_dim);
     PARTIALS_FLOATS.max(one_token).max(decode)

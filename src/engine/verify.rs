@@ -40,6 +40,8 @@ const DECODE_STEPS: usize = 4;
 /// Largest |gpu − oracle| / (1 + |oracle|) a logit may be off: f32 sums in other orders through
 /// every layer (the model tests' bound, measured at 3e-5 to 5e-5 per matmul chain).
 pub const LOGIT_TOLERANCE: f32 = 2e-3;
+/// Attention outputs are convex combinations of V rows (|v| ≤ 1): the kernel tests' bound.
+const ATTENTION_TOL: f32 = 2e-5;
 
 /// One check: what ran, and how far its worst output was from the reference.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +170,121 @@ pub async fn matmuls(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Re
     Ok(checks)
 }
 
+/// The model's per-head kernels at its widths (its heads, KV heads, head_dim, RoPE theta and norm
+/// epsilon), with `options` (the loaded model's), against the CPU ([`crate::gpu::kernels::check`]):
+/// the q/k norm + RoPE + KV write at positions 0 to 40,000 (or the model's last), and paged
+/// attention for a step as the engine records it — a decode at a context past
+/// [`crate::gpu::kernels::SPLIT_MIN_CONTEXT`] (split and merged) beside another sequence's
+/// 70-token prefill chunk (the tiled prefill kernel where the options take it).
+pub async fn heads(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Result<Vec<Check>> {
+    use crate::gpu::kernels::check::{self, HeadSetup};
+    use crate::gpu::kernels::{attention_plan, record_attention_plan, record_qk_norm_rope};
+    let kernels = Kernels::with_options(gpu, options);
+    let (n_heads, n_kv, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+    let width = (n_heads + 2 * n_kv) * hd;
+    let floats = |b: &[f32]| -> Vec<u8> { bytemuck::cast_slice(b).to_vec() };
+    let run = |rec: StepRecorder| {
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        rec.encode(&gpu.queue, &mut enc);
+        gpu.queue.submit([enc.finish()]);
+    };
+    let mut checks = Vec::new();
+
+    // q/k norm + RoPE + KV write: sequence 0 at positions 0, 1 and 7 (physical block 3), sequence
+    // 1 at the far position (its block in physical block 5).
+    let far = 40_000.min(cfg.max_position_embeddings.saturating_sub(1)).max(8);
+    let block_size = 16;
+    let max_blocks = far / block_size + 1;
+    let mut tables = vec![0u32; 2 * max_blocks];
+    (tables[0], tables[max_blocks + far / block_size]) = (3, 5);
+    let tokens = vec![[0, 0, 0, 0], [0, 7, 0, 0], [0, far as u32, 1, 0], [0, 1, 0, 0]];
+    let s = HeadSetup { n_heads, n_kv, hd, block_size, max_blocks, tokens, tables };
+    let qkv = values(101, s.tokens.len() * width);
+    let norms: Vec<f32> = values(102, 2 * hd).iter().map(|v| 1.0 + 0.5 * v).collect();
+    let freqs = crate::model::config::inv_freq(hd, cfg.rope_theta);
+    let eps = cfg.rms_norm_eps as f32;
+    let cache_len = 8 * block_size * n_kv * hd;
+    let qkvb = gpu.storage_with("verify qkv", &floats(&qkv));
+    let tb = gpu.storage_with("verify tokens", bytemuck::cast_slice(&s.tokens));
+    let btb = gpu.storage_with("verify tables", bytemuck::cast_slice(&s.tables));
+    let (nb, fb) =
+        (gpu.storage_with("verify norms", &floats(&norms)), gpu.storage_with("verify freqs", &floats(&freqs)));
+    let kb = gpu.storage_buffer("verify k", (cache_len * 4) as u64);
+    let vb = gpu.storage_buffer("verify v", (cache_len * 4) as u64);
+    let bind = kernels.bind(&gpu.device, Kernel::QkNormRope, "rope", &[&qkvb, &tb, &btb, &nb, &fb, &kb, &vb]);
+    let mut rec = StepRecorder::new(&kernels, gpu.limits.max_compute_workgroups_per_dimension);
+    record_qk_norm_rope(&mut rec, &bind, &s.params(eps));
+    run(rec);
+    let read = crate::gpu::readback::read_f32;
+    let got = read(&gpu.device, &gpu.queue, &qkvb, qkv.len()).await?;
+    let k = read(&gpu.device, &gpu.queue, &kb, cache_len).await?;
+    let v = read(&gpu.device, &gpu.queue, &vb, cache_len).await?;
+    gpu.check()?;
+    let w = check::qk_norm_rope(&s, &qkv, &norms, &freqs, eps, &got, &k, &v);
+    checks.push(Check {
+        what: format!("q/k norm + RoPE {n_heads}+{n_kv} heads of {hd}, positions to {far}"),
+        passed: w.passed(),
+        worst: w.to_string(),
+    });
+
+    // Attention: sequence 0 decodes at position 299; sequence 1 prefills positions 200..270.
+    let (decode_at, chunk) = (299u32, 200u32..270);
+    let max_blocks = (decode_at as usize + 1).div_ceil(block_size);
+    let tables: Vec<u32> = (0..2 * max_blocks as u32).collect();
+    let tokens: Vec<[u32; 4]> = std::iter::once([0, decode_at, 0, 0]).chain(chunk.map(|p| [0, p, 1, 0])).collect();
+    let s = HeadSetup { n_heads, n_kv, hd, block_size, max_blocks, tokens, tables };
+    let cache_len = 2 * max_blocks * block_size * n_kv * hd;
+    let qkv = values(103, s.tokens.len() * width);
+    let (k, v) = (values(104, cache_len), values(105, cache_len));
+    let qkvb = gpu.storage_with("verify qkv", &floats(&qkv));
+    let tb = gpu.storage_with("verify tokens", bytemuck::cast_slice(&s.tokens));
+    let btb = gpu.storage_with("verify tables", bytemuck::cast_slice(&s.tables));
+    let (kb, vb) = (gpu.storage_with("verify k", &floats(&k)), gpu.storage_with("verify v", &floats(&v)));
+    let out_len = s.tokens.len() * n_heads * hd;
+    let out = gpu.storage_buffer("verify attention", (out_len * 4) as u64);
+    let partials_floats = super::forward::partials_floats(cfg);
+    let partials = gpu.storage_buffer("verify partials", (partials_floats * 4) as u64);
+    let whole = kernels.bind(&gpu.device, Kernel::Attention, "whole", &[&qkvb, &tb, &btb, &kb, &vb, &out]);
+    let parts = kernels.bind(&gpu.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]);
+    let merge = kernels.bind(&gpu.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+    let plan = attention_plan(&options, n_heads, hd, &s.tokens);
+    let mut rec = StepRecorder::new(&kernels, gpu.limits.max_compute_workgroups_per_dimension);
+    record_attention_plan(
+        &mut rec,
+        &whole,
+        (&parts, &merge),
+        &s.params(1.0 / (hd as f32).sqrt()),
+        &plan,
+        partials_floats,
+    );
+    run(rec);
+    let got = read(&gpu.device, &gpu.queue, &out, out_len).await?;
+    gpu.check()?;
+    let w = check::attention(&s, &qkv, &k, &v, &got, ATTENTION_TOL);
+    let how: Vec<String> = plan
+        .iter()
+        .map(|r| {
+            format!(
+                "{} token{} {} in {}",
+                r.tokens.len(),
+                if r.tokens.len() == 1 { "" } else { "s" },
+                if r.tiled { "tiled" } else { "untiled" },
+                r.splits
+            )
+        })
+        .collect();
+    checks.push(Check {
+        what: format!(
+            "attention {n_heads}/{n_kv} heads of {hd}, decode at {} and a prefill chunk ({})",
+            decode_at + 1,
+            how.join(", ")
+        ),
+        passed: w.passed(),
+        worst: w.to_string(),
+    });
+    Ok(checks)
+}
+
 /// The loaded model against the oracle: the logits at every prompt position (a prefill), then
 /// [`DECODE_STEPS`] decode steps through the KV cache, each fed the oracle's greedy token.
 pub async fn model(pass: &mut ForwardPass, oracle: &CpuModel) -> Result<Vec<Check>> {
@@ -233,6 +350,7 @@ pub async fn run<P: TensorProvider>(pass: &mut ForwardPass, src: &P, kernel_path
     let start = now_s();
     let options = pass.kernel_options();
     let mut checks = matmuls(&pass.gpu, options, &pass.cfg).await?;
+    checks.extend(heads(&pass.gpu, options, &pass.cfg).await?);
     let params = pass.cfg.params_per_token();
     let oracle_skipped = if params <= ORACLE_MAX_PARAMS as u64 {
         let oracle = CpuModel::load_as(src, options.format).await?;

@@ -3,7 +3,7 @@
 //! checks of attention and of the q/k norm + RoPE + KV write.
 
 use super::data::worst;
-use tokenmeter::gpu::kernels::{HeadParams, Prologue};
+use tokenmeter::gpu::kernels::{check, Prologue};
 use tokenmeter::gpu::{Kernel, Kernels};
 use tokenmeter::model::reference;
 use tokenmeter::model::weights::Matrix;
@@ -13,43 +13,12 @@ pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     assert!(err <= tol, "{name}: worst relative error {err} at index {at}: got {} want {}", got[at], want[at]);
 }
 
-/// Sequences of token rows `[id, position, sequence, 0]` over a paged cache: `tables` holds
-/// `max_blocks` physical block ids per sequence.
-#[derive(Clone)]
-pub struct HeadSetup {
-    pub n_heads: usize,
-    pub n_kv: usize,
-    pub hd: usize,
-    pub block_size: usize,
-    pub max_blocks: usize,
-    pub tokens: Vec<[u32; 4]>,
-    pub tables: Vec<u32>,
-}
+/// The paged-head set-up and the comparisons are the library's (`gpu::kernels::check`, which the
+/// engine's own check uses); here they assert.
+pub use tokenmeter::gpu::kernels::check::HeadSetup;
 
-impl HeadSetup {
-    pub fn slot(&self, seq: usize, pos: usize) -> usize {
-        self.tables[seq * self.max_blocks + pos / self.block_size] as usize * self.block_size + pos % self.block_size
-    }
-    pub fn params(&self, last: f32) -> HeadParams {
-        HeadParams {
-            n_tokens: self.tokens.len() as u32,
-            n_heads: self.n_heads as u32,
-            n_kv_heads: self.n_kv as u32,
-            head_dim: self.hd as u32,
-            qkv_width: ((self.n_heads + 2 * self.n_kv) * self.hd) as u32,
-            block_size: self.block_size as u32,
-            max_blocks: self.max_blocks as u32,
-            eps_or_scale: last,
-            splits: 1,
-            token_begin: 0,
-            direct: 0,
-            _pad: 0,
-        }
-    }
-}
-
-/// Every token's q and k heads (RMS-normed per head with `norms`, rotated by RoPE at its
-/// position) and its v against the reference; k and v read from the token's cache slot.
+/// Every token's q and k heads (RMS-normed, eps 1e-6, rotated by RoPE at its position) and its v
+/// against the reference ([`check::qk_norm_rope`]).
 #[allow(clippy::too_many_arguments)]
 pub fn check_qk_norm_rope(
     s: &HeadSetup,
@@ -60,37 +29,11 @@ pub fn check_qk_norm_rope(
     k_cache: &[f32],
     v_cache: &[f32],
 ) {
-    let width = (s.n_heads + 2 * s.n_kv) * s.hd;
-    for (t, tok) in s.tokens.iter().enumerate() {
-        let pos = tok[1] as usize;
-        let slot = s.slot(tok[2] as usize, pos);
-        let row = &qkv[t * width..][..width];
-        for h in 0..s.n_heads + s.n_kv {
-            let is_q = h < s.n_heads;
-            let mut head = reference::rms_norm(
-                &row[h * s.hd..][..s.hd],
-                s.hd,
-                &norms[if is_q { 0 } else { s.hd }..][..s.hd],
-                1e-6,
-            );
-            reference::rope(&mut head, pos, freqs);
-            let got = if is_q {
-                got_qkv[t * width + h * s.hd..][..s.hd].to_vec()
-            } else {
-                k_cache[(slot * s.n_kv + h - s.n_heads) * s.hd..][..s.hd].to_vec()
-            };
-            assert_close(&format!("rope token {t} pos {pos} head {h}"), &got, &head, 2e-4);
-        }
-        for j in 0..s.n_kv {
-            let want = &row[(s.n_heads + s.n_kv + j) * s.hd..][..s.hd];
-            assert_close("v copy", &v_cache[(slot * s.n_kv + j) * s.hd..][..s.hd], want, 0.0);
-        }
-    }
+    let w = check::qk_norm_rope(s, qkv, norms, freqs, 1e-6, got_qkv, k_cache, v_cache);
+    assert!(w.passed(), "q/k norm + RoPE (head_dim {}): {w}", s.hd);
 }
 
-/// Every (token, head) against `reference::attention_head`. The tolerance: outputs are convex
-/// combinations of V rows (|v| <= 1), so an absolute f32 error of a few ulps times the number of
-/// online-softmax rescalings stays far below 2e-5 for contexts of thousands.
+/// Every (token, head) against the reference ([`check::attention`]).
 pub fn check_attention(
     s: &HeadSetup,
     qkv: &[f32],
@@ -100,36 +43,8 @@ pub fn check_attention(
     splits: usize,
     tol: f32,
 ) {
-    let width = (s.n_heads + 2 * s.n_kv) * s.hd;
-    // Each (sequence, kv head)'s keys and values in position order, gathered once.
-    let mut gathered: std::collections::HashMap<(u32, usize), (Vec<f32>, Vec<f32>)> = Default::default();
-    for (t, tok) in s.tokens.iter().enumerate() {
-        let ctx = tok[1] as usize + 1;
-        for h in 0..s.n_heads {
-            let kvh = h / (s.n_heads / s.n_kv);
-            let longest = s.tokens.iter().filter(|o| o[2] == tok[2]).map(|o| o[1] as usize + 1).max().unwrap();
-            let (keys, values) = gathered.entry((tok[2], kvh)).or_insert_with(|| {
-                let gather = |cache: &[f32]| -> Vec<f32> {
-                    (0..longest)
-                        .flat_map(|p| cache[(s.slot(tok[2] as usize, p) * s.n_kv + kvh) * s.hd..][..s.hd].to_vec())
-                        .collect()
-                };
-                (gather(k_cache), gather(v_cache))
-            });
-            let want = reference::attention_head(
-                &qkv[t * width + h * s.hd..][..s.hd],
-                &keys[..ctx * s.hd],
-                &values[..ctx * s.hd],
-                s.hd,
-            );
-            assert_close(
-                &format!("attention (head_dim {}, {splits} splits) token {t} (position {}) head {h}", s.hd, tok[1]),
-                &got[(t * s.n_heads + h) * s.hd..][..s.hd],
-                &want,
-                tol,
-            );
-        }
-    }
+    let w = check::attention(s, qkv, k_cache, v_cache, got, tol);
+    assert!(w.passed(), "attention (head_dim {}, {splits} splits): {w}", s.hd);
 }
 
 /// Inputs and the CPU reference of a fused GPU-family matmul (`gpu::kernels::Prologue`):

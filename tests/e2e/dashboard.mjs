@@ -341,6 +341,7 @@ await runAndWait('run on local files');
 // The timeline draws the steady window where the run reached one (the run's report says whether).
 console.log(`steady window drawn: ${await byId('timeline').getAttribute('data-steady')}; `
   + `${(await text('text-report')).split('\n').find((l) => /Steady state/.test(l)) ?? 'no steady line'}`);
+await byId('timeline').screenshot({ path: `${out}/timeline-steady.png` });
 await byId('setting-requests').fill(requestsBefore);
 // A slow download shows bytes, MB/s and ETA and can be cancelled; the loaded model stays.
 await byId('model-url').fill('./slow-fixtures/tiny-gqa-tied/');

@@ -7,7 +7,7 @@ use crate::common;
 use common::*;
 use tokenmeter::engine::verify;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
-use tokenmeter::gpu::kernels::{KernelOptions, KernelSwitches};
+use tokenmeter::gpu::kernels::{KernelFamily, KernelOptions, KernelSwitches};
 use tokenmeter::gpu::WeightFormat;
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
@@ -63,24 +63,73 @@ fn an_int8_scale_off_in_the_shader_fails_verify_naming_the_matmul() {
     });
 }
 
-/// A RoPE frequency 1% off (in the q/k norm + RoPE kernel, read through `shader_dir`) leaves every
-/// matmul check passing and fails the model's checks against the oracle.
+/// A RoPE frequency 1% off in one kernel path — the GPU family's q/k norm + RoPE (a copy of
+/// shaders/ read through `shader_dir`) — fails verify's RoPE check for that path only, naming it, at
+/// Qwen3-0.6B's head widths: the CPU family's path on the same shaders passes, and so does every
+/// other check of the GPU family's. On a model the oracle runs, its logits fail too, and the run
+/// stops naming the kernel.
 #[test]
-fn a_wrong_rope_frequency_fails_the_model_check_and_no_matmul() {
+fn a_wrong_rope_frequency_in_one_path_fails_verify_for_that_path_only() {
     pollster::block_on(async {
         let dir = planted_shaders("rope", &["rope.wgsl"], |text| {
-            text.replacen("f32(h.pos) * inv_freq[d]", "f32(h.pos) * inv_freq[d] * 1.01", 1)
+            let copy = text.split("fn rotate_pair(").nth(1).and_then(|rest| rest.split("\n}\n").next()).unwrap();
+            let planted = format!("fn rotate_pair_planted({copy}\n}}\n").replacen(
+                "f32(h.pos) * inv_freq[d]",
+                "f32(h.pos) * inv_freq[d] * 1.01",
+                1,
+            );
+            // The GPU family's entry point (the second call) rotates through the planted copy.
+            let at = text.rfind("rotate_pair(h, d, scale);").unwrap();
+            format!("{}rotate_pair_planted(h, d, scale);{}\n{planted}", &text[..at], &text[at + 25..])
         });
+        let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
+        let g = gpu();
+        let switches = KernelSwitches { shader_dir: Some(dir), ..KernelSwitches::default() };
+        for family in [KernelFamily::Software, KernelFamily::Gpu] {
+            let options = KernelOptions { family, ..KernelOptions::for_gpu(&g, &switches) };
+            let checks = verify::heads(&g, options, &cfg).await.unwrap();
+            let failed: Vec<&str> = checks.iter().filter(|c| !c.passed).map(|c| c.what.as_str()).collect();
+            eprintln!("{family:?}: {checks:#?}");
+            match family {
+                KernelFamily::Software => {
+                    assert!(failed.is_empty(), "the CPU family's path is not planted: {checks:?}")
+                }
+                KernelFamily::Gpu => assert!(
+                    failed.len() == 1 && failed[0].starts_with("q/k norm + RoPE 16+8 heads of 128"),
+                    "only the planted RoPE fails: {checks:?}"
+                ),
+            }
+        }
+
         let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
         let ckpt = Checkpoint::open(&store).await.unwrap();
-        let kernels = KernelSwitches { shader_dir: Some(dir), ..KernelSwitches::default() };
+        let kernels = KernelSwitches { family: Some(KernelFamily::Gpu), ..switches };
         let options = EngineOptions { max_seqs: verify::PROMPT, kernels, ..EngineOptions::default() };
         let mut pass = ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap();
         let outcome = verify::run(&mut pass, &ckpt, "planted rope".into()).await.unwrap();
         let failed: Vec<&str> = outcome.checks.iter().filter(|c| !c.passed).map(|c| c.what.as_str()).collect();
-        assert!(!failed.is_empty() && failed.iter().all(|w| w.starts_with("model ")), "{:?}", outcome.checks);
+        assert!(failed.iter().any(|w| w.starts_with("q/k norm + RoPE")), "{:?}", outcome.checks);
+        assert!(failed.iter().all(|w| w.starts_with("q/k norm + RoPE") || w.starts_with("model ")), "{failed:?}");
         let error = outcome.failure().expect("a failed check stops a run").to_string();
-        assert!(error.contains("computes wrongly on this adapter") && error.contains("model prefill"), "{error}");
+        assert!(error.contains("computes wrongly on this adapter") && error.contains("q/k norm + RoPE"), "{error}");
+    });
+}
+
+/// Paged attention with its softmax scale 1% off (every attention kernel) fails verify's attention
+/// check at Qwen3-0.6B's head widths, naming it, and no other check.
+#[test]
+fn a_wrong_attention_scale_fails_the_attention_check() {
+    pollster::block_on(async {
+        let cfg = Qwen3Config::preset("qwen3-0.6b").unwrap();
+        let g = gpu();
+        let good = verify::heads(&g, KernelOptions::for_gpu(&g, &KernelSwitches::default()), &cfg).await.unwrap();
+        assert!(good.iter().all(|c| c.passed) && good.len() == 2, "{good:?}");
+        let dir =
+            planted_shaders("attention", &["attention.wgsl"], |text| text.replace("* p.scale", "* (1.01 * p.scale)"));
+        let switches = KernelSwitches { shader_dir: Some(dir), ..KernelSwitches::default() };
+        let bad = verify::heads(&g, KernelOptions::for_gpu(&g, &switches), &cfg).await.unwrap();
+        let failed: Vec<&str> = bad.iter().filter(|c| !c.passed).map(|c| c.what.as_str()).collect();
+        assert!(failed.len() == 1 && failed[0].starts_with("attention 16/8 heads of 128"), "{bad:?}");
     });
 }
 

@@ -30,8 +30,9 @@ pub(crate) async fn main(args: VerifyArgs) -> Result<()> {
             verify::run(&mut pass, s, path).await?
         }
     };
+    let width = outcome.checks.iter().map(|c| c.what.chars().count()).max().unwrap_or(0);
     for c in &outcome.checks {
-        eprintln!("{} {:<48} {}", if c.passed { "ok  " } else { "FAIL" }, c.what, c.worst);
+        eprintln!("{} {:<width$}  {}", if c.passed { "ok  " } else { "FAIL" }, c.what, c.worst);
     }
     eprintln!("{} ({})", outcome.line(), outcome.kernel_path);
     if args.json {
