@@ -222,7 +222,7 @@ pub async fn heads(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Resu
     gpu.check()?;
     let w = check::qk_norm_rope(&s, &qkv, &norms, &freqs, eps, &got, &k, &v);
     checks.push(Check {
-        what: format!("q/k norm + RoPE {n_heads}+{n_kv} heads of {hd}, positions to {far}"),
+        what: format!("q/k norm + RoPE {n_heads}+{n_kv} heads of {hd}, positions 0–{far}"),
         passed: w.passed(),
         worst: w.to_string(),
     });
@@ -261,24 +261,17 @@ pub async fn heads(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Resu
     let got = read(&gpu.device, &gpu.queue, &out, out_len).await?;
     gpu.check()?;
     let w = check::attention(&s, &qkv, &k, &v, &got, ATTENTION_TOL);
+    // How the engine recorded each range: "decode 16 parts", "70-token chunk tiled".
     let how: Vec<String> = plan
         .iter()
-        .map(|r| {
-            format!(
-                "{} token{} {} in {}",
-                r.tokens.len(),
-                if r.tokens.len() == 1 { "" } else { "s" },
-                if r.tiled { "tiled" } else { "untiled" },
-                r.splits
-            )
+        .map(|r| match (r.tokens.len(), r.tiled) {
+            (1, _) => format!("decode {} parts", r.splits),
+            (n, true) => format!("{n}-token chunk tiled"),
+            (n, false) => format!("{n}-token chunk {} parts", r.splits),
         })
         .collect();
     checks.push(Check {
-        what: format!(
-            "attention {n_heads}/{n_kv} heads of {hd}, decode at {} and a prefill chunk ({})",
-            decode_at + 1,
-            how.join(", ")
-        ),
+        what: format!("attention {n_heads}/{n_kv} heads of {hd}, context {}: {}", decode_at + 1, how.join(", ")),
         passed: w.passed(),
         worst: w.to_string(),
     });
