@@ -255,6 +255,78 @@ impl Field {
     }
 }
 
+/// The CLI's arguments for the fields `value` gives that differ from their defaults: how the
+/// page records the request it made (`run_config.request`), so `bench --rerun` and the page's *Run
+/// again* read a page's run as they read the CLI's. A switch's field at its switched value is the
+/// flag alone; the page's two SLO fields are one `--slo`.
+pub fn args_of(value: impl Fn(Field) -> Option<String>) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut slo = Vec::new();
+    for field in Field::ALL {
+        let Some(text) = value(field).map(|t| t.trim().to_string()) else { continue };
+        if text.is_empty() || text == field.default_value() {
+            continue;
+        }
+        match field {
+            Field::SloTtft => slo.push(format!("ttft_ms={text}")),
+            Field::SloTpot => slo.push(format!("tpot_ms={text}")),
+            Field::Slo => slo.push(text),
+            _ => match Field::from_flag(field.flag(), None) {
+                // A switch: its flag when the field holds the switched value (else the default's).
+                Some((_, switched)) => {
+                    if text == switched {
+                        args.push(field.flag().to_string());
+                    }
+                }
+                None => args.extend([field.flag().to_string(), text]),
+            },
+        }
+    }
+    if !slo.is_empty() {
+        args.extend(["--slo".to_string(), slo.join(",")]);
+    }
+    args
+}
+
+/// The fields a recorded request's arguments set ([`args_of`]'s inverse; the CLI's own arguments
+/// too): `--slo`'s `ttft_ms` and `tpot_ms` as the page's two fields, its other objectives as
+/// [`Field::Slo`]. Flags of no field (the target's, outputs) are returned apart, as given.
+pub fn fields_of(args: &[String]) -> (Vec<(Field, String)>, Vec<String>) {
+    let (mut fields, mut other) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < args.len() {
+        let (flag, inline) = match args[i].split_once('=') {
+            Some((flag, value)) if args[i].starts_with("--") => (flag.to_string(), Some(value.to_string())),
+            _ => (args[i].clone(), None),
+        };
+        let switch = Field::from_flag(&flag, None);
+        let value = match (&inline, &switch) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(_)) => None,
+            (None, None) => args.get(i + 1).filter(|v| !v.starts_with("--")).cloned(),
+        };
+        i += 1 + usize::from(inline.is_none() && switch.is_none() && value.is_some());
+        match Field::from_flag(&flag, value.as_deref()) {
+            Some((Field::Slo, text)) => {
+                let mut rest = Vec::new();
+                for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    match part.split_once('=') {
+                        Some(("ttft_ms", ms)) => fields.push((Field::SloTtft, ms.to_string())),
+                        Some(("tpot_ms", ms)) => fields.push((Field::SloTpot, ms.to_string())),
+                        _ => rest.push(part),
+                    }
+                }
+                if !rest.is_empty() {
+                    fields.push((Field::Slo, rest.join(",")));
+                }
+            }
+            Some(pair) => fields.push(pair),
+            None => other.extend(std::iter::once(flag).chain(value)),
+        }
+    }
+    (fields, other)
+}
+
 /// What the loaded model allows; `None` before a model is loaded (then the CLI's bounds on the
 /// same flags apply).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -2,10 +2,12 @@
 //! batcher that serves requests with it (`batcher`, over the pure `scheduler` and `kv` block
 //! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
 //! generation on top of them (`generate`), and the engine's check of itself on its adapter
-//! (`verify`: its matmuls and its logits against the CPU). The batcher runs its steps on an `executor`: the forward
+//! (`verify`: its matmuls, per-head kernels and logits against the CPU, the per-head comparisons in
+//! `check`, which the kernel tests share). The batcher runs its steps on an `executor`: the forward
 //! pass, or the capacity planner's cost model (the `planner` layer above).
 
 pub mod batcher;
+pub mod check;
 pub mod cost;
 pub mod draft;
 pub mod executor;

@@ -171,13 +171,13 @@ pub async fn matmuls(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Re
 }
 
 /// The model's per-head kernels at its widths (its heads, KV heads, head_dim, RoPE theta and norm
-/// epsilon), with `options` (the loaded model's), against the CPU ([`crate::gpu::kernels::check`]):
+/// epsilon), with `options` (the loaded model's), against the CPU ([`crate::engine::check`]):
 /// the q/k norm + RoPE + KV write at positions 0 to 40,000 (or the model's last), and paged
 /// attention for a step as the engine records it — a decode at a context past
 /// [`crate::gpu::kernels::SPLIT_MIN_CONTEXT`] (split and merged) beside another sequence's
 /// 70-token prefill chunk (the tiled prefill kernel where the options take it).
 pub async fn heads(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Result<Vec<Check>> {
-    use crate::gpu::kernels::check::{self, HeadSetup};
+    use crate::engine::check::{self, HeadSetup};
     use crate::gpu::kernels::{attention_plan, record_attention_plan, record_qk_norm_rope};
     let kernels = Kernels::with_options(gpu, options);
     let (n_heads, n_kv, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);

@@ -3,7 +3,8 @@
 //! checks of attention and of the q/k norm + RoPE + KV write.
 
 use super::data::worst;
-use tokenmeter::gpu::kernels::{check, Prologue};
+use tokenmeter::engine::check;
+use tokenmeter::gpu::kernels::Prologue;
 use tokenmeter::gpu::{Kernel, Kernels};
 use tokenmeter::model::reference;
 use tokenmeter::model::weights::Matrix;
@@ -13,9 +14,9 @@ pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     assert!(err <= tol, "{name}: worst relative error {err} at index {at}: got {} want {}", got[at], want[at]);
 }
 
-/// The paged-head set-up and the comparisons are the library's (`gpu::kernels::check`, which the
+/// The paged-head set-up and the comparisons are the library's (`engine::check`, which the
 /// engine's own check uses); here they assert.
-pub use tokenmeter::gpu::kernels::check::HeadSetup;
+pub use tokenmeter::engine::check::HeadSetup;
 
 /// Every token's q and k heads (RMS-normed, eps 1e-6, rotated by RoPE at its position) and its v
 /// against the reference ([`check::qk_norm_rope`]).

@@ -14,4 +14,4 @@ pub fn random(seed: u64, n: usize) -> Vec<f32> {
 }
 
 /// Largest |a - b| / (1 + |b|) and where: the library's, which the engine's own check uses.
-pub use tokenmeter::gpu::kernels::check::worst;
+pub use tokenmeter::engine::check::worst;

@@ -75,10 +75,10 @@ async function waitReady() {
   return status;
 }
 
-async function runAndWait(label) {
+async function runAndWait(label, start = () => byId('run').click()) {
   const t0 = Date.now();
   await check(await byId('run').isEnabled(), `${label}: Run is disabled`);
-  await byId('run').click();
+  await start();
   await check(await byId('run').isDisabled(), `${label}: Run stays enabled while running`);
   // Live: progress and points before the report.
   try {
@@ -809,4 +809,15 @@ async function engineChecks() {
   console.log(`history A/B test refused: ${why}`);
   await check(/workloads differ/.test(why), `unclear refusal: ${why}`);
   await byId('history').screenshot({ path: `${out}/history-test.png` });
+
+  // 16a. Run again: the newest saved run's recorded request (the CLI's arguments) restored into
+  // the form and run now; the new run records the same request.
+  const before = switched.request;
+  await byId('setting-requests').fill('3');
+  await runAndWait('run again', () => page.locator('[data-testid=run-again]').first().click());
+  const again = (await downloadResult()).run_config;
+  await check(JSON.stringify(again.request) === JSON.stringify(before) && before.args.includes('--weights'),
+    `run again: ${JSON.stringify(again.request)} vs ${JSON.stringify(before)}`);
+  await check(await byId('setting-requests').inputValue() === '8', 'run again did not restore the request count');
+  console.log(`run again: ${before.args.join(' ')}`);
 }

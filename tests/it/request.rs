@@ -113,6 +113,58 @@ fn a_valid_form_gives_the_run_it_describes() {
     assert_eq!(request.spec.num_requests, 32);
 }
 
+/// The page records its request as the CLI's arguments (`args_of`) and *Run again* reads them
+/// back (`fields_of`): the fields come back as they were, the CLI parses the arguments into the
+/// request the page's form gives, and the target's flags are kept apart.
+#[test]
+fn a_pages_request_as_arguments_reads_back_as_the_same_request() {
+    use tokenmeter::bench::request::{args_of, fields_of};
+    let set = [
+        (Field::Arrival, "gamma"),
+        (Field::Burstiness, "0.5"),
+        (Field::Rate, "2,inf"),
+        (Field::InputLen, "16:48"),
+        (Field::Prompts, "random"),
+        (Field::ChunkedPrefill, "off"),
+        (Field::PrefixCache, "on"),
+        (Field::SloTtft, "200"),
+        (Field::SloTpot, "50"),
+        (Field::WarmupS, "1.5"),
+    ];
+    let page = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
+    let args = args_of(page);
+    assert!(args.contains(&"--random-prompts".to_string()) && args.contains(&"--no-chunked-prefill".to_string()));
+    assert!(args.windows(2).any(|w| w == ["--slo", "ttft_ms=200,tpot_ms=50"]), "{args:?}");
+    let mut with_target = args.clone();
+    with_target.extend(["--endpoint".to_string(), "http://h:1/v1".to_string()]);
+    let (mut fields, other) = fields_of(&with_target);
+    fields.sort();
+    let mut want: Vec<(Field, String)> = set.iter().map(|(f, v)| (*f, v.to_string())).collect();
+    want.sort();
+    assert_eq!(fields, want);
+    assert_eq!(other, ["--endpoint", "http://h:1/v1"]);
+    // The CLI's reading of the arguments is the page's request.
+    let cli = |field: Field| fields.iter().find(|(f, _)| *f == field).map(|(_, v)| v.clone());
+    assert_eq!(RunRequest::parse(&cli, None).unwrap(), RunRequest::parse(&page, None).unwrap());
+    // `--flag=value` and an SLO the page has no field for.
+    let (fields, _) = fields_of(&["--rate=8".to_string(), "--slo".to_string(), "e2e_ms=900,ttft_ms=100".to_string()]);
+    assert_eq!(
+        fields,
+        [(Field::Rate, "8".to_string()), (Field::SloTtft, "100".to_string()), (Field::Slo, "e2e_ms=900".to_string())]
+    );
+    // The arguments are the CLI's own: a bench with them runs (a short one: one rate, no warm-up).
+    let short = |field: Field| match field {
+        Field::Rate => Some("50".to_string()),
+        Field::WarmupS => None,
+        _ => page(field),
+    };
+    let args = args_of(short);
+    let mut bench = vec!["bench", "--synthetic", "tiny", "--num-requests", "3", "--output-len", "2", "--no-baseline"];
+    bench.extend(args.iter().map(String::as_str));
+    let out = run(&bench);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
 /// A results file's `run_config` and its requests' (id, arrival, prompt length, output length).
 /// A saved request: (id, arrival, prompt length, output length, prompt digest).
 pub(crate) type SavedRequest = (u64, f64, u64, u64, String);

@@ -73,7 +73,7 @@ fn read_saved(path: &Path) -> Result<SavedRequest> {
         Some(saved) if saved.command == "bench" => Ok(saved),
         Some(saved) => Err(Error::Invalid(format!("--rerun {shown}: a `{}` run, not a bench run", saved.command))),
         None => Err(Error::Invalid(format!(
-            "--rerun {shown}: the results record no request (saved before requests were recorded, or by the page)"
+            "--rerun {shown}: the results record no request (saved before requests were recorded)"
         ))),
     }
 }

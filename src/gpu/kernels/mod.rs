@@ -9,7 +9,6 @@
 //! per op with its dispatch maths and planning: [`matmul`], [`attention`], [`rope`].
 
 pub mod attention;
-pub mod check;
 pub mod matmul;
 pub mod options;
 pub mod params;

@@ -119,7 +119,7 @@ pub fn App() -> impl IntoView {
                 <Report shown=state.shown />
                 <PlanPanel state=state />
                 <ExperimentPanel state=state x=experiment checked=checked />
-                <HistoryPanel state=state />
+                <HistoryPanel state=state run_again=run::run_again />
                 <Playground state=state />
             </div>
         </main>

@@ -26,6 +26,9 @@ pub struct Entry {
     pub result: BenchResult,
 }
 
+/// Restores a saved run's request into the settings and runs it; `Err` says why not.
+pub type RunAgain = fn(AppState, &crate::bench::session::SavedRequest) -> std::result::Result<(), String>;
+
 /// Whatever parses of what was saved (a broken entry is skipped, not fatal).
 pub fn load() -> Vec<Arc<Entry>> {
     let Some(text) = browser::storage_get(STORAGE_KEY) else { return Vec::new() };
@@ -225,7 +228,11 @@ fn summary(e: &Entry, t: &Text) -> String {
 }
 
 #[component]
-pub fn HistoryPanel(state: AppState) -> impl IntoView {
+pub fn HistoryPanel(
+    state: AppState,
+    /// *Run again* (`run::run_again`, handed in by the app: the history does not import the run).
+    run_again: RunAgain,
+) -> impl IntoView {
     let t = use_text();
     // Ticked runs, in the order ticked: the first is A, the second B.
     let picked = RwSignal::new(Vec::<f64>::new());
@@ -295,6 +302,10 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
                         let id = e.time_ms;
                         let (name, time) = (e.name.clone(), browser::local_time(e.time_ms));
                         let entry = e.clone();
+                        // The request the run recorded, when it was a bench run (the page's and
+                        // the CLI's record one; results saved before did not).
+                        let saved = e.result.config.request.clone().filter(|r| r.command == "bench");
+                        let can_run_again = saved.is_some();
                         let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
                             Some(0) => "A",
                             Some(_) => "B",
@@ -319,6 +330,26 @@ pub fn HistoryPanel(state: AppState) -> impl IntoView {
                                 <div class="run-actions">
                                     <button class="small" on:click=move |_| show(entry.clone())>
                                         {move || t().show}
+                                    </button>
+                                    <button
+                                        class="small"
+                                        data-testid="run-again"
+                                        title=move || t().run_again_hint
+                                        disabled=move || {
+                                            !can_run_again || state.phase.get() != super::state::Phase::Idle
+                                        }
+                                        on:click={
+                                            let saved = saved.clone();
+                                            move |_| {
+                                                if let Some(saved) = &saved {
+                                                    if let Err(why) = run_again(state, saved) {
+                                                        state.run_error.set(Some(why));
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    >
+                                        {move || t().run_again}
                                     </button>
                                     <button class="small ghost" on:click=move |_| delete(id)>
                                         {move || t().delete}

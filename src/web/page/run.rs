@@ -68,9 +68,68 @@ fn context(state: AppState) -> crate::Result<Context> {
         page: bench::RunConfig {
             timer_resolution_ms: state.timer_resolution_ms.get_untracked(),
             cross_origin_isolated: Some(super::model_panel::cross_origin_isolated()),
+            request: Some(saved_request(state)),
             ..bench::RunConfig::default()
         },
     })
+}
+
+/// The request as the CLI spells it (`bench::request::args_of`): the settings that differ from
+/// their defaults, the dataset's name, and a server's endpoint, model name and API (never its key),
+/// so the CLI's `bench --rerun` and the history's *Run again* read it.
+fn saved_request(state: AppState) -> bench::session::SavedRequest {
+    let dataset = state.dataset.picked.with_untracked(|p| p.as_ref().map(|p| p.name.clone()));
+    let settings = state.settings;
+    let value = |f: Field| match f {
+        Field::Dataset => dataset.clone(),
+        f if Field::PAGE.contains(&f) => Some(settings.get(f).get_untracked()),
+        _ => None,
+    };
+    let mut args = bench::request::args_of(value);
+    if state.target.is_remote() {
+        let t = &state.target;
+        args.extend(["--endpoint".into(), t.base_url.get_untracked().trim().to_string()]);
+        args.extend(["--served-model".into(), t.model.get_untracked().trim().to_string()]);
+        args.extend(["--api".into(), t.api.get_untracked()]);
+    }
+    bench::session::SavedRequest { command: "bench".into(), args, dataset_sha256: None }
+}
+
+/// Restores the settings a saved run was made with (its recorded request) and runs them again on
+/// the current target; `Err` says why not: a flag the page has no field for, a dataset not picked
+/// again, another kind of target, or settings the form refuses now.
+pub fn run_again(state: AppState, saved: &bench::session::SavedRequest) -> std::result::Result<(), String> {
+    let t = super::i18n::text(state.lang.get_untracked());
+    let (fields, other) = bench::request::fields_of(&saved.args);
+    let foreign: Vec<String> = fields
+        .iter()
+        .filter(|(f, _)| !Field::PAGE.contains(f) && *f != Field::Dataset)
+        .map(|(f, v)| format!("{} {v}", f.flag()))
+        .collect();
+    if !foreign.is_empty() {
+        return Err(format!("{}: {}", t.run_again_foreign, foreign.join(" ")));
+    }
+    let endpoint = other.windows(2).find(|w| w[0] == "--endpoint").map(|w| w[1].clone());
+    match (&endpoint, state.target.is_remote()) {
+        (Some(url), false) => return Err(format!("{}: {url}", t.run_again_server)),
+        (None, true) => return Err(t.run_again_engine.to_string()),
+        _ => {}
+    }
+    let dataset = fields.iter().find(|(f, _)| *f == Field::Dataset).map(|(_, v)| v.clone());
+    if dataset.is_some() && dataset != state.dataset.name() {
+        return Err(format!("{}: {}", t.run_again_dataset, dataset.unwrap_or_default()));
+    }
+    state.settings.reset();
+    for (field, value) in fields.into_iter().filter(|(f, _)| *f != Field::Dataset) {
+        state.settings.get(field).set(value);
+    }
+    match check_now(state, t) {
+        Ok(request) => {
+            start(state, request);
+            Ok(())
+        }
+        Err(problems) => Err(problems.into_iter().map(|(_, p)| p).collect::<Vec<_>>().join("; ")),
+    }
 }
 
 /// Why a command did not start, in the page's language (`None` for [`Refused::Busy`]).
@@ -402,12 +461,15 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, P
 /// The live validation of the settings against the loaded model.
 pub fn checked(state: AppState) -> Memo<std::result::Result<RunRequest, Problems>> {
     let t = use_text();
-    Memo::new(move |_| {
-        // A server's limits are its own: only the in-browser engine's are checked here.
-        let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
-        let settings = state.settings;
-        let dataset = state.dataset.name();
-        let value = |f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) };
-        settings::validate(&value, caps, state.target.is_remote(), t())
-    })
+    Memo::new(move |_| check_now(state, t()))
+}
+
+/// The form checked now (tracked where read in a reactive scope).
+fn check_now(state: AppState, t: &Text) -> std::result::Result<RunRequest, Problems> {
+    // A server's limits are its own: only the in-browser engine's are checked here.
+    let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
+    let settings = state.settings;
+    let dataset = state.dataset.name();
+    let value = |f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) };
+    settings::validate(&value, caps, state.target.is_remote(), t)
 }
