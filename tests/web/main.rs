@@ -866,7 +866,8 @@ async fn a_thousand_request_timeline_redraws_quickly() {
         assert_eq!(card.get_attribute(attribute).as_deref(), Some(want), "{attribute}");
     }
     assert_eq!(card.get_attribute("data-marks").as_deref(), Some("20"));
-    assert_eq!(root.query_selector_all("svg.timeline path").unwrap().length(), 5, "one path per phase");
+    // One path per phase, the marks, the step ticks and the steady band (empty while running).
+    assert_eq!(root.query_selector_all("svg.timeline path").unwrap().length(), 6, "one path per part");
     let decode = root.query_selector("path.tl-decode").unwrap().unwrap().get_attribute("d").unwrap();
     assert_eq!(decode.matches('M').count(), 1000);
     let median = |v: &mut Vec<f64>| {

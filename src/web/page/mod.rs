@@ -12,7 +12,7 @@
 //! - [`target`]: the in-browser engine or a remote OpenAI-compatible server (URL, model, key
 //!   kept in memory only, API style; the HTTP/1.1 connection warning).
 //! - [`charts`]: live charts (leptos-chartistry), at most one update per animation frame;
-//!   [`timeline`]: the per-request timeline (five SVG paths), redrawn at most every 250 ms.
+//!   [`timeline`]: the per-request timeline (six SVG paths), redrawn at most every 250 ms.
 //! - [`search`]: the search for the highest rate within the SLOs (rate `max`);
 //! - [`sweep`]: a rate sweep's table and chart; [`pareto`]: speed per user against throughput
 //!   per GPU, in the sweep and history cards.

@@ -1,5 +1,5 @@
 //! The per-request timeline card: the geometry of `crate::bench::timeline` drawn as one SVG of
-//! five paths (waiting, prefill, decode, marks, step ticks) plus the axis labels, so that 1,000
+//! six paths (the steady window's band, waiting, prefill, decode, marks, step ticks) plus the axis labels, so that 1,000
 //! requests redraw as fast as 10. Live, the run hands it a new timeline at most once per
 //! animation frame; it redraws at most every [`REDRAW_MS`], always ending on the newest.
 
