@@ -63,6 +63,7 @@ pub mod speed;
 pub mod stats;
 pub mod steady;
 pub mod sweep;
+pub mod target;
 pub mod thinking;
 pub mod timeline;
 pub mod vllm;

@@ -13,6 +13,7 @@ use crate::bench::phases::Phases;
 use crate::bench::rules::{Problem, Rule};
 use crate::bench::session::SessionSpec;
 use crate::bench::sweep::parse_rates;
+use crate::bench::target::{Api, BaseUrl, RunTarget, ServerTarget};
 use crate::bench::workload::{context_rule, Arrival, ArrivalSpan, Conversations, LenRange, SharedPrefix, WorkloadSpec};
 use crate::bench::{Lang, Slo};
 use crate::engine::{Order, Policy, Speculation};
@@ -67,6 +68,12 @@ pub enum Field {
     /// The share of requests that must meet every SLO: `--rate max`'s criterion, and `plan
     /// --find-replicas`'s.
     Attainment,
+    /// A server's API root (empty: the engine in this process); the page's target card.
+    Endpoint,
+    /// The model name sent to the server (empty: the only one it lists).
+    ServedModel,
+    /// `completions` or `chat`.
+    Api,
 }
 
 impl Field {
@@ -82,7 +89,7 @@ impl Field {
     };
 
     /// Every field: the page's, then the CLI's own.
-    pub const ALL: [Field; 33] = [
+    pub const ALL: [Field; 36] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -116,6 +123,9 @@ impl Field {
         Field::Slo,
         Field::Dataset,
         Field::Attainment,
+        Field::Endpoint,
+        Field::ServedModel,
+        Field::Api,
     ];
 
     /// The field a CLI flag sets, and the text it gives it: `value` for a flag that takes one,
@@ -177,6 +187,9 @@ impl Field {
             Field::Slo => "slo",
             Field::Dataset => "dataset",
             Field::Attainment => "attainment",
+            Field::Endpoint => "endpoint",
+            Field::ServedModel => "served_model",
+            Field::Api => "api",
         }
     }
 
@@ -214,6 +227,9 @@ impl Field {
             Field::SaturationStop => "--no-saturation-stop",
             Field::Dataset => "--dataset",
             Field::Attainment => "--attainment",
+            Field::Endpoint => "--endpoint",
+            Field::ServedModel => "--served-model",
+            Field::Api => "--api",
         }
     }
 
@@ -243,6 +259,7 @@ impl Field {
             Field::ArrivalSpan => "drawn",
             Field::PrefixGroups => "1",
             Field::Attainment => "0.99",
+            Field::Api => "completions",
             Field::SloTtft
             | Field::SloTpot
             | Field::Slo
@@ -250,7 +267,9 @@ impl Field {
             | Field::CostPerHour
             | Field::Turns
             | Field::MaxConcurrency
-            | Field::Dataset => "",
+            | Field::Dataset
+            | Field::Endpoint
+            | Field::ServedModel => "",
         }
     }
 }
@@ -389,6 +408,10 @@ pub struct RunRequest {
     pub cost_per_hour: Option<f64>,
     /// Requests left out of each rate's summary (`--warmup-requests`, `--warmup-s`, `--cooldown-s`).
     pub phases: Phases,
+    /// Where the requests go: the engine, or a server (never its key). Absent in requests saved
+    /// before it was part of them: the engine.
+    #[serde(default)]
+    pub target: RunTarget,
 }
 
 impl RunRequest {
@@ -447,6 +470,11 @@ impl RunRequest {
     pub fn parse(form: Form, caps: Option<Caps>) -> Result<RunRequest, Vec<Problem>> {
         let problems = RefCell::new(Vec::new());
         let request = parse(form, caps, &problems);
+        // A server runs with its own scheduler, weights and caches: the engine's settings stay at
+        // their defaults (text prompts: both edges have a tokenizer for them, or say so first).
+        if let Some(r) = request.as_ref().filter(|r| r.target.server().is_some()) {
+            problems.borrow_mut().extend(r.server_problems(true));
+        }
         // A rule can break for several rates at once: each problem once.
         let mut unique: Vec<Problem> = Vec::new();
         for p in problems.into_inner() {
@@ -744,6 +772,18 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
             broken(Field::ChunkedPrefill, Rule::Other(e.to_string()));
         }
     }
+    // The target: a server when an endpoint is given, its URL and API checked here (its engine
+    // settings are checked once the request is whole: `RunRequest::server_problems`).
+    let target = match text(Field::Endpoint).as_str() {
+        "" => Some(RunTarget::Engine),
+        url => {
+            let base_url = BaseUrl::parse(url).map_err(|e| broken(Field::Endpoint, Rule::Other(e.to_string()))).ok();
+            let api = text(Field::Api).parse::<Api>().ok();
+            choice(Field::Api, "API", "completions or chat", api.map(|_| ()));
+            let served_model = Some(text(Field::ServedModel)).filter(|m| !m.is_empty());
+            base_url.zip(api).map(|(base_url, api)| RunTarget::Server(ServerTarget { base_url, served_model, api }))
+        }
+    };
     if !problems.borrow().is_empty() {
         return None;
     }
@@ -771,5 +811,6 @@ fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Op
         phases,
         search: rate_max.then(|| RateSearch::new(attainment.unwrap_or(0.99))),
         attainment: attainment?,
+        target: target?,
     })
 }

@@ -59,6 +59,66 @@ impl std::fmt::Display for Worst {
     }
 }
 
+/// A matmul's worst output: its error as a share of the output's f32 bound ([`matmul`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatmulWorst {
+    pub row: usize,
+    pub col: usize,
+    pub got: f32,
+    pub want: f32,
+    pub bound: f32,
+    /// |got − want| / bound: at most 1 passes; NaN where the kernel gave a NaN or an infinity.
+    pub excess: f32,
+}
+
+impl MatmulWorst {
+    pub fn passed(&self) -> bool {
+        self.excess <= 1.0
+    }
+}
+
+impl std::fmt::Display for MatmulWorst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "y[{}, {}] = {} vs {} (error {:.2} of its f32 bound {:.1e})",
+            self.row, self.col, self.got, self.want, self.excess, self.bound
+        )
+    }
+}
+
+/// A matmul's outputs `got` (M × N, row-major) against the reference `want` for `x` (M × K) and
+/// the weights' values `w` (N × K, as the kernel reads them: dequantised). Each output is held to
+/// the f32 error bound of its K-term dot product whatever the summation order (both sides round):
+/// 2 (K − 1) 2^-24 Σ|x w| (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1), 1% over,
+/// plus 1e-30 for exact zeros. The worst output, a non-finite one first.
+pub fn matmul(got: &[f32], want: &[f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> MatmulWorst {
+    let scale = 2.0 * k.saturating_sub(1) as f32 * 2f32.powi(-24) * 1.01;
+    let bound = |o: usize| {
+        let (xr, wr) = (&x[o / n * k..][..k], &w[o % n * k..][..k]);
+        xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum::<f32>() * scale + 1e-30
+    };
+    let excess = |o: usize| match got.get(o) {
+        Some(g) if g.is_finite() => (g - want[o]).abs() / bound(o),
+        _ => f32::NAN,
+    };
+    let o = (0..m * n)
+        .map(|o| (o, excess(o)))
+        .max_by(|a, b| match (a.1.is_nan(), b.1.is_nan()) {
+            (false, false) => a.1.total_cmp(&b.1),
+            (x, y) => x.cmp(&y),
+        })
+        .map_or(0, |(o, _)| o);
+    MatmulWorst {
+        row: o / n.max(1),
+        col: o % n.max(1),
+        got: got.get(o).copied().unwrap_or(f32::NAN),
+        want: want.get(o).copied().unwrap_or(f32::NAN),
+        bound: if m * n == 0 { 0.0 } else { bound(o) },
+        excess: if m * n == 0 { 0.0 } else { excess(o) },
+    }
+}
+
 /// A q/k head after RMSNorm and RoPE: f32 sums of head_dim terms and a rotation whose angle is
 /// reduced in f32 (positions up to 40,000 at theta 1e6).
 pub const ROPE_TOL: f32 = 2e-4;
@@ -193,5 +253,25 @@ mod tests {
         assert!(pass.passed());
         assert_eq!(pass.clone().max(w.clone()), w);
         assert_eq!(w.clone().max(pass), w);
+    }
+
+    /// The bound worked by hand: y = x·w over K = 3 with x = (1, −2, 0.5), w = (4, 1, −2): the
+    /// sum of |x w| is 4 + 2 + 1 = 7, the bound 2 · 2 · 2^-24 · 1.01 · 7 + 1e-30.
+    #[test]
+    fn a_matmul_is_held_to_its_dot_products_f32_bound() {
+        let (x, w) = ([1.0, -2.0, 0.5], [4.0, 1.0, -2.0]);
+        let bound = 4.0 * 2f32.powi(-24) * 1.01 * 7.0 + 1e-30;
+        let exact = matmul(&[1.0], &[1.0], &x, &w, 1, 1, 3);
+        assert!(exact.passed() && exact.excess == 0.0 && (exact.bound - bound).abs() < 1e-12, "{exact}");
+        let inside = matmul(&[1.0 + bound * 0.9], &[1.0], &x, &w, 1, 1, 3);
+        assert!(inside.passed(), "{inside}");
+        let outside = matmul(&[1.0 + bound * 4.0], &[1.0], &x, &w, 1, 1, 3);
+        assert!(!outside.passed() && outside.to_string().starts_with("y[0, 0] = "), "{outside}");
+        // Two rows, two columns: the worst is named, and a NaN anywhere is worse than any number.
+        let (x2, w2) = ([1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0]);
+        let off = matmul(&[1.0, 0.0, 0.5, 1.0], &[1.0, 0.0, 0.0, 1.0], &x2, &w2, 2, 2, 2);
+        assert!(!off.passed() && (off.row, off.col) == (1, 0), "{off}");
+        let nan = matmul(&[1.0, 0.0, 0.5, f32::NAN], &[1.0, 0.0, 0.0, 1.0], &x2, &w2, 2, 2, 2);
+        assert!(!nan.passed() && (nan.row, nan.col) == (1, 1), "{nan}");
     }
 }

@@ -338,9 +338,17 @@ await page.waitForFunction(() => /^Ready: config\.json \+ 4 files, BF16/.test(do
 const requestsBefore = await byId('setting-requests').inputValue();
 await byId('setting-requests').fill('32');
 await runAndWait('run on local files');
-// The timeline draws the steady window where the run reached one (the run's report says whether).
-console.log(`steady window drawn: ${await byId('timeline').getAttribute('data-steady')}; `
-  + `${(await text('text-report')).split('\n').find((l) => /Steady state/.test(l)) ?? 'no steady line'}`);
+// The timeline draws the steady window exactly when the run's report says it reached one (the card
+// redraws at most every 250 ms: its last drawing may follow the report).
+const steadyLine = (await text('text-report')).split('\n').find((l) => /Steady state/.test(l)) ?? 'no steady line';
+const steadyReached = /Steady state: \d/.test(steadyLine);
+await page.waitForFunction((want) => document.querySelector('[data-testid=timeline]')?.getAttribute('data-steady') === want,
+  String(steadyReached), { timeout: 5000 }).catch(() => {});
+const steadyDrawn = await byId('timeline').getAttribute('data-steady');
+await check(steadyDrawn === String(steadyReached), `the timeline's steady band (${steadyDrawn}) disagrees with the report: ${steadyLine}`);
+const bandPath = await page.locator('[data-testid=timeline] path.tl-steady').getAttribute('d');
+await check(!steadyReached || Boolean(bandPath), `the steady band has no path: ${steadyLine}`);
+console.log(`steady window drawn: ${steadyDrawn}; ${steadyLine}`);
 await byId('timeline').screenshot({ path: `${out}/timeline-steady.png` });
 await byId('setting-requests').fill(requestsBefore);
 // A slow download shows bytes, MB/s and ETA and can be cancelled; the loaded model stays.

@@ -175,9 +175,8 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
 /// The matmuls of Qwen3-0.6B/1.7B at their real widths — lm_head over the 151,936-word vocabulary
 /// (row chunks as the adapter's limits make them), hidden 1,024/2,048, intermediate 3,072/6,144 —
 /// for decode (M = 1), small batches, and prefill chunks up to 2,048 tokens, on every kernel path.
-/// Each output is checked against the f32 error bound of a K-term dot product, whatever the
-/// summation order: |y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k| (both sides round; see Higham,
-/// "Accuracy and Stability of Numerical Algorithms", 3.1), plus 1e-30 for exact zeros.
+/// Each output is held to the f32 error bound of its K-term dot product (`engine::check::matmul`,
+/// what `tokenmeter verify` holds the engine's matmuls to).
 #[test]
 fn matmul_at_real_widths() {
     //  (m, n, k): lm_head decode (0.6B), gate|up of 1.7B at batch 4, down_proj of 1.7B at batch 1
@@ -235,15 +234,6 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
         let w_values = dequantise(&w_bits, k, format);
         let x = random(22, m * k);
         let want = reference::matmul_f32(&x, m, k, &w_values, n);
-        let w_abs: Vec<f32> = w_values.iter().map(|v| v.abs()).collect();
-        let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
-        let bound_scale = 2.0 * (k - 1) as f32 * 2f32.powi(-24);
-        let bounds: Vec<f32> = (0..m * n)
-            .map(|i| {
-                let (xr, wr) = (&x_abs[i / n * k..][..k], &w_abs[i % n * k..][..k]);
-                xr.iter().zip(wr).map(|(a, b)| a * b).sum::<f32>() * bound_scale * 1.01 + 1e-30
-            })
-            .collect();
         // Paths that pick the same kernel for this shape run once: M = 1 takes the decode kernel
         // whatever the tile, and the 4-token tile has no subgroup variant.
         let mut seen = Vec::new();
@@ -285,18 +275,8 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
             let got = read(&yb, m * n);
-            let over = (0..m * n).find(|&i| (got[i] - want[i]).abs() > bounds[i]);
-            if let Some(i) = over {
-                panic!(
-                    "matmul {options:?} m={m} n={n} k={k} ({} chunks): y[{}, {}] = {} vs {} (bound {:.2e})",
-                    w.chunks.len(),
-                    i / n,
-                    i % n,
-                    got[i],
-                    want[i],
-                    bounds[i]
-                );
-            }
+            let worst = tokenmeter::engine::check::matmul(&got, &want, &x, &w_values, m, n, k);
+            assert!(worst.passed(), "matmul {options:?} m={m} n={n} k={k} ({} chunks): {worst}", w.chunks.len());
         }
     }
 }

@@ -49,13 +49,21 @@ fn the_cli_and_the_page_report_the_same_problems() {
 }
 
 /// Against a server, engine settings and conversations of random ids are refused by one rule set
-/// (`RunRequest::server_problems`): the CLI names the same flags with the same words, every one.
+/// (`RunRequest::server_problems`, which the request's parse applies when it names a server): the
+/// CLI names the same flags with the same words, every one.
 #[test]
 fn a_server_run_refuses_engine_settings_the_same_from_both_edges() {
-    let set =
-        [(Field::Policy, "prefill-first"), (Field::Weights, "int8"), (Field::Turns, "2"), (Field::Prompts, "random")];
+    let set = [
+        (Field::Endpoint, "http://127.0.0.1:9/v1"),
+        (Field::Policy, "prefill-first"),
+        (Field::Weights, "int8"),
+        (Field::Turns, "2"),
+        (Field::Prompts, "random"),
+    ];
     let form = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
-    let problems = RunRequest::parse(&form, None).expect("valid for the engine").server_problems(true);
+    let problems = RunRequest::parse(&form, None).expect_err("engine settings on a server");
+    let engine = |field: Field| form(field).filter(|_| field != Field::Endpoint);
+    assert_eq!(RunRequest::parse(&engine, None).expect("valid for the engine").server_problems(true), problems);
     let fields: Vec<Field> = problems.iter().map(|p| p.field).collect();
     assert_eq!(fields, [Field::Policy, Field::Weights, Field::Turns]);
     let library: Vec<String> = problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect();
@@ -81,6 +89,32 @@ fn a_server_run_refuses_engine_settings_the_same_from_both_edges() {
     let plain = RunRequest::parse(&|f| (f == Field::Turns).then(|| "2".to_string()), None).expect("valid");
     assert_eq!(plain.server_problems(true), []);
     assert_eq!(plain.server_problems(false).len(), 1, "conversations need a tokenizer");
+}
+
+/// The request names its target: a server's root, model name and API from either edge's text,
+/// checked once (a root with a query, an API of neither kind: the same words from both edges).
+#[test]
+fn the_request_names_its_target_and_checks_it_once() {
+    use tokenmeter::bench::target::{Api, RunTarget};
+    let set = [(Field::Endpoint, "http://h:8000/v1/"), (Field::ServedModel, "qwen3"), (Field::Api, "chat")];
+    let form = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
+    let request = RunRequest::parse(&form, None).expect("valid");
+    let server = request.target.server().expect("a server");
+    assert_eq!(
+        (server.base_url.as_str(), server.served_model.as_deref(), server.api),
+        ("http://h:8000/v1", Some("qwen3"), Api::Chat)
+    );
+    assert_eq!(RunRequest::parse(&|_| None, None).unwrap().target, RunTarget::Engine);
+
+    let bad = [(Field::Endpoint, "http://h:8000/v1?key=x"), (Field::Api, "grpc")];
+    let form = |field: Field| bad.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
+    let problems = RunRequest::parse(&form, None).expect_err("a bad root and API");
+    assert_eq!(problems.iter().map(|p| p.field).collect::<Vec<_>>(), [Field::Endpoint, Field::Api]);
+    let library: Vec<String> = problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect();
+    let out = run(&["bench", "--endpoint", bad[0].1, "--api", bad[1].1]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let cli: Vec<String> = out.stderr.lines().filter_map(|l| l.strip_prefix("error: ")).map(str::to_string).collect();
+    assert_eq!(cli, library);
 }
 
 #[test]
@@ -115,7 +149,7 @@ fn a_valid_form_gives_the_run_it_describes() {
 
 /// The page records its request as the CLI's arguments (`args_of`) and *Run again* reads them
 /// back (`fields_of`): the fields come back as they were, the CLI parses the arguments into the
-/// request the page's form gives, and the target's flags are kept apart.
+/// request the page's form gives, and the target's flags are fields too (outputs are not).
 #[test]
 fn a_pages_request_as_arguments_reads_back_as_the_same_request() {
     use tokenmeter::bench::request::{args_of, fields_of};
@@ -136,13 +170,15 @@ fn a_pages_request_as_arguments_reads_back_as_the_same_request() {
     assert!(args.contains(&"--random-prompts".to_string()) && args.contains(&"--no-chunked-prefill".to_string()));
     assert!(args.windows(2).any(|w| w == ["--slo", "ttft_ms=200,tpot_ms=50"]), "{args:?}");
     let mut with_target = args.clone();
-    with_target.extend(["--endpoint".to_string(), "http://h:1/v1".to_string()]);
+    with_target.extend(["--endpoint".to_string(), "http://h:1/v1".to_string(), "--json".into(), "r.json".into()]);
     let (mut fields, other) = fields_of(&with_target);
+    // The target's flags are the request's fields too; an output is not.
+    assert_eq!(other, ["--json", "r.json"]);
+    fields.retain(|f| *f != (Field::Endpoint, "http://h:1/v1".to_string()));
     fields.sort();
     let mut want: Vec<(Field, String)> = set.iter().map(|(f, v)| (*f, v.to_string())).collect();
     want.sort();
     assert_eq!(fields, want);
-    assert_eq!(other, ["--endpoint", "http://h:1/v1"]);
     // The CLI's reading of the arguments is the page's request.
     let cli = |field: Field| fields.iter().find(|(f, _)| *f == field).map(|(_, v)| v.clone());
     assert_eq!(RunRequest::parse(&cli, None).unwrap(), RunRequest::parse(&page, None).unwrap());

@@ -280,7 +280,6 @@ fn settings_round_trip_through_the_url() {
     let config = settings::validate(
         &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
         None,
-        false,
         i18n::text(Lang::En),
     )
     .unwrap();
@@ -291,7 +290,6 @@ fn settings_round_trip_through_the_url() {
     let problems = settings::validate(
         &|f| Field::PAGE.contains(&f).then(|| again.get(f).get_untracked()),
         None,
-        false,
         i18n::text(Lang::En),
     )
     .unwrap_err();
@@ -315,7 +313,6 @@ fn engine_switches_parse_as_the_cli_and_bad_combinations_name_their_field() {
                 )
             },
             None,
-            false,
             i18n::text(Lang::En),
         )
     };
@@ -1009,7 +1006,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     };
     let t = i18n::text(Lang::En);
     // A sweep ending at "everything at once": an infinite rate, which JSON has no number for.
-    let mut form = settings::validate(&|f| Some(f.default_value().to_string()), None, false, t).unwrap();
+    let mut form = settings::validate(&|f| Some(f.default_value().to_string()), None, t).unwrap();
     form.rates = vec![2.0, f64::INFINITY];
     let row = DatasetRow {
         at: 1,
@@ -1076,7 +1073,7 @@ fn the_pages_trace_block_size_sizes_the_hash_ids() {
                 {\"timestamp\": 100, \"input_length\": 70, \"output_length\": 4, \"hash_ids\": [1, 2, 3]}\n";
     let data = dataset::parse("t.jsonl", text.as_bytes(), Some(DatasetFormat::Trace)).unwrap();
     let t = i18n::text(Lang::En);
-    let form = settings::validate(&|f| Some(f.default_value().to_string()), None, false, t).unwrap();
+    let form = settings::validate(&|f| Some(f.default_value().to_string()), None, t).unwrap();
     let attach = |block_tokens: usize| {
         let choice = DatasetChoice { data: std::sync::Arc::new(data.clone()), speedup: 1.0, block_tokens };
         let mut request = form.clone();

@@ -161,6 +161,10 @@ impl BenchArgs {
             Field::MaxConcurrency => self.serving.max_concurrency.map(|n| n.to_string()),
             Field::SaturationStop => on(!self.serving.no_saturation_stop),
             Field::Dataset => self.serving.dataset.as_ref().map(|p| p.display().to_string()),
+            // The target's: a server's (no endpoint: the engine of --model/--synthetic).
+            Field::Endpoint => self.remote.endpoint.clone(),
+            Field::ServedModel => self.remote.served_model.clone(),
+            Field::Api => text(&self.remote.api),
             // The engine's flags, parsed by clap (they are shared with `generate` and `speed`).
             Field::MaxBatch => Some(self.model.max_batch.to_string()),
             Field::MaxBatchedTokens => Some(self.model.max_batched_tokens.to_string()),
@@ -226,7 +230,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     let interrupt = Interrupt::on_ctrl_c();
     let listener = interrupt.listener(terminal_listener(lang));
     let mut results = Vec::new();
-    if let Some(url) = &args.remote.endpoint {
+    if let Some(server) = request.target.server() {
         if args.model.model.is_some() || args.model.synthetic.is_some() {
             return Err(Error::Invalid(
                 "--endpoint benchmarks a server: drop --model/--synthetic (text prompts take --tokenizer)".into(),
@@ -248,7 +252,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             if request.search.is_some() { interrupt.listener(max_rate::search_listener()) } else { listener };
         let outcome = remote::run(
             &args.remote,
-            url,
+            server,
             &session,
             tokenizer,
             args.random_prompts,

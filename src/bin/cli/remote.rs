@@ -4,11 +4,12 @@
 use clap::Args;
 use tokenmeter::bench::max_rate::{self, MaxRate, RateSearch};
 use tokenmeter::bench::session::Listener;
+use tokenmeter::bench::target::ServerTarget;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
-use tokenmeter::remote::{Api, ApiKey, BaseUrl, Endpoint, Prompt, RemoteSetup};
+use tokenmeter::remote::{Api, ApiKey, Endpoint, Prompt, RemoteSetup};
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -81,7 +82,7 @@ fn server_metrics_url(args: &RemoteArgs) -> Option<String> {
 #[allow(clippy::too_many_arguments)] // the CLI's parsed pieces, passed through once
 pub async fn run(
     args: &RemoteArgs,
-    url: &str,
+    server: &ServerTarget,
     session: &SessionSpec<'_>,
     tokenizer: Option<Tokenizer>,
     random_prompts: bool,
@@ -90,7 +91,7 @@ pub async fn run(
     results: &mut Vec<bench::BenchResult>,
     search: Option<RateSearch>,
 ) -> Result<Option<MaxRate>> {
-    let mut client = connect(args, url, tokenizer.is_some())?;
+    let mut client = connect(args, server, tokenizer.is_some())?;
     client.interrupt_on(interrupt.flag.clone());
     let prompts = prompt_source(args, session.spec, tokenizer.as_ref(), random_prompts, &client);
     let prompt = |p: &PlannedRequest| prompts.prompt(p);
@@ -110,11 +111,11 @@ pub async fn run(
     outcome
 }
 
-/// A client for the server at `url` as `args` describe it, its model named (`--served-model`, or
-/// the only one the server lists); `has_tokenizer`: `--tokenizer` was given (chat needs it).
-pub fn connect(args: &RemoteArgs, url: &str, has_tokenizer: bool) -> Result<Client> {
-    let base_url = BaseUrl::parse(url)?;
-    let api = args.api.parse::<Api>()?;
+/// A client for `server` (the run request's), with the key, TLS, timeout and options of `args`, its
+/// model named (`--served-model`, or the only one the server lists); `has_tokenizer`:
+/// `--tokenizer` was given (chat needs it).
+pub fn connect(args: &RemoteArgs, server: &ServerTarget, has_tokenizer: bool) -> Result<Client> {
+    let (base_url, api) = (server.base_url.clone(), server.api);
     tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
     let api_key = match &args.api_key_env {
         Some(var) => Some(std::env::var(var).ok().and_then(ApiKey::new).ok_or_else(|| {
@@ -145,7 +146,7 @@ pub fn connect(args: &RemoteArgs, url: &str, has_tokenizer: bool) -> Result<Clie
     }
     let endpoint = Endpoint { base_url, model: String::new(), api, api_key, thinking };
     let mut client = Client::with_tls(endpoint, tls)?;
-    let model = served_model(&client, args)?;
+    let model = served_model(&client, server.served_model.as_deref(), args.timeout_s)?;
     client.set_model(model.clone());
     eprintln!("target: {} ({}, model {model:?})", client.endpoint().base_url, api.path());
     if client.tls().is_some_and(|tls| tls.insecure) {
@@ -197,18 +198,18 @@ pub fn load_tokenizer(args: &RemoteArgs) -> Result<Option<Tokenizer>> {
 
 /// `--served-model`, or the only model the server lists. A name the server does not list is
 /// only a warning: some servers answer to any name.
-fn served_model(client: &Client, args: &RemoteArgs) -> Result<String> {
-    let listed = client.models(args.timeout_s.min(30.0));
-    match (&args.served_model, listed) {
+fn served_model(client: &Client, named: Option<&str>, timeout_s: f64) -> Result<String> {
+    let listed = client.models(timeout_s.min(30.0));
+    match (named.map(str::to_string), listed) {
         (Some(name), Ok(models)) => {
-            if !models.contains(name) {
+            if !models.contains(&name) {
                 eprintln!("warning: the server lists {models:?}, not {name:?}");
             }
-            Ok(name.clone())
+            Ok(name)
         }
         (Some(name), Err(e)) => {
             eprintln!("warning: {e}");
-            Ok(name.clone())
+            Ok(name)
         }
         (None, Ok(models)) if models.len() == 1 => Ok(models[0].clone()),
         (None, Ok(models)) => Err(Error::Invalid(format!(

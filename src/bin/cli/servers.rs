@@ -26,23 +26,31 @@ pub(crate) async fn run(
 ) -> Result<(Vec<Arm>, Vec<Quality>)> {
     let mut tokenizers = Vec::new();
     let mut specs = Vec::new();
+    let mut servers = Vec::new();
     for ((name, _), a) in configs.iter().zip(args) {
-        let request = a.request()?;
+        let named = |e: tokenmeter::Error| tokenmeter::Error::Invalid(format!("--config {name}: {e}"));
+        let request = a.request().map_err(named)?;
         let problems = request.server_problems(a.remote.tokenizer.is_some());
         if !problems.is_empty() {
-            return Err(tokenmeter::Error::Invalid(format!("--config {name}: {}", problems_error(problems))));
+            return Err(named(problems_error(problems)));
         }
         let tokenizer = remote::load_tokenizer(&a.remote)?;
         specs.push(workload(a, tokenizer.as_ref())?);
         tokenizers.push(tokenizer);
+        servers.push(
+            request
+                .target
+                .server()
+                .cloned()
+                .ok_or_else(|| named(tokenmeter::Error::Invalid("not a server (no --endpoint)".into())))?,
+        );
     }
     same_workload(configs, args, &specs)?;
     let (first, spec) = (&args[0], specs[0].clone());
     let slo = first.slo.as_deref().map(str::parse::<Slo>).transpose()?;
     let mut clients: Vec<Client> = Vec::new();
-    for (a, tokenizer) in args.iter().zip(&tokenizers) {
-        let url = a.remote.endpoint.as_deref().unwrap_or_default();
-        clients.push(remote::connect(&a.remote, url, tokenizer.is_some())?);
+    for ((a, tokenizer), server) in args.iter().zip(&tokenizers).zip(&servers) {
+        clients.push(remote::connect(&a.remote, server, tokenizer.is_some())?);
     }
     let prompts: Vec<PromptSource> = args
         .iter()

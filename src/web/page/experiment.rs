@@ -190,7 +190,7 @@ fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<Ru
             Field::Dataset => dataset.clone(),
             f => Field::PAGE.contains(&f).then(|| x.b_value(state.settings, f)),
         };
-        settings::validate(&value, caps, false, t())
+        settings::validate(&value, caps, t())
     })
 }
 

@@ -82,16 +82,11 @@ fn saved_request(state: AppState) -> bench::session::SavedRequest {
     let settings = state.settings;
     let value = |f: Field| match f {
         Field::Dataset => dataset.clone(),
+        Field::Endpoint | Field::ServedModel | Field::Api => untrack(|| state.target.value(f)),
         f if Field::PAGE.contains(&f) => Some(settings.get(f).get_untracked()),
         _ => None,
     };
-    let mut args = bench::request::args_of(value);
-    if state.target.is_remote() {
-        let t = &state.target;
-        args.extend(["--endpoint".into(), t.base_url.get_untracked().trim().to_string()]);
-        args.extend(["--served-model".into(), t.model.get_untracked().trim().to_string()]);
-        args.extend(["--api".into(), t.api.get_untracked()]);
-    }
+    let args = bench::request::args_of(value);
     bench::session::SavedRequest { command: "bench".into(), args, dataset_sha256: None }
 }
 
@@ -100,16 +95,17 @@ fn saved_request(state: AppState) -> bench::session::SavedRequest {
 /// again, another kind of target, or settings the form refuses now.
 pub fn run_again(state: AppState, saved: &bench::session::SavedRequest) -> std::result::Result<(), String> {
     let t = super::i18n::text(state.lang.get_untracked());
-    let (fields, other) = bench::request::fields_of(&saved.args);
+    let (fields, _) = bench::request::fields_of(&saved.args);
+    let target = [Field::Endpoint, Field::ServedModel, Field::Api];
     let foreign: Vec<String> = fields
         .iter()
-        .filter(|(f, _)| !Field::PAGE.contains(f) && *f != Field::Dataset)
+        .filter(|(f, _)| !Field::PAGE.contains(f) && *f != Field::Dataset && !target.contains(f))
         .map(|(f, v)| format!("{} {v}", f.flag()))
         .collect();
     if !foreign.is_empty() {
         return Err(format!("{}: {}", t.run_again_foreign, foreign.join(" ")));
     }
-    let endpoint = other.windows(2).find(|w| w[0] == "--endpoint").map(|w| w[1].clone());
+    let endpoint = fields.iter().find(|(f, _)| *f == Field::Endpoint).map(|(_, v)| v.clone());
     match (&endpoint, state.target.is_remote()) {
         (Some(url), false) => return Err(format!("{}: {url}", t.run_again_server)),
         (None, true) => return Err(t.run_again_engine.to_string()),
@@ -120,8 +116,18 @@ pub fn run_again(state: AppState, saved: &bench::session::SavedRequest) -> std::
         return Err(format!("{}: {}", t.run_again_dataset, dataset.unwrap_or_default()));
     }
     state.settings.reset();
+    if endpoint.is_some() {
+        for field in target {
+            state.target.restore(field, field.default_value().to_string());
+        }
+    }
     for (field, value) in fields.into_iter().filter(|(f, _)| *f != Field::Dataset) {
-        state.settings.get(field).set(value);
+        if target.contains(&field) {
+            // The same kind of target (checked above): the server's address, model and API.
+            state.target.restore(field, value);
+        } else {
+            state.settings.get(field).set(value);
+        }
     }
     match check_now(state, t) {
         Ok(request) => {
@@ -470,6 +476,10 @@ fn check_now(state: AppState, t: &Text) -> std::result::Result<RunRequest, Probl
     let caps = if state.target.is_remote() { None } else { state.model_info.with(|m| m.as_ref().map(|m| m.caps)) };
     let settings = state.settings;
     let dataset = state.dataset.name();
-    let value = |f| if f == Field::Dataset { dataset.clone() } else { settings.value(f) };
-    settings::validate(&value, caps, state.target.is_remote(), t)
+    let value = |f| match f {
+        Field::Dataset => dataset.clone(),
+        Field::Endpoint | Field::ServedModel | Field::Api => state.target.value(f),
+        f => settings.value(f),
+    };
+    settings::validate(&value, caps, t)
 }

@@ -134,34 +134,26 @@ impl LoadOptions {
 
 pub type Problems = Vec<(Field, String)>;
 
-/// Checks every field ([`RunRequest::parse`]; for a server, also
-/// [`RunRequest::server_problems`]): all problems at once, each with its field and in the page's
-/// language. `value`: a field's text (`None`: its default).
-pub fn validate(
-    value: &dyn Fn(Field) -> Option<String>,
-    caps: Option<Caps>,
-    server: bool,
-    t: &Text,
-) -> Result<RunRequest, Problems> {
+/// Checks every field ([`RunRequest::parse`], the target's with them): all problems at once, each
+/// with its field and in the page's language. `value`: a field's text (`None`: its default). The
+/// target card shows its own fields' problems (the same check of the same text), so they are not
+/// listed here; the request is refused all the same.
+pub fn validate(value: &dyn Fn(Field) -> Option<String>, caps: Option<Caps>, t: &Text) -> Result<RunRequest, Problems> {
     let shown = |p: Problem| {
         // The page has one input where the CLI has two spellings of the same thing.
         let field = match p.field {
+            Field::Endpoint | Field::ServedModel | Field::Api => return None,
             Field::Slo => Field::SloTtft,
             f if Field::PAGE.contains(&f) => f,
             _ => Field::Requests,
         };
-        (field, p.text(t.lang))
+        Some((field, p.text(t.lang)))
     };
-    let request =
-        RunRequest::parse(value, caps).map_err(|problems| problems.into_iter().map(shown).collect::<Problems>())?;
+    let request = RunRequest::parse(value, caps)
+        .map_err(|problems| problems.into_iter().filter_map(shown).collect::<Problems>())?;
     // The page loads one model: a draft model (`draft:DIR:K`) is the CLI's.
     if matches!(request.load.speculation, Speculation::Draft { .. }) {
-        return Err(vec![shown(Problem::new(Field::Speculate, Rule::DraftOnCli))]);
-    }
-    // The page's tokenizer loads with the page (a chat run without it ends with that message).
-    let problems = if server { request.server_problems(true) } else { Vec::new() };
-    if !problems.is_empty() {
-        return Err(problems.into_iter().map(shown).collect());
+        return Err(shown(Problem::new(Field::Speculate, Rule::DraftOnCli)).into_iter().collect());
     }
     Ok(request)
 }

@@ -4,6 +4,7 @@
 //! downloads or the console.
 
 use super::i18n::{use_text, Text};
+use crate::bench::request::Field;
 use crate::bench::WorkloadSpec;
 use crate::remote::browser::{self, Client};
 use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
@@ -50,9 +51,9 @@ impl TargetSettings {
         };
         TargetSettings {
             kind: query("target", "browser"),
-            base_url: query("endpoint", DEFAULT_BASE_URL),
-            model: query("served_model", ""),
-            api: query("api", "completions"),
+            base_url: query(Field::Endpoint.key(), DEFAULT_BASE_URL),
+            model: query(Field::ServedModel.key(), Field::ServedModel.default_value()),
+            api: query(Field::Api.key(), Field::Api.default_value()),
             api_key: RwSignal::new(String::new()),
             models: RwSignal::new(Ok(Vec::new())),
             fetching: RwSignal::new(false),
@@ -62,6 +63,30 @@ impl TargetSettings {
 
     pub fn is_remote(&self) -> bool {
         self.kind.get() == "remote"
+    }
+
+    /// The run request's target fields as typed (tracked): a server's API root, model name and
+    /// API; `None` for the engine (and for every other field).
+    pub fn value(&self, field: Field) -> Option<String> {
+        if !self.is_remote() {
+            return None;
+        }
+        match field {
+            Field::Endpoint => Some(self.base_url.get().trim().to_string()),
+            Field::ServedModel => Some(self.model.get().trim().to_string()),
+            Field::Api => Some(self.api.get()),
+            _ => None,
+        }
+    }
+
+    /// Sets one of the server's fields to a saved request's value (other fields: nothing).
+    pub fn restore(&self, field: Field, value: String) {
+        match field {
+            Field::Endpoint => self.base_url.set(value),
+            Field::ServedModel => self.model.set(value),
+            Field::Api => self.api.set(value),
+            _ => {}
+        }
     }
 
     /// What the link carries (tracked): the remote target without its key.
@@ -74,9 +99,9 @@ impl TargetSettings {
             pairs.push(("server_metrics", "1".to_string()));
         }
         for (key, value, default) in [
-            ("endpoint", self.base_url, DEFAULT_BASE_URL),
-            ("served_model", self.model, ""),
-            ("api", self.api, "completions"),
+            (Field::Endpoint.key(), self.base_url, DEFAULT_BASE_URL),
+            (Field::ServedModel.key(), self.model, Field::ServedModel.default_value()),
+            (Field::Api.key(), self.api, Field::Api.default_value()),
         ] {
             let value = value.get();
             if value != default {

@@ -4,6 +4,7 @@
 
 use crate::bench::compare::Comparison;
 use crate::bench::dataset::Dataset;
+use crate::bench::target::RunTarget;
 use crate::bench::{self, BenchResult, Lang, WorkloadSpec};
 use crate::remote::Endpoint;
 use crate::Error;
@@ -20,14 +21,28 @@ pub enum Command {
     Experiment { a: Box<RunRequest>, b: Box<RunRequest>, repeats: usize },
 }
 
-/// Where a run's requests go.
+/// Where a run's requests go, with what the request does not hold: a server's key and options (the
+/// request names the server: [`RunRequest::target`]).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Destination {
     /// The page's engine, on the loaded model.
     Engine,
-    /// An OpenAI-compatible server.
     /// A server, and its `/metrics` URL when the page scrapes it during the run.
     Server(#[serde(with = "endpoint_wire")] Endpoint, Option<String>),
+}
+
+impl Destination {
+    /// Whether this is where `target` says the requests go: the engine, or the server at the same
+    /// root with the same model and API (the service refuses a command where they differ).
+    pub fn agrees_with(&self, target: &RunTarget) -> bool {
+        match (self, target) {
+            (Destination::Engine, RunTarget::Engine) => true,
+            (Destination::Server(e, _), RunTarget::Server(s)) => {
+                e.base_url == s.base_url && e.api == s.api && s.served_model.as_deref().is_none_or(|m| m == e.model)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// What the service needs from the page, read when the command is sent.

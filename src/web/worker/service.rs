@@ -58,6 +58,11 @@ pub fn cancel(host: &Host) {
 /// Starts `command`, or says why it cannot. `Began` is sent before this returns, so the page is
 /// busy from the click on.
 pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
+    if let Command::Run { form, destination } = &command {
+        if !destination.agrees_with(&form.target) {
+            return Err(Refused::Invalid("the request names another target than the one it was sent to".into()));
+        }
+    }
     match command {
         Command::Run { form, destination: Destination::Server(endpoint, server_metrics) } => {
             // The page's own check (`settings::validate` for a server) said so under each input;
