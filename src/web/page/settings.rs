@@ -40,6 +40,10 @@ impl Field {
             Field::WarmupRequests => t.warmup_requests,
             Field::WarmupS => t.warmup_s,
             Field::CooldownS => t.cooldown_s,
+            // The target card's, which labels its own inputs.
+            Field::Endpoint => t.endpoint,
+            Field::ServedModel => t.served_model,
+            Field::Api => t.api_style,
             // The CLI's own fields: no input on the page.
             Field::ArrivalSpan
             | Field::PrefixGroups
