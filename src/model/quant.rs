@@ -201,6 +201,9 @@ mod tests {
         let first_max = (0..32).max_by(|&a, &b| values[a].abs().total_cmp(&values[b].abs())).unwrap();
         let first_max = (0..32).find(|&c| values[c].abs() == values[first_max].abs()).unwrap();
         assert_eq!(nibble(first_max), 0);
+        // Its scale is exactly that value over -8 (a power of two: exact in bf16), so it comes back
+        // exactly: a scale off by any factor shows here, where the half-step bound above is loose.
+        assert_eq!(back[first_max], bf16_to_f32(b[first_max]), "column {first_max}'s scale");
     }
 
     #[test]

@@ -262,17 +262,16 @@ fn a_rerun_is_the_saved_request_again() {
     assert_eq!(saved["request"]["args"].as_array().map(Vec::len), Some(base.len() - 1), "{}", saved["request"]);
     assert_eq!(rerun["workload"], saved["workload"]);
     assert_eq!(rerun_requests, saved_requests, "the same requests, planned the same, with the same prompts");
-    // Another seed: other prompts, other digests (the comparison above can fail).
-    let reseeded = path("reseeded.json");
-    ok(&["bench", "--rerun", &first, "--seed", "8", "--json", &reseeded]);
-    let (_, reseeded_requests) = saved_run(reseeded.as_ref());
-    assert!(saved_requests.iter().zip(&reseeded_requests).all(|(a, b)| a.4 != b.4), "{reseeded_requests:?}");
-
+    // Flags beside --rerun override the saved ones, and only those: another rate, and another seed,
+    // so other prompts with other digests (the comparison above can fail).
     let faster = path("faster.json");
-    ok(&["bench", "--rerun", &first, "--rate", "100", "--json", &faster]);
-    let (overridden, _) = saved_run(faster.as_ref());
-    assert_eq!(overridden["workload"]["rate"], 100.0);
-    assert_eq!(overridden["workload"]["seed"], saved["workload"]["seed"]);
+    ok(&["bench", "--rerun", &first, "--rate", "100", "--seed", "8", "--json", &faster]);
+    let (overridden, reseeded_requests) = saved_run(faster.as_ref());
+    assert_eq!((&overridden["workload"]["rate"], &overridden["workload"]["seed"]), (&100.0.into(), &8.into()));
+    for kept in ["num_requests", "input_len", "output_len"] {
+        assert_eq!(overridden["workload"][kept], saved["workload"][kept], "{kept}");
+    }
+    assert!(saved_requests.iter().zip(&reseeded_requests).all(|(a, b)| a.4 != b.4), "{reseeded_requests:?}");
 
     // A dataset run: its file's digest is recorded, and a changed file is refused.
     let with_data = path("data.json");
