@@ -403,6 +403,15 @@ async fn error_text_from_files_is_never_markup() {
     assert!(root.query_selector("[data-testid=model-error]").unwrap().is_none(), "cleared error still shown");
 }
 
+/// Rates read as people write them wherever the page shows one: a searched rate is not
+/// 4.512737200773266 req/s.
+#[wasm_bindgen_test]
+fn rates_are_shown_with_at_most_three_decimals() {
+    use tokenmeter::web::page::sweep::rate_text;
+    let shown: Vec<String> = [2.0, 0.25, 4.512737200773266, 100.0, 0.0, 0.004, f64::INFINITY].map(rate_text).to_vec();
+    assert_eq!(shown, ["2", "0.25", "4.513", "100", "0", "4.0e-3", "inf"]);
+}
+
 #[wasm_bindgen_test]
 async fn sweep_view_marks_the_knee() {
     use tokenmeter::web::page::sweep::{SweepPanel, SweepView};

@@ -210,8 +210,7 @@ pub(super) fn run_name(s: &WorkloadSpec, model: &str, batch: Option<usize>) -> S
         arrival => {
             let name =
                 serde_json::to_value(arrival).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            let rate = if s.rate.is_finite() { format!("{}", s.rate) } else { "inf".into() };
-            format!("{name} {rate} req/s")
+            format!("{name} {} req/s", rate_text(s.rate))
         }
     };
     let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };

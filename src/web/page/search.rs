@@ -28,15 +28,7 @@ impl SearchView {
 
 /// "trying 2.5 req/s (run 3)".
 pub fn trying_text(rate: f64, n: usize, t: &Text) -> String {
-    t.search_trying.replace("{rate}", &short(rate)).replace("{n}", &n.to_string())
-}
-
-fn short(rate: f64) -> String {
-    if rate.is_finite() {
-        format!("{rate:.3}")
-    } else {
-        rate_text(rate)
-    }
+    t.search_trying.replace("{rate}", &rate_text(rate)).replace("{n}", &n.to_string())
 }
 
 /// What the search found, in a line (the CLI's last line, in the page's language).
@@ -50,15 +42,15 @@ fn found_text(f: &MaxRate, t: &Text) -> String {
             } else {
                 t.search_not_narrowed.to_string()
             };
-            let hi = if f.hi.is_finite() { short(f.hi) } else { "–".into() };
+            let hi = if f.hi.is_finite() { rate_text(f.hi) } else { "–".into() };
             t.search_found
-                .replace("{rate}", &short(rate))
-                .replace("{lo}", &short(f.lo))
+                .replace("{rate}", &rate_text(rate))
+                .replace("{lo}", &rate_text(f.lo))
                 .replace("{hi}", &hi)
                 .replace("{how}", &how)
                 .replace("{n}", &f.trials.len().to_string())
         }
-        None => t.search_none.replace("{hi}", &short(f.hi)),
+        None => t.search_none.replace("{hi}", &rate_text(f.hi)),
     }
 }
 
@@ -110,7 +102,7 @@ fn SearchChart(found: MaxRate) -> impl IntoView {
                         let class = if r.met { "search-dot met" } else { "search-dot missed" };
                         view! {
                             <circle class=class cx=sx(r.rate) cy=sy(r.attainment) r="5">
-                                <title>{format!("{} req/s: {:.1}%", short(r.rate), r.attainment * 100.0)}</title>
+                                <title>{format!("{} req/s: {:.1}%", rate_text(r.rate), r.attainment * 100.0)}</title>
                             </circle>
                         }
                     })
@@ -135,7 +127,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
             t.search_limiting
                 .replace("{metric}", metric)
                 .replace("{pct}", &format!("{:.1}", share * 100.0))
-                .replace("{hi}", &short(found.hi))
+                .replace("{hi}", &rate_text(found.hi))
         });
         let rows = found
             .trials
@@ -145,7 +137,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
                     serde_json::to_value(r.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
                 view! {
                     <tr>
-                        <td class="num">{short(r.rate)}</td>
+                        <td class="num">{rate_text(r.rate)}</td>
                         <td>{stage}</td>
                         <td class="num">{format!("{:.1}%", r.attainment * 100.0)}</td>
                         <td>{if r.steady { t.search_steady } else { t.search_whole }}</td>

@@ -57,12 +57,18 @@ impl SweepView {
     }
 }
 
+/// A rate as the page shows it everywhere (run names, the sweep, the search, the plan): "inf", or
+/// at most three decimals without trailing zeros ("2", "0.25", "4.513": a searched rate is not
+/// shown as 4.512737200773266), or two significant digits below 0.01.
 pub fn rate_text(rate: f64) -> String {
-    if rate.is_finite() {
-        format!("{rate}")
-    } else {
-        "inf".into()
+    if !rate.is_finite() {
+        return "inf".into();
     }
+    if rate != 0.0 && rate.abs() < 0.01 {
+        return format!("{rate:.1e}");
+    }
+    let fixed = format!("{rate:.3}");
+    fixed.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn knee_text(view: &SweepView, t: &Text) -> String {
