@@ -301,11 +301,12 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
         ..RunConfig::default()
     };
+    // The engine's GPU's energy through NVML where the driver has it (else "–" and why).
+    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
+    let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
+    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
     if let (Some(search), Some(slo)) = (request.search, slo.as_ref()) {
         let listener = interrupt.listener(max_rate::search_listener());
-        let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
-        let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
-        let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
         let outcome = tokenmeter::planner::capacity::search_engine(
             &mut target,
             &session,
@@ -324,10 +325,6 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             }
         };
     }
-    // The engine's GPU's energy through NVML where the driver has it (else "–" and why).
-    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
-    let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
-    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
     let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }
