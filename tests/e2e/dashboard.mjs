@@ -75,7 +75,10 @@ async function waitReady() {
   return status;
 }
 
-async function runAndWait(label, start = () => byId('run').click()) {
+// `live`: whether the charts must be seen to change while the run goes (runs of a few seconds
+// and more; a run of a couple of seconds can end between two samples on a loaded machine, as
+// when the native tests run beside this one).
+async function runAndWait(label, start = () => byId('run').click(), { live = true } = {}) {
   const t0 = Date.now();
   await check(await byId('run').isEnabled(), `${label}: Run is disabled`);
   await start();
@@ -96,8 +99,10 @@ async function runAndWait(label, start = () => byId('run').click()) {
     liveRows = Math.max(liveRows, Number(await byId('timeline').getAttribute('data-rows').catch(() => 0)));
     await page.waitForTimeout(50);
   }
-  await check(seen.size >= 2, `${label}: the charts did not change while running (saw ${[...seen].join(', ') || 'nothing'})`);
-  await check(liveRows > 0, `${label}: the timeline drew nothing while running`);
+  if (live) {
+    await check(seen.size >= 2, `${label}: the charts did not change while running (saw ${[...seen].join(', ') || 'nothing'})`);
+    await check(liveRows > 0, `${label}: the timeline drew nothing while running`);
+  }
   console.log(`${label}: report after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
@@ -657,7 +662,8 @@ async function engineChecks() {
   const blockError = await text('run-error');
   await check(/line 1: 2 hash_ids for a prompt of 16 tokens/.test(blockError) && /Trace block size/.test(blockError), `block size error: ${blockError}`);
   await byId('dataset-block').fill('8');
-  await runAndWait('shared-block trace');
+  // Three short requests (about 2 s): what is checked here is the hit rate, not the live charts.
+  await runAndWait('shared-block trace', undefined, { live: false });
   const blocks = await downloadResult();
   await check(blocks.requests.length === 3 && Math.abs(blocks.summary.prefix_cache_implied_rate - 24 / 56) < 1e-9,
     `shared-block trace: ${blocks.requests.length} requests, implied ${blocks.summary.prefix_cache_implied_rate}`);
@@ -676,7 +682,8 @@ async function engineChecks() {
   await byId('dataset-file').setInputFiles({ name: 'share.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(share)) });
   await page.waitForFunction(() => /share\.json · 2 rows \(sharegpt\)/.test(document.querySelector('[data-testid=dataset-name]')?.textContent ?? ''),
     null, { timeout: 10000 }).catch(async () => fail(`ShareGPT file not read: ${await byId('dataset').textContent()}`));
-  await runAndWait('whole conversations');
+  // Three requests: what is checked here is the turns' prompts, not the live charts.
+  await runAndWait('whole conversations', undefined, { live: false });
   const whole = await downloadResult();
   const turns = whole.requests.map((r) => [r.session, r.turn, r.prompt_len]);
   const second = whole.requests.find((r) => r.turn === 1);
