@@ -114,44 +114,51 @@ fn within_1_percent(got: f64, want: f64) -> bool {
     (got - want).abs() <= 0.01 * want.abs()
 }
 
-#[test]
-fn a_dcgm_exporters_counter_gives_power_energy_and_joules_per_token() {
-    let url = exporter(Exporter::Dcgm { counter: true });
-    let (result, stdout) = run("dcgm-counter", &url, &["--cost-per-hour", "4"]);
-    let e = &result["summary"]["energy"];
-    assert_eq!((e["source"].as_str(), e["basis"].as_str()), (Some("dcgm"), Some("energy_counter")), "{e}");
-    assert_eq!((e["from"].as_str(), e["gpus"].as_u64()), (Some(url.as_str()), Some(2)), "{e}");
-    assert_eq!(e["failed_readings"], 0, "{e}");
-    // By hand from the fake's schedule: the counters grow at 300 + 200 W, whatever the gauges say.
-    let window_s = e["window_s"].as_f64().unwrap();
-    let (power, energy) = (e["avg_power_w"].as_f64().unwrap(), e["energy_j"].as_f64().unwrap());
-    assert!(window_s > 2.0, "the readings span the run: {window_s} s");
-    assert!(within_1_percent(power, 500.0), "{power} W, not 500");
-    assert!(within_1_percent(energy, 500.0 * window_s), "{energy} J over {window_s} s");
-    // The tokens streamed between the first and the last scrape (the first scrape may answer after
-    // the first requests' first tokens), counted from the records.
-    let samples = result["gpu_metrics"]["readings"]["samples"].as_array().unwrap();
-    let (first, last) = (&samples[0], &samples[samples.len() - 1]);
-    let (from, to) = (first["t_s"].as_f64().unwrap(), last["t_s"].as_f64().unwrap());
-    assert!((to - from - window_s).abs() < 1e-9, "the window is the readings' span");
-    let tokens: usize = result["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| r["token_times_s"].as_array().unwrap().iter().map(|t| t.as_f64().unwrap()))
-        .filter(|&t| t >= from && t <= to)
-        .count();
-    assert!(tokens > 100, "{tokens} of 8 × 16 tokens within the window");
-    assert_eq!(e["output_tokens"].as_u64(), Some(tokens as u64), "{e}");
-    let per_token = e["j_per_output_token"].as_f64().unwrap();
-    assert!(within_1_percent(per_token, 500.0 * window_s / tokens as f64), "{per_token} J/token");
-    // The raw readings are kept: the first and last scrape recompute the energy exactly.
-    let counted = (last["gpu_energy_mj"].as_f64().unwrap() - first["gpu_energy_mj"].as_f64().unwrap()) / 1e3;
-    assert!((counted - energy).abs() < 1e-6, "{counted} J from the samples, {energy} J in the summary");
-    // The report says it, and beside the cost per million tokens.
-    let line = stdout.lines().find(|l| l.contains("GPU energy")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains("2 GPUs, energy counter") && line.contains("J per output token"), "{line}");
-    assert!(stdout.lines().any(|l| l.starts_with("Cost") && l.contains("J per output token")), "{stdout}");
+/// The counter's power is its growth over the wall-clock time between two scrapes: held to 1%, it
+/// needs the machine to itself (beside the page's end-to-end test it read 574 W for 500), so it
+/// runs with the `alone` tests (scripts/test; tests/it/main.rs).
+mod alone {
+    use super::*;
+
+    #[test]
+    fn a_dcgm_exporters_counter_gives_power_energy_and_joules_per_token() {
+        let url = exporter(Exporter::Dcgm { counter: true });
+        let (result, stdout) = run("dcgm-counter", &url, &["--cost-per-hour", "4"]);
+        let e = &result["summary"]["energy"];
+        assert_eq!((e["source"].as_str(), e["basis"].as_str()), (Some("dcgm"), Some("energy_counter")), "{e}");
+        assert_eq!((e["from"].as_str(), e["gpus"].as_u64()), (Some(url.as_str()), Some(2)), "{e}");
+        assert_eq!(e["failed_readings"], 0, "{e}");
+        // By hand from the fake's schedule: the counters grow at 300 + 200 W, whatever the gauges say.
+        let window_s = e["window_s"].as_f64().unwrap();
+        let (power, energy) = (e["avg_power_w"].as_f64().unwrap(), e["energy_j"].as_f64().unwrap());
+        assert!(window_s > 2.0, "the readings span the run: {window_s} s");
+        assert!(within_1_percent(power, 500.0), "{power} W, not 500");
+        assert!(within_1_percent(energy, 500.0 * window_s), "{energy} J over {window_s} s");
+        // The tokens streamed between the first and the last scrape (the first scrape may answer after
+        // the first requests' first tokens), counted from the records.
+        let samples = result["gpu_metrics"]["readings"]["samples"].as_array().unwrap();
+        let (first, last) = (&samples[0], &samples[samples.len() - 1]);
+        let (from, to) = (first["t_s"].as_f64().unwrap(), last["t_s"].as_f64().unwrap());
+        assert!((to - from - window_s).abs() < 1e-9, "the window is the readings' span");
+        let tokens: usize = result["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["token_times_s"].as_array().unwrap().iter().map(|t| t.as_f64().unwrap()))
+            .filter(|&t| t >= from && t <= to)
+            .count();
+        assert!(tokens > 100, "{tokens} of 8 × 16 tokens within the window");
+        assert_eq!(e["output_tokens"].as_u64(), Some(tokens as u64), "{e}");
+        let per_token = e["j_per_output_token"].as_f64().unwrap();
+        assert!(within_1_percent(per_token, 500.0 * window_s / tokens as f64), "{per_token} J/token");
+        // The raw readings are kept: the first and last scrape recompute the energy exactly.
+        let counted = (last["gpu_energy_mj"].as_f64().unwrap() - first["gpu_energy_mj"].as_f64().unwrap()) / 1e3;
+        assert!((counted - energy).abs() < 1e-6, "{counted} J from the samples, {energy} J in the summary");
+        // The report says it, and beside the cost per million tokens.
+        let line = stdout.lines().find(|l| l.contains("GPU energy")).unwrap_or_else(|| panic!("{stdout}"));
+        assert!(line.contains("2 GPUs, energy counter") && line.contains("J per output token"), "{line}");
+        assert!(stdout.lines().any(|l| l.starts_with("Cost") && l.contains("J per output token")), "{stdout}");
+    }
 }
 
 #[test]
