@@ -12,10 +12,13 @@ mod dawn {
     use std::cell::{Cell, RefCell};
     use std::collections::BTreeMap;
     use std::rc::Rc;
-    use tokenmeter::bench::request::{Field, RunRequest};
-    use tokenmeter::bench::session::{run_on_engine, Listener, RunConfig, SavedRequest, SessionSpec};
-    use tokenmeter::bench::speed::{self, SpeedPlan};
-    use tokenmeter::bench::{self};
+    use tokenmeter::bench;
+    use tokenmeter::bench::base::field::Field;
+    use tokenmeter::bench::record::run_config::{RunConfig, SavedRequest};
+    use tokenmeter::bench::request::RunRequest;
+    use tokenmeter::bench::run::session::{run_on_engine, SessionSpec};
+    use tokenmeter::bench::run::speed::{self, SpeedPlan};
+    use tokenmeter::bench::run::target::Listener;
     use tokenmeter::engine::generate::check_prompt_fits;
     use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, Request, SamplingParams};
     use tokenmeter::gpu::kernels::KernelSwitches;

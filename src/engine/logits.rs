@@ -1,6 +1,6 @@
 //! Next-token distributions of given token sequences, from whatever can compute them: the engine
 //! (its forward pass, one prefill in chunks) or the CPU oracle ([`CpuModel`]). A quality pass
-//! (`bench::quality`) compares two of them over the same sequences; it never runs inside a timed
+//! (`bench::verdict::quality`) compares two of them over the same sequences; it never runs inside a timed
 //! run.
 
 use super::batcher::{Engine, Request};

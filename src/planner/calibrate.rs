@@ -8,7 +8,7 @@
 //! One untimed pass over the same shapes goes first: a kernel's first use compiles its pipeline
 //! (seconds on lavapipe), which is no step's cost.
 
-use crate::bench::speed::fresh_request;
+use crate::bench::run::speed::fresh_request;
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, StepShape};
 use crate::error::Result;

@@ -8,9 +8,11 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::max_rate::{self, attainment_of, MaxRate, RateSearch, Searcher};
-use crate::bench::session::{run_on_engine, EngineTarget, Listener, RecordedExecutor};
-use crate::bench::sweep::{slo_crossing, SloCrossing};
+use crate::bench::record::run_config::RecordedExecutor;
+use crate::bench::run::max_rate::{self, attainment_of, MaxRate, RateSearch, Searcher};
+use crate::bench::run::session::{run_on_engine, EngineTarget};
+use crate::bench::run::target::Listener;
+use crate::bench::verdict::sweep::{slo_crossing, SloCrossing};
 use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec, Slo};
 use crate::engine::{CostModel, Engine};
 use crate::error::{Error, Result};
@@ -30,10 +32,10 @@ pub struct Capacity {
     /// The cost model, fitted on the runs' steps (its held-back error says how well).
     pub cost: CostModel,
     /// The rates tried, ascending, each with its predicted metrics.
-    #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
+    #[serde(with = "crate::bench::traffic::workload::infinite_rate::pairs")]
     pub predicted: Vec<(f64, BenchmarkMetrics)>,
     /// The runs' own (rate, metrics), to draw beside the prediction.
-    #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
+    #[serde(with = "crate::bench::traffic::workload::infinite_rate::pairs")]
     pub measured: Vec<(f64, BenchmarkMetrics)>,
     pub ttft_slo_ms: f64,
     /// Where the predicted TTFT p99 crosses the SLO.

@@ -11,8 +11,9 @@
 //! driver); no steps are kept (they are per replica), so a fleet's results have no GPU-busy figure.
 
 use super::SimExecutor;
-use crate::bench::driver::{record_event, request, DriverOptions, Progress};
-use crate::bench::session::{Listener, RunConfig, SessionEvent, Target};
+use crate::bench::record::run_config::RunConfig;
+use crate::bench::run::driver::{record_event, request, DriverOptions, Progress};
+use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::{PlannedRequest, RequestRecord, StepSample, TokenTimes, WorkloadSpec};
 use crate::engine::{Engine, Executor};
 use crate::error::{Error, Result};
@@ -102,7 +103,7 @@ impl Fleet {
         }
     }
 
-    /// Runs an open-loop plan through the fleet; the records, as [`crate::bench::driver::run`]
+    /// Runs an open-loop plan through the fleet; the records, as [`crate::bench::run::driver::run`]
     /// makes them, with times from the run's start.
     pub async fn run(
         &mut self,
@@ -638,7 +639,7 @@ pub struct FleetTarget<'a> {
 
 impl Target for FleetTarget<'_> {
     fn run_config(&self) -> RunConfig {
-        use crate::bench::session::RecordedExecutor;
+        use crate::bench::record::run_config::RecordedExecutor;
         let first = &self.fleet.replicas[0];
         RunConfig {
             engine: Some(first.model.limits().clone()),

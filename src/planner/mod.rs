@@ -140,7 +140,8 @@ mod tests {
     #[test]
     fn agreement_rows_compare_like_with_like() {
         // p50, p90, p99 of 1..=100 times `scale`: 50.5, 90.1, 99.01 (linear interpolation).
-        let stats = |scale: f64| crate::bench::stats(&(1..=100).map(|i| i as f64 * scale).collect::<Vec<_>>());
+        let stats =
+            |scale: f64| crate::bench::base::stats::stats(&(1..=100).map(|i| i as f64 * scale).collect::<Vec<_>>());
         let metrics = |ttft: f64, output_throughput: f64| BenchmarkMetrics {
             ttft_ms: stats(ttft),
             tpot_ms: stats(1.0),

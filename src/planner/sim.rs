@@ -3,7 +3,7 @@
 //! the scheduler, the block allocator, the batcher's loop with its provisional commits, the
 //! benchmark driver and session — is the code a measured run uses.
 
-use crate::bench::session::{RecordedExecutor, RunConfig};
+use crate::bench::record::run_config::{RecordedExecutor, RunConfig};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{CostModel, Executor, StepShape, StepWork};
 use crate::error::Result;

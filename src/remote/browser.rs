@@ -17,9 +17,9 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::bench::saturation::Saturation;
-use crate::bench::server_metrics::ServerMetrics;
-use crate::bench::session::Listener;
+use crate::bench::measure::saturation::Saturation;
+use crate::bench::measure::server_metrics::ServerMetrics;
+use crate::bench::run::target::Listener;
 use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};

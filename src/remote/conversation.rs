@@ -6,8 +6,8 @@
 //! TTFT starts there, as on the engine). A turn whose predecessor failed, or whose prompts are
 //! token ids (a reply cannot be appended to ids), fails with the reason and is not sent.
 
-use crate::bench::prompts::{Message, Role};
-use crate::bench::workload::Turn;
+use crate::bench::traffic::prompts::{Message, Role};
+use crate::bench::traffic::workload::Turn;
 use crate::bench::RequestRecord;
 use crate::remote::{Api, Prompt, RemoteRequest};
 
@@ -25,7 +25,7 @@ pub struct RemoteTurn {
 }
 
 impl RemoteTurn {
-    /// Every request's turn, from the workload's ([`crate::bench::workload::conversation_turns`]).
+    /// Every request's turn, from the workload's ([`crate::bench::traffic::workload::conversation_turns`]).
     pub fn all(turns: &[Turn]) -> Vec<RemoteTurn> {
         let mut has_next = vec![false; turns.len()];
         for t in turns {

@@ -19,14 +19,14 @@ use std::task::Poll;
 use futures_channel::oneshot;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::bench::saturation::{Detector, Saturation};
-use crate::bench::server_metrics::ServerMetrics;
+use crate::bench::measure::saturation::{Detector, Saturation};
+use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::RequestRecord;
 use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::{Api, Prompt, RemoteRequest, RunOptions, SCRAPE_PERIOD_S};
 
 /// How often the loop asks `stop()` at least, and judges an open loop's outstanding requests
-/// ([`crate::bench::saturation`]).
+/// ([`crate::bench::measure::saturation`]).
 pub const WATCH_PERIOD_S: f64 = 0.05;
 
 /// What a client gives the loop. Times are seconds from the run's start.
@@ -635,13 +635,13 @@ mod tests {
         assert_eq!(progress.last(), Some(&(4, 5)), "the unsent turn never ended");
     }
 
-    /// The delivered load's check ([`crate::bench::delivered`]) through this runtime: a client that
+    /// The delivered load's check ([`crate::bench::measure::delivered`]) through this runtime: a client that
     /// sends at the plan's Poisson arrivals passes; one that holds every fourth request back 30 ms
     /// bent the load.
     #[test]
     fn a_held_back_client_is_flagged_and_a_prompt_one_passes() {
-        use crate::bench::delivered::DeliveredLoad;
-        use crate::bench::workload::{plan, tests::spec, Arrival};
+        use crate::bench::measure::delivered::DeliveredLoad;
+        use crate::bench::traffic::workload::{plan, tests::spec, Arrival};
         let spec = spec(Arrival::Poisson, 10.0, 200);
         let requests: Vec<_> = plan(&spec).unwrap().iter().map(|p| request(p.id, p.arrival_s)).collect();
         let check = |held_s: fn(u64) -> f64| {

@@ -1,6 +1,6 @@
 //! The quality pass's side of the wire format, without any I/O: one greedy request that asks for
 //! the top-k log-probabilities of every generated token, answered whole (not streamed), and that
-//! answer read into a [`Generated`] for [`crate::bench::quality::compare_served`].
+//! answer read into a [`Generated`] for [`crate::bench::verdict::quality::compare_served`].
 //!
 //! The APIs ask differently: completions takes `"logprobs": K`; chat takes `"logprobs": true,
 //! "top_logprobs": K`. Answers come in two shapes: a list per token under `logprobs.content`
@@ -12,7 +12,7 @@
 use serde_json::{json, Value};
 
 use super::openai::{request_body, snippet, Api, Prompt};
-use crate::bench::quality::{Generated, TokenLogprobs};
+use crate::bench::verdict::quality::{Generated, TokenLogprobs};
 use crate::error::Result;
 
 /// Top-k the quality pass asks for at most (OpenAI's chat API allows 20; llama-server any).

@@ -41,9 +41,9 @@ pub mod browser;
 
 use serde_json::{json, Value};
 
-use crate::bench::driver::Progress;
-use crate::bench::session::{Listener, SessionEvent};
-use crate::bench::workload::{conversation_turns, Turn};
+use crate::bench::run::driver::Progress;
+use crate::bench::run::target::{Listener, SessionEvent};
+use crate::bench::traffic::workload::{conversation_turns, Turn};
 use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
 use crate::error::{Error, Result};
 use conversation::RemoteTurn;
@@ -110,12 +110,12 @@ pub struct RunOptions {
     /// limit of their own, after `fetch()`).
     pub max_concurrency: Option<usize>,
     /// Open loops: stop sending once requests outstanding keep growing
-    /// ([`crate::bench::saturation`]; both clients).
+    /// ([`crate::bench::measure::saturation`]; both clients).
     pub saturation_stop: bool,
     /// Scrape this Prometheus `/metrics` URL while the run is in flight
-    /// ([`crate::bench::server_metrics`]).
+    /// ([`crate::bench::measure::server_metrics`]).
     pub server_metrics: Option<String>,
-    /// Scrape this DCGM exporter's `/metrics` too, by the same loop ([`crate::bench::energy`]).
+    /// Scrape this DCGM exporter's `/metrics` too, by the same loop ([`crate::bench::measure::energy`]).
     pub gpu_metrics: Option<String>,
 }
 

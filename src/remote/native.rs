@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::bench::energy::{EnergySource, GpuReadings};
-use crate::bench::quality::Generated;
-use crate::bench::saturation::Saturation;
-use crate::bench::server_metrics::ServerMetrics;
-use crate::bench::session::Listener;
+use crate::bench::measure::energy::{EnergySource, GpuReadings};
+use crate::bench::measure::saturation::Saturation;
+use crate::bench::measure::server_metrics::ServerMetrics;
+use crate::bench::run::target::Listener;
+use crate::bench::verdict::quality::Generated;
 use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};

@@ -7,8 +7,8 @@ use thiserror::Error;
 
 use crate::error::{Error, Result};
 
-/// The API and the API root, as a run request names them (`bench::target`).
-pub use crate::bench::target::{Api, BaseUrl};
+/// The API and the API root, as a run request names them (`bench::traffic::endpoint`).
+pub use crate::bench::traffic::endpoint::{Api, BaseUrl};
 
 /// A bearer token, held in memory only: it has no `Display` or `Serialize`, its `Debug` hides it,
 /// and [`redact`] scrubs it from any text a server sends back.
@@ -43,7 +43,7 @@ pub fn redact(text: &str, key: Option<&ApiKey>) -> String {
 }
 
 /// What one request sends as its prompt: made by [`crate::bench::PromptSource::prompt`].
-pub use crate::bench::prompts::Prompt;
+pub use crate::bench::traffic::prompts::Prompt;
 
 /// The streamed request body, exactly: `model`, the prompt (`prompt`: token ids or text for
 /// completions; `messages`: one user message for chat, or a conversation's messages),
@@ -112,7 +112,7 @@ pub struct Chunk {
     pub tokens: usize,
     /// Its text is the model's thinking (`delta.reasoning_content` or `delta.reasoning`) and
     /// nothing else: a chunk that also carries answer text counts as answer
-    /// ([`crate::bench::thinking`]).
+    /// ([`crate::bench::base::thinking`]).
     pub reasoning: bool,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
@@ -251,7 +251,7 @@ pub fn snippet(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::prompts::{Message, Role};
+    use crate::bench::traffic::prompts::{Message, Role};
 
     #[test]
     fn base_urls() {

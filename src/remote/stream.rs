@@ -218,7 +218,7 @@ impl StreamRecorder {
                 }
                 self.record.token_times_s.push(t_s);
                 self.chunk_tokens.push(u32::try_from(chunk.tokens).unwrap_or(u32::MAX));
-                // Thinking, then the answer (crate::bench::thinking): the first answer chunk
+                // Thinking, then the answer (crate::bench::base::thinking): the first answer chunk
                 // after reasoning is the first answer token.
                 if chunk.reasoning {
                     self.record.reasoning_tokens = self.record.reasoning_tokens.saturating_add(chunk.tokens);

@@ -105,12 +105,12 @@ pub enum FromEngine {
 pub enum RunUpdate {
     /// The rates it will run and the TTFT SLO.
     Began {
-        #[serde(with = "crate::bench::workload::infinite_rate::list")]
+        #[serde(with = "crate::bench::traffic::workload::infinite_rate::list")]
         rates: Vec<f64>,
         ttft_slo_ms: Option<f64>,
     },
     RateStarted {
-        #[serde(with = "crate::bench::workload::infinite_rate")]
+        #[serde(with = "crate::bench::traffic::workload::infinite_rate")]
         rate: f64,
         requests: usize,
     },
@@ -122,7 +122,7 @@ pub enum RunUpdate {
         charts: Option<Box<ChartData>>,
     },
     RateDone {
-        #[serde(with = "crate::bench::workload::infinite_rate")]
+        #[serde(with = "crate::bench::traffic::workload::infinite_rate")]
         rate: f64,
         result: Box<BenchResult>,
     },

@@ -4,8 +4,9 @@
 use crate::common;
 
 use common::*;
-use tokenmeter::bench::thinking::ThinkTags;
-use tokenmeter::bench::{self, driver, Arrival, LenRange, WorkloadSpec};
+use tokenmeter::bench::base::thinking::ThinkTags;
+use tokenmeter::bench::run::driver;
+use tokenmeter::bench::{self, Arrival, LenRange, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
 use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
@@ -103,7 +104,8 @@ fn concurrent_decodes_overlap_when_the_batch_allows() {
 fn a_session_records_what_ran_and_stops_when_cancelled() {
     use std::cell::{Cell, RefCell};
     use std::rc::Rc;
-    use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
+    use tokenmeter::bench::run::session::{self, EngineTarget};
+    use tokenmeter::bench::run::target::{Listener, SessionEvent};
     use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
     pollster::block_on(async {
         let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
@@ -186,7 +188,8 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
     use std::cell::RefCell;
     use std::rc::Rc;
     use std::sync::Arc;
-    use tokenmeter::bench::session::{self, EngineTarget, Listener, SessionEvent};
+    use tokenmeter::bench::run::session::{self, EngineTarget};
+    use tokenmeter::bench::run::target::{Listener, SessionEvent};
     use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
     use tokenmeter::gpu::Gpu;
     pollster::block_on(async {
@@ -238,7 +241,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
     });
 }
 
-/// The thinking split on the engine ([`tokenmeter::bench::thinking`]): the fixture's greedy reply
+/// The thinking split on the engine ([`tokenmeter::bench::base::thinking`]): the fixture's greedy reply
 /// is generated once, then the same request runs through the driver with tags planted on that
 /// reply's own ids (its first id opens the thinking, a later one closes it), so the reply
 /// contains both tags. By hand: the tokens up to the closing one are reasoning, the next is the
@@ -301,7 +304,7 @@ fn warm_up_and_cool_down_requests_are_kept_but_not_measured() {
         &["--no-baseline", "--warmup-requests", "3", "--cooldown-s", "0.05"],
     );
     let model = fixture_dir("tiny-gqa-tied");
-    use tokenmeter::bench::phases::{measured, Phase, Phases};
+    use tokenmeter::bench::record::phases::{measured, Phase, Phases};
     assert_eq!(result.requests.len(), 12, "every request is kept");
     let warm = result.requests.iter().filter(|r| r.phase == Some(Phase::Warmup)).count();
     let cool = result.requests.iter().filter(|r| r.phase == Some(Phase::Cooldown)).count();
@@ -454,7 +457,7 @@ impl tokenmeter::bench::Target for Recorder {
         plan: &[bench::PlannedRequest],
         _spec: &WorkloadSpec,
         _ignore_eos: bool,
-        _listener: &tokenmeter::bench::session::Listener,
+        _listener: &tokenmeter::bench::run::target::Listener,
         _cancel: &std::rc::Rc<std::cell::Cell<bool>>,
     ) -> tokenmeter::Result<(Vec<bench::RequestRecord>, Vec<bench::StepSample>)> {
         self.runs.push(plan.iter().map(|p| p.id).collect());
@@ -499,9 +502,9 @@ fn the_baseline_requests_have_prompts_of_their_own() {
             cost_per_hour: None,
             phases: Default::default(),
         };
-        let quiet: tokenmeter::bench::session::Listener = std::rc::Rc::new(|_| {});
+        let quiet: tokenmeter::bench::run::target::Listener = std::rc::Rc::new(|_| {});
         let cancel = std::rc::Rc::new(std::cell::Cell::new(false));
-        bench::session::run(&mut target, &session, &quiet, &cancel).await.unwrap();
+        bench::run::session::run(&mut target, &session, &quiet, &cancel).await.unwrap();
         // The warm-up, three baseline runs of one request, the rate.
         assert_eq!(target.runs.len(), 5, "{:?}", target.runs);
         let baseline: Vec<u64> = target.runs[1..4].iter().map(|run| run[0]).collect();

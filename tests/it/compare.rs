@@ -1,14 +1,15 @@
 //! `compare` on the real engine: a 2× change in batch size on a fixture model is detected, in
-//! the right direction, through the same code as `tokenmeter compare` (bench::experiment).
+//! the right direction, through the same code as `tokenmeter compare` (bench::run::experiment).
 
 use crate::common;
 
 use common::*;
 use std::cell::Cell;
 use std::rc::Rc;
-use tokenmeter::bench::compare::CompareVerdict;
-use tokenmeter::bench::experiment::{run_alternating, Experiment, ExperimentSpec};
-use tokenmeter::bench::session::{EngineTarget, Listener};
+use tokenmeter::bench::run::experiment::{run_alternating, Experiment, ExperimentSpec};
+use tokenmeter::bench::run::session::EngineTarget;
+use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::verdict::compare::CompareVerdict;
 use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -73,7 +74,7 @@ mod alone {
             let x = experiment(1, 2).await;
             let verdict =
                 |x: &Experiment, name: &str| x.comparison.metrics.iter().find(|m| m.metric == name).unwrap().verdict;
-            let report = tokenmeter::bench::compare::text_report(&x.comparison, bench::Lang::En);
+            let report = tokenmeter::bench::verdict::compare::text_report(&x.comparison, bench::Lang::En);
             eprintln!("{report}");
             assert_eq!(x.a.len(), 8);
             assert_eq!(x.a[0].config.engine.as_ref().unwrap().max_seqs, 1);
@@ -97,11 +98,11 @@ mod alone {
                 }
             }
             // The same runs with A and B swapped: every verdict flips.
-            let comparison = tokenmeter::bench::experiment::compare_results(
+            let comparison = tokenmeter::bench::run::experiment::compare_results(
                 &x.b,
                 &x.a,
                 None,
-                &tokenmeter::bench::compare::CompareOptions::default(),
+                &tokenmeter::bench::verdict::compare::CompareOptions::default(),
             )
             .unwrap();
             for (ab, ba) in x.comparison.metrics.iter().zip(&comparison.metrics) {
@@ -115,8 +116,8 @@ mod alone {
             // Results of another workload are refused.
             let mut other = x.b.clone();
             other[0].config.workload.as_mut().unwrap().seed = 4;
-            let err =
-                tokenmeter::bench::experiment::compare_results(&x.a, &other, None, &Default::default()).unwrap_err();
+            let err = tokenmeter::bench::run::experiment::compare_results(&x.a, &other, None, &Default::default())
+                .unwrap_err();
             assert!(err.to_string().contains("workloads differ"), "{err}");
         });
     }

@@ -930,7 +930,7 @@ mod alone {
     /// beside it would slow one of the two timings and not the other.
     #[test]
     fn the_read_ceiling_holds_the_decode_kernels_own_bytes() {
-        use tokenmeter::bench::speed;
+        use tokenmeter::bench::run::speed;
         use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
         use tokenmeter::model::synthetic::SyntheticModel;
         use tokenmeter::model::Qwen3Config;

@@ -208,80 +208,148 @@ fn room(file: &str) -> &'static str {
     }
 }
 
-/// The import graph of the files of `web` (every file under `src/web`, relative to it, with the
-/// files it names there, resolved through `crate::web::…`, `super::…`, `self::…` and the modules it
-/// declares). `super` is resolved from the file's own module: an inline `mod` is not tracked.
-fn web_graph(src: &std::path::Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
-    let web = src.join("web");
+/// A file's module path below its folder: `page/run.rs` is `["page", "run"]`, `page/mod.rs` is
+/// `["page"]`, the folder's own `mod.rs` is `[]`.
+fn module_of(file: &str) -> Vec<String> {
+    let mut segments: Vec<String> = file.trim_end_matches(".rs").split('/').map(String::from).collect();
+    if segments.last().is_some_and(|s| s == "mod") {
+        segments.pop();
+    }
+    segments
+}
+
+/// The modules a file declares (`mod x;`, `pub mod x;`): the first segments its paths may start with.
+fn declared_modules(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_suffix(';')?.rsplit_once("mod ").map(|(_, name)| name.trim().to_string()))
+        .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+        .collect()
+}
+
+/// `segments` (a path a file of module `own` names) as a module path below `folder`, or None when
+/// it leads outside it (`crate::other`, `super` past the folder).
+fn below_folder(folder: &str, own: &[String], segments: &[String]) -> Option<Vec<String>> {
+    let mut module = own.to_vec();
+    let mut rest = segments;
+    match rest[0].as_str() {
+        "crate" if rest.get(1).is_some_and(|s| s == folder) => {
+            module.clear();
+            rest = &rest[2..];
+        }
+        "crate" => return None,
+        "self" => rest = &rest[1..],
+        _ => {}
+    }
+    while rest.first().is_some_and(|s| s == "super") {
+        module.pop()?;
+        rest = &rest[1..];
+    }
+    module.extend(rest.iter().filter(|s| *s != "self").cloned());
+    Some(module)
+}
+
+/// The import graph of the files of `src/<folder>` (every file below it, relative to it, with the
+/// files of the folder it names, resolved through `crate::<folder>::…`, `super::…`, `self::…` and
+/// the modules it declares). A name a file re-exports (`pub use x::Y;`) resolves to the file that
+/// defines it, so `crate::bench::Lang` names `base/lang.rs`, not `mod.rs`. `super` is resolved
+/// from the file's own module: an inline `mod` is not tracked.
+fn module_graph(
+    src: &std::path::Path,
+    folder: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let root = src.join(folder);
     let mut files = Vec::new();
-    let mut stack = vec![web.clone()];
+    let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path.strip_prefix(&web).unwrap().to_string_lossy().replace('\\', "/"));
+                files.push(path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/"));
             }
         }
     }
-    // A module path below `web` (["page", "run"]) and the file that holds it.
-    let module_of = |file: &str| -> Vec<String> {
-        let mut segments: Vec<String> = file.trim_end_matches(".rs").split('/').map(String::from).collect();
-        if segments.last().is_some_and(|s| s == "mod") {
-            segments.pop();
-        }
-        segments
-    };
+    let texts: std::collections::BTreeMap<&String, String> =
+        files.iter().map(|f| (f, std::fs::read_to_string(root.join(f)).unwrap())).collect();
     let file_of = |module: &[String]| -> Option<String> {
+        if module.is_empty() {
+            return files.contains(&"mod.rs".to_string()).then(|| "mod.rs".to_string());
+        }
         let joined = module.join("/");
-        [format!("{joined}.rs"), format!("{joined}/mod.rs"), "mod.rs".to_string()].into_iter().find(|f| {
-            if module.is_empty() {
-                f == "mod.rs"
-            } else {
-                f != "mod.rs" && files.contains(f)
+        [format!("{joined}.rs"), format!("{joined}/mod.rs")].into_iter().find(|f| files.contains(f))
+    };
+    // What each file re-exports: a name and the module path below the folder it comes from.
+    let mut reexports: std::collections::BTreeMap<&String, std::collections::BTreeMap<String, Vec<String>>> =
+        Default::default();
+    for (file, text) in &texts {
+        let (own, children) = (module_of(file), declared_modules(text));
+        for (at, _) in text.match_indices("pub use ") {
+            let statement = &text[at + 4..at + text[at..].find(';').unwrap_or(text.len() - at)];
+            for (_, segments) in paths(statement, &children) {
+                if let Some(module) = below_folder(folder, &own, &segments) {
+                    reexports.entry(file).or_default().insert(segments.last().unwrap().clone(), module);
+                }
             }
-        })
+        }
+    }
+    // The file a module path below the folder lands in: the longest prefix that is a file, and
+    // through that file's re-export of the next segment, if it has one (a few hops at most).
+    let resolve = |mut module: Vec<String>| -> Option<String> {
+        for _ in 0..8 {
+            let n = (0..=module.len()).rev().find(|&n| file_of(&module[..n]).is_some())?;
+            let file = file_of(&module[..n]).unwrap();
+            let Some(next) = module.get(n) else { return Some(file) };
+            let Some(source) = texts.get_key_value(&file).and_then(|(f, _)| reexports.get(f)?.get(next)) else {
+                return Some(file);
+            };
+            let mut rerouted = source.clone();
+            rerouted.extend(module[n + 1..].iter().cloned());
+            module = rerouted;
+        }
+        None
     };
     let mut graph = std::collections::BTreeMap::new();
-    for file in &files {
-        let text = std::fs::read_to_string(web.join(file)).unwrap();
-        let children: Vec<String> = text
-            .lines()
-            .filter_map(|l| l.trim().strip_suffix(';')?.rsplit_once("mod ").map(|(_, name)| name.trim().to_string()))
-            .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
-            .collect();
+    for (file, text) in &texts {
         let own = module_of(file);
         let mut names = std::collections::BTreeSet::new();
-        for (_, segments) in paths(&text, &children) {
-            // The path as a module path below `web`, or None when it leads outside `web`.
-            let mut module = own.clone();
-            let mut rest = segments.as_slice();
-            match rest[0].as_str() {
-                "crate" if rest.get(1).is_some_and(|s| s == "web") => {
-                    module.clear();
-                    rest = &rest[2..];
-                }
-                "crate" => continue,
-                "self" => rest = &rest[1..],
-                _ => {}
-            }
-            while rest.first().is_some_and(|s| s == "super") {
-                if module.pop().is_none() {
-                    break; // `super` out of `web`
-                }
-                rest = &rest[1..];
-            }
-            module.extend(rest.iter().filter(|s| *s != "self").cloned());
-            // The longest prefix that is a file: `page::run::sink` is `page/run.rs`.
-            let target = (0..=module.len()).rev().find_map(|n| file_of(&module[..n]));
-            if let Some(target) = target.filter(|t| t != file) {
+        for (_, segments) in paths(text, &declared_modules(text)) {
+            let Some(module) = below_folder(folder, &own, &segments) else { continue };
+            if let Some(target) = resolve(module).filter(|t| t != *file) {
                 names.insert(target);
             }
         }
-        graph.insert(file.clone(), names);
+        graph.insert((*file).clone(), names);
     }
     graph
+}
+
+/// The floors of `src/bench`, bottom first: a file may name files of its own floor and of the
+/// floors below, never above. A floor is a folder (`base/`) or a file (`result.rs`, `request.rs`).
+const BENCH_FLOORS: [&str; 9] =
+    ["base", "traffic", "record", "measure", "verdict", "result", "present", "run", "request"];
+
+/// Every edge of a `src/bench` graph that names a floor above its own (or a file on no floor), as
+/// text; `mod.rs`, which declares the floors and re-exports their names upwards, names any.
+fn upward_in_bench(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<String> {
+    let floor = |file: &str| {
+        let first = file.split('/').next().unwrap().trim_end_matches(".rs");
+        BENCH_FLOORS.iter().position(|f| *f == first)
+    };
+    let mut found = Vec::new();
+    for (file, names) in graph.iter().filter(|(file, _)| *file != "mod.rs") {
+        for name in names {
+            match (floor(file), floor(name)) {
+                (Some(from), Some(to)) if to <= from => {}
+                (from, to) => found.push(format!(
+                    "{file} ({}) names {name} ({})",
+                    from.map_or("no floor", |f| BENCH_FLOORS[f]),
+                    to.map_or("no floor", |f| BENCH_FLOORS[f])
+                )),
+            }
+        }
+    }
+    found
 }
 
 /// Every edge of `graph` that crosses between rooms where it may not.
@@ -342,7 +410,7 @@ fn long_circle(graph: &std::collections::BTreeMap<String, std::collections::BTre
 #[test]
 fn the_web_rooms_meet_only_in_the_protocol_and_no_import_circle_is_longer_than_two_files() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = web_graph(&src);
+    let graph = module_graph(&src, "web");
     assert!(graph.contains_key("page/app.rs") && graph.contains_key("worker/mod.rs"), "{:?}", graph.keys());
     let crossings = room_crossings(&graph);
     assert!(
@@ -377,10 +445,11 @@ fn a_room_crossing_and_a_long_circle_are_found() {
     for (file, text) in files {
         std::fs::write(web.join(file), text).unwrap();
     }
-    let graph = web_graph(&dir);
+    let graph = module_graph(&dir, "web");
     let _ = std::fs::remove_dir_all(&dir);
     let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<std::collections::BTreeSet<_>>();
-    assert_eq!(graph["page/run.rs"], set(&["page/state.rs", "page/charts.rs", "protocol.rs"]));
+    // `protocol::Status` is `protocol.rs`'s re-export of `protocol/model.rs`'s.
+    assert_eq!(graph["page/run.rs"], set(&["page/state.rs", "page/charts.rs", "protocol/model.rs"]));
     assert_eq!(graph["worker/mod.rs"], set(&["worker/host.rs"]));
     assert_eq!(graph["protocol.rs"], set(&["protocol/model.rs", "page/charts.rs"]));
     assert_eq!(
@@ -392,4 +461,58 @@ fn a_room_crossing_and_a_long_circle_are_found() {
     );
     let circle = long_circle(&graph).expect("the circle of three");
     assert_eq!(circle, ["page/charts.rs", "page/run.rs", "page/state.rs", "page/charts.rs"]);
+}
+
+#[test]
+fn the_bench_floors_import_downwards_and_no_import_circle_is_longer_than_two_files() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = module_graph(&src, "bench");
+    assert!(graph.contains_key("base/stats.rs") && graph.contains_key("request.rs"), "{:?}", graph.keys());
+    let upward = upward_in_bench(&graph);
+    assert!(upward.is_empty(), "files of src/bench that name a floor above their own ({BENCH_FLOORS:?}): {upward:#?}");
+    if let Some(circle) = long_circle(&graph) {
+        panic!("an import circle in src/bench longer than two files: {}", circle.join(" → "));
+    }
+}
+
+#[test]
+fn an_upward_import_a_reexported_name_and_a_long_circle_in_the_bench_floors_are_found() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-floors-{}", std::process::id()));
+    let bench = dir.join("bench");
+    for folder in ["base", "traffic", "measure"] {
+        std::fs::create_dir_all(bench.join(folder)).unwrap();
+    }
+    let files = [
+        ("mod.rs", "pub mod base;\npub mod measure;\npub mod request;\npub mod traffic;\npub use base::lang::Lang;\n"),
+        ("base/mod.rs", "pub mod lang;\npub mod stats;\n"),
+        // Through the re-export in `mod.rs`: names base/lang.rs, not mod.rs.
+        ("base/stats.rs", "use crate::bench::Lang;\n"),
+        // Up from base to traffic, in a doc link.
+        ("base/lang.rs", "/// See [`crate::bench::traffic::workload`].\npub enum Lang {}\n"),
+        ("traffic/mod.rs", "pub mod dataset;\npub mod prompts;\npub mod workload;\n"),
+        // A circle of three on one floor: workload → prompts → dataset → workload.
+        ("traffic/workload.rs", "use super::prompts::Prompt;\n"),
+        ("traffic/prompts.rs", "use crate::bench::traffic::{dataset::Row, workload};\n"),
+        ("traffic/dataset.rs", "pub struct Row(super::workload::Spec);\n"),
+        ("measure/mod.rs", "pub mod metrics;\n"),
+        ("measure/metrics.rs", "use crate::bench::base::stats;\nuse crate::bench::request::Field;\n"),
+        ("request.rs", "use crate::bench::measure::metrics::Slo;\n"),
+    ];
+    for (file, text) in files {
+        std::fs::write(bench.join(file), text).unwrap();
+    }
+    let graph = module_graph(&dir, "bench");
+    let _ = std::fs::remove_dir_all(&dir);
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(graph["base/stats.rs"], set(&["base/lang.rs"]));
+    assert_eq!(graph["traffic/prompts.rs"], set(&["traffic/dataset.rs", "traffic/workload.rs"]));
+    assert_eq!(
+        upward_in_bench(&graph),
+        vec![
+            "base/lang.rs (base) names traffic/workload.rs (traffic)".to_string(),
+            "measure/metrics.rs (measure) names request.rs (request)".to_string(),
+        ]
+    );
+    let circle = long_circle(&graph).expect("the circle of three");
+    assert_eq!(circle, ["traffic/dataset.rs", "traffic/workload.rs", "traffic/prompts.rs", "traffic/dataset.rs"]);
 }

@@ -7,9 +7,11 @@ use crate::common;
 use common::*;
 use std::cell::Cell;
 use std::rc::Rc;
-use tokenmeter::bench::phases::Phases;
-use tokenmeter::bench::session::{self, EngineTarget, Listener};
-use tokenmeter::bench::{self, driver, Arrival, LenRange, RunConfig, SessionSpec, WorkloadSpec};
+use tokenmeter::bench::record::phases::Phases;
+use tokenmeter::bench::run::driver;
+use tokenmeter::bench::run::session::{self, EngineTarget};
+use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, SessionSpec, WorkloadSpec};
 use tokenmeter::engine::forward::EngineLimits;
 use tokenmeter::engine::{Engine, EngineOptions, SamplingParams, Speculation, StepShape};
 use tokenmeter::model::Qwen3Config;
@@ -434,7 +436,7 @@ fn a_cost_model_fitted_on_a_runs_steps_replays_the_run() {
 /// target over it, rounded up.
 #[test]
 fn the_capacity_of_one_gpu_is_predicted_from_its_runs() {
-    use tokenmeter::bench::sweep::SloCrossing;
+    use tokenmeter::bench::verdict::sweep::SloCrossing;
     let truth = cost(0.005, 1e-4, 2e-4, 1e-8);
     let workload = spec(8.0, 40, LenRange { min: 16, max: 400 }, LenRange { min: 4, max: 40 });
     let mut measured = pollster::block_on(session_on(&mut sim(truth, limits(8, true)), &workload));

@@ -1,4 +1,4 @@
-//! The quality pass (`bench::quality`): its maths against hand-computed values; a setting against
+//! The quality pass (`bench::verdict::quality`): its maths against hand-computed values; a setting against
 //! itself on two uploads is exact; greedy speculation changes no output; int8 and int4 against
 //! bf16 through `tokenmeter compare` (its JSON, HTML and gate) on a tiny fixture and on the
 //! head_dim-128 one; the CPU oracle as reference, and refused where it cannot hold the model.
@@ -8,7 +8,7 @@ use crate::common;
 use common::cli::expect_error;
 use common::generated::*;
 use common::*;
-use tokenmeter::bench::quality::{
+use tokenmeter::bench::verdict::quality::{
     self, computes_differently, first_divergence, kl_divergence, log_softmax, perplexity, position, Gate, Numerics,
     Position, Quality, QualityInputs,
 };

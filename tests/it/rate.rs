@@ -85,7 +85,7 @@ mod alone {
     #[test]
     fn the_highest_rate_found_is_within_10_percent_of_the_true_one() {
         use crate::serving::{read_json, scratch, server, Reply};
-        use tokenmeter::bench::max_rate::{self, MaxRate};
+        use tokenmeter::bench::run::max_rate::{self, MaxRate};
         use tokenmeter::bench::{plan, BenchResult, RequestRecord, Slo, WorkloadSpec};
         let s = server(Reply { tokens: 5, gap_ms: 6, capacity: Some(2), stall_first_ms: 0 });
         let out = scratch("max-rate").join("out.json");
@@ -173,8 +173,9 @@ mod alone {
 /// `--rate max` is the rate's other form in the run request, with its rules, each on its field.
 #[test]
 fn rate_max_is_a_form_of_the_rate_with_its_rules() {
-    use tokenmeter::bench::request::{Field, RunRequest};
-    use tokenmeter::bench::rules::Rule;
+    use tokenmeter::bench::base::field::Field;
+    use tokenmeter::bench::base::rules::Rule;
+    use tokenmeter::bench::request::RunRequest;
     let parse = |pairs: &[(Field, &str)]| {
         RunRequest::parse(&|f| pairs.iter().find(|p| p.0 == f).map(|p| p.1.to_string()), None)
     };
@@ -207,9 +208,10 @@ fn rate_max_is_a_form_of_the_rate_with_its_rules() {
 fn the_engines_search_starts_from_the_planners_guess() {
     use std::cell::Cell;
     use std::rc::Rc;
-    use tokenmeter::bench::max_rate::{self, RateSearch, Searcher};
-    use tokenmeter::bench::phases::Phases;
-    use tokenmeter::bench::session::{EngineTarget, Listener};
+    use tokenmeter::bench::record::phases::Phases;
+    use tokenmeter::bench::run::max_rate::{self, RateSearch, Searcher};
+    use tokenmeter::bench::run::session::EngineTarget;
+    use tokenmeter::bench::run::target::Listener;
     use tokenmeter::bench::{self, BenchResult, Lang, RunConfig, SessionSpec, Slo};
     let fixed = |n| LenRange { min: n, max: n };
     let mut engine = sim(cost(0.005, 2e-4, 0.0, 0.0), limits(8, true));
@@ -261,9 +263,10 @@ fn the_engines_search_starts_from_the_planners_guess() {
 fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
     use std::cell::Cell;
     use std::rc::Rc;
-    use tokenmeter::bench::max_rate::{self, RateSearch, Searcher};
-    use tokenmeter::bench::phases::Phases;
-    use tokenmeter::bench::session::{EngineTarget, Listener};
+    use tokenmeter::bench::record::phases::Phases;
+    use tokenmeter::bench::run::max_rate::{self, RateSearch, Searcher};
+    use tokenmeter::bench::run::session::EngineTarget;
+    use tokenmeter::bench::run::target::Listener;
     use tokenmeter::bench::{self, Lang, RunConfig, SessionSpec, Slo};
     let fixed = |n| LenRange { min: n, max: n };
     let mut engine = sim(cost(0.005, 2e-4, 0.0, 0.0), limits(8, true));

@@ -5,7 +5,8 @@
 use crate::common;
 
 use common::cli::run;
-use tokenmeter::bench::request::{Field, RunRequest};
+use tokenmeter::bench::base::field::Field;
+use tokenmeter::bench::request::RunRequest;
 use tokenmeter::bench::Lang;
 
 /// A request that breaks seven rules in seven fields, as the page's inputs hold it.
@@ -95,7 +96,7 @@ fn a_server_run_refuses_engine_settings_the_same_from_both_edges() {
 /// checked once (a root with a query, an API of neither kind: the same words from both edges).
 #[test]
 fn the_request_names_its_target_and_checks_it_once() {
-    use tokenmeter::bench::target::{Api, RunTarget};
+    use tokenmeter::bench::traffic::endpoint::{Api, RunTarget};
     let set = [(Field::Endpoint, "http://h:8000/v1/"), (Field::ServedModel, "qwen3"), (Field::Api, "chat")];
     let form = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
     let request = RunRequest::parse(&form, None).expect("valid");
@@ -152,7 +153,7 @@ fn a_valid_form_gives_the_run_it_describes() {
 /// request the page's form gives, and the target's flags are fields too (outputs are not).
 #[test]
 fn a_pages_request_as_arguments_reads_back_as_the_same_request() {
-    use tokenmeter::bench::request::{args_of, fields_of};
+    use tokenmeter::bench::base::field::{args_of, fields_of};
     let set = [
         (Field::Arrival, "gamma"),
         (Field::Burstiness, "0.5"),

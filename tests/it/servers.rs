@@ -1,5 +1,5 @@
 //! Two deployments compared: `compare` with servers as its settings, for speed and for output
-//! quality (`bench::quality::served`). The top-k KL and the served pass against hand-computed
+//! quality (`bench::verdict::quality::served`). The top-k KL and the served pass against hand-computed
 //! values; the refusals that need no server; and against the llama.cpp peer serving one model as
 //! F16, Q8_0 and Q4_0 (tests/fixtures/peer/make_precisions.py): an endpoint against itself agrees
 //! fully, Q8_0 is closer to F16 than Q4_0 by KL, and a gate Q8_0 meets fails Q4_0.
@@ -7,7 +7,7 @@
 use crate::common;
 use crate::remote::{start_peer_serving, PEER};
 
-use tokenmeter::bench::quality::{compare_served, top_k_kl, Basis, Gate, Generated, TokenLogprobs};
+use tokenmeter::bench::verdict::quality::{compare_served, top_k_kl, Basis, Gate, Generated, TokenLogprobs};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
@@ -90,7 +90,7 @@ fn served_pass_compares_up_to_the_first_divergence() {
     assert!(q.top1_agreement.is_nan());
     let err = Gate { min_top1: Some(0.9), max_kl: None }.check(std::slice::from_ref(&q)).unwrap_err().to_string();
     assert!(err.contains("b against a: no log-probabilities came back"), "{err}");
-    let text = tokenmeter::bench::quality::text_report(&[q], tokenmeter::bench::Lang::En);
+    let text = tokenmeter::bench::verdict::quality::text_report(&[q], tokenmeter::bench::Lang::En);
     assert!(text.contains("greedy outputs only") && !text.contains("KL mean"), "{text}");
     assert!(compare_served(("a", "b"), &[], &[], 3, 2).is_err());
 }

@@ -19,7 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::fixture_dir;
-use tokenmeter::bench::session::{self, Listener};
+use tokenmeter::bench::run::session;
+use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::{random_prompt, Arrival, LenRange, SessionSpec, WorkloadSpec};
 use tokenmeter::remote::native::{Client, RemoteTarget};
 use tokenmeter::remote::{Api, BaseUrl, Endpoint, Prompt, RemoteSetup};
@@ -194,7 +195,12 @@ fn llama_server_killed_and_restarted_mid_soak() {
     };
     let client = Client::new(endpoint).unwrap();
     let prompt = |p: &tokenmeter::bench::PlannedRequest| {
-        Ok(Prompt::Ids(random_prompt(spec.seed, p.id, p.prompt_len, tokenmeter::bench::prompts::FIRST_SPECIAL_TOKEN)))
+        Ok(Prompt::Ids(random_prompt(
+            spec.seed,
+            p.id,
+            p.prompt_len,
+            tokenmeter::bench::traffic::prompts::FIRST_SPECIAL_TOKEN,
+        )))
     };
     let setup = RemoteSetup {
         prompt: &prompt,

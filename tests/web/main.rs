@@ -612,7 +612,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     assert!(!saved.contains(SECRET), "the key in a history entry");
     let again: tokenmeter::web::page::history::Entry = serde_json::from_str(&saved).unwrap();
     assert_eq!(again.result.requests.len(), 3, "a remote run reads back from the history");
-    let csv = tokenmeter::bench::report::csv(&again.result.requests);
+    let csv = tokenmeter::bench::present::report::csv(&again.result.requests);
     assert!(!csv.contains(SECRET));
     assert!(!format!("{endpoint:?}").contains(SECRET), "the key in Debug output");
     let models = client.models(10.0).await.unwrap_err().to_string();
@@ -689,7 +689,7 @@ async fn a_real_server_round_trip_from_the_browser() {
         ..remote_spec("poisson", 20.0, 1)
     };
     let plan = tokenmeter::bench::plan(&spec).unwrap();
-    let turns = tokenmeter::bench::workload::conversation_turns(&spec).unwrap();
+    let turns = tokenmeter::bench::traffic::workload::conversation_turns(&spec).unwrap();
     let prompt =
         |p: &tokenmeter::bench::PlannedRequest| Ok(tokenmeter::remote::Prompt::Text("hello ".repeat(p.prompt_len)));
     let requests = tokenmeter::remote::turn_requests(&plan, &turns, &prompt).unwrap();
@@ -755,7 +755,7 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
     // Four requests due at once, one slot: sent one after another, never overlapping. The page
     // scrapes the peer's /metrics (llama-server --metrics) meanwhile, from the start to the end.
     let requests: Vec<RemoteRequest> = (0..4).map(|i| request(i, 0.0, 8)).collect();
-    let metrics_url = tokenmeter::bench::server_metrics::default_url(url);
+    let metrics_url = tokenmeter::bench::measure::server_metrics::default_url(url);
     let options = RunOptions {
         ignore_eos: true,
         timeout_s: 60.0,
@@ -805,7 +805,7 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
 
 #[wasm_bindgen_test]
 async fn a_thousand_request_timeline_redraws_quickly() {
-    use tokenmeter::bench::timeline::Timeline;
+    use tokenmeter::bench::present::timeline::Timeline;
     use tokenmeter::bench::{RequestRecord, StepSample};
     use tokenmeter::web::page::timeline::{TimelineCard, REDRAW_MS};
     // 1,000 requests over 20 s: each waits, prefills and decodes; some are preempted.
@@ -890,7 +890,7 @@ async fn a_thousand_request_timeline_redraws_quickly() {
 
 #[wasm_bindgen_test]
 async fn the_live_timeline_is_throttled_but_ends_on_the_newest() {
-    use tokenmeter::bench::timeline::Timeline;
+    use tokenmeter::bench::present::timeline::Timeline;
     use tokenmeter::bench::RequestRecord;
     use tokenmeter::web::page::timeline::{TimelineCard, REDRAW_MS};
     let request = |n: u64| RequestRecord { id: n, arrival_s: 0.0, ..RequestRecord::default() };
@@ -917,8 +917,8 @@ async fn the_live_timeline_is_throttled_but_ends_on_the_newest() {
 /// decoded on the other side: equal to what was sent.
 #[wasm_bindgen_test]
 async fn the_page_and_its_engine_worker_exchange_messages_intact() {
-    use tokenmeter::bench::dataset::{Dataset, DatasetFormat, DatasetRow};
-    use tokenmeter::bench::{self, driver};
+    use tokenmeter::bench::traffic::dataset::{Dataset, DatasetFormat, DatasetRow};
+    use tokenmeter::bench::{self, run::driver};
     use tokenmeter::engine::SamplingParams;
     use tokenmeter::web::protocol::ChartData;
     use tokenmeter::web::protocol::DatasetChoice;
@@ -979,7 +979,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         cancelled: true,
         error: Some("stopped".into()),
         // A search whose runs all met the target: no rate missed (NaN, null in JSON).
-        search: Some(tokenmeter::bench::max_rate::MaxRate {
+        search: Some(tokenmeter::bench::run::max_rate::MaxRate {
             rate: Some(1.5),
             lo: 1.5,
             hi: f64::NAN,
@@ -1076,7 +1076,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
 /// one id per 32 tokens is taken at 32 and refused at the default 512, naming the line.
 #[wasm_bindgen_test]
 fn the_pages_trace_block_size_sizes_the_hash_ids() {
-    use tokenmeter::bench::dataset::{self, DatasetFormat};
+    use tokenmeter::bench::traffic::dataset::{self, DatasetFormat};
     use tokenmeter::web::protocol::DatasetChoice;
     let text = "{\"timestamp\": 0, \"input_length\": 64, \"output_length\": 4, \"hash_ids\": [1, 2]}\n\
                 {\"timestamp\": 100, \"input_length\": 70, \"output_length\": 4, \"hash_ids\": [1, 2, 3]}\n";

@@ -8,10 +8,12 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokenmeter::bench;
-use tokenmeter::bench::energy::NvmlMeter;
-use tokenmeter::bench::request::{Field, RunRequest};
-use tokenmeter::bench::rules::Problem;
-use tokenmeter::bench::session::{KernelPath, Listener, SessionEvent};
+use tokenmeter::bench::base::field::Field;
+use tokenmeter::bench::base::rules::Problem;
+use tokenmeter::bench::measure::energy::NvmlMeter;
+use tokenmeter::bench::record::run_config::KernelPath;
+use tokenmeter::bench::request::RunRequest;
+use tokenmeter::bench::run::target::{Listener, SessionEvent};
 use tokenmeter::engine::ForwardPass;
 use tokenmeter::model::checkpoint::TensorProvider;
 use tokenmeter::{Error, Result};
@@ -118,7 +120,7 @@ pub(crate) struct BenchArgs {
     pub(crate) rerun: Option<std::path::PathBuf>,
     /// The request as given, recorded in every result (set by the command line's `main`).
     #[arg(skip)]
-    pub(crate) saved: Option<tokenmeter::bench::session::SavedRequest>,
+    pub(crate) saved: Option<tokenmeter::bench::record::run_config::SavedRequest>,
     /// Write the results JSON (config, summary, diagnosis, every request and step) here
     /// (a sweep writes a list, one result per rate).
     #[arg(long, alias = "out")]
@@ -266,7 +268,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             Ok(Some(found)) => max_rate::finish_search(&args, found, &results, &interrupt),
             outcome => finish_bench(
                 &args,
-                &bench::max_rate::rates_of(&results),
+                &bench::run::max_rate::rates_of(&results),
                 &results,
                 slo.as_ref(),
                 outcome.map(|_| ()),
@@ -304,7 +306,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     // The engine's GPU's energy through NVML where the driver has it (else "–" and why).
     let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
     let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
-    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
+    let mut target = bench::run::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
     if let (Some(search), Some(slo)) = (request.search, slo.as_ref()) {
         let listener = interrupt.listener(max_rate::search_listener());
         let outcome = tokenmeter::planner::capacity::search_engine(
@@ -321,11 +323,12 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         return match outcome {
             Ok(found) => max_rate::finish_search(&args, found, &results, &interrupt),
             Err(e) => {
-                finish_bench(&args, &bench::max_rate::rates_of(&results), &results, Some(slo), Err(e), &interrupt)
+                finish_bench(&args, &bench::run::max_rate::rates_of(&results), &results, Some(slo), Err(e), &interrupt)
             }
         };
     }
-    let outcome = bench::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
+    let outcome =
+        bench::run::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
     finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }
 
@@ -532,9 +535,9 @@ pub(crate) fn write_results(
         let json = if args.serving.save_format()? == serving::SaveFormat::Vllm {
             // vLLM's layout: one object per rate, one per line (as its --append-result).
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let date = tokenmeter::bench::vllm::date_of_unix(now);
+            let date = tokenmeter::bench::present::vllm::date_of_unix(now);
             let lines: Vec<String> =
-                results.iter().map(|r| tokenmeter::bench::vllm::result_json(r, &date).to_string()).collect();
+                results.iter().map(|r| tokenmeter::bench::present::vllm::result_json(r, &date).to_string()).collect();
             Ok(lines.join("\n") + "\n")
         } else if results.len() == 1 {
             serde_json::to_string_pretty(&results[0])
@@ -556,7 +559,7 @@ pub(crate) fn write_results(
         let model = results[0].config.model.clone().unwrap_or_else(|| "endpoint".to_string());
         let runs: Vec<(String, &tokenmeter::bench::BenchResult)> =
             rates.iter().zip(results).map(|(rate, r)| (format!("{model} · rate {rate} req/s"), r)).collect();
-        std::fs::write(path, tokenmeter::bench::html::html_report(&runs, lang))
+        std::fs::write(path, tokenmeter::bench::present::html::html_report(&runs, lang))
             .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
     }
     Ok(())
@@ -603,7 +606,7 @@ pub(crate) fn sweep_table(
             m.goodput.map_or("-".to_string(), |g| format!("{g:.2}"))
         );
     }
-    use tokenmeter::bench::sweep::{knee, KneeReason};
+    use tokenmeter::bench::verdict::sweep::{knee, KneeReason};
     let runs: Vec<_> = results.iter().map(|r| &r.metrics).collect();
     let knee = knee(&runs, slo.and_then(|s| s.ttft_ms)).map(|(i, reason)| {
         let why = match reason {

@@ -1,13 +1,14 @@
 //! `tokenmeter compare`: one workload under two or more `bench` settings, in turn (A B C A B C …),
 //! or saved results files; each setting against the reference, with the statistics of
-//! `tokenmeter::bench::compare` (intervals that hold for every setting and metric together).
+//! `tokenmeter::bench::verdict::compare` (intervals that hold for every setting and metric together).
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use std::path::PathBuf;
-use tokenmeter::bench::compare::{text_report, text_report_named, CompareOptions};
-use tokenmeter::bench::experiment::{self, Arm, ExperimentSpec, ManyWay};
-use tokenmeter::bench::quality::{self, Quality};
-use tokenmeter::bench::session::{EngineTarget, Listener};
+use tokenmeter::bench::run::experiment::{self, Arm, ExperimentSpec, ManyWay};
+use tokenmeter::bench::run::session::EngineTarget;
+use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::verdict::compare::{text_report, text_report_named, CompareOptions};
+use tokenmeter::bench::verdict::quality::{self, Quality};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, Target, WorkloadSpec};
 use tokenmeter::engine::Engine;
 use tokenmeter::limits::parse_count;
@@ -247,7 +248,7 @@ pub async fn main(args: CompareArgs) -> Result<()> {
         let last: Vec<(String, &BenchResult)> =
             experiment.arms.iter().filter_map(|a| Some((a.name.clone(), a.runs.last()?))).collect();
         let sections = quality::html_section(&experiment.quality, lang);
-        std::fs::write(path, tokenmeter::bench::html::html_report_with(&last, &sections, lang))
+        std::fs::write(path, tokenmeter::bench::present::html::html_report_with(&last, &sections, lang))
             .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
     }
     // Last, so that a failing gate still leaves the report and the files.

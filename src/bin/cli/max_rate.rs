@@ -1,13 +1,13 @@
 //! `tokenmeter bench --rate max`: the search's edge — its progress, the table of its runs and its
-//! files. The search itself is the library's (`tokenmeter::bench::max_rate` for servers,
+//! files. The search itself is the library's (`tokenmeter::bench::run::max_rate` for servers,
 //! `tokenmeter::planner::capacity::search_engine` for the engine, whose first guess is the
 //! planner's), as on the page.
 
 use super::bench::{BenchArgs, Interrupt};
 use std::rc::Rc;
 use tokenmeter::bench;
-use tokenmeter::bench::max_rate::MaxRate;
-use tokenmeter::bench::session::{Listener, SessionEvent};
+use tokenmeter::bench::run::max_rate::MaxRate;
+use tokenmeter::bench::run::target::{Listener, SessionEvent};
 use tokenmeter::{Error, Result};
 
 /// The search's progress: the rate being tried and what each run gave.
@@ -69,7 +69,7 @@ pub(crate) fn finish_search(
                 Some((format!("--rate max · {:?} run at {:.3} req/s", t.stage, t.rate), results.get(t.result)?))
             })
             .collect();
-        std::fs::write(path, bench::html::html_report(&runs, lang)).map_err(|e| io(path, e))?;
+        std::fs::write(path, bench::present::html::html_report(&runs, lang)).map_err(|e| io(path, e))?;
     }
     if interrupt.fired() {
         eprintln!("interrupted (Ctrl-C)");

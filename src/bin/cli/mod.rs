@@ -95,7 +95,7 @@ pub fn main() -> i32 {
                 }
             };
             let recorded = rerun::recorded(&argv[2..]);
-            args.saved = Some(tokenmeter::bench::session::SavedRequest {
+            args.saved = Some(tokenmeter::bench::record::run_config::SavedRequest {
                 command: "bench".into(),
                 args: recorded,
                 dataset_sha256,

@@ -6,8 +6,9 @@ use super::bench::{finish_bench, terminal_listener, BenchArgs, Interrupt};
 use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;
-use tokenmeter::bench::session::{run_into, EngineTarget, Listener};
-use tokenmeter::bench::sweep::SloCrossing;
+use tokenmeter::bench::run::session::{run_into, EngineTarget};
+use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::verdict::sweep::SloCrossing;
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo, TokenTimes};
 use tokenmeter::engine::{Engine, SamplingParams};
 use tokenmeter::model::Qwen3Config;
@@ -77,7 +78,7 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
         model: b.model.model.as_ref().map(|p| p.display().to_string()).or(b.model.synthetic.clone()),
         ..RunConfig::default()
     };
-    Ok((cost, tokenmeter::bench::launch::engine_run_config(&engine, describe)))
+    Ok((cost, tokenmeter::bench::run::launch::engine_run_config(&engine, describe)))
 }
 
 pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
@@ -323,7 +324,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         {
             let crossing = |runs: &[BenchResult]| {
                 let metrics: Vec<&bench::BenchmarkMetrics> = runs.iter().map(|r| &r.metrics).collect();
-                bench::sweep::slo_crossing(&rates, &metrics, limit)
+                bench::verdict::sweep::slo_crossing(&rates, &metrics, limit)
             };
             let (m, p) = (crossing(&saved), crossing(&results));
             let error = match (m, p) {

@@ -1,10 +1,10 @@
-//! `compare`'s quality flags and passes (`tokenmeter::bench::quality`): after the timed runs, each
+//! `compare`'s quality flags and passes (`tokenmeter::bench::verdict::quality`): after the timed runs, each
 //! setting against the reference where they compute differently (or as asked), or every setting
 //! against the CPU oracle; between servers, each against the reference's deployment from their
 //! greedy outputs and top-k log-probabilities.
 
 use clap::Args;
-use tokenmeter::bench::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
+use tokenmeter::bench::verdict::quality::{self, computes_differently, Gate, Numerics, Quality, QualityInputs};
 use tokenmeter::bench::{self, PromptSource, WorkloadSpec};
 use tokenmeter::engine::{Engine, LogitSource};
 use tokenmeter::gpu::WeightFormat;

@@ -2,9 +2,9 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
-use tokenmeter::bench::max_rate::{self, MaxRate, RateSearch};
-use tokenmeter::bench::session::Listener;
-use tokenmeter::bench::target::ServerTarget;
+use tokenmeter::bench::run::max_rate::{self, MaxRate, RateSearch};
+use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::traffic::endpoint::ServerTarget;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
@@ -71,13 +71,13 @@ pub struct RemoteArgs {
 fn server_metrics_url(args: &RemoteArgs) -> Option<String> {
     match (&args.server_metrics_url, args.server_metrics, &args.endpoint) {
         (Some(url), _, _) => Some(url.clone()),
-        (None, true, Some(endpoint)) => Some(tokenmeter::bench::server_metrics::default_url(endpoint)),
+        (None, true, Some(endpoint)) => Some(tokenmeter::bench::measure::server_metrics::default_url(endpoint)),
         _ => None,
     }
 }
 
 /// The session against the server at `url`: the CLI's part is parsing the flags, building the
-/// prompts and naming the model; the run itself is [`bench::session::run_into`], into `results`
+/// prompts and naming the model; the run itself is [`bench::run::session::run_into`], into `results`
 /// (kept by the caller whatever happens).
 #[allow(clippy::too_many_arguments)] // the CLI's parsed pieces, passed through once
 pub async fn run(
@@ -103,7 +103,9 @@ pub async fn run(
                 .await
                 .map(Some)
         }
-        _ => bench::session::run_into(&mut target, session, listener, &interrupt.cancel, results).await.map(|()| None),
+        _ => bench::run::session::run_into(&mut target, session, listener, &interrupt.cancel, results)
+            .await
+            .map(|()| None),
     };
     for r in results.iter() {
         warn_about_usage(&r.requests, prompts.kind() == "token ids");

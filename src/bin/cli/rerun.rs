@@ -6,7 +6,7 @@
 
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use tokenmeter::bench::session::{RunConfig, SavedRequest};
+use tokenmeter::bench::record::run_config::{RunConfig, SavedRequest};
 use tokenmeter::{Error, Result};
 
 /// Flags whose value says where results go, not what runs: never recorded.

@@ -3,8 +3,8 @@
 //! --endpoint` runs it), and after the timed runs each deployment is measured against the
 //! reference's output quality from the servers' own answers (`quality::server_passes`).
 
-use tokenmeter::bench::experiment::Arm;
-use tokenmeter::bench::quality::Quality;
+use tokenmeter::bench::run::experiment::Arm;
+use tokenmeter::bench::verdict::quality::Quality;
 use tokenmeter::bench::{self, PromptSource, Slo, WorkloadSpec};
 use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget};

@@ -3,7 +3,7 @@
 //! the saturation stop of a rate sweep.
 
 use clap::Args;
-use tokenmeter::bench::dataset::{self, Attach, DatasetFormat};
+use tokenmeter::bench::traffic::dataset::{self, Attach, DatasetFormat};
 use tokenmeter::bench::WorkloadSpec;
 use tokenmeter::limits::{self, parse_count, parse_number};
 use tokenmeter::model::Tokenizer;

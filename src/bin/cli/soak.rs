@@ -1,13 +1,13 @@
 //! `tokenmeter soak --model DIR`: thousands of requests through the batcher at Poisson arrivals,
 //! on a KV cache small enough that sequences are preempted, with every event checked, every KV
-//! block accounted for and resident memory watched ([`tokenmeter::bench::soak`]). Prints the
+//! block accounted for and resident memory watched ([`tokenmeter::bench::run::soak`]). Prints the
 //! figures; exits 1 when a check fails. The model folder's `reference.json` (the test fixtures
 //! have one) adds requests whose greedy tokens must come out exactly.
 
 use clap::Args;
 use serde::Deserialize;
 use std::sync::Arc;
-use tokenmeter::bench::soak::{self, Golden, SoakSpec};
+use tokenmeter::bench::run::soak::{self, Golden, SoakSpec};
 use tokenmeter::bench::{Arrival, LenRange, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;

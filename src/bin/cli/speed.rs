@@ -2,7 +2,7 @@
 
 use super::model::{engine_options, load_with, open, ModelArgs, Opened};
 use clap::Args;
-use tokenmeter::bench::speed;
+use tokenmeter::bench::run::speed;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
 use tokenmeter::Result;

@@ -3,7 +3,7 @@
 
 use super::model::{load_with, open, ModelArgs, Opened};
 use clap::Args;
-use tokenmeter::bench::session::KernelPath;
+use tokenmeter::bench::record::run_config::KernelPath;
 use tokenmeter::engine::verify;
 use tokenmeter::Result;
 

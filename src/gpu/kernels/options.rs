@@ -219,7 +219,7 @@ impl KernelSwitches {
 pub const GEMV_MAX_M: u32 = 64;
 
 /// Which kernels a [`super::Kernels`] table builds and dispatches: the switches resolved against
-/// the device. What a run records as its kernel path (`bench::session::KernelPath`).
+/// the device. What a run records as its kernel path (`bench::record::run_config::KernelPath`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelOptions {
     pub family: KernelFamily,

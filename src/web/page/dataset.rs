@@ -1,14 +1,14 @@
 //! The dataset picker: a file of requests (a ShareGPT JSON list, a JSONL of
 //! `{prompt | input_len, output_len}`, or a trace JSONL of `{timestamp, input_length,
 //! output_length}`) read like picked model files (`BlobStore`, bounded by
-//! `limits::DATASET_MAX_BYTES`) and parsed by `bench::dataset`. At run time its rows become the
+//! `limits::DATASET_MAX_BYTES`) and parsed by `bench::traffic::dataset`. At run time its rows become the
 //! workload, their lengths measured with the run's tokenizer, as the CLI's `bench --dataset`;
 //! the file's name and options go into the record (`run_config.workload.dataset`). The picked
 //! file crosses to the engine worker as a [`DatasetChoice`], where `web::worker::dataset` makes
 //! it the run's requests.
 
 use super::i18n::use_text;
-use crate::bench::dataset::{self, Dataset, DatasetFormat, DEFAULT_BLOCK_TOKENS};
+use crate::bench::traffic::dataset::{self, Dataset, DatasetFormat, DEFAULT_BLOCK_TOKENS};
 use crate::limits;
 use crate::model::source::BlobStore;
 use crate::model::ModelStore;

@@ -1,6 +1,6 @@
 //! The Experiment card: A (the settings) against B (the same settings with a few engine fields
 //! changed), the same workload run A B A B … on the page's engine by
-//! `bench::experiment::run_alternating`, then one verdict per metric (`bench::compare`). B shares
+//! `bench::run::experiment::run_alternating`, then one verdict per metric (`bench::verdict::compare`). B shares
 //! the loaded model when only runtime settings differ (batch, tokens per step, scheduling); other
 //! weights or speculation upload a second copy for B, freed afterwards.
 
@@ -10,8 +10,8 @@ use super::run;
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
 use super::verdict::{QualityTable, VerdictTable};
-use crate::bench::compare::{text_report, Comparison};
-use crate::bench::quality::Quality;
+use crate::bench::verdict::compare::{text_report, Comparison};
+use crate::bench::verdict::quality::Quality;
 use crate::bench::BenchResult;
 use crate::web::browser;
 use crate::web::protocol::RunUpdate;

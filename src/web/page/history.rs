@@ -5,8 +5,8 @@ use super::i18n::{use_text, Text};
 use super::pareto::ParetoChart;
 use super::state::AppState;
 use super::verdict::VerdictTable;
-use crate::bench::compare::{CompareOptions, Comparison};
-use crate::bench::experiment::compare_results;
+use crate::bench::run::experiment::compare_results;
+use crate::bench::verdict::compare::{CompareOptions, Comparison};
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use crate::web::browser;
 use crate::web::protocol::ChartData;
@@ -27,7 +27,7 @@ pub struct Entry {
 }
 
 /// Restores a saved run's request into the settings and runs it; `Err` says why not.
-pub type RunAgain = fn(AppState, &crate::bench::session::SavedRequest) -> std::result::Result<(), String>;
+pub type RunAgain = fn(AppState, &crate::bench::record::run_config::SavedRequest) -> std::result::Result<(), String>;
 
 /// Whatever parses of what was saved (a broken entry is skipped, not fatal).
 pub fn load() -> Vec<Arc<Entry>> {
@@ -163,7 +163,7 @@ fn SideBySide(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
     }
 }
 
-/// `bench::experiment::compare_results` over two saved runs (one repetition each); its error says
+/// `bench::run::experiment::compare_results` over two saved runs (one repetition each); its error says
 /// why when their workloads, `ignore_eos` or SLOs differ.
 fn test_pair(
     pair: Option<(Arc<Entry>, Arc<Entry>)>,
@@ -211,7 +211,7 @@ fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
 }
 
 /// Every saved run's point on the Pareto chart, oldest first.
-fn pareto_of_history(state: &AppState) -> (Vec<crate::bench::pareto::ParetoPoint>, bool) {
+fn pareto_of_history(state: &AppState) -> (Vec<crate::bench::present::pareto::ParetoPoint>, bool) {
     state.history.with(|list| super::pareto::points_of(list.iter().map(|e| (e.name.clone(), &e.result))))
 }
 

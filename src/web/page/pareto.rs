@@ -1,8 +1,8 @@
-//! The Pareto chart in the page: the geometry of `crate::bench::pareto` (speed per user against
+//! The Pareto chart in the page: the geometry of `crate::bench::present::pareto` (speed per user against
 //! throughput per GPU, the frontier joined) drawn as SVG elements. Shown by the sweep card (one
 //! point per rate) and the history card (one per saved run). Labels are text nodes, never markup.
 
-use crate::bench::pareto::{Chart, ParetoPoint, HEIGHT, WIDTH};
+use crate::bench::present::pareto::{Chart, ParetoPoint, HEIGHT, WIDTH};
 use crate::bench::BenchResult;
 use leptos::prelude::*;
 
@@ -68,6 +68,6 @@ pub fn ParetoChart(
 
 /// The points of `runs` (name, result) that have one, and whether every run says its GPUs.
 pub fn points_of<'a>(runs: impl Iterator<Item = (String, &'a BenchResult)> + Clone) -> (Vec<ParetoPoint>, bool) {
-    let per_gpu = crate::bench::pareto::counts_gpus(runs.clone().map(|(_, r)| r));
+    let per_gpu = crate::bench::present::pareto::counts_gpus(runs.clone().map(|(_, r)| r));
     (runs.filter_map(|(name, r)| ParetoPoint::of(name, r)).collect(), per_gpu)
 }

@@ -295,7 +295,7 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                 let entry = entry.clone();
                 move |_| {
                     let runs = [(entry.name.clone(), &entry.result)];
-                    let html = bench::html::html_report(&runs, report_lang.get_untracked());
+                    let html = bench::present::html::html_report(&runs, report_lang.get_untracked());
                     let outcome = browser::download(&file_name(&entry, "html"), "text/html", &html);
                     download_error.set(outcome.err().map(|e| e.to_string()));
                 }

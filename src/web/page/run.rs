@@ -74,10 +74,10 @@ fn context(state: AppState) -> crate::Result<Context> {
     })
 }
 
-/// The request as the CLI spells it (`bench::request::args_of`): the settings that differ from
+/// The request as the CLI spells it (`bench::base::field::args_of`): the settings that differ from
 /// their defaults, the dataset's name, and a server's endpoint, model name and API (never its key),
 /// so the CLI's `bench --rerun` and the history's *Run again* read it.
-fn saved_request(state: AppState) -> bench::session::SavedRequest {
+fn saved_request(state: AppState) -> bench::record::run_config::SavedRequest {
     let dataset = state.dataset.picked.with_untracked(|p| p.as_ref().map(|p| p.name.clone()));
     let settings = state.settings;
     let value = |f: Field| match f {
@@ -86,16 +86,16 @@ fn saved_request(state: AppState) -> bench::session::SavedRequest {
         f if Field::PAGE.contains(&f) => Some(settings.get(f).get_untracked()),
         _ => None,
     };
-    let args = bench::request::args_of(value);
-    bench::session::SavedRequest { command: "bench".into(), args, dataset_sha256: None }
+    let args = bench::base::field::args_of(value);
+    bench::record::run_config::SavedRequest { command: "bench".into(), args, dataset_sha256: None }
 }
 
 /// Restores the settings a saved run was made with (its recorded request) and runs them again on
 /// the current target; `Err` says why not: a flag the page has no field for, a dataset not picked
 /// again, another kind of target, or settings the form refuses now.
-pub fn run_again(state: AppState, saved: &bench::session::SavedRequest) -> std::result::Result<(), String> {
+pub fn run_again(state: AppState, saved: &bench::record::run_config::SavedRequest) -> std::result::Result<(), String> {
     let t = super::i18n::text(state.lang.get_untracked());
-    let (fields, _) = bench::request::fields_of(&saved.args);
+    let (fields, _) = bench::base::field::fields_of(&saved.args);
     let target = [Field::Endpoint, Field::ServedModel, Field::Api];
     let foreign: Vec<String> = fields
         .iter()

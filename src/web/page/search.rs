@@ -1,13 +1,13 @@
 //! The search for the highest rate within the SLOs (the Rate field's `max`, the CLI's `bench
 //! --rate max`): while it runs, the rate being tried; after, what it found, each run's share of
 //! requests within every SLO against the rate (a small SVG, the target a dashed line) and the
-//! table of runs. The search is the library's (`bench::max_rate`, `planner::capacity`), run in
+//! table of runs. The search is the library's (`bench::run::max_rate`, `planner::capacity`), run in
 //! the engine worker; every run is saved to the history like a sweep's.
 
 use super::i18n::{use_text, Text};
 use super::sweep::{rate_text, H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
-use crate::bench::max_rate::MaxRate;
-use crate::bench::pareto::tick_text;
+use crate::bench::present::pareto::tick_text;
+use crate::bench::run::max_rate::MaxRate;
 use leptos::prelude::*;
 
 /// A search in progress or done.

@@ -4,12 +4,13 @@
 //! CLI's flags.
 
 use super::i18n::{use_text, Label, Text};
-use crate::bench::rules::{Problem, Rule};
+use crate::bench::base::rules::{Problem, Rule};
 use crate::engine::Speculation;
 use crate::gpu::WeightFormat;
 use leptos::prelude::*;
 
-pub use crate::bench::request::{Caps, Field, LoadOptions, RunRequest};
+pub use crate::bench::base::field::Field;
+pub use crate::bench::request::{Caps, LoadOptions, RunRequest};
 
 impl Field {
     pub fn label(self, t: &Text) -> &'static str {

@@ -1,11 +1,11 @@
 //! The sweep view: one run per rate (the Rate field holds several, `1,2,4,inf`), a table, and
-//! output throughput against p99 TTFT with the knee marked (`crate::bench::sweep::knee`, the
+//! output throughput against p99 TTFT with the knee marked (`crate::bench::verdict::sweep::knee`, the
 //! CLI's rule). The chart is a small SVG drawn here: a few points with one of them ringed.
 
 use super::i18n::{use_text, Text};
 use super::pareto::ParetoChart;
-use crate::bench::pareto::{tick_text, ParetoPoint};
-use crate::bench::sweep::{knee, KneeReason};
+use crate::bench::present::pareto::{tick_text, ParetoPoint};
+use crate::bench::verdict::sweep::{knee, KneeReason};
 use crate::bench::{BenchResult, BenchmarkMetrics};
 use leptos::prelude::*;
 
@@ -30,7 +30,7 @@ pub struct SweepView {
     pub ttft_slo_ms: Option<f64>,
     /// Each rate's point on the Pareto chart (rates without one are left out).
     pub pareto: Vec<ParetoPoint>,
-    /// Whether every rate's run says its GPUs ([`crate::bench::pareto::counts_gpus`]).
+    /// Whether every rate's run says its GPUs ([`crate::bench::present::pareto::counts_gpus`]).
     pub per_gpu: bool,
 }
 
@@ -51,7 +51,7 @@ impl SweepView {
         });
         self.metrics.push(m.clone());
         self.pareto.extend(ParetoPoint::of(format!("{} req/s", rate_text(rate)), result));
-        self.per_gpu &= crate::bench::pareto::counts_gpus([result]);
+        self.per_gpu &= crate::bench::present::pareto::counts_gpus([result]);
         let runs: Vec<_> = self.metrics.iter().collect();
         self.knee = knee(&runs, self.ttft_slo_ms);
     }

@@ -4,7 +4,7 @@
 //! downloads or the console.
 
 use super::i18n::{use_text, Text};
-use crate::bench::request::Field;
+use crate::bench::base::field::Field;
 use crate::bench::WorkloadSpec;
 use crate::remote::browser::{self, Client};
 use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
@@ -130,7 +130,9 @@ impl TargetSettings {
 
     /// The `/metrics` URL to scrape during a run, when asked for (tracked).
     pub fn server_metrics_url(&self) -> Option<String> {
-        self.server_metrics.get().then(|| crate::bench::server_metrics::default_url(self.base_url.get().trim()))
+        self.server_metrics
+            .get()
+            .then(|| crate::bench::measure::server_metrics::default_url(self.base_url.get().trim()))
     }
 
     /// `GET /v1/models` into `models`; picks the only model when the name is empty.

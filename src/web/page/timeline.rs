@@ -1,10 +1,10 @@
-//! The per-request timeline card: the geometry of `crate::bench::timeline` drawn as one SVG of
+//! The per-request timeline card: the geometry of `crate::bench::present::timeline` drawn as one SVG of
 //! six paths (the steady window's band, waiting, prefill, decode, marks, step ticks) plus the axis labels, so that 1,000
 //! requests redraw as fast as 10. Live, the run hands it a new timeline at most once per
 //! animation frame; it redraws at most every [`REDRAW_MS`], always ending on the newest.
 
 use super::i18n::UiLang;
-use crate::bench::timeline::{self, labels, seconds, Timeline, WIDTH};
+use crate::bench::present::timeline::{self, labels, seconds, Timeline, WIDTH};
 use leptos::prelude::*;
 use std::time::Duration;
 

@@ -2,9 +2,9 @@
 //! saved experiment, the history card's; and the output-quality rows under it.
 
 use super::i18n::{use_text, UiLang};
-use crate::bench::compare::{CompareVerdict, Comparison, MetricComparison};
-use crate::bench::quality::rows;
-use crate::bench::quality::Quality;
+use crate::bench::verdict::compare::{CompareVerdict, Comparison, MetricComparison};
+use crate::bench::verdict::quality::rows;
+use crate::bench::verdict::quality::Quality;
 use crate::bench::Lang;
 use leptos::prelude::*;
 

@@ -3,7 +3,7 @@
 //! finished or recalled run's from its `BenchResult`. The charts themselves are the page's
 //! (`web::page::charts`).
 
-use crate::bench::timeline::Timeline;
+use crate::bench::present::timeline::Timeline;
 use crate::bench::{BenchResult, RequestRecord, StepSample, TimePoint};
 
 /// One point: seconds from the run's start, and a value.
@@ -27,7 +27,7 @@ pub struct ChartData {
     /// x: arrival (s), y: TTFT (ms), one per request that has its first token.
     pub ttft: Vec<Point>,
     /// x: arrival (s), y: time to first answer token (ms), one per reply that thought and then
-    /// answered (`crate::bench::thinking`); empty for a model that does not think.
+    /// answered (`crate::bench::base::thinking`); empty for a model that does not think.
     pub ttfat: Vec<Point>,
     /// x: arrival (s), y: TPOT (ms), one per finished request with two or more tokens.
     pub tpot: Vec<Point>,
@@ -39,7 +39,7 @@ pub struct ChartData {
     pub server: Vec<BatchPoint>,
     /// x: step end (s), y: KV blocks in use (%).
     pub kv: Vec<Point>,
-    /// One bar per request, split into its phases (see `crate::bench::timeline`).
+    /// One bar per request, split into its phases (see `crate::bench::present::timeline`).
     pub timeline: Timeline,
 }
 
@@ -52,7 +52,7 @@ impl ChartData {
     pub fn live(records: &[RequestRecord], steps: &[StepSample]) -> ChartData {
         let now = steps.last().map_or(0.0, |s| s.t_s);
         // The session's rule, so that the live chart and the saved time series agree.
-        let bucket_s = crate::bench::metrics::throughput_bucket_s(records, steps);
+        let bucket_s = crate::bench::measure::metrics::throughput_bucket_s(records, steps);
         let complete = (now / bucket_s).floor() as usize;
         let mut tokens = vec![0usize; complete];
         for &t in records.iter().flat_map(|r| &r.token_times_s) {

@@ -2,9 +2,9 @@
 //! with the [`Context`] it read from its own state; the worker's run service answers with a
 //! [`Refused`] before anything runs, or with updates ending in exactly one [`Ended`].
 
-use crate::bench::compare::Comparison;
-use crate::bench::dataset::Dataset;
-use crate::bench::target::RunTarget;
+use crate::bench::traffic::dataset::Dataset;
+use crate::bench::traffic::endpoint::RunTarget;
+use crate::bench::verdict::compare::Comparison;
 use crate::bench::{self, BenchResult, Lang, WorkloadSpec};
 use crate::remote::Endpoint;
 use crate::Error;
@@ -92,7 +92,7 @@ pub struct DatasetChoice {
 pub enum Ended {
     Run {
         /// (rate, result) for every rate run, the last possibly cut short by Cancel or an error.
-        #[serde(with = "crate::bench::workload::infinite_rate::pairs")]
+        #[serde(with = "crate::bench::traffic::workload::infinite_rate::pairs")]
         results: Vec<(f64, BenchResult)>,
         /// The workload as it ran (a picked dataset's lengths and count in it).
         spec: WorkloadSpec,
@@ -104,7 +104,7 @@ pub enum Ended {
         error: Option<String>,
         /// A search for the highest rate within the SLOs (`rate max`): what it found, its runs
         /// the results above.
-        search: Option<crate::bench::max_rate::MaxRate>,
+        search: Option<crate::bench::run::max_rate::MaxRate>,
     },
     Experiment(Box<ExperimentEnd>),
 }
@@ -123,7 +123,7 @@ pub struct ExperimentEnd {
     pub error: Option<String>,
     /// B's output quality against A's where B computes differently (a weight format, a kernel
     /// path): measured after the timed runs, untimed; `None` where no pass ran.
-    pub quality: Option<std::result::Result<crate::bench::quality::Quality, String>>,
+    pub quality: Option<std::result::Result<crate::bench::verdict::quality::Quality, String>>,
 }
 
 /// An endpoint crosses with its key: the worker sends the requests. (Nothing else serialises a

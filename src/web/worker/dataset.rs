@@ -4,7 +4,7 @@
 //! [`DatasetChoice`].
 
 use crate::bench::check_context;
-use crate::bench::dataset::Attach;
+use crate::bench::traffic::dataset::Attach;
 use crate::limits;
 use crate::model::Tokenizer;
 use crate::web::protocol::{DatasetChoice, RunRequest};

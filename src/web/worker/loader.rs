@@ -7,7 +7,7 @@
 
 use super::host::{Host, LoadedModel};
 use super::post::post;
-use crate::bench::session::KernelPath;
+use crate::bench::record::run_config::KernelPath;
 use crate::clock::now_s;
 use crate::engine::verify::{self, Verification};
 use crate::engine::{EngineOptions, ForwardPass};

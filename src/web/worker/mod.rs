@@ -18,7 +18,7 @@ pub mod service;
 pub use post::post;
 use post::scope;
 
-use crate::bench::session::SessionEvent;
+use crate::bench::run::target::SessionEvent;
 use crate::clock::now_s;
 use crate::engine::{generate_greedy, Engine};
 use crate::model::source::BlobStore;

@@ -10,11 +10,12 @@
 
 use super::dataset;
 use super::host::{Host, LoadedModel};
-use crate::bench::compare::CompareOptions;
-use crate::bench::experiment::{self, ExperimentSpec, Side};
-use crate::bench::quality::{self, computes_differently, Numerics, Quality, QualityInputs};
-use crate::bench::saturation::Saturation;
-use crate::bench::session::{EngineTarget, Listener, SessionEvent, Target};
+use crate::bench::measure::saturation::Saturation;
+use crate::bench::run::experiment::{self, ExperimentSpec, Side};
+use crate::bench::run::session::EngineTarget;
+use crate::bench::run::target::{Listener, SessionEvent, Target};
+use crate::bench::verdict::compare::CompareOptions;
+use crate::bench::verdict::quality::{self, computes_differently, Numerics, Quality, QualityInputs};
 use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, WorkloadSpec};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
@@ -171,7 +172,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
                 (Some(search), Some(slo)) => {
                     let cfg = engine.model.cfg.clone();
                     let prompts = PromptSource::for_model(session.spec, tokenizer.as_deref(), random, cfg.vocab_size);
-                    let mut target = bench::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
+                    let mut target = bench::run::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
                     crate::planner::capacity::search_engine(
                         &mut target,
                         &session,
@@ -185,7 +186,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
                     .await
                     .map(Some)
                 }
-                _ => bench::session::run_on_engine(
+                _ => bench::run::session::run_on_engine(
                     &mut engine,
                     tokenizer.as_deref(),
                     random,
@@ -206,7 +207,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
     host.put_model(LoadedModel { model, capacity });
     let (search, error) = split(outcome);
     sink(Report::Ended(Box::new(Ended::Run {
-        results: bench::max_rate::rates_of(&results).into_iter().zip(results).collect(),
+        results: bench::run::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label: cx.model_key.clone(),
         batch: Some(form.max_batch),
         cancelled: cancel.get(),
@@ -263,18 +264,26 @@ async fn on_server(
         let session = form.session(cx.lang);
         let listener = listener(sink);
         match (form.search, session.slo) {
-            (Some(search), Some(slo)) => {
-                bench::max_rate::search_rising(&mut target, &session, search, slo, &listener, &cancel, &mut results)
-                    .await
-                    .map(Some)
-            }
-            _ => bench::session::run_into(&mut target, &session, &listener, &cancel, &mut results).await.map(|()| None),
+            (Some(search), Some(slo)) => bench::run::max_rate::search_rising(
+                &mut target,
+                &session,
+                search,
+                slo,
+                &listener,
+                &cancel,
+                &mut results,
+            )
+            .await
+            .map(Some),
+            _ => bench::run::session::run_into(&mut target, &session, &listener, &cancel, &mut results)
+                .await
+                .map(|()| None),
         }
     }
     .await;
     let (search, error) = split(outcome);
     sink(Report::Ended(Box::new(Ended::Run {
-        results: bench::max_rate::rates_of(&results).into_iter().zip(results).collect(),
+        results: bench::run::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label,
         batch: None,
         cancelled: cancel.get(),
@@ -285,7 +294,9 @@ async fn on_server(
 }
 
 /// A run's outcome as its end carries it: a search's result, or the error's message.
-fn split(outcome: Result<Option<bench::max_rate::MaxRate>>) -> (Option<bench::max_rate::MaxRate>, Option<String>) {
+fn split(
+    outcome: Result<Option<bench::run::max_rate::MaxRate>>,
+) -> (Option<bench::run::max_rate::MaxRate>, Option<String>) {
     match outcome {
         Ok(found) => (found, None),
         Err(e) => (None, Some(e.to_string())),
@@ -323,7 +334,7 @@ impl Target for PageRemote<'_> {
         self.inner.take_saturation()
     }
 
-    fn take_server_metrics(&mut self) -> Option<crate::bench::server_metrics::ServerMetrics> {
+    fn take_server_metrics(&mut self) -> Option<crate::bench::measure::server_metrics::ServerMetrics> {
         self.inner.take_server_metrics()
     }
 }
@@ -337,7 +348,7 @@ struct Sides {
 
 /// The experiment: B shares A's upload unless its weights, speculation or prefix cache differ
 /// (then B gets its own copy on the same device, freed at the end); A B A B … by
-/// `bench::experiment::run_alternating`, every repetition kept as it ends so that Cancel or an
+/// `bench::run::experiment::run_alternating`, every repetition kept as it ends so that Cancel or an
 /// error still compares the finished ones.
 async fn experiment(
     host: &Rc<Host>,

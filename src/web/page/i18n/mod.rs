@@ -10,7 +10,7 @@ mod zh;
 /// Every label on the page, in one language.
 pub struct Text {
     pub tagline: &'static str,
-    /// The language these labels are in (for messages the library words: `crate::bench::rules`).
+    /// The language these labels are in (for messages the library words: `crate::bench::base::rules`).
     pub lang: Lang,
     pub language: &'static str,
     // Status line.

@@ -1,0 +1,191 @@
+//! What ran: the run record every result carries (`run_config`), and what an engine's executor
+//! adds to it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::record::phases::Phases;
+use crate::bench::traffic::workload::WorkloadSpec;
+use crate::engine::forward::EngineLimits;
+use crate::engine::{Executor, ForwardPass};
+use crate::error::Error;
+use crate::gpu::context::AdapterSummary;
+use crate::gpu::kernels::KernelOptions;
+
+/// What ran, in every results JSON (`run_config`; results saved before it was typed call it
+/// `config` and still load). The target fills in what it knows; the session adds the workload,
+/// the SLOs and the tool's version. Fields a target cannot know are absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    /// "local" (the CLI's engine), "browser" (the page's engine), or a server's description
+    /// (`{"kind": "openai-compatible", "base_url", "model", "api", "client", …}`).
+    pub target: serde_json::Value,
+    /// The model: a folder, a synthetic shape, the page's choice (engine targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<AdapterSummary>,
+    /// The kernel path that ran (engine targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<KernelPath>,
+    /// The engine's limits in force: batch, tokens per step, KV blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineLimits>,
+    /// The engine's scheduling policy (engine targets; absent in results saved before it was
+    /// recorded, which ran the default: fcfs, chunked prefill, chunks up to the step's budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<crate::engine::Policy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<String>,
+    /// "dataset text" (a dataset's rows), "text" (built-in texts through the tokenizer) or "token
+    /// ids" (seeded random ids): [`crate::bench::traffic::prompts::PromptSource::kind`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    /// tokenmeter's version (Cargo.toml).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// The page's timer resolution (coarser without cross-origin isolation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_resolution_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_origin_isolated: Option<bool>,
+    /// GPUs that served the run, when known: a server's from `--gpus`; absent for the engine,
+    /// which runs on one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<usize>,
+    /// How a simulated fleet's requests picked their replica (`tokenmeter plan --replicas N
+    /// --router …`; the replicas are `gpus`); absent for one engine or a server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<String>,
+    /// The warm-up and cool-down left out of the summary ([`crate::bench::record::phases`]); absent
+    /// when none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
+    /// Set when the run was simulated by the capacity planner (`tokenmeter plan`), not measured:
+    /// the cost model that timed its steps. `adapter` and `kernels` are then the measured run's
+    /// that the model was fitted on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<crate::engine::CostModel>,
+    /// The request as the user made it, to run it again (`tokenmeter bench --rerun`); absent in
+    /// results saved before it was recorded, and for the page's runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<SavedRequest>,
+    /// The engine's check of itself on the adapter before it measured (`engine::verify`); absent
+    /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::engine::verify::Verification>,
+}
+
+/// A run request as it was made: the command and its arguments as given (never an API key:
+/// the CLI takes the name of the variable that holds it), without where the results went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedRequest {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The dataset file's SHA-256 (hex) when the run read one: a rerun needs the same file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
+}
+
+impl RunConfig {
+    /// The run measured a server (its `target` describes one) rather than an engine in this
+    /// process or the page: the client sees its requests only from outside.
+    pub fn is_server(&self) -> bool {
+        self.target.is_object()
+    }
+}
+
+/// The kernels an engine ran — the switches in force after the device had its say, not only
+/// what was asked ([`KernelOptions`]): family (`gpu`/`cpu`), token tile, subgroups used, weight
+/// storage, weight format, whether the GPU family's norm and SwiGLU ran inside the matmuls
+/// (`fused`), prefill attention tiled over queries (`prefill_tiles`) and the GEMV's largest step
+/// (`gemv_max_m`). Fields absent from results saved before they existed read as `false` / absent.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct KernelPath {
+    pub family: String,
+    pub tile: u32,
+    pub subgroups: bool,
+    pub weights: String,
+    pub weight_format: String,
+    #[serde(default)]
+    pub fused: bool,
+    #[serde(default)]
+    pub prefill_tiles: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemv_max_m: Option<u32>,
+}
+
+impl KernelPath {
+    /// One line: "gpu kernels · tile 8 · subgroups · fused · prefill tiles · GEMV ≤ 64 · bf16
+    /// weights in buffers" (the GPU family's switches only where they apply).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!("{} kernels · tile {}", self.family, self.tile)];
+        if self.subgroups {
+            parts.push("subgroups".to_string());
+        }
+        if self.family == "gpu" {
+            parts.push(if self.fused { "fused" } else { "unfused" }.to_string());
+        }
+        parts.push(if self.prefill_tiles { "prefill tiles" } else { "prefill untiled" }.to_string());
+        if let Some(m) = self.gemv_max_m {
+            parts.push(format!("GEMV ≤ {m}"));
+        }
+        parts.push(format!("{} weights in {}s", self.weight_format, self.weights));
+        parts.join(" · ")
+    }
+
+    /// What decided the recorded run's matmul kernels ([`crate::gpu::kernels::MatmulRule`]);
+    /// `None` for a family or tile this version does not know.
+    pub fn matmul_rule(&self) -> Option<crate::gpu::kernels::MatmulRule> {
+        use crate::gpu::kernels::{KernelFamily, MatmulRule, GEMV_MAX_M};
+        Some(MatmulRule {
+            family: self.family.parse::<KernelFamily>().ok()?,
+            tile: self.tile.to_string().parse().ok()?,
+            subgroups: self.subgroups,
+            gemv_max_m: self.gemv_max_m.unwrap_or(GEMV_MAX_M),
+        })
+    }
+
+    pub fn of(options: &KernelOptions) -> KernelPath {
+        KernelPath {
+            family: options.family.name().to_string(),
+            tile: options.tile.tokens(),
+            subgroups: options.subgroups,
+            weights: options.weights.name().to_string(),
+            weight_format: options.format.name().to_string(),
+            fused: options.fused,
+            prefill_tiles: options.prefill_tiles,
+            gemv_max_m: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_max_m),
+        }
+    }
+}
+
+/// What the run record says about an engine's executor beyond its limits: the GPU's adapter and
+/// kernel path, or the capacity planner's cost model and the hardware it models.
+pub trait RecordedExecutor: Executor {
+    fn record(&self, config: RunConfig) -> RunConfig;
+
+    /// The executor's fault, which ends a session (a run target's `fault`).
+    fn fault(&self) -> Option<Error> {
+        None
+    }
+}
+
+impl RecordedExecutor for ForwardPass {
+    fn record(&self, config: RunConfig) -> RunConfig {
+        RunConfig {
+            adapter: Some(self.gpu.adapter.clone()),
+            kernels: Some(KernelPath::of(&self.kernel_options())),
+            verification: self.verified.clone(),
+            ..config
+        }
+    }
+
+    fn fault(&self) -> Option<Error> {
+        self.gpu.fault()
+    }
+}

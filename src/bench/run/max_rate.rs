@@ -1,0 +1,394 @@
+//! `bench --rate max`: the highest arrival rate whose measured SLO attainment meets a target,
+//! found by real runs. One criterion: the share of requests within every SLO ([`Slo::met_by`]),
+//! over the run's steady window ([`crate::bench::measure::steady`]) when it reached one, else over the
+//! whole run ([`attainment_of`]).
+//!
+//! 1. **A first run** ([`first_run`]): the warm-up and baseline, then the workload at the rate one
+//!    request at a time sustains (1 / its E2E alone, from the baseline; [`START_RPS`] without one).
+//!    On the engine it is sized by its steps, not its requests: its request count doubles until it
+//!    gives the planner's fit [`MIN_STEPS`] measured steps.
+//! 2. **A bracket** ([`search`]), from a first guess: the planner's prediction on the engine (the
+//!    caller fits it on the first run's steps; the `planner` layer is above this one), the first
+//!    run's rate for a server (a short rising sweep). The guess is run; a rate that meets the
+//!    target is multiplied by [`GROW`] until one misses, a rate that misses divided until one
+//!    meets.
+//! 3. **Narrowing**: the geometric middle of the bracket is run and replaces its end, until the
+//!    bracket's ends are within the tolerance of each other (`hi ≤ lo · (1 + tolerance)`) or the
+//!    run budget is spent.
+//! 4. **Repeats near the boundary**: a run whose attainment is within [`NEAR`] of the target is run
+//!    [`REPEATS`] times in all on the same planned arrivals, and the rate is decided on their
+//!    pooled attainment, so that one noisy run cannot decide it.
+//!
+//! The result ([`MaxRate`]): the rate (the bracket's low end), its bracket, every run that decided
+//! it (each a full [`BenchResult`] in the caller's list), and the SLO limiting at the boundary (the
+//! one the fewest requests met at the bracket's high end).
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::measure::metrics::Slo;
+use crate::bench::measure::steady::SteadyState;
+use crate::bench::record::raw::RequestRecord;
+use crate::bench::result::BenchResult;
+use crate::bench::run::session::{run_into, warm_up_and_baseline, SessionSpec};
+use crate::bench::run::target::{Listener, Target};
+use crate::bench::traffic::workload::WorkloadSpec;
+use crate::engine::cost::MIN_STEPS;
+use crate::error::{Error, Result};
+
+/// The first run's rate without a baseline to start from, requests per second.
+pub const START_RPS: f64 = 1.0;
+/// The bracket grows (or shrinks) by this factor a run.
+pub const GROW: f64 = 2.0;
+/// A run this close to the target attainment is repeated…
+pub const NEAR: f64 = 0.03;
+/// …to this many runs at its rate, pooled.
+pub const REPEATS: usize = 3;
+/// The first run on the engine doubles its requests at most this many times to reach
+/// [`MIN_STEPS`] steps.
+const SIZING_DOUBLINGS: usize = 4;
+/// Rates outside this range end the bracketing: nothing meets the SLOs even this slowly, or
+/// everything does this fast.
+const SLOWEST_RPS: f64 = 1e-3;
+const FASTEST_RPS: f64 = 1e6;
+
+/// How `--rate max` searches (the run request's `search`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateSearch {
+    /// The share of requests that must meet every SLO.
+    pub attainment: f64,
+    /// The bracket is narrowed until `hi ≤ lo · (1 + tolerance)`.
+    pub tolerance: f64,
+    /// Runs at most, the first run, repeats and the runs sizing it included.
+    pub max_runs: usize,
+}
+
+impl RateSearch {
+    pub const TOLERANCE: f64 = 0.05;
+    pub const MAX_RUNS: usize = 24;
+
+    pub fn new(attainment: f64) -> RateSearch {
+        RateSearch { attainment, tolerance: Self::TOLERANCE, max_runs: Self::MAX_RUNS }
+    }
+}
+
+/// Why a run was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    First,
+    Bracket,
+    Narrow,
+    Repeat,
+}
+
+/// One run of the search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    pub rate: f64,
+    pub stage: Stage,
+    /// Its index in the results (the JSON's `results`).
+    pub result: usize,
+    /// The share of its requests within every SLO ([`attainment_of`]).
+    pub attainment: f64,
+    /// Over its steady window (else the whole run).
+    pub steady: bool,
+    /// Each SLO alone: the share of the same requests within it.
+    pub per_slo: Vec<(String, f64)>,
+    /// The rate's verdict (pooled over its repeats): it met the target.
+    pub met: bool,
+}
+
+/// What the search found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MaxRate {
+    /// The highest rate run that met the target (the bracket's low end); `None` when none did.
+    pub rate: Option<f64>,
+    /// Met at `lo` (0 when no rate did), missed at `hi` (`null`: no rate missed).
+    #[serde(with = "crate::bench::base::stats::nan_as_null")]
+    pub lo: f64,
+    #[serde(with = "crate::bench::base::stats::nan_as_null")]
+    pub hi: f64,
+    pub attainment: f64,
+    pub tolerance: f64,
+    pub slo: String,
+    /// The bracket was narrowed to the tolerance (not stopped by the run budget or a bound).
+    pub converged: bool,
+    /// The search stopped rising at a rate where every request arrived before the first one
+    /// finished and the target was still met: a higher rate only brings the same requests sooner,
+    /// so this workload cannot show the limit (more requests can).
+    #[serde(default)]
+    pub whole_workload_at_once: bool,
+    /// Where the bracket started, in words.
+    pub first_guess: String,
+    /// The SLO the fewest requests met at `hi`, and that share.
+    pub limiting: Option<(String, f64)>,
+    pub trials: Vec<Trial>,
+    pub max_runs: usize,
+}
+
+/// The share of `records` within every SLO of `slo`, failed requests included, over the run's
+/// steady window when it reached one; whether it did, and each SLO's share alone.
+pub fn attainment_of(records: &[RequestRecord], slo: &Slo) -> (f64, bool, Vec<(String, f64)>) {
+    let steady = SteadyState::of(records, &[], Some(slo)).filter(SteadyState::reached);
+    let counted: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.arrival_s.is_finite())
+        .filter(|r| steady.as_ref().is_none_or(|s| r.arrival_s >= s.from_s && r.arrival_s <= s.to_s))
+        .collect();
+    let share = |slo: &Slo| counted.iter().filter(|r| slo.met_by(r)).count() as f64 / counted.len().max(1) as f64;
+    let alone =
+        |name: &str, limit: Option<f64>, make: fn(f64) -> Slo| limit.map(|l| (name.to_string(), share(&make(l))));
+    let per_slo = [
+        alone("ttft_ms", slo.ttft_ms, |l| Slo { ttft_ms: Some(l), ..Slo::default() }),
+        alone("tpot_ms", slo.tpot_ms, |l| Slo { tpot_ms: Some(l), ..Slo::default() }),
+        alone("e2e_ms", slo.e2e_ms, |l| Slo { e2e_ms: Some(l), ..Slo::default() }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (share(slo), steady.is_some(), per_slo)
+}
+
+/// The search's runs, over one target: each a session of one rate pushed to `results`.
+pub struct Searcher<'a, 'b, T: Target> {
+    pub target: &'a mut T,
+    pub session: &'a SessionSpec<'b>,
+    pub search: RateSearch,
+    pub slo: &'a Slo,
+    pub listener: &'a Listener,
+    pub cancel: &'a Rc<Cell<bool>>,
+    pub results: &'a mut Vec<BenchResult>,
+    pub trials: Vec<Trial>,
+    /// The workload every run is made of, at its rate: the session's, with the first run's
+    /// request count once it was sized by its steps.
+    pub spec: WorkloadSpec,
+}
+
+impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
+    /// A search on `target` of `session`'s workload (its rates unused) for `slo`; each run's result
+    /// is pushed to `results`.
+    pub fn new(
+        target: &'a mut T,
+        session: &'a SessionSpec<'b>,
+        search: RateSearch,
+        slo: &'a Slo,
+        listener: &'a Listener,
+        cancel: &'a Rc<Cell<bool>>,
+        results: &'a mut Vec<BenchResult>,
+    ) -> Self {
+        Searcher {
+            target,
+            session,
+            search,
+            slo,
+            listener,
+            cancel,
+            results,
+            trials: Vec::new(),
+            spec: session.spec.clone(),
+        }
+    }
+
+    /// The rate of the last run so far (the first run's, after [`first_run`]).
+    pub fn last_rate(&self) -> Option<f64> {
+        self.trials.last().map(|t| t.rate)
+    }
+
+    /// One run at `rate` (its workload `spec` at that rate), recorded as a trial of `stage`.
+    async fn run(&mut self, spec: &WorkloadSpec, rate: f64, stage: Stage) -> Result<usize> {
+        if self.cancel.get() {
+            return Err(Error::Cancelled);
+        }
+        let spec = WorkloadSpec { rate, ..spec.clone() };
+        let rates = [rate];
+        let session = SessionSpec { spec: &spec, rates: &rates, baseline: false, ..*self.session };
+        let before = self.results.len();
+        run_into(self.target, &session, self.listener, self.cancel, self.results).await?;
+        let result = self.results.get(before).ok_or(Error::Cancelled)?;
+        let (attainment, steady, per_slo) = attainment_of(&result.requests, self.slo);
+        self.trials.push(Trial { rate, stage, result: before, attainment, steady, per_slo, met: false });
+        Ok(self.trials.len() - 1)
+    }
+
+    /// Whether `rate` meets the target: one run, or [`REPEATS`] pooled when the first is near it.
+    async fn decide(&mut self, rate: f64, stage: Stage) -> Result<bool> {
+        let spec = self.spec.clone();
+        let first = self.run(&spec, rate, stage).await?;
+        self.settle(vec![first]).await
+    }
+
+    /// The verdict at the rate of the trials `runs` (already run, at one rate), repeating the last
+    /// when it is near the target; every one of them gets it.
+    async fn settle(&mut self, mut runs: Vec<usize>) -> Result<bool> {
+        let last = *runs.last().expect("a run to settle");
+        let (rate, target) = (self.trials[last].rate, self.search.attainment);
+        if (self.trials[last].attainment - target).abs() <= NEAR {
+            let spec = self.spec.clone();
+            while runs.len() < REPEATS && self.trials.len() < self.search.max_runs {
+                runs.push(self.run(&spec, rate, Stage::Repeat).await?);
+            }
+        }
+        // Pooled: every counted request of the runs at this rate alike.
+        let (good, counted) = runs.iter().fold((0.0, 0.0), |(g, n), &i| {
+            let requests = self.counted(i) as f64;
+            (g + self.trials[i].attainment * requests, n + requests)
+        });
+        let met = counted > 0.0 && good / counted >= target;
+        for &i in &runs {
+            self.trials[i].met = met;
+        }
+        Ok(met)
+    }
+
+    /// Requests trial `i`'s attainment counted (its steady window's, or all).
+    fn counted(&self, i: usize) -> usize {
+        let result = &self.results[self.trials[i].result];
+        match result.metrics.steady.as_ref().filter(|s| s.reached() && self.trials[i].steady) {
+            Some(s) => s.requests,
+            None => result.requests.iter().filter(|r| r.arrival_s.is_finite()).count(),
+        }
+    }
+
+    /// The highest rate that met the target, and the lowest above it that missed (NaN: none).
+    fn bounds(&self) -> (f64, f64) {
+        let lo = self.trials.iter().filter(|t| t.met).map(|t| t.rate).fold(f64::NAN, f64::max);
+        let above = |t: &&Trial| !t.met && (lo.is_nan() || t.rate > lo);
+        let hi = self.trials.iter().filter(above).map(|t| t.rate).fold(f64::NAN, f64::min);
+        (lo, hi)
+    }
+
+    /// Whether, in the last run at `rate`, every request arrived before the first one finished.
+    fn all_at_once(&self, rate: f64) -> bool {
+        let Some(t) = self.trials.iter().rev().find(|t| t.rate == rate) else { return false };
+        let requests = &self.results[t.result].requests;
+        let last_arrival = requests.iter().map(|r| r.arrival_s).filter(|a| a.is_finite()).fold(f64::NAN, f64::max);
+        let first_finish = requests.iter().filter_map(|r| r.finish_s).fold(f64::NAN, f64::min);
+        last_arrival < first_finish
+    }
+
+    fn budget_left(&self) -> bool {
+        self.trials.len() < self.search.max_runs
+    }
+}
+
+/// The first run (see the module): the warm-up and baseline when the session asks for them, then
+/// the workload at 1 / (the baseline's E2E alone), or [`START_RPS`]; on a target that reports steps,
+/// its requests doubled until it gives [`MIN_STEPS`] of them. Its trial is the searcher's first.
+pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<()> {
+    let baseline = if s.session.baseline {
+        warm_up_and_baseline(s.target, s.session.spec, s.listener, s.cancel).await?
+    } else {
+        None
+    };
+    let alone_s = baseline.filter(|b| b.error.is_none()).map(|b| {
+        let outputs = s.session.spec.output_len.max.max(2) as f64;
+        (b.ttft_ms + b.tpot_ms * (outputs - 1.0)) / 1000.0
+    });
+    let rate = alone_s.filter(|t| *t > 0.0).map_or(START_RPS, |t| 1.0 / t);
+    let mut runs = Vec::new();
+    for doubling in 0..=SIZING_DOUBLINGS {
+        let spec = s.spec.clone();
+        let i = s.run(&spec, rate, Stage::First).await?;
+        runs.push(i);
+        let steps = s.results[s.trials[i].result].steps.iter().filter(|st| st.shape.is_some()).count();
+        if !s.target.reports_steps() || steps >= MIN_STEPS || doubling == SIZING_DOUBLINGS || !s.budget_left() {
+            break;
+        }
+        // Too few steps for the planner: a longer run; every later run is this long too (the
+        // shorter ones still count, pooled at this rate).
+        s.spec.num_requests = (s.spec.num_requests * 2).min(crate::limits::MAX_REQUESTS);
+    }
+    s.settle(runs).await?;
+    Ok(())
+}
+
+/// Brackets from `first_guess` (its run is the first trial's when the rates agree), narrows to
+/// the tolerance, and says what it found. `guess_from`: where the guess came from, in words.
+pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, guess_from: &str) -> Result<MaxRate> {
+    if !(first_guess.is_finite() && first_guess > 0.0) {
+        return Err(Error::Invalid(format!("--rate max: a first guess of {first_guess} req/s")));
+    }
+    // Bracketing: met at lo, missed at hi, from every run so far (the first run's included).
+    let known = |s: &Searcher<'_, '_, T>, rate: f64| s.trials.iter().rev().find(|t| t.rate == rate).map(|t| t.met);
+    let mut rate = first_guess;
+    let mut converged = true;
+    let mut at_once = false;
+    let (mut lo, mut hi) = loop {
+        let met = match known(&s, rate) {
+            Some(met) => met,
+            None => s.decide(rate, Stage::Bracket).await?,
+        };
+        let (lo, hi) = s.bounds();
+        if lo.is_finite() && hi.is_finite() {
+            break (lo, hi);
+        }
+        if met && s.all_at_once(rate) {
+            (converged, at_once) = (false, true);
+            break (lo, hi);
+        }
+        rate = if met { rate * GROW } else { rate / GROW };
+        if !(SLOWEST_RPS..=FASTEST_RPS).contains(&rate) || !s.budget_left() {
+            converged = false;
+            break (lo, hi);
+        }
+    };
+    // Narrowing, at the bracket's geometric middle.
+    while converged && hi > lo * (1.0 + s.search.tolerance) {
+        if !s.budget_left() {
+            converged = false;
+            break;
+        }
+        let middle = (lo * hi).sqrt();
+        if s.decide(middle, Stage::Narrow).await? {
+            lo = middle;
+        } else {
+            hi = middle;
+        }
+    }
+    // The SLO the fewest requests met at the bracket's high end (its last run).
+    let limiting = s
+        .trials
+        .iter()
+        .rev()
+        .find(|t| t.rate == hi)
+        .and_then(|t| t.per_slo.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned());
+    Ok(MaxRate {
+        rate: lo.is_finite().then_some(lo),
+        lo: if lo.is_finite() { lo } else { 0.0 },
+        hi,
+        attainment: s.search.attainment,
+        tolerance: s.search.tolerance,
+        slo: s.session.slo_text.unwrap_or_default().to_string(),
+        converged,
+        whole_workload_at_once: at_once,
+        first_guess: format!("{first_guess:.3} req/s ({guess_from})"),
+        limiting,
+        max_runs: s.search.max_runs,
+        trials: std::mem::take(&mut s.trials),
+    })
+}
+
+/// `--rate max` on a target that cannot be simulated (a server): the first run, then a rising
+/// sweep from its rate ([`search`]).
+pub async fn search_rising<T: Target>(
+    target: &mut T,
+    session: &SessionSpec<'_>,
+    search_for: RateSearch,
+    slo: &Slo,
+    listener: &Listener,
+    cancel: &Rc<Cell<bool>>,
+    results: &mut Vec<BenchResult>,
+) -> Result<MaxRate> {
+    let mut s = Searcher::new(target, session, search_for, slo, listener, cancel, results);
+    first_run(&mut s).await?;
+    let guess = s.last_rate().unwrap_or(START_RPS);
+    search(s, guess, "a rising sweep from the first run's rate").await
+}
+
+/// Each result's rate: a search's results are at the rates it picked.
+pub fn rates_of(results: &[BenchResult]) -> Vec<f64> {
+    results.iter().map(|r| r.config.workload.as_ref().map_or(f64::NAN, |w| w.rate)).collect()
+}

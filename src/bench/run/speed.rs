@@ -1,0 +1,361 @@
+//! Engine speed against the adapter's roofline: decode throughput at several batch sizes and
+//! prefill throughput at several prompt lengths, from the engine's own step timings.
+//! Decode is reported as weight bytes streamed per second (memory-bound), prefill as FLOP/s
+//! (compute-bound), each next to the probe's copy bandwidth and FMA rate measured in the same run.
+
+use crate::bench::record::run_config::KernelPath;
+use crate::engine::{Engine, EventKind, Request, SamplingParams};
+use crate::error::Result;
+use crate::gpu::roofline::{median, Roofline};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeSpeed {
+    pub batch: usize,
+    /// Tokens each sequence attends to (prompt + tokens decoded so far), at the median step.
+    pub context: usize,
+    /// Median duration of steps that decoded the whole batch and nothing else (with speculative
+    /// decoding: their drafts included, and a draft model's own steps).
+    pub step_ms: f64,
+    /// Over the timed steps: (slowest − fastest) / median (NaN, `null` in JSON, for fewer than
+    /// two). A change smaller than this is not told from noise by one run.
+    pub spread: f64,
+    /// Tokens out per step (the batch, plus accepted draft tokens on average) / `step_ms`.
+    pub tokens_per_s: f64,
+    /// Speculative decoding: draft tokens verified, and accepted, per timed step on average (0
+    /// without).
+    pub drafted_per_step: f64,
+    pub accepted_per_step: f64,
+    /// Weights + KV read per step / step time.
+    pub gb_s: f64,
+    /// Weight bytes read per step (every matrix once, scales included: the model's format).
+    pub weight_bytes: u64,
+    /// `gb_s` over the roofline's copy bandwidth (bytes read + written).
+    pub fraction_of_copy: f64,
+    /// `gb_s` over the roofline's read bandwidth: the ceiling of a step that reads its bytes.
+    pub fraction_of_read: f64,
+    /// The step moved its bytes faster than the probe's best read ([`read_probe_fault`]): the
+    /// ceiling is wrong, so `fraction_of_read` is no result (the report says so).
+    pub read_probe_fault: bool,
+    /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
+    pub profile: Vec<KernelTime>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelTime {
+    pub kernel: &'static str,
+    pub dispatches: usize,
+    pub ms: f64,
+}
+
+/// Per-kernel totals of a profiled step, slowest first.
+pub fn kernel_times(profile: &[(crate::gpu::Kernel, f64)]) -> Vec<KernelTime> {
+    let mut out: Vec<KernelTime> = Vec::new();
+    for &(kernel, s) in profile {
+        match out.iter_mut().find(|k| k.kernel == kernel.name()) {
+            Some(k) => {
+                k.dispatches += 1;
+                k.ms += s * 1e3;
+            }
+            None => out.push(KernelTime { kernel: kernel.name(), dispatches: 1, ms: s * 1e3 }),
+        }
+    }
+    out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    out
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillSpeed {
+    pub tokens: usize,
+    /// Median over the repeats (each a fresh prompt of `tokens` tokens).
+    pub ms: f64,
+    pub repeats: usize,
+    /// Over the repeats: (slowest − fastest) / median, as [`DecodeSpeed::spread`] (NaN, `null`
+    /// in JSON, for one).
+    pub spread: f64,
+    pub tokens_per_s: f64,
+    pub gflop_s: f64,
+    pub fraction_of_fma: f64,
+}
+
+/// A prompt no earlier request of this process had: with `--prefix-cache` the timings measure the
+/// cache's bookkeeping, never a hit that would skip part of the prefill being timed.
+pub fn fresh_request(prompt_len: usize, new: usize, vocab: usize) -> Request {
+    static SALT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let salt = SALT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Request {
+        prompt: (0..prompt_len).map(|i| ((i * 7919 + salt * 104_729) % vocab.min(151_643)) as u32).collect(),
+        max_new_tokens: new,
+        sampling: SamplingParams::default(),
+        stop_ids: vec![],
+        ignore_eos: true,
+    }
+}
+
+/// `batch` sequences of a `prompt`-token prompt, timed over `steps` steps that decode the whole
+/// batch and nothing else. Prompts longer than a step's token budget prefill over several steps,
+/// while the first ones already decode: each request may generate enough tokens to outlast that
+/// (it is cancelled once the timed steps are done). With `profile`, one extra full-batch step in
+/// the middle runs kernel by kernel. The context reported is the mean over the batch, at the
+/// middle timed step, of prompt + tokens generated, counted from the engine's events.
+pub async fn decode(
+    engine: &mut Engine,
+    roof: &Roofline,
+    batch: usize,
+    prompt: usize,
+    steps: usize,
+    profile: bool,
+) -> Result<DecodeSpeed> {
+    let cfg = engine.model.cfg.clone();
+    let per_step = engine.model.limits.max_batched_tokens.max(1);
+    let prefill_steps = (batch * prompt).div_ceil(per_step) + batch;
+    // A step yields up to 1 + K tokens per sequence with K draft tokens.
+    let max_new = (steps + 1 + profile as usize) * (1 + engine.model.limits.speculation.max_draft()) + prefill_steps;
+    let mut ids = Vec::with_capacity(batch);
+    for _ in 0..batch {
+        ids.push(engine.submit(fresh_request(prompt, max_new, cfg.vocab_size))?);
+    }
+    let mut generated = vec![0usize; batch];
+    let mut times = Vec::new();
+    let mut contexts = Vec::new();
+    let (mut drafted, mut accepted) = (0, 0);
+    let mut profiled = false;
+    while engine.has_work() {
+        let context = prompt as f64 + generated.iter().sum::<usize>() as f64 / batch as f64;
+        let (events, stats) = engine.step().await?;
+        for e in &events {
+            if let (Some(i), EventKind::FirstToken { .. } | EventKind::Token { .. }) =
+                (ids.iter().position(|&id| id == e.id), &e.kind)
+            {
+                generated[i] += 1;
+            }
+        }
+        if let Some(s) = stats {
+            // The whole batch decoding (each sequence one token plus its draft), nothing else.
+            if s.decode_tokens - s.drafted_tokens == batch && s.shape.tokens == s.decode_tokens {
+                if s.profiled {
+                    profiled = true;
+                } else if times.len() < steps {
+                    times.push(s.duration_s);
+                    contexts.push(context);
+                    drafted += s.drafted_tokens;
+                    accepted += s.accepted_tokens;
+                }
+            }
+        }
+        // Profile one full-batch step in the middle (kept out of the timings; with CPU/GPU
+        // overlap the step already on the GPU is read first, so this may take a call more).
+        engine.profile_next = profile && !profiled && times.len() >= steps / 2;
+        if times.len() >= steps && (profiled || !profile) {
+            for &id in &ids {
+                engine.cancel(id);
+            }
+        }
+    }
+    let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
+    let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
+    let timed = times.len().max(1) as f64;
+    let (drafted_per_step, accepted_per_step) = (drafted as f64 / timed, accepted as f64 / timed);
+    let step = median(times.clone());
+    let weights = engine.model.weights.bytes_per_token() as f64;
+    let kv = batch as f64 * context * crate::engine::kv::KvCache::bytes_per_token(&cfg) as f64;
+    let gb_s = (weights + kv) / step / 1e9;
+    Ok(DecodeSpeed {
+        batch,
+        context: context.round() as usize,
+        step_ms: step * 1e3,
+        spread: spread(&times),
+        tokens_per_s: (batch as f64 + accepted_per_step) / step,
+        drafted_per_step,
+        accepted_per_step,
+        gb_s,
+        weight_bytes: engine.model.weights.bytes_per_token(),
+        fraction_of_copy: gb_s / roof.copy_gb_s,
+        fraction_of_read: gb_s / roof.read_gb_s,
+        read_probe_fault: read_probe_fault(gb_s / roof.read_gb_s),
+        profile,
+    })
+}
+
+/// A step that moves its bytes faster than the roofline's best read beat a ceiling no kernel can
+/// beat: the probe missed the adapter's fastest read pattern. The one rule `speed`, the device
+/// check and the page read a fraction of the read ceiling by.
+pub fn read_probe_fault(fraction_of_read: f64) -> bool {
+    fraction_of_read > 1.0
+}
+
+/// (slowest − fastest) / median of timings; NaN for fewer than two.
+fn spread(times: &[f64]) -> f64 {
+    if times.len() < 2 {
+        return f64::NAN;
+    }
+    let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    (slowest - fastest) / median(times.to_vec())
+}
+
+/// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs),
+/// `repeats` times (a fresh prompt each): the median, and the spread.
+pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize, repeats: usize) -> Result<PrefillSpeed> {
+    let cfg = engine.model.cfg.clone();
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats.max(1) {
+        engine.submit(fresh_request(tokens, 1, cfg.vocab_size))?;
+        let mut time = 0.0;
+        while engine.has_work() {
+            if let (_, Some(s)) = engine.step().await? {
+                time += s.duration_s;
+            }
+        }
+        times.push(time);
+    }
+    let total = median(times.clone());
+    let attention = 4.0 * (cfg.num_hidden_layers * cfg.q_dim()) as f64 * (tokens as f64 * tokens as f64 / 2.0);
+    // Only the last prompt token goes through the vocabulary projection.
+    let head = (cfg.vocab_size * cfg.hidden_size) as f64;
+    let flops = 2.0 * (cfg.params_per_token() as f64 - head) * tokens as f64 + 2.0 * head + attention;
+    let gflop_s = flops / total / 1e9;
+    Ok(PrefillSpeed {
+        tokens,
+        ms: total * 1e3,
+        repeats: times.len(),
+        spread: spread(&times),
+        tokens_per_s: tokens as f64 / total,
+        gflop_s,
+        fraction_of_fma: gflop_s / roof.fma_gflop_s,
+    })
+}
+
+/// `speed`'s defaults (the CLI's flags and the Dawn runner's): decode batch sizes, prefill lengths,
+/// decode steps per batch size, prompt tokens per decoding sequence.
+pub const DEFAULT_BATCHES: &str = "1,4,16,64";
+pub const DEFAULT_PREFILL: &str = "128,512,2048";
+pub const DEFAULT_STEPS: usize = 8;
+/// Each prefill length is timed this many times (median and spread).
+pub const DEFAULT_PREFILL_REPEATS: usize = 3;
+pub const DEFAULT_CONTEXT: usize = 16;
+
+/// What one `speed` run measures.
+#[derive(Debug, Clone)]
+pub struct SpeedPlan {
+    pub batches: Vec<usize>,
+    pub prefill: Vec<usize>,
+    pub steps: usize,
+    /// Times each prefill length is timed.
+    pub prefill_repeats: usize,
+    pub context: usize,
+    /// One decode step per batch size also timed kernel by kernel.
+    pub profile: bool,
+}
+
+/// The roofline's line in `speed`'s progress (the host's memcpy where it was measured: natively).
+pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
+    format!(
+        "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}; spread {:.1}%, {} dispatches a timing), \
+         read {:.2} GB/s (blocked {:.2}, strided {:.2}, GEMV rows {:.2}{}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%){}",
+        roof.copy_gb_s,
+        roof.copy_blocked_gb_s,
+        roof.copy_strided_gb_s,
+        roof.copy_texture_gb_s.map(|t| format!(", texture {t:.2}")).unwrap_or_default(),
+        100.0 * roof.copy_spread,
+        roof.copy_dispatches,
+        roof.read_gb_s,
+        roof.read_blocked_gb_s,
+        roof.read_strided_gb_s,
+        roof.read_rows_gb_s,
+        roof.read_rows_texture_gb_s.map(|t| format!(", GEMV rows from a texture {t:.2}")).unwrap_or_default(),
+        100.0 * roof.read_spread,
+        roof.fma_gflop_s,
+        100.0 * roof.fma_spread,
+        host_copy_gb_s.map(|h| format!("; host memcpy {h:.2} GB/s")).unwrap_or_default()
+    )
+}
+
+/// A spread as the progress lines show it: a percentage, or "–" where there is none.
+fn shown_spread(spread: f64) -> String {
+    if spread.is_finite() {
+        format!("{:.0}%", 100.0 * spread)
+    } else {
+        "–".to_string()
+    }
+}
+
+/// Every decode batch and prefill length of `plan` on `engine`, a line of progress each to `log`,
+/// and the JSON `tokenmeter speed` prints (`scripts/dawn-run speed` prints the same, with
+/// `host_copy_gb_s` null: a page cannot time the host's memory).
+pub async fn table(
+    engine: &mut Engine,
+    roof: &Roofline,
+    plan: &SpeedPlan,
+    host_copy_gb_s: Option<f64>,
+    model: Option<String>,
+    log: &mut dyn FnMut(String),
+) -> Result<serde_json::Value> {
+    let mut decodes = Vec::new();
+    for &b in &plan.batches {
+        let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
+        log(format!(
+            "decode batch {:>3} at context {:>5}: {:>8.2} ms/step (spread {:>4}) {:>8.1} tok/s  {:>6.2} GB/s = {}{}",
+            b,
+            d.context,
+            d.step_ms,
+            shown_spread(d.spread),
+            d.tokens_per_s,
+            d.gb_s,
+            match d.read_probe_fault {
+                false => format!("{:>5.1}% of adapter read", 100.0 * d.fraction_of_read),
+                true => format!(
+                    "{:.0}% of the probe's read: above its ceiling, a fault of the read probe, not a result",
+                    100.0 * d.fraction_of_read
+                ),
+            },
+            host_copy_gb_s.map(|h| format!(", {:>5.1}% of host memcpy", 100.0 * d.gb_s / h)).unwrap_or_default()
+        ));
+        if d.drafted_per_step > 0.0 {
+            log(format!(
+                "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",
+                d.drafted_per_step,
+                d.accepted_per_step,
+                100.0 * d.accepted_per_step / d.drafted_per_step,
+                1.0 + d.accepted_per_step / b as f64
+            ));
+        }
+        let total: f64 = d.profile.iter().map(|k| k.ms).sum();
+        for k in &d.profile {
+            log(format!(
+                "    {:<16} {:>4} dispatches {:>9.2} ms  {:>5.1}%",
+                k.kernel,
+                k.dispatches,
+                k.ms,
+                100.0 * k.ms / total
+            ));
+        }
+        decodes.push(d);
+    }
+    let mut prefills = Vec::new();
+    for &n in &plan.prefill {
+        let p = prefill(engine, roof, n, plan.prefill_repeats).await?;
+        log(format!(
+            "prefill {:>5} tokens: {:>9.1} ms (spread {:>4}) {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
+            n,
+            p.ms,
+            shown_spread(p.spread),
+            p.tokens_per_s,
+            p.gflop_s,
+            100.0 * p.fraction_of_fma
+        ));
+        prefills.push(p);
+    }
+    let options = engine.model.kernel_options();
+    Ok(serde_json::json!({
+        "adapter": engine.model.gpu.adapter.name,
+        "kernel_family": options.family,
+        "kernels": KernelPath::of(&options),
+        "weight_format": options.format,
+        "weight_bytes_per_token": engine.model.weights.bytes_per_token(),
+        "model": model,
+        "roofline": roof,
+        "host_copy_gb_s": host_copy_gb_s,
+        "decode": decodes,
+        "prefill": prefills,
+    }))
+}
