@@ -4,16 +4,15 @@
 //! the loaded model when only runtime settings differ (batch, tokens per step, scheduling); other
 //! weights or speculation upload a second copy for B, freed afterwards.
 
+use super::experiment_result::ExperimentResult;
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
 use super::run;
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase};
-use super::verdict::{QualityTable, VerdictTable};
-use crate::bench::verdict::compare::{text_report, Comparison};
+use crate::bench::verdict::compare::Comparison;
 use crate::bench::verdict::quality::Quality;
 use crate::bench::BenchResult;
-use crate::web::browser;
 use crate::web::protocol::RunUpdate;
 use crate::web::protocol::{ChartData, Command, Ended};
 use leptos::prelude::*;
@@ -112,7 +111,7 @@ fn changes(state: AppState, x: ExperimentState) -> Vec<(Field, String, String)> 
 }
 
 /// "Max batch: 16 → 1 · Scheduling policy: fcfs → decode-first", or that B is A.
-fn changes_text(changes: &[(Field, String, String)], t: &Text) -> String {
+pub(super) fn changes_text(changes: &[(Field, String, String)], t: &Text) -> String {
     if changes.is_empty() {
         return t.b_same.to_string();
     }
@@ -194,25 +193,6 @@ fn checked_b(state: AppState, x: ExperimentState) -> Memo<std::result::Result<Ru
     })
 }
 
-/// The JSON download: B's changes, every repetition of both sides, and the comparison.
-fn outcome_json(o: &Outcome) -> String {
-    let value = serde_json::json!({
-        "b_differs_in": o
-            .changes
-            .iter()
-            .map(|(f, a, b)| (f.key().to_string(), serde_json::json!({ "a": a, "b": b })))
-            .collect::<serde_json::Map<_, _>>(),
-        "cancelled": o.cancelled,
-        "a": o.a,
-        "b": o.b,
-        "comparison": o.comparison.as_ref().ok(),
-        "error": o.comparison.as_ref().err(),
-        "quality": o.quality.as_ref().and_then(|q| q.as_ref().ok()),
-        "quality_error": o.quality.as_ref().and_then(|q| q.as_ref().err()),
-    });
-    serde_json::to_string_pretty(&value).expect("serialisable")
-}
-
 /// The card: B's editor, repetitions, Run / Cancel, progress, then the verdict table, the text
 /// report and the download.
 #[component]
@@ -262,120 +242,7 @@ pub fn ExperimentPanel(
         cancelling.set(true);
         run::cancel_run(state);
     };
-    let row = move |field: Field| {
-        let a_value = move || {
-            let v = state.settings.get(field).get();
-            if v.is_empty() {
-                "–".to_string()
-            } else {
-                v
-            }
-        };
-        let differs = move || x.overrides.with(|o| o.iter().any(|(f, _)| *f == field));
-        let problem =
-            move || checked_b.with(|c| c.as_ref().err()?.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
-        let id = format!("b-{}", field.key());
-        let editor = match field {
-            Field::Weights | Field::Policy | Field::ChunkedPrefill => {
-                let options: Vec<&'static str> = match field {
-                    Field::Weights => vec!["bf16", "int8", "int4"],
-                    Field::Policy => vec!["fcfs", "prefill-first", "decode-first"],
-                    _ => vec!["on", "off"],
-                };
-                view! {
-                    <select
-                        id=id.clone()
-                        data-testid=id.clone()
-                        disabled=move || x.running.get()
-                        prop:value=move || x.b_value(state.settings, field)
-                        on:change=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
-                    >
-                        {options
-                            .into_iter()
-                            .map(|o| {
-                                view! {
-                                    <option value=o selected=move || x.b_value(state.settings, field) == o>
-                                        {o}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
-                    </select>
-                }
-                .into_any()
-            }
-            _ => view! {
-                <input
-                    id=id.clone()
-                    data-testid=id.clone()
-                    autocomplete="off"
-                    spellcheck="false"
-                    disabled=move || x.running.get()
-                    aria-invalid=move || problem().is_some().to_string()
-                    prop:value=move || x.b_value(state.settings, field)
-                    on:input=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
-                />
-            }
-            .into_any(),
-        };
-        view! {
-            <tr class:differs=differs class:invalid=move || problem().is_some()>
-                <th scope="row">
-                    <label for=id>{move || field.label(t())}</label>
-                </th>
-                <td class="num">{a_value}</td>
-                <td>{editor} <span class="field-error" role="alert">{problem}</span></td>
-            </tr>
-        }
-    };
     let summary = move || changes_text(&changes(state, x), t());
-    let download_error = RwSignal::new(None::<String>);
-    let download = move |_| {
-        if let Some(o) = x.outcome.get_untracked() {
-            let name = format!("tokenmeter-experiment-{}.json", browser::now_ms() as u64);
-            let outcome = browser::download(&name, "application/json", &outcome_json(&o));
-            download_error.set(outcome.err().map(|e| e.to_string()));
-        }
-    };
-    let result = move || {
-        let o = x.outcome.get()?;
-        let lang = state.lang.get();
-        let cut = o
-            .cancelled
-            .then(|| t().experiment_cut.replace("{a}", &o.a.len().to_string()).replace("{b}", &o.b.len().to_string()));
-        let body = match &o.comparison {
-            Ok(c) => {
-                let report = text_report(c, lang);
-                let quality = o.quality.clone().map(|q| match q {
-                    Ok(q) => view! { <QualityTable quality=q /> }.into_any(),
-                    Err(e) => view! { <p class="error" role="alert">{t().quality_failed} ": " {e}</p> }.into_any(),
-                });
-                view! {
-                    <VerdictTable comparison=c.clone() />
-                    {quality}
-                    <pre class="text-report" data-testid="experiment-report">{report}</pre>
-                }
-                .into_any()
-            }
-            Err(e) => view! {
-                <p class="error" role="alert">{t().experiment_failed} ": " {e.clone()}</p>
-            }
-            .into_any(),
-        };
-        Some(view! {
-            <div class="experiment-result" data-testid="experiment-result">
-                <p class="note">{t().b_differs} " " {changes_text(&o.changes, t())}</p>
-                {cut.map(|c| view! { <p class="note warn">{c}</p> })}
-                {body}
-                <div class="row">
-                    <button class="small" data-testid="download-experiment" on:click=download>
-                        {t().download_experiment}
-                    </button>
-                </div>
-                <p class="error" role="alert">{move || download_error.get()}</p>
-            </div>
-        })
-    };
     view! {
         <section class="card" aria-labelledby="experiment-title" data-testid="experiment">
             <div class="card-head">
@@ -391,7 +258,12 @@ pub fn ExperimentPanel(
                             <th scope="col">"B"</th>
                         </tr>
                     </thead>
-                    <tbody>{VARIANT_FIELDS.into_iter().map(row).collect_view()}</tbody>
+                    <tbody>
+                        {VARIANT_FIELDS
+                            .into_iter()
+                            .map(|field| view! { <VariantRow state=state x=x field=field checked_b=checked_b /> })
+                            .collect_view()}
+                    </tbody>
                 </table>
             </div>
             <p class="note" data-testid="b-differs">
@@ -430,8 +302,86 @@ pub fn ExperimentPanel(
             </p>
             {move || problem().filter(|_| !x.running.get()).map(|p| view! { <p class="note warn">{p}</p> })}
             {move || x.error.get().map(|e| view! { <p class="error" role="alert">{move || t().experiment_failed} ": " {e}</p> })}
-            {result}
+            <ExperimentResult state=state x=x />
         </section>
+    }
+}
+
+/// One of B's fields: its label, A's value, B's editor (a select or a text input) and B's problem.
+#[component]
+fn VariantRow(
+    state: AppState,
+    /// The card's state: B's overrides, and whether an experiment runs.
+    x: ExperimentState,
+    /// One of the [`VARIANT_FIELDS`].
+    field: Field,
+    /// B's settings, checked.
+    checked_b: Memo<std::result::Result<RunRequest, Problems>>,
+) -> impl IntoView {
+    let t = use_text();
+    let a_value = move || {
+        let v = state.settings.get(field).get();
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            v
+        }
+    };
+    let differs = move || x.overrides.with(|o| o.iter().any(|(f, _)| *f == field));
+    let problem =
+        move || checked_b.with(|c| c.as_ref().err()?.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
+    let id = format!("b-{}", field.key());
+    let editor = match field {
+        Field::Weights | Field::Policy | Field::ChunkedPrefill => {
+            let options: Vec<&'static str> = match field {
+                Field::Weights => vec!["bf16", "int8", "int4"],
+                Field::Policy => vec!["fcfs", "prefill-first", "decode-first"],
+                _ => vec!["on", "off"],
+            };
+            view! {
+                <select
+                    id=id.clone()
+                    data-testid=id.clone()
+                    disabled=move || x.running.get()
+                    prop:value=move || x.b_value(state.settings, field)
+                    on:change=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
+                >
+                    {options
+                        .into_iter()
+                        .map(|o| {
+                            view! {
+                                <option value=o selected=move || x.b_value(state.settings, field) == o>
+                                    {o}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
+            }
+            .into_any()
+        }
+        _ => view! {
+            <input
+                id=id.clone()
+                data-testid=id.clone()
+                autocomplete="off"
+                spellcheck="false"
+                disabled=move || x.running.get()
+                aria-invalid=move || problem().is_some().to_string()
+                prop:value=move || x.b_value(state.settings, field)
+                on:input=move |ev| x.set_b(state.settings, field, event_target_value(&ev))
+            />
+        }
+        .into_any(),
+    };
+    view! {
+        <tr class:differs=differs class:invalid=move || problem().is_some()>
+            <th scope="row">
+                <label for=id>{move || field.label(t())}</label>
+            </th>
+            <td class="num">{a_value}</td>
+            <td>{editor} <span class="field-error" role="alert">{problem}</span></td>
+        </tr>
     }
 }
 

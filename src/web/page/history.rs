@@ -227,6 +227,8 @@ fn summary(e: &Entry, t: &Text) -> String {
     )
 }
 
+/// The saved runs, newest first, each with a tick box (A, then B), Show, Run again and Delete;
+/// their Pareto chart; the two ticked side by side and, on request, tested against each other.
 #[component]
 pub fn HistoryPanel(
     state: AppState,
@@ -236,34 +238,12 @@ pub fn HistoryPanel(
     let t = use_text();
     // Ticked runs, in the order ticked: the first is A, the second B.
     let picked = RwSignal::new(Vec::<f64>::new());
-    let toggle = move |id: f64, on: bool| {
-        picked.update(|p| {
-            p.retain(|&x| x != id);
-            if on {
-                p.push(id);
-            }
-            if p.len() > 2 {
-                p.remove(0);
-            }
-        })
-    };
-    let delete = move |id: f64| {
-        picked.update(|p| p.retain(|&x| x != id));
-        state.history.update(|list| {
-            list.retain(|e| e.time_ms != id);
-            save(list);
-        });
-    };
     let clear = move |_| {
         picked.set(Vec::new());
         state.history.update(|list| {
             list.clear();
             save(list);
         });
-    };
-    let show = move |entry: Arc<Entry>| {
-        state.charts.set(ChartData::from_result(&entry.result));
-        state.shown.set(Some(entry));
     };
     // The A/B test of the two ticked runs (each one repetition), cleared when the pick changes.
     let tested = RwSignal::new(None::<std::result::Result<Comparison, String>>);
@@ -298,66 +278,7 @@ pub fn HistoryPanel(
                 <For
                     each=move || state.history.get().into_iter().rev()
                     key=|e| e.time_ms.to_bits()
-                    children=move |e| {
-                        let id = e.time_ms;
-                        let (name, time) = (e.name.clone(), browser::local_time(e.time_ms));
-                        let entry = e.clone();
-                        // The request the run recorded, when it was a bench run (the page's and
-                        // the CLI's record one; results saved before did not).
-                        let saved = e.result.config.request.clone().filter(|r| r.command == "bench");
-                        let can_run_again = saved.is_some();
-                        let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
-                            Some(0) => "A",
-                            Some(_) => "B",
-                            None => "",
-                        };
-                        view! {
-                            <li class="run" class:picked=move || !letter().is_empty()>
-                                <label class="run-pick">
-                                    <input
-                                        type="checkbox"
-                                        prop:checked=move || picked.with(|p| p.contains(&id))
-                                        on:change=move |ev| toggle(id, event_target_checked(&ev))
-                                    />
-                                    <span class="badge">{letter}</span>
-                                </label>
-                                <div class="run-text">
-                                    <div class="run-name">{name}</div>
-                                    <div class="run-meta num">
-                                        {time} " · " {move || summary(&e, t())}
-                                    </div>
-                                </div>
-                                <div class="run-actions">
-                                    <button class="small" on:click=move |_| show(entry.clone())>
-                                        {move || t().show}
-                                    </button>
-                                    <button
-                                        class="small"
-                                        data-testid="run-again"
-                                        title=move || t().run_again_hint
-                                        disabled=move || {
-                                            !can_run_again || state.phase.get() != super::state::Phase::Idle
-                                        }
-                                        on:click={
-                                            let saved = saved.clone();
-                                            move |_| {
-                                                if let Some(saved) = &saved {
-                                                    if let Err(why) = run_again(state, saved) {
-                                                        state.run_error.set(Some(why));
-                                                    }
-                                                }
-                                            }
-                                        }
-                                    >
-                                        {move || t().run_again}
-                                    </button>
-                                    <button class="small ghost" on:click=move |_| delete(id)>
-                                        {move || t().delete}
-                                    </button>
-                                </div>
-                            </li>
-                        }
-                    }
+                    children=move |e| view! { <SavedRun state=state entry=e picked=picked run_again=run_again /> }
                 />
             </ul>
             <ParetoChart
@@ -373,26 +294,124 @@ pub fn HistoryPanel(
                     </button>
                 </div>
             </Show>
-            {move || tested.get().map(|outcome| match outcome {
-                Ok(c) => {
-                    let warnings = c.warnings.clone();
-                    view! {
-                        <div class="compare" data-testid="history-verdicts">
-                            {warnings.into_iter().map(|w| view! { <p class="note warn">{w}</p> }).collect_view()}
-                            <VerdictTable comparison=c />
-                        </div>
-                    }
-                        .into_any()
-                }
-                Err(e) => {
-                    view! {
-                        <p class="error" role="alert" data-testid="history-test-error">
-                            {move || t().cannot_compare} ": " {e.clone()}
-                        </p>
-                    }
-                        .into_any()
-                }
-            })}
+            <TestOutcome tested=tested />
         </section>
+    }
+}
+
+/// One saved run: its tick box and letter, name, time and summary, and its buttons.
+#[component]
+fn SavedRun(
+    state: AppState,
+    entry: Arc<Entry>,
+    /// The ticked runs' times, A first.
+    picked: RwSignal<Vec<f64>>,
+    /// *Run again*, as handed to the panel.
+    run_again: RunAgain,
+) -> impl IntoView {
+    let t = use_text();
+    let id = entry.time_ms;
+    let toggle = move |on: bool| {
+        picked.update(|p| {
+            p.retain(|&x| x != id);
+            if on {
+                p.push(id);
+            }
+            if p.len() > 2 {
+                p.remove(0);
+            }
+        })
+    };
+    let delete = move || {
+        picked.update(|p| p.retain(|&x| x != id));
+        state.history.update(|list| {
+            list.retain(|e| e.time_ms != id);
+            save(list);
+        });
+    };
+    let show = move |entry: Arc<Entry>| {
+        state.charts.set(ChartData::from_result(&entry.result));
+        state.shown.set(Some(entry));
+    };
+    let (name, time) = (entry.name.clone(), browser::local_time(entry.time_ms));
+    let shown = entry.clone();
+    // The request the run recorded, when it was a bench run (the page's and the CLI's record one;
+    // results saved before did not).
+    let saved = entry.result.config.request.clone().filter(|r| r.command == "bench");
+    let can_run_again = saved.is_some();
+    let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
+        Some(0) => "A",
+        Some(_) => "B",
+        None => "",
+    };
+    view! {
+        <li class="run" class:picked=move || !letter().is_empty()>
+            <label class="run-pick">
+                <input
+                    type="checkbox"
+                    prop:checked=move || picked.with(|p| p.contains(&id))
+                    on:change=move |ev| toggle(event_target_checked(&ev))
+                />
+                <span class="badge">{letter}</span>
+            </label>
+            <div class="run-text">
+                <div class="run-name">{name}</div>
+                <div class="run-meta num">
+                    {time} " · " {move || summary(&entry, t())}
+                </div>
+            </div>
+            <div class="run-actions">
+                <button class="small" on:click=move |_| show(shown.clone())>
+                    {move || t().show}
+                </button>
+                <button
+                    class="small"
+                    data-testid="run-again"
+                    title=move || t().run_again_hint
+                    disabled=move || !can_run_again || state.phase.get() != super::state::Phase::Idle
+                    on:click=move |_| {
+                        if let Some(saved) = &saved {
+                            if let Err(why) = run_again(state, saved) {
+                                state.run_error.set(Some(why));
+                            }
+                        }
+                    }
+                >
+                    {move || t().run_again}
+                </button>
+                <button class="small ghost" on:click=move |_| delete()>
+                    {move || t().delete}
+                </button>
+            </div>
+        </li>
+    }
+}
+
+/// The test of the two ticked runs: its warnings and verdicts, or why they cannot be compared.
+#[component]
+fn TestOutcome(
+    /// `None` until tested (and again when the pick changes).
+    tested: RwSignal<Option<std::result::Result<Comparison, String>>>,
+) -> impl IntoView {
+    let t = use_text();
+    move || {
+        tested.get().map(|outcome| match outcome {
+            Ok(c) => {
+                let warnings = c.warnings.clone();
+                view! {
+                    <div class="compare" data-testid="history-verdicts">
+                        {warnings.into_iter().map(|w| view! { <p class="note warn">{w}</p> }).collect_view()}
+                        <VerdictTable comparison=c />
+                    </div>
+                }
+                .into_any()
+            }
+            Err(e) => view! {
+                <p class="error" role="alert" data-testid="history-test-error">
+                    {move || t().cannot_compare} ": " {e.clone()}
+                </p>
+            }
+            .into_any(),
+        })
     }
 }

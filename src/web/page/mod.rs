@@ -3,9 +3,9 @@
 //!
 //! - [`app`]: the layout; [`state`]: shared signals.
 //! - [`link`]: the page's side of the engine worker; [`models`]: start-up and the loads the model
-//!   card asks for; [`model_panel`]: the model and adapter cards; [`files`]: picked and dropped
-//!   model files; [`no_webgpu`]: the notice of a browser without WebGPU (the server target still
-//!   runs).
+//!   card asks for; [`model_panel`]: the model and adapter cards; [`model_sources`]: the model
+//!   card's preset, file pickers and URL; [`files`]: picked and dropped model files;
+//!   [`no_webgpu`]: the notice of a browser without WebGPU (the server target still runs).
 //! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
 //!   the URL; [`dataset`]: the picker of a dataset file instead of drawn lengths.
 //! - [`run`]: Run / Cancel and the page's side of a run (progress, live charts, history).
@@ -18,7 +18,8 @@
 //!   per GPU, in the sweep and history cards.
 //! - [`plan`]: the Plan card: what this GPU sustains within a TTFT SLO and how many serve a target
 //!   rate, predicted from its runs (`crate::planner::capacity`), drawn beside them.
-//! - [`experiment`]: the Experiment card (A/B, A B A B …); [`verdict`]: its verdict per metric.
+//! - [`experiment`]: the Experiment card (A/B, A B A B …); [`experiment_result`]: its outcome and
+//!   download; [`verdict`]: its verdict per metric.
 //! - [`results`]: the report, diagnosis and downloads; [`history`]: saved runs compared.
 //! - [`playground`]: one prompt, streamed token by token. [`i18n`]: English and Chinese.
 
@@ -26,11 +27,13 @@ pub mod app;
 pub mod charts;
 pub mod dataset;
 pub mod experiment;
+pub mod experiment_result;
 pub mod files;
 pub mod history;
 pub mod i18n;
 pub mod link;
 pub mod model_panel;
+pub mod model_sources;
 pub mod models;
 pub mod no_webgpu;
 pub mod pareto;

@@ -2,30 +2,18 @@
 //! id; download progress with cancel; the cached models) and the adapter card. File names,
 //! URLs and error messages are shown as text nodes only.
 
-use super::files;
 use super::i18n::use_text;
-use super::models::{self, preset_label};
+use super::model_sources::{self, FilePickers, PresetSelect, UrlForm};
+use super::models;
 use super::state::{AppState, Phase};
-use crate::web::protocol::{LoadRequest, ModelChoice, ModelSource, Status};
+use crate::web::protocol::{LoadRequest, ModelSource, Status};
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
 
 fn mb(bytes: u64) -> String {
     if bytes >= 1_000_000_000 {
         format!("{:.2} GB", bytes as f64 / 1e9)
     } else {
         format!("{:.1} MB", bytes as f64 / 1e6)
-    }
-}
-
-/// Loads picked or dropped files, or says why they cannot be a model (the loaded one stays).
-fn load_files(state: AppState, picked: Vec<(String, web_sys::File)>) {
-    if picked.is_empty() {
-        return;
-    }
-    match files::store(picked) {
-        Ok((store, _)) => models::load(state, LoadRequest::Local(store)),
-        Err(e) => state.load_error.set(Some(e.to_string())),
     }
 }
 
@@ -85,61 +73,99 @@ pub fn ErrorLine(
     }
 }
 
+/// The model card: the ways to name a model ([`super::model_sources`]), the link's question,
+/// progress, the loaded model's facts and the cached models. Files dropped anywhere on the card
+/// load.
 #[component]
 pub fn ModelPanel(state: AppState) -> impl IntoView {
     let t = use_text();
-    let idle = move || state.phase.get() == Phase::Idle;
     // Without WebGPU no model can load (deleting a cached one still works).
-    let can_load = move || idle() && state.no_webgpu.with(Option::is_none);
-    let loading = move || match state.status.get() {
-        Status::LoadingWeights(_, percent) => Some(percent),
-        _ => None,
-    };
+    let can_load = Signal::derive(move || state.phase.get() == Phase::Idle && state.no_webgpu.with(Option::is_none));
     let dragging = RwSignal::new(false);
-    // Picks a folder (the view macro has no spelling for this non-standard attribute).
-    let folder_input = NodeRef::<leptos::html::Input>::new();
-    Effect::new(move |_| {
-        if let Some(input) = folder_input.get() {
-            let _ = input.set_attribute("webkitdirectory", "");
-        }
-    });
-    let url = RwSignal::new(match state.choice.get_untracked() {
-        ModelSource::Remote { input } => input,
-        _ => String::new(),
-    });
-    let on_pick = move |ev: leptos::ev::Event| {
-        let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) else { return };
-        let picked = files::from_input(&input);
-        // The same files picked again must fire `change` again.
-        input.set_value("");
-        load_files(state, picked);
-    };
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         dragging.set(false);
-        if !can_load() {
-            return;
+        if can_load.get_untracked() {
+            model_sources::load_dropped(state, &ev);
         }
-        let (entries, plain) = files::drop_entries(&ev);
-        wasm_bindgen_futures::spawn_local(async move {
-            let picked = if entries.is_empty() {
-                Ok(plain.into_iter().map(|f| (f.name(), f)).collect())
-            } else {
-                files::walk(entries).await
-            };
-            match picked {
-                Ok(picked) => load_files(state, picked),
-                Err(e) => state.load_error.set(Some(e.to_string())),
+    };
+    view! {
+        <section
+            class="card"
+            class:dragging=move || dragging.get()
+            aria-labelledby="model-title"
+            data-testid="model-card"
+            on:dragover=move |ev: web_sys::DragEvent| {
+                ev.prevent_default();
+                dragging.set(true);
             }
-        });
-    };
-    let load_url = move || {
-        let input = url.get_untracked().trim().to_string();
-        if !input.is_empty() {
-            models::load(state, LoadRequest::Remote(input));
-        }
-    };
-    let facts = move || {
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=on_drop
+        >
+            <div class="card-head">
+                <h2 id="model-title">{move || t().model}</h2>
+            </div>
+            <PresetSelect state=state can_load=can_load />
+            <FilePickers state=state can_load=can_load />
+            <UrlForm state=state can_load=can_load />
+            <LinkConfirmation state=state />
+            <DownloadProgress state=state />
+            <LoadingProgress state=state />
+            <ErrorLine
+                prefix=Signal::derive(move || t().load_failed)
+                message=state.load_error.into()
+                testid="model-error"
+            />
+            <ModelFacts state=state />
+            <Show when=move || state.cached.with(|c| !c.is_empty())>
+                <h3>{move || t().cached_models}</h3>
+                <ul class="cached" data-testid="cached">
+                    <CachedModels state=state can_load=can_load />
+                </ul>
+            </Show>
+            <p class="note">{move || t().model_note}</p>
+        </section>
+    }
+}
+
+/// A download's progress, with its cancel button.
+#[component]
+fn DownloadProgress(state: AppState) -> impl IntoView {
+    let t = use_text();
+    move || {
+        state.download.get().map(|p| {
+            view! {
+                <div class="loading" data-testid="download">
+                    <progress max="1" value=p.fraction()></progress>
+                    <span class="num">{p.text()}</span>
+                    <button class="small ghost" data-testid="download-cancel" on:click=move |_| models::cancel_download(state)>
+                        {move || t().cancel}
+                    </button>
+                </div>
+            }
+        })
+    }
+}
+
+/// The weights' upload to the GPU, in percent.
+#[component]
+fn LoadingProgress(state: AppState) -> impl IntoView {
+    move || match state.status.get() {
+        Status::LoadingWeights(_, percent) => Some(view! {
+            <div class="loading">
+                <progress max="100" value=percent></progress>
+                <span class="num">{percent}"%"</span>
+            </div>
+        }),
+        _ => None,
+    }
+}
+
+/// The loaded model's shape, weights, KV cache and batch capacity.
+#[component]
+fn ModelFacts(state: AppState) -> impl IntoView {
+    let t = use_text();
+    move || {
         state.model_info.get().map(|m| {
             let t = t();
             let rows = [
@@ -159,21 +185,19 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 </dl>
             }
         })
-    };
-    let download = move || {
-        state.download.get().map(|p| {
-            view! {
-                <div class="loading" data-testid="download">
-                    <progress max="1" value=p.fraction()></progress>
-                    <span class="num">{p.text()}</span>
-                    <button class="small ghost" data-testid="download-cancel" on:click=move |_| models::cancel_download(state)>
-                        {move || t().cancel}
-                    </button>
-                </div>
-            }
-        })
-    };
-    let cached = move || {
+    }
+}
+
+/// The models in the browser's cache, each with Load and Delete (the current one marked).
+#[component]
+fn CachedModels(
+    state: AppState,
+    /// Whether a model may load now (deleting needs only an idle page).
+    can_load: Signal<bool>,
+) -> impl IntoView {
+    let t = use_text();
+    let idle = move || state.phase.get() == Phase::Idle;
+    move || {
         state
             .cached
             .get()
@@ -185,7 +209,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
                         <span class="num muted">{format!("{} · {} {}", mb(c.bytes), c.files, if c.files == 1 { "file" } else { "files" })}</span>
-                        <button class="small" disabled=move || !can_load() on:click=move |_| {
+                        <button class="small" disabled=move || !can_load.get() on:click=move |_| {
                             models::load(state, LoadRequest::Remote(base.clone()))
                         }>{move || t().load}</button>
                         <button class="small ghost" data-testid="cached-delete" disabled=move || !idle() on:click=move |_| {
@@ -201,119 +225,6 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 }
             })
             .collect_view()
-    };
-    view! {
-        <section
-            class="card"
-            class:dragging=move || dragging.get()
-            aria-labelledby="model-title"
-            data-testid="model-card"
-            on:dragover=move |ev: web_sys::DragEvent| {
-                ev.prevent_default();
-                dragging.set(true);
-            }
-            on:dragleave=move |_| dragging.set(false)
-            on:drop=on_drop
-        >
-            <div class="card-head">
-                <h2 id="model-title">{move || t().model}</h2>
-            </div>
-            <select
-                data-testid="model"
-                aria-labelledby="model-title"
-                disabled=move || !can_load()
-                on:change=move |ev| {
-                    if let Some(choice) = ModelChoice::from_key(&event_target_value(&ev)) {
-                        models::load(state, LoadRequest::Preset(choice));
-                    }
-                }
-                prop:value=move || match state.choice.get() {
-                    ModelSource::Preset(c) => c.key().to_string(),
-                    _ => "other".to_string(),
-                }
-            >
-                {ModelChoice::ALL
-                    .into_iter()
-                    .map(|c| view! { <option value=c.key()>{move || preset_label(c, t())}</option> })
-                    .collect_view()}
-                <option value="other" disabled=true>
-                    {move || match state.choice.get() {
-                        ModelSource::Preset(_) => t().model_other.to_string(),
-                        other => other.key(),
-                    }}
-                </option>
-            </select>
-            <div class="drop" data-testid="drop">
-                <span class="note">{move || t().drop_hint}</span>
-                <div class="row">
-                    <label class="button small" class:disabled=move || !can_load()>
-                        {move || t().pick_folder}
-                        <input
-                            type="file"
-                            class="hidden-input"
-                            data-testid="pick-folder"
-                            node_ref=folder_input
-                            multiple=true
-                            disabled=move || !can_load()
-                            on:change=on_pick
-                        />
-                    </label>
-                    <label class="button small" class:disabled=move || !can_load()>
-                        {move || t().pick_files}
-                        <input
-                            type="file"
-                            class="hidden-input"
-                            data-testid="pick-files"
-                            accept=".json,.safetensors"
-                            multiple=true
-                            disabled=move || !can_load()
-                            on:change=on_pick
-                        />
-                    </label>
-                </div>
-            </div>
-            <form class="row url-row" on:submit=move |ev| {
-                ev.prevent_default();
-                load_url();
-            }>
-                <input
-                    data-testid="model-url"
-                    placeholder="Qwen/Qwen3-0.6B · https://…/"
-                    aria-label=move || t().model_url
-                    autocomplete="off"
-                    spellcheck="false"
-                    prop:value=move || url.get()
-                    on:input=move |ev| url.set(event_target_value(&ev))
-                />
-                <button class="small" type="submit" data-testid="model-url-load" disabled=move || !can_load()>
-                    {move || t().load}
-                </button>
-            </form>
-            <LinkConfirmation state=state />
-            {download}
-            {move || {
-                loading()
-                    .map(|percent| {
-                        view! {
-                            <div class="loading">
-                                <progress max="100" value=percent></progress>
-                                <span class="num">{percent}"%"</span>
-                            </div>
-                        }
-                    })
-            }}
-            <ErrorLine
-                prefix=Signal::derive(move || t().load_failed)
-                message=state.load_error.into()
-                testid="model-error"
-            />
-            {facts}
-            <Show when=move || state.cached.with(|c| !c.is_empty())>
-                <h3>{move || t().cached_models}</h3>
-                <ul class="cached" data-testid="cached">{cached}</ul>
-            </Show>
-            <p class="note">{move || t().model_note}</p>
-        </section>
     }
 }
 

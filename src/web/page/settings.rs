@@ -178,87 +178,12 @@ pub fn SettingsPanel(
     dataset: Option<super::dataset::DatasetState>,
 ) -> impl IntoView {
     let t = use_text();
-    let arrival = settings.get(Field::Arrival);
-    let chunked = settings.get(Field::ChunkedPrefill);
-    let open_loop = move || matches!(arrival.get().as_str(), "poisson" | "gamma" | "constant");
-    let relevant = move |f: Field| match f {
-        Field::Rate => open_loop(),
-        Field::Burstiness => arrival.get() == "gamma",
-        Field::Concurrency => arrival.get() == "concurrency",
-        Field::PrefillChunk => chunked.get() != "off",
-        _ => true,
-    };
-    let input = move |field: Field| {
-        let value = settings.get(field);
-        let problem = move || problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
-        let id = format!("setting-{}", field.key());
-        view! {
-            <label class="field" class:muted=move || !relevant(field) class:invalid=move || problem().is_some()>
-                <span class="field-label">{move || field.label(t())}</span>
-                <input
-                    id=id
-                    data-testid=format!("setting-{}", field.key())
-                    autocomplete="off"
-                    spellcheck="false"
-                    prop:value=move || value.get()
-                    disabled=move || locked.get() || !relevant(field)
-                    aria-invalid=move || problem().is_some().to_string()
-                    on:input=move |ev| value.set(event_target_value(&ev))
-                />
-                <span class="field-hint">{move || field.hint(t())}</span>
-                <span class="field-error" role="alert">{problem}</span>
-            </label>
-        }
-    };
+    let input =
+        move |field: Field| view! { <TextField field=field settings=settings problems=problems locked=locked /> };
     let select = move |field: Field, options: Vec<(&'static str, Label)>, wide: bool| {
-        let value = settings.get(field);
-        let problem = move || problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()));
         view! {
-            <label class="field" class:wide=wide class:invalid=move || problem().is_some()>
-                <span class="field-label">{move || field.label(t())}</span>
-                <select
-                    data-testid=format!("setting-{}", field.key())
-                    aria-invalid=move || problem().is_some().to_string()
-                    disabled=move || locked.get()
-                    on:change=move |ev| value.set(event_target_value(&ev))
-                    prop:value=move || value.get()
-                >
-                    {options
-                        .into_iter()
-                        .map(|(key, label)| {
-                            view! {
-                                <option value=key selected=move || value.get() == key>
-                                    {move || label(t())}
-                                </option>
-                            }
-                        })
-                        .collect_view()}
-                </select>
-                <span class="field-hint">{move || field.hint(t())}</span>
-                <span class="field-error" role="alert">{problem}</span>
-            </label>
+            <SelectField field=field options=options wide=wide settings=settings problems=problems locked=locked />
         }
-    };
-    let reload_note = move || {
-        let (loaded, wanted) = reload?.get()?;
-        let text = t().reload_needed.replace("{loaded}", &loaded.describe()).replace("{wanted}", &wanted.describe());
-        Some(view! {
-            <div class="note warn reload" data-testid="reload-note" role="status">
-                <span>{text}</span>
-                <button
-                    class="ghost"
-                    data-testid="reload-model"
-                    disabled=move || locked.get()
-                    on:click=move |_| {
-                        if let Some(f) = on_reload {
-                            f.run(())
-                        }
-                    }
-                >
-                    {move || t().reload_model}
-                </button>
-            </div>
-        })
     };
     view! {
         <section class="card" aria-labelledby="settings-title" data-testid="settings">
@@ -325,9 +250,139 @@ pub fn SettingsPanel(
                 {select(Field::PrefixCache, vec![("off", |t| t.switch_off), ("on", |t| t.switch_on)], false)}
                 {input(Field::SharedPrefix)}
             </div>
-            {reload_note}
+            <ReloadNote reload=reload on_reload=on_reload locked=locked />
             <h3>{move || t().slo}</h3>
             <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)} {input(Field::CostPerHour)}</div>
         </section>
+    }
+}
+
+/// Whether `field` applies to the arrival and chunking chosen (tracked); one that does not is
+/// muted and disabled.
+fn relevant(settings: Settings, field: Field) -> bool {
+    let arrival = settings.get(Field::Arrival);
+    match field {
+        Field::Rate => matches!(arrival.get().as_str(), "poisson" | "gamma" | "constant"),
+        Field::Burstiness => arrival.get() == "gamma",
+        Field::Concurrency => arrival.get() == "concurrency",
+        Field::PrefillChunk => settings.get(Field::ChunkedPrefill).get() != "off",
+        _ => true,
+    }
+}
+
+/// `field`'s problem in the live validation, if any (tracked).
+fn problem_of(problems: Memo<Problems>, field: Field) -> Option<String> {
+    problems.with(|p| p.iter().find(|(f, _)| *f == field).map(|(_, m)| m.clone()))
+}
+
+/// A field typed as text: label, input, hint and problem.
+#[component]
+fn TextField(
+    field: Field,
+    settings: Settings,
+    /// The live validation.
+    problems: Memo<Problems>,
+    /// While a run is going.
+    locked: Signal<bool>,
+) -> impl IntoView {
+    let t = use_text();
+    let value = settings.get(field);
+    let problem = move || problem_of(problems, field);
+    let id = format!("setting-{}", field.key());
+    view! {
+        <label class="field" class:muted=move || !relevant(settings, field) class:invalid=move || problem().is_some()>
+            <span class="field-label">{move || field.label(t())}</span>
+            <input
+                id=id
+                data-testid=format!("setting-{}", field.key())
+                autocomplete="off"
+                spellcheck="false"
+                prop:value=move || value.get()
+                disabled=move || locked.get() || !relevant(settings, field)
+                aria-invalid=move || problem().is_some().to_string()
+                on:input=move |ev| value.set(event_target_value(&ev))
+            />
+            <span class="field-hint">{move || field.hint(t())}</span>
+            <span class="field-error" role="alert">{problem}</span>
+        </label>
+    }
+}
+
+/// A field chosen from a list: label, select, hint and problem.
+#[component]
+fn SelectField(
+    field: Field,
+    /// (value, its label) per option.
+    options: Vec<(&'static str, Label)>,
+    /// Spans two columns.
+    wide: bool,
+    settings: Settings,
+    /// The live validation.
+    problems: Memo<Problems>,
+    /// While a run is going.
+    locked: Signal<bool>,
+) -> impl IntoView {
+    let t = use_text();
+    let value = settings.get(field);
+    let problem = move || problem_of(problems, field);
+    view! {
+        <label class="field" class:wide=wide class:invalid=move || problem().is_some()>
+            <span class="field-label">{move || field.label(t())}</span>
+            <select
+                data-testid=format!("setting-{}", field.key())
+                aria-invalid=move || problem().is_some().to_string()
+                disabled=move || locked.get()
+                on:change=move |ev| value.set(event_target_value(&ev))
+                prop:value=move || value.get()
+            >
+                {options
+                    .into_iter()
+                    .map(|(key, label)| {
+                        view! {
+                            <option value=key selected=move || value.get() == key>
+                                {move || label(t())}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+            <span class="field-hint">{move || field.hint(t())}</span>
+            <span class="field-error" role="alert">{problem}</span>
+        </label>
+    }
+}
+
+/// What the loaded model has against what the settings ask for, with a button that uploads the
+/// model again; nothing while they agree.
+#[component]
+fn ReloadNote(
+    /// (loaded, wanted) when they differ (absent: no note).
+    reload: Option<Signal<Option<(LoadOptions, LoadOptions)>>>,
+    /// Uploads the model again.
+    on_reload: Option<Callback<()>>,
+    /// While a run is going.
+    locked: Signal<bool>,
+) -> impl IntoView {
+    let t = use_text();
+    move || {
+        let (loaded, wanted) = reload?.get()?;
+        let text = t().reload_needed.replace("{loaded}", &loaded.describe()).replace("{wanted}", &wanted.describe());
+        Some(view! {
+            <div class="note warn reload" data-testid="reload-note" role="status">
+                <span>{text}</span>
+                <button
+                    class="ghost"
+                    data-testid="reload-model"
+                    disabled=move || locked.get()
+                    on:click=move |_| {
+                        if let Some(f) = on_reload {
+                            f.run(())
+                        }
+                    }
+                >
+                    {move || t().reload_model}
+                </button>
+            </div>
+        })
     }
 }
