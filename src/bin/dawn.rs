@@ -7,6 +7,9 @@
 //! compare row for row on the same GPU (`scripts/device-check`), and `tokenmeter compare` reads a
 //! bench's results. Natively there is nothing to run.
 
+// A function a reader can hold: at most 150 lines (clippy.toml), held by CI's `-D warnings`.
+#![warn(clippy::too_many_lines)]
+
 #[cfg(target_arch = "wasm32")]
 mod dawn {
     use std::cell::{Cell, RefCell};

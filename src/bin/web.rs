@@ -1,5 +1,8 @@
 //! The browser entry point (built by trunk for wasm32). Natively there is nothing to run.
 
+// A function a reader can hold: at most 150 lines (clippy.toml), held by CI's `-D warnings`.
+#![warn(clippy::too_many_lines)]
+
 fn main() {
     #[cfg(target_arch = "wasm32")]
     tokenmeter::web::start();

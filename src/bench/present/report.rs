@@ -273,11 +273,30 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
         Lang::En => &EN,
         Lang::Zh => &ZH,
     };
+    let sections = [
+        headline_lines(m, l, server),
+        throughput_lines(m, l),
+        thinking_lines(m, l),
+        server_lines(m, l),
+        conversation_lines(m, l),
+        engine_lines(m, l),
+        vec![String::new()],
+        latency_table(m, l, server),
+        d.map_or_else(Vec::new, |d| diagnosis_lines(d, l, lang)),
+    ];
     let mut out = String::new();
-    let mut line = |text: String| {
-        out.push_str(&text);
+    for text in sections.iter().flatten() {
+        out.push_str(text);
         out.push('\n');
-    };
+    }
+    out
+}
+
+/// The tutorial's layout first: requests, failures, TTFT (and from send), the delivered load, the
+/// steady state, TPOT and total throughput.
+fn headline_lines(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     // Tutorial layout first.
     line(format!("========== {} ==========", l.title));
     line(format!("{}: {}", l.requests, m.completed + m.failed));
@@ -315,7 +334,13 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     }
     line(format!("{}: {} {} ms", l.tpot, l.mean, num(m.tpot_ms.mean)));
     line(format!("{}: {} tokens/s", l.total_throughput, num(m.total_token_throughput)));
-    // Extensions.
+    out
+}
+
+/// Output and request throughput, goodput, cost and energy.
+fn throughput_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     line(format!("{}: {} tokens/s", l.output_throughput, num(m.output_throughput)));
     line(format!("{}: {} {}", l.request_throughput, num(m.request_throughput), l.req_s));
     if let (Some(goodput), Some(attainment)) = (m.goodput, m.slo_attainment) {
@@ -340,6 +365,13 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     if let Some(e) = &m.energy {
         line(energy_line(e, l));
     }
+    out
+}
+
+/// A thinking model's reasoning share and time to the first answer token.
+fn thinking_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     if let Some(t) = &m.thinking {
         let share = t.reasoning_tokens as f64 / (t.reasoning_tokens + t.answer_tokens).max(1) as f64;
         let mut text = format!(
@@ -366,6 +398,13 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             num(t.ttfat_ms.p99)
         ));
     }
+    out
+}
+
+/// What the server's own `/metrics` said.
+fn server_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     if let Some(s) = &m.server {
         let count = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
         let share = |v: Option<f64>| v.map_or("-".to_string(), percent);
@@ -380,6 +419,13 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             s.samples
         ));
     }
+    out
+}
+
+/// Conversations, turn by turn.
+fn conversation_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     if let Some(c) = &m.conversations {
         line(format!(
             "{}: {} ({} {}), {} {} s",
@@ -405,6 +451,13 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
             ));
         }
     }
+    out
+}
+
+/// Preemptions, speculation, the prefix cache, GPU busy, duration, and what went wrong.
+fn engine_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
     if let Some(s) = &m.speculation {
         line(format!(
@@ -445,8 +498,14 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     if m.redirected > 0 {
         line(format!("! {} / {} {}", m.redirected, m.completed + m.failed, l.redirected));
     }
-    line(String::new());
+    out
+}
 
+/// The latency table: mean and percentiles of TTFT (from send too), TPOT, ITL, E2E and queue
+/// or lateness, the engine's timestamp lag, long tasks.
+fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
     let header = [l.mean, "P50", "P90", "P95", "P99", "P99.9"].map(String::from);
     line(table_row(l.latency_ms, header));
     let (ttft, queue) = if server { (l.ttft_arrival_row, l.lateness_row) } else { ("TTFT", l.queue) };
@@ -465,15 +524,19 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
     if let Some(t) = &m.long_tasks {
         line(format!("{}: {} ({} {} ms)", l.long_tasks, t.count, l.longest, num(t.longest_ms)));
     }
+    out
+}
 
-    if let Some(d) = d {
-        line(String::new());
-        line(format!("{}: {}", l.diagnosis, d.verdict.label(lang)));
-        for (heading, items) in [(l.evidence, &d.evidence), (l.advice, &d.advice)] {
-            line(format!("  {heading}:"));
-            for item in items {
-                line(format!("  - {item}"));
-            }
+/// The diagnosis: its verdict, evidence and advice.
+fn diagnosis_lines(d: &Diagnosis, l: &Labels, lang: Lang) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = |text: String| out.push(text);
+    line(String::new());
+    line(format!("{}: {}", l.diagnosis, d.verdict.label(lang)));
+    for (heading, items) in [(l.evidence, &d.evidence), (l.advice, &d.advice)] {
+        line(format!("  {heading}:"));
+        for item in items {
+            line(format!("  - {item}"));
         }
     }
     out

@@ -8,8 +8,10 @@ use crate::bench::base::thinking::ThinkTags;
 use crate::bench::measure::saturation::{Detector, Saturation};
 use crate::bench::record::raw::{RequestRecord, StepSample, TokenTimes};
 use crate::bench::traffic::prompts::Prompt;
-use crate::bench::traffic::workload::{conversation_turns, Arrival, PlannedRequest, WorkloadSpec};
-use crate::engine::{Engine, EventKind, Executor, Request, SamplingParams};
+use std::collections::VecDeque;
+
+use crate::bench::traffic::workload::{conversation_turns, Arrival, PlannedRequest, Turn, WorkloadSpec};
+use crate::engine::{Engine, Event, EventKind, Executor, Request, SamplingParams, StepStats};
 use crate::error::Result;
 
 /// What the driver needs besides the plan.
@@ -57,61 +59,16 @@ pub async fn run_watched<X: Executor>(
     on_progress: &mut dyn FnMut(&Progress),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<RequestRecord>, Vec<StepSample>, Option<Saturation>)> {
-    // Conversations: each request's own prompt is its new text; the history goes before it when
-    // the turn is released (its earlier turns' prompt and reply are known only then).
-    let turns = conversation_turns(options.spec);
-    let own = |i: usize, p: &PlannedRequest| match &turns {
-        Some(t) => PlannedRequest { prompt_len: t[i].new_len, ..p.clone() },
-        None => p.clone(),
-    };
-    let prompts: Vec<Vec<u32>> =
-        plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
-    // The prompt each released turn was sent with (the next turn's history starts with it).
-    let mut sent_prompts: Vec<Vec<u32>> = vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }];
-    let mut records: Vec<RequestRecord> = plan
-        .iter()
-        .zip(&prompts)
-        .map(|(p, ids)| RequestRecord {
-            prompt_digest: Some(Prompt::digest_ids(ids)),
-            ..RequestRecord::unsent(p.id, p.prompt_len)
-        })
-        .collect();
-    if let Some(turns) = &turns {
-        for (r, t) in records.iter_mut().zip(turns) {
-            (r.session, r.turn) = (Some(t.session), Some(t.turn));
-        }
-    }
-    let mut steps = Vec::new();
-    // Each request's output ids, kept to split thinking from answer at the end and to carry a
-    // reply into its conversation's next turn.
-    let keep_ids = options.think.is_some() || turns.is_some();
-    let mut output_ids: Vec<Vec<u32>> = vec![Vec::new(); if keep_ids { plan.len() } else { 0 }];
-    // Requests not yet released, in plan order.
-    let mut unreleased: std::collections::VecDeque<usize> = (0..plan.len()).collect();
-    // engine id -> index in plan
-    let mut by_engine_id: Vec<(u64, usize)> = Vec::new();
-    let closed_limit = match options.spec.arrival {
-        Arrival::Sequential => 1,
-        Arrival::Concurrency => options.spec.concurrency,
-        _ => usize::MAX,
-    };
-    // An open loop's `max_concurrency`: a request due while that many are in flight waits for one
-    // to finish; its clock still starts at its planned arrival, so the wait is in its TTFT.
-    let open_limit = options.spec.max_concurrency.filter(|_| options.spec.arrival.open_loop()).unwrap_or(usize::MAX);
-    let (mut finished, mut in_flight) = (0usize, 0usize);
+    let mut run = Run::new(plan, options)?;
     // The engine's clock: the wall clock, or the capacity planner's virtual one.
     let t0 = engine.model.now_s();
     let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
     let mut detector = Detector::new();
     let mut saturation = None;
     let mut slept_until = f64::NEG_INFINITY;
-    while finished < plan.len() {
+    while run.finished < plan.len() {
         if cancelled() || saturation.is_some() {
-            for &(eid, i) in &by_engine_id {
-                if records[i].finish_s.is_none() && engine.cancel(eid) {
-                    records[i].error = Some("cancelled".into());
-                }
-            }
+            run.cancel_in_flight(engine);
             break;
         }
         // 1. Release what is due.
@@ -121,78 +78,15 @@ pub async fn run_watched<X: Executor>(
         if watch && saturation.is_none() {
             // Open-loop arrivals are in time order.
             let due = plan.partition_point(|p| p.arrival_s.is_some_and(|a| a <= now));
-            saturation = detector.observe(now, due.saturating_sub(finished));
+            saturation = detector.observe(now, due.saturating_sub(run.finished));
             if saturation.is_some() {
                 continue;
             }
         }
-        // In plan order. Without conversations, what is due is a prefix of the rest (open-loop
-        // arrivals in time order; a closed loop's next when a slot is free): stop at the first not
-        // due. With them, a later turn waits for its own conversation: look at every one.
-        let mut k = 0;
-        while k < unreleased.len() {
-            let i = unreleased[k];
-            let p = &plan[i];
-            let due = match turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s))) {
-                Some((prev, think_s)) => match (&records[prev].error, records[prev].finish_s) {
-                    (Some(_), _) => Err("the turn before it failed".to_string()),
-                    (None, Some(done)) => Ok((done + think_s <= now).then_some(done + think_s)),
-                    (None, None) => Ok(None),
-                },
-                None => Ok(match p.arrival_s {
-                    Some(a) => (a <= now && in_flight < open_limit).then_some(a),
-                    None => (in_flight < closed_limit).then_some(now),
-                }),
-            };
-            let arrival_s = match due {
-                Ok(Some(arrival_s)) => arrival_s,
-                Ok(None) if turns.is_some() => {
-                    k += 1;
-                    continue;
-                }
-                Ok(None) => break,
-                Err(why) => {
-                    unreleased.remove(k);
-                    (records[i].arrival_s, records[i].error) = (now, Some(why));
-                    finished += 1;
-                    continue;
-                }
-            };
-            unreleased.remove(k);
-            let prompt = match turns.as_ref().and_then(|t| t[i].prev) {
-                Some(prev) => [&sent_prompts[prev][..], &output_ids[prev], &prompts[i]].concat(),
-                None => prompts[i].clone(),
-            };
-            records[i].prompt_len = prompt.len();
-            if turns.is_some() {
-                sent_prompts[i] = prompt.clone();
-            }
-            let req = request(p, prompt, options, engine.model.cfg());
-            // The request's clock starts when it was due (its planned arrival; a later turn's
-            // reply plus think time), so the driver's own lateness counts.
-            records[i].arrival_s = arrival_s;
-            match engine.submit(req) {
-                Ok(eid) => {
-                    by_engine_id.push((eid, i));
-                    in_flight += 1;
-                }
-                Err(e) => {
-                    records[i].error = Some(e.to_string());
-                    finished += 1;
-                }
-            }
-        }
+        run.release_due(engine, now);
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
-            // The next time something is due: an arrival, or a finished turn's think time.
-            let next = unreleased
-                .iter()
-                .filter_map(|&i| match turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s))) {
-                    Some((prev, think_s)) => records[prev].finish_s.map(|done| done + think_s),
-                    None => plan[i].arrival_s,
-                })
-                .reduce(f64::min);
-            if let Some(next) = next {
+            if let Some(next) = run.next_due() {
                 engine.model.sleep_s(next - (engine.model.now_s() - t0)).await;
                 slept_until = next;
             }
@@ -203,24 +97,189 @@ pub async fn run_watched<X: Executor>(
             // A device fault ends the run with what was measured: the requests in flight fail with
             // its message, and the session, seeing the fault, stops after keeping this result.
             Err(e) if engine.model.is_faulty() => {
-                for &(_, i) in &by_engine_id {
-                    if records[i].finish_s.is_none() && records[i].error.is_none() {
-                        records[i].error = Some(e.to_string());
-                    }
-                }
+                run.fail_in_flight(&e.to_string());
                 break;
             }
             Err(e) => return Err(e),
         };
+        run.record_step(&events, stats.as_ref(), t0);
+        on_progress(&Progress { records: &run.records, steps: &run.steps, finished: run.finished, total: plan.len() });
+    }
+    let (records, steps) = run.finish();
+    Ok((records, steps, saturation))
+}
+
+/// One run's state between steps: the records, what is not yet released, what is in flight.
+struct Run<'a> {
+    plan: &'a [PlannedRequest],
+    options: &'a DriverOptions<'a>,
+    /// Conversations: each request's turn (its session, the turn before it, the think time).
+    turns: Option<Vec<Turn>>,
+    /// Each request's own prompt: its new text (a later turn's history goes before it when the turn
+    /// is released, since its earlier turns' prompt and reply are known only then).
+    prompts: Vec<Vec<u32>>,
+    /// The prompt each released turn was sent with (the next turn's history starts with it).
+    sent_prompts: Vec<Vec<u32>>,
+    records: Vec<RequestRecord>,
+    steps: Vec<StepSample>,
+    /// Each request's output ids, kept to split thinking from answer at the end and to carry a
+    /// reply into its conversation's next turn.
+    output_ids: Vec<Vec<u32>>,
+    /// Requests not yet released, in plan order.
+    unreleased: VecDeque<usize>,
+    /// Engine id → index in the plan.
+    by_engine_id: Vec<(u64, usize)>,
+    /// A closed loop's requests in flight at most.
+    closed_limit: usize,
+    /// An open loop's `max_concurrency`: a request due while that many are in flight waits for one
+    /// to finish; its clock still starts at its planned arrival, so the wait is in its TTFT.
+    open_limit: usize,
+    finished: usize,
+    in_flight: usize,
+}
+
+impl<'a> Run<'a> {
+    fn new(plan: &'a [PlannedRequest], options: &'a DriverOptions<'a>) -> Result<Self> {
+        let turns = conversation_turns(options.spec);
+        let own = |i: usize, p: &PlannedRequest| match &turns {
+            Some(t) => PlannedRequest { prompt_len: t[i].new_len, ..p.clone() },
+            None => p.clone(),
+        };
+        let prompts: Vec<Vec<u32>> =
+            plan.iter().enumerate().map(|(i, p)| (options.prompt)(&own(i, p))).collect::<Result<_>>()?;
+        let mut records: Vec<RequestRecord> = plan
+            .iter()
+            .zip(&prompts)
+            .map(|(p, ids)| RequestRecord {
+                prompt_digest: Some(Prompt::digest_ids(ids)),
+                ..RequestRecord::unsent(p.id, p.prompt_len)
+            })
+            .collect();
+        if let Some(turns) = &turns {
+            for (r, t) in records.iter_mut().zip(turns) {
+                (r.session, r.turn) = (Some(t.session), Some(t.turn));
+            }
+        }
+        let keep_ids = options.think.is_some() || turns.is_some();
+        let spec = options.spec;
+        Ok(Run {
+            plan,
+            options,
+            sent_prompts: vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }],
+            output_ids: vec![Vec::new(); if keep_ids { plan.len() } else { 0 }],
+            turns,
+            prompts,
+            records,
+            steps: Vec::new(),
+            unreleased: (0..plan.len()).collect(),
+            by_engine_id: Vec::new(),
+            closed_limit: match spec.arrival {
+                Arrival::Sequential => 1,
+                Arrival::Concurrency => spec.concurrency,
+                _ => usize::MAX,
+            },
+            open_limit: spec.max_concurrency.filter(|_| spec.arrival.open_loop()).unwrap_or(usize::MAX),
+            finished: 0,
+            in_flight: 0,
+        })
+    }
+
+    /// The turn before request `i` in its conversation, and the think time after it.
+    fn previous_turn(&self, i: usize) -> Option<(usize, f64)> {
+        self.turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s)))
+    }
+
+    /// When request `i` is due, if it is by `now` (and a slot is free); an error when it never
+    /// will be (the turn before it failed).
+    fn due(&self, i: usize, now: f64) -> std::result::Result<Option<f64>, String> {
+        match self.previous_turn(i) {
+            Some((prev, think_s)) => match (&self.records[prev].error, self.records[prev].finish_s) {
+                (Some(_), _) => Err("the turn before it failed".to_string()),
+                (None, Some(done)) => Ok((done + think_s <= now).then_some(done + think_s)),
+                (None, None) => Ok(None),
+            },
+            None => Ok(match self.plan[i].arrival_s {
+                Some(a) => (a <= now && self.in_flight < self.open_limit).then_some(a),
+                None => (self.in_flight < self.closed_limit).then_some(now),
+            }),
+        }
+    }
+
+    /// Submits every request due by `now`, in plan order. Without conversations, what is due is a
+    /// prefix of the rest (open-loop arrivals in time order; a closed loop's next when a slot is
+    /// free): stop at the first not due. With them, a later turn waits for its own conversation:
+    /// look at every one.
+    fn release_due<X: Executor>(&mut self, engine: &mut Engine<X>, now: f64) {
+        let mut k = 0;
+        while k < self.unreleased.len() {
+            let i = self.unreleased[k];
+            let arrival_s = match self.due(i, now) {
+                Ok(Some(arrival_s)) => arrival_s,
+                Ok(None) if self.turns.is_some() => {
+                    k += 1;
+                    continue;
+                }
+                Ok(None) => break,
+                Err(why) => {
+                    self.unreleased.remove(k);
+                    (self.records[i].arrival_s, self.records[i].error) = (now, Some(why));
+                    self.finished += 1;
+                    continue;
+                }
+            };
+            self.unreleased.remove(k);
+            self.submit(engine, i, arrival_s);
+        }
+    }
+
+    /// Submits request `i`, due at `arrival_s`: a later turn with its conversation's history.
+    fn submit<X: Executor>(&mut self, engine: &mut Engine<X>, i: usize, arrival_s: f64) {
+        let prompt = match self.previous_turn(i) {
+            Some((prev, _)) => [&self.sent_prompts[prev][..], &self.output_ids[prev], &self.prompts[i]].concat(),
+            None => self.prompts[i].clone(),
+        };
+        self.records[i].prompt_len = prompt.len();
+        if self.turns.is_some() {
+            self.sent_prompts[i] = prompt.clone();
+        }
+        let req = request(&self.plan[i], prompt, self.options, engine.model.cfg());
+        // The request's clock starts when it was due (its planned arrival; a later turn's reply
+        // plus think time), so the driver's own lateness counts.
+        self.records[i].arrival_s = arrival_s;
+        match engine.submit(req) {
+            Ok(eid) => {
+                self.by_engine_id.push((eid, i));
+                self.in_flight += 1;
+            }
+            Err(e) => {
+                self.records[i].error = Some(e.to_string());
+                self.finished += 1;
+            }
+        }
+    }
+
+    /// The next time something is due: an arrival, or a finished turn's think time.
+    fn next_due(&self) -> Option<f64> {
+        self.unreleased
+            .iter()
+            .filter_map(|&i| match self.previous_turn(i) {
+                Some((prev, think_s)) => self.records[prev].finish_s.map(|done| done + think_s),
+                None => self.plan[i].arrival_s,
+            })
+            .reduce(f64::min)
+    }
+
+    /// Records a step's events and its sample, on the run's clock (`t0` is its start).
+    fn record_step(&mut self, events: &[Event], stats: Option<&StepStats>, t0: f64) {
         for e in events {
-            let Some(&(_, i)) = by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
-            if record_event(&mut records[i], &e.kind, e.t_s - t0, output_ids.get_mut(i), TokenTimes::Every) {
-                finished += 1;
-                in_flight -= 1;
+            let Some(&(_, i)) = self.by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
+            if record_event(&mut self.records[i], &e.kind, e.t_s - t0, self.output_ids.get_mut(i), TokenTimes::Every) {
+                self.finished += 1;
+                self.in_flight -= 1;
             }
         }
         if let Some(s) = stats {
-            steps.push(StepSample {
+            self.steps.push(StepSample {
                 t_s: s.t_s - t0,
                 duration_s: s.duration_s,
                 running: s.running,
@@ -235,16 +294,37 @@ pub async fn run_watched<X: Executor>(
                 accepted_tokens: s.accepted_tokens,
             });
         }
-        on_progress(&Progress { records: &records, steps: &steps, finished, total: plan.len() });
     }
-    if let Some(tags) = options.think {
-        for (r, ids) in records.iter_mut().zip(&output_ids) {
-            let (reasoning, answer) = tags.split(ids);
-            r.reasoning_tokens = reasoning;
-            r.first_answer_s = answer.filter(|_| reasoning > 0).and_then(|k| r.token_times_s.get(k).copied());
+
+    /// Cancels what is in flight (the run was stopped, or saturated).
+    fn cancel_in_flight<X: Executor>(&mut self, engine: &mut Engine<X>) {
+        for &(eid, i) in &self.by_engine_id {
+            if self.records[i].finish_s.is_none() && engine.cancel(eid) {
+                self.records[i].error = Some("cancelled".into());
+            }
         }
     }
-    Ok((records, steps, saturation))
+
+    /// Fails what is in flight with `message` (the device faulted).
+    fn fail_in_flight(&mut self, message: &str) {
+        for &(_, i) in &self.by_engine_id {
+            if self.records[i].finish_s.is_none() && self.records[i].error.is_none() {
+                self.records[i].error = Some(message.to_string());
+            }
+        }
+    }
+
+    /// The records, each reply split into reasoning and answer where the model thinks, and the steps.
+    fn finish(mut self) -> (Vec<RequestRecord>, Vec<StepSample>) {
+        if let Some(tags) = self.options.think {
+            for (r, ids) in self.records.iter_mut().zip(&self.output_ids) {
+                let (reasoning, answer) = tags.split(ids);
+                r.reasoning_tokens = reasoning;
+                r.first_answer_s = answer.filter(|_| reasoning > 0).and_then(|k| r.token_times_s.get(k).copied());
+            }
+        }
+        (self.records, self.steps)
+    }
 }
 
 /// The engine request for planned request `p` with this `prompt`: its output length, the run's

@@ -81,20 +81,10 @@ async fn calibrated(b: &BenchArgs) -> Result<(CostModel, RunConfig)> {
     Ok((cost, tokenmeter::bench::run::launch::engine_run_config(&engine, describe)))
 }
 
-pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
-    let router = args.router.parse::<Router>()?;
-    if args.bench.remote.endpoint.is_some() {
-        return Err(Error::Invalid(
-            "--endpoint: plan simulates this engine; to predict a server, plan from the server's engine run".into(),
-        ));
-    }
-    if args.from.is_none() && !args.calibrate {
-        return Err(Error::Invalid(
-            "plan needs a cost model: --from RESULT.json (a saved bench run's steps) or --calibrate (steps measured now)"
-                .into(),
-        ));
-    }
-    let (cost, measured, saved, source) = match &args.from {
+/// The step-cost model: fitted on a saved run's steps (`--from`, with that run's record and
+/// results) or on steps measured now (`--calibrate`); and where it came from.
+async fn cost_model(args: &PlanArgs) -> Result<(CostModel, RunConfig, Vec<BenchResult>, String)> {
+    Ok(match &args.from {
         Some(from) => {
             let source = from.display().to_string();
             let saved = super::compare::read_results(from)?;
@@ -108,11 +98,13 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             let source = cost.source.clone();
             (cost, measured, Vec::new(), source)
         }
-    };
-    eprintln!("cost model: {}", cost.describe());
-    let b = &mut args.bench;
+    })
+}
+
+/// Without --model or --synthetic, the saved run's model (its shape decides the prompts'
+/// vocabulary and context).
+fn saved_model(b: &mut BenchArgs, measured: &RunConfig, source: &str) -> Result<()> {
     if b.model.model.is_none() && b.model.synthetic.is_none() {
-        // The saved run's model (its shape decides the prompts' vocabulary and context).
         match &measured.model {
             Some(name) if Qwen3Config::preset(name).is_some() => b.model.synthetic = Some(name.clone()),
             Some(dir) if std::path::Path::new(dir).is_dir() => b.model.model = Some(dir.into()),
@@ -124,6 +116,153 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             None => {}
         }
     }
+    Ok(())
+}
+
+/// What a plan simulates.
+struct Simulated {
+    rates: Vec<f64>,
+    spec: bench::WorkloadSpec,
+    limits: tokenmeter::engine::forward::EngineLimits,
+    policy: tokenmeter::engine::Policy,
+    slo_text: Option<String>,
+    phases: bench::record::phases::Phases,
+    random_prompts: bool,
+    ignore_eos: bool,
+}
+
+/// `--replay`: the saved run as it was (its workload, engine sizes, policy and rates).
+fn replayed(
+    measured: &RunConfig,
+    measured_limits: tokenmeter::engine::forward::EngineLimits,
+    saved: &[BenchResult],
+    source: &str,
+) -> Result<Simulated> {
+    let Some(spec) = measured.workload.clone() else {
+        return Err(Error::Invalid(format!("{source}: the run recorded no workload")));
+    };
+    if spec.dataset.is_some() {
+        return Err(Error::Invalid(format!(
+            "{source} ran a dataset's requests: plan it without --replay, with the same --dataset"
+        )));
+    }
+    let rates: Vec<f64> = saved.iter().map(|r| r.config.workload.as_ref().map_or(spec.rate, |w| w.rate)).collect();
+    Ok(Simulated {
+        rates,
+        spec,
+        limits: measured_limits,
+        policy: measured.scheduler.unwrap_or_default(),
+        slo_text: measured.slo.clone(),
+        phases: measured.phases.unwrap_or_default(),
+        random_prompts: measured.prompts.as_deref() == Some("token ids"),
+        ignore_eos: measured.ignore_eos.unwrap_or(true),
+    })
+}
+
+/// The flags' workload and engine (bench's defaults where unset), on the saved run's cost model.
+fn from_flags(
+    b: &BenchArgs,
+    request: &bench::request::RunRequest,
+    measured: &RunConfig,
+    measured_limits: &tokenmeter::engine::forward::EngineLimits,
+    cfg: &Qwen3Config,
+) -> Result<Simulated> {
+    let options = engine_options(&b.model, b.model.max_batch);
+    let measured_format = measured.kernels.as_ref().map(|k| k.weight_format.as_str());
+    if measured_format.is_some_and(|f| f != options.weights.name()) {
+        return Err(Error::Invalid(format!(
+            "--weights {}: the cost model was measured with {} weights; plan from a run with --weights {}",
+            options.weights.name(),
+            measured_format.unwrap_or("?"),
+            options.weights.name()
+        )));
+    }
+    Ok(Simulated {
+        rates: request.rates.clone(),
+        spec: request.spec.clone(),
+        limits: planner::limits_for(&options, measured_limits, cfg)?,
+        policy: request.policy,
+        slo_text: request.slo_text.clone(),
+        phases: request.phases,
+        random_prompts: b.random_prompts,
+        ignore_eos: !b.respect_eos,
+    })
+}
+
+/// The fewest replicas whose `trial` attainment meets `attainment`: doubling from one, then
+/// bisecting in (hi / 2, hi] (attainment grows with replicas, as a queue's wait falls).
+async fn fewest_replicas(
+    trial: impl AsyncFn(usize) -> Result<f64>,
+    attainment: f64,
+    rate: f64,
+    interrupt: &Interrupt,
+) -> Result<usize> {
+    let meets = |attained: f64| attained >= attainment;
+    let mut hi = 1;
+    while !meets(trial(hi).await?) {
+        if interrupt.fired() {
+            return Err(Error::Cancelled);
+        }
+        if hi >= tokenmeter::limits::MAX_REPLICAS {
+            return Err(Error::Invalid(format!(
+                "{} replicas do not serve {rate} req/s within the SLO",
+                tokenmeter::limits::MAX_REPLICAS
+            )));
+        }
+        hi = (hi * 2).min(tokenmeter::limits::MAX_REPLICAS);
+    }
+    let mut lo = hi / 2;
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if meets(trial(mid).await?) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// `--replay`: predicted beside measured at each rate, and the knee by the SLO where TTFT p99
+/// reaches it, interpolated between the rates run.
+fn print_agreement(saved: &[BenchResult], results: &[BenchResult], rates: &[f64], slo: Option<&Slo>, source: &str) {
+    for (measured, predicted) in saved.iter().zip(results) {
+        let rate = predicted.config.workload.as_ref().map_or(f64::NAN, |w| w.rate);
+        println!("\npredicted beside measured at {rate} req/s ({source}):");
+        print!("{}", planner::agreement_table(&planner::agreement(&measured.metrics, &predicted.metrics)));
+    }
+    // The knee by the SLO: where TTFT p99 reaches it, interpolated between the rates run.
+    if let (Some(limit), true) = (slo.and_then(|s| s.ttft_ms), rates.len() > 1 && results.len() == saved.len()) {
+        let crossing = |runs: &[BenchResult]| {
+            let metrics: Vec<&bench::BenchmarkMetrics> = runs.iter().map(|r| &r.metrics).collect();
+            bench::verdict::sweep::slo_crossing(rates, &metrics, limit)
+        };
+        let (m, p) = (crossing(saved), crossing(results));
+        let error = match (m, p) {
+            (Some(SloCrossing::At(m)), Some(SloCrossing::At(p))) => format!(" ({:+.1}%)", (p - m) / m * 100.0),
+            _ => String::new(),
+        };
+        let show = |c: Option<SloCrossing>| c.map_or("–".to_string(), |c| c.to_string());
+        println!("\nknee, where TTFT p99 reaches {limit} ms: measured {}, predicted {}{error}", show(m), show(p));
+    }
+}
+
+pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
+    let router = args.router.parse::<Router>()?;
+    if args.bench.remote.endpoint.is_some() {
+        return Err(Error::Invalid(
+            "--endpoint: plan simulates this engine; to predict a server, plan from the server's engine run".into(),
+        ));
+    }
+    if args.from.is_none() && !args.calibrate {
+        return Err(Error::Invalid(
+            "plan needs a cost model: --from RESULT.json (a saved bench run's steps) or --calibrate (steps measured now)"
+                .into(),
+        ));
+    }
+    let (cost, measured, saved, source) = cost_model(&args).await?;
+    eprintln!("cost model: {}", cost.describe());
+    saved_model(&mut args.bench, &measured, &source)?;
     let b = &args.bench;
     let lang = b.lang.parse::<bench::Lang>()?;
     let request = b.request_at_rates("plan")?;
@@ -141,47 +280,10 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         return Err(Error::Invalid(format!("{source}: the run recorded no engine limits")));
     };
     // What to simulate: the saved run as it was, or the flags (bench's defaults where unset).
-    let (rates, mut spec, limits, policy, slo_text, phases, random_prompts, ignore_eos) = if args.replay {
-        let Some(spec) = measured.workload.clone() else {
-            return Err(Error::Invalid(format!("{source}: the run recorded no workload")));
-        };
-        if spec.dataset.is_some() {
-            return Err(Error::Invalid(format!(
-                "{source} ran a dataset's requests: plan it without --replay, with the same --dataset"
-            )));
-        }
-        let rates: Vec<f64> = saved.iter().map(|r| r.config.workload.as_ref().map_or(spec.rate, |w| w.rate)).collect();
-        (
-            rates,
-            spec,
-            measured_limits,
-            measured.scheduler.unwrap_or_default(),
-            measured.slo.clone(),
-            measured.phases.unwrap_or_default(),
-            measured.prompts.as_deref() == Some("token ids"),
-            measured.ignore_eos.unwrap_or(true),
-        )
+    let Simulated { rates, mut spec, limits, policy, slo_text, phases, random_prompts, ignore_eos } = if args.replay {
+        replayed(&measured, measured_limits, &saved, &source)?
     } else {
-        let options = engine_options(&b.model, b.model.max_batch);
-        let measured_format = measured.kernels.as_ref().map(|k| k.weight_format.as_str());
-        if measured_format.is_some_and(|f| f != options.weights.name()) {
-            return Err(Error::Invalid(format!(
-                "--weights {}: the cost model was measured with {} weights; plan from a run with --weights {}",
-                options.weights.name(),
-                measured_format.unwrap_or("?"),
-                options.weights.name()
-            )));
-        }
-        (
-            request.rates.clone(),
-            request.spec.clone(),
-            planner::limits_for(&options, &measured_limits, &cfg)?,
-            request.policy,
-            request.slo_text.clone(),
-            request.phases,
-            b.random_prompts,
-            !b.respect_eos,
-        )
+        from_flags(b, &request, &measured, &measured_limits, &cfg)?
     };
     if let Some(data) = b.serving.read()? {
         let name = b.model.model.as_ref().map(|m| format!("the model's tokenizer.json ({})", m.display()));
@@ -272,31 +374,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
             );
             Ok(attained)
         };
-        let meets = |attained: f64| attained >= request.attainment;
-        let mut hi = 1;
-        while !meets(trial(hi).await?) {
-            if interrupt.fired() {
-                return Err(Error::Cancelled);
-            }
-            if hi >= tokenmeter::limits::MAX_REPLICAS {
-                return Err(Error::Invalid(format!(
-                    "{} replicas do not serve {} req/s within the SLO",
-                    tokenmeter::limits::MAX_REPLICAS,
-                    rates[0]
-                )));
-            }
-            hi = (hi * 2).min(tokenmeter::limits::MAX_REPLICAS);
-        }
-        // The fewest in (hi / 2, hi] (attainment grows with replicas, as a queue's wait falls).
-        let mut lo = hi / 2;
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            if meets(trial(mid).await?) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
+        let hi = fewest_replicas(trial, request.attainment, rates[0], &interrupt).await?;
         eprintln!(
             "fewest replicas for {} req/s with {:.1}% within the SLO: {hi} (router {})",
             rates[0],
@@ -313,27 +391,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
     };
     if args.replay {
-        for (measured, predicted) in saved.iter().zip(&results) {
-            let rate = predicted.config.workload.as_ref().map_or(f64::NAN, |w| w.rate);
-            println!("\npredicted beside measured at {rate} req/s ({source}):");
-            print!("{}", planner::agreement_table(&planner::agreement(&measured.metrics, &predicted.metrics)));
-        }
-        // The knee by the SLO: where TTFT p99 reaches it, interpolated between the rates run.
-        if let (Some(limit), true) =
-            (slo.as_ref().and_then(|s| s.ttft_ms), rates.len() > 1 && results.len() == saved.len())
-        {
-            let crossing = |runs: &[BenchResult]| {
-                let metrics: Vec<&bench::BenchmarkMetrics> = runs.iter().map(|r| &r.metrics).collect();
-                bench::verdict::sweep::slo_crossing(&rates, &metrics, limit)
-            };
-            let (m, p) = (crossing(&saved), crossing(&results));
-            let error = match (m, p) {
-                (Some(SloCrossing::At(m)), Some(SloCrossing::At(p))) => format!(" ({:+.1}%)", (p - m) / m * 100.0),
-                _ => String::new(),
-            };
-            let show = |c: Option<SloCrossing>| c.map_or("–".to_string(), |c| c.to_string());
-            println!("\nknee, where TTFT p99 reaches {limit} ms: measured {}, predicted {}{error}", show(m), show(p));
-        }
+        print_agreement(&saved, &results, &rates, slo.as_ref(), &source);
     }
     finish_bench(&args.bench, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }

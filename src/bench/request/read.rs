@@ -1,0 +1,475 @@
+//! Reading a run request's form: one typed getter per kind of field ([`Reader`]), one function per
+//! group of fields (sizes, switches, rates, SLOs, conversations, the engine's policy, the workload,
+//! the target). Every problem found is kept on its field; a group returns `None` for a value whose
+//! field was broken, and the request is whole only when nothing was.
+
+use std::cell::RefCell;
+
+use super::{Caps, Form, LoadOptions, RunRequest};
+use crate::bench::base::field::Field;
+use crate::bench::base::rules::{Problem, Rule};
+use crate::bench::measure::metrics::Slo;
+use crate::bench::record::phases::Phases;
+use crate::bench::run::max_rate::RateSearch;
+use crate::bench::traffic::endpoint::{Api, BaseUrl, RunTarget, ServerTarget};
+use crate::bench::traffic::workload::{
+    context_rule, Arrival, ArrivalSpan, Conversations, LenRange, SharedPrefix, WorkloadSpec,
+};
+use crate::bench::verdict::sweep::parse_rates;
+use crate::engine::{Order, Policy, Speculation};
+use crate::gpu::WeightFormat;
+use crate::limits;
+
+/// The form and the problems found in it so far.
+struct Reader<'a> {
+    form: Form<'a>,
+    problems: &'a RefCell<Vec<Problem>>,
+}
+
+impl Reader<'_> {
+    /// The field's text, trimmed, or its default when empty.
+    fn text(&self, field: Field) -> String {
+        let given = (self.form)(field).map(|t| t.trim().to_string()).unwrap_or_default();
+        if given.is_empty() {
+            field.default_value().to_string()
+        } else {
+            given
+        }
+    }
+
+    /// The field's text as typed, when it is not blank (fields with no default).
+    fn given(&self, field: Field) -> Option<String> {
+        (self.form)(field).filter(|t| !t.trim().is_empty())
+    }
+
+    fn broken(&self, field: Field, rule: Rule) {
+        self.problems.borrow_mut().push(Problem::new(field, rule));
+    }
+
+    fn has_problems(&self) -> bool {
+        !self.problems.borrow().is_empty()
+    }
+
+    /// The fields with a problem so far.
+    fn broken_fields(&self) -> Vec<Field> {
+        self.problems.borrow().iter().map(|p| p.field).collect()
+    }
+
+    fn count(&self, field: Field, min: usize, max: usize) -> Option<usize> {
+        let n = limits::parse_count(&self.text(field), min, max).ok();
+        if n.is_none() {
+            self.broken(field, Rule::Count { min: min as u64, max: max as u64 });
+        }
+        n
+    }
+
+    /// An engine size: positive, and at most `limit` (what the model was loaded for).
+    fn size(&self, field: Field, limit: usize) -> Option<usize> {
+        match self.count(field, 0, usize::MAX)? {
+            0 => self.broken(field, Rule::AboveZero),
+            n if n > limit => self.broken(field, Rule::AtMost { limit }),
+            n => return Some(n),
+        }
+        None
+    }
+
+    fn number(&self, field: Field, min: f64, max: f64) -> Option<f64> {
+        let x = limits::parse_number(&self.text(field), min, max).ok();
+        if x.is_none() {
+            self.broken(field, Rule::Number { min, max });
+        }
+        x
+    }
+
+    /// `Some(None)` when the field is empty (it has no default), else its count or number.
+    fn optional<T>(&self, field: Field, read: impl FnOnce(&Self) -> Option<T>) -> Option<Option<T>> {
+        match self.text(field).as_str() {
+            "" => Some(None),
+            _ => read(self).map(Some),
+        }
+    }
+
+    /// `parsed` (the field's text read as one of a set of names), or the problem naming the set.
+    fn choice<T>(&self, field: Field, name: &'static str, expected: &'static str, parsed: Option<T>) -> Option<T> {
+        if parsed.is_none() {
+            self.broken(field, Rule::Choice { name, value: self.text(field), expected });
+        }
+        parsed
+    }
+
+    fn on_off(&self, field: Field, name: &'static str) -> Option<bool> {
+        let value = match self.text(field).as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        };
+        self.choice(field, name, "on or off", value)
+    }
+
+    fn len_range(&self, field: Field) -> Option<LenRange> {
+        LenRange::parse(&self.text(field)).map_err(|rule| self.broken(field, rule)).ok()
+    }
+}
+
+/// The counts, sizes and numbers of the form, each `None` where its field is broken.
+struct Numbers {
+    concurrency: Option<usize>,
+    num_requests: Option<usize>,
+    shared_prefix_len: Option<usize>,
+    prefix_groups: Option<usize>,
+    warmup_requests: Option<usize>,
+    max_concurrency: Option<Option<usize>>,
+    max_batch: Option<usize>,
+    max_batched_tokens: Option<usize>,
+    seed: Option<u64>,
+    burstiness: Option<f64>,
+    think_time_s: Option<f64>,
+    warmup_s: Option<f64>,
+    cooldown_s: Option<f64>,
+    cost_per_hour: Option<Option<f64>>,
+}
+
+fn numbers(r: &Reader, caps: Option<Caps>) -> Numbers {
+    let concurrency = r.count(Field::Concurrency, 1, limits::MAX_CONCURRENCY);
+    let num_requests = r.count(Field::Requests, 1, limits::MAX_REQUESTS);
+    let shared_prefix_len = r.count(Field::SharedPrefix, 0, limits::MAX_TOKENS);
+    let prefix_groups = r.count(Field::PrefixGroups, 1, limits::MAX_PREFIX_GROUPS);
+    let warmup_requests = r.count(Field::WarmupRequests, 0, limits::MAX_REQUESTS);
+    let max_concurrency =
+        r.optional(Field::MaxConcurrency, |r| r.count(Field::MaxConcurrency, 1, limits::MAX_CONCURRENCY));
+    let max_batch = r.size(Field::MaxBatch, caps.map_or(limits::MAX_SEQS, |c| c.max_batch));
+    let max_batched_tokens =
+        r.size(Field::MaxBatchedTokens, caps.map_or(limits::MAX_BATCHED_TOKENS, |c| c.max_batched_tokens));
+    let seed = r.text(Field::Seed).parse::<u64>().ok();
+    if seed.is_none() {
+        r.broken(Field::Seed, Rule::Count { min: 0, max: u64::MAX });
+    }
+    Numbers {
+        concurrency,
+        num_requests,
+        shared_prefix_len,
+        prefix_groups,
+        warmup_requests,
+        max_concurrency,
+        max_batch,
+        max_batched_tokens,
+        seed,
+        burstiness: r.number(Field::Burstiness, limits::MIN_BURSTINESS, limits::MAX_BURSTINESS),
+        think_time_s: r.number(Field::ThinkTime, 0.0, limits::MAX_SCHEDULE_S),
+        warmup_s: r.number(Field::WarmupS, 0.0, limits::MAX_SCHEDULE_S),
+        cooldown_s: r.number(Field::CooldownS, 0.0, limits::MAX_SCHEDULE_S),
+        cost_per_hour: r.optional(Field::CostPerHour, |r| r.number(Field::CostPerHour, 0.0, 1e6)),
+    }
+}
+
+/// The fields that name one of a set.
+struct Switches {
+    arrival: Option<Arrival>,
+    span: Option<ArrivalSpan>,
+    saturation_stop: Option<bool>,
+    chunked_prefill: Option<bool>,
+    prefix_cache: Option<bool>,
+    random_prompts: Option<bool>,
+    weights: Option<WeightFormat>,
+    order: Option<Order>,
+    speculation: Option<Speculation>,
+}
+
+fn switches(r: &Reader) -> Switches {
+    fn parsed<T: std::str::FromStr>(r: &Reader, field: Field) -> Option<T> {
+        r.text(field).parse().ok()
+    }
+    let random_prompts = match r.text(Field::Prompts).as_str() {
+        "text" => Some(false),
+        "random" => Some(true),
+        _ => None,
+    };
+    Switches {
+        arrival: r.choice(Field::Arrival, "arrival", Arrival::NAMES, parsed(r, Field::Arrival)),
+        span: r.choice(Field::ArrivalSpan, "arrival span", "drawn or exact", parsed(r, Field::ArrivalSpan)),
+        saturation_stop: r.on_off(Field::SaturationStop, "saturation stop"),
+        chunked_prefill: r.on_off(Field::ChunkedPrefill, "chunked prefill"),
+        prefix_cache: r.on_off(Field::PrefixCache, "prefix cache"),
+        random_prompts: r.choice(Field::Prompts, "prompts", "text or random", random_prompts),
+        weights: r.choice(
+            Field::Weights,
+            "weight format",
+            "bf16, int8 or int4",
+            WeightFormat::parse(&r.text(Field::Weights)),
+        ),
+        order: r.choice(
+            Field::Policy,
+            "scheduling policy",
+            "fcfs, prefill-first or decode-first",
+            parsed(r, Field::Policy),
+        ),
+        speculation: r
+            .text(Field::Speculate)
+            .parse::<Speculation>()
+            .map_err(|message| r.broken(Field::Speculate, Rule::Other(message)))
+            .ok(),
+    }
+}
+
+/// The Rate field: one rate, several (`1,2,4,inf`: a sweep), or `max` (a search, alone).
+struct Rates {
+    max: bool,
+    rates: Option<Vec<f64>>,
+}
+
+fn rates(r: &Reader) -> Rates {
+    let text = r.text(Field::Rate);
+    let max = text == "max";
+    let names_max = text.split(',').any(|rate| rate.trim() == "max");
+    if !max && names_max {
+        r.broken(Field::Rate, Rule::RateMaxAlone);
+    }
+    let rates = match parse_rates(if max { Field::Rate.default_value() } else { &text }) {
+        Ok(rates) => Some(rates),
+        Err(_) if names_max => None,
+        Err(_) => {
+            let bad = text.split(',').map(str::trim).find(|rate| parse_rates(rate).is_err()).unwrap_or_default();
+            r.broken(Field::Rate, Rule::NotARate { text: bad.to_string() });
+            None
+        }
+    };
+    Rates { max, rates }
+}
+
+/// The SLOs: the CLI's `--slo` text, and the page's two fields (a number of milliseconds each), as
+/// one `--slo` text and its parse. `--rate max` needs one, and an open loop.
+fn slos(r: &Reader, rates: &Rates, arrival: Option<Arrival>) -> (Option<String>, Option<Slo>) {
+    let mut parts = Vec::new();
+    if let Some(text) = r.given(Field::Slo) {
+        match text.parse::<Slo>() {
+            Ok(_) => parts.push(text.trim().to_string()),
+            Err(e) => r.broken(Field::Slo, Rule::Other(e.to_string())),
+        }
+    }
+    for (field, key) in [(Field::SloTtft, "ttft_ms"), (Field::SloTpot, "tpot_ms")] {
+        if let Some(ms) = r.given(field) {
+            match limits::parse_number(&ms, f64::MIN_POSITIVE, f64::MAX) {
+                Ok(_) => parts.push(format!("{key}={}", ms.trim())),
+                Err(_) => r.broken(field, Rule::AboveZero),
+            }
+        }
+    }
+    if rates.max && parts.is_empty() && !r.broken_fields().contains(&Field::Slo) {
+        r.broken(Field::Slo, Rule::RateMaxNeedsSlo);
+    }
+    if rates.max && arrival.is_some_and(|a| !matches!(a, Arrival::Poisson | Arrival::Gamma | Arrival::Constant)) {
+        r.broken(Field::Arrival, Rule::RateMaxOpenLoop);
+    }
+    let text = (!parts.is_empty()).then(|| parts.join(","));
+    let slo = text.as_deref().and_then(|s| s.parse::<Slo>().ok());
+    (text, slo)
+}
+
+/// Conversations: empty turns means none, and then no think time; `dataset`: the dataset's own
+/// conversations, which needs a dataset; a range draws each conversation's turns (not with a
+/// dataset, whose rows are the turns).
+fn conversations(r: &Reader, think_time_s: Option<f64>, dataset: bool) -> Option<Option<Conversations>> {
+    match r.text(Field::Turns).as_str() {
+        "" => {
+            if think_time_s.is_some_and(|s| s != 0.0) {
+                r.broken(Field::ThinkTime, Rule::ThinkTimeNeedsTurns);
+            }
+            Some(None)
+        }
+        "dataset" if !dataset => {
+            r.broken(Field::Turns, Rule::TurnsDatasetNeedsDataset);
+            None
+        }
+        "dataset" => think_time_s.map(|s| Some(Conversations::from_dataset(s))),
+        _ if dataset => {
+            r.broken(Field::Turns, Rule::DrawnTurnsWithDataset);
+            None
+        }
+        turns => {
+            let turns = LenRange::parse(turns).map_err(|rule| r.broken(Field::Turns, rule)).ok()?;
+            think_time_s.map(|think_time_s| Some(Conversations { turns, think_time_s, from_dataset: false }))
+        }
+    }
+}
+
+fn shared_prefix(r: &Reader, n: &Numbers) -> Option<Option<SharedPrefix>> {
+    match (n.shared_prefix_len, n.prefix_groups) {
+        (Some(0), Some(1)) => Some(None),
+        (Some(0), Some(_)) => {
+            r.broken(Field::PrefixGroups, Rule::PrefixGroupsNeedSharedPrefix);
+            None
+        }
+        (Some(len), Some(groups)) => Some(Some(SharedPrefix { len, groups })),
+        _ => None,
+    }
+}
+
+/// The engine's scheduling policy. The prefill chunk: empty means as large as the step allows; a
+/// size needs chunking on.
+fn policy(r: &Reader, s: &Switches) -> Option<Policy> {
+    let prefill_chunk = r.optional(Field::PrefillChunk, |r| {
+        match limits::parse_count(&r.text(Field::PrefillChunk), 1, limits::MAX_BATCHED_TOKENS) {
+            Ok(n) if s.chunked_prefill != Some(false) => Some(n),
+            Ok(_) => {
+                r.broken(Field::PrefillChunk, Rule::ChunkNeedsChunking);
+                None
+            }
+            Err(_) => {
+                r.broken(Field::PrefillChunk, Rule::Count { min: 1, max: limits::MAX_BATCHED_TOKENS as u64 });
+                None
+            }
+        }
+    });
+    Some(Policy { order: s.order?, chunked_prefill: s.chunked_prefill?, prefill_chunk: prefill_chunk? })
+}
+
+/// A field's default, parsed (defaults always parse).
+fn default<T: std::str::FromStr>(field: Field) -> T {
+    field.default_value().parse().ok().expect("a field's default parses")
+}
+
+/// The workload the fields describe — where some did not parse, with their defaults, so that the
+/// workload's own rules can still be checked and every problem reported at once.
+fn workload(
+    n: &Numbers,
+    s: &Switches,
+    rates: &Rates,
+    lens: [Option<LenRange>; 2],
+    conversations: Option<Conversations>,
+    shared_prefix: Option<SharedPrefix>,
+) -> WorkloadSpec {
+    let rates = rates
+        .rates
+        .clone()
+        .unwrap_or_else(|| parse_rates(Field::Rate.default_value()).expect("the default rate parses"));
+    WorkloadSpec {
+        arrival: s.arrival.unwrap_or_else(|| default(Field::Arrival)),
+        rate: rates[0],
+        burstiness: n.burstiness.unwrap_or_else(|| default(Field::Burstiness)),
+        concurrency: n.concurrency.unwrap_or_else(|| default(Field::Concurrency)),
+        span: s.span.unwrap_or_else(|| default(Field::ArrivalSpan)),
+        num_requests: n.num_requests.unwrap_or_else(|| default(Field::Requests)),
+        input_len: lens[0].unwrap_or_else(|| default(Field::InputLen)),
+        output_len: lens[1].unwrap_or_else(|| default(Field::OutputLen)),
+        seed: n.seed.unwrap_or_else(|| default(Field::Seed)),
+        dataset: None,
+        max_concurrency: n.max_concurrency.flatten(),
+        // The stop judges arrivals in time order; a conversation's later turns have none.
+        saturation_stop: s.saturation_stop.unwrap_or(true) && conversations.is_none(),
+        shared_prefix,
+        conversations,
+    }
+}
+
+/// The workload's own rules at every rate, leaving out those about fields already broken (their
+/// problem is said) and those that wait for a named dataset's rows (checked again once attached:
+/// a trace's arrivals); then whether the lengths fit the model's context.
+fn workload_problems(
+    r: &Reader,
+    spec: &WorkloadSpec,
+    rates: &Rates,
+    dataset: bool,
+    caps: Option<Caps>,
+    lens: [Option<LenRange>; 2],
+) {
+    let broken_before = r.broken_fields();
+    // A dataset's own conversations are checked once its rows are attached.
+    let checked = WorkloadSpec { conversations: spec.conversations.filter(|c| !c.from_dataset), ..spec.clone() };
+    let waits_for_rows = |p: &Problem| dataset && p.rule == Rule::TraceNeedsTrace;
+    for &rate in rates.rates.as_deref().unwrap_or(&[spec.rate]) {
+        let found = WorkloadSpec { rate, ..checked.clone() }.problems();
+        r.problems
+            .borrow_mut()
+            .extend(found.into_iter().filter(|p| !broken_before.contains(&p.field) && !waits_for_rows(p)));
+    }
+    let (Some(caps), [Some(input_len), Some(output_len)]) = (caps, lens) else { return };
+    if let Some(rule) = context_rule(input_len, output_len, caps.max_position) {
+        r.broken(Field::OutputLen, rule);
+    }
+    // A conversation's history must fit the model's context too.
+    if checked.conversations.is_some() {
+        if let Some(Rule::Context { input, output, max_position }) =
+            context_rule(spec.prompt_range(), output_len, caps.max_position)
+        {
+            let longest = input.saturating_add(output);
+            r.broken(Field::Turns, Rule::HistoryContext { longest, max_position });
+        }
+    }
+}
+
+/// The target: a server when an endpoint is given, its URL and API checked here (its engine
+/// settings are checked once the request is whole: `RunRequest::server_problems`).
+fn target(r: &Reader) -> Option<RunTarget> {
+    match r.text(Field::Endpoint).as_str() {
+        "" => Some(RunTarget::Engine),
+        url => {
+            let base_url = BaseUrl::parse(url).map_err(|e| r.broken(Field::Endpoint, Rule::Other(e.to_string()))).ok();
+            let api = r.choice(Field::Api, "API", "completions or chat", r.text(Field::Api).parse::<Api>().ok());
+            let served_model = Some(r.text(Field::ServedModel)).filter(|m| !m.is_empty());
+            Some(RunTarget::Server(ServerTarget { base_url: base_url?, served_model, api: api? }))
+        }
+    }
+}
+
+/// The whole request, or `None` with every problem in `problems`.
+pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Problem>>) -> Option<RunRequest> {
+    let r = Reader { form, problems };
+    let n = numbers(&r, caps);
+    let s = switches(&r);
+    let attainment = r.number(Field::Attainment, 0.0, 1.0);
+    let rates = rates(&r);
+    let lens = [Field::InputLen, Field::OutputLen].map(|field| r.len_range(field));
+    let (slo_text, slo) = slos(&r, &rates, s.arrival);
+    let dataset = !r.text(Field::Dataset).is_empty();
+    let conversations = conversations(&r, n.think_time_s, dataset);
+    let shared_prefix = shared_prefix(&r, &n);
+    let policy = policy(&r, &s);
+    let spec = workload(&n, &s, &rates, lens, conversations.flatten(), shared_prefix.flatten());
+    workload_problems(&r, &spec, &rates, dataset, caps, lens);
+    let phases = Phases {
+        warmup_requests: n.warmup_requests.unwrap_or(0),
+        warmup_s: n.warmup_s.unwrap_or(0.0),
+        cooldown_s: n.cooldown_s.unwrap_or(0.0),
+    };
+    if n.warmup_requests.is_some() && n.num_requests.is_some() {
+        if let Err(e) = phases.check(spec.num_requests) {
+            r.broken(Field::WarmupRequests, Rule::Other(e.to_string()));
+        }
+    }
+    // Without chunked prefill a request's whole prefill must fit one step (the engine's own rule).
+    if let (Some(policy), Some(max_batched_tokens), [Some(input_len), Some(output_len)]) =
+        (policy, n.max_batched_tokens, lens)
+    {
+        if let Err(e) = policy.check_request(input_len.max, output_len.max, max_batched_tokens) {
+            r.broken(Field::ChunkedPrefill, Rule::Other(e.to_string()));
+        }
+    }
+    let target = target(&r);
+    if r.has_problems() {
+        return None;
+    }
+    // Everything parsed (no problem was found), so the defaults in `spec` were not used. Rates only
+    // matter to the open-loop arrivals; the others run once. A search picks its own.
+    let search = rates.max.then(|| RateSearch::new(attainment.unwrap_or(0.99)));
+    let rates = match (rates.max, spec.arrival.open_loop()) {
+        (true, _) => Vec::new(),
+        (false, true) => rates.rates?,
+        (false, false) => vec![spec.rate],
+    };
+    Some(RunRequest {
+        spec,
+        rates,
+        slo,
+        slo_text,
+        max_batch: n.max_batch?,
+        max_batched_tokens: n.max_batched_tokens?,
+        random_prompts: s.random_prompts?,
+        policy: policy?,
+        load: LoadOptions { weights: s.weights?, speculation: s.speculation?, prefix_cache: s.prefix_cache? },
+        cost_per_hour: n.cost_per_hour?,
+        phases,
+        search,
+        attainment: attainment?,
+        target: target?,
+    })
+}
