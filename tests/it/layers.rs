@@ -248,7 +248,7 @@ fn below_folder(folder: &str, own: &[String], segments: &[String]) -> Option<Vec
     Some(module)
 }
 
-/// The import graph of the files of `src/<folder>` (every file below it, relative to it, with the
+/// The import graph of the files of `src/<folder>` (`web`, `bench`, `bin/cli`: every file below it, relative to it, with the
 /// files of the folder it names, resolved through `crate::<folder>::…`, `super::…`, `self::…` and
 /// the modules it declares). A name a file re-exports (`pub use x::Y;`) resolves to the file that
 /// defines it, so `crate::bench::Lang` names `base/lang.rs`, not `mod.rs`. `super` is resolved
@@ -257,7 +257,9 @@ fn module_graph(
     src: &std::path::Path,
     folder: &str,
 ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    // `bin/cli` is the module `crate::cli` of its binary.
     let root = src.join(folder);
+    let folder = folder.rsplit('/').next().unwrap();
     let mut files = Vec::new();
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
@@ -284,8 +286,10 @@ fn module_graph(
         Default::default();
     for (file, text) in &texts {
         let (own, children) = (module_of(file), declared_modules(text));
-        for (at, _) in text.match_indices("pub use ") {
-            let statement = &text[at + 4..at + text[at..].find(';').unwrap_or(text.len() - at)];
+        let reexported = ["pub use ", "pub(crate) use ", "pub(super) use "]
+            .map(|p| text.match_indices(p).map(|(at, p)| at + p.len() - 4));
+        for at in reexported.into_iter().flatten() {
+            let statement = &text[at..at + text[at..].find(';').unwrap_or(text.len() - at)];
             for (_, segments) in paths(statement, &children) {
                 if let Some(module) = below_folder(folder, &own, &segments) {
                     reexports.entry(file).or_default().insert(segments.last().unwrap().clone(), module);
@@ -515,4 +519,56 @@ fn an_upward_import_a_reexported_name_and_a_long_circle_in_the_bench_floors_are_
     );
     let circle = long_circle(&graph).expect("the circle of three");
     assert_eq!(circle, ["traffic/dataset.rs", "traffic/workload.rs", "traffic/prompts.rs", "traffic/dataset.rs"]);
+}
+
+#[test]
+fn the_clis_files_import_each_other_in_no_circle() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = module_graph(&src, "bin/cli");
+    assert!(graph.contains_key("bench.rs") && graph.contains_key("mod.rs"), "{:?}", graph.keys());
+    // `mod.rs` declares the commands and dispatches to them: a circle through it is no circle.
+    let graph: std::collections::BTreeMap<_, std::collections::BTreeSet<_>> = graph
+        .into_iter()
+        .filter(|(file, _)| file != "mod.rs")
+        .map(|(file, names)| (file, names.into_iter().filter(|n| n != "mod.rs").collect()))
+        .collect();
+    if let Some(circle) = any_circle(&graph) {
+        panic!("an import circle in src/bin/cli: {}", circle.join(" → "));
+    }
+}
+
+/// An import circle of any length (two files naming each other too) in `graph`, or None.
+fn any_circle(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    for (file, names) in graph {
+        for name in names {
+            if graph.get(name).is_some_and(|back| back.contains(file)) {
+                return Some(vec![file.clone(), name.clone(), file.clone()]);
+            }
+        }
+    }
+    long_circle(graph)
+}
+
+#[test]
+fn a_two_file_circle_is_found_among_the_clis_files() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-cli-{}", std::process::id()));
+    let cli = dir.join("bin/cli");
+    std::fs::create_dir_all(&cli).unwrap();
+    let files = [
+        ("mod.rs", "mod bench;\nmod max_rate;\nmod spec;\npub(crate) use bench::BenchArgs;\n"),
+        ("bench.rs", "use super::spec::Spec;\nfn f() { super::max_rate::search() }\n"),
+        ("max_rate.rs", "use super::BenchArgs;\n"),
+        ("spec.rs", "pub struct Spec;\n"),
+    ];
+    for (file, text) in files {
+        std::fs::write(cli.join(file), text).unwrap();
+    }
+    let graph = module_graph(&dir, "bin/cli");
+    let _ = std::fs::remove_dir_all(&dir);
+    // `super::BenchArgs` is `mod.rs`'s re-export of bench.rs's.
+    assert_eq!(graph["max_rate.rs"].iter().collect::<Vec<_>>(), ["bench.rs"]);
+    assert_eq!(
+        any_circle(&graph),
+        Some(vec!["bench.rs".to_string(), "max_rate.rs".to_string(), "bench.rs".to_string()])
+    );
 }

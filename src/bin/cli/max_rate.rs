@@ -3,7 +3,8 @@
 //! `tokenmeter::planner::capacity::search_engine` for the engine, whose first guess is the
 //! planner's), as on the page.
 
-use super::bench::{BenchArgs, Interrupt};
+use super::args::BenchArgs;
+use super::interrupt::Interrupt;
 use std::rc::Rc;
 use tokenmeter::bench;
 use tokenmeter::bench::run::max_rate::MaxRate;

@@ -2,9 +2,12 @@
 //! with the kernel and engine switches) are declared once, in [`model`], and shared by every
 //! command that loads a model.
 
+mod args;
 mod bench;
 mod compare;
+mod experiment;
 mod generate;
+mod interrupt;
 mod max_rate;
 mod model;
 mod plan;
@@ -23,7 +26,8 @@ mod verify;
 use clap::{Parser, Subcommand};
 use tokenmeter::Error;
 
-pub(crate) use bench::{check_writable, BenchArgs, Interrupt};
+pub(crate) use args::{check_writable, BenchArgs};
+pub(crate) use interrupt::Interrupt;
 pub(crate) use model::{engine_options, open, Opened};
 
 #[derive(Parser)]

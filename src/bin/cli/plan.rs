@@ -2,7 +2,9 @@
 //! batcher loop, timed by a step-cost model fitted on a saved run's steps, on a virtual clock
 //! ([`tokenmeter::planner`]). Same report, JSON, CSV and HTML as `bench`, labelled simulated.
 
-use super::bench::{finish_bench, terminal_listener, BenchArgs, Interrupt};
+use super::args::BenchArgs;
+use super::bench::{finish_bench, terminal_listener};
+use super::interrupt::Interrupt;
 use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;

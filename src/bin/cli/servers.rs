@@ -10,8 +10,8 @@ use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, RemoteTarget};
 use tokenmeter::Result;
 
-use super::bench::problems_error;
-use super::compare::{experiment_spec, same_workload, timed};
+use super::args::problems_error;
+use super::experiment::{experiment_spec, same_workload, timed};
 use super::quality::{server_passes, QualityArgs, Server};
 use super::{remote, serving, BenchArgs};
 
