@@ -17,8 +17,8 @@ use crate::bench::measure::metrics::Slo;
 use crate::bench::record::phases::Phases;
 use crate::bench::run::max_rate::RateSearch;
 use crate::bench::run::session::SessionSpec;
-use crate::bench::traffic::endpoint::RunTarget;
-use crate::bench::traffic::workload::WorkloadSpec;
+use crate::bench::traffic::endpoint::NamedTarget;
+use crate::bench::traffic::workload::{context_rule, WorkloadSpec};
 use crate::engine::{Policy, Speculation};
 use crate::gpu::WeightFormat;
 
@@ -87,10 +87,41 @@ pub struct RunRequest {
     /// Where the requests go: the engine, or a server (never its key). Absent in requests saved
     /// before it was part of them: the engine.
     #[serde(default)]
-    pub target: RunTarget,
+    pub target: NamedTarget,
 }
 
 impl RunRequest {
+    /// The one check of a request against the model and engine it is about to run on, once its
+    /// dataset (if any) is attached — the CLI's `bench`, `compare` and `plan`, the Dawn runner and
+    /// the page's worker all call it. One length is checked, the longest prompt a request can send
+    /// ([`WorkloadSpec::prompt_range`]: a dataset's longest row, a conversation's whole history):
+    /// with the longest output it must fit the model's context of `max_position` tokens, and its
+    /// prefill one step when chunked prefill is off. A problem about the context is on the field
+    /// that made the prompt that long: the dataset, the turns, else the output length.
+    pub fn check_loaded(&self, max_position: usize) -> Result<(), Vec<Problem>> {
+        let spec = &self.spec;
+        let prompt = spec.prompt_range();
+        let mut problems = Vec::new();
+        if let Some(Rule::Context { input, output, max_position }) = context_rule(prompt, spec.output_len, max_position)
+        {
+            problems.push(match (&spec.dataset, &spec.conversations) {
+                (Some(_), _) => Problem::new(Field::Dataset, Rule::Context { input, output, max_position }),
+                (None, Some(_)) => Problem::new(
+                    Field::Turns,
+                    Rule::HistoryContext { longest: input.saturating_add(output), max_position },
+                ),
+                (None, None) => Problem::new(Field::OutputLen, Rule::Context { input, output, max_position }),
+            });
+        }
+        if let Err(e) = self.policy.check_request(prompt.max, spec.output_len.max, self.max_batched_tokens) {
+            problems.push(Problem::new(Field::ChunkedPrefill, Rule::Other(e.to_string())));
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(problems),
+        }
+    }
+
     /// The rules this request breaks when it is run against a server rather than the engine:
     /// engine settings other than their defaults (the server's scheduler, weights and caches are
     /// its own), and conversations without text prompts (`has_tokenizer`: text can be made; each

@@ -17,6 +17,7 @@ mod dawn {
     use std::rc::Rc;
     use tokenmeter::bench;
     use tokenmeter::bench::base::field::Field;
+    use tokenmeter::bench::base::rules::problems_error;
     use tokenmeter::bench::record::run_config::{RunConfig, SavedRequest};
     use tokenmeter::bench::request::RunRequest;
     use tokenmeter::bench::run::session::{run_on_engine, SessionSpec};
@@ -248,9 +249,8 @@ mod dawn {
                 }
             }
         }
-        let request = RunRequest::parse(&|f| form.get(&f).cloned(), None).map_err(|problems| {
-            problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect::<Vec<_>>().join("\n")
-        })?;
+        let request = RunRequest::parse(&|f| form.get(&f).cloned(), None)
+            .map_err(|problems| problems_error(&problems).to_string())?;
         if form.contains_key(&Field::Dataset) {
             return Err("--dataset: files are not read here (a synthetic workload only)".into());
         }
@@ -259,8 +259,7 @@ mod dawn {
         }
         let get = |k: &str| engine_flags.get(k).cloned();
         let (name, cfg) = synthetic("bench", get("synthetic"))?;
-        bench::check_context(request.spec.prompt_range(), request.spec.output_len, cfg.max_position_embeddings)
-            .map_err(|e| e.to_string())?;
+        request.check_loaded(cfg.max_position_embeddings).map_err(|problems| problems_error(&problems).to_string())?;
         let options = EngineOptions {
             max_batched_tokens: request.max_batched_tokens,
             max_seqs: request.max_batch,

@@ -507,12 +507,12 @@ impl Page {
 
 /// A server as the benchmark's [`Target`], from the page: the planned requests through this
 /// client; setting `cancel` stops sending and aborts the requests in flight.
-pub struct RemoteTarget<'a> {
+pub struct ServerTarget<'a> {
     pub client: &'a Client,
     pub setup: RemoteSetup<'a>,
 }
 
-impl Target for RemoteTarget<'_> {
+impl Target for ServerTarget<'_> {
     fn run_config(&self) -> RunConfig {
         self.setup.run_config(self.client.endpoint())
     }

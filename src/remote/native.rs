@@ -546,12 +546,12 @@ fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rust
 /// A server as the benchmark's [`Target`]: the planned requests through this client, stopped by
 /// `cancel` or the client's interrupt flag (which then sets `cancel`, so the session ends after
 /// this rate with what was measured).
-pub struct RemoteTarget<'a> {
+pub struct ServerTarget<'a> {
     pub client: &'a Client,
     pub setup: RemoteSetup<'a>,
 }
 
-impl Target for RemoteTarget<'_> {
+impl Target for ServerTarget<'_> {
     fn run_config(&self) -> RunConfig {
         let mut config = self.setup.run_config(self.client.endpoint());
         if let Some(tls) = self.client.tls() {

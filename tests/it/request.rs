@@ -96,7 +96,7 @@ fn a_server_run_refuses_engine_settings_the_same_from_both_edges() {
 /// checked once (a root with a query, an API of neither kind: the same words from both edges).
 #[test]
 fn the_request_names_its_target_and_checks_it_once() {
-    use tokenmeter::bench::traffic::endpoint::{Api, RunTarget};
+    use tokenmeter::bench::traffic::endpoint::{Api, NamedTarget};
     let set = [(Field::Endpoint, "http://h:8000/v1/"), (Field::ServedModel, "qwen3"), (Field::Api, "chat")];
     let form = |field: Field| set.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
     let request = RunRequest::parse(&form, None).expect("valid");
@@ -105,7 +105,7 @@ fn the_request_names_its_target_and_checks_it_once() {
         (server.base_url.as_str(), server.served_model.as_deref(), server.api),
         ("http://h:8000/v1", Some("qwen3"), Api::Chat)
     );
-    assert_eq!(RunRequest::parse(&|_| None, None).unwrap().target, RunTarget::Engine);
+    assert_eq!(RunRequest::parse(&|_| None, None).unwrap().target, NamedTarget::Engine);
 
     let bad = [(Field::Endpoint, "http://h:8000/v1?key=x"), (Field::Api, "grpc")];
     let form = |field: Field| bad.iter().find(|(f, _)| *f == field).map(|(_, v)| v.to_string());
@@ -359,4 +359,47 @@ fn engine_targets_are_built_by_the_launcher_only() {
         }
     }
     assert!(found.is_empty(), "EngineTarget::new outside the launcher (use EngineTarget::for_prompts): {found:?}");
+}
+
+/// A dataset whose longest prompt with its output passes the model's context is refused after its
+/// rows are attached, by the one load-time check ([`RunRequest::check_loaded`], which the page's
+/// worker calls as the CLI does): the same problem, on the dataset's field, from the library and
+/// from the CLI binary. The rows' lengths are their own (`input_len`), so the parse, which sees only
+/// the flags, cannot know.
+#[test]
+fn a_dataset_past_the_context_is_one_problem_on_the_dataset_from_the_library_and_the_cli() {
+    use tokenmeter::bench::base::rules::Rule;
+    use tokenmeter::bench::traffic::dataset::{parse, Attach};
+    let rows = "{\"input_len\": 100, \"output_len\": 8}\n{\"input_len\": 4090, \"output_len\": 16}\n";
+    let file = std::env::temp_dir().join(format!("tokenmeter-long-rows-{}.jsonl", std::process::id()));
+    std::fs::write(&file, rows).unwrap();
+    let max_position = tokenmeter::model::Qwen3Config::preset("tiny").unwrap().max_position_embeddings;
+    assert_eq!(max_position, 4096, "the rows were sized for the tiny shape's context");
+
+    let form = |field: Field| match field {
+        Field::Dataset => Some(file.display().to_string()),
+        _ => None,
+    };
+    let mut request = RunRequest::parse(&form, None).expect("the flags alone are valid");
+    let data = parse(&file.display().to_string(), rows.as_bytes(), None).unwrap();
+    let attach = Attach {
+        tokenizer: None,
+        num_requests: None,
+        trace_speedup: 1.0,
+        block_tokens: 512,
+        context: Some(max_position),
+        rates: 1,
+    };
+    request.spec.attach_dataset(&data, &attach).unwrap();
+    let problems = request.check_loaded(max_position).expect_err("4,090 + 16 tokens in a context of 4,096");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].field, Field::Dataset);
+    assert_eq!(problems[0].rule, Rule::Context { input: 4090, output: 16, max_position });
+    assert_ne!(problems[0].text(Lang::En), problems[0].text(Lang::Zh), "no Chinese wording");
+
+    let out = run(&["bench", "--synthetic", "tiny", "--dataset", &file.display().to_string(), "--no-verify"]);
+    let _ = std::fs::remove_file(&file);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    let expected = format!("error: {}: {}", problems[0].field.flag(), problems[0]);
+    assert!(out.stderr.lines().any(|l| l == expected), "the CLI said:\n{}\nnot: {expected}", out.stderr);
 }

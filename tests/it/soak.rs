@@ -22,7 +22,7 @@ use common::fixture_dir;
 use tokenmeter::bench::run::session;
 use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::{random_prompt, Arrival, LenRange, SessionSpec, WorkloadSpec};
-use tokenmeter::remote::native::{Client, RemoteTarget};
+use tokenmeter::remote::native::{Client, ServerTarget};
 use tokenmeter::remote::{Api, BaseUrl, Endpoint, Prompt, RemoteSetup};
 
 fn scratch(name: &str) -> PathBuf {
@@ -211,7 +211,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         server_metrics: None,
         gpu_metrics: None,
     };
-    let mut target = RemoteTarget { client: &client, setup };
+    let mut target = ServerTarget { client: &client, setup };
     let session_spec = SessionSpec {
         spec: &spec,
         rates: &[spec.rate],

@@ -33,6 +33,14 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Every problem of a run request as one error, a line each, naming the flag: how the CLI and the
+/// Dawn runner say them (the page puts each under its input instead).
+pub fn problems_error(problems: &[Problem]) -> crate::error::Error {
+    crate::error::Error::Invalid(
+        problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect::<Vec<_>>().join("\n"),
+    )
+}
+
 /// The rules. Numbers are kept as data, so each language words them its own way.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rule {

@@ -11,7 +11,7 @@ use crate::bench::base::rules::{Problem, Rule};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::record::phases::Phases;
 use crate::bench::run::max_rate::RateSearch;
-use crate::bench::traffic::endpoint::{Api, BaseUrl, RunTarget, ServerTarget};
+use crate::bench::traffic::endpoint::{Api, BaseUrl, NamedTarget, ServerAddress};
 use crate::bench::traffic::workload::{
     context_rule, Arrival, ArrivalSpan, Conversations, LenRange, SharedPrefix, WorkloadSpec,
 };
@@ -399,14 +399,14 @@ fn workload_problems(
 
 /// The target: a server when an endpoint is given, its URL and API checked here (its engine
 /// settings are checked once the request is whole: `RunRequest::server_problems`).
-fn target(r: &Reader) -> Option<RunTarget> {
+fn target(r: &Reader) -> Option<NamedTarget> {
     match r.text(Field::Endpoint).as_str() {
-        "" => Some(RunTarget::Engine),
+        "" => Some(NamedTarget::Engine),
         url => {
             let base_url = BaseUrl::parse(url).map_err(|e| r.broken(Field::Endpoint, Rule::Other(e.to_string()))).ok();
             let api = r.choice(Field::Api, "API", "completions or chat", r.text(Field::Api).parse::<Api>().ok());
             let served_model = Some(r.text(Field::ServedModel)).filter(|m| !m.is_empty());
-            Some(RunTarget::Server(ServerTarget { base_url: base_url?, served_model, api: api? }))
+            Some(NamedTarget::Server(ServerAddress { base_url: base_url?, served_model, api: api? }))
         }
     }
 }

@@ -2,7 +2,7 @@
 //! alone), then for each rate the planned workload, its summary, its diagnosis against the
 //! baseline and a [`BenchResult`] that records what ran ([`RunConfig`]). The CLI and the page only
 //! parse their inputs, pick a [`Target`] — the engine in this process ([`EngineTarget`]) or a server
-//! (`remote::native::RemoteTarget`, `remote::browser::RemoteTarget`) — and present the results.
+//! (`remote::native::ServerTarget`, `remote::browser::ServerTarget`) — and present the results.
 
 use std::cell::Cell;
 use std::rc::Rc;

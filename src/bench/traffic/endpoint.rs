@@ -9,30 +9,33 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Where a run's requests go.
+/// The target a run request names: where its requests go. Not itself something the benchmark
+/// loads (that is a `run::target::Target`: the launcher's `EngineTarget`, a server client's
+/// `ServerTarget`, the planner's `FleetTarget`), only its name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RunTarget {
+pub enum NamedTarget {
     /// The engine in this process, on the model the edge loaded (`--model`, `--synthetic`, the
     /// embedded default; the page's model card).
     #[default]
     Engine,
     /// An OpenAI-compatible server (`--endpoint`; the page's target card).
-    Server(ServerTarget),
+    Server(ServerAddress),
 }
 
-impl RunTarget {
-    pub fn server(&self) -> Option<&ServerTarget> {
+impl NamedTarget {
+    pub fn server(&self) -> Option<&ServerAddress> {
         match self {
-            RunTarget::Server(s) => Some(s),
-            RunTarget::Engine => None,
+            NamedTarget::Server(s) => Some(s),
+            NamedTarget::Engine => None,
         }
     }
 }
 
-/// A server as a run request names it.
+/// A server as a run request names it: its API root, the model name to send and the API (the
+/// client adds the key, TLS and timeouts: `remote::Endpoint`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServerTarget {
+pub struct ServerAddress {
     pub base_url: BaseUrl,
     /// The `model` of every request; `None`: the only one `GET /v1/models` lists.
     pub served_model: Option<String>,

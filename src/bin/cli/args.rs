@@ -7,6 +7,7 @@ use clap::Args;
 use tokenmeter::bench::base::field::Field;
 use tokenmeter::bench::base::rules::Problem;
 use tokenmeter::bench::request::RunRequest;
+use tokenmeter::bench::WorkloadSpec;
 use tokenmeter::{Error, Result};
 
 #[derive(Args)]
@@ -173,6 +174,13 @@ impl BenchArgs {
     }
 
     /// The run these flags ask for, checked: every problem at once, each naming its flag.
+    /// The one load-time check of these flags' request ([`RunRequest::check_loaded`]), its
+    /// workload as attached (`spec`: a dataset's rows measured), on a model of `max_position` tokens.
+    pub(crate) fn check_loaded(&self, spec: &WorkloadSpec, max_position: usize) -> Result<()> {
+        let request = RunRequest { spec: spec.clone(), ..self.request()? };
+        request.check_loaded(max_position).map_err(problems_error)
+    }
+
     pub(crate) fn request(&self) -> Result<RunRequest> {
         RunRequest::parse(&|f| self.form(f), None).map_err(problems_error)
     }
@@ -187,9 +195,9 @@ impl BenchArgs {
     }
 }
 
-/// Every problem of a run request, a line each, naming the flag.
+/// Every problem of a run request, a line each, naming the flag (the library's wording).
 pub(crate) fn problems_error(problems: Vec<Problem>) -> Error {
-    Error::Invalid(problems.iter().map(|p| format!("{}: {p}", p.field.flag())).collect::<Vec<_>>().join("\n"))
+    tokenmeter::bench::base::rules::problems_error(&problems)
 }
 
 /// `path` can be written (created, or appended to when it exists; nothing is truncated):

@@ -100,9 +100,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         let given = args.num_requests.is_some().then_some(spec.num_requests);
         serving::attach(&mut spec, &rates, data, &args.serving, given, measuring, Some(cfg.max_position_embeddings))?;
     }
-    policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
+    args.check_loaded(&spec, cfg.max_position_embeddings)?;
     let session = session(&spec);
-    bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
     let model = match &loaded {
         Opened::Disk(c, _) => verified(&args, load(&args.model, c).await?, c).await?,

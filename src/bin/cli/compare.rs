@@ -170,7 +170,6 @@ impl Local {
     /// ~1.6× slower than the other's with identical settings (the idle device's threads compete).
     async fn load(args: &BenchArgs, loaded: Opened, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
         let policy = args.policy.policy()?;
-        policy.check_request(spec.input_len.max, spec.output_len.max, args.model.max_batched_tokens)?;
         let options = super::engine_options(&args.model, args.model.max_batch);
         let draft = match &loaded {
             Opened::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
@@ -180,7 +179,7 @@ impl Local {
             Opened::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
             Opened::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
-        bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
+        args.check_loaded(spec, cfg.max_position_embeddings)?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);

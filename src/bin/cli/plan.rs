@@ -2,12 +2,13 @@
 //! batcher loop, timed by a step-cost model fitted on a saved run's steps, on a virtual clock
 //! ([`tokenmeter::planner`]). Same report, JSON, CSV and HTML as `bench`, labelled simulated.
 
-use super::args::BenchArgs;
+use super::args::{problems_error, BenchArgs};
 use super::bench::{finish_bench, terminal_listener};
 use super::interrupt::Interrupt;
 use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;
+use tokenmeter::bench::request::RunRequest;
 use tokenmeter::bench::run::session::{run_into, EngineTarget};
 use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::verdict::sweep::SloCrossing;
@@ -164,7 +165,7 @@ fn replayed(
 /// The flags' workload and engine (bench's defaults where unset), on the saved run's cost model.
 fn from_flags(
     b: &BenchArgs,
-    request: &bench::request::RunRequest,
+    request: &RunRequest,
     measured: &RunConfig,
     measured_limits: &tokenmeter::engine::forward::EngineLimits,
     cfg: &Qwen3Config,
@@ -297,8 +298,10 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     if !ignore_eos {
         eprintln!("note: the plan does not model EOS: every request runs to its output length");
     }
-    policy.check_request(spec.input_len.max, spec.output_len.max, limits.max_batched_tokens)?;
-    bench::check_context(spec.prompt_range(), spec.output_len, cfg.max_position_embeddings)?;
+    // The simulated request (the saved run's with --replay) against the simulated engine.
+    let simulated =
+        RunRequest { spec: spec.clone(), policy, max_batched_tokens: limits.max_batched_tokens, ..request.clone() };
+    simulated.check_loaded(cfg.max_position_embeddings).map_err(problems_error)?;
     let slo = slo_text.as_deref().map(str::parse::<Slo>).transpose()?;
     let session = SessionSpec {
         spec: &spec,

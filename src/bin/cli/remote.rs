@@ -4,11 +4,11 @@
 use clap::Args;
 use tokenmeter::bench::run::max_rate::{self, MaxRate, RateSearch};
 use tokenmeter::bench::run::target::Listener;
-use tokenmeter::bench::traffic::endpoint::ServerTarget;
+use tokenmeter::bench::traffic::endpoint::ServerAddress;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
-use tokenmeter::remote::native::{Client, RemoteTarget, Tls};
+use tokenmeter::remote::native::{Client, ServerTarget, Tls};
 use tokenmeter::remote::{Api, ApiKey, Endpoint, Prompt, RemoteSetup};
 use tokenmeter::{Error, Result};
 
@@ -82,7 +82,7 @@ fn server_metrics_url(args: &RemoteArgs) -> Option<String> {
 #[allow(clippy::too_many_arguments)] // the CLI's parsed pieces, passed through once
 pub async fn run(
     args: &RemoteArgs,
-    server: &ServerTarget,
+    server: &ServerAddress,
     session: &SessionSpec<'_>,
     tokenizer: Option<Tokenizer>,
     random_prompts: bool,
@@ -95,7 +95,7 @@ pub async fn run(
     client.interrupt_on(interrupt.flag.clone());
     let prompts = prompt_source(args, session.spec, tokenizer.as_ref(), random_prompts, &client);
     let prompt = |p: &PlannedRequest| prompts.prompt(p);
-    let mut target = RemoteTarget { client: &client, setup: setup(args, &prompt, prompts.kind()) };
+    let mut target = ServerTarget { client: &client, setup: setup(args, &prompt, prompts.kind()) };
     let outcome = match (search, session.slo) {
         // A short rising sweep from the first run's rate, then narrowing.
         (Some(search), Some(slo)) => {
@@ -116,7 +116,7 @@ pub async fn run(
 /// A client for `server` (the run request's), with the key, TLS, timeout and options of `args`, its
 /// model named (`--served-model`, or the only one the server lists); `has_tokenizer`:
 /// `--tokenizer` was given (chat needs it).
-pub fn connect(args: &RemoteArgs, server: &ServerTarget, has_tokenizer: bool) -> Result<Client> {
+pub fn connect(args: &RemoteArgs, server: &ServerAddress, has_tokenizer: bool) -> Result<Client> {
     let (base_url, api) = (server.base_url.clone(), server.api);
     tokenmeter::limits::number("--timeout-s", args.timeout_s, 1e-3, tokenmeter::limits::MAX_TIMEOUT_S)?;
     let api_key = match &args.api_key_env {

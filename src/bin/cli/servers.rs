@@ -1,5 +1,5 @@
 //! `compare` with servers as its settings (`--config NAME="--endpoint URL …"`): each runs the
-//! same workload, in turn, through the benchmark's remote path (`RemoteTarget`, as `bench
+//! same workload, in turn, through the benchmark's remote path (`ServerTarget`, as `bench
 //! --endpoint` runs it), and after the timed runs each deployment is measured against the
 //! reference's output quality from the servers' own answers (`quality::server_passes`).
 
@@ -7,7 +7,7 @@ use tokenmeter::bench::run::experiment::Arm;
 use tokenmeter::bench::verdict::quality::Quality;
 use tokenmeter::bench::{self, PromptSource, Slo, WorkloadSpec};
 use tokenmeter::model::Tokenizer;
-use tokenmeter::remote::native::{Client, RemoteTarget};
+use tokenmeter::remote::native::{Client, ServerTarget};
 use tokenmeter::Result;
 
 use super::args::problems_error;
@@ -62,12 +62,12 @@ pub(crate) async fn run(
         .collect();
     // One closure expression: one type, so they fit in one Vec.
     let prompt_fns: Vec<_> = prompts.iter().map(|p| move |r: &bench::PlannedRequest| p.prompt(r)).collect();
-    let mut targets: Vec<RemoteTarget> = args
+    let mut targets: Vec<ServerTarget> = args
         .iter()
         .zip(&clients)
         .zip(&prompts)
         .zip(&prompt_fns)
-        .map(|(((a, client), prompts), prompt)| RemoteTarget {
+        .map(|(((a, client), prompts), prompt)| ServerTarget {
             client,
             setup: remote::setup(&a.remote, prompt, prompts.kind()),
         })

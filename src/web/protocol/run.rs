@@ -3,7 +3,7 @@
 //! [`Refused`] before anything runs, or with updates ending in exactly one [`Ended`].
 
 use crate::bench::traffic::dataset::Dataset;
-use crate::bench::traffic::endpoint::RunTarget;
+use crate::bench::traffic::endpoint::NamedTarget;
 use crate::bench::verdict::compare::Comparison;
 use crate::bench::{self, BenchResult, Lang, WorkloadSpec};
 use crate::remote::Endpoint;
@@ -34,10 +34,10 @@ pub enum Destination {
 impl Destination {
     /// Whether this is where `target` says the requests go: the engine, or the server at the same
     /// root with the same model and API (the service refuses a command where they differ).
-    pub fn agrees_with(&self, target: &RunTarget) -> bool {
+    pub fn agrees_with(&self, target: &NamedTarget) -> bool {
         match (self, target) {
-            (Destination::Engine, RunTarget::Engine) => true,
-            (Destination::Server(e, _), RunTarget::Server(s)) => {
+            (Destination::Engine, NamedTarget::Engine) => true,
+            (Destination::Server(e, _), NamedTarget::Server(s)) => {
                 e.base_url == s.base_url && e.api == s.api && s.served_model.as_deref().is_none_or(|m| m == e.model)
             }
             _ => false,

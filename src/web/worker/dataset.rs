@@ -3,9 +3,7 @@
 //! The picker is the page's (`web::page::dataset`); the choice crosses as a
 //! [`DatasetChoice`].
 
-use crate::bench::check_context;
 use crate::bench::traffic::dataset::Attach;
-use crate::limits;
 use crate::model::Tokenizer;
 use crate::web::protocol::{DatasetChoice, RunRequest};
 use crate::{Error, Result};
@@ -33,12 +31,6 @@ pub fn attach(
             rates,
         },
     )?;
-    let (input_max, output_max) = (spec.input_len.max, spec.output_len.max);
-    if let Some(max) = max_position {
-        check_context(spec.input_len, spec.output_len, max)
-            .map_err(|e| Error::Invalid(format!("{}: {e}", limits::printable(&data.file))))?;
-    }
-    config.policy.check_request(input_max, output_max, config.max_batched_tokens)?;
     spec.validate()?;
     Ok(())
 }

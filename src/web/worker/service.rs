@@ -10,6 +10,7 @@
 
 use super::dataset;
 use super::host::{Host, LoadedModel};
+use crate::bench::base::rules::problems_error;
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::run::experiment::{self, ExperimentSpec, Side};
 use crate::bench::run::session::EngineTarget;
@@ -20,7 +21,7 @@ use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, WorkloadSpec
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
-use crate::remote::browser::{Client, RemoteTarget};
+use crate::remote::browser::{Client, ServerTarget};
 use crate::remote::{Api, Endpoint, RemoteSetup};
 use crate::web::protocol::{Command, Context, Destination, Ended, ExperimentEnd, Refused, RunRequest};
 use crate::{Error, Result};
@@ -98,11 +99,8 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
             let (load, max_position) = cx.loaded.clone().ok_or(Refused::Busy)?;
             // The picked dataset, once, for both sides: the same requests.
             let a = prepared(host, &cx, *a, Some(max_position))?;
-            let mut b = *b;
-            b.policy
-                .check_request(a.spec.input_len.max, a.spec.output_len.max, b.max_batched_tokens)
-                .map_err(|e| Refused::Invalid(format!("B: {e}")))?;
-            b.spec = a.spec.clone();
+            let b = RunRequest { spec: a.spec.clone(), ..*b };
+            b.check_loaded(max_position).map_err(|p| Refused::Invalid(format!("B: {}", problems_error(&p))))?;
             if a.load != load {
                 return Err(Refused::NeedsReload);
             }
@@ -121,12 +119,15 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
 }
 
 /// `form` with the picked dataset's requests (none picked: unchanged), measured with the run's
-/// tokenizer.
+/// tokenizer, and checked against the loaded model (`RunRequest::check_loaded`, as the CLI).
 fn prepared(host: &Host, cx: &Context, mut form: RunRequest, max_position: Option<usize>) -> Result<RunRequest> {
     if let Some(choice) = &cx.dataset {
         let tokenizer = host.tokenizer();
         let named = tokenizer.as_deref().map(|t| (t, host.tokenizer_name()));
         dataset::attach(choice, &mut form, named, max_position)?;
+    }
+    if let Some(max) = max_position {
+        form.check_loaded(max).map_err(|p| problems_error(&p))?;
     }
     Ok(form)
 }
@@ -260,7 +261,7 @@ async fn on_server(
             // A DCGM exporter sends no CORS headers: the page cannot read it (it says so).
             gpu_metrics: None,
         };
-        let mut target = PageRemote { inner: RemoteTarget { client: &client, setup }, page: cx.page.clone() };
+        let mut target = PageRemote { inner: ServerTarget { client: &client, setup }, page: cx.page.clone() };
         let session = form.session(cx.lang);
         let listener = listener(sink);
         match (form.search, session.slo) {
@@ -305,7 +306,7 @@ fn split(
 
 /// The browser client's target with the page's own part of the record (timer resolution).
 struct PageRemote<'a> {
-    inner: RemoteTarget<'a>,
+    inner: ServerTarget<'a>,
     page: bench::RunConfig,
 }
 
