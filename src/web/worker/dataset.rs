@@ -6,7 +6,7 @@
 use crate::bench::traffic::dataset::Attach;
 use crate::model::Tokenizer;
 use crate::web::protocol::{DatasetChoice, RunRequest};
-use crate::{Error, Result};
+use crate::Result;
 
 /// `config` with the dataset's requests: at most the settings' number of requests, lengths
 /// measured by `tokenizer` (its name goes into the record), a trace's recorded arrivals (scaled by
