@@ -81,30 +81,22 @@ pub fn tensor_bf16(name: &str, shape: &[usize], seed: u64, boost: i32) -> Vec<u1
         .collect()
 }
 
-/// A safetensors file holding `tensors` (name, shape, bf16 bits), in name order as transformers writes.
+/// A safetensors file holding `tensors` (name, shape, bf16 bits), written by the `safetensors`
+/// crate (the format's reference implementation, so our parser reads a file it did not write):
+/// tensors in name order as transformers writes them, the header padded to 8 bytes.
 pub fn safetensors_bytes(tensors: &[(String, Vec<usize>, Vec<u16>)]) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    let mut offset = 0usize;
-    let mut sorted: Vec<_> = tensors.iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, shape, data) in &sorted {
-        let end = offset + 2 * data.len();
-        header
-            .insert(name.clone(), serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [offset, end]}));
-        offset = end;
-    }
-    header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
-    let mut text = serde_json::to_string(&header).unwrap().into_bytes();
-    while !text.len().is_multiple_of(8) {
-        text.push(b' ');
-    }
-    let mut out = Vec::with_capacity(8 + text.len() + offset);
-    out.extend((text.len() as u64).to_le_bytes());
-    out.extend(text);
-    for (_, _, data) in sorted {
-        out.extend(data.iter().flat_map(|v| v.to_le_bytes()));
-    }
-    out
+    use safetensors::tensor::TensorView;
+    let bytes: Vec<(&str, &[usize], Vec<u8>)> = tensors
+        .iter()
+        .map(|(name, shape, data)| {
+            (name.as_str(), shape.as_slice(), data.iter().flat_map(|v| v.to_le_bytes()).collect())
+        })
+        .collect();
+    let views = bytes.iter().map(|(name, shape, data)| {
+        (*name, TensorView::new(safetensors::Dtype::BF16, shape.to_vec(), data).expect("bf16 data of its shape"))
+    });
+    let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+    safetensors::serialize(views, Some(metadata)).expect("a safetensors file")
 }
 
 /// The fixture's generated model.safetensors.

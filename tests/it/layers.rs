@@ -572,3 +572,64 @@ fn a_two_file_circle_is_found_among_the_clis_files() {
         Some(vec!["bench.rs".to_string(), "max_rate.rs".to_string(), "bench.rs".to_string()])
     );
 }
+
+/// The crates `Cargo.toml` depends on (every `…dependencies` table), as Rust names them.
+fn dependencies(manifest: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut in_table = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_table = line.trim_end_matches(']').ends_with("dependencies");
+        } else if let Some((name, _)) = line.split_once('=').filter(|_| in_table && !line.starts_with('#')) {
+            found.push(name.trim().replace('-', "_"));
+        }
+    }
+    found
+}
+
+/// Whether `text` (a Rust file) names the crate `name`: `use name…`, `extern crate name`, or a path
+/// `name::…` that no module of that name in the file (`mod name`, `use …::name`) could mean.
+fn names_crate(text: &str, name: &str) -> bool {
+    let words: Vec<&str> = text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).collect();
+    // A module of that name: a path naming it after its first segment (`super::name`), or declared.
+    let shadowed = words.iter().any(|w| w.split("::").skip(1).any(|segment| segment == name))
+        || text.contains(&format!("mod {name}"));
+    text.contains(&format!("use {name}::"))
+        || text.contains(&format!("use {name};"))
+        || text.contains(&format!("extern crate {name}"))
+        || (!shadowed && words.iter().any(|w| w.starts_with(&format!("{name}::"))))
+}
+
+#[test]
+fn every_dependency_is_used() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let deps = dependencies(&manifest);
+    assert!(deps.contains(&"wgpu".to_string()) && deps.contains(&"safetensors".to_string()), "{deps:?}");
+    let mut texts = vec![std::fs::read_to_string(root.join("build.rs")).unwrap()];
+    let mut stack = vec![root.join("src"), root.join("tests"), root.join("benches")];
+    while let Some(dir) = stack.pop() {
+        for path in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                texts.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let unused: Vec<&String> = deps.iter().filter(|d| !texts.iter().any(|t| names_crate(t, d))).collect();
+    assert!(unused.is_empty(), "dependencies in Cargo.toml that no file imports (use them or remove them): {unused:?}");
+}
+
+#[test]
+fn a_module_of_a_crates_name_is_not_the_crate() {
+    let ours = "use super::safetensors::{self, Dtype};\nfn f() { safetensors::header_len(); }\n";
+    assert!(!names_crate(ours, "safetensors"));
+    // Written so that this file itself does not name the crate (every_dependency_is_used reads it).
+    assert!(names_crate(&format!("use {}::tensor::TensorView;\n", "safetensors"), "safetensors"));
+    assert!(names_crate("fn f() { let _ = serde_json::to_string(&1); }\n", "serde_json"));
+    assert_eq!(
+        dependencies("[package]\nname = \"x\"\n[dependencies]\nfoo-bar = \"1\"\n# note = 1\n[target.'cfg(unix)'.dev-dependencies]\nbaz = \"2\"\n[profile.dev]\nopt-level = 1\n"),
+        ["foo_bar", "baz"]
+    );
+}
