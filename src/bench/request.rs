@@ -113,8 +113,8 @@ impl RunRequest {
                 (None, None) => Problem::new(Field::OutputLen, Rule::Context { input, output, max_position }),
             });
         }
-        if let Err(e) = self.policy.check_request(prompt.max, spec.output_len.max, self.max_batched_tokens) {
-            problems.push(Problem::new(Field::ChunkedPrefill, Rule::Other(e.to_string())));
+        if let Some(refusal) = self.policy.refusal(prompt.max, spec.output_len.max, self.max_batched_tokens) {
+            problems.push(Problem::new(Field::ChunkedPrefill, Rule::Scheduler(refusal)));
         }
         match problems.is_empty() {
             true => Ok(()),

@@ -28,5 +28,5 @@ pub use forward::{Batch, EngineOptions, ForwardPass};
 pub use generate::{generate, generate_greedy, Completion};
 pub use linear::Linear;
 pub use logits::LogitSource;
-pub use scheduler::{FinishReason, Order, Policy, SamplingParams};
+pub use scheduler::{FinishReason, Order, Policy, PolicyRefusal, SamplingParams};
 pub use speculate::Speculation;

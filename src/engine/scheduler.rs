@@ -193,16 +193,59 @@ impl Policy {
         max_new_tokens: usize,
         max_batched_tokens: usize,
     ) -> crate::error::Result<()> {
+        match self.refusal(prompt_len, max_new_tokens, max_batched_tokens) {
+            None => Ok(()),
+            Some(r @ PolicyRefusal::PrefillPastStep { .. }) => Err(crate::error::Error::Prompt(r.to_string())),
+            Some(r @ PolicyRefusal::ZeroChunk) => Err(crate::error::Error::Invalid(r.to_string())),
+        }
+    }
+
+    /// Why this policy refuses such a request, as data ([`check_request`](Self::check_request)'s
+    /// reason; the benchmark words it in each language).
+    pub fn refusal(
+        &self,
+        prompt_len: usize,
+        max_new_tokens: usize,
+        max_batched_tokens: usize,
+    ) -> Option<PolicyRefusal> {
         let longest_prefill = prompt_len + max_new_tokens.saturating_sub(1);
         if !self.chunked_prefill && longest_prefill > max_batched_tokens {
-            return Err(crate::error::Error::Prompt(format!(
-                "without chunked prefill, {prompt_len} prompt tokens + {max_new_tokens} new tokens need prefills of up to {longest_prefill} tokens in one step, above max_batched_tokens {max_batched_tokens}"
-            )));
+            return Some(PolicyRefusal::PrefillPastStep {
+                prompt_len,
+                max_new_tokens,
+                longest_prefill,
+                max_batched_tokens,
+            });
         }
-        if self.prefill_chunk == Some(0) {
-            return Err(crate::error::Error::Invalid("the prefill chunk must be at least 1 token".into()));
+        (self.prefill_chunk == Some(0)).then_some(PolicyRefusal::ZeroChunk)
+    }
+}
+
+/// Why a [`Policy`] refuses a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    /// Without chunked prefill, a prefill (a recompute after preemption too) past one step.
+    PrefillPastStep {
+        prompt_len: usize,
+        max_new_tokens: usize,
+        longest_prefill: usize,
+        max_batched_tokens: usize,
+    },
+    ZeroChunk,
+}
+
+impl std::fmt::Display for PolicyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyRefusal::PrefillPastStep { prompt_len, max_new_tokens, longest_prefill, max_batched_tokens } => {
+                write!(
+                f,
+                "without chunked prefill, {prompt_len} prompt tokens + {max_new_tokens} new tokens need prefills of up \
+                 to {longest_prefill} tokens in one step, above max_batched_tokens {max_batched_tokens}"
+            )
+            }
+            PolicyRefusal::ZeroChunk => f.write_str("the prefill chunk must be at least 1 token"),
         }
-        Ok(())
     }
 }
 

@@ -403,3 +403,41 @@ fn a_dataset_past_the_context_is_one_problem_on_the_dataset_from_the_library_and
     let expected = format!("error: {}: {}", problems[0].field.flag(), problems[0]);
     assert!(out.stderr.lines().any(|l| l == expected), "the CLI said:\n{}\nnot: {expected}", out.stderr);
 }
+
+/// The rules whose messages other modules used to write in English only — the SLO parser's, the
+/// endpoint's URL check, the phases', the engine's scheduling policy's — are rules with a wording
+/// in each language, on their fields, and the English is what the CLI printed before.
+#[test]
+fn the_slo_endpoint_phase_and_scheduler_rules_are_worded_in_both_languages() {
+    use tokenmeter::bench::base::rules::Rule;
+    /// The fields set, the field of the problem, its English.
+    type Case<'a> = (&'a [(Field, &'a str)], Field, &'a str);
+    let cases: [Case; 4] = [
+        (&[(Field::Slo, "ttft=5")], Field::Slo, "SLO \"ttft=5\": unknown key \"ttft\" (expected ttft_ms, tpot_ms or e2e_ms)"),
+        (
+            &[(Field::Endpoint, "http://user:pw@host:8000/v1")],
+            Field::Endpoint,
+            "endpoint \"http://user:pw@host:8000/v1\": user info in the URL; pass the API key with --api-key-env instead",
+        ),
+        (
+            &[(Field::Requests, "4"), (Field::WarmupRequests, "4")],
+            Field::WarmupRequests,
+            "--warmup-requests 4: leaves none of the 4 requests to measure",
+        ),
+        (
+            &[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600"), (Field::OutputLen, "8")],
+            Field::ChunkedPrefill,
+            "prompt: without chunked prefill, 600 prompt tokens + 8 new tokens need prefills of up to 607 tokens in \
+             one step, above max_batched_tokens 512",
+        ),
+    ];
+    for (set, field, english) in cases {
+        let form = |f: Field| set.iter().find(|(g, _)| *g == f).map(|(_, v)| v.to_string());
+        let problems = RunRequest::parse(&form, None).expect_err(english);
+        let p = problems.iter().find(|p| p.field == field).unwrap_or_else(|| panic!("none on {field:?}: {problems:?}"));
+        assert!(!matches!(p.rule, Rule::Other(_)), "{:?}", p.rule);
+        assert_eq!(p.text(Lang::En), english);
+        let zh = p.text(Lang::Zh);
+        assert!(zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "no Chinese in {zh:?}");
+    }
+}

@@ -160,9 +160,50 @@ pub enum Rule {
     /// Conversations against a server with random token ids or no tokenizer: each turn sends the
     /// server's reply back, as text.
     ConversationsNeedText,
-    /// A rule whose message another module writes (the SLO parser, the phases, the scheduler's
-    /// request check), English in both languages.
+    /// An endpoint URL that is not an API root.
+    Endpoint {
+        text: String,
+        fault: UrlFault,
+    },
+    /// An SLO's text (`ttft_ms=200,tpot_ms=50`) that does not read.
+    Slo {
+        text: String,
+        fault: SloFault,
+    },
+    /// A warm-up that leaves no request to measure.
+    WarmupLeavesNone {
+        warmup: usize,
+        requests: usize,
+    },
+    /// A warm-up or cool-down duration that is not 0 or more seconds (`flag`: which).
+    PhaseSeconds {
+        flag: &'static str,
+        value: f64,
+    },
+    /// The engine's scheduling policy cannot serve such a request (its reason, as data).
+    Scheduler(crate::engine::PolicyRefusal),
+    /// A rule whose message another module writes (the speculation setting's parser), English in
+    /// both languages.
     Other(String),
+}
+
+/// What is wrong with an endpoint's URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UrlFault {
+    NotHttp,
+    Spaces,
+    UserInfo,
+    QueryOrFragment,
+    NoHost,
+}
+
+/// What is wrong with an SLO's text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SloFault {
+    NotKeyValue { part: String },
+    NotANumber { value: String },
+    NotAboveZero { key: String },
+    UnknownKey { key: String },
 }
 
 impl Rule {
@@ -275,6 +316,33 @@ impl Rule {
             RateMaxNeedsSlo => "rate max: searches the highest rate meeting SLOs; give them (--slo ttft_ms=…)".into(),
             RateMaxOpenLoop => "rate max: searches an open loop's rate (arrival poisson, gamma or constant)".into(),
             RateMaxAlone => "rate max: a search of its own, not one of a list of rates".into(),
+            Endpoint { text, fault } => format!(
+                "endpoint {text:?}: {}",
+                match fault {
+                    UrlFault::NotHttp => "expected http://host:port/v1",
+                    UrlFault::Spaces => "contains spaces or control characters",
+                    UrlFault::UserInfo => "user info in the URL; pass the API key with --api-key-env instead",
+                    UrlFault::QueryOrFragment =>
+                        "a query or fragment; give the API root only, e.g. http://host:port/v1",
+                    UrlFault::NoHost => "no host",
+                }
+            ),
+            Slo { text, fault } => format!(
+                "SLO {text:?}: {}",
+                match fault {
+                    SloFault::NotKeyValue { part } => format!("{part:?} is not key=value"),
+                    SloFault::NotANumber { value } => format!("{value:?} is not a number"),
+                    SloFault::NotAboveZero { key } => format!("{key} must be above 0 ms"),
+                    SloFault::UnknownKey { key } =>
+                        format!("unknown key {key:?} (expected ttft_ms, tpot_ms or e2e_ms)"),
+                }
+            ),
+            WarmupLeavesNone { warmup, requests } => {
+                format!("--warmup-requests {warmup}: leaves none of the {requests} requests to measure")
+            }
+            PhaseSeconds { flag, value } => format!("{flag} {value}: must be 0 or more seconds"),
+            Scheduler(refusal @ crate::engine::PolicyRefusal::PrefillPastStep { .. }) => format!("prompt: {refusal}"),
+            Scheduler(refusal) => refusal.to_string(),
             Other(text) => text.clone(),
         }
     }
@@ -351,6 +419,39 @@ impl Rule {
             RateMaxNeedsSlo => "速率 max：搜索满足 SLO 的最高速率，需给出 SLO（--slo ttft_ms=…）".into(),
             RateMaxOpenLoop => "速率 max：只搜索开环到达的速率（poisson、gamma 或 constant）".into(),
             RateMaxAlone => "速率 max：单独一次搜索，不能与其他速率并列".into(),
+            Endpoint { text, fault } => format!(
+                "端点 {text:?}：{}",
+                match fault {
+                    UrlFault::NotHttp => "应为 http://主机:端口/v1",
+                    UrlFault::Spaces => "含有空格或控制字符",
+                    UrlFault::UserInfo => "URL 中含有用户信息；请改用 --api-key-env 传递 API 密钥",
+                    UrlFault::QueryOrFragment => "含有查询或片段；只需给出 API 根地址，如 http://主机:端口/v1",
+                    UrlFault::NoHost => "没有主机名",
+                }
+            ),
+            Slo { text, fault } => format!(
+                "SLO {text:?}：{}",
+                match fault {
+                    SloFault::NotKeyValue { part } => format!("{part:?} 不是 键=值 的形式"),
+                    SloFault::NotANumber { value } => format!("{value:?} 不是数字"),
+                    SloFault::NotAboveZero { key } => format!("{key} 必须大于 0 毫秒"),
+                    SloFault::UnknownKey { key } => format!("未知的键 {key:?}（应为 ttft_ms、tpot_ms 或 e2e_ms）"),
+                }
+            ),
+            WarmupLeavesNone { warmup, requests } => {
+                format!("预热请求数 {warmup}：{requests} 个请求中没有剩下可测量的请求")
+            }
+            PhaseSeconds { flag, value } => format!("{flag} {value}：必须是 0 或更多秒"),
+            Scheduler(crate::engine::PolicyRefusal::PrefillPastStep {
+                prompt_len,
+                max_new_tokens,
+                longest_prefill,
+                max_batched_tokens,
+            }) => format!(
+                "未开启分块预填充时，{prompt_len} 个提示词 token 加 {max_new_tokens} 个新 token 需要在一步内预填充最多 \
+                 {longest_prefill} 个 token，超过了每步 token 上限 {max_batched_tokens}"
+            ),
+            Scheduler(crate::engine::PolicyRefusal::ZeroChunk) => "预填充块大小至少为 1 个 token".into(),
             Other(text) => text.clone(),
         }
     }

@@ -10,6 +10,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
+use crate::bench::base::rules::{Rule, SloFault};
 use crate::bench::base::stats::nan_as_null;
 pub use crate::bench::base::stats::{stats, Stats};
 use crate::bench::measure::saturation::Load;
@@ -42,19 +44,28 @@ impl Slo {
 impl FromStr for Slo {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        let invalid = |why: String| Error::Invalid(format!("SLO {s:?}: {why}"));
+        Slo::read(s).map_err(|rule| Error::Invalid(rule.text(Lang::En)))
+    }
+}
+
+impl Slo {
+    /// The parse, with what is wrong as a rule (worded in each language).
+    pub fn read(s: &str) -> std::result::Result<Slo, Rule> {
+        let invalid = |fault| Rule::Slo { text: s.to_string(), fault };
         let mut slo = Slo::default();
         for part in s.split(',') {
-            let (key, value) = part.split_once('=').ok_or_else(|| invalid(format!("{part:?} is not key=value")))?;
-            let limit_ms: f64 = value.trim().parse().map_err(|_| invalid(format!("{value:?} is not a number")))?;
+            let (key, value) =
+                part.split_once('=').ok_or_else(|| invalid(SloFault::NotKeyValue { part: part.to_string() }))?;
+            let limit_ms: f64 =
+                value.trim().parse().map_err(|_| invalid(SloFault::NotANumber { value: value.to_string() }))?;
             if !limit_ms.is_finite() || limit_ms <= 0.0 {
-                return Err(invalid(format!("{key} must be above 0 ms")));
+                return Err(invalid(SloFault::NotAboveZero { key: key.to_string() }));
             }
             let slot = match key.trim() {
                 "ttft_ms" => &mut slo.ttft_ms,
                 "tpot_ms" => &mut slo.tpot_ms,
                 "e2e_ms" => &mut slo.e2e_ms,
-                other => return Err(invalid(format!("unknown key {other:?} (expected ttft_ms, tpot_ms or e2e_ms)"))),
+                other => return Err(invalid(SloFault::UnknownKey { key: other.to_string() })),
             };
             *slot = Some(limit_ms);
         }

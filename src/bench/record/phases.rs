@@ -14,6 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
+use crate::bench::base::rules::Rule;
 use crate::bench::record::raw::{RequestRecord, StepSample};
 use crate::error::{Error, Result};
 
@@ -51,18 +53,18 @@ impl Phases {
     /// Refuses negative or non-finite seconds, and a warm-up that would leave nothing of
     /// `num_requests` to measure.
     pub fn check(&self, num_requests: usize) -> Result<()> {
-        for (flag, s) in [("--warmup-s", self.warmup_s), ("--cooldown-s", self.cooldown_s)] {
-            if !(s.is_finite() && s >= 0.0) {
-                return Err(Error::Invalid(format!("{flag} {s}: must be 0 or more seconds")));
+        self.rule(num_requests).map_or(Ok(()), |rule| Err(Error::Invalid(rule.text(Lang::En))))
+    }
+
+    /// The rule these phases break for a run of `num_requests`, if any.
+    pub fn rule(&self, num_requests: usize) -> Option<Rule> {
+        for (flag, value) in [("--warmup-s", self.warmup_s), ("--cooldown-s", self.cooldown_s)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Some(Rule::PhaseSeconds { flag, value });
             }
         }
-        if self.warmup_requests >= num_requests && self.warmup_requests > 0 {
-            return Err(Error::Invalid(format!(
-                "--warmup-requests {}: leaves none of the {num_requests} requests to measure",
-                self.warmup_requests
-            )));
-        }
-        Ok(())
+        (self.warmup_requests >= num_requests && self.warmup_requests > 0)
+            .then_some(Rule::WarmupLeavesNone { warmup: self.warmup_requests, requests: num_requests })
     }
 
     /// Sets each record's phase (records of requests never sent, without an arrival, stay unset).

@@ -241,9 +241,9 @@ fn rates(r: &Reader) -> Rates {
 fn slos(r: &Reader, rates: &Rates, arrival: Option<Arrival>) -> (Option<String>, Option<Slo>) {
     let mut parts = Vec::new();
     if let Some(text) = r.given(Field::Slo) {
-        match text.parse::<Slo>() {
+        match Slo::read(&text) {
             Ok(_) => parts.push(text.trim().to_string()),
-            Err(e) => r.broken(Field::Slo, Rule::Other(e.to_string())),
+            Err(rule) => r.broken(Field::Slo, rule),
         }
     }
     for (field, key) in [(Field::SloTtft, "ttft_ms"), (Field::SloTpot, "tpot_ms")] {
@@ -403,7 +403,7 @@ fn target(r: &Reader) -> Option<NamedTarget> {
     match r.text(Field::Endpoint).as_str() {
         "" => Some(NamedTarget::Engine),
         url => {
-            let base_url = BaseUrl::parse(url).map_err(|e| r.broken(Field::Endpoint, Rule::Other(e.to_string()))).ok();
+            let base_url = BaseUrl::read(url).map_err(|rule| r.broken(Field::Endpoint, rule)).ok();
             let api = r.choice(Field::Api, "API", "completions or chat", r.text(Field::Api).parse::<Api>().ok());
             let served_model = Some(r.text(Field::ServedModel)).filter(|m| !m.is_empty());
             Some(NamedTarget::Server(ServerAddress { base_url: base_url?, served_model, api: api? }))
@@ -432,16 +432,16 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
         cooldown_s: n.cooldown_s.unwrap_or(0.0),
     };
     if n.warmup_requests.is_some() && n.num_requests.is_some() {
-        if let Err(e) = phases.check(spec.num_requests) {
-            r.broken(Field::WarmupRequests, Rule::Other(e.to_string()));
+        if let Some(rule) = phases.rule(spec.num_requests) {
+            r.broken(Field::WarmupRequests, rule);
         }
     }
     // Without chunked prefill a request's whole prefill must fit one step (the engine's own rule).
     if let (Some(policy), Some(max_batched_tokens), [Some(input_len), Some(output_len)]) =
         (policy, n.max_batched_tokens, lens)
     {
-        if let Err(e) = policy.check_request(input_len.max, output_len.max, max_batched_tokens) {
-            r.broken(Field::ChunkedPrefill, Rule::Other(e.to_string()));
+        if let Some(refusal) = policy.refusal(input_len.max, output_len.max, max_batched_tokens) {
+            r.broken(Field::ChunkedPrefill, Rule::Scheduler(refusal));
         }
     }
     let target = target(&r);

@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
+use crate::bench::base::rules::{Rule, UrlFault};
 use crate::error::{Error, Result};
 
 /// The target a run request names: where its requests go. Not itself something the benchmark
@@ -80,24 +82,27 @@ pub struct BaseUrl(String);
 
 impl BaseUrl {
     pub fn parse(text: &str) -> Result<Self> {
-        let invalid = |why: &str| Error::Invalid(format!("endpoint {text:?}: {why}"));
-        let rest = text
-            .strip_prefix("http://")
-            .or_else(|| text.strip_prefix("https://"))
-            .ok_or_else(|| invalid("expected http://host:port/v1"))?;
+        BaseUrl::read(text).map_err(|rule| Error::Invalid(rule.text(Lang::En)))
+    }
+
+    /// [`BaseUrl::parse`], with what is wrong as a rule (worded in each language).
+    pub fn read(text: &str) -> std::result::Result<Self, Rule> {
+        let invalid = |fault| Rule::Endpoint { text: text.to_string(), fault };
+        let rest =
+            text.strip_prefix("http://").or_else(|| text.strip_prefix("https://")).ok_or(invalid(UrlFault::NotHttp))?;
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(invalid("contains spaces or control characters"));
+            return Err(invalid(UrlFault::Spaces));
         }
         let authority = rest.split('/').next().unwrap_or_default();
         if authority.contains('@') {
-            return Err(invalid("user info in the URL; pass the API key with --api-key-env instead"));
+            return Err(invalid(UrlFault::UserInfo));
         }
         if rest.contains(['?', '#']) {
-            return Err(invalid("a query or fragment; give the API root only, e.g. http://host:port/v1"));
+            return Err(invalid(UrlFault::QueryOrFragment));
         }
         let host = authority.rsplit_once(':').map_or(authority, |(host, _)| host);
         if host.is_empty() {
-            return Err(invalid("no host"));
+            return Err(invalid(UrlFault::NoHost));
         }
         Ok(BaseUrl(text.trim_end_matches('/').to_string()))
     }
