@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
 use crate::bench::base::stats::stats;
 use crate::bench::measure::metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, Slo};
 use crate::bench::measure::saturation::{slope, Load, GROWTH_OF_MEAN, MIN_FIT_REQUESTS};
@@ -37,16 +38,60 @@ pub struct SteadyState {
     pub level: f64,
     /// Requests that arrived in the window.
     pub requests: usize,
-    /// Why the run never reached a steady state; absent when it did.
+    /// Why the run never reached a steady state, in English; absent when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub never: Option<String>,
+    /// The same reason as data, for each language's wording (absent in results saved before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub never_why: Option<NoSteadyState>,
     /// The summary over the requests that arrived in the window, on a clock from `from_s` (its
     /// duration runs to their last finish); absent when the run never reached a steady state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Box<BenchmarkMetrics>>,
 }
 
+/// Why a run never reached a steady state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NoSteadyState {
+    /// Too few requests arrived after the ramp-up (from `from_s`) to judge.
+    TooFew { requests: usize, from_s: f64 },
+    /// The requests outstanding rose by `rise` from `from_s` to the last arrival at `last_s`.
+    QueueGrew { rise: f64, from_s: f64, last_s: f64 },
+}
+
+impl NoSteadyState {
+    pub fn text(&self, lang: Lang) -> String {
+        match (self, lang) {
+            (NoSteadyState::TooFew { requests, from_s }, Lang::En) => format!(
+                "only {requests} requests arrived after the ramp-up (at {from_s:.2} s); a steady state needs \
+                 {MIN_FIT_REQUESTS}"
+            ),
+            (NoSteadyState::TooFew { requests, from_s }, Lang::Zh) => {
+                format!("爬升之后（{from_s:.2} 秒起）只到达了 {requests} 个请求；判断稳态需要 {MIN_FIT_REQUESTS} 个")
+            }
+            (NoSteadyState::QueueGrew { rise, from_s, last_s }, Lang::En) => format!(
+                "the queue grew while requests arrived (by {rise:.0} from {from_s:.2} s to the last arrival at \
+                 {last_s:.2} s): the target did not keep up with the rate"
+            ),
+            (NoSteadyState::QueueGrew { rise, from_s, last_s }, Lang::Zh) => format!(
+                "请求到达期间队列在增长（从 {from_s:.2} 秒到最后一次到达的 {last_s:.2} 秒增加了 {rise:.0} 个）：\
+                 目标跟不上该速率"
+            ),
+        }
+    }
+}
+
 impl SteadyState {
+    /// Why the run never reached a steady state, in `lang` (the English text of results saved
+    /// before the reason was kept as data); `None` when it did.
+    pub fn never_text(&self, lang: Lang) -> Option<String> {
+        match &self.never_why {
+            Some(why) => Some(why.text(lang)),
+            None => self.never.clone(),
+        }
+    }
+
     pub fn reached(&self) -> bool {
         self.never.is_none()
     }
@@ -79,7 +124,15 @@ impl SteadyState {
         let opens = outstanding.iter().position(|&n| n >= level).unwrap_or(0);
         let from_s = sent[opens].arrival_s;
         let window = &sent[opens..];
-        let mut steady = SteadyState { from_s, to_s: last, level, requests: window.len(), never: None, summary: None };
+        let mut steady = SteadyState {
+            from_s,
+            to_s: last,
+            level,
+            requests: window.len(),
+            never: None,
+            never_why: None,
+            summary: None,
+        };
         // Saturated: the project's one verdict ([`Load::of`]) over the whole run, or the count
         // still rising across the window by the saturation stop's share of its mean.
         let samples: Vec<(f64, f64)> =
@@ -88,19 +141,14 @@ impl SteadyState {
         let rise = slope(&samples) * (last - from_s);
         let growing = Load::of(records).and_then(|l| l.saturated) == Some(true)
             || (rise >= MIN_RISE && rise >= GROWTH_OF_MEAN * mean);
-        steady.never = if window.len() < MIN_FIT_REQUESTS {
-            Some(format!(
-                "only {} requests arrived after the ramp-up (at {from_s:.2} s); a steady state needs {MIN_FIT_REQUESTS}",
-                window.len()
-            ))
+        steady.never_why = if window.len() < MIN_FIT_REQUESTS {
+            Some(NoSteadyState::TooFew { requests: window.len(), from_s })
         } else if growing {
-            Some(format!(
-                "the queue grew while requests arrived (by {rise:.0} from {from_s:.2} s to the last arrival at \
-                 {last:.2} s): the target did not keep up with the rate"
-            ))
+            Some(NoSteadyState::QueueGrew { rise, from_s, last_s: last })
         } else {
             None
         };
+        steady.never = steady.never_why.as_ref().map(|why| why.text(Lang::En));
         if steady.reached() {
             let (kept, kept_steps) = shifted(window, steps, from_s);
             let summary = summarize(&kept, &kept_steps, slo, throughput_bucket_s(&kept, &kept_steps));
@@ -137,6 +185,9 @@ mod tests {
         assert!(over.never.as_deref().unwrap().contains("the queue grew"), "{over:?}");
         let short = SteadyState::of(&queue_run(5, 1.0, 8, 1.0), &[], None).unwrap();
         assert!(short.never.as_deref().unwrap().contains("needs 8"), "{short:?}");
+        // The same reasons in Chinese, from the reason kept as data.
+        assert!(over.never_text(Lang::Zh).unwrap().contains("队列在增长"), "{over:?}");
+        assert!(short.never_text(Lang::Zh).unwrap().contains("需要 8 个"), "{short:?}");
         assert!(SteadyState::of(&queue_run(8, f64::INFINITY, 8, 1.0), &[], None).is_none(), "a burst");
     }
 }

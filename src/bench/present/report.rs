@@ -274,7 +274,7 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
         Lang::Zh => &ZH,
     };
     let sections = [
-        headline_lines(m, l, server),
+        headline_lines(m, l, lang, server),
         throughput_lines(m, l),
         thinking_lines(m, l),
         server_lines(m, l),
@@ -294,7 +294,7 @@ pub fn text_report_for(m: &BenchmarkMetrics, d: Option<&Diagnosis>, lang: Lang, 
 
 /// The tutorial's layout first: requests, failures, TTFT (and from send), the delivered load, the
 /// steady state, TPOT and total throughput.
-fn headline_lines(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> {
+fn headline_lines(m: &BenchmarkMetrics, l: &Labels, lang: Lang, server: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut line = |text: String| out.push(text);
     // Tutorial layout first.
@@ -330,7 +330,7 @@ fn headline_lines(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String>
         delivered_lines(d, l).into_iter().for_each(&mut line);
     }
     if let Some(st) = &m.steady {
-        line(steady_line(st, l));
+        line(steady_line(st, l, lang));
     }
     line(format!("{}: {} {} ms", l.tpot, l.mean, num(m.tpot_ms.mean)));
     line(format!("{}: {} tokens/s", l.total_throughput, num(m.total_token_throughput)));
@@ -543,7 +543,7 @@ fn diagnosis_lines(d: &Diagnosis, l: &Labels, lang: Lang) -> Vec<String> {
 }
 
 /// The steady window ([`crate::bench::measure::steady`]) and its figures, or why there was none.
-fn steady_line(st: &crate::bench::measure::steady::SteadyState, l: &Labels) -> String {
+fn steady_line(st: &crate::bench::measure::steady::SteadyState, l: &Labels, lang: Lang) -> String {
     match (&st.never, &st.summary) {
         (None, Some(s)) => format!(
             "{}: {}–{} s ({} {}, ~{} {}): TTFT P50 {} ms, P99 {} ms, TPOT P99 {} ms{}",
@@ -559,7 +559,7 @@ fn steady_line(st: &crate::bench::measure::steady::SteadyState, l: &Labels) -> S
             num(s.tpot_ms.p99),
             s.slo_attainment.map_or(String::new(), |a| format!(", {} {}", l.slo_attainment, percent(a)))
         ),
-        (never, _) => format!("{}: {} ({})", l.steady, l.steady_never, never.as_deref().unwrap_or("-")),
+        _ => format!("{}: {} ({})", l.steady, l.steady_never, st.never_text(lang).as_deref().unwrap_or("-")),
     }
 }
 

@@ -377,7 +377,15 @@ mod tests {
             (0..10).map(|i| request(i, i as f64, i as f64, i as f64 + 0.5, 10.0)).collect();
         let t = Timeline::draw(&records, &[], None, false);
         assert_eq!(t.end_s, 10.0);
-        let mut st = SteadyState { from_s: 2.0, to_s: 9.0, level: 3.0, requests: 8, never: None, summary: None };
+        let mut st = SteadyState {
+            from_s: 2.0,
+            to_s: 9.0,
+            level: 3.0,
+            requests: 8,
+            never: None,
+            never_why: None,
+            summary: None,
+        };
         let drawn = t.clone().with_steady(Some(&st));
         // 2 s to 9 s of 10 s: from 20% to 90% of the drawing's inner width.
         let inner = WIDTH - 2.0 * PAD;

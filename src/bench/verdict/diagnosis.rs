@@ -366,6 +366,7 @@ mod tests {
             level: 6.0,
             requests: 150,
             never: summary.is_none().then(|| "the queue grew".to_string()),
+            never_why: None,
             summary: summary.map(Box::new),
         };
         let whole = metrics(400.0, 11.0, 0.9);
