@@ -49,8 +49,15 @@ pub fn greedy_body(
     Ok(body)
 }
 
-/// The output and log-probabilities of one whole answer; `Err` says what is malformed.
-pub fn parse_greedy(body: &str) -> std::result::Result<Generated, String> {
+/// Probabilities that sum above 1 by up to this are rounding; past it the server is wrong.
+const SUM_SLACK: f64 = 1e-3;
+
+/// The output and log-probabilities of one whole answer to a request that asked for the `top_k`
+/// likeliest tokens at each position; `Err` says what is malformed. Log-probabilities are checked
+/// before they are believed: each finite and at most 0, at most `top_k` alternatives a position,
+/// and their probabilities summing to at most 1 (within rounding) — a verdict on quality from
+/// an answer that breaks them would be a verdict from nonsense.
+pub fn parse_greedy(body: &str, top_k: usize) -> std::result::Result<Generated, String> {
     let value: Value =
         serde_json::from_str(body).map_err(|e| format!("the answer is not JSON ({e}): {}", snippet(body)))?;
     let choice = value
@@ -71,6 +78,18 @@ pub fn parse_greedy(body: &str) -> std::result::Result<Generated, String> {
             None => legacy_form(logprobs)?,
         }),
     };
+    for (k, position) in tokens.iter().flatten().enumerate() {
+        if position.top.len() > top_k {
+            return Err(format!(
+                "position {k}: {} top_logprobs entries, where {top_k} were asked for",
+                position.top.len()
+            ));
+        }
+        let mass: f64 = position.top.iter().map(|(_, logprob)| logprob.exp()).sum();
+        if mass > 1.0 + SUM_SLACK {
+            return Err(format!("position {k}: the top_logprobs' probabilities sum to {mass:.4}, above 1"));
+        }
+    }
     Ok(Generated { text, tokens })
 }
 
@@ -175,24 +194,24 @@ mod tests {
         let content = r#"{"choices":[{"text":"a","logprobs":{"content":[
             {"id":1,"token":"a","bytes":[97],"logprob":-0.1,"top_logprobs":[
                 {"id":1,"token":"a","bytes":[97],"logprob":-0.1},{"id":2,"token":"","bytes":[230,151],"logprob":-2.5}]}]}}]}"#;
-        let got = parse_greedy(content).unwrap();
+        let got = parse_greedy(content, 3).unwrap();
         assert_eq!(got.text, "a");
         let tokens = got.tokens.unwrap();
         assert_eq!(tokens[0].top, vec![("a".to_string(), -0.1), ("<0xE6 0x97>".to_string(), -2.5)]);
         // vLLM's completions: the legacy form.
         let legacy = r#"{"choices":[{"text":"ab","logprobs":{"tokens":["a","b"],"token_logprobs":[-0.5,0.00001],
             "top_logprobs":[{"a":-0.5,"c":-1.0},null]}}]}"#;
-        let tokens = parse_greedy(legacy).unwrap().tokens.unwrap();
+        let tokens = parse_greedy(legacy, 3).unwrap().tokens.unwrap();
         assert_eq!((tokens[1].token.as_str(), tokens[1].logprob, tokens[1].top.len()), ("b", 0.0, 0));
         assert_eq!(tokens[0].top.len(), 2);
         // Chat's message, and no log-probabilities at all.
-        let none = parse_greedy(r#"{"choices":[{"message":{"content":"hi"},"logprobs":null}]}"#).unwrap();
+        let none = parse_greedy(r#"{"choices":[{"message":{"content":"hi"},"logprobs":null}]}"#, 3).unwrap();
         assert_eq!((none.text.as_str(), none.tokens), ("hi", None));
     }
 
     #[test]
     fn malformed_answers_say_what() {
-        let err = |body: &str| parse_greedy(body).unwrap_err();
+        let err = |body: &str| parse_greedy(body, 3).unwrap_err();
         assert!(err("{").contains("not JSON"));
         assert!(err(r#"{"choices":[]}"#).contains("without choices"));
         assert!(err(r#"{"choices":[{"logprobs":{"content":{}}}]}"#).contains("not a list"));
@@ -206,5 +225,28 @@ mod tests {
         assert!(err(uneven).contains("differ in length"));
         let bytes = r#"{"choices":[{"logprobs":{"content":[{"bytes":[300],"logprob":0}]}}]}"#;
         assert!(err(bytes).contains("bytes"));
+    }
+
+    /// Log-probabilities are checked before they are believed: a server that answers with more
+    /// alternatives than asked (each −1.0: 200,000 of them would be "73,576" of probability), or with
+    /// alternatives whose probabilities sum above 1, is refused with the reason; rounding is not.
+    #[test]
+    fn log_probabilities_past_what_was_asked_or_past_one_are_refused() {
+        let answer = |top: &[(String, f64)]| {
+            let top: Vec<Value> = top.iter().map(|(t, l)| json!({"token": t, "logprob": l})).collect();
+            json!({"choices": [{"message": {"content": "a"}, "logprobs": {"content": [
+                {"token": "a", "logprob": -0.1, "top_logprobs": top}
+            ]}}]})
+            .to_string()
+        };
+        let many: Vec<(String, f64)> = (0..200_000).map(|i| (format!("t{i}"), -1.0)).collect();
+        let why = parse_greedy(&answer(&many), 20).unwrap_err();
+        assert_eq!(why, "position 0: 200000 top_logprobs entries, where 20 were asked for");
+        let heavy = [("a".to_string(), -0.1), ("b".to_string(), -0.2)];
+        let why = parse_greedy(&answer(&heavy), 20).unwrap_err();
+        assert!(why.contains("sum to 1.7236, above 1"), "{why}");
+        // ln(0.5) twice: a probability of 1 up to rounding.
+        let whole = [("a".to_string(), (0.5f64).ln() + 1e-9), ("b".to_string(), (0.5f64).ln())];
+        assert_eq!(parse_greedy(&answer(&whole), 2).unwrap().tokens.unwrap()[0].top.len(), 2);
     }
 }

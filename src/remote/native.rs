@@ -224,7 +224,7 @@ impl Client {
             }
             Ok(body.text())
         })?;
-        parse_greedy(&answer).map_err(|why| failed(format!("malformed answer: {}", redact(&why, key))))
+        parse_greedy(&answer, top_k).map_err(|why| failed(format!("malformed answer: {}", redact(&why, key))))
     }
 
     /// Sends every request and returns their records, in request order. `on_progress(finished,

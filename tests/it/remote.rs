@@ -55,9 +55,12 @@ enum Behaviour {
     /// A thinking model: two `reasoning_content` chunks 30 ms apart, then two `content` chunks
     /// 30 ms apart starting 60 ms later, usage 4, [DONE].
     Thinking = 15,
+    /// 21 tokens in 6 chunks 30 ms apart (five of 4, then 1; no per-token lists, as speculative
+    /// decoding sends them), a finish chunk, usage 21, [DONE].
+    FourPerChunk = 16,
 }
 
-const LAST_BEHAVIOUR: u64 = 15;
+const LAST_BEHAVIOUR: u64 = 16;
 
 struct Mock {
     url: String,
@@ -189,6 +192,15 @@ fn stream_reply(stream: &mut TcpStream, behaviour: u64, written: &AtomicUsize) -
             ],
             true,
         ),
+        16 => {
+            let mut parts: Vec<(u64, String)> = ["abcd", "efgh", "ijkl", "mnop", "qrst", "u"]
+                .iter()
+                .enumerate()
+                .map(|(i, text)| (if i == 0 { 0 } else { 30 }, token(text)))
+                .collect();
+            parts.extend([(0, finish.into()), (0, usage(21)), (0, "data: [DONE]\n\n".into())]);
+            chunked(&parts, true)
+        }
         2 => {
             let three = "data: {\"choices\":[{\"text\":\"bcd\",\"logprobs\":{\"tokens\":[\"b\",\"c\",\"d\"]}}]}\n\n";
             chunked(
@@ -407,6 +419,42 @@ fn a_chunk_with_several_tokens_is_one_itl_entry() {
     assert_eq!((r.output_len, r.chunk_tokens.clone(), r.itl_s().count()), (5, vec![1, 3, 1], 2));
     // A stream asked for 3 tokens that returns 5 is not "short".
     assert!(!r.stopped_short());
+}
+
+/// A server that sends 4 tokens a chunk with a correct usage count (speculative decoding does; vLLM
+/// #27485): no disagreement, 3.5 tokens a chunk (21 in 6), ITL labelled as the gap between chunks,
+/// the token counts and TPOT over the server's 21 tokens.
+#[test]
+fn chunks_of_several_tokens_with_a_correct_usage_are_no_disagreement() {
+    use tokenmeter::bench::measure::metrics::TokensPerChunk;
+    let m = mock();
+    let mut asked = requests(&[Behaviour::FourPerChunk, Behaviour::FourPerChunk], 0.0);
+    for r in &mut asked {
+        r.max_tokens = 21;
+    }
+    let records = client(&m.url, None).run(&asked, &options(10.0), &mut |_, _| {});
+    for r in &records {
+        assert!(r.succeeded(), "{:?}", r.error);
+        assert_eq!((r.output_len, r.server_output_len, r.token_times_s.len()), (21, Some(21), 6));
+        assert_eq!(r.usage_mismatch, None);
+        let over_tokens = (r.finish_s.unwrap() - r.first_token_s.unwrap()) / 20.0;
+        assert!((r.tpot_s().unwrap() - over_tokens).abs() < 1e-12, "{:?}", r.tpot_s());
+    }
+    let summary = bench::summarize(&records, &[], None, 0.25);
+    assert_eq!((summary.usage_mismatch, summary.total_output_tokens, summary.itl_ms.count), (0, 42, 10));
+    assert_eq!(summary.tokens_per_chunk, Some(TokensPerChunk { mean: 3.5, max: None }));
+    assert_eq!(serde_json::to_value(&summary).unwrap()["tokens_per_chunk"]["mean"], 3.5);
+    let report = bench::text_report(&summary, None, bench::Lang::En);
+    assert!(!report.contains("disagrees"), "{report}");
+    assert!(report.contains("ITL below is the gap between chunks, not between tokens; mean 3.50"), "{report}");
+    assert!(report.lines().any(|l| l.starts_with("ITL (chunk) ")), "{report}");
+    // Chunks whose counts are known (a per-token list in each): the most one carried, too.
+    let listed = bench::summarize(&[run_one(Behaviour::MultiToken, 10.0)], &[], None, 0.25);
+    assert_eq!(listed.tokens_per_chunk, Some(TokensPerChunk { mean: 5.0 / 3.0, max: Some(3) }));
+    // One token a chunk: nothing to say, and ITL is ITL.
+    let plain = bench::summarize(&[run_one(Behaviour::Normal, 10.0)], &[], None, 0.25);
+    assert_eq!(plain.tokens_per_chunk, None);
+    assert!(bench::text_report(&plain, None, bench::Lang::En).lines().any(|l| l.starts_with("ITL ")));
 }
 
 #[test]

@@ -148,6 +148,11 @@ pub struct BenchmarkMetrics {
     /// Requests a redirect sent elsewhere on the endpoint's origin ([`RequestRecord::redirected_to`]).
     #[serde(default)]
     pub redirected: usize,
+    /// How many tokens a server's chunk carried, where chunks carried more than one (speculative
+    /// decoding sends several at once): ITL is then the gap between chunks, not between tokens.
+    /// Absent when every chunk carried one token (and for the engine, which times every token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_chunk: Option<TokensPerChunk>,
     /// Per engine step that sampled: from its readback resolving to its tokens' timestamp
     /// ([`StepSample::readback_lag_s`]), the delay the event loop adds to every timestamp. Absent
     /// for targets without steps (servers) and in results saved before it was measured.
@@ -351,6 +356,28 @@ pub struct SpeculationSummary {
     pub accepted_per_step: f64,
 }
 
+/// Tokens a chunk carried over the completed requests' streams ([`BenchmarkMetrics::tokens_per_chunk`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokensPerChunk {
+    /// Output tokens ÷ token-carrying chunks (the server's `usage` count where it was taken).
+    pub mean: f64,
+    /// The most one chunk carried, where each chunk's count is known (a per-token list in the
+    /// chunk); `None` where the counts are known only in total.
+    pub max: Option<u32>,
+}
+
+fn tokens_per_chunk(completed: &[&RequestRecord]) -> Option<TokensPerChunk> {
+    let (tokens, chunks) = completed
+        .iter()
+        .filter(|r| !r.token_times_s.is_empty())
+        .fold((0usize, 0usize), |(t, c), r| (t + r.output_len, c + r.token_times_s.len()));
+    let mean = tokens as f64 / chunks as f64;
+    // Each chunk's count is known when the counts add up to the request's tokens.
+    let known = completed.iter().all(|r| r.chunk_tokens.iter().map(|&n| n as usize).sum::<usize>() == r.output_len);
+    let max = known.then(|| completed.iter().flat_map(|r| r.chunk_tokens.iter().copied()).max()).flatten();
+    (chunks > 0 && mean > 1.0).then_some(TokensPerChunk { mean, max })
+}
+
 fn speculation(records: &[RequestRecord]) -> Option<SpeculationSummary> {
     let sum = |f: fn(&RequestRecord) -> usize| records.iter().map(f).sum::<usize>();
     let (steps, drafted, accepted) = (sum(|r| r.draft_steps), sum(|r| r.drafted_tokens), sum(|r| r.accepted_tokens));
@@ -494,6 +521,7 @@ pub fn summarize(
         stopped_short: records.iter().filter(|r| r.stopped_short()).count(),
         usage_mismatch: records.iter().filter(|r| r.usage_mismatch.is_some()).count(),
         redirected: records.iter().filter(|r| r.redirected_to.is_some()).count(),
+        tokens_per_chunk: tokens_per_chunk(&completed),
         timestamp_lag_ms: timestamp_lag_ms(steps),
         long_tasks: None,
         speculation: speculation(records),

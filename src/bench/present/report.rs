@@ -38,6 +38,8 @@ struct Labels {
     failed_readings: &'static str,
     preemptions: &'static str,
     speculation: &'static str,
+    tokens_per_chunk: &'static str,
+    chunk_gap_row: &'static str,
     thinking: &'static str,
     server: &'static str,
     excluded: &'static str,
@@ -114,6 +116,8 @@ const EN: Labels = Labels {
     failed_readings: "failed readings, the first",
     preemptions: "Preemptions",
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
+    tokens_per_chunk: "Tokens per chunk: ITL below is the gap between chunks, not between tokens; mean",
+    chunk_gap_row: "ITL (chunk)",
     thinking: "Thinking: reasoning / answer tokens",
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
@@ -194,6 +198,8 @@ const ZH: Labels = Labels {
     failed_readings: "次读取失败，首个",
     preemptions: "抢占次数",
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
+    tokens_per_chunk: "每个分块的 token 数：下表的 ITL 是分块之间的间隔，而非 token 之间；平均",
+    chunk_gap_row: "ITL（分块）",
     thinking: "思考：推理 / 回答 token",
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
@@ -459,6 +465,10 @@ fn engine_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
     let mut out = Vec::new();
     let mut line = |text: String| out.push(text);
     line(format!("{}: {}", l.preemptions, m.preemptions.map_or("-".to_string(), |n| n.to_string())));
+    if let Some(c) = &m.tokens_per_chunk {
+        let max = c.max.map_or(String::new(), |n| format!(", max {n}"));
+        line(format!("{} {}{max}", l.tokens_per_chunk, num(c.mean)));
+    }
     if let Some(s) = &m.speculation {
         line(format!(
             "{}: {} / {} ({}), {}",
@@ -513,7 +523,9 @@ fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> 
     if let Some(send) = &m.ttft_from_send_ms {
         rows.push((l.ttft_send_row, send));
     }
-    rows.extend([("TPOT", &m.tpot_ms), ("ITL", &m.itl_ms), ("E2E", &m.e2e_ms), (queue, &m.queue_ms)]);
+    // Chunks that carried several tokens each: ITL is the gap between chunks, and says so.
+    let itl = if m.tokens_per_chunk.is_some() { l.chunk_gap_row } else { "ITL" };
+    rows.extend([("TPOT", &m.tpot_ms), (itl, &m.itl_ms), ("E2E", &m.e2e_ms), (queue, &m.queue_ms)]);
     for (name, s) in rows {
         line(table_row(name, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
     }
