@@ -41,41 +41,43 @@ fn the_steady_window_leaves_out_the_ramp_up_and_the_drain() {
     assert_eq!(json["summary"]["steady"]["from_s"].as_f64(), Some(steady.from_s));
 }
 
-/// A target that stalls 3 s on its first request under `--max-concurrency 1`: the requests behind
-/// it wait for the slot, so the stall is in their TTFT from arrival and not from send, and the
-/// delivered load's check counts the wait as the plan (not bent), though sends were seconds late.
-#[test]
-fn a_stall_under_max_concurrency_shows_in_ttft_from_arrival_not_from_send() {
-    use super::serving::{bench, read_json, scratch, server, Reply};
-    let s = server(Reply { tokens: 2, gap_ms: 5, capacity: None, stall_first_ms: 3000 });
-    let out = scratch("stall").join("out.json");
-    let args = ["--rate", "20", "--arrival", "constant", "--num-requests", "12", "--max-concurrency", "1"];
-    let more = ["--input-len", "4", "--output-len", "2", "--json", out.to_str().unwrap()];
-    let (ok, stdout, stderr) = bench(&s.url, &[&args[..], &more[..]].concat());
-    assert!(ok, "{stderr}");
-    let json = read_json(&out);
-    let summary = &json["summary"];
-    let (from_arrival, from_send) =
-        (summary["ttft_ms"]["p50"].as_f64().unwrap(), summary["ttft_from_send_ms"]["p50"].as_f64().unwrap());
-    eprintln!("TTFT p50 from arrival {from_arrival:.1} ms, from send {from_send:.1} ms");
-    assert!(from_arrival > 2000.0, "the stall is in TTFT from arrival: {from_arrival} ms");
-    assert!(from_send < 500.0, "and not in TTFT from send: {from_send} ms");
-    let delivered = &summary["delivered"];
-    assert!(delivered["lateness_ms"]["max"].as_f64().unwrap() > 2000.0, "{delivered}");
-    assert_eq!(delivered["bent"], false, "a wait for a slot is the plan: {delivered}");
-    assert_eq!(delivered["peak_in_flight"], 1, "{delivered}");
-    assert!(stdout.contains("Delivered load: ") && stdout.contains("Send lateness: "), "{stdout}");
-    assert!(!stdout.contains("bent the load"), "{stdout}");
-    // This server answers its headers only once it serves a request: the first request's stall is
-    // in its time to headers (the wait after the send that the send times cannot show), the others'
-    // are not.
-    let headers = &delivered["headers_ms"];
-    assert!(headers["max"].as_f64().unwrap() > 2500.0 && headers["p50"].as_f64().unwrap() < 500.0, "{delivered}");
-    assert!(stdout.contains("Send → headers: P50"), "{stdout}");
-}
-
 /// Timing-sensitive: run alone, after the parallel tests (tests/it/main.rs).
 mod alone {
+    /// A target that stalls 3 s on its first request under `--max-concurrency 1`: the requests behind
+    /// it wait for the slot, so the stall is in their TTFT from arrival and not from send, and the
+    /// delivered load's check counts the wait as the plan (not bent), though sends were seconds late.
+    /// Its bound on lateness beyond the plan is 10 ms of wall clock: it needs the machine to itself
+    /// (beside the page's end-to-end test it read 17 ms at p99).
+    #[test]
+    fn a_stall_under_max_concurrency_shows_in_ttft_from_arrival_not_from_send() {
+        use crate::serving::{bench, read_json, scratch, server, Reply};
+        let s = server(Reply { tokens: 2, gap_ms: 5, capacity: None, stall_first_ms: 3000 });
+        let out = scratch("stall").join("out.json");
+        let args = ["--rate", "20", "--arrival", "constant", "--num-requests", "12", "--max-concurrency", "1"];
+        let more = ["--input-len", "4", "--output-len", "2", "--json", out.to_str().unwrap()];
+        let (ok, stdout, stderr) = bench(&s.url, &[&args[..], &more[..]].concat());
+        assert!(ok, "{stderr}");
+        let json = read_json(&out);
+        let summary = &json["summary"];
+        let (from_arrival, from_send) =
+            (summary["ttft_ms"]["p50"].as_f64().unwrap(), summary["ttft_from_send_ms"]["p50"].as_f64().unwrap());
+        eprintln!("TTFT p50 from arrival {from_arrival:.1} ms, from send {from_send:.1} ms");
+        assert!(from_arrival > 2000.0, "the stall is in TTFT from arrival: {from_arrival} ms");
+        assert!(from_send < 500.0, "and not in TTFT from send: {from_send} ms");
+        let delivered = &summary["delivered"];
+        assert!(delivered["lateness_ms"]["max"].as_f64().unwrap() > 2000.0, "{delivered}");
+        assert_eq!(delivered["bent"], false, "a wait for a slot is the plan: {delivered}");
+        assert_eq!(delivered["peak_in_flight"], 1, "{delivered}");
+        assert!(stdout.contains("Delivered load: ") && stdout.contains("Send lateness: "), "{stdout}");
+        assert!(!stdout.contains("bent the load"), "{stdout}");
+        // This server answers its headers only once it serves a request: the first request's stall is
+        // in its time to headers (the wait after the send that the send times cannot show), the others'
+        // are not.
+        let headers = &delivered["headers_ms"];
+        assert!(headers["max"].as_f64().unwrap() > 2500.0 && headers["p50"].as_f64().unwrap() < 500.0, "{delivered}");
+        assert!(stdout.contains("Send → headers: P50"), "{stdout}");
+    }
+
     /// `bench --rate max` against the test server of known capacity: 2 slots taken first come, first
     /// served, 5 tokens 6 ms apart (about 65 requests/s). The true highest rate is the same criterion
     /// ([`max_rate::attainment_of`]) on that server's queue simulated on the same seeded arrivals at
