@@ -20,7 +20,8 @@ mod dawn {
     use tokenmeter::bench::base::rules::problems_error;
     use tokenmeter::bench::record::run_config::{RunConfig, SavedRequest};
     use tokenmeter::bench::request::RunRequest;
-    use tokenmeter::bench::run::session::{run_on_engine, SessionSpec};
+    use tokenmeter::bench::run::launch::{self, OnEngine};
+    use tokenmeter::bench::run::session::SessionSpec;
     use tokenmeter::bench::run::speed::{self, SpeedPlan};
     use tokenmeter::bench::run::target::Listener;
     use tokenmeter::engine::generate::check_prompt_fits;
@@ -280,7 +281,8 @@ mod dawn {
         let quiet: Listener = Rc::new(|_| {});
         let mut results = Vec::new();
         let cancel = Rc::new(Cell::new(false));
-        let outcome = run_on_engine(&mut engine, None, true, describe, &session, &quiet, &cancel, &mut results).await;
+        let on = OnEngine::new(&mut engine, None, true, describe);
+        let outcome = launch::run(on, &session, None, &quiet, &cancel, &mut results).await;
         let saved = SavedRequest { command: "bench".into(), args: args.to_vec(), dataset_sha256: None };
         for r in &mut results {
             r.config.request = Some(saved.clone());

@@ -8,9 +8,8 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::bench::record::run_config::RecordedExecutor;
-use crate::bench::run::max_rate::{self, attainment_of, MaxRate, RateSearch, Searcher};
-use crate::bench::run::session::{run_on_engine, EngineTarget};
+use crate::bench::run::launch::{self, OnEngine};
+use crate::bench::run::max_rate::{attainment_of, FirstGuess};
 use crate::bench::run::target::Listener;
 use crate::bench::verdict::sweep::{slo_crossing, SloCrossing};
 use crate::bench::{BenchResult, BenchmarkMetrics, Lang, RunConfig, SessionSpec, Slo};
@@ -126,29 +125,24 @@ pub async fn predicted_max_rate(runs: &[BenchResult], cfg: &Qwen3Config, slo: &S
     Ok(if highest.is_finite() { highest } else { p.rates[0] })
 }
 
-/// `--rate max` on the engine: the first run sized by its steps, the planner's prediction from
-/// them ([`predicted_max_rate`]) as the first guess (the first run's rate, rising, when the
-/// planner cannot fit: the reason is in the result's `first_guess`), then the search. The CLI's
-/// and the page's.
-#[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
-pub async fn search_engine<X: RecordedExecutor>(
-    target: &mut EngineTarget<'_, X>,
-    session: &SessionSpec<'_>,
-    search: RateSearch,
-    slo: &Slo,
-    cfg: &Qwen3Config,
-    listener: &Listener,
-    cancel: &Rc<Cell<bool>>,
-    results: &mut Vec<BenchResult>,
-) -> Result<MaxRate> {
-    let mut s = Searcher::new(target, session, search, slo, listener, cancel, results);
-    max_rate::first_run(&mut s).await?;
-    let first = s.last_rate().unwrap_or(max_rate::START_RPS);
-    let (guess, from) = match predicted_max_rate(s.results, cfg, slo, search.attainment).await {
-        Ok(rate) => (rate, "the planner's prediction from the first run's steps".to_string()),
-        Err(e) => (first, format!("a rising sweep from the first run's rate; no prediction: {e}")),
-    };
-    max_rate::search(s, guess, &from).await
+/// `--rate max`'s first guess on the engine ([`crate::bench::run::max_rate::find`]): the planner's prediction
+/// ([`predicted_max_rate`]) from the first run's steps, for the engine's model. The CLI's and the
+/// page's.
+pub struct PlannerGuess(pub Qwen3Config);
+
+impl FirstGuess for PlannerGuess {
+    fn guess<'a>(
+        &'a self,
+        runs: &'a [BenchResult],
+        slo: &'a Slo,
+        attainment: f64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>> {
+        Box::pin(predicted_max_rate(runs, &self.0, slo, attainment))
+    }
+
+    fn source(&self) -> &'static str {
+        "the planner's prediction from the first run's steps"
+    }
 }
 
 /// What the simulated engine predicts at each rate of [`grid`].
@@ -212,8 +206,8 @@ async fn predict(
     let quiet: Listener = Rc::new(|_| {});
     let mut results = Vec::new();
     // The simulator reads only lengths: seeded random ids (and the workload's shared prefix).
-    run_on_engine(&mut engine, None, true, describe, &session, &quiet, &Rc::new(Cell::new(false)), &mut results)
-        .await?;
+    let on = OnEngine { replies_are_text: false, ..OnEngine::new(&mut engine, None, true, describe) };
+    launch::run(on, &session, None, &quiet, &Rc::new(Cell::new(false)), &mut results).await?;
     Ok(Prediction { cost, rates, results, measured, requests: spec.num_requests, measured_requests })
 }
 

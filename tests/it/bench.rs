@@ -104,8 +104,8 @@ fn concurrent_decodes_overlap_when_the_batch_allows() {
 fn a_session_records_what_ran_and_stops_when_cancelled() {
     use std::cell::{Cell, RefCell};
     use std::rc::Rc;
-    use tokenmeter::bench::run::session::{self, EngineTarget};
     use tokenmeter::bench::run::target::{Listener, SessionEvent};
+    use tokenmeter::bench::run::{launch::EngineTarget, session};
     use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
     pollster::block_on(async {
         let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
@@ -188,8 +188,8 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
     use std::cell::RefCell;
     use std::rc::Rc;
     use std::sync::Arc;
-    use tokenmeter::bench::run::session::{self, EngineTarget};
     use tokenmeter::bench::run::target::{Listener, SessionEvent};
+    use tokenmeter::bench::run::{launch::EngineTarget, session};
     use tokenmeter::bench::{Lang, RunConfig, SessionSpec};
     use tokenmeter::gpu::Gpu;
     pollster::block_on(async {
@@ -417,14 +417,15 @@ fn a_shared_block_trace_hits_the_prefix_cache_as_its_ids_imply() {
 }
 
 /// `tokenmeter bench` on the tiny fixture with `args` and `more` (two slices, for line length):
-/// its one result from `--json`, and its stdout.
+/// its one result from `--json`, and its stdout. Without the check before the run (`verify.rs`
+/// tests it; here it would cost seconds a run).
 fn bench_on_fixture(name: &str, args: &[&str], more: &[&str]) -> (bench::BenchResult, String) {
     let dir = std::env::temp_dir().join(format!("tokenmeter-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("out.json");
     let model = fixture_dir("tiny-gqa-tied");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-        .args(["bench", "--model", model.to_str().unwrap()])
+        .args(["bench", "--model", model.to_str().unwrap(), "--no-verify"])
         .args(args)
         .args(more)
         .args(["--json", out.to_str().unwrap()])

@@ -7,7 +7,7 @@ use common::*;
 use std::cell::Cell;
 use std::rc::Rc;
 use tokenmeter::bench::run::experiment::{run_alternating, Experiment, ExperimentSpec};
-use tokenmeter::bench::run::session::EngineTarget;
+use tokenmeter::bench::run::launch::EngineTarget;
 use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::verdict::compare::CompareVerdict;
 use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, WorkloadSpec};

@@ -9,8 +9,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use tokenmeter::bench::record::phases::Phases;
 use tokenmeter::bench::run::driver;
-use tokenmeter::bench::run::session::{self, EngineTarget};
 use tokenmeter::bench::run::target::Listener;
+use tokenmeter::bench::run::{launch::EngineTarget, session};
 use tokenmeter::bench::{self, Arrival, LenRange, RunConfig, SessionSpec, WorkloadSpec};
 use tokenmeter::engine::forward::EngineLimits;
 use tokenmeter::engine::{Engine, EngineOptions, SamplingParams, Speculation, StepShape};
@@ -505,8 +505,18 @@ fn plan_from_a_measured_run() {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (measured, planned, old_file) = (path("measured.json"), path("planned.json"), path("old.json"));
     let model = fixture_dir("tiny-gqa-tied");
-    let workload =
-        ["--rate", "8", "--num-requests", "10", "--input-len", "16:64", "--output-len", "8:16", "--no-baseline"];
+    let workload = [
+        "--rate",
+        "8",
+        "--num-requests",
+        "10",
+        "--input-len",
+        "16:64",
+        "--output-len",
+        "8:16",
+        "--no-baseline",
+        "--no-verify",
+    ];
     let (ok, _, stderr) =
         tokenmeter(&[&["bench", "--model", model.to_str().unwrap()][..], &workload, &["--json", &measured]].concat());
     assert!(ok, "{stderr}");
@@ -588,8 +598,18 @@ fn plan_calibrated_now() {
     let model = fixture_dir("tiny-gqa-tied");
     let model = model.to_str().unwrap();
     let engine = ["--max-batch", "4", "--max-batched-tokens", "64"];
-    let workload =
-        ["--rate", "8", "--num-requests", "10", "--input-len", "16:64", "--output-len", "8:16", "--no-baseline"];
+    let workload = [
+        "--rate",
+        "8",
+        "--num-requests",
+        "10",
+        "--input-len",
+        "16:64",
+        "--output-len",
+        "8:16",
+        "--no-baseline",
+        "--no-verify",
+    ];
     let (ok, _, stderr) =
         tokenmeter(&[&["plan", "--calibrate", "--model", model][..], &engine, &workload, &["--json", &out]].concat());
     assert!(ok, "{stderr}");

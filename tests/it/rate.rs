@@ -211,8 +211,8 @@ fn the_engines_search_starts_from_the_planners_guess() {
     use std::cell::Cell;
     use std::rc::Rc;
     use tokenmeter::bench::record::phases::Phases;
+    use tokenmeter::bench::run::launch::EngineTarget;
     use tokenmeter::bench::run::max_rate::{self, RateSearch, Searcher};
-    use tokenmeter::bench::run::session::EngineTarget;
     use tokenmeter::bench::run::target::Listener;
     use tokenmeter::bench::{self, BenchResult, Lang, RunConfig, SessionSpec, Slo};
     let fixed = |n| LenRange { min: n, max: n };
@@ -266,8 +266,8 @@ fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
     use std::cell::Cell;
     use std::rc::Rc;
     use tokenmeter::bench::record::phases::Phases;
+    use tokenmeter::bench::run::launch::EngineTarget;
     use tokenmeter::bench::run::max_rate::{self, RateSearch, Searcher};
-    use tokenmeter::bench::run::session::EngineTarget;
     use tokenmeter::bench::run::target::Listener;
     use tokenmeter::bench::{self, Lang, RunConfig, SessionSpec, Slo};
     let fixed = |n| LenRange { min: n, max: n };

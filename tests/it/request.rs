@@ -253,6 +253,8 @@ fn a_rerun_is_the_saved_request_again() {
         "--seed",
         "7",
         "--no-baseline",
+        // The check before a run is `verify.rs`'s to test: here it would only cost seconds a run.
+        "--no-verify",
     ];
     ok(&[&base[..], &["--json", &first]].concat());
     let again = path("again.json");
@@ -285,6 +287,7 @@ fn a_rerun_is_the_saved_request_again() {
         "--num-requests",
         "3",
         "--no-baseline",
+        "--no-verify",
         "--dataset",
         dataset.to_str().expect("UTF-8"),
         "--json",
@@ -312,7 +315,7 @@ fn a_rerun_is_the_saved_request_again() {
     let model_arg = model.to_str().expect("UTF-8");
     let text_run =
         ["--model", model_arg, "--rate", "50", "--num-requests", "3", "--input-len", "6", "--output-len", "2"];
-    ok(&[&["bench"][..], &text_run, &["--no-baseline", "--json", &text]].concat());
+    ok(&[&["bench"][..], &text_run, &["--no-baseline", "--no-verify", "--json", &text]].concat());
     let (text_config, text_requests) = saved_run(text.as_ref());
     assert_eq!(text_config["prompts"], "text", "{text_config}");
     let text_again = path("text-again.json");
@@ -336,9 +339,9 @@ fn the_field_lists_are_in_declaration_order() {
     }
 }
 
-/// One launcher: outside the tests, an engine becomes a target only through
-/// `EngineTarget::for_prompts` (the run's prompts, their kind and thinking tags), never
-/// `EngineTarget::new` with prompts made on the side — every `src/` file but the launcher's is read.
+/// One launcher: outside the tests, an engine becomes a target only in the launcher
+/// (`bench/run/launch.rs`: `OnEngine` makes the run's prompts, their kind and thinking tags), never
+/// by an edge with prompts made on the side — every other `src/` file is read.
 #[test]
 fn engine_targets_are_built_by_the_launcher_only() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -352,13 +355,31 @@ fn engine_targets_are_built_by_the_launcher_only() {
                 found.extend(
                     text.lines()
                         .enumerate()
-                        .filter(|(_, l)| l.contains("EngineTarget::new("))
+                        .filter(|(_, l)| builds_engine_target(l))
                         .map(|(i, _)| format!("{}:{}", path.strip_prefix(&src).unwrap().display(), i + 1)),
                 );
             }
         }
     }
-    assert!(found.is_empty(), "EngineTarget::new outside the launcher (use EngineTarget::for_prompts): {found:?}");
+    assert!(found.is_empty(), "an EngineTarget built outside the launcher (use launch::OnEngine): {found:?}");
+}
+
+/// A line that builds an `EngineTarget` (a constructor or a struct literal); naming the type does not.
+fn builds_engine_target(line: &str) -> bool {
+    line.contains("EngineTarget::") || line.contains("EngineTarget {")
+}
+
+#[test]
+fn a_planted_engine_target_outside_the_launcher_is_found() {
+    for built in [
+        "    let mut target = EngineTarget::for_prompts(&mut engine, &prompts, describe);",
+        "let t = bench::run::launch::EngineTarget::new(engine, prompt, describe, None);",
+        "    EngineTarget { engine, prompt, ..rest }",
+    ] {
+        assert!(builds_engine_target(built), "{built}");
+    }
+    assert!(!builds_engine_target("//! ([`crate::bench::run::launch::EngineTarget`]) or a server"));
+    assert!(!builds_engine_target("fn f(t: &mut EngineTarget<'_, X>) {}"));
 }
 
 /// A dataset whose longest prompt with its output passes the model's context is refused after its
@@ -405,14 +426,14 @@ fn a_dataset_past_the_context_is_one_problem_on_the_dataset_from_the_library_and
 }
 
 /// The rules whose messages other modules used to write in English only — the SLO parser's, the
-/// endpoint's URL check, the phases', the engine's scheduling policy's — are rules with a wording
-/// in each language, on their fields, and the English is what the CLI printed before.
+/// endpoint's URL check, the phases', the engine's scheduling policy's, the speculation
+/// setting's — are rules with a wording in each language, on their fields, and the English is what
+/// the CLI printed before.
 #[test]
-fn the_slo_endpoint_phase_and_scheduler_rules_are_worded_in_both_languages() {
-    use tokenmeter::bench::base::rules::Rule;
+fn the_slo_endpoint_phase_scheduler_and_speculation_rules_are_worded_in_both_languages() {
     /// The fields set, the field of the problem, its English.
     type Case<'a> = (&'a [(Field, &'a str)], Field, &'a str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (&[(Field::Slo, "ttft=5")], Field::Slo, "SLO \"ttft=5\": unknown key \"ttft\" (expected ttft_ms, tpot_ms or e2e_ms)"),
         (
             &[(Field::Endpoint, "http://user:pw@host:8000/v1")],
@@ -430,12 +451,16 @@ fn the_slo_endpoint_phase_and_scheduler_rules_are_worded_in_both_languages() {
             "prompt: without chunked prefill, 600 prompt tokens + 8 new tokens need prefills of up to 607 tokens in \
              one step, above max_batched_tokens 512",
         ),
+        (
+            &[(Field::Speculate, "ngram:0")],
+            Field::Speculate,
+            "expected ngram:K or draft:MODEL:K with K from 1 to 16, or off",
+        ),
     ];
     for (set, field, english) in cases {
         let form = |f: Field| set.iter().find(|(g, _)| *g == f).map(|(_, v)| v.to_string());
         let problems = RunRequest::parse(&form, None).expect_err(english);
         let p = problems.iter().find(|p| p.field == field).unwrap_or_else(|| panic!("none on {field:?}: {problems:?}"));
-        assert!(!matches!(p.rule, Rule::Other(_)), "{:?}", p.rule);
         assert_eq!(p.text(Lang::En), english);
         let zh = p.text(Lang::Zh);
         assert!(zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "no Chinese in {zh:?}");

@@ -558,6 +558,97 @@ async fn the_warning_shows_in_the_target_card() {
     assert_eq!(key.type_(), "password");
 }
 
+/// A run of three or more words of Latin letters (punctuation at their ends aside): an English
+/// sentence or phrase. Flags, numbers, units and names such as `ngram:K`, `int8` or `TTFT` alone
+/// are not one.
+fn english_phrase(text: &str) -> Option<String> {
+    let word = |w: &&str| {
+        let core = w.trim_matches(|c: char| c.is_ascii_punctuation());
+        !core.is_empty() && core.chars().all(|c| c.is_ascii_alphabetic())
+    };
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words.windows(3).find(|w| w.iter().all(word)).map(|w| w.join(" "))
+}
+
+#[wasm_bindgen_test]
+fn a_planted_english_phrase_is_found() {
+    assert_eq!(english_phrase("速率 2：the queue grew 了").as_deref(), Some("the queue grew"));
+    assert_eq!(english_phrase("应为 ngram:K、draft:MODEL:K（K 为 1 到 16）或 off"), None);
+}
+
+/// The Chinese page shows no English sentence where the library words a message: the settings'
+/// rules (the SLO parser's, the phases', the engine's scheduling policy's, the speculation
+/// setting's), the target card's URL check, the worker's refusals, and why a run never reached a
+/// steady state.
+#[wasm_bindgen_test]
+async fn the_chinese_page_words_rules_refusals_and_the_steady_state_in_chinese() {
+    use tokenmeter::bench::base::rules::Rule;
+    use tokenmeter::bench::measure::steady::{NoSteadyState, SteadyState};
+    use tokenmeter::web::page::run::refused_text;
+    use tokenmeter::web::page::target::{TargetPanel, TargetSettings};
+    use tokenmeter::web::protocol::Refused;
+    let zh = i18n::text(Lang::Zh);
+    let mut shown: Vec<(String, String)> = Vec::new();
+    let cases: [&[(Field, &str)]; 6] = [
+        &[(Field::SloTtft, "fast")],
+        &[(Field::WarmupRequests, "32")],
+        &[(Field::WarmupS, "-1")],
+        &[(Field::ChunkedPrefill, "off"), (Field::InputLen, "600")],
+        &[(Field::Speculate, "ngram:99")],
+        &[(Field::Weights, "fp8")],
+    ];
+    for pairs in cases {
+        let value = |f: Field| {
+            Some(
+                pairs
+                    .iter()
+                    .find(|(g, _)| *g == f)
+                    .map_or_else(|| f.default_value().to_string(), |(_, v)| v.to_string()),
+            )
+        };
+        let problems = settings::validate(&value, None, zh).expect_err("each case breaks a rule");
+        shown.extend(problems.into_iter().map(|(f, text)| (format!("{pairs:?} on {f:?}"), text)));
+    }
+    // The worker's refusals, as the page words them.
+    let context = Rule::Context { input: 4090, output: 16, max_position: 4096 }.text(Lang::Zh);
+    let refusals = [
+        Refused::Problems { b: true, problems: vec![(Field::InputLen, context)] },
+        Refused::WrongTarget,
+        Refused::NeedsReload,
+    ];
+    for refused in refusals {
+        let label = format!("{refused:?}");
+        shown.push((label, refused_text(refused, zh).expect("a refusal worded")));
+    }
+    // A result saved with the English reason beside the reason as data: the data is worded.
+    let steady = SteadyState {
+        from_s: 1.0,
+        to_s: 9.0,
+        level: 3.0,
+        requests: 20,
+        never: Some("the queue grew while requests arrived".into()),
+        never_why: Some(NoSteadyState::QueueGrew { rise: 12.0, from_s: 1.0, last_s: 9.0 }),
+        summary: None,
+    };
+    shown.push(("never steady".into(), steady.never_text(Lang::Zh).expect("never reached")));
+    // The target card's URL check, on the page in Chinese.
+    let target = TargetSettings::from_query();
+    target.kind.set("remote".into());
+    target.base_url.set("ftp://host/v1".into());
+    let spec = RwSignal::new(None);
+    let root = mount(move || {
+        use_context::<UiLang>().expect("the page's language").0.set(Lang::Zh);
+        view! { <TargetPanel target=target spec=spec.into() locked=Signal::derive(|| false) engine=Signal::derive(|| true) /> }
+    });
+    leptos::task::tick().await;
+    let url = root.query_selector(".field-error").unwrap().expect("the URL's problem is shown").text_content().unwrap();
+    shown.push(("the target card's URL".into(), url));
+    for (source, text) in &shown {
+        assert!(text.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "{source}: no Chinese in {text:?}");
+        assert_eq!(english_phrase(text), None, "{source}: English on the Chinese page: {text:?}");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     use tokenmeter::remote::browser::{Client, RunOptions};

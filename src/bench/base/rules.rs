@@ -182,9 +182,10 @@ pub enum Rule {
     },
     /// The engine's scheduling policy cannot serve such a request (its reason, as data).
     Scheduler(crate::engine::PolicyRefusal),
-    /// A rule whose message another module writes (the speculation setting's parser), English in
-    /// both languages.
-    Other(String),
+    /// A speculation setting that is none of `ngram:K`, `draft:MODEL:K` (K from 1 to `max`) or `off`.
+    Speculation {
+        max: usize,
+    },
 }
 
 /// What is wrong with an endpoint's URL.
@@ -343,7 +344,7 @@ impl Rule {
             PhaseSeconds { flag, value } => format!("{flag} {value}: must be 0 or more seconds"),
             Scheduler(refusal @ crate::engine::PolicyRefusal::PrefillPastStep { .. }) => format!("prompt: {refusal}"),
             Scheduler(refusal) => refusal.to_string(),
-            Other(text) => text.clone(),
+            Speculation { max } => format!("expected ngram:K or draft:MODEL:K with K from 1 to {max}, or off"),
         }
     }
 
@@ -352,7 +353,11 @@ impl Rule {
         match self {
             Count { min, max } => format!("必须是 {min} 到 {max} 之间的整数"),
             Number { min, max } => format!("必须是 {min} 到 {max} 之间的数"),
-            Choice { name: _, value, expected } => format!("{value:?} 无效：应为 {expected} 之一"),
+            Choice { name: _, value, expected } => {
+                // The words expected, listed the Chinese way ("a, b or c" → "a、b、c").
+                let listed = expected.replace(" or ", "、").replace(", ", "、");
+                format!("{value:?} 无效：应为 {listed} 之一")
+            }
             NotARate { text } => format!("速率 {text:?} 不是数字，也不是 inf"),
             LengthNotACount { text, part } => {
                 format!("长度 {text:?}：{part:?} 不是 token 数（应为 N 或 最小:最大，如 \"128\" 或 \"64:512\"）")
@@ -452,7 +457,7 @@ impl Rule {
                  {longest_prefill} 个 token，超过了每步 token 上限 {max_batched_tokens}"
             ),
             Scheduler(crate::engine::PolicyRefusal::ZeroChunk) => "预填充块大小至少为 1 个 token".into(),
-            Other(text) => text.clone(),
+            Speculation { max } => format!("应为 ngram:K、draft:MODEL:K（K 为 1 到 {max}）或 off"),
         }
     }
 }

@@ -206,7 +206,7 @@ fn switches(r: &Reader) -> Switches {
         speculation: r
             .text(Field::Speculate)
             .parse::<Speculation>()
-            .map_err(|message| r.broken(Field::Speculate, Rule::Other(message)))
+            .map_err(|_| r.broken(Field::Speculate, Rule::Speculation { max: crate::engine::speculate::MAX_DRAFT }))
             .ok(),
     }
 }

@@ -371,21 +371,47 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
     })
 }
 
-/// `--rate max` on a target that cannot be simulated (a server): the first run, then a rising
-/// sweep from its rate ([`search`]).
-pub async fn search_rising<T: Target>(
+/// The first rate a search tries after its first run, from that run's results: the capacity
+/// planner's prediction on the engine (the planner sits above `bench`, so it comes in as a value).
+pub trait FirstGuess {
+    /// A rate for `slo` met by `attainment` of requests, or why there is none.
+    fn guess<'a>(
+        &'a self,
+        runs: &'a [BenchResult],
+        slo: &'a Slo,
+        attainment: f64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64>> + 'a>>;
+
+    /// Where the guess comes from, in words (the result's `first_guess`).
+    fn source(&self) -> &'static str;
+}
+
+/// `--rate max` on `target`: the first run ([`first_run`]), then the [`search`] from `guess`'s
+/// rate, or from the first run's rate, rising, when there is no guess (a server) or it has none
+/// (the reason goes in the result's `first_guess`).
+#[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
+pub async fn find<T: Target>(
     target: &mut T,
     session: &SessionSpec<'_>,
     search_for: RateSearch,
     slo: &Slo,
+    guess: Option<&dyn FirstGuess>,
     listener: &Listener,
     cancel: &Rc<Cell<bool>>,
     results: &mut Vec<BenchResult>,
 ) -> Result<MaxRate> {
     let mut s = Searcher::new(target, session, search_for, slo, listener, cancel, results);
     first_run(&mut s).await?;
-    let guess = s.last_rate().unwrap_or(START_RPS);
-    search(s, guess, "a rising sweep from the first run's rate").await
+    let first = s.last_rate().unwrap_or(START_RPS);
+    let rising = "a rising sweep from the first run's rate";
+    let (rate, from) = match guess {
+        None => (first, rising.to_string()),
+        Some(g) => match g.guess(s.results, slo, search_for.attainment).await {
+            Ok(rate) => (rate, g.source().to_string()),
+            Err(e) => (first, format!("{rising}; no prediction: {e}")),
+        },
+    };
+    search(s, rate, &from).await
 }
 
 /// Each result's rate: a search's results are at the rates it picked.

@@ -1,8 +1,9 @@
 //! One benchmark session, whatever the target: a warm-up and the baseline (the median of requests
 //! alone), then for each rate the planned workload, its summary, its diagnosis against the
 //! baseline and a [`BenchResult`] that records what ran ([`RunConfig`]). The CLI and the page only
-//! parse their inputs, pick a [`Target`] — the engine in this process ([`EngineTarget`]) or a server
-//! (`remote::native::ServerTarget`, `remote::browser::ServerTarget`) — and present the results.
+//! parse their inputs, load a [`Target`] — the engine in this process, through the launcher
+//! (`run/launch.rs`, which calls this), or a server (`remote::native::ServerTarget`,
+//! `remote::browser::ServerTarget`) — and present the results.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -17,7 +18,6 @@ use crate::bench::record::phases::{measured, Phases};
 use crate::bench::record::raw::RequestRecord;
 use crate::bench::record::run_config::RunConfig;
 use crate::bench::result::BenchResult;
-pub use crate::bench::run::launch::{run_on_engine, EngineTarget};
 use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::traffic::workload::{plan, PlannedRequest, WorkloadSpec};
 use crate::bench::verdict::diagnosis::{diagnose_in, Baseline};

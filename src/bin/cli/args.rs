@@ -5,7 +5,7 @@ use super::model::ModelArgs;
 use super::{policy, remote, serving};
 use clap::Args;
 use tokenmeter::bench::base::field::Field;
-use tokenmeter::bench::base::rules::Problem;
+use tokenmeter::bench::base::rules::problems_error;
 use tokenmeter::bench::request::RunRequest;
 use tokenmeter::bench::WorkloadSpec;
 use tokenmeter::{Error, Result};
@@ -173,16 +173,16 @@ impl BenchArgs {
         }
     }
 
-    /// The run these flags ask for, checked: every problem at once, each naming its flag.
     /// The one load-time check of these flags' request ([`RunRequest::check_loaded`]), its
     /// workload as attached (`spec`: a dataset's rows measured), on a model of `max_position` tokens.
     pub(crate) fn check_loaded(&self, spec: &WorkloadSpec, max_position: usize) -> Result<()> {
         let request = RunRequest { spec: spec.clone(), ..self.request()? };
-        request.check_loaded(max_position).map_err(problems_error)
+        request.check_loaded(max_position).map_err(|p| problems_error(&p))
     }
 
+    /// The run these flags ask for, checked: every problem at once, each naming its flag.
     pub(crate) fn request(&self) -> Result<RunRequest> {
-        RunRequest::parse(&|f| self.form(f), None).map_err(problems_error)
+        RunRequest::parse(&|f| self.form(f), None).map_err(|p| problems_error(&p))
     }
 
     /// [`BenchArgs::request`] for a command that runs the rates given: `--rate max` is `bench`'s.
@@ -193,11 +193,6 @@ impl BenchArgs {
         }
         Ok(request)
     }
-}
-
-/// Every problem of a run request, a line each, naming the flag (the library's wording).
-pub(crate) fn problems_error(problems: Vec<Problem>) -> Error {
-    tokenmeter::bench::base::rules::problems_error(&problems)
 }
 
 /// `path` can be written (created, or appended to when it exists; nothing is truncated):

@@ -1,17 +1,20 @@
 //! `tokenmeter bench`: a workload against the engine or a server, the report and the results.
 
-use super::args::{check_writable, problems_error, BenchArgs};
+use super::args::{check_writable, BenchArgs};
 use super::interrupt::Interrupt;
 use super::model::{engine_options, load, open, Opened};
 use super::{max_rate, remote, serving};
 use std::cell::Cell;
 use std::rc::Rc;
 use tokenmeter::bench;
+use tokenmeter::bench::base::rules::problems_error;
 use tokenmeter::bench::measure::energy::NvmlMeter;
 use tokenmeter::bench::record::run_config::KernelPath;
+use tokenmeter::bench::run::launch::{self, OnEngine, Search};
 use tokenmeter::bench::run::target::{Listener, SessionEvent};
 use tokenmeter::engine::ForwardPass;
 use tokenmeter::model::checkpoint::TensorProvider;
+use tokenmeter::planner::capacity::PlannerGuess;
 use tokenmeter::{Error, Result};
 
 pub(crate) async fn main(args: BenchArgs) -> Result<()> {
@@ -53,7 +56,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         }
         let problems = request.server_problems(args.remote.tokenizer.is_some());
         if !problems.is_empty() {
-            return Err(problems_error(problems));
+            return Err(problems_error(&problems));
         }
         let tokenizer = remote::load_tokenizer(&args.remote)?;
         if let Some(data) = &data {
@@ -77,17 +80,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
             request.search,
         )
         .await;
-        return match outcome {
-            Ok(Some(found)) => max_rate::finish_search(&args, found, &results, &interrupt),
-            outcome => finish_bench(
-                &args,
-                &bench::run::max_rate::rates_of(&results),
-                &results,
-                slo.as_ref(),
-                outcome.map(|_| ()),
-                &interrupt,
-            ),
-        };
+        return finish(&args, &bench::run::max_rate::rates_of(&results), &results, slo.as_ref(), outcome, &interrupt);
     }
     let loaded = open(&args.model).await?;
     let (cfg, tokenizer) = match &loaded {
@@ -116,32 +109,29 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         ..RunConfig::default()
     };
     // The engine's GPU's energy through NVML where the driver has it (else "–" and why).
-    let prompts = bench::PromptSource::for_model(&spec, tokenizer, args.random_prompts, cfg.vocab_size);
     let meter = NvmlMeter::for_adapter(&engine.model.gpu.adapter.name);
-    let mut target = bench::run::session::EngineTarget::for_prompts(&mut engine, &prompts, describe).metered(meter);
-    if let (Some(search), Some(slo)) = (request.search, slo.as_ref()) {
-        let listener = interrupt.listener(max_rate::search_listener());
-        let outcome = tokenmeter::planner::capacity::search_engine(
-            &mut target,
-            &session,
-            search,
-            slo,
-            &cfg,
-            &listener,
-            &interrupt.cancel,
-            &mut results,
-        )
-        .await;
-        return match outcome {
-            Ok(found) => max_rate::finish_search(&args, found, &results, &interrupt),
-            Err(e) => {
-                finish_bench(&args, &bench::run::max_rate::rates_of(&results), &results, Some(slo), Err(e), &interrupt)
-            }
-        };
+    let on = OnEngine { meter: Some(meter), ..OnEngine::new(&mut engine, tokenizer, args.random_prompts, describe) };
+    let guess = PlannerGuess(cfg.clone());
+    let search = Search::of(request.search, slo.as_ref(), Some(&guess));
+    let listener = if search.is_some() { interrupt.listener(max_rate::search_listener()) } else { listener };
+    let outcome = launch::run(on, &session, search, &listener, &interrupt.cancel, &mut results).await;
+    finish(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
+}
+
+/// The end of a run, a sweep or a search, however it ended (see [`finish_bench`]).
+fn finish(
+    args: &BenchArgs,
+    rates: &[f64],
+    results: &[tokenmeter::bench::BenchResult],
+    slo: Option<&tokenmeter::bench::Slo>,
+    outcome: Result<Option<bench::run::max_rate::MaxRate>>,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    match outcome {
+        Ok(Some(found)) => max_rate::finish_search(args, found, results, interrupt),
+        Ok(None) => finish_bench(args, rates, results, slo, Ok(()), interrupt),
+        Err(e) => finish_bench(args, &bench::run::max_rate::rates_of(results), results, slo, Err(e), interrupt),
     }
-    let outcome =
-        bench::run::session::run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await;
-    finish_bench(&args, &rates, &results, slo.as_ref(), outcome, &interrupt)
 }
 
 /// The loaded engine, checked on this adapter first unless `--no-verify` (`engine::verify`).

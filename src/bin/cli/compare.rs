@@ -5,7 +5,7 @@
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use std::path::PathBuf;
 use tokenmeter::bench::run::experiment::{self, Arm, ManyWay};
-use tokenmeter::bench::run::session::EngineTarget;
+use tokenmeter::bench::run::launch::{self, OnEngine};
 use tokenmeter::bench::verdict::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::verdict::quality::{self, Quality};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
@@ -374,23 +374,21 @@ async fn run(
     // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.
     let (mut engines, sides): (Vec<Engine>, Vec<_>) =
         locals.into_iter().map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe))).unzip();
-    let prompts: Vec<PromptSource> = sides
-        .iter()
-        .map(|(tokenizer, random, vocab, _)| PromptSource::for_model(&spec, tokenizer.as_ref(), *random, *vocab))
-        .collect();
-    let mut targets: Vec<EngineTarget> = engines
+    let on: Vec<OnEngine> = engines
         .iter_mut()
-        .zip(sides.iter().zip(&prompts))
-        .map(|(engine, (side, prompts))| EngineTarget::for_prompts(engine, prompts, side.3.clone()))
+        .zip(&sides)
+        .map(|(engine, (tokenizer, random, _, describe))| {
+            OnEngine::new(engine, tokenizer.as_ref(), *random, describe.clone())
+        })
         .collect();
-    let arms = timed(&mut targets, configs, &x).await?;
-    drop(targets);
+    let arms = launch::with_targets(on, &spec, async |targets| timed(targets, configs, &x).await).await?;
     let models: Vec<Option<String>> = sides.iter().map(|side| side.3.model.clone()).collect();
     let names: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
     let settings = Settings { names, models, engines: &mut engines, reference };
-    let (tokenizer, _, vocab, _) = &sides[reference];
-    let made_with =
-        PromptsOf { spec: &spec, prompts: &prompts[reference], tokenizer: tokenizer.as_ref(), vocab: *vocab };
+    // The quality pass starts from the reference's prompts, made as its timed runs' were.
+    let (tokenizer, random, vocab, _) = &sides[reference];
+    let prompts = PromptSource::for_model(&spec, tokenizer.as_ref(), *random, *vocab);
+    let made_with = PromptsOf { spec: &spec, prompts: &prompts, tokenizer: tokenizer.as_ref(), vocab: *vocab };
     let passes = quality_passes(quality_args, settings, made_with, oracle).await?;
     Ok((arms, passes))
 }

@@ -1,7 +1,6 @@
 //! `tokenmeter bench --rate max`: the search's edge — its progress, the table of its runs and its
-//! files. The search itself is the library's (`tokenmeter::bench::run::max_rate` for servers,
-//! `tokenmeter::planner::capacity::search_engine` for the engine, whose first guess is the
-//! planner's), as on the page.
+//! files. The search itself is the library's (`tokenmeter::bench::run::launch::drive` into
+//! `max_rate::find`; on the engine its first guess is the planner's), as on the page.
 
 use super::args::BenchArgs;
 use super::interrupt::Interrupt;

@@ -2,14 +2,16 @@
 //! batcher loop, timed by a step-cost model fitted on a saved run's steps, on a virtual clock
 //! ([`tokenmeter::planner`]). Same report, JSON, CSV and HTML as `bench`, labelled simulated.
 
-use super::args::{problems_error, BenchArgs};
+use super::args::BenchArgs;
 use super::bench::{finish_bench, terminal_listener};
 use super::interrupt::Interrupt;
 use super::model::{engine_options, load, open, Opened};
 use super::serving;
 use clap::Args;
+use tokenmeter::bench::base::rules::problems_error;
 use tokenmeter::bench::request::RunRequest;
-use tokenmeter::bench::run::session::{run_into, EngineTarget};
+use tokenmeter::bench::run::launch::{self, OnEngine};
+use tokenmeter::bench::run::session::run_into;
 use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::verdict::sweep::SloCrossing;
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, SessionSpec, Slo, TokenTimes};
@@ -301,7 +303,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     // The simulated request (the saved run's with --replay) against the simulated engine.
     let simulated =
         RunRequest { spec: spec.clone(), policy, max_batched_tokens: limits.max_batched_tokens, ..request.clone() };
-    simulated.check_loaded(cfg.max_position_embeddings).map_err(problems_error)?;
+    simulated.check_loaded(cfg.max_position_embeddings).map_err(|p| problems_error(&p))?;
     let slo = slo_text.as_deref().map(str::parse::<Slo>).transpose()?;
     let session = SessionSpec {
         spec: &spec,
@@ -392,8 +394,9 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     } else {
         let mut engine = replica()?;
         // The simulator's replies are not text: no thinking tags to split them by.
-        let mut target = EngineTarget::for_prompts(&mut engine, &prompts, describe).without_thinking();
-        run_into(&mut target, &session, &listener, &interrupt.cancel, &mut results).await
+        let on =
+            OnEngine { replies_are_text: false, ..OnEngine::new(&mut engine, tokenizer, random_prompts, describe) };
+        launch::run(on, &session, None, &listener, &interrupt.cancel, &mut results).await.map(|_| ())
     };
     if args.replay {
         print_agreement(&saved, &results, &rates, slo.as_ref(), &source);

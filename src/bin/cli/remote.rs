@@ -2,7 +2,8 @@
 //! workload, summary, report and results JSON are the engine's; only the target differs.
 
 use clap::Args;
-use tokenmeter::bench::run::max_rate::{self, MaxRate, RateSearch};
+use tokenmeter::bench::run::launch::{self, Search};
+use tokenmeter::bench::run::max_rate::{MaxRate, RateSearch};
 use tokenmeter::bench::run::target::Listener;
 use tokenmeter::bench::traffic::endpoint::ServerAddress;
 use tokenmeter::bench::{self, PlannedRequest, PromptSource, SessionSpec};
@@ -96,17 +97,9 @@ pub async fn run(
     let prompts = prompt_source(args, session.spec, tokenizer.as_ref(), random_prompts, &client);
     let prompt = |p: &PlannedRequest| prompts.prompt(p);
     let mut target = ServerTarget { client: &client, setup: setup(args, &prompt, prompts.kind()) };
-    let outcome = match (search, session.slo) {
-        // A short rising sweep from the first run's rate, then narrowing.
-        (Some(search), Some(slo)) => {
-            max_rate::search_rising(&mut target, session, search, slo, listener, &interrupt.cancel, results)
-                .await
-                .map(Some)
-        }
-        _ => bench::run::session::run_into(&mut target, session, listener, &interrupt.cancel, results)
-            .await
-            .map(|()| None),
-    };
+    // `--rate max`: a short rising sweep from the first run's rate, then narrowing.
+    let search = Search::of(search, session.slo, None);
+    let outcome = launch::drive(&mut target, session, search, listener, &interrupt.cancel, results).await;
     for r in results.iter() {
         warn_about_usage(&r.requests, prompts.kind() == "token ids");
     }

@@ -10,10 +10,10 @@ use tokenmeter::model::Tokenizer;
 use tokenmeter::remote::native::{Client, ServerTarget};
 use tokenmeter::Result;
 
-use super::args::problems_error;
 use super::experiment::{experiment_spec, same_workload, timed};
 use super::quality::{server_passes, QualityArgs, Server};
 use super::{remote, serving, BenchArgs};
+use tokenmeter::bench::base::rules::problems_error;
 
 /// Runs the server settings in turn, then the quality passes against setting `reference`.
 pub(crate) async fn run(
@@ -32,7 +32,7 @@ pub(crate) async fn run(
         let request = a.request().map_err(named)?;
         let problems = request.server_problems(a.remote.tokenizer.is_some());
         if !problems.is_empty() {
-            return Err(named(problems_error(problems)));
+            return Err(named(problems_error(&problems)));
         }
         let tokenizer = remote::load_tokenizer(&a.remote)?;
         specs.push(workload(a, tokenizer.as_ref())?);

@@ -139,10 +139,18 @@ pub fn run_again(state: AppState, saved: &bench::record::run_config::SavedReques
 }
 
 /// Why a command did not start, in the page's language (`None` for [`Refused::Busy`]).
-fn refused_text(refused: Refused, t: &Text) -> Option<String> {
+pub fn refused_text(refused: Refused, t: &Text) -> Option<String> {
     match refused {
         Refused::Busy => None,
         Refused::NeedsReload => Some(t.run_needs_reload.to_string()),
+        Refused::WrongTarget => Some(t.run_wrong_target.to_string()),
+        Refused::Problems { b, problems } => {
+            let lines = problems.iter().map(|(field, text)| {
+                let side = if b { "B · " } else { "" };
+                format!("{side}{}: {text}", field.label(t))
+            });
+            Some(lines.collect::<Vec<_>>().join("\n"))
+        }
         Refused::Invalid(e) => Some(e),
     }
 }

@@ -5,6 +5,8 @@
 
 use super::i18n::{use_text, Text};
 use crate::bench::base::field::Field;
+use crate::bench::base::lang::Lang;
+use crate::bench::base::rules::Rule;
 use crate::bench::WorkloadSpec;
 use crate::remote::browser::{self, Client};
 use crate::remote::{Api, ApiKey, BaseUrl, Endpoint};
@@ -111,17 +113,21 @@ impl TargetSettings {
         pairs
     }
 
-    /// The endpoint as typed (tracked); the model may still be empty.
-    pub fn endpoint(&self) -> Result<Endpoint, String> {
-        let base_url = BaseUrl::parse(self.base_url.get().trim()).map_err(|e| e.to_string())?;
-        let api = self.api.get().parse::<Api>().map_err(|e| e.to_string())?;
+    /// The endpoint as typed (tracked), or what is wrong with it in `lang`; the model may still
+    /// be empty.
+    pub fn endpoint(&self, lang: Lang) -> Result<Endpoint, String> {
+        let base_url = BaseUrl::read(self.base_url.get().trim()).map_err(|rule| rule.text(lang))?;
+        let api = self.api.get();
+        let api = api.parse::<Api>().map_err(|_| {
+            Rule::Choice { name: "API", value: api.clone(), expected: "completions or chat" }.text(lang)
+        })?;
         let api_key = ApiKey::new(self.api_key.get());
         Ok(Endpoint { base_url, model: self.model.get().trim().to_string(), api, api_key, thinking: None })
     }
 
     /// The endpoint a run can use: a valid URL and a model name (tracked).
     pub fn runnable(&self, t: &Text) -> Result<Endpoint, String> {
-        let endpoint = self.endpoint()?;
+        let endpoint = self.endpoint(t.lang)?;
         if endpoint.model.is_empty() {
             return Err(t.remote_needs_model.to_string());
         }
@@ -136,8 +142,8 @@ impl TargetSettings {
     }
 
     /// `GET /v1/models` into `models`; picks the only model when the name is empty.
-    pub fn fetch_models(self) {
-        let endpoint = match self.endpoint() {
+    pub fn fetch_models(self, lang: Lang) {
+        let endpoint = match self.endpoint(lang) {
             Ok(endpoint) => endpoint,
             Err(e) => return self.models.set(Err(e)),
         };
@@ -180,7 +186,7 @@ pub fn TargetPanel(
             />
         }
     };
-    let url_problem = move || target.endpoint().err();
+    let url_problem = move || target.endpoint(t().lang).err();
     let warning = move || {
         let spec = spec.get()?;
         let n = connection_warning(&target.base_url.get(), &spec)?;
@@ -242,7 +248,7 @@ pub fn TargetPanel(
                         class="ghost"
                         data-testid="fetch-models"
                         disabled=move || locked.get() || target.fetching.get()
-                        on:click=move |_| target.fetch_models()
+                        on:click=move |_| target.fetch_models(t().lang)
                     >
                         {move || if target.fetching.get() { t().fetching_models } else { t().fetch_models }}
                     </button>

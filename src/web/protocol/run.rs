@@ -2,6 +2,8 @@
 //! with the [`Context`] it read from its own state; the worker's run service answers with a
 //! [`Refused`] before anything runs, or with updates ending in exactly one [`Ended`].
 
+use crate::bench::base::field::Field;
+use crate::bench::base::rules::Problem;
 use crate::bench::traffic::dataset::Dataset;
 use crate::bench::traffic::endpoint::NamedTarget;
 use crate::bench::verdict::compare::Comparison;
@@ -59,15 +61,30 @@ pub struct Context {
     pub page: bench::RunConfig,
 }
 
-/// Why a command did not start.
+/// Why a command did not start. The worker words what it can in the page's language (the
+/// [`Context`]'s): the page shows no sentence of its own language's absence.
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Refused {
     /// Another run, load or generation holds the model (the buttons should have said so).
     Busy,
     /// The form asks for other weights, speculation or prefix caching than the loaded model has.
     NeedsReload,
-    /// The workload does not fit (one line; B's problems start with "B: ").
+    /// The command was sent to another target than its request names (the page's own slip).
+    WrongTarget,
+    /// The request breaks rules against what is loaded (the model's context, a server's needs):
+    /// each problem on its field, its rule worded in the page's language; `b`: an experiment's
+    /// side B (its A is the page's settings).
+    Problems { b: bool, problems: Vec<(Field, String)> },
+    /// The library refused the workload (a dataset's rows, say), in its words (English, as the
+    /// CLI's errors).
     Invalid(String),
+}
+
+impl Refused {
+    /// `problems` as a refusal, their rules worded in `lang`.
+    pub fn problems(problems: &[Problem], lang: Lang, b: bool) -> Refused {
+        Refused::Problems { b, problems: problems.iter().map(|p| (p.field, p.text(lang))).collect() }
+    }
 }
 
 impl From<Error> for Refused {

@@ -10,10 +10,9 @@
 
 use super::dataset;
 use super::host::{Host, LoadedModel};
-use crate::bench::base::rules::problems_error;
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::run::experiment::{self, ExperimentSpec, Side};
-use crate::bench::run::session::EngineTarget;
+use crate::bench::run::launch::{self, OnEngine, Search};
 use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::verdict::compare::CompareOptions;
 use crate::bench::verdict::quality::{self, computes_differently, Numerics, Quality, QualityInputs};
@@ -21,6 +20,8 @@ use crate::bench::{self, BenchResult, PlannedRequest, PromptSource, WorkloadSpec
 use crate::engine::forward::EngineLimits;
 use crate::engine::{Engine, ForwardPass, Policy};
 use crate::gpu::Gpu;
+use crate::model::Tokenizer;
+use crate::planner::capacity::PlannerGuess;
 use crate::remote::browser::{Client, ServerTarget};
 use crate::remote::{Api, Endpoint, RemoteSetup};
 use crate::web::protocol::{Command, Context, Destination, Ended, ExperimentEnd, Refused, RunRequest};
@@ -62,7 +63,7 @@ pub fn cancel(host: &Host) {
 pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std::result::Result<(), Refused> {
     if let Command::Run { form, destination } = &command {
         if !destination.agrees_with(&form.target) {
-            return Err(Refused::Invalid("the request names another target than the one it was sent to".into()));
+            return Err(Refused::WrongTarget);
         }
     }
     match command {
@@ -71,8 +72,7 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
             // a command sent past it is refused with the same words.
             let problems = form.server_problems(true);
             if !problems.is_empty() {
-                let lines: Vec<String> = problems.iter().map(|p| p.text(cx.lang)).collect();
-                return Err(Refused::Invalid(lines.join("\n")));
+                return Err(Refused::problems(&problems, cx.lang, false));
             }
             // A server's context is its own: only the API's answer limits it.
             let form = prepared(host, &cx, *form, None)?;
@@ -100,7 +100,7 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
             // The picked dataset, once, for both sides: the same requests.
             let a = prepared(host, &cx, *a, Some(max_position))?;
             let b = RunRequest { spec: a.spec.clone(), ..*b };
-            b.check_loaded(max_position).map_err(|p| Refused::Invalid(format!("B: {}", problems_error(&p))))?;
+            b.check_loaded(max_position).map_err(|p| Refused::problems(&p, cx.lang, true))?;
             if a.load != load {
                 return Err(Refused::NeedsReload);
             }
@@ -120,14 +120,19 @@ pub fn start(host: &Rc<Host>, cx: Context, command: Command, sink: Sink) -> std:
 
 /// `form` with the picked dataset's requests (none picked: unchanged), measured with the run's
 /// tokenizer, and checked against the loaded model (`RunRequest::check_loaded`, as the CLI).
-fn prepared(host: &Host, cx: &Context, mut form: RunRequest, max_position: Option<usize>) -> Result<RunRequest> {
+fn prepared(
+    host: &Host,
+    cx: &Context,
+    mut form: RunRequest,
+    max_position: Option<usize>,
+) -> std::result::Result<RunRequest, Refused> {
     if let Some(choice) = &cx.dataset {
         let tokenizer = host.tokenizer();
         let named = tokenizer.as_deref().map(|t| (t, host.tokenizer_name()));
         dataset::attach(choice, &mut form, named, max_position)?;
     }
     if let Some(max) = max_position {
-        form.check_loaded(max).map_err(|p| problems_error(&p))?;
+        form.check_loaded(max).map_err(|p| Refused::problems(&p, cx.lang, false))?;
     }
     Ok(form)
 }
@@ -168,38 +173,11 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
             let session = form.session(cx.lang);
             let (random, listener) = (form.random_prompts, listener(sink));
             let describe = engine_record(cx);
-            match (form.search, session.slo) {
-                // `--rate max`: the search (its first guess the planner's), as the CLI's.
-                (Some(search), Some(slo)) => {
-                    let cfg = engine.model.cfg.clone();
-                    let prompts = PromptSource::for_model(session.spec, tokenizer.as_deref(), random, cfg.vocab_size);
-                    let mut target = bench::run::session::EngineTarget::for_prompts(&mut engine, &prompts, describe);
-                    crate::planner::capacity::search_engine(
-                        &mut target,
-                        &session,
-                        search,
-                        slo,
-                        &cfg,
-                        &listener,
-                        &cancel,
-                        &mut results,
-                    )
-                    .await
-                    .map(Some)
-                }
-                _ => bench::run::session::run_on_engine(
-                    &mut engine,
-                    tokenizer.as_deref(),
-                    random,
-                    describe,
-                    &session,
-                    &listener,
-                    &cancel,
-                    &mut results,
-                )
-                .await
-                .map(|()| None),
-            }
+            // `--rate max`: the search, its first guess the planner's, as the CLI's.
+            let guess = PlannerGuess(engine.model.cfg.clone());
+            let search = Search::of(form.search, session.slo, Some(&guess));
+            let on = OnEngine::new(&mut engine, tokenizer.as_deref(), random, describe);
+            launch::run(on, &session, search, &listener, &cancel, &mut results).await
         }
         Err(e) => Err(e),
     };
@@ -264,22 +242,8 @@ async fn on_server(
         let mut target = PageRemote { inner: ServerTarget { client: &client, setup }, page: cx.page.clone() };
         let session = form.session(cx.lang);
         let listener = listener(sink);
-        match (form.search, session.slo) {
-            (Some(search), Some(slo)) => bench::run::max_rate::search_rising(
-                &mut target,
-                &session,
-                search,
-                slo,
-                &listener,
-                &cancel,
-                &mut results,
-            )
-            .await
-            .map(Some),
-            _ => bench::run::session::run_into(&mut target, &session, &listener, &cancel, &mut results)
-                .await
-                .map(|()| None),
-        }
+        let search = Search::of(form.search, session.slo, None);
+        launch::drive(&mut target, &session, search, &listener, &cancel, &mut results).await
     }
     .await;
     let (search, error) = split(outcome);
@@ -407,7 +371,8 @@ async fn experiment(
         max_batch: form.max_batch,
         max_batched_tokens: form.max_batched_tokens,
         policy: form.policy,
-        prompts: &prompts,
+        tokenizer: tokenizer.as_deref(),
+        random_prompts: a.random_prompts,
         describe: describe.clone(),
         record: bench::RunConfig::default(),
         saturation: None,
@@ -509,7 +474,7 @@ async fn quality_of_b(
 /// One side of the experiment as a session target: the model (shared with the other side, or its
 /// own) is taken from `pool` for each run and given back after, so one upload can serve both
 /// sides; each run builds an engine with this side's batch, tokens per step and policy and runs it
-/// through the CLI's `EngineTarget`.
+/// through the launcher (`launch::run_plan`).
 struct Variant<'a> {
     pool: &'a RefCell<Option<ForwardPass>>,
     /// The sizes the model was loaded for (restored after each run).
@@ -517,7 +482,8 @@ struct Variant<'a> {
     max_batch: usize,
     max_batched_tokens: usize,
     policy: Policy,
-    prompts: &'a PromptSource<'a>,
+    tokenizer: Option<&'a Tokenizer>,
+    random_prompts: bool,
     describe: bench::RunConfig,
     /// The last run's record (the session asks for it after the run).
     record: bench::RunConfig,
@@ -546,10 +512,10 @@ impl Target for Variant<'_> {
         let mut engine = Engine::new(sized(model, &self.capacity, self.max_batch, self.max_batched_tokens));
         let outcome = match engine.set_policy(self.policy) {
             Ok(()) => {
-                let mut target = EngineTarget::for_prompts(&mut engine, self.prompts, self.describe.clone());
-                let outcome = target.run(plan, spec, ignore_eos, listener, cancel).await;
-                self.record = target.run_config();
-                self.saturation = target.take_saturation();
+                let on = OnEngine::new(&mut engine, self.tokenizer, self.random_prompts, self.describe.clone());
+                let (outcome, record, saturation) =
+                    launch::run_plan(on, plan, spec, ignore_eos, listener, cancel).await;
+                (self.record, self.saturation) = (record, saturation);
                 outcome
             }
             Err(e) => Err(e),

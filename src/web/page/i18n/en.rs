@@ -259,6 +259,7 @@ pub const EN: Text = Text {
     reload_needed: "Weights and speculation are fixed when the model is uploaded: it has {loaded}, the settings ask for {wanted}.",
     reload_model: "Upload again with these",
     run_needs_reload: "Upload the model again to apply the new weights or speculation (Engine switches).",
+    run_wrong_target: "The run was sent to another target than its settings name: press Run again.",
     experiment: "Experiment (A/B)",
     experiment_note: "A is the settings on the left; B differs from A where you say. The same workload (seed, arrivals, lengths) runs A B A B … after one warm-up run per side, and each metric gets B − A with a 95% interval (all metrics together).",
     b_differs: "B differs from A in:",

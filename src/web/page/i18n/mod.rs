@@ -285,6 +285,7 @@ pub struct Text {
     pub reload_needed: &'static str,
     pub reload_model: &'static str,
     pub run_needs_reload: &'static str,
+    pub run_wrong_target: &'static str,
     pub experiment: &'static str,
     pub experiment_note: &'static str,
     pub b_differs: &'static str,
