@@ -719,9 +719,18 @@ async function engineChecks() {
   const metricRows = await page.locator('[data-testid=verdict-table] [data-testid=verdict-row]').count();
   console.log(`verdicts: ${verdicts.join(', ')}`);
   await check(metricRows === 13 && verdicts.length === 13, `the verdict table has ${metricRows} rows`);
-  await check(verdicts.every((v) => ['better', 'worse', 'no detectable difference'].includes(v)), `a verdict outside the three: ${verdicts}`);
+  // Each verdict's words: a difference, none beyond the margin, or too few repetitions to tell
+  // with how far the interval reaches and how many would tell.
+  const verdictWords = {
+    'better': /^better$/,
+    'worse': /^worse$/,
+    'no difference beyond the margin': /^no difference larger than \d+%$/,
+    'too few repetitions to tell': /^too few repetitions to tell \(the interval allows ±\d+%; (\d+ a side would tell|more than \d+ a side would be needed)\)$/,
+  };
+  await check(verdicts.every((v) => v in verdictWords), `a verdict outside the four: ${verdicts}`);
   const shownVerdicts = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
-  await check(shownVerdicts.every((v, i) => v.trim() === verdicts[i]), 'the verdict words shown are not the English ones');
+  console.log(`verdicts shown: ${[...new Set(shownVerdicts.map((v) => v.trim()))].join(' | ')}`);
+  await check(shownVerdicts.every((v, i) => verdictWords[verdicts[i]].test(v.trim())), `the verdict words shown: ${shownVerdicts}`);
   await check(/B − A/.test(await text('experiment-report')), 'no text report for the experiment');
   const qualityRows = await page.locator('[data-testid=quality-table] [data-testid=quality-row]').allTextContents();
   console.log(`quality rows: ${qualityRows.map((r) => r.slice(0, 60)).join(' | ')}`);
@@ -747,7 +756,8 @@ async function engineChecks() {
   await page.screenshot({ path: `${out}/experiment-1400.png`, fullPage: true });
   await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
   const zh = await page.locator('[data-testid=verdict-table] [data-testid=verdict]').allTextContents();
-  await check(zh.every((v) => ['更好', '更差', '无可检测差异'].includes(v.trim())), `verdicts not translated: ${zh}`);
+  await check(zh.every((v) => /^(更好|更差|差异不超过 \d+%|重复次数太少，无法判断（区间允许 ±\d+%；(每边 \d+ 次可判断|每边需要超过 \d+ 次)）)$/.test(v.trim())),
+    `verdicts not translated: ${zh}`);
   const zhQuality = await page.locator('[data-testid=quality-table] [data-testid=quality-row]').allTextContents();
   await check(/[\u4e00-\u9fff]/.test(zhQuality.join('')), `quality rows not translated: ${zhQuality}`);
   await byId('experiment').screenshot({ path: `${out}/experiment-zh.png` });

@@ -15,8 +15,15 @@
 //! quantile at 1 − α/(2m) (Bonferroni: all m intervals hold together with probability ≥ 1 − α,
 //! α = 0.05) and ν = R_A + R_B − 2 degrees of freedom (few repetitions: a wider interval, since
 //! their spread is itself poorly known). A metric whose interval excludes 0 is `better` or `worse`
-//! by its direction (lower latency, higher throughput is better); otherwise
-//! `no detectable difference`.
+//! by its direction (lower latency, higher throughput is better). One whose interval includes 0
+//! is split by an equivalence margin (± [`CompareOptions::margin`] of A's value, 10% by default):
+//! `no difference beyond the margin` when the whole interval lies inside it; else
+//! `too few repetitions to tell`, with how far the interval reaches (in % of A) and the
+//! repetitions a side ([`Repetitions`]) that would tell — those at which the interval's half-width,
+//! its standard error scaled by √(R_eff / R) (R_eff = 2 / (1/R_A + 1/R_B); the bootstrap's
+//! (R_eff − 1)/R_eff share of the variance undone first) and its quantile by ν = 2R − 2, falls below the larger of the observed |B − A| (the interval would then exclude 0)
+//! and the margin less |B − A| (it would lie inside the margin), the observed difference and
+//! spread taken as they are. Searched up to [`MAX_REPETITIONS`] a side.
 //!
 //! A many-way experiment compares each of k settings with one reference: its k·m intervals share
 //! α (the quantile at 1 − α/(2km)), so that no setting is called different by chance in more than
@@ -112,6 +119,12 @@ fn metrics_of(samples: &[Sample], pick: &[usize], with_goodput: bool) -> Vec<f64
     out
 }
 
+/// The most repetitions a side [`Repetitions`] counts up to (the page's Experiment card's most).
+pub const MAX_REPETITIONS: usize = 20;
+
+/// The equivalence margin by default: 10% of A's value.
+pub const MARGIN: f64 = 0.10;
+
 /// How the comparison is made. [`CompareOptions::default`] is the method described in the
 /// module documentation; the switches exist to show what the simpler methods get wrong.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -132,15 +145,31 @@ pub struct CompareOptions {
     /// with the reference, and `alpha` is then shared by all k·m intervals, not m.
     #[serde(default = "one")]
     pub comparisons: usize,
+    /// The equivalence margin, a fraction of A's value: a difference whose whole interval lies
+    /// within ± this is no difference that matters.
+    #[serde(default = "margin")]
+    pub margin: f64,
 }
 
 fn one() -> usize {
     1
 }
 
+fn margin() -> f64 {
+    MARGIN
+}
+
 impl Default for CompareOptions {
     fn default() -> Self {
-        CompareOptions { alpha: 0.05, replicates: 2000, seed: 0, family_wise: true, two_level: true, comparisons: 1 }
+        CompareOptions {
+            alpha: 0.05,
+            replicates: 2000,
+            seed: 0,
+            family_wise: true,
+            two_level: true,
+            comparisons: 1,
+            margin: MARGIN,
+        }
     }
 }
 
@@ -151,6 +180,14 @@ pub enum CompareVerdict {
     Better,
     #[serde(rename = "worse")]
     Worse,
+    /// The whole interval lies within the equivalence margin.
+    #[serde(rename = "no difference beyond the margin")]
+    WithinMargin,
+    /// The interval includes 0 but reaches beyond the margin: these repetitions cannot tell.
+    #[serde(rename = "too few repetitions to tell")]
+    TooFewRepetitions,
+    /// The interval includes 0 (a comparison saved before the margin, or one without a margin:
+    /// A's value is 0).
     #[serde(rename = "no detectable difference")]
     NoDetectableDifference,
     /// The metric has no value on a side (e.g. no TPOT when every output is one token).
@@ -163,14 +200,33 @@ impl CompareVerdict {
         match (self, lang) {
             (CompareVerdict::Better, Lang::En) => "better",
             (CompareVerdict::Worse, Lang::En) => "worse",
+            (CompareVerdict::WithinMargin, Lang::En) => "no difference beyond the margin",
+            (CompareVerdict::TooFewRepetitions, Lang::En) => "too few repetitions to tell",
             (CompareVerdict::NoDetectableDifference, Lang::En) => "no detectable difference",
             (CompareVerdict::NotMeasured, Lang::En) => "not measured",
             (CompareVerdict::Better, Lang::Zh) => "更好",
             (CompareVerdict::Worse, Lang::Zh) => "更差",
+            (CompareVerdict::WithinMargin, Lang::Zh) => "差异不超出容差",
+            (CompareVerdict::TooFewRepetitions, Lang::Zh) => "重复次数太少，无法判断",
             (CompareVerdict::NoDetectableDifference, Lang::Zh) => "无可检测差异",
             (CompareVerdict::NotMeasured, Lang::Zh) => "未测得",
         }
     }
+
+    /// A difference was found (better or worse).
+    pub fn is_difference(self) -> bool {
+        matches!(self, CompareVerdict::Better | CompareVerdict::Worse)
+    }
+}
+
+/// The repetitions a side that would tell a metric that [`CompareVerdict::TooFewRepetitions`]
+/// could not (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Repetitions {
+    Each(usize),
+    /// More than this many (the search's end, [`MAX_REPETITIONS`]).
+    MoreThan(usize),
 }
 
 /// One metric: each side's estimate (mean over its repetitions), B − A and its interval.
@@ -198,6 +254,46 @@ pub struct MetricComparison {
     #[serde(with = "nan_as_null")]
     pub se: f64,
     pub verdict: CompareVerdict,
+    /// How far the interval reaches from 0, in % of A (the larger of |ci_low| and |ci_high|):
+    /// the difference these repetitions still allow. Absent in comparisons saved before it.
+    #[serde(default, with = "nan_as_null")]
+    pub reach_pct: f64,
+    /// Where the verdict is [`CompareVerdict::TooFewRepetitions`]: the repetitions a side that
+    /// would tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_tell: Option<Repetitions>,
+}
+
+impl MetricComparison {
+    /// The verdict in words, with what it rests on: the margin it holds to (`margin`, a fraction
+    /// of A), how far a too-wide interval reaches and the repetitions that would tell.
+    pub fn verdict_text(&self, margin: f64, lang: Lang) -> String {
+        let pct = 100.0 * margin;
+        match (self.verdict, lang) {
+            (CompareVerdict::WithinMargin, Lang::En) => format!("no difference larger than {pct:.0}%"),
+            (CompareVerdict::WithinMargin, Lang::Zh) => format!("差异不超过 {pct:.0}%"),
+            (CompareVerdict::TooFewRepetitions, _) => {
+                let reach = self.reach_pct;
+                match (self.to_tell, lang) {
+                    (Some(Repetitions::Each(n)), Lang::En) => {
+                        format!("too few repetitions to tell (the interval allows ±{reach:.0}%; {n} a side would tell)")
+                    }
+                    (Some(Repetitions::MoreThan(n)), Lang::En) => format!(
+                        "too few repetitions to tell (the interval allows ±{reach:.0}%; more than {n} a side would \
+                         be needed)"
+                    ),
+                    (Some(Repetitions::Each(n)), Lang::Zh) => {
+                        format!("重复次数太少，无法判断（区间允许 ±{reach:.0}%；每边 {n} 次可判断）")
+                    }
+                    (Some(Repetitions::MoreThan(n)), Lang::Zh) => {
+                        format!("重复次数太少，无法判断（区间允许 ±{reach:.0}%；每边需要超过 {n} 次）")
+                    }
+                    (None, _) => self.verdict.label(lang).to_string(),
+                }
+            }
+            (verdict, lang) => verdict.label(lang).to_string(),
+        }
+    }
 }
 
 /// The comparison of two sets of repetitions.
@@ -218,6 +314,9 @@ pub struct Comparison {
     pub critical_value: f64,
     pub replicates: usize,
     pub method: String,
+    /// The equivalence margin the verdicts hold to, a fraction of A's value.
+    #[serde(default = "margin")]
+    pub margin: f64,
     pub metrics: Vec<MetricComparison>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -236,9 +335,14 @@ pub fn compare(
             return Err(Error::Invalid(format!("compare: side {side} has a repetition without requests, or none")));
         }
     }
-    if !(options.alpha > 0.0 && options.alpha < 1.0) || options.replicates < 100 || options.comparisons == 0 {
+    if !(options.alpha > 0.0 && options.alpha < 1.0)
+        || options.replicates < 100
+        || options.comparisons == 0
+        || !(options.margin >= 0.0 && options.margin.is_finite())
+    {
         return Err(Error::Invalid(
-            "compare: alpha must be in (0, 1), replicates at least 100 and comparisons at least 1".into(),
+            "compare: alpha must be in (0, 1), replicates at least 100, comparisons at least 1 and the margin 0 or more"
+                .into(),
         ));
     }
     let with_goodput = slo.is_some();
@@ -294,6 +398,7 @@ pub fn compare(
             let finite: Vec<f64> = replicates[k].iter().copied().filter(|x| x.is_finite()).collect();
             let se = stats(&finite).std;
             let (ci_low, ci_high) = (diff - critical_value * se, diff + critical_value * se);
+            let margin_abs = options.margin * pa[k].abs();
             let verdict = if !measured[k] || !se.is_finite() {
                 CompareVerdict::NotMeasured
             } else if ci_low > 0.0 || ci_high < 0.0 {
@@ -302,9 +407,17 @@ pub fn compare(
                 } else {
                     CompareVerdict::Worse
                 }
-            } else {
+            } else if !(margin_abs > 0.0) {
                 CompareVerdict::NoDetectableDifference
+            } else if ci_low >= -margin_abs && ci_high <= margin_abs {
+                CompareVerdict::WithinMargin
+            } else {
+                CompareVerdict::TooFewRepetitions
             };
+            let to_tell = (verdict == CompareVerdict::TooFewRepetitions && options.two_level).then(|| {
+                let target = diff.abs().max(margin_abs - diff.abs());
+                repetitions_to_tell(se, (a.len(), b.len()), target, tail)
+            });
             MetricComparison {
                 metric: def.name.to_string(),
                 higher_is_better: def.higher_is_better,
@@ -316,6 +429,8 @@ pub fn compare(
                 ci_high,
                 se,
                 verdict,
+                reach_pct: 100.0 * ci_low.abs().max(ci_high.abs()) / pa[k].abs(),
+                to_tell,
             }
         })
         .collect();
@@ -335,9 +450,23 @@ pub fn compare(
         critical_value,
         replicates: options.replicates,
         method: format!("{method}{}", if options.family_wise { "" } else { " (no family-wise correction)" }),
+        margin: options.margin,
         metrics,
         warnings,
     })
+}
+
+/// The repetitions a side at which an interval of standard error `se`, measured over `reps`
+/// (A's, B's), would have a half-width at most `target`: the error scaled by √(R_eff / R) and the
+/// quantile at 1 − `tail` by ν = 2R − 2 (see the module documentation).
+fn repetitions_to_tell(se: f64, reps: (usize, usize), target: f64, tail: f64) -> Repetitions {
+    let r_eff = 2.0 / (1.0 / reps.0 as f64 + 1.0 / reps.1 as f64);
+    // A bootstrap over R repetitions sees (R − 1)/R of their variance: undone before scaling.
+    let se = if r_eff > 1.0 { se * (r_eff / (r_eff - 1.0)).sqrt() } else { se };
+    let from = reps.0.max(reps.1) + 1;
+    (from..=MAX_REPETITIONS)
+        .find(|&r| student_t_quantile(1.0 - tail, (2 * r - 2) as u32) * se * (r_eff / r as f64).sqrt() <= target)
+        .map_or(Repetitions::MoreThan(MAX_REPETITIONS.max(from - 1)), Repetitions::Each)
 }
 
 /// FNV-1a over a side's repetitions: their lengths and each request's TTFT, finish and output.
@@ -468,7 +597,7 @@ pub fn text_report_named(c: &Comparison, lang: Lang, a: &str, b: &str) -> String
             m.diff,
             m.diff_pct,
             format!("[{:+.3}, {:+.3}]", m.ci_low, m.ci_high),
-            m.verdict.label(lang)
+            m.verdict_text(c.margin, lang)
         );
     }
     for w in &c.warnings {
@@ -487,8 +616,13 @@ mod tests {
     /// request's TTFT and each token gap have heavy-tailed noise (log-normal, σ 0.6 and 0.4).
     /// `scale` multiplies every latency (B's effect).
     fn simulate(seed: u64, reps: usize, n: usize, scale: f64) -> Vec<Vec<RequestRecord>> {
+        simulate_drifting(seed, reps, n, scale, 0.15)
+    }
+
+    /// [`simulate`] with the drift between repetitions e^N(0, `drift`).
+    fn simulate_drifting(seed: u64, reps: usize, n: usize, scale: f64, drift: f64) -> Vec<Vec<RequestRecord>> {
         let mut rng = StdRng::seed_from_u64(seed);
-        let drift = Normal::new(0.0, 0.15).unwrap();
+        let drift = Normal::new(0.0, drift).unwrap();
         let (ttft_noise, gap_noise) = (LogNormal::new(0.0, 0.6).unwrap(), LogNormal::new(0.0, 0.4).unwrap());
         (0..reps)
             .map(|_| {
@@ -533,7 +667,7 @@ mod tests {
                 let c =
                     compare(&a, &b, Some(&slo), &CompareOptions { seed: trial, replicates: 1000, ..options.clone() })
                         .unwrap();
-                verdicts(&c).iter().all(|v| *v == CompareVerdict::NoDetectableDifference)
+                verdicts(&c).iter().all(|v| !v.is_difference())
             })
             .count()
     }
@@ -577,6 +711,65 @@ mod tests {
         assert!(tput.diff < 0.0);
     }
 
+    /// The verdict on E2E p50 of `b` against `a`, with its text.
+    fn e2e_p50(a: &[Vec<RequestRecord>], b: &[Vec<RequestRecord>]) -> (MetricComparison, String) {
+        let c = compare(a, b, None, &CompareOptions::default()).unwrap();
+        let m = c.metrics.into_iter().find(|m| m.metric == "e2e_p50_ms").unwrap();
+        let text = m.verdict_text(c.margin, Lang::En);
+        (m, text)
+    }
+
+    /// On a quieter machine than [`simulate`]'s (runs drift by 5%, 128 requests a run), where a
+    /// handful of repetitions can tell.
+    #[test]
+    fn two_repetitions_cannot_tell_a_30_percent_slowdown_and_say_how_many_could() {
+        let side = |seed, reps, scale| simulate_drifting(seed, reps, 128, scale, 0.05);
+        let (few, text) = e2e_p50(&side(11, 2, 1.0), &side(12, 2, 1.3));
+        assert_eq!(few.verdict, CompareVerdict::TooFewRepetitions, "{text}");
+        let Some(Repetitions::Each(n)) = few.to_tell else { panic!("no number of repetitions: {text}") };
+        assert!(text.contains(&format!("{n} a side would tell")) && few.reach_pct > 10.0, "{text}");
+        let (enough, text) = e2e_p50(&side(11, n, 1.0), &side(12, n, 1.3));
+        assert_eq!(enough.verdict, CompareVerdict::Worse, "at {n} repetitions a side: {text}");
+    }
+
+    #[test]
+    fn a_against_itself_with_enough_repetitions_is_no_difference_beyond_the_margin() {
+        let side = |seed, reps| simulate_drifting(seed, reps, 256, 1.0, 0.03);
+        let (few, text) = e2e_p50(&side(21, 2), &side(22, 2));
+        assert_eq!(few.verdict, CompareVerdict::TooFewRepetitions, "{text}");
+        let Some(Repetitions::Each(n)) = few.to_tell else { panic!("no number of repetitions: {text}") };
+        let (enough, text) = e2e_p50(&side(21, n), &side(22, n));
+        assert_eq!(enough.verdict, CompareVerdict::WithinMargin, "at {n} repetitions a side: {text}");
+        assert_eq!(text, "no difference larger than 10%");
+    }
+
+    /// How often the repetitions predicted from two a side tell, over 20 seeded pairs each: a 30%
+    /// slowdown found worse, and A against itself found within the margin (docs/lab.md quotes it):
+    /// `cargo test --release --lib predicted_repetitions_tell -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn predicted_repetitions_tell() {
+        let slow = |seed: u64, reps, scale| simulate_drifting(seed, reps, 128, scale, 0.05);
+        let same = |seed: u64, reps, _| simulate_drifting(seed, reps, 256, 1.0, 0.03);
+        type Side = dyn Fn(u64, usize, f64) -> Vec<Vec<RequestRecord>>;
+        let cases: [(&str, &Side, CompareVerdict); 2] = [
+            ("a 30% slowdown", &slow, CompareVerdict::Worse),
+            ("A against itself", &same, CompareVerdict::WithinMargin),
+        ];
+        for (name, side, want) in cases {
+            let (mut predicted, mut told) = (0, 0);
+            for seed in 0..20u64 {
+                let (a, b) = (100 + 2 * seed, 101 + 2 * seed);
+                let (few, _) = e2e_p50(&side(a, 2, 1.0), &side(b, 2, 1.3));
+                if let Some(Repetitions::Each(n)) = few.to_tell {
+                    predicted += 1;
+                    told += usize::from(e2e_p50(&side(a, n, 1.0), &side(b, n, 1.3)).0.verdict == want);
+                }
+            }
+            println!("{name}: a number of repetitions predicted in {predicted}/20 pairs, which told in {told}");
+        }
+    }
+
     #[test]
     fn the_metrics_are_those_of_summarize() {
         let reps = simulate(9, 1, 20, 1.0);
@@ -616,7 +809,7 @@ mod tests {
                 .filter(|&t| {
                     let (a, b) = (simulate(5000 + 2 * t, 5, 32, 1.0), simulate(5001 + 2 * t, 5, 32, 1.0));
                     let c = compare(&a, &b, Some(&slo), &CompareOptions { seed: t, ..options.clone() }).unwrap();
-                    verdicts(&c).iter().any(|v| *v != CompareVerdict::NoDetectableDifference)
+                    verdicts(&c).iter().any(|v| v.is_difference())
                 })
                 .count();
             let power = (0..20u64)

@@ -61,8 +61,21 @@ pub struct CompareArgs {
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     lang: String,
+    /// The equivalence margin, in % of the reference's value: a metric whose whole interval lies
+    /// within ± this reads "no difference larger than" it; one whose interval includes 0 but
+    /// reaches beyond it reads "too few repetitions to tell", with the repetitions that would.
+    #[arg(long, default_value_t = 100.0 * tokenmeter::bench::verdict::compare::MARGIN, value_parser = parse_margin)]
+    margin: f64,
     #[command(flatten)]
     quality: QualityArgs,
+}
+
+/// `--margin`: a percentage from 0 to 100.
+fn parse_margin(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(pct) if (0.0..=100.0).contains(&pct) => Ok(pct),
+        _ => Err(format!("{text:?}: expected a percentage from 0 to 100")),
+    }
 }
 
 /// Names are how settings are told apart in the report and the JSON: short, printable, distinct.
@@ -232,7 +245,8 @@ pub async fn main(args: CompareArgs) -> Result<()> {
     };
     let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
     let reference = reference_index(&names, args.reference.as_deref())?;
-    let mut experiment = experiment::compare_arms(&arms, reference, None, &CompareOptions::default())?;
+    let options = CompareOptions { margin: args.margin / 100.0, ..CompareOptions::default() };
+    let mut experiment = experiment::compare_arms(&arms, reference, None, &options)?;
     experiment.quality = passes;
     print!("{}", many_way_report(&experiment, lang));
     if !experiment.quality.is_empty() {
@@ -296,7 +310,7 @@ fn summary_table(x: &ManyWay, lang: bench::Lang) -> String {
         let mut row = vec![m.metric.clone(), format!("{:.3}", m.a)];
         for v in &x.versus {
             let n = &v.comparison.metrics[k];
-            row.push(format!("{:.3} ({:+.1}%) {}", n.b, n.diff_pct, n.verdict.label(lang)));
+            row.push(format!("{:.3} ({:+.1}%) {}", n.b, n.diff_pct, n.verdict_text(v.comparison.margin, lang)));
         }
         rows.push(row);
     }

@@ -54,7 +54,8 @@ enum Command {
     /// Thousands of requests under KV pressure, every event and KV block checked, memory watched.
     Soak(soak::SoakArgs),
     /// The same workload under two settings, alternately and repeatedly: B − A per metric with a
-    /// confidence interval and a verdict (better, worse, no detectable difference).
+    /// confidence interval and a verdict (better, worse, no difference beyond --margin, or too few
+    /// repetitions to tell and how many would).
     Compare(compare::CompareArgs),
     /// Capacity planning: bench's workload on the engine's own scheduler and batcher, timed by a
     /// step-cost model fitted on a saved run (--from RESULT.json), on a virtual clock — rates,

@@ -39,16 +39,19 @@ fn verdict_class(v: CompareVerdict) -> &'static str {
     match v {
         CompareVerdict::Better => "better",
         CompareVerdict::Worse => "worse",
-        CompareVerdict::NoDetectableDifference | CompareVerdict::NotMeasured => "same",
+        CompareVerdict::WithinMargin | CompareVerdict::NoDetectableDifference | CompareVerdict::NotMeasured => "same",
+        CompareVerdict::TooFewRepetitions => "unsure",
     }
 }
 
-/// The verdict per metric: A, B, B − A, its interval and the verdict (`data-verdict` holds the
-/// English word, whatever the page's language).
+/// The verdict per metric: A, B, B − A, its interval and the verdict with what it rests on
+/// (`MetricComparison::verdict_text`: the margin, the repetitions that would tell; `data-verdict`
+/// holds the English word, whatever the page's language).
 #[component]
 pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
     let t = use_text();
     let lang = expect_context::<UiLang>().0;
+    let margin = comparison.margin;
     let rows = comparison
         .metrics
         .into_iter()
@@ -63,7 +66,7 @@ pub fn VerdictTable(comparison: Comparison) -> impl IntoView {
                     <td class="num">{number(m.diff)}</td>
                     <td class="num">"[" {number(m.ci_low)} ", " {number(m.ci_high)} "]"</td>
                     <td class=format!("delta {}", verdict_class(verdict)) data-testid="verdict" data-verdict=english>
-                        {move || verdict.label(lang.get())}
+                        {move || m.verdict_text(margin, lang.get())}
                     </td>
                 </tr>
             }
