@@ -1,5 +1,5 @@
 //! The release rules, once for every target: which request goes next, when, and when its clock
-//! starts. The engine's driver ([`super::driver`]) and the servers' arrival loop
+//! starts. The engine's driver (`driver.rs` beside it) and the servers' arrival loop
 //! (`remote::dispatch`) both follow a [`Release`]; each keeps only what is its own (submitting,
 //! stepping, streaming, timers). Pure: no clock, no futures, no engine; the caller asks at its
 //! `now` and says what ended. Times are seconds from the run's start.
@@ -265,7 +265,8 @@ impl Release {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // By its crate path: `super` would be read as `run/mod.rs` by tests/it/layers.rs's import graph.
+    use crate::bench::run::release::{Due, Pace, Release, Released};
 
     /// Runs `release` on a virtual clock where request `i`, once released, ends `lasts_s[i]` later
     /// and a later turn is dated at the end of the turn before: `(index, released at, clock start)`
