@@ -2,10 +2,12 @@
 //! clients. A server's reply comes back as text, so a later turn is made only when the turn
 //! before it has ended: its prompt is that turn's prompt, then its reply, then the turn's own new
 //! text — for the chat API the messages so far (user, assistant, …, user), for completions the
-//! texts joined. It is sent at that turn's finish plus the think time, which is its arrival (its
-//! TTFT starts there, as on the engine). A turn whose predecessor failed, or whose prompts are
-//! token ids (a reply cannot be appended to ids), fails with the reason and is not sent.
+//! texts joined. When it is due is the release rules' ([`crate::bench::run::release`]: that
+//! turn's finish plus the think time, its clock starting there as on the engine). A turn whose
+//! predecessor failed, or whose prompts are token ids (a reply cannot be appended to ids), fails
+//! with the reason and is not sent.
 
+use crate::bench::run::release::TURN_BEFORE_FAILED;
 use crate::bench::traffic::prompts::{Message, Role};
 use crate::bench::traffic::workload::Turn;
 use crate::bench::RequestRecord;
@@ -74,22 +76,17 @@ impl TurnEnd {
     }
 }
 
-/// A later turn, made from the end of the turn before: when it is sent (seconds from the run's
-/// start) and the request with the whole conversation as its prompt. `Err`: why it cannot be sent
-/// (the record says so; [`failed`]).
-pub fn next_turn(
-    api: Api,
-    request: &RemoteRequest,
-    before: &TurnEnd,
-    think_s: f64,
-) -> Result<(f64, RemoteRequest), String> {
+/// A later turn, made from the end of the turn before: when that turn finished (seconds from the
+/// run's start) and the request with the whole conversation as its prompt. `Err`: why it cannot
+/// be sent (the record says so; [`failed`]).
+pub fn next_turn(api: Api, request: &RemoteRequest, before: &TurnEnd) -> Result<(f64, RemoteRequest), String> {
     let (Some(sent), Some(finish_s)) = (&before.sent, before.finish_s) else {
-        return Err("the turn before it failed".into());
+        return Err(TURN_BEFORE_FAILED.into());
     };
     let prompt = join(api, sent, &before.reply, &request.prompt)?;
     // The planned count: the history as counted before, then the new text's.
     let prompt_len = before.prompt_len.saturating_add(before.output_len).saturating_add(request.prompt_len);
-    Ok((finish_s + think_s, RemoteRequest { prompt, prompt_len, ..request.clone() }))
+    Ok((finish_s, RemoteRequest { prompt, prompt_len, ..request.clone() }))
 }
 
 /// The record of a turn that could not be sent at `at_s`, and why.
@@ -141,19 +138,19 @@ mod tests {
         TurnEnd { sent: Some(sent), reply: reply.into(), prompt_len: 12, output_len: 4, finish_s }
     }
 
-    /// Turn 3 of a chat: the messages so far, the reply, the new text; sent at the finish plus the
-    /// think time, its planned prompt the history's tokens and its own.
+    /// Turn 3 of a chat: the messages so far, the reply, the new text, with the turn before's
+    /// finish; its planned prompt the history's tokens and its own.
     #[test]
     fn a_later_turn_carries_the_conversation() {
         let user = |t: &str| Message { role: Role::User, content: t.into() };
         let bot = |t: &str| Message { role: Role::Assistant, content: t.into() };
         let first = ended(Prompt::Text("Hi".into()), "Hello!", Some(2.0));
-        let (at, second) = next_turn(Api::Chat, &request(Prompt::Text("Why?".into())), &first, 0.5).unwrap();
-        assert_eq!(at, 2.5);
+        let (finished_s, second) = next_turn(Api::Chat, &request(Prompt::Text("Why?".into())), &first).unwrap();
+        assert_eq!(finished_s, 2.0);
         assert_eq!(second.prompt, Prompt::Messages(vec![user("Hi"), bot("Hello!"), user("Why?")]));
         assert_eq!((second.prompt_len, second.id, second.max_tokens), (12 + 4 + 5, 7, 9));
         let third_from = ended(second.prompt.clone(), "Because.", Some(4.0));
-        let (_, third) = next_turn(Api::Chat, &request(Prompt::Text("Ok".into())), &third_from, 0.0).unwrap();
+        let (_, third) = next_turn(Api::Chat, &request(Prompt::Text("Ok".into())), &third_from).unwrap();
         assert_eq!(
             third.prompt,
             Prompt::Messages(vec![user("Hi"), bot("Hello!"), user("Why?"), bot("Because."), user("Ok")])
@@ -163,7 +160,6 @@ mod tests {
             Api::Completions,
             &request(Prompt::Text(" B".into())),
             &ended(Prompt::Text("A".into()), " r", Some(1.0)),
-            0.0,
         )
         .unwrap();
         assert_eq!(text.prompt, Prompt::Text("A r B".into()));
@@ -173,11 +169,11 @@ mod tests {
     fn a_turn_after_a_failure_or_after_ids_is_not_sent() {
         let failed_before = ended(Prompt::Text("Hi".into()), "", None);
         assert_eq!(
-            next_turn(Api::Chat, &request(Prompt::Text("x".into())), &failed_before, 0.0).unwrap_err(),
-            "the turn before it failed"
+            next_turn(Api::Chat, &request(Prompt::Text("x".into())), &failed_before).unwrap_err(),
+            TURN_BEFORE_FAILED
         );
         let ids = ended(Prompt::Ids(vec![1, 2]), "r", Some(1.0));
-        let why = next_turn(Api::Completions, &request(Prompt::Ids(vec![3])), &ids, 0.0).unwrap_err();
+        let why = next_turn(Api::Completions, &request(Prompt::Ids(vec![3])), &ids).unwrap_err();
         assert!(why.contains("needs text prompts"), "{why}");
         let record = failed(&request(Prompt::Text("x".into())), 3.0, why.clone());
         assert_eq!((record.id, record.arrival_s, record.error), (7, 3.0, Some(why)));

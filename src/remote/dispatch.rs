@@ -1,17 +1,17 @@
-//! The arrival loop both server clients run: it releases each request (at its planned arrival
-//! in an open loop, within `max_concurrency` slots; as a slot frees in a closed loop; a later
-//! conversation turn at the end of the turn before plus its think time, carrying that turn's
-//! reply), stops when asked or at saturation, and scrapes the server's `/metrics` meanwhile.
-//! What differs between the clients is a [`Runtime`]: the clock, timers, one request's stream
-//! and one scrape (tokio and reqwest natively, `fetch` and the page's timers in the browser).
+//! The arrival loop both server clients run. What is released when, and with which clock start,
+//! is a [`Release`]'s (the engine's driver follows the same rules); the loop keeps what is a
+//! server's: the requests in flight, the runtime's timers, a later conversation turn's request
+//! made from the turn before's prompt and reply ([`conversation::next_turn`]), stopping when asked
+//! or at saturation (watched every [`WATCH_PERIOD_S`]), and the scrapes of the server's
+//! `/metrics`. What differs between the clients is a [`Runtime`]: the clock, timers, one
+//! request's stream and one scrape (tokio and reqwest natively, `fetch` and the page's timers in
+//! the browser).
 //!
 //! The loop is one future that polls every request in flight itself (a [`FuturesUnordered`]), so
 //! neither it nor a runtime's futures need be `Send`: the browser's are not. A runtime may still
 //! run each request elsewhere (the native one spawns it on tokio's worker threads) and hand back
 //! a future of its end.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::task::Poll;
@@ -19,8 +19,9 @@ use std::task::Poll;
 use futures_channel::oneshot;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::bench::measure::saturation::{Detector, Saturation};
+use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
+use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
 use crate::bench::RequestRecord;
 use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::{Api, Prompt, RemoteRequest, RunOptions, SCRAPE_PERIOD_S};
@@ -107,34 +108,6 @@ fn next_watch(now_s: f64) -> f64 {
     next
 }
 
-/// A request whose time is known and that waits for it (or for a slot); earliest first, then in
-/// request order.
-#[derive(Clone, Copy, Debug)]
-struct Due {
-    at_s: f64,
-    index: usize,
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.at_s.total_cmp(&other.at_s).then(self.index.cmp(&other.index))
-    }
-}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Due {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Due {}
-
 /// A request that ended: its record, its reply, and the prompt it was sent with when a later
 /// turn follows it.
 struct Ended {
@@ -148,56 +121,29 @@ struct Ended {
 struct Loop<'a> {
     api: Api,
     requests: &'a [RemoteRequest],
-    /// Requests in flight at most (`closed_loop`, or an open loop's `max_concurrency`).
-    limit: usize,
-    /// Dated requests not yet sent: open-loop arrivals, and later turns once the turn before ended.
-    dated: BinaryHeap<Reverse<Due>>,
-    /// A closed loop's requests not yet sent, in order: each goes when a slot frees.
-    queue: VecDeque<usize>,
+    release: Release,
     /// A later turn's request, made from the end of the turn before (its whole conversation).
     made: Vec<Option<RemoteRequest>>,
-    /// The turn after each request, in its conversation.
-    next_turn: Vec<Option<usize>>,
-    /// Planned arrivals, in order, for the saturation detector (open loops).
-    arrivals: Vec<f64>,
-    detector: Option<Detector>,
     records: Vec<Option<RequestRecord>>,
-    finished: usize,
-    stopping: bool,
 }
 
 impl<'a> Loop<'a> {
     fn new(api: Api, requests: &'a [RemoteRequest], options: &RunOptions) -> Self {
-        let n = requests.len();
-        let mut next_turn = vec![None; n];
-        let (mut dated, mut queue) = (BinaryHeap::new(), VecDeque::new());
-        for (index, r) in requests.iter().enumerate() {
-            if let Some(prev) = r.turn.and_then(|t| t.prev) {
-                // Released by the end of the turn before, never by the plan.
-                if let Some(slot) = next_turn.get_mut(prev) {
-                    *slot = Some(index);
-                }
-                continue;
-            }
-            match options.closed_loop {
-                Some(_) => queue.push_back(index),
-                None => dated.push(Reverse(Due { at_s: r.arrival_s.unwrap_or(0.0), index })),
-            }
-        }
-        let limit = options.closed_loop.or(options.max_concurrency).map_or(usize::MAX, |n| n.max(1));
+        let due = requests
+            .iter()
+            .map(|r| Due::of(r.arrival_s, r.turn.and_then(|t| t.prev.map(|prev| (prev, t.think_s)))))
+            .collect();
+        let pace = Pace {
+            closed_loop: options.closed_loop,
+            max_concurrency: options.max_concurrency,
+            saturation_stop: options.saturation_stop,
+        };
         Loop {
             api,
             requests,
-            limit,
-            dated,
-            queue,
-            made: vec![None; n],
-            next_turn,
-            arrivals: requests.iter().map(|r| r.arrival_s.unwrap_or(0.0)).collect(),
-            detector: (options.saturation_stop && options.closed_loop.is_none()).then(Detector::new),
-            records: vec![None; n],
-            finished: 0,
-            stopping: false,
+            release: Release::new(due, pace),
+            made: vec![None; requests.len()],
+            records: vec![None; requests.len()],
         }
     }
 
@@ -214,46 +160,30 @@ impl<'a> Loop<'a> {
         let mut next_watch_s = 0.0;
         loop {
             let now = rt.now_s();
-            if !self.stopping && stop() {
-                self.stop(rt);
+            if !self.release.stopped() && stop() {
+                self.release.stop();
+                rt.stop_all();
             }
             if now >= next_watch_s {
                 next_watch_s = next_watch(now);
-                if let (Some(d), false) = (self.detector.as_mut(), self.stopping) {
-                    let due = self.arrivals.partition_point(|&a| a <= now);
-                    if let Some(verdict) = d.observe(now, due.saturating_sub(self.finished)) {
-                        // Nothing more is sent, and what is in flight is cancelled: at
-                        // saturation it would only drain a queue that grew for seconds.
-                        saturation = Some(verdict);
-                        self.stop(rt);
-                    }
+                if let Some(verdict) = self.release.watch(now) {
+                    // Nothing more is sent, and what is in flight is cancelled: at saturation it
+                    // would only drain a queue that grew for seconds.
+                    saturation = Some(verdict);
+                    rt.stop_all();
                 }
             }
-            // Release what is due, while slots are free.
-            while !self.stopping && in_flight.len() < self.limit {
-                let (index, arrival_s) = match self.dated.peek() {
-                    Some(&Reverse(d)) if d.at_s <= now => {
-                        self.dated.pop();
-                        (d.index, d.at_s)
-                    }
-                    _ => match self.queue.pop_front() {
-                        Some(index) => (index, now),
-                        None => break,
-                    },
-                };
+            while let Some(Released { index, arrival_s }) = self.release.next(now) {
                 let request = self.made[index].take().unwrap_or_else(|| self.requests[index].clone());
-                in_flight.push(sending(rt, index, request, arrival_s, self.next_turn[index].is_some()));
+                let keep_prompt = request.turn.is_some_and(|t| t.has_next);
+                in_flight.push(sending(rt, index, request, arrival_s, keep_prompt));
             }
-            let nothing_to_send = self.stopping || (self.dated.is_empty() && self.queue.is_empty());
-            if in_flight.is_empty() && nothing_to_send {
+            if self.release.done() {
                 return saturation;
             }
             // Wake for the next arrival (when a slot is free for it: else an end frees one), the
             // next watch, or a request's end, whichever is first.
-            let mut wake_s = next_watch_s;
-            if let Some(&Reverse(d)) = self.dated.peek().filter(|_| !self.stopping && in_flight.len() < self.limit) {
-                wake_s = wake_s.min(d.at_s);
-            }
+            let wake_s = self.release.next_due_s().map_or(next_watch_s, |due_s| due_s.min(next_watch_s));
             let mut timer = pin!(rt.sleep_until(wake_s));
             let ended = poll_fn(|cx| {
                 if timer.as_mut().poll(cx).is_ready() {
@@ -272,58 +202,46 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Nothing more is sent; what is in flight ends as cancelled.
-    fn stop<R: Runtime>(&mut self, rt: &R) {
-        self.stopping = true;
-        self.dated.clear();
-        self.queue.clear();
-        rt.stop_all();
-    }
-
     fn ended<R: Runtime>(&mut self, rt: &R, ended: Ended, on_progress: &mut dyn FnMut(usize, usize)) {
         let Ended { index, mut record, reply, sent } = ended;
         if let Some(turn) = self.requests[index].turn {
             turn.mark(&mut record);
         }
         let end = sent.map(|sent| TurnEnd::of(sent, &record, reply)).unwrap_or_default();
+        let next = self.release.end(index);
         self.record(index, record, on_progress);
-        self.follow(rt, index, end, on_progress);
-    }
-
-    /// The turn after `index` (if any), now that `index` ended as `end`: dated at its reply
-    /// plus the think time, or failed at once (and with it the turns after it).
-    fn follow<R: Runtime>(
-        &mut self,
-        rt: &R,
-        mut index: usize,
-        mut end: TurnEnd,
-        on_progress: &mut dyn FnMut(usize, usize),
-    ) {
-        while let (Some(next), false) = (self.next_turn[index], self.stopping) {
-            let request = &self.requests[next];
-            let think_s = request.turn.map_or(0.0, |t| t.think_s);
-            match conversation::next_turn(self.api, request, &end, think_s) {
-                Ok((at_s, made)) => {
-                    self.made[next] = Some(made);
-                    self.dated.push(Reverse(Due { at_s, index: next }));
-                    return;
-                }
-                Err(why) => {
-                    let mut record = conversation::failed(request, rt.now_s(), why);
-                    if let Some(turn) = request.turn {
-                        turn.mark(&mut record);
-                    }
-                    self.record(next, record, on_progress);
-                    (index, end) = (next, TurnEnd::default());
-                }
-            }
+        if let Some(next) = next {
+            self.follow(rt, next, &end, on_progress);
         }
     }
 
+    /// Later turn `next`, now that the turn before it ended as `end`: made and dated, or failed at
+    /// once (and with it the turns after it).
+    fn follow<R: Runtime>(&mut self, rt: &R, next: usize, end: &TurnEnd, on_progress: &mut dyn FnMut(usize, usize)) {
+        let why = match conversation::next_turn(self.api, &self.requests[next], end) {
+            Ok((end_s, made)) => {
+                self.made[next] = Some(made);
+                self.release.date(next, end_s);
+                return;
+            }
+            Err(why) => why,
+        };
+        let now = rt.now_s();
+        for (k, turn) in self.release.fail(next).into_iter().enumerate() {
+            let request = &self.requests[turn];
+            let why = if k == 0 { why.clone() } else { TURN_BEFORE_FAILED.to_string() };
+            let mut record = conversation::failed(request, now, why);
+            if let Some(t) = request.turn {
+                t.mark(&mut record);
+            }
+            self.record(turn, record, on_progress);
+        }
+    }
+
+    /// Keeps request `index`'s record, already counted ended by the release.
     fn record(&mut self, index: usize, record: RequestRecord, on_progress: &mut dyn FnMut(usize, usize)) {
         self.records[index] = Some(record);
-        self.finished += 1;
-        on_progress(self.finished, self.requests.len());
+        on_progress(self.release.ended(), self.requests.len());
     }
 
     /// Every request's record, in request order, with its planned prompt's digest (a turn's own
@@ -394,126 +312,10 @@ async fn scrape_until<R: Runtime>(rt: &R, url: &str, mut ended: oneshot::Receive
 
 #[cfg(test)]
 mod tests {
-    //! The loop on a virtual clock: a fake runtime whose timers and streams are entries in a list,
-    //! and an executor that, whenever the loop waits, moves the clock to the earliest of them.
-    use std::cell::{Cell, RefCell};
-    use std::task::{Context, Waker};
-
+    //! The loop on a virtual clock ([`SimulatedServer`]).
     use super::*;
     use crate::remote::conversation::RemoteTurn;
-
-    /// A server whose request `id` streams for `lasts_s(id)` seconds (`None`: it fails at once
-    /// with HTTP 500), answering `r{id}|`.
-    struct Fake {
-        now: Cell<f64>,
-        timers: RefCell<Vec<(f64, Waker)>>,
-        stopped: Cell<bool>,
-        lasts_s: fn(u64) -> Option<f64>,
-        /// How long the client holds request `id` back before sending it (a slow client).
-        held_s: fn(u64) -> f64,
-        /// (time, id, prompt) of each request sent.
-        sent: RefCell<Vec<(f64, u64, Prompt)>>,
-        scraped: RefCell<Vec<f64>>,
-    }
-
-    impl Fake {
-        fn new(lasts_s: fn(u64) -> Option<f64>) -> Fake {
-            Fake {
-                now: Cell::new(0.0),
-                timers: RefCell::default(),
-                stopped: Cell::new(false),
-                lasts_s,
-                held_s: |_| 0.0,
-                sent: RefCell::default(),
-                scraped: RefCell::default(),
-            }
-        }
-
-        /// Ready at `at_s`, or once the run stops when `stoppable`.
-        async fn until(&self, at_s: f64, stoppable: bool) {
-            poll_fn(|cx| {
-                if self.now.get() >= at_s || (stoppable && self.stopped.get()) {
-                    return Poll::Ready(());
-                }
-                self.timers.borrow_mut().push((at_s, cx.waker().clone()));
-                Poll::Pending
-            })
-            .await
-        }
-
-        /// Runs `run` to its end, moving the clock to the earliest timer whenever it waits.
-        fn block_on<F: Future>(&self, run: F) -> F::Output {
-            let mut run = pin!(run);
-            let mut cx = Context::from_waker(Waker::noop());
-            for _ in 0..100_000 {
-                if let Poll::Ready(out) = run.as_mut().poll(&mut cx) {
-                    return out;
-                }
-                let next =
-                    self.timers.borrow().iter().map(|t| t.0).reduce(f64::min).expect("the loop waits on nothing");
-                self.now.set(self.now.get().max(next));
-                let now = self.now.get();
-                let due: Vec<Waker> = {
-                    let mut timers = self.timers.borrow_mut();
-                    let (due, later) = timers.drain(..).partition(|t| t.0 <= now);
-                    *timers = later;
-                    due.into_iter().map(|t| t.1).collect()
-                };
-                due.into_iter().for_each(Waker::wake);
-            }
-            panic!("the run never ended");
-        }
-    }
-
-    impl Runtime for Fake {
-        fn now_s(&self) -> f64 {
-            self.now.get()
-        }
-
-        async fn sleep_until(&self, at_s: f64) {
-            self.until(at_s, false).await;
-        }
-
-        async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String) {
-            let held_s = (self.held_s)(request.id);
-            if held_s > 0.0 {
-                self.until(self.now.get() + held_s, false).await;
-            }
-            let sent_s = self.now.get();
-            self.sent.borrow_mut().push((sent_s, request.id, request.prompt.clone()));
-            let mut record = RequestRecord {
-                arrival_s,
-                sent_s: Some(sent_s),
-                ..RequestRecord::unsent(request.id, request.prompt_len)
-            };
-            match (self.lasts_s)(request.id) {
-                Some(lasts_s) => {
-                    self.until(sent_s + lasts_s, true).await;
-                    if self.stopped.get() {
-                        record.error = Some("cancelled".into());
-                    } else {
-                        (record.finish_s, record.output_len) = (Some(self.now.get()), 3);
-                    }
-                }
-                None => record.error = Some("http 500".into()),
-            }
-            let keep = request.turn.is_some_and(|t| t.has_next);
-            (record, if keep { format!("r{}|", request.id) } else { String::new() })
-        }
-
-        fn stop_all(&self) {
-            self.stopped.set(true);
-            self.timers.borrow_mut().drain(..).for_each(|t| t.1.wake());
-        }
-
-        async fn scrape(&self, url: &str) -> Result<String, String> {
-            self.scraped.borrow_mut().push(self.now.get());
-            match url.contains("dcgm") {
-                true => Ok("DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 100\nDCGM_FI_DEV_POWER_USAGE{gpu=\"1\"} 50\n".into()),
-                false => Ok("vllm:num_requests_running 1\n".into()),
-            }
-        }
-    }
+    use crate::remote::simulated::SimulatedServer as Fake;
 
     fn request(id: u64, arrival_s: Option<f64>) -> RemoteRequest {
         RemoteRequest {
@@ -645,7 +447,8 @@ mod tests {
         let spec = spec(Arrival::Poisson, 10.0, 200);
         let requests: Vec<_> = plan(&spec).unwrap().iter().map(|p| request(p.id, p.arrival_s)).collect();
         let check = |held_s: fn(u64) -> f64| {
-            let fake = Fake { held_s, ..Fake::new(|_| Some(0.05)) };
+            let mut fake = Fake::new(|_| Some(0.05));
+            fake.held_s = Box::new(held_s);
             let (outcome, _) = run_on(&fake, &requests, &RunOptions::default(), f64::INFINITY);
             DeliveredLoad::of(&outcome.records, &spec).unwrap()
         };

@@ -12,12 +12,13 @@
 //! - [`conversation`]: a multi-turn conversation's later turns, made from the replies.
 //! - [`stream`]: one request's [`RequestRecord`](crate::bench::RequestRecord) from the bytes and
 //!   their arrival times.
-//! - [`dispatch`]: the arrival loop both clients run (one function releases every request): open
-//!   loops at the planned arrivals within `max_concurrency` slots, closed loops as slots free,
-//!   conversation turns after the reply plus think time, the saturation stop, interruption, the
-//!   `/metrics` scrapes, and one record per request ([`RequestRecord::unsent`](crate::bench::RequestRecord::unsent)
-//!   for those never sent). A client gives it a [`dispatch::Runtime`]: a clock, timers, one
-//!   request's stream and one scrape.
+//! - [`dispatch`]: the arrival loop both clients run (one function releases every request, by the
+//!   release rules the engine's driver follows too: [`crate::bench::run::release`]), with the
+//!   saturation stop, interruption, the `/metrics` scrapes, and one record per request
+//!   ([`RequestRecord::unsent`](crate::bench::RequestRecord::unsent) for those never sent). A
+//!   client gives it a [`dispatch::Runtime`]: a clock, timers, one request's stream and one
+//!   scrape.
+//! - [`simulated`]: a server and its runtime on a virtual clock, for the loop's tests.
 //! - `native` (not wasm): that runtime with reqwest on tokio; each request streams in a task of
 //!   its own, with a per-request timeout.
 //! - `browser` (wasm only): the same with `fetch`, a `ReadableStream` reader and an
@@ -28,6 +29,7 @@ pub mod conversation;
 pub mod dispatch;
 pub mod logprobs;
 pub mod openai;
+pub mod simulated;
 pub mod sse;
 pub mod stream;
 
@@ -42,9 +44,10 @@ pub mod browser;
 use serde_json::{json, Value};
 
 use crate::bench::run::driver::Progress;
+use crate::bench::run::release::Pace;
 use crate::bench::run::target::{Listener, SessionEvent};
 use crate::bench::traffic::workload::{conversation_turns, Turn};
-use crate::bench::{Arrival, PlannedRequest, RunConfig, WorkloadSpec};
+use crate::bench::{PlannedRequest, RunConfig, WorkloadSpec};
 use crate::error::{Error, Result};
 use conversation::RemoteTurn;
 pub use openai::{Api, ApiKey, BaseUrl, Prompt, RequestError};
@@ -132,13 +135,13 @@ impl RemoteSetup<'_> {
         spec: &WorkloadSpec,
         ignore_eos: bool,
     ) -> Result<(Vec<RemoteRequest>, RunOptions)> {
-        let open = spec.arrival.open_loop();
+        let pace = Pace::of(spec);
         let options = RunOptions {
             ignore_eos,
             timeout_s: self.timeout_s,
-            closed_loop: closed_loop_limit(spec),
-            max_concurrency: spec.max_concurrency.filter(|_| open),
-            saturation_stop: spec.saturation_stop && open,
+            closed_loop: pace.closed_loop,
+            max_concurrency: pace.max_concurrency,
+            saturation_stop: pace.saturation_stop,
             server_metrics: self.server_metrics.clone(),
             gpu_metrics: self.gpu_metrics.clone(),
         };
@@ -228,13 +231,4 @@ pub fn turn_requests(
             })
         })
         .collect()
-}
-
-/// Requests in flight at most: 1 for `sequential`, N for `concurrency`, unbounded for open loops.
-pub fn closed_loop_limit(spec: &WorkloadSpec) -> Option<usize> {
-    match spec.arrival {
-        Arrival::Sequential => Some(1),
-        Arrival::Concurrency => Some(spec.concurrency),
-        Arrival::Poisson | Arrival::Gamma | Arrival::Constant | Arrival::Trace => None,
-    }
 }

@@ -33,6 +33,7 @@ mod quality;
 mod quantised;
 mod rate;
 mod real_widths;
+mod release;
 mod remote;
 mod request;
 mod servers;

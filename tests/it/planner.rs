@@ -73,7 +73,7 @@ pub(crate) fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_l
 }
 
 /// Greedy, EOS ignored: every request runs to its output length.
-fn greedy_options<'a>(
+pub(crate) fn greedy_options<'a>(
     spec: &'a WorkloadSpec,
     prompt: &'a dyn Fn(&bench::PlannedRequest) -> tokenmeter::Result<Vec<u32>>,
 ) -> driver::DriverOptions<'a> {

@@ -1,16 +1,16 @@
-//! The benchmark driver: releases each planned request into the engine at its arrival time (wall
-//! clock, so queueing is real), steps the engine, and records every event with its timestamp.
-//! Times are seconds from the benchmark's start. For closed loops, `sequential` releases the next
-//! request when the previous finishes and `concurrency` keeps N requests in flight; an open loop's
-//! `max_concurrency` holds a due request back while that many are in flight.
+//! The benchmark driver: releases the planned requests into the engine as a [`Release`] says (on
+//! the engine's clock: the wall clock, so queueing is real, or the capacity planner's virtual
+//! one), steps the engine, and records every event with its timestamp. Times are seconds from the
+//! benchmark's start. What is the driver's own: submitting to the [`Engine`], stepping it,
+//! recording token events, a later conversation turn's prompt (the turn before's prompt and output
+//! ids, then its own), and watching for saturation before every release.
 
 use crate::bench::base::thinking::ThinkTags;
-use crate::bench::measure::saturation::{Detector, Saturation};
+use crate::bench::measure::saturation::Saturation;
 use crate::bench::record::raw::{RequestRecord, StepSample, TokenTimes};
+use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
 use crate::bench::traffic::prompts::Prompt;
-use std::collections::VecDeque;
-
-use crate::bench::traffic::workload::{conversation_turns, Arrival, PlannedRequest, Turn, WorkloadSpec};
+use crate::bench::traffic::workload::{conversation_turns, PlannedRequest, Turn, WorkloadSpec};
 use crate::engine::{Engine, Event, EventKind, Executor, Request, SamplingParams, StepStats};
 use crate::error::Result;
 
@@ -48,7 +48,7 @@ pub async fn run<X: Executor>(
 }
 
 /// [`run`], which also watches an open loop for saturation when `options.spec.saturation_stop`
-/// ([`crate::bench::measure::saturation`]): once requests outstanding keep growing, nothing more is
+/// ([`Release::watch`], at every pass of the loop): once requests outstanding keep growing, nothing more is
 /// released (those requests keep no arrival time and are dropped by the session), those in
 /// flight are cancelled (a queue that grew for seconds would take as long to drain), and the
 /// verdict is returned.
@@ -62,11 +62,9 @@ pub async fn run_watched<X: Executor>(
     let mut run = Run::new(plan, options)?;
     // The engine's clock: the wall clock, or the capacity planner's virtual one.
     let t0 = engine.model.now_s();
-    let watch = options.spec.saturation_stop && options.spec.arrival.open_loop();
-    let mut detector = Detector::new();
     let mut saturation = None;
     let mut slept_until = f64::NEG_INFINITY;
-    while run.finished < plan.len() {
+    while !run.release.done() {
         if cancelled() || saturation.is_some() {
             run.cancel_in_flight(engine);
             break;
@@ -75,18 +73,16 @@ pub async fn run_watched<X: Executor>(
         // Never earlier than a time the driver slept until: `t0 + next − t0` may round an ulp
         // short of `next` (on the planner's virtual clock it then never came due).
         let now = (engine.model.now_s() - t0).max(slept_until);
-        if watch && saturation.is_none() {
-            // Open-loop arrivals are in time order.
-            let due = plan.partition_point(|p| p.arrival_s.is_some_and(|a| a <= now));
-            saturation = detector.observe(now, due.saturating_sub(run.finished));
-            if saturation.is_some() {
-                continue;
-            }
+        saturation = run.release.watch(now);
+        if saturation.is_some() {
+            continue;
         }
-        run.release_due(engine, now);
+        while let Some(released) = run.release.next(now) {
+            run.submit(engine, released, now);
+        }
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
-            if let Some(next) = run.next_due() {
+            if let Some(next) = run.release.next_due_s() {
                 engine.model.sleep_s(next - (engine.model.now_s() - t0)).await;
                 slept_until = next;
             }
@@ -103,13 +99,14 @@ pub async fn run_watched<X: Executor>(
             Err(e) => return Err(e),
         };
         run.record_step(&events, stats.as_ref(), t0);
-        on_progress(&Progress { records: &run.records, steps: &run.steps, finished: run.finished, total: plan.len() });
+        let finished = run.release.ended();
+        on_progress(&Progress { records: &run.records, steps: &run.steps, finished, total: plan.len() });
     }
     let (records, steps) = run.finish();
     Ok((records, steps, saturation))
 }
 
-/// One run's state between steps: the records, what is not yet released, what is in flight.
+/// One run's state between steps: the release, the records, what is in flight.
 struct Run<'a> {
     plan: &'a [PlannedRequest],
     options: &'a DriverOptions<'a>,
@@ -125,17 +122,9 @@ struct Run<'a> {
     /// Each request's output ids, kept to split thinking from answer at the end and to carry a
     /// reply into its conversation's next turn.
     output_ids: Vec<Vec<u32>>,
-    /// Requests not yet released, in plan order.
-    unreleased: VecDeque<usize>,
     /// Engine id → index in the plan.
     by_engine_id: Vec<(u64, usize)>,
-    /// A closed loop's requests in flight at most.
-    closed_limit: usize,
-    /// An open loop's `max_concurrency`: a request due while that many are in flight waits for one
-    /// to finish; its clock still starts at its planned arrival, so the wait is in its TTFT.
-    open_limit: usize,
-    finished: usize,
-    in_flight: usize,
+    release: Release,
 }
 
 impl<'a> Run<'a> {
@@ -161,8 +150,10 @@ impl<'a> Run<'a> {
             }
         }
         let keep_ids = options.think.is_some() || turns.is_some();
-        let spec = options.spec;
+        let due =
+            plan.iter().enumerate().map(|(i, p)| Due::of(p.arrival_s, previous_turn(turns.as_deref(), i))).collect();
         Ok(Run {
+            release: Release::new(due, Pace::of(options.spec)),
             plan,
             options,
             sent_prompts: vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }],
@@ -171,70 +162,13 @@ impl<'a> Run<'a> {
             prompts,
             records,
             steps: Vec::new(),
-            unreleased: (0..plan.len()).collect(),
             by_engine_id: Vec::new(),
-            closed_limit: match spec.arrival {
-                Arrival::Sequential => 1,
-                Arrival::Concurrency => spec.concurrency,
-                _ => usize::MAX,
-            },
-            open_limit: spec.max_concurrency.filter(|_| spec.arrival.open_loop()).unwrap_or(usize::MAX),
-            finished: 0,
-            in_flight: 0,
         })
     }
 
-    /// The turn before request `i` in its conversation, and the think time after it.
-    fn previous_turn(&self, i: usize) -> Option<(usize, f64)> {
-        self.turns.as_ref().and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s)))
-    }
-
-    /// When request `i` is due, if it is by `now` (and a slot is free); an error when it never
-    /// will be (the turn before it failed).
-    fn due(&self, i: usize, now: f64) -> std::result::Result<Option<f64>, String> {
-        match self.previous_turn(i) {
-            Some((prev, think_s)) => match (&self.records[prev].error, self.records[prev].finish_s) {
-                (Some(_), _) => Err("the turn before it failed".to_string()),
-                (None, Some(done)) => Ok((done + think_s <= now).then_some(done + think_s)),
-                (None, None) => Ok(None),
-            },
-            None => Ok(match self.plan[i].arrival_s {
-                Some(a) => (a <= now && self.in_flight < self.open_limit).then_some(a),
-                None => (self.in_flight < self.closed_limit).then_some(now),
-            }),
-        }
-    }
-
-    /// Submits every request due by `now`, in plan order. Without conversations, what is due is a
-    /// prefix of the rest (open-loop arrivals in time order; a closed loop's next when a slot is
-    /// free): stop at the first not due. With them, a later turn waits for its own conversation:
-    /// look at every one.
-    fn release_due<X: Executor>(&mut self, engine: &mut Engine<X>, now: f64) {
-        let mut k = 0;
-        while k < self.unreleased.len() {
-            let i = self.unreleased[k];
-            let arrival_s = match self.due(i, now) {
-                Ok(Some(arrival_s)) => arrival_s,
-                Ok(None) if self.turns.is_some() => {
-                    k += 1;
-                    continue;
-                }
-                Ok(None) => break,
-                Err(why) => {
-                    self.unreleased.remove(k);
-                    (self.records[i].arrival_s, self.records[i].error) = (now, Some(why));
-                    self.finished += 1;
-                    continue;
-                }
-            };
-            self.unreleased.remove(k);
-            self.submit(engine, i, arrival_s);
-        }
-    }
-
-    /// Submits request `i`, due at `arrival_s`: a later turn with its conversation's history.
-    fn submit<X: Executor>(&mut self, engine: &mut Engine<X>, i: usize, arrival_s: f64) {
-        let prompt = match self.previous_turn(i) {
+    /// Submits a request released at `now`: a later turn with its conversation's history.
+    fn submit<X: Executor>(&mut self, engine: &mut Engine<X>, Released { index: i, arrival_s }: Released, now: f64) {
+        let prompt = match previous_turn(self.turns.as_deref(), i) {
             Some((prev, _)) => [&self.sent_prompts[prev][..], &self.output_ids[prev], &self.prompts[i]].concat(),
             None => self.prompts[i].clone(),
         };
@@ -247,26 +181,28 @@ impl<'a> Run<'a> {
         // plus think time), so the driver's own lateness counts.
         self.records[i].arrival_s = arrival_s;
         match engine.submit(req) {
-            Ok(eid) => {
-                self.by_engine_id.push((eid, i));
-                self.in_flight += 1;
-            }
+            Ok(eid) => self.by_engine_id.push((eid, i)),
             Err(e) => {
                 self.records[i].error = Some(e.to_string());
-                self.finished += 1;
+                self.ended(i, now);
             }
         }
     }
 
-    /// The next time something is due: an arrival, or a finished turn's think time.
-    fn next_due(&self) -> Option<f64> {
-        self.unreleased
-            .iter()
-            .filter_map(|&i| match self.previous_turn(i) {
-                Some((prev, think_s)) => self.records[prev].finish_s.map(|done| done + think_s),
-                None => self.plan[i].arrival_s,
-            })
-            .reduce(f64::min)
+    /// Request `i` ended at `at_s`: the turn after it, if any, is dated at its finish plus the
+    /// think time, or, when it failed, fails at `at_s` with the turns after it.
+    fn ended(&mut self, i: usize, at_s: f64) {
+        let Some(next) = self.release.end(i) else { return };
+        match (&self.records[i].error, self.records[i].finish_s) {
+            (None, Some(finish_s)) => {
+                self.release.date(next, finish_s);
+            }
+            _ => {
+                for turn in self.release.fail(next) {
+                    (self.records[turn].arrival_s, self.records[turn].error) = (at_s, Some(TURN_BEFORE_FAILED.into()));
+                }
+            }
+        }
     }
 
     /// Records a step's events and its sample, on the run's clock (`t0` is its start).
@@ -274,8 +210,7 @@ impl<'a> Run<'a> {
         for e in events {
             let Some(&(_, i)) = self.by_engine_id.iter().find(|(eid, _)| *eid == e.id) else { continue };
             if record_event(&mut self.records[i], &e.kind, e.t_s - t0, self.output_ids.get_mut(i), TokenTimes::Every) {
-                self.finished += 1;
-                self.in_flight -= 1;
+                self.ended(i, e.t_s - t0);
             }
         }
         if let Some(s) = stats {
@@ -325,6 +260,11 @@ impl<'a> Run<'a> {
         }
         (self.records, self.steps)
     }
+}
+
+/// The turn before request `i` in its conversation (`turns`), and the think time after it.
+fn previous_turn(turns: Option<&[Turn]>, i: usize) -> Option<(usize, f64)> {
+    turns.and_then(|t| t[i].prev.map(|prev| (prev, t[i].think_s)))
 }
 
 /// The engine request for planned request `p` with this `prompt`: its output length, the run's
