@@ -407,7 +407,7 @@ pub fn compare(
                 } else {
                     CompareVerdict::Worse
                 }
-            } else if !(margin_abs > 0.0) {
+            } else if margin_abs.is_nan() || margin_abs <= 0.0 {
                 CompareVerdict::NoDetectableDifference
             } else if ci_low >= -margin_abs && ci_high <= margin_abs {
                 CompareVerdict::WithinMargin
