@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
 use crate::bench::measure::energy::GpuReadings;
 use crate::bench::measure::metrics::BenchmarkMetrics;
 use crate::bench::measure::saturation::Saturation;
@@ -35,4 +36,92 @@ pub struct BenchResult {
     /// engine's GPU); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics: Option<GpuReadings>,
+}
+
+impl BenchResult {
+    /// Requests were sent and none succeeded: a failed run, which the page marks as such and
+    /// keeps out of the Pareto chart and the capacity plan.
+    pub fn failed(&self) -> bool {
+        self.metrics.num_requests > 0 && self.metrics.completed == 0
+    }
+}
+
+/// A session in which requests were sent and none succeeded: its one error, as the CLI and the
+/// page say it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NoneSucceeded {
+    pub sent: usize,
+    /// Each kind of error ([`RequestRecord::error_kind`]) and how many requests ended with it.
+    pub kinds: Vec<(String, usize)>,
+    /// The first failed request's own message (a server's, a browser's CORS hint), if any.
+    pub first: Option<String>,
+}
+
+impl NoneSucceeded {
+    /// Of a session's results (every rate): `Some` when requests were sent and none succeeded.
+    pub fn of(results: &[BenchResult]) -> Option<NoneSucceeded> {
+        let sent: usize = results.iter().map(|r| r.metrics.num_requests).sum();
+        if sent == 0 || results.iter().any(|r| r.metrics.completed > 0) {
+            return None;
+        }
+        let mut kinds = std::collections::BTreeMap::new();
+        for (kind, n) in results.iter().flat_map(|r| &r.metrics.errors) {
+            *kinds.entry(kind.clone()).or_insert(0) += n;
+        }
+        let first = results.iter().flat_map(|r| &r.requests).find_map(|q| q.error.clone());
+        Some(NoneSucceeded { sent, kinds: kinds.into_iter().collect(), first })
+    }
+
+    pub fn text(&self, lang: Lang) -> String {
+        let kinds: Vec<String> = self.kinds.iter().map(|(kind, n)| format!("{kind} × {n}")).collect();
+        let first = self.first.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+        match lang {
+            Lang::En => format!("none of the {} requests succeeded ({}){first}", self.sent, kinds.join(", ")),
+            Lang::Zh => format!("{} 个请求全部失败（{}）{first}", self.sent, kinds.join("，")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::measure::metrics::summarize;
+
+    fn result(records: Vec<RequestRecord>) -> BenchResult {
+        BenchResult {
+            config: RunConfig::default(),
+            metrics: summarize(&records, &[], None, 0.25),
+            diagnosis: None,
+            baseline: None,
+            requests: records,
+            steps: Vec::new(),
+            saturation: None,
+            server_metrics: None,
+            gpu_metrics: None,
+        }
+    }
+
+    fn failed(id: u64, error: &str) -> RequestRecord {
+        RequestRecord { arrival_s: 0.0, error: Some(error.into()), ..RequestRecord::unsent(id, 8) }
+    }
+
+    #[test]
+    fn a_session_whose_every_request_failed_says_so_with_the_first_cause() {
+        let refused = "connect: connection refused (is the server up? a browser needs CORS)";
+        let results = [result(vec![failed(0, refused), failed(1, "timeout after 300 s")])];
+        let none = NoneSucceeded::of(&results).expect("every request failed");
+        assert_eq!(none.sent, 2);
+        assert_eq!(none.first.as_deref(), Some(refused));
+        let en = none.text(Lang::En);
+        assert!(en.starts_with("none of the 2 requests succeeded (") && en.ends_with(refused), "{en}");
+        assert!(none.text(Lang::Zh).starts_with("2 个请求全部失败"), "{}", none.text(Lang::Zh));
+        assert!(results[0].failed());
+        let mut ok = failed(2, "");
+        (ok.error, ok.first_token_s, ok.finish_s, ok.output_len) = (None, Some(0.1), Some(0.2), 1);
+        ok.token_times_s = vec![0.1];
+        let mixed = [result(vec![failed(0, refused), ok])];
+        assert_eq!(NoneSucceeded::of(&mixed), None, "one succeeded");
+        assert!(!mixed[0].failed());
+        assert_eq!(NoneSucceeded::of(&[]), None, "nothing sent");
+    }
 }

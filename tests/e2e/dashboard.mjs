@@ -47,9 +47,12 @@ page.on('pageerror', (e) => errors.push(String(e)));
 // A model folder without an index or tokenizer answers 404 for them, which the loader expects
 // (and Chromium logs); any other console error fails the test.
 const expected404 = /\/(slow-fixtures|fixtures|bad|bad-noranges)\/[^/]+\/(model\.safetensors\.index\.json|tokenizer\.json)$/;
+// A run against a closed port (the failed-run step) logs its refused fetches.
+let closedPort = null;
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   if (/status of 404/.test(m.text()) && expected404.test(m.location().url ?? '')) return;
+  if (closedPort && (m.location().url ?? '').startsWith(closedPort)) return;
   errors.push(`${m.text()} (${m.location().url ?? ''})`);
 });
 const fail = async (msg) => {
@@ -64,6 +67,14 @@ const check = async (ok, msg) => { if (!ok) await fail(msg); };
 const byId = (id) => page.getByTestId(id);
 const text = async (id) => (await byId(id).textContent()) ?? '';
 const points = async (id) => Number(await byId(id).getAttribute('data-points'));
+
+/** Run is on the screen without scrolling (the page scrolled to its top). */
+async function runInView(where) {
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const box = await byId('run').boundingBox();
+  const height = page.viewportSize().height;
+  await check(box && box.y >= 0 && box.y + box.height <= height, `Run is not in view ${where}: ${JSON.stringify(box)}`);
+}
 
 async function waitReady() {
   try {
@@ -109,6 +120,7 @@ async function runAndWait(label, start = () => byId('run').click(), { live = tru
 // 1. Settings come from the URL.
 await page.goto(`${base}?${workload}`);
 console.log(`status: ${await waitReady()}`);
+await runInView('on load at 1,440 × 1,000');
 if (process.env.E2E_ONLY === 'engine') {
   await engineChecks();
   await finish();
@@ -266,7 +278,13 @@ for (const width of [1280, 1920, 390]) {
       { timeout: 5000 }).catch(() => {});
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     await check(overflow <= 1, `at ${width} px the page is ${overflow} px wider than the screen`);
+    // The history as stacked rows, none taller than 120 px; the language buttons inside their pill.
+    const rows = await page.locator('.runs .run').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().height));
+    await check(rows.length > 0 && rows.every((h) => h <= 120), `at ${width} px the history rows are ${rows.join(', ')} px tall`);
+    const spill = await page.evaluate(() => { const l = document.querySelector('[data-testid=lang]'); return l.scrollWidth - l.clientWidth; });
+    await check(spill <= 1, `at ${width} px the language buttons spill ${spill} px out of their pill`);
   }
+  await runInView(`at ${width} px from the top`);
   await page.screenshot({ path: `${out}/dashboard-${width}.png`, fullPage: false });
 }
 await page.setViewportSize({ width: 1440, height: 1000 });
@@ -514,7 +532,7 @@ try {
 await check(await byId('run-error').count() === 0, `search: ${await byId('run-error').textContent().catch(() => '')}`);
 const found = await text('search-found');
 const runs = await page.locator('[data-testid=search-runs] tbody tr').count();
-await check(/highest rate: [\d.]+ req\/s|no rate tried met/.test(found), `search: ${found}`);
+await check(/highest rate: [\d.]+ req\/s|no limit found up to [\d.]+ req\/s|no rate tried met/.test(found), `search: ${found}`);
 await check(runs >= 2 && (await page.locator('[data-testid=search] .search-dot').count()) === runs, `search: ${runs} runs, dots differ`);
 await check(await byId('search-target').count() === 1, 'search: no target line');
 console.log(`search: ${found} (${runs} runs, ${((Date.now() - searchT0) / 1000).toFixed(1)} s)`);
@@ -603,6 +621,22 @@ async function remoteRun() {
   console.log(`remote: ${scraped.samples.length} scrapes of /metrics, peak running ${result.summary.server?.max_running}`);
   console.log(`remote: ${ok} requests through the run service, TTFT p50 ${result.summary.ttft_ms.p50.toFixed(1)} ms`);
   await new Promise((ok) => mock.close(ok));
+
+  // A server that does not answer: the cause in the error banner, no report, the run in the
+  // history marked failed.
+  closedPort = endpoint;
+  const closed = new URLSearchParams({ target: 'remote', endpoint, served_model: 'mock-model', api: 'completions',
+    arrival: 'poisson', rate: '20', requests: '4', input: '4:4', output: '3:3', prompts: 'random' });
+  await page.goto(`${base}?${closed}`);
+  await waitReady();
+  await byId('run').click();
+  await byId('run-error').waitFor({ timeout: 60000 }).catch(() => fail('a run against a closed port ended without an error'));
+  const cause = await text('run-error');
+  console.log(`closed port: ${cause}`);
+  await check(/none of the 4 requests succeeded \(connect × 4\)/.test(cause), `closed port: the banner says ${cause}`);
+  await check(await byId('run-failed').count() === 1, 'closed port: the history does not mark the run failed');
+  await check(await byId('report').count() === 0, 'closed port: a report of dashes is shown');
+  await page.screenshot({ path: `${out}/failed-run.png`, fullPage: false });
 }
 
 async function finish() {

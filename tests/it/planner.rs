@@ -495,6 +495,21 @@ fn tokenmeter(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
+/// The workload of the runs `plan` is made from: 10 requests at 8 req/s, no baseline, and no check
+/// before the run (`verify.rs` tests it; here it would cost seconds a run).
+const MEASURED_WORKLOAD: [&str; 10] = [
+    "--rate",
+    "8",
+    "--num-requests",
+    "10",
+    "--input-len",
+    "16:64",
+    "--output-len",
+    "8:16",
+    "--no-baseline",
+    "--no-verify",
+];
+
 /// `tokenmeter plan --from` a measured run: `--replay` prints predicted beside measured and
 /// writes a result labelled simulated; a bigger batch is planned without running it; a results
 /// file without step shapes is refused with the reason.
@@ -505,18 +520,7 @@ fn plan_from_a_measured_run() {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (measured, planned, old_file) = (path("measured.json"), path("planned.json"), path("old.json"));
     let model = fixture_dir("tiny-gqa-tied");
-    let workload = [
-        "--rate",
-        "8",
-        "--num-requests",
-        "10",
-        "--input-len",
-        "16:64",
-        "--output-len",
-        "8:16",
-        "--no-baseline",
-        "--no-verify",
-    ];
+    let workload = MEASURED_WORKLOAD;
     let (ok, _, stderr) =
         tokenmeter(&[&["bench", "--model", model.to_str().unwrap()][..], &workload, &["--json", &measured]].concat());
     assert!(ok, "{stderr}");
@@ -598,18 +602,7 @@ fn plan_calibrated_now() {
     let model = fixture_dir("tiny-gqa-tied");
     let model = model.to_str().unwrap();
     let engine = ["--max-batch", "4", "--max-batched-tokens", "64"];
-    let workload = [
-        "--rate",
-        "8",
-        "--num-requests",
-        "10",
-        "--input-len",
-        "16:64",
-        "--output-len",
-        "8:16",
-        "--no-baseline",
-        "--no-verify",
-    ];
+    let workload = MEASURED_WORKLOAD;
     let (ok, _, stderr) =
         tokenmeter(&[&["plan", "--calibrate", "--model", model][..], &engine, &workload, &["--json", &out]].concat());
     assert!(ok, "{stderr}");

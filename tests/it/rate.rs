@@ -256,6 +256,7 @@ fn the_engines_search_starts_from_the_planners_guess() {
     assert!(found.converged && found.trials.len() <= found.max_runs, "{found:?}");
     assert!(rate >= guess / 2.0 && rate <= guess * 2.0, "the guess brackets it: {guess} vs {rate}");
     assert!(found.hi <= found.lo * 1.05 + 1e-9);
+    assert!(!found.no_limit_found(), "a missed rate bounds it: {found:?}");
 }
 
 /// A workload too small to show the limit: with an SLO every rate meets, the search rises until
@@ -297,6 +298,7 @@ fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
     };
     assert!(found.whole_workload_at_once && !found.converged, "{found:?}");
     assert!(found.hi.is_nan() && found.rate == Some(found.lo), "{found:?}");
+    assert!(found.no_limit_found(), "every rate met: the headline says no limit was found");
     assert!(found.trials.len() < found.max_runs / 2, "{} runs", found.trials.len());
     // The last run had every request in before the first finished.
     let last = &results[found.trials.last().unwrap().result].requests;

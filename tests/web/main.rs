@@ -558,22 +558,25 @@ async fn the_warning_shows_in_the_target_card() {
     assert_eq!(key.type_(), "password");
 }
 
-/// A run of three or more words of Latin letters (punctuation at their ends aside): an English
-/// sentence or phrase. Flags, numbers, units and names such as `ngram:K`, `int8` or `TTFT` alone
-/// are not one.
+/// Three or more words of Latin letters in a row (punctuation at their ends aside), with nothing
+/// but ASCII between them: an English sentence or phrase. Flags, numbers, units and names such as
+/// `ngram:K`, `int8` or `TTFT` alone are not one, nor are ASCII words with Chinese between them.
 fn english_phrase(text: &str) -> Option<String> {
     let word = |w: &&str| {
         let core = w.trim_matches(|c: char| c.is_ascii_punctuation());
         !core.is_empty() && core.chars().all(|c| c.is_ascii_alphabetic())
     };
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words.windows(3).find(|w| w.iter().all(word)).map(|w| w.join(" "))
+    text.split(|c: char| !c.is_ascii()).find_map(|run| {
+        let words: Vec<&str> = run.split_whitespace().collect();
+        words.windows(3).find(|w| w.iter().all(word)).map(|w| w.join(" "))
+    })
 }
 
 #[wasm_bindgen_test]
 fn a_planted_english_phrase_is_found() {
     assert_eq!(english_phrase("速率 2：the queue grew 了").as_deref(), Some("the queue grew"));
     assert_eq!(english_phrase("应为 ngram:K、draft:MODEL:K（K 为 1 到 16）或 off"), None);
+    assert_eq!(english_phrase("TTFT 与 TPOT 的 SLO"), None, "words with Chinese between them");
 }
 
 /// The Chinese page shows no English sentence where the library words a message: the settings'

@@ -414,6 +414,14 @@ pub async fn find<T: Target>(
     search(s, rate, &from).await
 }
 
+impl MaxRate {
+    /// Every rate tried met the SLOs: the search found no limit, only that the target sustains
+    /// `lo` (its headline says so rather than "highest rate").
+    pub fn no_limit_found(&self) -> bool {
+        self.rate.is_some() && !self.hi.is_finite()
+    }
+}
+
 /// Each result's rate: a search's results are at the rates it picked.
 pub fn rates_of(results: &[BenchResult]) -> Vec<f64> {
     results.iter().map(|r| r.config.workload.as_ref().map_or(f64::NAN, |w| w.rate)).collect()

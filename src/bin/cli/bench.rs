@@ -178,18 +178,8 @@ pub(crate) fn finish_bench(
             Err(Error::Cancelled)
         }
         (Ok(()), _) => {
-            let sent: usize = results.iter().map(|r| r.metrics.num_requests).sum();
-            if sent > 0 && results.iter().all(|r| r.metrics.completed == 0) {
-                let mut kinds = std::collections::BTreeMap::new();
-                for (kind, n) in results.iter().flat_map(|r| &r.metrics.errors) {
-                    *kinds.entry(kind.as_str()).or_insert(0) += n;
-                }
-                let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{kind} × {n}")).collect();
-                return Err(Error::Invalid(format!(
-                    "none of the {sent} requests succeeded ({}){}",
-                    kinds.join(", "),
-                    written()
-                )));
+            if let Some(none) = tokenmeter::bench::result::NoneSucceeded::of(results) {
+                return Err(Error::Invalid(format!("{}{}", none.text(tokenmeter::bench::Lang::En), written())));
             }
             Ok(())
         }

@@ -99,6 +99,19 @@ fn search_table(found: &MaxRate) -> String {
         );
     }
     out += &match found.rate {
+        // Every rate tried met the SLOs: no limit, only how far it was looked for.
+        Some(_) if found.no_limit_found() => format!(
+            "no limit found up to {:.3} req/s: every rate tried met the SLOs ({}); {} runs of at most {}\n",
+            found.lo,
+            if found.whole_workload_at_once {
+                "even with every request in at once: this workload is too small to show the limit (raise \
+                 --num-requests)"
+            } else {
+                "the run budget or the rate bounds ended the search"
+            },
+            found.trials.len(),
+            found.max_runs
+        ),
         Some(rate) => format!(
             "highest rate: {rate:.3} req/s (met at {:.3}, missed at {}: {}); {} runs of at most {}\n",
             found.lo,

@@ -88,6 +88,8 @@ pub fn App() -> impl IntoView {
         <NoWebGpuNotice why=state.no_webgpu />
         <main class="layout">
             <aside class="side">
+                // Run first: in view on load at every width (the column is sticky on tall screens).
+                <RunPanel state=state checked=checked />
                 <ModelPanel state=state />
                 <AdapterPanel state=state />
                 <TargetPanel
@@ -104,7 +106,6 @@ pub fn App() -> impl IntoView {
                     on_reload=Callback::new(move |_| models::reload(state))
                     dataset=state.dataset
                 />
-                <RunPanel state=state checked=checked />
             </aside>
             <div class="content">
                 <section class="card" aria-labelledby="live-title">

@@ -212,7 +212,10 @@ fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
 
 /// Every saved run's point on the Pareto chart, oldest first.
 fn pareto_of_history(state: &AppState) -> (Vec<crate::bench::present::pareto::ParetoPoint>, bool) {
-    state.history.with(|list| super::pareto::points_of(list.iter().map(|e| (e.name.clone(), &e.result))))
+    // A run in which every request failed has no trade-off to show.
+    state.history.with(|list| {
+        super::pareto::points_of(list.iter().filter(|e| !e.result.failed()).map(|e| (e.name.clone(), &e.result)))
+    })
 }
 
 fn summary(e: &Entry, t: &Text) -> String {
@@ -339,6 +342,7 @@ fn SavedRun(
     // results saved before did not).
     let saved = entry.result.config.request.clone().filter(|r| r.command == "bench");
     let can_run_again = saved.is_some();
+    let failed = entry.result.failed();
     let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
         Some(0) => "A",
         Some(_) => "B",
@@ -355,7 +359,10 @@ fn SavedRun(
                 <span class="badge">{letter}</span>
             </label>
             <div class="run-text">
-                <div class="run-name">{name}</div>
+                <div class="run-name">
+                    {name}
+                    {failed.then(|| view! { <span class="failed-mark" data-testid="run-failed">{move || t().history_failed}</span> })}
+                </div>
                 <div class="run-meta num">
                     {time} " · " {move || summary(&entry, t())}
                 </div>

@@ -37,7 +37,8 @@ fn same_setup(a: &BenchResult, b: &BenchResult) -> bool {
         && workload(&x.workload) == workload(&y.workload)
 }
 
-/// The runs to plan from: `shown` (an engine run with steps) and the saved runs like it.
+/// The runs to plan from: `shown` (an engine run with steps) and the saved runs like it; a run in
+/// which every request failed is none.
 fn runs_like(shown: &Entry, history: &[Arc<Entry>]) -> Vec<BenchResult> {
     let mut runs = vec![shown.result.clone()];
     runs.extend(
@@ -46,7 +47,7 @@ fn runs_like(shown: &Entry, history: &[Arc<Entry>]) -> Vec<BenchResult> {
             .filter(|e| e.time_ms != shown.time_ms && same_setup(&e.result, &shown.result))
             .map(|e| e.result.clone()),
     );
-    runs.retain(|r| !r.config.is_server() && r.config.simulated.is_none() && !r.steps.is_empty());
+    runs.retain(|r| !r.config.is_server() && r.config.simulated.is_none() && !r.steps.is_empty() && !r.failed());
     runs
 }
 

@@ -197,11 +197,14 @@ fn finish(state: AppState, ended: Ended) {
             name.push_str(" (cancelled)");
         }
         let entry = Entry { time_ms: crate::web::browser::now_ms(), name, result };
-        if i == last {
+        // A run in which every request failed is said in the error banner (`error`), not shown as
+        // a report of dashes; the history keeps it, marked failed.
+        let shown = i == last && !entry.result.failed();
+        if shown {
             state.charts.set(ChartData::from_result(&entry.result));
         }
         let saved = history::add(state, entry);
-        if i == last {
+        if shown {
             state.shown.set(Some(saved));
         }
     }

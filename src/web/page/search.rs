@@ -34,6 +34,13 @@ pub fn trying_text(rate: f64, n: usize, t: &Text) -> String {
 /// What the search found, in a line (the CLI's last line, in the page's language).
 fn found_text(f: &MaxRate, t: &Text) -> String {
     match f.rate {
+        Some(_) if f.no_limit_found() => {
+            let why = if f.whole_workload_at_once { t.search_at_once } else { t.search_not_narrowed };
+            t.search_no_limit
+                .replace("{lo}", &rate_text(f.lo))
+                .replace("{why}", why)
+                .replace("{n}", &f.trials.len().to_string())
+        }
         Some(rate) => {
             let how = if f.converged {
                 t.search_within.replace("{pct}", &format!("{:.0}", f.tolerance * 100.0))

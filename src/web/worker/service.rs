@@ -11,6 +11,7 @@
 use super::dataset;
 use super::host::{Host, LoadedModel};
 use crate::bench::measure::saturation::Saturation;
+use crate::bench::result::NoneSucceeded;
 use crate::bench::run::experiment::{self, ExperimentSpec, Side};
 use crate::bench::run::launch::{self, OnEngine, Search};
 use crate::bench::run::target::{Listener, SessionEvent, Target};
@@ -184,7 +185,7 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
     let mut model = engine.model;
     model.limits = capacity.clone();
     host.put_model(LoadedModel { model, capacity });
-    let (search, error) = split(outcome);
+    let (search, error) = split(outcome, &results, cx.lang);
     sink(Report::Ended(Box::new(Ended::Run {
         results: bench::run::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label: cx.model_key.clone(),
@@ -246,7 +247,7 @@ async fn on_server(
         launch::drive(&mut target, &session, search, &listener, &cancel, &mut results).await
     }
     .await;
-    let (search, error) = split(outcome);
+    let (search, error) = split(outcome, &results, cx.lang);
     sink(Report::Ended(Box::new(Ended::Run {
         results: bench::run::max_rate::rates_of(&results).into_iter().zip(results).collect(),
         label,
@@ -261,9 +262,13 @@ async fn on_server(
 /// A run's outcome as its end carries it: a search's result, or the error's message.
 fn split(
     outcome: Result<Option<bench::run::max_rate::MaxRate>>,
+    results: &[BenchResult],
+    lang: bench::Lang,
 ) -> (Option<bench::run::max_rate::MaxRate>, Option<String>) {
     match outcome {
-        Ok(found) => (found, None),
+        // Requests sent and none succeeded: an error, said as the CLI says it (with the first
+        // request's own message: a browser's CORS hint, a server's refusal).
+        Ok(found) => (found, NoneSucceeded::of(results).map(|none| none.text(lang))),
         Err(e) => (None, Some(e.to_string())),
     }
 }
