@@ -540,6 +540,6 @@ fn speed_reports_each_figure_with_its_spread() {
     for d in three["decode"].as_array().unwrap() {
         assert!(d["spread"].as_f64().is_some_and(|s| s >= 0.0), "{d}");
     }
-    let one = speed("1");
-    assert!(one["prefill"].as_array().unwrap().iter().all(|p| p["repeats"] == 1 && p["spread"].is_null()), "{one}");
+    // One timing has no spread (`null`): `bench::run::speed`'s unit test, without a second run of
+    // the CLI (its roofline probe costs most of this test's seconds).
 }

@@ -359,3 +359,24 @@ pub async fn table(
         "prefill": prefills,
     }))
 }
+
+#[cfg(test)]
+mod spread_tests {
+    use crate::bench::run::speed::{spread, PrefillSpeed};
+
+    #[test]
+    fn the_spread_is_slowest_less_fastest_over_the_median_and_none_for_one_timing() {
+        assert!((spread(&[2.0, 4.0, 3.0]) - 2.0 / 3.0).abs() < 1e-12);
+        assert!(spread(&[5.0]).is_nan());
+        let one = PrefillSpeed {
+            tokens: 16,
+            ms: 5.0,
+            repeats: 1,
+            spread: spread(&[5.0]),
+            tokens_per_s: 3200.0,
+            gflop_s: 1.0,
+            fraction_of_fma: 0.1,
+        };
+        assert!(serde_json::to_value(&one).unwrap()["spread"].is_null(), "one timing's spread is null in JSON");
+    }
+}
