@@ -522,16 +522,13 @@ fn the_baseline_requests_have_prompts_of_their_own() {
 /// spread (`null`), not 0.
 #[test]
 fn speed_reports_each_figure_with_its_spread() {
-    let speed = |repeats: &str| -> serde_json::Value {
-        let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-            .args(["speed", "--synthetic", "tiny", "--batches", "1,2", "--prefill", "16,40", "--steps", "3"])
-            .args(["--prefill-repeats", repeats])
-            .output()
-            .unwrap();
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-        serde_json::from_slice(&run.stdout).unwrap()
-    };
-    let three = speed("3");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["speed", "--synthetic", "tiny", "--batches", "1,2", "--prefill", "16,40", "--steps", "3"])
+        .args(["--prefill-repeats", "3"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let three: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     for p in three["prefill"].as_array().unwrap() {
         assert_eq!(p["repeats"], 3, "{p}");
         let (ms, spread) = (p["ms"].as_f64().unwrap(), p["spread"].as_f64().expect("a spread over 3 timings"));

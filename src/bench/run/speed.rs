@@ -361,7 +361,7 @@ pub async fn table(
 }
 
 #[cfg(test)]
-mod spread_tests {
+mod tests {
     use crate::bench::run::speed::{spread, PrefillSpeed};
 
     #[test]
