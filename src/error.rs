@@ -37,6 +37,10 @@ pub enum Error {
     /// bound crossed, naming it and the value.
     #[error("{0}")]
     QualityGate(String),
+    /// A decision that rests on a run stamped INVALID, where the caller asked for valid runs only
+    /// (`compare --require-valid`): a line per invalid run with its reasons.
+    #[error("{0}")]
+    InvalidRun(String),
     #[error("cancelled")]
     Cancelled,
 }

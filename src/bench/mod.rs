@@ -31,7 +31,9 @@ pub mod verdict;
 pub use base::lang::Lang;
 pub use base::stats::{stats, Stats};
 pub use measure::metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, Cost, LongTasks, Slo, TimePoint};
-pub use present::report::{csv, run_warnings, text_report, text_report_for, Measured, LATENESS_WARN_MS};
+pub use present::report::{
+    csv, run_warnings, text_report, text_report_for, validity_lines, Measured, LATENESS_WARN_MS,
+};
 pub use record::raw::{RequestRecord, StepSample, TokenTimes};
 pub use record::run_config::RunConfig;
 pub use result::BenchResult;

@@ -15,6 +15,7 @@ use crate::bench::base::lang::Lang;
 use crate::bench::base::rules::{Problem, Rule};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::record::phases::Phases;
+use crate::bench::record::run_config::Criteria;
 use crate::bench::run::max_rate::RateSearch;
 use crate::bench::run::session::SessionSpec;
 use crate::bench::traffic::endpoint::NamedTarget;
@@ -82,6 +83,9 @@ pub struct RunRequest {
     pub load: LoadOptions,
     /// The hardware's price per hour, for each result's `cost`; `None` when empty.
     pub cost_per_hour: Option<f64>,
+    /// `--min-duration-s`: a measured phase shorter than this makes a run INVALID.
+    #[serde(default)]
+    pub min_duration_s: Option<f64>,
     /// Requests left out of each rate's summary (`--warmup-requests`, `--warmup-s`, `--cooldown-s`).
     pub phases: Phases,
     /// Where the requests go: the engine, or a server (never its key). Absent in requests saved
@@ -160,6 +164,11 @@ impl RunRequest {
             ignore_eos: true,
             cost_per_hour: self.cost_per_hour,
             phases: self.phases,
+            criteria: Criteria {
+                attainment: self.attainment,
+                min_duration_s: self.min_duration_s,
+                steady_required: false,
+            },
         }
     }
 }

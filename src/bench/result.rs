@@ -11,6 +11,7 @@ use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::record::raw::{RequestRecord, StepSample};
 use crate::bench::record::run_config::RunConfig;
 use crate::bench::verdict::diagnosis::{Baseline, Diagnosis};
+use crate::bench::verdict::validity::{self, Evidence, Validity};
 
 /// Everything about one run; the raw records stay so any figure can be recomputed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -36,9 +37,37 @@ pub struct BenchResult {
     /// engine's GPU); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_metrics: Option<GpuReadings>,
+    /// VALID or INVALID with its reasons ([`validity`]), as judged when the run ended
+    /// ([`BenchResult::stamp`]); absent in results saved before it existed, which
+    /// [`BenchResult::validity`] judges when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<Validity>,
 }
 
 impl BenchResult {
+    /// The run's verdict on itself: as stamped, or judged now from its records.
+    pub fn validity(&self) -> Validity {
+        self.validity.clone().unwrap_or_else(|| self.judge())
+    }
+
+    /// Judges the run ([`validity::judge`]) and records the verdict in the result.
+    pub fn stamp(&mut self) {
+        self.validity = Some(self.judge());
+    }
+
+    fn judge(&self) -> Validity {
+        let measured = crate::bench::record::phases::measured(&self.requests, &self.steps)
+            .map_or_else(|| self.requests.clone(), |(kept, _, _)| kept);
+        let slo = self.config.slo.as_deref().and_then(|s| s.parse::<crate::bench::measure::metrics::Slo>().ok());
+        validity::judge(&Evidence {
+            metrics: &self.metrics,
+            measured: &measured,
+            slo: slo.as_ref(),
+            criteria: self.config.criteria.unwrap_or_default(),
+            saturation: self.saturation.as_ref(),
+        })
+    }
+
     /// Requests were sent and none succeeded: a failed run, which the page marks as such and
     /// keeps out of the Pareto chart and the capacity plan.
     pub fn failed(&self) -> bool {
@@ -102,6 +131,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         }
     }
 

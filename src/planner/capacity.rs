@@ -202,6 +202,7 @@ async fn predict(
         ignore_eos: true,
         cost_per_hour: None,
         phases: config.phases.unwrap_or_default(),
+        criteria: config.criteria.unwrap_or_default(),
     };
     let quiet: Listener = Rc::new(|_| {});
     let mut results = Vec::new();

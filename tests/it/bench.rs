@@ -131,6 +131,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
             ignore_eos: true,
             cost_per_hour: None,
             phases: Default::default(),
+            criteria: Default::default(),
         };
         let events = Rc::new(RefCell::new(Vec::new()));
         let log = events.clone();
@@ -220,6 +221,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
             ignore_eos: false,
             cost_per_hour: None,
             phases: Default::default(),
+            criteria: Default::default(),
         };
         let seen = Rc::new(RefCell::new(Vec::new()));
         let log = seen.clone();
@@ -502,6 +504,7 @@ fn the_baseline_requests_have_prompts_of_their_own() {
             ignore_eos: true,
             cost_per_hour: None,
             phases: Default::default(),
+            criteria: Default::default(),
         };
         let quiet: tokenmeter::bench::run::target::Listener = std::rc::Rc::new(|_| {});
         let cancel = std::rc::Rc::new(std::cell::Cell::new(false));

@@ -58,6 +58,7 @@ async fn experiment(first: usize, second: usize) -> Experiment {
         ignore_eos: true,
         lang: bench::Lang::En,
         warmup: true,
+        criteria: Default::default(),
     };
     let quiet: Listener = Rc::new(|_| {});
     run_alternating(&mut a, &mut b, &x, &quiet, &Rc::new(Cell::new(false)), &mut |_, _, _| {}).await.unwrap()
@@ -289,6 +290,31 @@ fn a_three_way_compare_finds_the_planted_2x_change_and_only_it() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("--reference \"Z\"") && stderr.contains("A, B"), "{stderr}");
+    // Every run here is VALID: --require-valid lets the comparison through. A setting with a run
+    // stamped INVALID is named with its reasons, and --require-valid refuses it with exit code 4,
+    // after the report.
+    let require = |a: &str, b: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+            .args(["compare", "--results", a, "--results", b, "--require-valid"])
+            .output()
+            .unwrap()
+    };
+    let valid = require(&a, &b);
+    assert!(valid.status.success(), "{}", String::from_utf8_lossy(&valid.stderr));
+    assert!(!String::from_utf8_lossy(&valid.stdout).contains("INVALID"));
+    let mut reps: Vec<serde_json::Value> = (0..3).map(|_| run.clone()).collect();
+    reps[1]["validity"] = serde_json::json!({
+        "valid": false,
+        "reasons": [{"reason": "failures", "failed": 2, "requests": 16}]
+    });
+    let d = dir.join("D.json");
+    std::fs::write(&d, serde_json::to_string(&reps).unwrap()).unwrap();
+    let invalid = require(&a, &format!("D={}", d.display()));
+    let (stdout, stderr) = (String::from_utf8_lossy(&invalid.stdout), String::from_utf8_lossy(&invalid.stderr));
+    assert_eq!(invalid.status.code(), Some(4), "{stderr}");
+    assert!(stdout.contains("! D's run 2 of 3 is INVALID: 2 of 16 requests failed"), "{stdout}");
+    assert!(stdout.contains("D against A") || stdout.contains("==="), "the report first: {stdout}");
+    assert!(stderr.contains("error: --require-valid: D's run 2 of 3 is INVALID"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -83,6 +83,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             ignore_eos: true,
             cost_per_hour: None,
             phases: Default::default(),
+            criteria: Default::default(),
         };
         // The device goes away once the first requests have finished.
         let (doomed, finished_seen) = (gpu.clone(), Rc::new(Cell::new(0)));

@@ -40,4 +40,5 @@ mod servers;
 mod serving;
 mod soak;
 mod speculate;
+mod validity;
 mod verify;

@@ -386,6 +386,7 @@ pub(crate) async fn session_on(engine: &mut Engine<SimExecutor>, spec: &Workload
         ignore_eos: true,
         cost_per_hour: None,
         phases: Phases::default(),
+        criteria: Default::default(),
     };
     let cancel = Rc::new(Cell::new(false));
     session::run(&mut target, &session, &quiet(), &cancel).await.unwrap().remove(0)

@@ -232,6 +232,7 @@ fn the_engines_search_starts_from_the_planners_guess() {
         ignore_eos: true,
         cost_per_hour: None,
         phases: Phases::default(),
+        criteria: Default::default(),
     };
     let (quiet, cancel): (Listener, _) = (Rc::new(|_| {}), Rc::new(Cell::new(false)));
     let mut results = Vec::new();
@@ -288,6 +289,7 @@ fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
         ignore_eos: true,
         cost_per_hour: None,
         phases: Phases::default(),
+        criteria: Default::default(),
     };
     let (quiet, cancel): (Listener, _) = (Rc::new(|_| {}), Rc::new(Cell::new(false)));
     let mut results = Vec::new();

@@ -222,6 +222,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         ignore_eos: true,
         cost_per_hour: None,
         phases: Default::default(),
+        criteria: Default::default(),
     };
     let listener: Listener = Rc::new(|_| {});
     let cancel = Rc::new(Cell::new(false));

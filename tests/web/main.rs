@@ -429,6 +429,7 @@ async fn sweep_view_marks_the_knee() {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         }
     };
     let mut view = SweepView::new(vec![1.0, 2.0, 4.0, f64::INFINITY], None);
@@ -700,6 +701,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         saturation: None,
         server_metrics: None,
         gpu_metrics: None,
+        validity: None,
     };
     let entry = tokenmeter::web::page::history::Entry { time_ms: 0.0, name: "remote".into(), result };
     let saved = serde_json::to_string(&entry).unwrap();
@@ -1058,6 +1060,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         saturation: None,
         server_metrics: None,
         gpu_metrics: None,
+        validity: None,
     };
     let sent = FromEngine::Run(RunUpdate::RateDone { rate: f64::INFINITY, result: Box::new(result.clone()) });
     let json = encode(&sent);

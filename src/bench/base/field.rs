@@ -57,6 +57,9 @@ pub enum Field {
     ServedModel,
     /// `completions` or `chat`.
     Api,
+    /// The shortest measured phase a valid run may have, seconds of scheduled arrivals (empty:
+    /// none; `mlperf`: LoadGen's 600 s).
+    MinDuration,
 }
 
 impl Field {
@@ -72,7 +75,7 @@ impl Field {
     };
 
     /// Every field: the page's, then the CLI's own.
-    pub const ALL: [Field; 36] = [
+    pub const ALL: [Field; 37] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -109,6 +112,7 @@ impl Field {
         Field::Endpoint,
         Field::ServedModel,
         Field::Api,
+        Field::MinDuration,
     ];
 
     /// The field a CLI flag sets, and the text it gives it: `value` for a flag that takes one,
@@ -173,6 +177,7 @@ impl Field {
             Field::Endpoint => "endpoint",
             Field::ServedModel => "served_model",
             Field::Api => "api",
+            Field::MinDuration => "min_duration_s",
         }
     }
 
@@ -213,6 +218,7 @@ impl Field {
             Field::Endpoint => "--endpoint",
             Field::ServedModel => "--served-model",
             Field::Api => "--api",
+            Field::MinDuration => "--min-duration-s",
         }
     }
 
@@ -252,7 +258,8 @@ impl Field {
             | Field::MaxConcurrency
             | Field::Dataset
             | Field::Endpoint
-            | Field::ServedModel => "",
+            | Field::ServedModel
+            | Field::MinDuration => "",
         }
     }
 }

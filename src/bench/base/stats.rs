@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::confidence::{ln_gamma, percentile_interval, INTERVAL_LEVEL};
+
 /// Summary of one latency distribution, in milliseconds. No values: every field NaN (written
 /// as `null` in JSON) and `count` 0.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -24,6 +26,32 @@ pub struct Stats {
     #[serde(with = "nan_as_null", rename = "p99_9", alias = "p999")]
     pub p999: f64,
     pub count: usize,
+    /// Each percentile's 95% interval from the order statistics
+    /// ([`crate::bench::base::confidence::percentile_interval`]): `[low, high]`, or `null` where
+    /// `count` values cannot support one (P99 needs 368). Absent without values and in results
+    /// saved before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<Intervals>,
+}
+
+/// The 95% intervals of a [`Stats`]'s percentiles; `None` where the count cannot support one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Intervals {
+    pub p50: Option<[f64; 2]>,
+    pub p90: Option<[f64; 2]>,
+    pub p95: Option<[f64; 2]>,
+    pub p99: Option<[f64; 2]>,
+    #[serde(rename = "p99_9")]
+    pub p999: Option<[f64; 2]>,
+}
+
+/// The percentiles [`Stats`] reports, as fractions, in its order.
+pub const PERCENTILES: [f64; 5] = [0.5, 0.9, 0.95, 0.99, 0.999];
+
+/// Whether `count` values support an interval for the percentile `q` (a fraction): the mark the
+/// reports put beside a percentile they cannot.
+pub fn supports(count: usize, q: f64) -> bool {
+    percentile_interval(count, q, INTERVAL_LEVEL).is_some()
 }
 
 pub fn stats(values: &[f64]) -> Stats {
@@ -43,7 +71,17 @@ pub fn stats(values: &[f64]) -> Stats {
         p99: percentile(&sorted, 99.0),
         p999: percentile(&sorted, 99.9),
         count: sorted.len(),
+        ci95: intervals(&sorted),
     }
+}
+
+fn intervals(sorted: &[f64]) -> Option<Intervals> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let [p50, p90, p95, p99, p999] = PERCENTILES
+        .map(|q| percentile_interval(sorted.len(), q, INTERVAL_LEVEL).map(|(lo, hi)| [sorted[lo], sorted[hi]]));
+    Some(Intervals { p50, p90, p95, p99, p999 })
 }
 
 /// numpy's 'linear' method: the value at fractional rank (n − 1)·p/100, interpolated.
@@ -111,29 +149,6 @@ pub(crate) fn gamma_p(a: f64, x: f64) -> f64 {
         }
         (1.0 - front * h).clamp(0.0, 1.0)
     }
-}
-
-/// ln Γ(x) for x > 0 (Lanczos, g = 7, nine terms: ~15 digits).
-fn ln_gamma(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        // Reflection: Γ(x) Γ(1 − x) = π / sin(πx).
-        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let t = x + 7.5;
-    let sum = G.iter().enumerate().skip(1).fold(G[0], |s, (i, g)| s + g / (x + i as f64));
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
 }
 
 /// JSON has no NaN: written as `null`, read back as NaN.

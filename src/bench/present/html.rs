@@ -372,6 +372,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         }
     }
 

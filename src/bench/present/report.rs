@@ -1,7 +1,9 @@
 //! What a run leaves behind: a text report (English or Chinese, laid out like the tutorial's,
 //! extended), a per-request CSV, and one JSON schema shared by the app and the CLI.
 
+use crate::bench::base::confidence::Decision;
 use crate::bench::base::lang::Lang;
+use crate::bench::base::stats::{supports, Stats, PERCENTILES};
 use crate::bench::measure::metrics::BenchmarkMetrics;
 use crate::bench::record::raw::RequestRecord;
 use crate::bench::result::BenchResult;
@@ -40,6 +42,7 @@ struct Labels {
     speculation: &'static str,
     tokens_per_chunk: &'static str,
     chunk_gap_row: &'static str,
+    unsupported: &'static str,
     thinking: &'static str,
     server: &'static str,
     excluded: &'static str,
@@ -118,6 +121,7 @@ const EN: Labels = Labels {
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     tokens_per_chunk: "Tokens per chunk: ITL below is the gap between chunks, not between tokens; mean",
     chunk_gap_row: "ITL (chunk)",
+    unsupported: "* too few values to bound this percentile at 95% (P90 needs 36, P99 368)",
     thinking: "Thinking: reasoning / answer tokens",
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
@@ -200,6 +204,7 @@ const ZH: Labels = Labels {
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     tokens_per_chunk: "每个分块的 token 数：下表的 ITL 是分块之间的间隔，而非 token 之间；平均",
     chunk_gap_row: "ITL（分块）",
+    unsupported: "* 数值太少，无法给出该百分位的 95% 区间（P90 需 36 个，P99 需 368 个）",
     thinking: "思考：推理 / 回答 token",
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
@@ -526,12 +531,27 @@ fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> 
     // Chunks that carried several tokens each: ITL is the gap between chunks, and says so.
     let itl = if m.tokens_per_chunk.is_some() { l.chunk_gap_row } else { "ITL" };
     rows.extend([("TPOT", &m.tpot_ms), (itl, &m.itl_ms), ("E2E", &m.e2e_ms), (queue, &m.queue_ms)]);
-    for (name, s) in rows {
-        line(table_row(name, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
-    }
+    let mut any_marked = false;
+    // A percentile its count cannot bracket at 95% carries a mark.
+    let mut cells = |s: &Stats| {
+        let mut cells = [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num);
+        for (cell, q) in cells[1..].iter_mut().zip(PERCENTILES) {
+            if cell != "-" && !supports(s.count, q) {
+                cell.push('*');
+                any_marked = true;
+            }
+        }
+        cells
+    };
+    let mut table: Vec<String> = rows.into_iter().map(|(name, s)| table_row(name, cells(s))).collect();
     // The engine only: from each step's readback resolving to its tokens' timestamp.
     if let Some(s) = &m.timestamp_lag_ms {
-        line(table_row(l.timestamp_lag, [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num)));
+        table.push(table_row(l.timestamp_lag, cells(s)));
+    }
+    out.extend(table);
+    let mut line = |text: String| out.push(text);
+    if any_marked {
+        line(l.unsupported.to_string());
     }
     if let Some(t) = &m.long_tasks {
         line(format!("{}: {} ({} {} ms)", l.long_tasks, t.count, l.longest, num(t.longest_ms)));
@@ -760,6 +780,25 @@ fn csv_field(text: &str) -> String {
 /// offered load (issue 17's bound for "the client is never the bottleneck").
 pub const LATENESS_WARN_MS: f64 = 1.0;
 
+/// The run's verdict on itself, for after its report: "Result: VALID", or "Result: INVALID" and
+/// a line per reason; then what its SLO claim came to, where it has one.
+pub fn validity_lines(result: &BenchResult, lang: Lang) -> Vec<String> {
+    let v = result.validity();
+    let head = match (lang, v.valid) {
+        (Lang::En, true) => "Result: VALID",
+        (Lang::En, false) => "Result: INVALID",
+        (Lang::Zh, true) => "结果：有效",
+        (Lang::Zh, false) => "结果：无效",
+    };
+    let mut lines = vec![head.to_string()];
+    lines.extend(v.reasons.iter().map(|r| format!("  - {}", r.text(lang))));
+    // An undecided claim is a reason above already.
+    if !v.slo.is_some_and(|c| matches!(c.decision, Decision::Undecided { .. })) {
+        lines.extend(v.slo_text(lang).map(|t| format!("  {t}")));
+    }
+    lines
+}
+
 /// Warnings that go with a rate's report, one line each (the CLI prints them after the report,
 /// the page shows them above it): a saturation stop, and a client that sent late.
 pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
@@ -893,12 +932,14 @@ mod tests {
         assert!(report.contains("Success rate: 50.0% (errors: he said \"no\", then\nquit × 1)\n"), "{report}");
         assert!(report.contains("GPU busy: 0.0%\n"), "{report}");
         let table: Vec<&str> = report.lines().skip_while(|l| !l.starts_with("Latency")).collect();
-        assert_eq!(table.len(), 6, "{report}");
+        // Six rows and the note that one value (or two) cannot bound a percentile: each is marked.
+        assert_eq!(table.len(), 7, "{report}");
+        assert!(table[6].starts_with("* too few values") && table[1].contains(" 300.00*"), "{report}");
         assert!(table[3].starts_with("ITL") && table[3].contains(" 150.00 "), "{}", table[3]);
         assert!(table[5].starts_with("Queue") && table[5].contains("100.00"));
         for lang in [Lang::En, Lang::Zh] {
             let report = text_report(&metrics(), None, lang);
-            let widths: Vec<usize> = report.lines().rev().take(6).map(display_width).collect();
+            let widths: Vec<usize> = report.lines().rev().skip(1).take(6).map(display_width).collect();
             assert!(widths.iter().all(|&w| w == LABEL_WIDTH + 6 * NUMBER_WIDTH), "{widths:?}\n{report}");
         }
         // Prefix caching: the engine's hit rate, "-" where nothing says (a server).
@@ -946,7 +987,7 @@ mod tests {
             for expected in [arrival, send, preemptions] {
                 assert!(report.contains(expected), "missing {expected:?} in\n{report}");
             }
-            let table: Vec<&str> = report.lines().rev().take(7).collect();
+            let table: Vec<&str> = report.lines().rev().skip(1).take(7).collect();
             assert!(table[0].starts_with(lateness) && table[0].contains(" 20.00"), "{report}");
             assert!(table[4].starts_with("TTFT (") && table[4].contains(" 280.00"), "{report}");
             assert!(table[5].starts_with("TTFT (") && table[5].contains(" 300.00"), "{report}");
@@ -1067,6 +1108,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         };
         let json = serde_json::to_string(&result).unwrap();
         assert!(json.contains("\"tpot_ms\":null"), "{json}");
@@ -1093,6 +1135,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         })
         .unwrap();
         let object = json.as_object_mut().unwrap();
@@ -1137,6 +1180,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         };
         assert!(run_warnings(&base, Lang::En).is_empty(), "engine records have no send time");
         let late = |ms: f64| {

@@ -210,6 +210,7 @@ mod tests {
             saturation: None,
             server_metrics: None,
             gpu_metrics: None,
+            validity: None,
         };
         let v = result_json(&result, "20261201-070000");
         assert_eq!(v["backend"], "openai-chat");

@@ -78,6 +78,34 @@ pub struct RunConfig {
     /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::engine::verify::Verification>,
+    /// What the run's validity verdict holds it to beside its SLOs
+    /// ([`crate::bench::verdict::validity`]); absent in results saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<Criteria>,
+}
+
+/// LoadGen's minimum duration of a run (its Server scenario), `--min-duration-s mlperf`.
+pub const MLPERF_MIN_DURATION_S: f64 = 600.0;
+
+/// What a run is held to for its validity verdict, beside its SLOs and its own records.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Criteria {
+    /// The share of requests that must meet every SLO (`--attainment`): the percentile an SLO
+    /// claims (0.99: "99% of requests meet it").
+    pub attainment: f64,
+    /// `--min-duration-s`: the measured phase's scheduled span (first to last planned arrival)
+    /// must reach it; `mlperf` is LoadGen's 600 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_duration_s: Option<f64>,
+    /// A `--rate max` trial, which a run without a steady state cannot decide.
+    #[serde(default)]
+    pub steady_required: bool,
+}
+
+impl Default for Criteria {
+    fn default() -> Criteria {
+        Criteria { attainment: 0.99, min_duration_s: None, steady_required: false }
+    }
 }
 
 /// A run request as it was made: the command and its arguments as given (never an API key:

@@ -10,6 +10,7 @@ use crate::bench::base::field::Field;
 use crate::bench::base::rules::{Problem, Rule};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::record::phases::Phases;
+use crate::bench::record::run_config::MLPERF_MIN_DURATION_S;
 use crate::bench::run::max_rate::RateSearch;
 use crate::bench::traffic::endpoint::{Api, BaseUrl, NamedTarget, ServerAddress};
 use crate::bench::traffic::workload::{
@@ -127,6 +128,7 @@ struct Numbers {
     warmup_s: Option<f64>,
     cooldown_s: Option<f64>,
     cost_per_hour: Option<Option<f64>>,
+    min_duration_s: Option<Option<f64>>,
 }
 
 fn numbers(r: &Reader, caps: Option<Caps>) -> Numbers {
@@ -159,6 +161,11 @@ fn numbers(r: &Reader, caps: Option<Caps>) -> Numbers {
         warmup_s: r.number(Field::WarmupS, 0.0, limits::MAX_SCHEDULE_S),
         cooldown_s: r.number(Field::CooldownS, 0.0, limits::MAX_SCHEDULE_S),
         cost_per_hour: r.optional(Field::CostPerHour, |r| r.number(Field::CostPerHour, 0.0, 1e6)),
+        // LoadGen's minimum duration by its name, else seconds.
+        min_duration_s: match r.text(Field::MinDuration).as_str() {
+            "mlperf" => Some(Some(MLPERF_MIN_DURATION_S)),
+            _ => r.optional(Field::MinDuration, |r| r.number(Field::MinDuration, 0.0, 1e7)),
+        },
     }
 }
 
@@ -467,6 +474,7 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
         policy: policy?,
         load: LoadOptions { weights: s.weights?, speculation: s.speculation?, prefix_cache: s.prefix_cache? },
         cost_per_hour: n.cost_per_hour?,
+        min_duration_s: n.min_duration_s?,
         phases,
         search,
         attainment: attainment?,

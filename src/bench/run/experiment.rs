@@ -16,6 +16,7 @@ use crate::bench::run::session::{self, SessionSpec};
 use crate::bench::run::target::{Listener, Target};
 use crate::bench::traffic::workload::WorkloadSpec;
 use crate::bench::verdict::compare::{self, CompareOptions, Comparison};
+use crate::bench::verdict::validity::Validity;
 use crate::error::{Error, Result};
 
 /// Which side a repetition ran.
@@ -36,6 +37,8 @@ pub struct ExperimentSpec<'a> {
     /// One run per side before the repetitions, not compared: the first run of an engine pays for
     /// compiling pipelines and warming caches (on lavapipe its TTFT was 60× the next run's).
     pub warmup: bool,
+    /// What each repetition's validity verdict holds it to.
+    pub criteria: crate::bench::record::run_config::Criteria,
 }
 
 /// Everything an experiment leaves: every repetition's result (summary and requests) per side,
@@ -73,6 +76,43 @@ pub struct ManyWay {
     /// ([`crate::bench::verdict::quality`]); empty when no pass ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality: Vec<crate::bench::verdict::quality::Quality>,
+    /// The repetitions stamped INVALID, on which the comparison rests all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<InvalidRun>,
+}
+
+/// A repetition stamped INVALID ([`BenchResult::validity`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InvalidRun {
+    pub setting: String,
+    /// 1-based, of `of`.
+    pub repetition: usize,
+    pub of: usize,
+    pub validity: Validity,
+}
+
+impl InvalidRun {
+    pub fn text(&self, lang: Lang) -> String {
+        let verdict = self.validity.text(lang);
+        match lang {
+            Lang::En => format!("{}'s run {} of {} is {verdict}", self.setting, self.repetition, self.of),
+            Lang::Zh => format!("{} 的第 {} / {} 次运行{verdict}", self.setting, self.repetition, self.of),
+        }
+    }
+}
+
+/// Every repetition of every setting that is stamped INVALID.
+pub fn invalid_runs<'a>(settings: impl IntoIterator<Item = (&'a str, &'a [BenchResult])>) -> Vec<InvalidRun> {
+    let mut invalid = Vec::new();
+    for (setting, runs) in settings {
+        for (i, run) in runs.iter().enumerate() {
+            let validity = run.validity();
+            if !validity.valid {
+                invalid.push(InvalidRun { setting: setting.to_string(), repetition: i + 1, of: runs.len(), validity });
+            }
+        }
+    }
+    invalid
 }
 
 /// Runs A, B, A, B, … `repeats` times each (no baseline; after a warm-up run per side), telling
@@ -121,6 +161,7 @@ pub async fn run_round_robin<T: Target>(
         ignore_eos: x.ignore_eos,
         cost_per_hour: None,
         phases: crate::bench::record::phases::Phases::default(),
+        criteria: x.criteria,
     };
     if x.warmup {
         for target in targets.iter_mut() {
@@ -160,7 +201,8 @@ pub fn compare_arms(arms: &[Arm], reference: usize, slo: Option<&Slo>, options: 
             Ok(Versus { name: arm.name.clone(), reference: base.name.clone(), comparison })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(ManyWay { reference: base.name.clone(), arms: arms.to_vec(), versus, quality: Vec::new() })
+    let invalid = invalid_runs(arms.iter().map(|a| (a.name.as_str(), a.runs.as_slice())));
+    Ok(ManyWay { reference: base.name.clone(), arms: arms.to_vec(), versus, quality: Vec::new(), invalid })
 }
 
 /// Compares saved results: each result is one repetition. All must have run the same workload

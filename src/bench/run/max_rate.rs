@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::measure::steady::SteadyState;
 use crate::bench::record::raw::RequestRecord;
+use crate::bench::record::run_config::Criteria;
 use crate::bench::result::BenchResult;
 use crate::bench::run::session::{run_into, warm_up_and_baseline, SessionSpec};
 use crate::bench::run::target::{Listener, Target};
@@ -204,7 +205,9 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         }
         let spec = WorkloadSpec { rate, ..spec.clone() };
         let rates = [rate];
-        let session = SessionSpec { spec: &spec, rates: &rates, baseline: false, ..*self.session };
+        // A trial without a steady state cannot decide the search: its verdict says so.
+        let criteria = Criteria { steady_required: true, ..self.session.criteria };
+        let session = SessionSpec { spec: &spec, rates: &rates, baseline: false, criteria, ..*self.session };
         let before = self.results.len();
         run_into(self.target, &session, self.listener, self.cancel, self.results).await?;
         let result = self.results.get(before).ok_or(Error::Cancelled)?;

@@ -16,7 +16,7 @@ use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::measure::steady::SteadyState;
 use crate::bench::record::phases::{measured, Phases};
 use crate::bench::record::raw::RequestRecord;
-use crate::bench::record::run_config::RunConfig;
+use crate::bench::record::run_config::{Criteria, RunConfig};
 use crate::bench::result::BenchResult;
 use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::traffic::workload::{plan, PlannedRequest, WorkloadSpec};
@@ -38,6 +38,8 @@ pub struct SessionSpec<'a> {
     pub cost_per_hour: Option<f64>,
     /// A warm-up and a cool-down left out of each rate's summary (default: none).
     pub phases: Phases,
+    /// What each rate's validity verdict holds it to beside its SLOs.
+    pub criteria: Criteria,
 }
 
 /// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
@@ -141,9 +143,10 @@ pub async fn run_into<T: Target>(
             ignore_eos: Some(s.ignore_eos),
             tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
             phases: (!s.phases.is_none()).then_some(s.phases),
+            criteria: Some(s.criteria),
             ..target.run_config()
         };
-        let result = BenchResult {
+        let mut result = BenchResult {
             config: run_config,
             metrics,
             diagnosis,
@@ -153,7 +156,9 @@ pub async fn run_into<T: Target>(
             saturation,
             server_metrics,
             gpu_metrics,
+            validity: None,
         };
+        result.stamp();
         listener(SessionEvent::RateDone { rate, result: &result });
         results.push(result);
         if let Some(e) = target.fault() {

@@ -75,6 +75,10 @@ pub(crate) struct BenchArgs {
     /// searches for, and `plan --find-replicas`.
     #[arg(long, allow_hyphen_values = true)]
     pub(crate) attainment: Option<String>,
+    /// The shortest measured phase a VALID run may have: seconds from its first to its last
+    /// scheduled arrival, or `mlperf` (LoadGen's 600 s). None by default.
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) min_duration_s: Option<String>,
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     pub(crate) lang: String,
@@ -147,6 +151,7 @@ impl BenchArgs {
             Field::ThinkTime => text(&self.think_time_s),
             Field::Slo => self.slo.clone(),
             Field::Attainment => self.attainment.clone(),
+            Field::MinDuration => self.min_duration_s.clone(),
             Field::CostPerHour => self.cost_per_hour.clone(),
             Field::WarmupRequests => text(&self.warmup_requests),
             Field::WarmupS => text(&self.warmup_s),

@@ -55,6 +55,10 @@ pub struct CompareArgs {
     /// Write every repetition's result and the comparisons here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Refuse a comparison that rests on a run stamped INVALID (too few requests for its SLO's
+    /// percentile, a load not delivered, failures…): exit code 4, after the report and files.
+    #[arg(long)]
+    require_valid: bool,
     /// Write an HTML report here: the settings' trade-off (Pareto chart) and each one's last run.
     #[arg(long)]
     html: Option<PathBuf>,
@@ -249,6 +253,9 @@ pub async fn main(args: CompareArgs) -> Result<()> {
     let mut experiment = experiment::compare_arms(&arms, reference, None, &options)?;
     experiment.quality = passes;
     print!("{}", many_way_report(&experiment, lang));
+    for run in &experiment.invalid {
+        println!("! {}", run.text(lang));
+    }
     if !experiment.quality.is_empty() {
         print!("\n{}", quality::text_report(&experiment.quality, lang));
     }
@@ -264,8 +271,13 @@ pub async fn main(args: CompareArgs) -> Result<()> {
         std::fs::write(path, tokenmeter::bench::present::html::html_report_with(&last, &sections, lang))
             .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
     }
-    // Last, so that a failing gate still leaves the report and the files.
-    args.quality.gate().check(&experiment.quality)
+    // Last, so that a failing gate or an invalid run still leaves the report and the files.
+    args.quality.gate().check(&experiment.quality)?;
+    if args.require_valid && !experiment.invalid.is_empty() {
+        let lines: Vec<String> = experiment.invalid.iter().map(|run| run.text(bench::Lang::En)).collect();
+        return Err(Error::InvalidRun(format!("--require-valid: {}", lines.join("\n"))));
+    }
+    Ok(())
 }
 
 /// The index of the setting named `wanted` (default: the first).
@@ -384,7 +396,7 @@ async fn run(
     for (a, loaded) in args.iter().zip(opened) {
         locals.push(Local::load(a, loaded, &spec, &gpu).await?);
     }
-    let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang);
+    let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang)?;
     // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.
     let (mut engines, sides): (Vec<Engine>, Vec<_>) =
         locals.into_iter().map(|l| (l.engine, (l.tokenizer, l.random_prompts, l.vocab_size, l.describe))).unzip();

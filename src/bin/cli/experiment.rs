@@ -37,8 +37,8 @@ pub(crate) fn experiment_spec<'a>(
     slo: Option<&'a Slo>,
     repeats: usize,
     lang: bench::Lang,
-) -> ExperimentSpec<'a> {
-    ExperimentSpec {
+) -> Result<ExperimentSpec<'a>> {
+    Ok(ExperimentSpec {
         spec,
         slo,
         slo_text: first.slo.as_deref(),
@@ -46,7 +46,8 @@ pub(crate) fn experiment_spec<'a>(
         ignore_eos: !first.respect_eos,
         lang,
         warmup: true,
-    }
+        criteria: first.request()?.session(lang).criteria,
+    })
 }
 
 /// The timed runs: a warm-up run of each setting, then each in turn `x.repeats` times (a line on

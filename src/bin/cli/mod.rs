@@ -126,6 +126,7 @@ pub fn main() -> i32 {
                 Error::Invalid(_) | Error::Prompt(_) => 2,
                 Error::Cancelled => 130,    // Ctrl-C, as a shell reports it
                 Error::QualityGate(_) => 3, // the run went well; a setting fell outside its bounds
+                Error::InvalidRun(_) => 4,  // a decision rests on a run stamped INVALID (--require-valid)
                 _ => 1,
             }
         }

@@ -315,6 +315,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
         ignore_eos,
         cost_per_hour: request.cost_per_hour,
         phases,
+        criteria: request.session(lang).criteria,
     };
     let prompts = PromptSource::for_model(&spec, tokenizer, random_prompts, cfg.vocab_size);
     let prompt = |p: &bench::PlannedRequest| prompts.ids(p);

@@ -72,7 +72,7 @@ pub(crate) async fn run(
             setup: remote::setup(&a.remote, prompt, prompts.kind()),
         })
         .collect();
-    let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang);
+    let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang)?;
     let arms = timed(&mut targets, configs, &x).await?;
     drop(targets);
     let servers: Vec<Server> = configs

@@ -125,9 +125,13 @@ pub fn attach(
 }
 
 /// Lines after a rate's report: a saturation stop, and the client's own lateness when it is
-/// above 1 ms at p99 ([`tokenmeter::bench::run_warnings`]).
+/// above 1 ms at p99 ([`tokenmeter::bench::run_warnings`]); then the run's verdict on itself,
+/// VALID or INVALID with its reasons ([`tokenmeter::bench::validity_lines`]).
 pub fn warnings(result: &tokenmeter::bench::BenchResult, lang: tokenmeter::bench::Lang) {
     for line in tokenmeter::bench::run_warnings(result, lang) {
         println!("! {line}");
+    }
+    for line in tokenmeter::bench::validity_lines(result, lang) {
+        println!("{line}");
     }
 }

@@ -393,6 +393,7 @@ async fn experiment(
         ignore_eos: true,
         lang: cx.lang,
         warmup: true,
+        criteria: a.session(cx.lang).criteria,
     };
     let cancel = host.cancel_flag();
     // Every repetition as it ends, and whether Cancel cut it short.
