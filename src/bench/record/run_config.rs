@@ -78,8 +78,8 @@ pub struct RunConfig {
     /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::engine::verify::Verification>,
-    /// What the run's validity verdict holds it to beside its SLOs
-    /// ([`crate::bench::verdict::validity`]); absent in results saved before it existed.
+    /// What the run's validity verdict (a floor above, `verdict`) holds it to beside its SLOs;
+    /// absent in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<Criteria>,
 }

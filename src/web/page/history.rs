@@ -1,7 +1,7 @@
 //! Past runs, kept in localStorage as their `BenchResult` JSON with a name and a time; any two
 //! side by side, each change in percent, coloured by whether it is better.
 
-use super::i18n::{use_text, Text};
+use super::i18n::{use_text, Text, UiLang};
 use super::pareto::ParetoChart;
 use super::state::AppState;
 use super::verdict::VerdictTable;
@@ -343,6 +343,9 @@ fn SavedRun(
     let saved = entry.result.config.request.clone().filter(|r| r.command == "bench");
     let can_run_again = saved.is_some();
     let failed = entry.result.failed();
+    // A failed run is marked failed; another stamped INVALID says so, its reasons on hover.
+    let validity = entry.result.validity();
+    let invalid = (!failed && !validity.valid).then_some(validity);
     let letter = move || match picked.with(|p| p.iter().position(|&x| x == id)) {
         Some(0) => "A",
         Some(_) => "B",
@@ -362,6 +365,11 @@ fn SavedRun(
                 <div class="run-name">
                     {name}
                     {failed.then(|| view! { <span class="failed-mark" data-testid="run-failed">{move || t().history_failed}</span> })}
+                    {invalid.map(|validity| {
+                        let UiLang(ui) = expect_context::<UiLang>();
+                        let title = move || validity.text(ui.get());
+                        view! { <span class="invalid-mark" data-testid="run-invalid" title=title>{move || t().run_invalid}</span> }
+                    })}
                 </div>
                 <div class="run-meta num">
                     {time} " · " {move || summary(&entry, t())}

@@ -256,6 +256,25 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
     parts.join(" · ")
 }
 
+/// The run's verdict on itself ([`bench::validity_lines`]): VALID or INVALID, each reason, and
+/// what its SLO claim came to — text only.
+#[component]
+fn ValidityView(entry: Arc<Entry>, lang: RwSignal<Lang>) -> impl IntoView {
+    let t = use_text();
+    let valid = entry.result.validity().valid;
+    let lines = move || {
+        let lines = bench::validity_lines(&entry.result, lang.get());
+        let items = lines.into_iter().skip(1).map(|line| line.trim().trim_start_matches("- ").to_string());
+        items.map(|line| view! { <li>{line}</li> }).collect_view()
+    };
+    view! {
+        <div class="validity" class:invalid=!valid data-testid="validity">
+            <span class="verdict">{move || if valid { t().run_valid } else { t().run_invalid }}</span>
+            <ul>{lines}</ul>
+        </div>
+    }
+}
+
 /// The report of the run in `shown`.
 #[component]
 pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
@@ -340,6 +359,7 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                     </div>
                     <p class="error" role="alert">{move || download_error.get()}</p>
                     <ul class="run-warnings" data-testid="run-warnings">{warnings}</ul>
+                    <ValidityView entry=entry.clone() lang=report_lang />
                     <KeyNumbers entry=entry.clone() />
                     <LatencyTable entry=entry.clone() />
                     <DiagnosisView entry=entry.clone() />

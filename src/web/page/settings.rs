@@ -52,7 +52,8 @@ impl Field {
             | Field::SaturationStop
             | Field::Slo
             | Field::Dataset
-            | Field::Attainment => "",
+            | Field::Attainment
+            | Field::MinDuration => "",
         }
     }
 

@@ -262,6 +262,8 @@ pub const EN: Text = Text {
     run_needs_reload: "Upload the model again to apply the new weights or speculation (Engine switches).",
     run_wrong_target: "The run was sent to another target than its settings name: press Run again.",
     history_failed: "failed",
+    run_invalid: "INVALID",
+    run_valid: "VALID",
     experiment: "Experiment (A/B)",
     experiment_note: "A is the Workload card's settings; B differs from A where you say. The same workload (seed, arrivals, lengths) runs A B A B … after one warm-up run per side, and each metric gets B − A with a 95% interval (all metrics together).",
     b_differs: "B differs from A in:",

@@ -288,6 +288,9 @@ pub struct Text {
     pub run_needs_reload: &'static str,
     pub run_wrong_target: &'static str,
     pub history_failed: &'static str,
+    /// A run stamped INVALID (`bench::verdict::validity`): the history's mark, the report's badge.
+    pub run_invalid: &'static str,
+    pub run_valid: &'static str,
     pub experiment: &'static str,
     pub experiment_note: &'static str,
     pub b_differs: &'static str,

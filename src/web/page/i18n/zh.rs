@@ -262,6 +262,8 @@ pub const ZH: Text = Text {
     run_needs_reload: "请重新上传模型以应用新的权重格式或推测解码（引擎开关）。",
     run_wrong_target: "运行被发往了与设置所指不同的目标：请再按一次“运行”。",
     history_failed: "失败",
+    run_invalid: "无效",
+    run_valid: "有效",
     experiment: "实验（A/B）",
     experiment_note: "A 即“负载”卡片中的设置；B 仅在你指定处与 A 不同。同一负载（种子、到达时间、长度）在每侧预热一次后按 A B A B … 交替运行，每个指标给出 B − A 及其 95% 区间（对所有指标同时成立）。",
     b_differs: "B 与 A 的不同之处：",
