@@ -328,6 +328,15 @@ await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
 await check((await text('run')).includes('运行'), 'Run button not translated');
 await check((await text('status')).startsWith('就绪'), 'status not translated');
 await check(page.url().includes('lang=zh'), 'language not in the URL');
+// The language picked is remembered: a page opened without ?lang= starts in it; ?lang= wins.
+const withLang = (lang) => { const u = new URL(page.url()); if (lang) u.searchParams.set('lang', lang); else u.searchParams.delete('lang'); return u.href; };
+await page.goto(withLang(null));
+await page.waitForFunction(() => /^(就绪|Ready)/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 180000 }).catch(async () => fail(`not ready after a reload in 中文: ${await text('status')}`));
+await check((await text('run')).includes('运行'), 'a reload without ?lang= forgot 中文');
+await page.goto(withLang('en'));
+await waitReady();
+await check((await text('run')).trim() === 'Run' && page.url().includes('lang=en'), '?lang=en lost to the remembered 中文');
 await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
 
 // 9. A malformed model (truncated weights) from the file picker: a clear error, and the
