@@ -121,6 +121,9 @@ async function runAndWait(label, start = () => byId('run').click(), { live = tru
 await page.goto(`${base}?${workload}`);
 console.log(`status: ${await waitReady()}`);
 await runInView('on load at 1,440 × 1,000');
+// The Run card says what Run will run, as the history will name it.
+const plan = await text('run-plan');
+await check(plan.includes('embedded · poisson 20 req/s · 8 × 16:48→8:16 · batch 16'), `the Run card's line: ${plan}`);
 if (process.env.E2E_ONLY === 'engine') {
   await engineChecks();
   await finish();
@@ -291,6 +294,7 @@ await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 6. A second run with a batch of one, then compare the two.
 await byId('setting-max_batch').fill('1');
+await check((await text('run-plan')).endsWith('· batch 1'), `the Run card's line after the batch changed: ${await text('run-plan')}`);
 await runAndWait('run 2');
 await check(await page.locator('.runs .run').count() === 2, 'history does not list two runs');
 const boxes = page.locator('.runs .run input[type=checkbox]');
@@ -608,6 +612,8 @@ async function remoteRun() {
   await page.goto(`${base}?${query}`);
   await waitReady();
   await check(await byId('run').isEnabled(), 'remote: Run is disabled');
+  await check((await text('run-plan')).includes(`mock-model @ ${endpoint} · poisson 20 req/s · 6 × 4→3`),
+    `remote: the Run card's line: ${await text('run-plan')}`);
   await byId('run').click();
   try { await byId('report').waitFor({ timeout: 120000 }); } catch {
     await fail(`remote: no report; error: ${await page.locator('[role=alert]').allTextContents()}`);

@@ -155,6 +155,7 @@ pub const EN: Text = Text {
     not_a_count: "must be a whole number",
     run: "Run",
     cancel: "Cancel",
+    run_plan: "Will run:",
     cancelling: "Cancelling…",
     measuring_baseline: "Warming up, then measuring the baseline (requests alone)…",
     finished: "finished",

@@ -171,6 +171,8 @@ pub struct Text {
     // Run.
     pub run: &'static str,
     pub cancel: &'static str,
+    /// Before the line saying what Run will run (`run::run_plan`).
+    pub run_plan: &'static str,
     pub cancelling: &'static str,
     pub measuring_baseline: &'static str,
     pub finished: &'static str,

@@ -155,6 +155,7 @@ pub const ZH: Text = Text {
     not_a_count: "必须是整数",
     run: "运行",
     cancel: "取消",
+    run_plan: "将运行：",
     cancelling: "正在取消…",
     measuring_baseline: "正在预热，然后测量基线（单独的请求）…",
     finished: "已完成",
