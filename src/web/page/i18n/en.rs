@@ -34,7 +34,7 @@ pub const EN: Text = Text {
     model_06b_short: "Qwen3-0.6B shape",
     model_17b_short: "Qwen3-1.7B shape",
     random_weights: "random weights",
-    capacity: "Max batch / tokens",
+    capacity: "Ceiling for max batch / tokens",
     random_weights_note: "Random weights with real shapes: the speed is real, the text is gibberish by design.",
     model_other: "From files or a URL",
     opening_files: "reading and checking the files…",

@@ -45,6 +45,8 @@ pub struct Text {
     pub model_06b_short: &'static str,
     pub model_17b_short: &'static str,
     pub random_weights: &'static str,
+    /// The model card's load-time ceiling of the settings' max batch and max batched tokens (a run
+    /// uses the settings').
     pub capacity: &'static str,
     pub random_weights_note: &'static str,
     pub model_other: &'static str,

@@ -34,7 +34,7 @@ pub const ZH: Text = Text {
     model_06b_short: "Qwen3-0.6B 结构",
     model_17b_short: "Qwen3-1.7B 结构",
     random_weights: "随机权重",
-    capacity: "最大批 / token",
+    capacity: "最大批 / token 的上限",
     random_weights_note: "随机权重、真实结构：速度是真实的，生成的文字则是刻意的乱码。",
     model_other: "来自文件或 URL",
     opening_files: "正在读取并检查文件…",
