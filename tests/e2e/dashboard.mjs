@@ -652,6 +652,14 @@ async function remoteRun() {
   await check(await byId('run-failed').count() === 1, 'closed port: the history does not mark the run failed');
   await check(await byId('report').count() === 0, 'closed port: a report of dashes is shown');
   await page.screenshot({ path: `${out}/failed-run.png`, fullPage: false });
+  // Fetch models against it fails under the button, which keeps its height.
+  const fetchHeight = async () => (await byId('fetch-models').boundingBox()).height;
+  const before = await fetchHeight();
+  await byId('fetch-models').click();
+  await byId('models-error').waitFor({ timeout: 30000 }).catch(() => fail('fetch models from a closed port: no error'));
+  const after = await fetchHeight();
+  await check(Math.abs(after - before) < 2, `fetch models: the button went from ${before} to ${after} px tall with its error`);
+  await page.locator('.card', { has: byId('fetch-models') }).screenshot({ path: `${out}/target-fetch-failed.png` });
 }
 
 async function finish() {
