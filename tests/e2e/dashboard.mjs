@@ -306,6 +306,15 @@ console.log(`comparison: ${deltas.slice(0, 6).join(' ')} …`);
 await check(deltas.some((d) => /%$/.test(d)), 'comparison shows no percentages');
 await check(await page.locator('[data-testid=comparison] td.better, [data-testid=comparison] td.worse').count() > 0,
   'no better/worse colouring');
+// At 1,400 px the comparison's Change column ends inside its card (the runs' long names wrap).
+await page.setViewportSize({ width: 1400, height: 1000 });
+const [changeRight, cardRight] = await page.evaluate(() => {
+  const change = document.querySelector('[data-testid=comparison] thead th:last-child');
+  return [change.getBoundingClientRect().right, change.closest('.card').getBoundingClientRect().right];
+});
+await check(changeRight <= cardRight, `at 1,400 px the comparison's Change column ends at ${changeRight} px, its card at ${cardRight} px`);
+await byId('comparison').screenshot({ path: `${out}/comparison-1400.png` });
+await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 7. Cancel: a longer run stops early and still reports what it measured.
 await byId('setting-requests').fill('40');
