@@ -68,6 +68,11 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// What a run against it is named after: "qwen3 @ http://host:8000/v1" (the page's history).
+    pub fn label(&self) -> String {
+        format!("{} @ {}", self.model, self.base_url)
+    }
+
     /// For `run_config.target` of the results JSON: everything but the key.
     pub fn describe(&self) -> Value {
         json!({

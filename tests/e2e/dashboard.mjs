@@ -121,6 +121,9 @@ async function runAndWait(label, start = () => byId('run').click(), { live = tru
 await page.goto(`${base}?${workload}`);
 console.log(`status: ${await waitReady()}`);
 await runInView('on load at 1,440 × 1,000');
+// The Run card says what Run will run, as the history will name it.
+const plan = await text('run-plan');
+await check(plan.includes('embedded · poisson 20 req/s · 8 × 16:48→8:16 · batch 16'), `the Run card's line: ${plan}`);
 if (process.env.E2E_ONLY === 'engine') {
   await engineChecks();
   await finish();
@@ -291,6 +294,7 @@ await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 6. A second run with a batch of one, then compare the two.
 await byId('setting-max_batch').fill('1');
+await check((await text('run-plan')).endsWith('· batch 1'), `the Run card's line after the batch changed: ${await text('run-plan')}`);
 await runAndWait('run 2');
 await check(await page.locator('.runs .run').count() === 2, 'history does not list two runs');
 const boxes = page.locator('.runs .run input[type=checkbox]');
@@ -302,6 +306,15 @@ console.log(`comparison: ${deltas.slice(0, 6).join(' ')} …`);
 await check(deltas.some((d) => /%$/.test(d)), 'comparison shows no percentages');
 await check(await page.locator('[data-testid=comparison] td.better, [data-testid=comparison] td.worse').count() > 0,
   'no better/worse colouring');
+// At 1,400 px the comparison's Change column ends inside its card (the runs' long names wrap).
+await page.setViewportSize({ width: 1400, height: 1000 });
+const [changeRight, cardRight] = await page.evaluate(() => {
+  const change = document.querySelector('[data-testid=comparison] thead th:last-child');
+  return [change.getBoundingClientRect().right, change.closest('.card').getBoundingClientRect().right];
+});
+await check(changeRight <= cardRight, `at 1,400 px the comparison's Change column ends at ${changeRight} px, its card at ${cardRight} px`);
+await byId('comparison').screenshot({ path: `${out}/comparison-1400.png` });
+await page.setViewportSize({ width: 1440, height: 1000 });
 
 // 7. Cancel: a longer run stops early and still reports what it measured.
 await byId('setting-requests').fill('40');
@@ -328,6 +341,15 @@ await page.locator('[data-testid=lang] button', { hasText: '中文' }).click();
 await check((await text('run')).includes('运行'), 'Run button not translated');
 await check((await text('status')).startsWith('就绪'), 'status not translated');
 await check(page.url().includes('lang=zh'), 'language not in the URL');
+// The language picked is remembered: a page opened without ?lang= starts in it; ?lang= wins.
+const withLang = (lang) => { const u = new URL(page.url()); if (lang) u.searchParams.set('lang', lang); else u.searchParams.delete('lang'); return u.href; };
+await page.goto(withLang(null));
+await page.waitForFunction(() => /^(就绪|Ready)/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+  null, { timeout: 180000 }).catch(async () => fail(`not ready after a reload in 中文: ${await text('status')}`));
+await check((await text('run')).includes('运行'), 'a reload without ?lang= forgot 中文');
+await page.goto(withLang('en'));
+await waitReady();
+await check((await text('run')).trim() === 'Run' && page.url().includes('lang=en'), '?lang=en lost to the remembered 中文');
 await page.locator('[data-testid=lang] button', { hasText: 'English' }).click();
 
 // 9. A malformed model (truncated weights) from the file picker: a clear error, and the
@@ -599,6 +621,8 @@ async function remoteRun() {
   await page.goto(`${base}?${query}`);
   await waitReady();
   await check(await byId('run').isEnabled(), 'remote: Run is disabled');
+  await check((await text('run-plan')).includes(`mock-model @ ${endpoint} · poisson 20 req/s · 6 × 4→3`),
+    `remote: the Run card's line: ${await text('run-plan')}`);
   await byId('run').click();
   try { await byId('report').waitFor({ timeout: 120000 }); } catch {
     await fail(`remote: no report; error: ${await page.locator('[role=alert]').allTextContents()}`);
@@ -637,6 +661,14 @@ async function remoteRun() {
   await check(await byId('run-failed').count() === 1, 'closed port: the history does not mark the run failed');
   await check(await byId('report').count() === 0, 'closed port: a report of dashes is shown');
   await page.screenshot({ path: `${out}/failed-run.png`, fullPage: false });
+  // Fetch models against it fails under the button, which keeps its height.
+  const fetchHeight = async () => (await byId('fetch-models').boundingBox()).height;
+  const before = await fetchHeight();
+  await byId('fetch-models').click();
+  await byId('models-error').waitFor({ timeout: 30000 }).catch(() => fail('fetch models from a closed port: no error'));
+  const after = await fetchHeight();
+  await check(Math.abs(after - before) < 2, `fetch models: the button went from ${before} to ${after} px tall with its error`);
+  await page.locator('.card', { has: byId('fetch-models') }).screenshot({ path: `${out}/target-fetch-failed.png` });
 }
 
 async function finish() {

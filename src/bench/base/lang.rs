@@ -14,6 +14,16 @@ pub enum Lang {
     Zh,
 }
 
+impl Lang {
+    /// The code [`FromStr`] reads: `en`, `zh`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Zh => "zh",
+        }
+    }
+}
+
 impl FromStr for Lang {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

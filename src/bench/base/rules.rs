@@ -64,6 +64,15 @@ pub enum Rule {
     NotARate {
         text: String,
     },
+    /// A list of rates (`text`) with an empty entry: two commas with nothing between, or a comma
+    /// at an end.
+    EmptyRate {
+        text: String,
+    },
+    /// A field that takes a number, given text that is none (`x`, `inf`).
+    NotANumber {
+        text: String,
+    },
     /// A length range ("128", "64:512") with a part that is not a token count.
     LengthNotACount {
         text: String,
@@ -223,6 +232,8 @@ impl Rule {
             Number { min, max } => format!("must be a number from {min} to {max}"),
             Choice { name, value, expected } => format!("{name} {value:?}: expected {expected}"),
             NotARate { text } => format!("rate {text:?} is not a number or inf"),
+            EmptyRate { text } => format!("rates {text:?}: an entry is empty (a comma too many?)"),
+            NotANumber { text } => format!("{text:?} is not a number"),
             LengthNotACount { text, part } => {
                 format!("length range {text:?}: {part:?} is not a token count (expected \"128\" or \"64:512\")")
             }
@@ -359,6 +370,8 @@ impl Rule {
                 format!("{value:?} 无效：应为 {listed} 之一")
             }
             NotARate { text } => format!("速率 {text:?} 不是数字，也不是 inf"),
+            EmptyRate { text } => format!("速率 {text:?}：有一项为空（多了一个逗号？）"),
+            NotANumber { text } => format!("{text:?} 不是数字"),
             LengthNotACount { text, part } => {
                 format!("长度 {text:?}：{part:?} 不是 token 数（应为 N 或 最小:最大，如 \"128\" 或 \"64:512\"）")
             }

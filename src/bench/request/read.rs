@@ -236,7 +236,11 @@ fn rates(r: &Reader) -> Rates {
         Err(_) if names_max => None,
         Err(_) => {
             let bad = text.split(',').map(str::trim).find(|rate| parse_rates(rate).is_err()).unwrap_or_default();
-            r.broken(Field::Rate, Rule::NotARate { text: bad.to_string() });
+            let rule = match bad {
+                "" => Rule::EmptyRate { text: text.clone() },
+                bad => Rule::NotARate { text: bad.to_string() },
+            };
+            r.broken(Field::Rate, rule);
             None
         }
     };
@@ -255,9 +259,10 @@ fn slos(r: &Reader, rates: &Rates, arrival: Option<Arrival>) -> (Option<String>,
     }
     for (field, key) in [(Field::SloTtft, "ttft_ms"), (Field::SloTpot, "tpot_ms")] {
         if let Some(ms) = r.given(field) {
-            match limits::parse_number(&ms, f64::MIN_POSITIVE, f64::MAX) {
-                Ok(_) => parts.push(format!("{key}={}", ms.trim())),
-                Err(_) => r.broken(field, Rule::AboveZero),
+            match ms.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => parts.push(format!("{key}={}", ms.trim())),
+                Ok(x) if x.is_finite() => r.broken(field, Rule::AboveZero),
+                _ => r.broken(field, Rule::NotANumber { text: ms.trim().to_string() }),
             }
         }
     }
@@ -480,4 +485,52 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
         attainment: attainment?,
         target: target?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RunRequest;
+    use crate::bench::base::field::Field;
+    use crate::bench::base::rules::Rule;
+    use crate::bench::Lang;
+
+    /// The problems on `field` when only `set` is given, in both languages.
+    fn worded(set: &[(Field, &str)], field: Field) -> Vec<(Rule, String, String)> {
+        let form = |f: Field| set.iter().find(|(g, _)| *g == f).map(|(_, v)| v.to_string());
+        let problems = RunRequest::parse(&form, None).expect_err("the form is invalid");
+        let on: Vec<_> = problems.into_iter().filter(|p| p.field == field).collect();
+        on.into_iter().map(|p| (p.rule.clone(), p.text(Lang::En), p.text(Lang::Zh))).collect()
+    }
+
+    #[test]
+    fn an_empty_entry_in_the_rates_is_said_to_be_one() {
+        for rates in ["1,,2", "1,2,", ",4"] {
+            let found = worded(&[(Field::Rate, rates)], Field::Rate);
+            assert_eq!(found.len(), 1, "{rates}: {found:?}");
+            let (rule, en, zh) = &found[0];
+            assert_eq!(*rule, Rule::EmptyRate { text: rates.to_string() });
+            assert!(en.contains("empty") && !en.contains("\"\""), "{rates}: {en}");
+            assert!(zh.contains("为空") && !zh.contains("\"\""), "{rates}: {zh}");
+        }
+        // A word among the rates is still named.
+        let found = worded(&[(Field::Rate, "1,fast")], Field::Rate);
+        assert_eq!(found[0].0, Rule::NotARate { text: "fast".into() });
+    }
+
+    #[test]
+    fn an_slo_that_is_not_a_number_is_said_to_be_none() {
+        for (field, ms) in [(Field::SloTtft, "x"), (Field::SloTpot, "inf"), (Field::SloTtft, "NaN")] {
+            let found = worded(&[(field, ms)], field);
+            assert_eq!(found.len(), 1, "{ms}: {found:?}");
+            let (rule, en, zh) = &found[0];
+            assert_eq!(*rule, Rule::NotANumber { text: ms.to_string() });
+            assert_eq!(*en, format!("{ms:?} is not a number"));
+            assert_eq!(*zh, format!("{ms:?} 不是数字"));
+        }
+        // A number at or below 0 is one, and must be above it.
+        for ms in ["0", "-5"] {
+            let found = worded(&[(Field::SloTtft, ms)], Field::SloTtft);
+            assert_eq!(found.iter().map(|f| f.0.clone()).collect::<Vec<_>>(), [Rule::AboveZero], "{ms}");
+        }
+    }
 }

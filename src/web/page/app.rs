@@ -5,7 +5,7 @@
 use super::charts::LiveCharts;
 use super::experiment::{ExperimentPanel, ExperimentState};
 use super::history::{self, HistoryPanel};
-use super::i18n::{use_text, LangSwitch, UiLang};
+use super::i18n::{self, use_text, LangSwitch, UiLang};
 use super::model_panel::{AdapterPanel, ModelPanel};
 use super::models;
 use super::no_webgpu::NoWebGpuNotice;
@@ -25,7 +25,7 @@ use leptos::prelude::*;
 #[component]
 pub fn App() -> impl IntoView {
     let query = crate::web::browser::query_param;
-    let lang = query("lang").and_then(|l| l.parse::<Lang>().ok()).unwrap_or_default();
+    let lang = i18n::opening_lang();
     let choice =
         query("model").and_then(|m| ModelSource::from_key(&m)).unwrap_or(ModelSource::Preset(ModelChoice::Embedded));
     let state = AppState::new(lang, choice, history::load());
@@ -42,8 +42,9 @@ pub fn App() -> impl IntoView {
             ModelSource::Preset(ModelChoice::Embedded) | ModelSource::Local { .. } => {}
             source => pairs.push(("model", source.key())),
         }
-        if state.lang.get() != Lang::En {
-            pairs.push(("lang", "zh".to_string()));
+        let lang = state.lang.get();
+        if i18n::link_names_lang(lang) {
+            pairs.push(("lang", lang.code().to_string()));
         }
         // The engine switches (`?kernels=`, `?fused=`, …) stay in the link.
         pairs.extend(state.switches.query_pairs());

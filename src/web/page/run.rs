@@ -215,13 +215,35 @@ fn finish(state: AppState, ended: Ended) {
 /// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16"; `batch` is the engine's (none for a
 /// server, whose scheduler is its own).
 pub(super) fn run_name(s: &WorkloadSpec, model: &str, batch: Option<usize>) -> String {
+    named_with_rates(s, &rate_text(s.rate), model, batch)
+}
+
+/// What Run will run, in [`run_name`]'s words: a sweep's rates ("poisson 1, 2, 4 req/s"), a
+/// search's `max`, and the target the run goes to (`None` while a server's address or model is
+/// missing: the card says that itself).
+fn run_plan(state: AppState, form: &RunRequest, t: &Text) -> Option<String> {
+    let (label, batch) = if state.target.is_remote() {
+        (state.target.runnable(t).ok()?.label(), None)
+    } else {
+        (state.choice.with(|c| c.key()), Some(form.max_batch))
+    };
+    let rates = if form.search.is_some() {
+        "max".to_string()
+    } else {
+        form.rates.iter().map(|r| rate_text(*r)).collect::<Vec<_>>().join(", ")
+    };
+    Some(named_with_rates(&form.spec, &rates, &label, batch))
+}
+
+/// [`run_name`] with the rates spelled by the caller.
+fn named_with_rates(s: &WorkloadSpec, rates: &str, model: &str, batch: Option<usize>) -> String {
     let load = match s.arrival {
         bench::Arrival::Sequential => "sequential".to_string(),
         bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
         arrival => {
             let name =
                 serde_json::to_value(arrival).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            format!("{name} {} req/s", rate_text(s.rate))
+            format!("{name} {rates} req/s")
         }
     };
     let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };
@@ -446,6 +468,19 @@ pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, P
                     {move || if cancelling.get() && running() { t().cancelling } else { t().cancel }}
                 </button>
             </div>
+            // What Run will run, as the history will name it: plain text (a server's address).
+            {move || {
+                checked
+                    .with(|c| c.as_ref().ok().and_then(|form| run_plan(state, form, t())))
+                    .map(|plan| {
+                        view! {
+                            <p class="run-plan" data-testid="run-plan">
+                                <span class="muted">{t().run_plan} " "</span>
+                                {plan}
+                            </p>
+                        }
+                    })
+            }}
             {move || {
                 progress()
                     .map(|(label, bar)| {

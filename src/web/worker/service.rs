@@ -216,7 +216,7 @@ async fn on_server(
     server_metrics: Option<String>,
     sink: &Sink,
 ) {
-    let label = format!("{} @ {}", endpoint.model, endpoint.base_url);
+    let label = endpoint.label();
     let client = Client::new(endpoint);
     let cancel = host.cancel_flag();
     let mut results = Vec::new();

@@ -45,6 +45,8 @@ pub struct Text {
     pub model_06b_short: &'static str,
     pub model_17b_short: &'static str,
     pub random_weights: &'static str,
+    /// The model card's load-time ceiling of the settings' max batch and max batched tokens (a run
+    /// uses the settings').
     pub capacity: &'static str,
     pub random_weights_note: &'static str,
     pub model_other: &'static str,
@@ -171,6 +173,8 @@ pub struct Text {
     // Run.
     pub run: &'static str,
     pub cancel: &'static str,
+    /// Before the line saying what Run will run (`run::run_plan`).
+    pub run_plan: &'static str,
     pub cancelling: &'static str,
     pub measuring_baseline: &'static str,
     pub finished: &'static str,
@@ -353,7 +357,27 @@ pub fn use_text() -> impl Fn() -> &'static Text + Copy + Send + Sync + 'static {
     move || text(lang.get())
 }
 
-/// The language switch in the header.
+/// Where the page keeps the language last picked with [`LangSwitch`].
+const LANG_KEY: &str = "tokenmeter.lang";
+
+/// The language last picked with [`LangSwitch`] in this browser (localStorage), if any.
+pub fn remembered_lang() -> Option<Lang> {
+    crate::web::browser::storage_get(LANG_KEY)?.parse().ok()
+}
+
+/// The page's language on load: the link's `?lang=` wins, then the one last picked, then English.
+pub fn opening_lang() -> Lang {
+    let link = crate::web::browser::query_param("lang").and_then(|l| l.parse().ok());
+    link.or_else(remembered_lang).unwrap_or_default()
+}
+
+/// Whether the link must name `lang` for a reload (or its recipient, in most cases) to open in it:
+/// Chinese always, so a shared link keeps it; English when this browser remembers Chinese.
+pub fn link_names_lang(lang: Lang) -> bool {
+    lang != Lang::En || remembered_lang().unwrap_or_default() != Lang::En
+}
+
+/// The language switch in the header; a click also remembers the language picked.
 #[component]
 pub fn LangSwitch() -> impl IntoView {
     let UiLang(lang) = expect_context::<UiLang>();
@@ -364,7 +388,11 @@ pub fn LangSwitch() -> impl IntoView {
                 class="seg"
                 class:active=move || lang.get() == value
                 aria-pressed=move || (lang.get() == value).to_string()
-                on:click=move |_| lang.set(value)
+                on:click=move |_| {
+                    // Not fatal: without storage the language lasts as long as the link.
+                    let _ = crate::web::browser::storage_set(LANG_KEY, value.code());
+                    lang.set(value);
+                }
             >
                 {label}
             </button>
