@@ -56,15 +56,17 @@ impl BenchResult {
     }
 
     fn judge(&self) -> Validity {
-        let measured = crate::bench::record::phases::measured(&self.requests, &self.steps)
-            .map_or_else(|| self.requests.clone(), |(kept, _, _)| kept);
+        let (measured, measured_from_s) = crate::bench::record::phases::measured(&self.requests, &self.steps)
+            .map_or_else(|| (self.requests.clone(), 0.0), |(kept, _, excluded)| (kept, excluded.measured_from_s));
         let slo = self.config.slo.as_deref().and_then(|s| s.parse::<crate::bench::measure::metrics::Slo>().ok());
         validity::judge(&Evidence {
             metrics: &self.metrics,
             measured: &measured,
+            measured_from_s,
             slo: slo.as_ref(),
             criteria: self.config.criteria.unwrap_or_default(),
             saturation: self.saturation.as_ref(),
+            conditions: self.metrics.browser_conditions.as_ref(),
         })
     }
 

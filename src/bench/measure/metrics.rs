@@ -15,6 +15,7 @@ use crate::bench::base::rules::{Rule, SloFault};
 use crate::bench::base::stats::nan_as_null;
 pub use crate::bench::base::stats::{stats, Stats};
 use crate::bench::measure::saturation::Load;
+use crate::bench::record::conditions::Conditions;
 use crate::bench::record::raw::{RequestRecord, StepSample};
 use crate::error::{Error, Result};
 
@@ -161,6 +162,10 @@ pub struct BenchmarkMetrics {
     /// The page's main thread during the run (filled by the page; absent elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub long_tasks: Option<LongTasks>,
+    /// The browser's conditions during the run: the tab hidden, timers throttled, the device
+    /// lost, the power (filled by the page; absent elsewhere). The verdict reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_conditions: Option<Conditions>,
     /// Speculative decoding over all requests; absent when nothing was drafted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<SpeculationSummary>,
@@ -524,6 +529,7 @@ pub fn summarize(
         tokens_per_chunk: tokens_per_chunk(&completed),
         timestamp_lag_ms: timestamp_lag_ms(steps),
         long_tasks: None,
+        browser_conditions: None,
         speculation: speculation(records),
         prefix_cache_hit_rate: (prompt_tokens > 0).then(|| cached_tokens as f64 / prompt_tokens as f64),
         cached_prompt_tokens: (prompt_tokens > 0).then_some(cached_tokens),

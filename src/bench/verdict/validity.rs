@@ -15,7 +15,11 @@
 //!   rate was stopped early because the target could not sustain it (requests never sent);
 //! - **a `--rate max` trial reached no steady state**;
 //! - **requests failed**, or **a stream broke the audit** (a server's usage impossible given its
-//!   chunks: `usage_mismatch`).
+//!   chunks: `usage_mismatch`);
+//! - **the browser held the page back during the measured phase** (the page's runs): the tab was
+//!   hidden, or the page's timers ran late beyond their bound (throttled), in an interval that
+//!   overlaps the first measured arrival to the last measured request's end
+//!   ([`crate::bench::record::conditions`]).
 //!
 //! Percentiles printed without an SLO make no claim and invalidate nothing; each carries its own
 //! interval ([`crate::bench::base::stats::Stats::ci95`]), marked where the count cannot support one.
@@ -26,6 +30,7 @@ use crate::bench::base::confidence::{decide, Decision, EARLY_STOPPING_CONFIDENCE
 use crate::bench::base::lang::Lang;
 use crate::bench::measure::metrics::{BenchmarkMetrics, Slo};
 use crate::bench::measure::saturation::Saturation;
+use crate::bench::record::conditions::{Conditions, Interval};
 use crate::bench::record::raw::RequestRecord;
 use crate::bench::record::run_config::Criteria;
 
@@ -91,6 +96,19 @@ pub enum Invalid {
     StreamAudit {
         requests: usize,
     },
+    /// The tab was hidden from `from_s` to `to_s` (the run's clock) inside the measured phase.
+    Hidden {
+        from_s: f64,
+        to_s: f64,
+    },
+    /// The page's heartbeat ran up to `late_ms` late, beyond `bound_ms`, from `from_s` to `to_s`
+    /// inside the measured phase: the browser throttled the page.
+    Throttled {
+        from_s: f64,
+        to_s: f64,
+        late_ms: f64,
+        bound_ms: f64,
+    },
 }
 
 impl Invalid {
@@ -141,18 +159,39 @@ impl Invalid {
             (Invalid::StreamAudit { requests }, Lang::Zh) => {
                 format!("{requests} 个流未通过核查：服务器的 usage 与其分块不可能相符")
             }
+            (Invalid::Hidden { from_s, to_s }, Lang::En) => format!(
+                "the tab was hidden from {from_s:.1} s to {to_s:.1} s, inside the measured phase: \
+                 the browser slows a hidden page"
+            ),
+            (Invalid::Hidden { from_s, to_s }, Lang::Zh) => {
+                format!("标签页在测量阶段内被隐藏（{from_s:.1} 秒至 {to_s:.1} 秒）：浏览器会放慢隐藏的页面")
+            }
+            (Invalid::Throttled { from_s, to_s, late_ms, bound_ms }, Lang::En) => format!(
+                "the browser throttled the page from {from_s:.1} s to {to_s:.1} s, inside the measured phase: \
+                 its timer ran up to {late_ms:.0} ms late (bound {bound_ms:.0} ms)"
+            ),
+            (Invalid::Throttled { from_s, to_s, late_ms, bound_ms }, Lang::Zh) => format!(
+                "浏览器在测量阶段内节流了页面（{from_s:.1} 秒至 {to_s:.1} 秒）：其计时器最多晚 {late_ms:.0} ms\
+                 （界限 {bound_ms:.0} ms）"
+            ),
         }
     }
 }
 
 /// What a run is judged on: its summary, its measured requests (the warm-up and cool-down left
-/// out, on the summary's clock), its SLOs, its criteria and its saturation stop.
+/// out, on the summary's clock), its SLOs, its criteria, its saturation stop and the browser's
+/// conditions the page recorded.
 pub struct Evidence<'a> {
     pub metrics: &'a BenchmarkMetrics,
     pub measured: &'a [RequestRecord],
+    /// Where the summary's clock starts on the run's clock (0 without a warm-up): the conditions
+    /// are on the run's clock.
+    pub measured_from_s: f64,
     pub slo: Option<&'a Slo>,
     pub criteria: Criteria,
     pub saturation: Option<&'a Saturation>,
+    /// The page's record of the browser; `None` for the CLI.
+    pub conditions: Option<&'a Conditions>,
 }
 
 /// The verdict on one run.
@@ -194,7 +233,30 @@ pub fn judge(e: &Evidence) -> Validity {
     if e.metrics.usage_mismatch > 0 {
         reasons.push(Invalid::StreamAudit { requests: e.metrics.usage_mismatch });
     }
+    if let (Some(c), Some(phase)) = (e.conditions, measured_phase(e)) {
+        for Interval { from_s, to_s } in c.hidden().into_iter().filter(|i| i.overlaps(&phase)) {
+            reasons.push(Invalid::Hidden { from_s, to_s });
+        }
+        for (Interval { from_s, to_s }, late_ms) in c.throttled().into_iter().filter(|(i, _)| i.overlaps(&phase)) {
+            reasons.push(Invalid::Throttled { from_s, to_s, late_ms, bound_ms: c.late_bound_ms });
+        }
+    }
     Validity { valid: reasons.is_empty(), reasons, slo }
+}
+
+/// The measured phase on the run's clock: the first measured arrival to the last moment a
+/// measured request was heard of; `None` without one.
+fn measured_phase(e: &Evidence) -> Option<Interval> {
+    let last = |r: &RequestRecord| {
+        [r.finish_s, r.token_times_s.last().copied(), r.first_token_s, Some(r.arrival_s)]
+            .into_iter()
+            .flatten()
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    let sent = e.measured.iter().filter(|r| r.arrival_s.is_finite());
+    let (from_s, to_s) =
+        sent.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(r.arrival_s), hi.max(last(r))));
+    (from_s <= to_s).then(|| Interval { from_s: from_s + e.measured_from_s, to_s: to_s + e.measured_from_s })
 }
 
 impl Validity {
@@ -269,7 +331,15 @@ mod tests {
 
     fn verdict(records: &[RequestRecord], slo: Option<&Slo>, criteria: Criteria) -> super::Validity {
         let metrics = summarize(records, &[], slo, 0.25);
-        judge(&Evidence { metrics: &metrics, measured: records, slo, criteria, saturation: None })
+        judge(&Evidence {
+            metrics: &metrics,
+            measured: records,
+            measured_from_s: 0.0,
+            slo,
+            criteria,
+            saturation: None,
+            conditions: None,
+        })
     }
 
     #[test]
@@ -311,5 +381,60 @@ mod tests {
         );
         let long = Criteria { min_duration_s: Some(31.0), ..Criteria::default() };
         assert!(verdict(&records(32, 0.05, 0), None, long).valid);
+    }
+
+    #[test]
+    fn a_hidden_or_throttled_interval_inside_the_measured_phase_invalidates() {
+        use crate::bench::record::conditions::{ConditionEvent, Conditions};
+        // 32 requests a second apart: the measured phase is 0 s to 31.06 s on the run's clock; with
+        // a warm-up the summary's clock starts later, the conditions' does not.
+        let records = records(32, 0.05, 0);
+        let metrics = summarize(&records, &[], None, 0.25);
+        let judged = |conditions: Option<&Conditions>, measured: &[RequestRecord], measured_from_s: f64| {
+            let criteria = Criteria::default();
+            let e = Evidence {
+                metrics: &metrics,
+                measured,
+                measured_from_s,
+                slo: None,
+                criteria,
+                saturation: None,
+                conditions,
+            };
+            judge(&e)
+        };
+        let hidden_at = |from_s: f64, to_s: f64| Conditions {
+            until_s: 40.0,
+            events: vec![ConditionEvent::Hidden { at_s: from_s }, ConditionEvent::Visible { at_s: to_s }],
+            ..Conditions::new()
+        };
+        let inside = hidden_at(10.0, 13.5);
+        let v = judged(Some(&inside), &records, 0.0);
+        assert!(!v.valid);
+        assert_eq!(v.reasons, [Invalid::Hidden { from_s: 10.0, to_s: 13.5 }]);
+        assert!(v.text(Lang::En).contains("the tab was hidden from 10.0 s to 13.5 s"), "{}", v.text(Lang::En));
+        assert!(v.text(Lang::Zh).contains("标签页在测量阶段内被隐藏（10.0 秒至 13.5 秒）"), "{}", v.text(Lang::Zh));
+        // Hidden after the last request ended, or never: valid.
+        assert!(judged(Some(&hidden_at(35.0, 38.0)), &records, 0.0).valid);
+        assert!(judged(Some(&Conditions::new()), &records, 0.0).valid);
+        assert!(judged(None, &records, 0.0).valid);
+        // Hidden during a warm-up: the measured requests (arrivals 20 s on, shifted to 0) start
+        // after it.
+        let (kept, _, excluded) = {
+            let mut marked = records.clone();
+            crate::bench::record::phases::Phases { warmup_s: 20.0, ..Default::default() }.mark(&mut marked);
+            crate::bench::record::phases::measured(&marked, &[]).unwrap()
+        };
+        assert_eq!(excluded.measured_from_s, 20.0);
+        assert!(judged(Some(&inside), &kept, excluded.measured_from_s).valid);
+        assert!(!judged(Some(&hidden_at(25.0, 26.0)), &kept, excluded.measured_from_s).valid);
+        // The heartbeat late at a hidden tab's 1 s cadence from 5 s to 7.9 s: throttled.
+        let mut throttled = Conditions::new();
+        throttled.add_late_ticks(&[(5.0, 5.9), (6.0, 6.9), (7.0, 7.9)], &[]);
+        let v = judged(Some(&throttled), &records, 0.0);
+        let [Invalid::Throttled { from_s, to_s, late_ms, bound_ms }] = v.reasons[..] else { panic!("{:?}", v.reasons) };
+        assert_eq!((from_s, to_s, late_ms.round(), bound_ms), (5.0, 7.9, 900.0, 50.0));
+        assert!(v.text(Lang::En).contains("throttled the page from 5.0 s to 7.9 s"), "{}", v.text(Lang::En));
+        assert!(v.text(Lang::Zh).contains("节流"), "{}", v.text(Lang::Zh));
     }
 }
