@@ -256,7 +256,7 @@ fn measured_phase(e: &Evidence) -> Option<Interval> {
     let sent = e.measured.iter().filter(|r| r.arrival_s.is_finite());
     let (from_s, to_s) =
         sent.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(r.arrival_s), hi.max(last(r))));
-    (from_s <= to_s).then(|| Interval { from_s: from_s + e.measured_from_s, to_s: to_s + e.measured_from_s })
+    (from_s <= to_s).then_some(Interval { from_s: from_s + e.measured_from_s, to_s: to_s + e.measured_from_s })
 }
 
 impl Validity {
