@@ -538,11 +538,19 @@ await byId('setting-turns').fill('');
 const lensBefore = [await byId('setting-input').inputValue(), await byId('setting-output').inputValue()];
 await byId('setting-input').fill('8:16');
 await byId('setting-output').fill('2:4');
-await byId('setting-rate').fill('max');
+// It starts from its button beside the SLO fields (which sets the Rate to max); without an SLO it
+// says in the page's words what is missing, under the SLO, and starts nothing.
+await byId('setting-slo_ttft').fill('');
+await byId('find-max-rate').click();
+await check(await byId('setting-rate').inputValue() === 'max', 'find: the rate was not set to max');
+const needs = await page.locator('.field.invalid').first().textContent().catch(() => '');
+await check(/needs an SLO/.test(needs) && !/--slo/.test(needs), `find without an SLO: ${needs}`);
+await check(await byId('search-found').count() === 0, 'find without an SLO: a search ran');
 await byId('setting-slo_ttft').fill('1000');
+await check(await byId('setting-attainment').inputValue() === '0.99', 'no attainment input at 0.99');
 await check((await page.locator('.field.invalid').count()) === 0, `rate max refused: ${await page.locator('.field.invalid').first().textContent().catch(() => '')}`);
 const searchT0 = Date.now();
-await byId('run').click();
+await byId('find-max-rate').click();
 try {
   await page.waitForFunction(() => /trying [\d.]+ req\/s \(run \d+\)/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
     null, { timeout: 120000 });

@@ -111,6 +111,9 @@ mod alone {
         let rate = found.rate.expect("a rate met the SLO");
         assert!(found.lo <= rate && rate < found.hi && found.hi <= found.lo * 1.05 + 1e-9, "{found:?}");
         assert!(stdout.contains("highest rate: ") && stderr.contains("trying "), "{stdout}");
+        // What the search spent: every run's requests, and its seconds.
+        assert_eq!(found.spent_requests, results.iter().map(|r| r.requests.len()).sum::<usize>());
+        assert!(found.spent_s > 0.0 && stdout.contains(&format!("spent: {} requests", found.spent_requests)));
 
         // The server's queue, simulated: the slot is held from the first token to the last plus one
         // gap (the server sleeps after each chunk), as the runs measured it.

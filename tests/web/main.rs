@@ -1090,6 +1090,8 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
             trials: Vec::new(),
             max_runs: 12,
             unreachable: None,
+            spent_requests: 0,
+            spent_s: 0.0,
         }),
     };
     let json = encode(&FromEngine::Run(RunUpdate::Ended(Box::new(ended))));

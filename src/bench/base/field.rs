@@ -36,6 +36,9 @@ pub enum Field {
     WarmupRequests,
     WarmupS,
     CooldownS,
+    /// The share of requests that must meet every SLO: `--rate max`'s criterion, and `plan
+    /// --find-replicas`'s.
+    Attainment,
     // The CLI's alone.
     ArrivalSpan,
     PrefixGroups,
@@ -48,9 +51,6 @@ pub enum Field {
     /// The dataset's name (empty: none); its rows are attached later, once a tokenizer can
     /// measure them.
     Dataset,
-    /// The share of requests that must meet every SLO: `--rate max`'s criterion, and `plan
-    /// --find-replicas`'s.
-    Attainment,
     /// A server's API root (empty: the engine in this process); the page's target card.
     Endpoint,
     /// The model name sent to the server (empty: the only one it lists).
@@ -64,8 +64,8 @@ pub enum Field {
 
 impl Field {
     /// The page's inputs, the first of [`Field::ALL`] (`field as usize` indexes them).
-    pub const PAGE: [Field; 26] = {
-        let mut page = [Field::Arrival; 26];
+    pub const PAGE: [Field; 27] = {
+        let mut page = [Field::Arrival; 27];
         let mut i = 0;
         while i < page.len() {
             page[i] = Field::ALL[i];
@@ -102,13 +102,13 @@ impl Field {
         Field::WarmupRequests,
         Field::WarmupS,
         Field::CooldownS,
+        Field::Attainment,
         Field::ArrivalSpan,
         Field::PrefixGroups,
         Field::MaxConcurrency,
         Field::SaturationStop,
         Field::Slo,
         Field::Dataset,
-        Field::Attainment,
         Field::Endpoint,
         Field::ServedModel,
         Field::Api,

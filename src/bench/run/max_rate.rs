@@ -130,6 +130,12 @@ pub struct MaxRate {
     pub limiting: Option<(String, f64)>,
     pub trials: Vec<Trial>,
     pub max_runs: usize,
+    /// What the search's runs cost: requests sent, and seconds from each run's start to its last
+    /// request's end, summed (the warm-up and baseline aside).
+    #[serde(default)]
+    pub spent_requests: usize,
+    #[serde(default)]
+    pub spent_s: f64,
     /// An objective one request alone already breaks: the search ended at the baseline, before
     /// any run (no rate can meet it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -410,6 +416,11 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         .rev()
         .find(|t| t.rate == hi)
         .and_then(|t| t.per_slo.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned());
+    let runs = s.trials.iter().filter_map(|t| s.results.get(t.result));
+    let (spent_requests, spent_s) = runs.fold((0, 0.0), |(n, secs), r| {
+        let end = r.requests.iter().filter_map(RequestRecord::ended_s).fold(0.0, f64::max);
+        (n + r.requests.len(), secs + end)
+    });
     Ok(MaxRate {
         rate: lo.is_finite().then_some(lo),
         lo: if lo.is_finite() { lo } else { 0.0 },
@@ -423,6 +434,8 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         limiting,
         max_runs: s.search.max_runs,
         trials: std::mem::take(&mut s.trials),
+        spent_requests,
+        spent_s,
         unreachable: None,
     })
 }
@@ -471,6 +484,8 @@ pub async fn find<T: Target>(
             limiting: None,
             trials: Vec::new(),
             max_runs: search_for.max_runs,
+            spent_requests: 0,
+            spent_s: 0.0,
             unreachable: Some(unreachable),
         });
     }

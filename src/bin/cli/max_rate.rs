@@ -46,7 +46,7 @@ pub(crate) fn finish_search(
     results: &[bench::BenchResult],
     interrupt: &Interrupt,
 ) -> Result<()> {
-    print!("{}", search_table(&found));
+    print!("{}", search_table(&found, results));
     let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -79,7 +79,7 @@ pub(crate) fn finish_search(
 }
 
 /// Every run of a search and what it found.
-fn search_table(found: &MaxRate) -> String {
+fn search_table(found: &MaxRate, results: &[bench::BenchResult]) -> String {
     let mut out = String::from("\n========== Highest rate within the SLOs ==========\n");
     out += &format!(
         "SLOs {}: at least {:.1}% of requests within every one (over each run's steady window, where it had one)\n",
@@ -133,6 +133,17 @@ fn search_table(found: &MaxRate) -> String {
             None => format!("no rate tried met the SLOs (down to {:.3} req/s)\n", found.hi),
         },
     };
+    if found.unreachable.is_none() {
+        out += &format!("spent: {} requests, {:.1} s of runs\n", found.spent_requests, found.spent_s);
+    }
+    // A decision that rests on a run stamped INVALID says so.
+    for t in &found.trials {
+        let Some(validity) = results.get(t.result).map(bench::BenchResult::validity).filter(|v| !v.valid) else {
+            continue;
+        };
+        let stage = format!("{:?}", t.stage).to_lowercase();
+        out += &format!("! the {stage} run at {:.3} req/s is {}\n", t.rate, validity.text(bench::Lang::En));
+    }
     if let Some((metric, share)) = &found.limiting {
         out += &format!(
             "limiting at the boundary: {metric} ({:.1}% of requests within it at {:.3} req/s)\n",

@@ -106,6 +106,8 @@ pub fn App() -> impl IntoView {
                     reload=reload
                     on_reload=Callback::new(move |_| models::reload(state))
                     dataset=state.dataset
+                    on_search=Callback::new(move |_| run::search(state, checked))
+                    can_start=Signal::derive(move || run::ready(state, checked, t()))
                 />
             </aside>
             <div class="content">

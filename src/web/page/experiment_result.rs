@@ -5,6 +5,7 @@ use super::experiment::{changes_text, ExperimentState, Outcome};
 use super::i18n::use_text;
 use super::state::AppState;
 use super::verdict::{QualityTable, VerdictTable};
+use crate::bench::run::experiment::invalid_runs;
 use crate::bench::verdict::compare::text_report;
 use crate::web::browser;
 use leptos::prelude::*;
@@ -21,6 +22,7 @@ fn outcome_json(o: &Outcome) -> String {
         "a": o.a,
         "b": o.b,
         "comparison": o.comparison.as_ref().ok(),
+        "invalid": invalid_runs([("A", o.a.as_slice()), ("B", o.b.as_slice())]),
         "error": o.comparison.as_ref().err(),
         "quality": o.quality.as_ref().and_then(|q| q.as_ref().ok()),
         "quality_error": o.quality.as_ref().and_then(|q| q.as_ref().err()),
@@ -48,6 +50,11 @@ pub fn ExperimentResult(
     move || {
         let o = x.outcome.get()?;
         let lang = state.lang.get();
+        // The repetitions stamped INVALID that the verdicts rest on, each with its reasons.
+        let invalid = invalid_runs([("A", o.a.as_slice()), ("B", o.b.as_slice())])
+            .into_iter()
+            .map(|run| view! { <li>{run.text(lang)}</li> })
+            .collect_view();
         let cut = o
             .cancelled
             .then(|| t().experiment_cut.replace("{a}", &o.a.len().to_string()).replace("{b}", &o.b.len().to_string()));
@@ -74,6 +81,7 @@ pub fn ExperimentResult(
             <div class="experiment-result" data-testid="experiment-result">
                 <p class="note">{t().b_differs} " " {changes_text(&o.changes, t())}</p>
                 {cut.map(|c| view! { <p class="note warn">{c}</p> })}
+                <ul class="run-warnings" data-testid="experiment-invalid">{invalid}</ul>
                 {body}
                 <div class="row">
                     <button class="small" data-testid="download-experiment" on:click=download>

@@ -397,25 +397,42 @@ pub(super) fn sink(state: AppState) -> RunSink {
 }
 
 /// Run / Cancel, with progress and the reason when Run is unavailable.
+/// Whether a run could start now, its settings aside (tracked): nothing running, and the model
+/// loaded with the weights asked for, or the server set up.
+pub fn ready(state: AppState, checked: Memo<std::result::Result<RunRequest, Problems>>, t: &Text) -> bool {
+    let target_ready = if state.target.is_remote() {
+        state.target.runnable(t).is_ok()
+    } else {
+        state.model_info.with(Option::is_some) && !reload_pending(state, checked)
+    };
+    state.phase.get() == Phase::Idle && target_ready
+}
+
+/// The engine's model was uploaded with other weights or speculation than the settings ask for
+/// (tracked).
+fn reload_pending(state: AppState, checked: Memo<std::result::Result<RunRequest, Problems>>) -> bool {
+    !state.target.is_remote()
+        && checked.with(|c| {
+            let wanted = c.as_ref().map(|c| c.load.clone()).ok();
+            state.model_info.with(|m| matches!((m, wanted), (Some(m), Some(w)) if m.load != w))
+        })
+}
+
+/// *Find the highest rate*: the Rate set to `max`, then the run started as Run starts it; with a
+/// problem (no SLO), nothing starts and the problem shows under its field.
+pub fn search(state: AppState, checked: Memo<std::result::Result<RunRequest, Problems>>) {
+    state.settings.get(Field::Rate).set("max".into());
+    if let Ok(config) = checked.get_untracked() {
+        start(state, config);
+    }
+}
+
 #[component]
 pub fn RunPanel(state: AppState, checked: Memo<std::result::Result<RunRequest, Problems>>) -> impl IntoView {
     let t = use_text();
     let running = move || state.phase.get() == Phase::Running;
-    let reload_pending = move || {
-        !state.target.is_remote()
-            && checked.with(|c| {
-                let wanted = c.as_ref().map(|c| c.load.clone()).ok();
-                state.model_info.with(|m| matches!((m, wanted), (Some(m), Some(w)) if m.load != w))
-            })
-    };
-    let can_run = move || {
-        let target_ready = if state.target.is_remote() {
-            state.target.runnable(t()).is_ok()
-        } else {
-            state.model_info.with(Option::is_some) && !reload_pending()
-        };
-        state.phase.get() == Phase::Idle && target_ready && checked.with(|c| c.is_ok())
-    };
+    let reload_pending = move || reload_pending(state, checked);
+    let can_run = move || ready(state, checked, t()) && checked.with(|c| c.is_ok());
     let target_problem = move || state.target.is_remote().then(|| state.target.runnable(t()).err()).flatten();
     let cancelling = RwSignal::new(false);
     let run = move |_| {

@@ -163,11 +163,14 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
                 <p class="note strong" data-testid="search-found">{found_text(&found, t, lang.get())}</p>
                 <p class="note muted">
                     {format!(
-                        "SLO {} · ≥ {:.1}% · {}: {}",
+                        "SLO {} · ≥ {:.1}% · {}: {} · {}",
                         found.slo,
                         found.attainment * 100.0,
                         t.search_first_guess,
                         found.first_guess,
+                        t.search_spent
+                            .replace("{n}", &found.spent_requests.to_string())
+                            .replace("{s}", &format!("{:.1}", found.spent_s)),
                     )}
                 </p>
                 <div class="sweep-body">

@@ -41,6 +41,7 @@ impl Field {
             Field::WarmupRequests => t.warmup_requests,
             Field::WarmupS => t.warmup_s,
             Field::CooldownS => t.cooldown_s,
+            Field::Attainment => t.attainment,
             // The target card's, which labels its own inputs.
             Field::Endpoint => t.endpoint,
             Field::ServedModel => t.served_model,
@@ -52,7 +53,6 @@ impl Field {
             | Field::SaturationStop
             | Field::Slo
             | Field::Dataset
-            | Field::Attainment
             | Field::MinDuration => "",
         }
     }
@@ -73,6 +73,7 @@ impl Field {
             Field::WarmupRequests => t.warmup_requests_hint,
             Field::WarmupS => t.warmup_s_hint,
             Field::CooldownS => t.cooldown_s_hint,
+            Field::Attainment => t.attainment_hint,
             _ => "",
         }
     }
@@ -153,7 +154,12 @@ pub fn validate(value: &dyn Fn(Field) -> Option<String>, caps: Option<Caps>, t: 
             f if Field::PAGE.contains(&f) => f,
             _ => Field::Requests,
         };
-        Some((field, p.text(t.lang)))
+        // The page's own words for a search without an SLO (the rule's name the CLI's flag).
+        let text = match p.rule {
+            Rule::RateMaxNeedsSlo => t.search_needs_slo.to_string(),
+            _ => p.text(t.lang),
+        };
+        Some((field, text))
     };
     let request = RunRequest::parse(value, caps)
         .map_err(|problems| problems.into_iter().filter_map(shown).collect::<Problems>())?;
@@ -177,6 +183,12 @@ pub fn SettingsPanel(
     /// The dataset picker's state (absent: no picker).
     #[prop(optional)]
     dataset: Option<super::dataset::DatasetState>,
+    /// *Find the highest rate*: the Rate set to `max` and the search started (absent: no button).
+    #[prop(optional, into)]
+    on_search: Option<Callback<()>>,
+    /// Whether a run could start now (a model loaded or a server set up, nothing running).
+    #[prop(optional, into)]
+    can_start: Option<Signal<bool>>,
 ) -> impl IntoView {
     let t = use_text();
     let input =
@@ -253,7 +265,26 @@ pub fn SettingsPanel(
             </div>
             <ReloadNote reload=reload on_reload=on_reload locked=locked />
             <h3>{move || t().slo}</h3>
-            <div class="fields">{input(Field::SloTtft)} {input(Field::SloTpot)} {input(Field::CostPerHour)}</div>
+            <div class="fields">
+                {input(Field::SloTtft)} {input(Field::SloTpot)} {input(Field::Attainment)} {input(Field::CostPerHour)}
+            </div>
+            {on_search
+                .map(|search| {
+                    let enabled = move || can_start.is_none_or(|c| c.get()) && !locked.get();
+                    view! {
+                        <div class="row">
+                            <button
+                                class="small"
+                                data-testid="find-max-rate"
+                                disabled=move || !enabled()
+                                on:click=move |_| search.run(())
+                            >
+                                {move || t().find_max_rate}
+                            </button>
+                            <span class="hint">{move || t().find_max_rate_hint}</span>
+                        </div>
+                    }
+                })}
         </section>
     }
 }
