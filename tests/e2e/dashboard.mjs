@@ -341,7 +341,7 @@ try {
 await byId('cancel').click();
 await byId('report').waitFor({ timeout: 120000 }).catch(() => fail('no report after cancel'));
 const cancelled = await page.locator('.runs .run .run-name').first().textContent();
-console.log(`cancelled run: ${cancelled}`);
+console.log(`cancelled run: ${cancelled}; ${await text('validity')}`);
 await check(/cancelled/.test(cancelled), 'the cancelled run is not marked');
 await check(Number((await page.locator('.stat-value').nth(1).textContent()).trim()) > 0, 'a cancelled run shows no failed requests');
 await byId('setting-requests').fill('8');

@@ -38,6 +38,8 @@ pub const STEADY_OPACITY: &str = "0.18";
 /// The bands over the intervals in which the browser held the page back: hidden, throttled.
 pub const HELD: &str = "#64748b";
 pub const HELD_OPACITY: &str = "0.28";
+/// The same band's colour in a legend's swatch, as it shows over white.
+pub const HELD_SWATCH: &str = "rgba(100, 116, 139, 0.4)";
 
 /// The geometry of one timeline: path data in SVG user units, `WIDTH` × [`Timeline::height`].
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]

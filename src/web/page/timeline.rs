@@ -68,8 +68,8 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 {swatch(timeline::MARK, l.marks)}
                 {(!server).then(|| swatch("#64748b", l.steps))}
                 {shown.with(|t| !t.steady.is_empty()).then(|| swatch(timeline::STEADY, l.steady))}
-                {shown.with(|t| t.held.iter().any(|b| b.hidden)).then(|| swatch(timeline::HELD, l.hidden))}
-                {shown.with(|t| t.held.iter().any(|b| !b.hidden)).then(|| swatch(timeline::HELD, l.throttled))}
+                {shown.with(|t| t.held.iter().any(|b| b.hidden)).then(|| swatch(timeline::HELD_SWATCH, l.hidden))}
+                {shown.with(|t| t.held.iter().any(|b| !b.hidden)).then(|| swatch(timeline::HELD_SWATCH, l.throttled))}
             </p>
             {server.then(|| view! { <p class="note">{l.server_note}</p> })}
         }
