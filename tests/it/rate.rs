@@ -307,3 +307,60 @@ fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
     let last_arrival = last.iter().map(|r| r.arrival_s).fold(0.0, f64::max);
     assert!(last.iter().all(|r| r.finish_s.unwrap() > last_arrival));
 }
+
+/// An SLO that one request alone already breaks: the search answers at its baseline, before any
+/// run (it used to halve the rate without end, each run longer than the last).
+#[test]
+fn a_search_for_an_slo_the_baseline_breaks_ends_at_the_baseline() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use tokenmeter::bench::record::phases::Phases;
+    use tokenmeter::bench::run::launch::EngineTarget;
+    use tokenmeter::bench::run::max_rate::{self, RateSearch};
+    use tokenmeter::bench::run::target::{Listener, SessionEvent};
+    use tokenmeter::bench::{self, Lang, RunConfig, SessionSpec, Slo};
+    let mut engine = sim(cost(0.005, 2e-4, 0.0, 0.0), limits(8, true));
+    let workload = spec(1.0, 8, LenRange { min: 16, max: 32 }, LenRange { min: 4, max: 8 });
+    let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(3, p.id, p.prompt_len, 151_000));
+    let mut target =
+        EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..Default::default() }, None);
+    let slo: Slo = "ttft_ms=0.001".parse().unwrap();
+    let session = SessionSpec {
+        spec: &workload,
+        rates: &[],
+        slo: Some(&slo),
+        slo_text: Some("ttft_ms=0.001"),
+        lang: Lang::En,
+        baseline: true,
+        ignore_eos: true,
+        cost_per_hour: None,
+        phases: Phases::default(),
+        criteria: Default::default(),
+    };
+    let rates_started = Rc::new(Cell::new(0));
+    let counted = rates_started.clone();
+    let listener: Listener = Rc::new(move |e| {
+        if let SessionEvent::RateStarted { .. } = e {
+            counted.set(counted.get() + 1)
+        }
+    });
+    let mut results = Vec::new();
+    let cancel = Rc::new(Cell::new(false));
+    let search =
+        max_rate::find(&mut target, &session, RateSearch::new(0.9), &slo, None, &listener, &cancel, &mut results);
+    let found = pollster::block_on(search).unwrap();
+    let unreachable = found.unreachable.as_ref().expect("the baseline breaks it");
+    assert_eq!((unreachable.objective.as_str(), unreachable.limit_ms), ("ttft_ms", 0.001));
+    assert!(unreachable.alone_ms > 0.001, "{unreachable:?}");
+    assert_eq!((rates_started.get(), results.len(), found.trials.len(), found.rate), (0, 0, 0, None));
+    let text = unreachable.text(Lang::En);
+    assert!(text.starts_with("no rate can meet ttft_ms=0.001: one request alone"), "{text}");
+    // A reachable SLO still searches.
+    let loose: Slo = "ttft_ms=100000".parse().unwrap();
+    assert!(max_rate::Unreachable::of(
+        &bench::Baseline { ttft_ms: 5.0, tpot_ms: 1.0, requests: 3, error: None },
+        &loose,
+        8
+    )
+    .is_none());
+}

@@ -1089,6 +1089,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
             limiting: None,
             trials: Vec::new(),
             max_runs: 12,
+            unreachable: None,
         }),
     };
     let json = encode(&FromEngine::Run(RunUpdate::Ended(Box::new(ended))));

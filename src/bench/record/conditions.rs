@@ -178,7 +178,7 @@ impl ConditionEvent {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::bench::record::conditions::*;
 
     #[test]
     fn hidden_intervals_pair_each_hiding_with_the_next_showing() {

@@ -489,10 +489,10 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
 
 #[cfg(test)]
 mod tests {
-    use super::super::RunRequest;
     use crate::bench::base::field::Field;
+    use crate::bench::base::lang::Lang;
     use crate::bench::base::rules::Rule;
-    use crate::bench::Lang;
+    use crate::bench::request::RunRequest;
 
     /// The problems on `field` when only `set` is given, in both languages.
     fn worded(set: &[(Field, &str)], field: Field) -> Vec<(Rule, String, String)> {

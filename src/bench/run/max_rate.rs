@@ -28,6 +28,7 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
 use crate::bench::measure::metrics::Slo;
 use crate::bench::measure::steady::SteadyState;
 use crate::bench::record::raw::RequestRecord;
@@ -36,6 +37,7 @@ use crate::bench::result::BenchResult;
 use crate::bench::run::session::{run_into, warm_up_and_baseline, SessionSpec};
 use crate::bench::run::target::{Listener, Target};
 use crate::bench::traffic::workload::WorkloadSpec;
+use crate::bench::verdict::diagnosis::Baseline;
 use crate::engine::cost::MIN_STEPS;
 use crate::error::{Error, Result};
 
@@ -128,6 +130,52 @@ pub struct MaxRate {
     pub limiting: Option<(String, f64)>,
     pub trials: Vec<Trial>,
     pub max_runs: usize,
+    /// An objective one request alone already breaks: the search ended at the baseline, before
+    /// any run (no rate can meet it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
+}
+
+/// An objective the baseline breaks: the workload's longest request alone (the median of
+/// [`crate::bench::run::session::BASELINE_REQUESTS`]) is over it, so at any rate at least the
+/// requests that long are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unreachable {
+    /// `ttft_ms`, `tpot_ms` or `e2e_ms`.
+    pub objective: String,
+    pub limit_ms: f64,
+    /// The request alone's figure (E2E: its TTFT and TPOT over the longest output).
+    pub alone_ms: f64,
+}
+
+impl Unreachable {
+    /// The first objective of `slo` the baseline breaks, for outputs of `outputs` tokens.
+    pub fn of(baseline: &Baseline, slo: &Slo, outputs: usize) -> Option<Unreachable> {
+        let e2e = baseline.ttft_ms + baseline.tpot_ms * (outputs.max(2) - 1) as f64;
+        [
+            ("ttft_ms", slo.ttft_ms, baseline.ttft_ms),
+            ("tpot_ms", slo.tpot_ms, baseline.tpot_ms),
+            ("e2e_ms", slo.e2e_ms, e2e),
+        ]
+        .into_iter()
+        .find_map(|(objective, limit, alone)| {
+            let limit_ms = limit.filter(|&l| alone > l)?;
+            Some(Unreachable { objective: objective.into(), limit_ms, alone_ms: alone })
+        })
+    }
+
+    pub fn text(&self, lang: Lang) -> String {
+        let (o, limit, alone) = (&self.objective, self.limit_ms, self.alone_ms);
+        match lang {
+            Lang::En => format!(
+                "no rate can meet {o}={limit}: one request alone (the baseline, the workload's longest) takes \
+                 {alone:.1} ms"
+            ),
+            Lang::Zh => {
+                format!("任何速率都无法满足 {o}={limit}：单个请求独占时（基线，负载中最长的请求）就需 {alone:.1} ms")
+            }
+        }
+    }
 }
 
 /// The share of `records` within every SLO of `slo`, failed requests included, over the run's
@@ -280,12 +328,16 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
 /// The first run (see the module): the warm-up and baseline when the session asks for them, then
 /// the workload at 1 / (the baseline's E2E alone), or [`START_RPS`]; on a target that reports steps,
 /// its requests doubled until it gives [`MIN_STEPS`] of them. Its trial is the searcher's first.
-pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<()> {
+pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<Unreachable>> {
     let baseline = if s.session.baseline {
         warm_up_and_baseline(s.target, s.session.spec, s.listener, s.cancel).await?
     } else {
         None
     };
+    let outputs = s.session.spec.output_len.max;
+    if let Some(u) = baseline.as_ref().filter(|b| b.error.is_none()).and_then(|b| Unreachable::of(b, s.slo, outputs)) {
+        return Ok(Some(u));
+    }
     let alone_s = baseline.filter(|b| b.error.is_none()).map(|b| {
         let outputs = s.session.spec.output_len.max.max(2) as f64;
         (b.ttft_ms + b.tpot_ms * (outputs - 1.0)) / 1000.0
@@ -305,7 +357,7 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<()> {
         s.spec.num_requests = (s.spec.num_requests * 2).min(crate::limits::MAX_REQUESTS);
     }
     s.settle(runs).await?;
-    Ok(())
+    Ok(None)
 }
 
 /// Brackets from `first_guess` (its run is the first trial's when the rates agree), narrows to
@@ -371,6 +423,7 @@ pub async fn search<T: Target>(mut s: Searcher<'_, '_, T>, first_guess: f64, gue
         limiting,
         max_runs: s.search.max_runs,
         trials: std::mem::take(&mut s.trials),
+        unreachable: None,
     })
 }
 
@@ -404,7 +457,23 @@ pub async fn find<T: Target>(
     results: &mut Vec<BenchResult>,
 ) -> Result<MaxRate> {
     let mut s = Searcher::new(target, session, search_for, slo, listener, cancel, results);
-    first_run(&mut s).await?;
+    if let Some(unreachable) = first_run(&mut s).await? {
+        return Ok(MaxRate {
+            rate: None,
+            lo: 0.0,
+            hi: 0.0,
+            attainment: search_for.attainment,
+            tolerance: search_for.tolerance,
+            slo: session.slo_text.unwrap_or_default().to_string(),
+            converged: false,
+            whole_workload_at_once: false,
+            first_guess: "none: the baseline breaks the SLO".into(),
+            limiting: None,
+            trials: Vec::new(),
+            max_runs: search_for.max_runs,
+            unreachable: Some(unreachable),
+        });
+    }
     let first = s.last_rate().unwrap_or(START_RPS);
     let rising = "a rising sweep from the first run's rate";
     let (rate, from) = match guess {

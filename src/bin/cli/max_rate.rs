@@ -98,37 +98,40 @@ fn search_table(found: &MaxRate) -> String {
             if t.met { "met" } else { "missed" }
         );
     }
-    out += &match found.rate {
-        // Every rate tried met the SLOs: no limit, only how far it was looked for.
-        Some(_) if found.no_limit_found() => format!(
-            "no limit found up to {:.3} req/s: every rate tried met the SLOs ({}); {} runs of at most {}\n",
-            found.lo,
-            if found.whole_workload_at_once {
-                "even with every request in at once: this workload is too small to show the limit (raise \
+    out += &match (&found.unreachable, found.rate) {
+        (Some(u), _) => format!("{}\n", u.text(bench::Lang::En)),
+        (None, rate) => match rate {
+            // Every rate tried met the SLOs: no limit, only how far it was looked for.
+            Some(_) if found.no_limit_found() => format!(
+                "no limit found up to {:.3} req/s: every rate tried met the SLOs ({}); {} runs of at most {}\n",
+                found.lo,
+                if found.whole_workload_at_once {
+                    "even with every request in at once: this workload is too small to show the limit (raise \
                  --num-requests)"
-            } else {
-                "the run budget or the rate bounds ended the search"
-            },
-            found.trials.len(),
-            found.max_runs
-        ),
-        Some(rate) => format!(
-            "highest rate: {rate:.3} req/s (met at {:.3}, missed at {}: {}); {} runs of at most {}\n",
-            found.lo,
-            if found.hi.is_finite() { format!("{:.3}", found.hi) } else { "none tried".into() },
-            if found.converged {
-                format!("within {:.0}%", found.tolerance * 100.0)
-            } else if found.whole_workload_at_once {
-                "met even with every request in at once: this workload is too small to show the limit (raise \
+                } else {
+                    "the run budget or the rate bounds ended the search"
+                },
+                found.trials.len(),
+                found.max_runs
+            ),
+            Some(rate) => format!(
+                "highest rate: {rate:.3} req/s (met at {:.3}, missed at {}: {}); {} runs of at most {}\n",
+                found.lo,
+                if found.hi.is_finite() { format!("{:.3}", found.hi) } else { "none tried".into() },
+                if found.converged {
+                    format!("within {:.0}%", found.tolerance * 100.0)
+                } else if found.whole_workload_at_once {
+                    "met even with every request in at once: this workload is too small to show the limit (raise \
                  --num-requests)"
-                    .into()
-            } else {
-                "not narrowed to the tolerance: the run budget or the rate bounds ended it".into()
-            },
-            found.trials.len(),
-            found.max_runs
-        ),
-        None => format!("no rate tried met the SLOs (down to {:.3} req/s)\n", found.hi),
+                        .into()
+                } else {
+                    "not narrowed to the tolerance: the run budget or the rate bounds ended it".into()
+                },
+                found.trials.len(),
+                found.max_runs
+            ),
+            None => format!("no rate tried met the SLOs (down to {:.3} req/s)\n", found.hi),
+        },
     };
     if let Some((metric, share)) = &found.limiting {
         out += &format!(

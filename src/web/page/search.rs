@@ -4,10 +4,11 @@
 //! table of runs. The search is the library's (`bench::run::max_rate`, `planner::capacity`), run in
 //! the engine worker; every run is saved to the history like a sweep's.
 
-use super::i18n::{use_text, Text};
+use super::i18n::{use_text, Text, UiLang};
 use super::sweep::{rate_text, H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::present::pareto::tick_text;
 use crate::bench::run::max_rate::MaxRate;
+use crate::bench::Lang;
 use leptos::prelude::*;
 
 /// A search in progress or done.
@@ -32,7 +33,10 @@ pub fn trying_text(rate: f64, n: usize, t: &Text) -> String {
 }
 
 /// What the search found, in a line (the CLI's last line, in the page's language).
-fn found_text(f: &MaxRate, t: &Text) -> String {
+fn found_text(f: &MaxRate, t: &Text, lang: Lang) -> String {
+    if let Some(u) = &f.unreachable {
+        return u.text(lang);
+    }
     match f.rate {
         Some(_) if f.no_limit_found() => {
             let why = if f.whole_workload_at_once { t.search_at_once } else { t.search_not_narrowed };
@@ -123,6 +127,7 @@ fn SearchChart(found: MaxRate) -> impl IntoView {
 #[component]
 pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
     let t = use_text();
+    let UiLang(lang) = expect_context::<UiLang>();
     let body = move || {
         let view = search.get()?;
         let t = t();
@@ -155,7 +160,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
             .collect_view();
         Some(
             view! {
-                <p class="note strong" data-testid="search-found">{found_text(&found, t)}</p>
+                <p class="note strong" data-testid="search-found">{found_text(&found, t, lang.get())}</p>
                 <p class="note muted">
                     {format!(
                         "SLO {} · ≥ {:.1}% · {}: {}",
