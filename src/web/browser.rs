@@ -150,3 +150,150 @@ fn tally(seen: &mut crate::bench::LongTasks, started_ms: f64, entries: js_sys::A
         seen.total_ms += ms;
     }
 }
+
+/// Watches the browser's conditions during one rate's run (see `bench::record::conditions`): the
+/// tab's visibility, the window's focus, a heartbeat timer on the main thread (its late ticks),
+/// the battery where `navigator.getBattery` exists; the page adds a lost device.
+pub struct ConditionWatch {
+    started_s: f64,
+    seen: std::rc::Rc<std::cell::RefCell<ConditionsSeen>>,
+    heartbeat: (i32, wasm_bindgen::closure::Closure<dyn FnMut()>),
+    listeners: Vec<Listener>,
+}
+
+/// An event listener added to a target, removed at `finish`.
+type Listener = (web_sys::EventTarget, &'static str, wasm_bindgen::closure::Closure<dyn FnMut()>);
+
+#[derive(Default)]
+struct ConditionsSeen {
+    conditions: crate::bench::record::conditions::Conditions,
+    /// (due, fired) of each heartbeat tick later than the bound.
+    late_ticks: Vec<(f64, f64)>,
+    last_tick_s: f64,
+    /// The battery's listener, once `getBattery` answered (removed at `finish`).
+    battery: Option<(web_sys::EventTarget, wasm_bindgen::closure::Closure<dyn FnMut()>)>,
+    finished: bool,
+}
+
+/// Late ticks kept: a hidden tab's 1 s cadence for almost three hours.
+const LATE_TICKS_KEPT: usize = 10_000;
+
+impl ConditionWatch {
+    /// `None` without a window (never on the page).
+    pub fn start() -> Option<ConditionWatch> {
+        use crate::bench::record::conditions::{ConditionEvent, Conditions, HEARTBEAT_MS, LATE_BOUND_MS};
+        use wasm_bindgen::closure::Closure;
+        let window = web_sys::window()?;
+        let document = window.document()?;
+        let started_s = crate::clock::now_s();
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(ConditionsSeen {
+            conditions: Conditions::new(),
+            ..ConditionsSeen::default()
+        }));
+        if document.hidden() {
+            seen.borrow_mut().conditions.events.push(ConditionEvent::Hidden { at_s: 0.0 });
+        }
+        let at = move || crate::clock::now_s() - started_s;
+        let mut listeners = Vec::new();
+        let mut listen =
+            |target: web_sys::EventTarget, name: &'static str, event: fn(&web_sys::Document, f64) -> ConditionEvent| {
+                let (into, document) = (seen.clone(), document.clone());
+                let callback = Closure::<dyn FnMut()>::new(move || {
+                    into.borrow_mut().conditions.events.push(event(&document, at()));
+                });
+                target.add_event_listener_with_callback(name, callback.as_ref().unchecked_ref()).ok()?;
+                listeners.push((target, name, callback));
+                Some(())
+            };
+        listen(document.clone().into(), "visibilitychange", |d, at_s| {
+            if d.hidden() {
+                ConditionEvent::Hidden { at_s }
+            } else {
+                ConditionEvent::Visible { at_s }
+            }
+        })?;
+        listen(window.clone().into(), "blur", |_, at_s| ConditionEvent::Blurred { at_s })?;
+        listen(window.clone().into(), "focus", |_, at_s| ConditionEvent::Focused { at_s })?;
+        let into = seen.clone();
+        let tick = Closure::<dyn FnMut()>::new(move || {
+            let mut s = into.borrow_mut();
+            let (due_s, fired_s) = (s.last_tick_s + HEARTBEAT_MS / 1000.0, at());
+            if fired_s - due_s > LATE_BOUND_MS / 1000.0 && s.late_ticks.len() < LATE_TICKS_KEPT {
+                s.late_ticks.push((due_s, fired_s));
+            }
+            s.last_tick_s = fired_s;
+        });
+        let heartbeat = window
+            .set_interval_with_callback_and_timeout_and_arguments_0(tick.as_ref().unchecked_ref(), HEARTBEAT_MS as i32)
+            .ok()?;
+        watch_battery(&window, seen.clone(), at);
+        Some(ConditionWatch { started_s, seen, heartbeat: (heartbeat, tick), listeners })
+    }
+
+    /// The engine's device was lost meanwhile.
+    pub fn device_lost(&self, reason: String) {
+        let at_s = crate::clock::now_s() - self.started_s;
+        let event = crate::bench::record::conditions::ConditionEvent::DeviceLost { at_s, reason };
+        self.seen.borrow_mut().conditions.events.push(event);
+    }
+
+    /// What was seen, the watch stopped. A late tick that one of the page's own `long_tasks`
+    /// (`(start, ms)`, as `LongTasks::tasks` keeps them) explains is not throttling.
+    pub fn finish(self, long_tasks: &[(f64, f64)]) -> crate::bench::record::conditions::Conditions {
+        if let Some(window) = web_sys::window() {
+            window.clear_interval_with_handle(self.heartbeat.0);
+        }
+        for (target, name, callback) in &self.listeners {
+            let _ = target.remove_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
+        }
+        let mut seen = self.seen.borrow_mut();
+        seen.finished = true;
+        if let Some((battery, callback)) = seen.battery.take() {
+            for name in ["chargingchange", "levelchange"] {
+                let _ = battery.remove_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
+            }
+        }
+        let mut conditions = std::mem::take(&mut seen.conditions);
+        conditions.until_s = crate::clock::now_s() - self.started_s;
+        conditions.add_late_ticks(&seen.late_ticks, long_tasks);
+        conditions
+    }
+}
+
+/// Records the power source and charge now and at each change, where `navigator.getBattery`
+/// exists (Chromium; not Firefox or Safari).
+fn watch_battery(
+    window: &web_sys::Window,
+    seen: std::rc::Rc<std::cell::RefCell<ConditionsSeen>>,
+    at: impl Fn() -> f64 + 'static,
+) {
+    let navigator = window.navigator();
+    let Ok(get) = js_sys::Reflect::get(&navigator, &"getBattery".into()) else { return };
+    let Some(get) = get.dyn_ref::<js_sys::Function>() else { return };
+    let Ok(promise) = get.call0(&navigator).and_then(|p| p.dyn_into::<js_sys::Promise>()) else {
+        return;
+    };
+    wasm_bindgen_futures::spawn_local(async move {
+        let Ok(battery) = JsFuture::from(promise).await else { return };
+        let read = std::rc::Rc::new(move |battery: &JsValue| {
+            let field = |name: &str| js_sys::Reflect::get(battery, &name.into()).ok();
+            let charging = field("charging")?.as_bool()?;
+            let level = field("level")?.as_f64().filter(|l| l.is_finite())?;
+            Some(crate::bench::record::conditions::ConditionEvent::Power { at_s: at(), charging, level })
+        });
+        if seen.borrow().finished {
+            return;
+        }
+        seen.borrow_mut().conditions.events.extend(read(&battery));
+        let (into, target) = (seen.clone(), battery.clone());
+        let callback = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+            let event = read(&target);
+            into.borrow_mut().conditions.events.extend(event);
+        });
+        let battery: web_sys::EventTarget = battery.unchecked_into();
+        for name in ["chargingchange", "levelchange"] {
+            let _ = battery.add_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
+        }
+        seen.borrow_mut().battery = Some((battery, callback));
+    });
+}

@@ -4,9 +4,10 @@
 // reload, the language switch, a malformed model (error shown, previous model kept), models from
 // local files and from a URL (cached, deleted; one named by a link waits for a yes; a bad header
 // refused before the data), a rate sweep with its knee, the playground, a dataset file, an A/B
-// experiment (verdict table, report, JSON), the Plan card, the engine switches in the run record and the
+// experiment (verdict table, report, JSON), the Plan card, a run with the tab hidden (INVALID, the band
+// on the timeline), the engine switches in the run record and the
 // history's A/B test, a run against a server (a mock here). E2E_ONLY=engine runs only 13–16,
-// E2E_ONLY=remote only the server's run (after loading the page).
+// E2E_ONLY=remote only the server's run, E2E_ONLY=conditions only the hidden tab's (after loading the page).
 // Screenshots go to OUT (default target/e2e).
 // Usage: node tests/e2e/dashboard.mjs [URL | DIST] [OUT]
 //   URL: a running server (./scripts/serve); DIST: a folder built by scripts/build-web, served
@@ -132,6 +133,10 @@ if (process.env.E2E_ONLY === 'remote') {
   await remoteRun();
   await finish();
 }
+if (process.env.E2E_ONLY === 'conditions') {
+  await hiddenRun();
+  await finish();
+}
 await check(await byId('setting-requests').inputValue() === '8', 'requests not read from the URL');
 await check(await byId('setting-input').inputValue() === '16:48', 'input length not read from the URL');
 
@@ -173,6 +178,11 @@ const stat = async (i) => parseFloat((await page.locator('.stat-value').nth(i).t
 await check(await stat(4) > 0, 'output throughput is not a positive number');
 const ttftP50 = Number(await page.locator('[data-testid=summary] tbody tr').first().locator('td').nth(1).textContent());
 await check(ttftP50 > 0, `TTFT p50 is ${ttftP50}`);
+// The run's verdict on itself: nothing held this run back.
+const validity = await text('validity');
+console.log(`run 1: ${validity}`);
+await check(/^VALID/.test(validity) && !(await byId('validity').getAttribute('class')).includes('invalid'),
+  `the default run is not VALID: ${validity}`);
 const timer = await text('timer-resolution');
 console.log(`report: ${await stat(4)} tok/s, TTFT p50 ${ttftP50} ms; ${timer}`);
 await check(/µs \(cross-origin isolated\)/.test(timer), `timer resolution not fine-grained: ${timer}`);
@@ -224,6 +234,10 @@ const lag = result.summary.timestamp_lag_ms;
 await check(lag?.count > 0 && lag.p99 >= 0 && result.steps.some((s) => typeof s.readback_lag_s === 'number'),
   `no timestamp lag in the JSON: ${JSON.stringify(lag)}`);
 await check(typeof result.summary.long_tasks?.count === 'number', 'no long-task count in the JSON');
+// The browser's conditions, recorded by the page: its heartbeat, no hidden interval.
+const conditions = result.summary.browser_conditions;
+await check(conditions?.heartbeat_ms === 100 && conditions.until_s > 0 && !conditions.events.some((e) => e.event === 'hidden')
+  && result.validity?.valid === true, `the conditions or the verdict in the JSON: ${JSON.stringify([conditions, result.validity])}`);
 await check(/Stamp lag/.test(await text('text-report')), 'the text report has no timestamp lag row');
 console.log(`timestamp lag p50 ${lag.p50.toFixed(3)} ms, p99 ${lag.p99.toFixed(3)} ms over ${lag.count} steps; `
   + `long tasks ${result.summary.long_tasks.count} (longest ${result.summary.long_tasks.longest_ms.toFixed(0)} ms)`);
@@ -327,7 +341,7 @@ try {
 await byId('cancel').click();
 await byId('report').waitFor({ timeout: 120000 }).catch(() => fail('no report after cancel'));
 const cancelled = await page.locator('.runs .run .run-name').first().textContent();
-console.log(`cancelled run: ${cancelled}`);
+console.log(`cancelled run: ${cancelled}; ${await text('validity')}`);
 await check(/cancelled/.test(cancelled), 'the cancelled run is not marked');
 await check(Number((await page.locator('.stat-value').nth(1).textContent()).trim()) > 0, 'a cancelled run shows no failed requests');
 await byId('setting-requests').fill('8');
@@ -584,9 +598,59 @@ console.log(`playground: ${timing}`);
 await check(!timing.startsWith('Error'), timing);
 await check(await page.locator('[data-testid=tokens] .token').count() > 0, 'no token chips');
 
+await hiddenRun();
 await engineChecks();
 await remoteRun();
 await finish();
+
+// 12a. The tab hidden for 3 s during a run (document.hidden overridden and visibilitychange
+// dispatched: headless Chromium hides no tab through CDP — a minimised window, another tab in
+// front, a frozen lifecycle all leave it 'visible'): the run is INVALID, its reason names the
+// interval, and the timeline shades it with a label.
+async function hiddenRun() {
+  await byId('setting-requests').fill('16');
+  await byId('setting-rate').fill('4');
+  const setHidden = (hidden) => page.evaluate((hidden) => {
+    if (hidden) {
+      Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+      Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    } else {
+      delete document.hidden;
+      delete document.visibilityState;
+    }
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, hidden);
+  await runAndWait('hidden tab', async () => {
+    await byId('run').click();
+    await page.waitForFunction(() => /finished \d+ \/ 16/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
+      null, { timeout: 120000 }).catch(() => fail('hidden tab: the run never started'));
+    await setHidden(true);
+    await page.waitForTimeout(3000);
+    await setHidden(false);
+  }, { live: false });
+  const verdict = await text('validity');
+  console.log(`hidden tab: ${verdict}`);
+  await check(/^INVALID/.test(verdict) && /the tab was hidden from [\d.]+ s to [\d.]+ s, inside the measured phase/.test(verdict),
+    `hidden tab: the run is not INVALID for it: ${verdict}`);
+  const tl = byId('timeline');
+  // The timeline redraws at most every 250 ms: the final one may follow the report.
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline]')?.dataset.hidden === '1', null,
+    { timeout: 5000 }).catch(() => {});
+  await check(await tl.getAttribute('data-hidden') === '1', `hidden tab: the timeline draws ${await tl.getAttribute('data-hidden')} hidden bands`);
+  await check(/tab hidden/.test(await page.locator('[data-testid=timeline] .tl-hidden text').textContent()), 'hidden tab: the band has no label');
+  await check(await page.locator('.runs .run').first().locator('[data-testid=run-invalid]').count() === 1,
+    'hidden tab: the history does not mark the run INVALID');
+  const hiddenResult = await downloadResult();
+  const events = hiddenResult.summary.browser_conditions?.events ?? [];
+  const [hid, shown] = [events.find((e) => e.event === 'hidden'), events.find((e) => e.event === 'visible')];
+  await check(hid && shown && shown.at_s - hid.at_s > 2.5 && shown.at_s - hid.at_s < 6
+    && hiddenResult.validity?.reasons?.some((r) => r.reason === 'hidden'),
+    `hidden tab: the JSON's conditions or verdict: ${JSON.stringify([events, hiddenResult.validity])}`);
+  await tl.screenshot({ path: `${out}/timeline-hidden.png` });
+  await byId('validity').screenshot({ path: `${out}/validity-hidden.png` });
+  await byId('setting-requests').fill('8');
+  await byId('setting-rate').fill('20');
+}
 
 // 17. The same run service against a server: an OpenAI-compatible mock (here) streams 3 tokens a
 // request; the page's run record names the server and the page's timer, every request streamed,

@@ -171,7 +171,9 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
     }
     out.push_str("</div>\n");
 
-    let t = Timeline::draw(&r.requests, &r.steps, None, r.config.is_server()).with_steady(r.metrics.steady.as_ref());
+    let t = Timeline::draw(&r.requests, &r.steps, None, r.config.is_server())
+        .with_steady(r.metrics.steady.as_ref())
+        .with_conditions(r.metrics.browser_conditions.as_ref());
     let l = timeline::labels(lang, t.server);
     let _ = write!(
         out,

@@ -11,6 +11,7 @@ use std::fmt::Write;
 use crate::bench::base::lang::Lang;
 use crate::bench::base::stats::nice_step;
 use crate::bench::measure::steady::SteadyState;
+use crate::bench::record::conditions::Conditions;
 use crate::bench::record::raw::{RequestRecord, StepSample};
 
 /// Width of the drawing, in SVG user units (the page scales it to its card).
@@ -34,6 +35,11 @@ pub const MARK: &str = "#e11d48";
 /// The steady window's band, drawn faint behind the bars.
 pub const STEADY: &str = "#10b981";
 pub const STEADY_OPACITY: &str = "0.18";
+/// The bands over the intervals in which the browser held the page back: hidden, throttled.
+pub const HELD: &str = "#64748b";
+pub const HELD_OPACITY: &str = "0.28";
+/// The same band's colour in a legend's swatch, as it shows over white.
+pub const HELD_SWATCH: &str = "rgba(100, 116, 139, 0.4)";
 
 /// The geometry of one timeline: path data in SVG user units, `WIDTH` × [`Timeline::height`].
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -60,10 +66,40 @@ pub struct Timeline {
     /// reached one.
     #[serde(default)]
     pub steady: String,
+    /// Bands over the intervals in which the tab was hidden or the page's timers throttled
+    /// ([`crate::bench::record::conditions`]), each labelled; empty for the CLI's runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldBand>,
     /// Bars drawn per phase, and marks, for tests and `data-` attributes.
     pub counts: Counts,
     /// Axis labels: x position and seconds.
     pub ticks: Vec<(f64, f64)>,
+}
+
+/// One interval in which the browser held the page back: where it is drawn and why.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HeldBand {
+    /// Left edge and width in SVG user units, over the bars' whole height.
+    pub x: f64,
+    pub w: f64,
+    pub hidden: bool,
+}
+
+impl HeldBand {
+    /// The rectangle's path data, `height` tall.
+    pub fn path(&self, height: f64) -> String {
+        format!("M{:.1} 0h{:.1}v{height:.2}h{:.1}z", self.x, self.w, -self.w)
+    }
+
+    /// Its label in `lang`, drawn at its top left.
+    pub fn label(&self, lang: Lang) -> &'static str {
+        let l = labels(lang, false);
+        if self.hidden {
+            l.hidden
+        } else {
+            l.throttled
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -168,6 +204,27 @@ impl Timeline {
         self
     }
 
+    /// The same timeline with a band over each interval in which `conditions` say the tab was
+    /// hidden or the page throttled.
+    pub fn with_conditions(mut self, conditions: Option<&Conditions>) -> Timeline {
+        self.held.clear();
+        let Some(c) = conditions.filter(|_| self.rows > 0) else { return self };
+        let scale = (WIDTH - 2.0 * PAD) / self.end_s.max(1e-9);
+        let x = |s: f64| PAD + s.clamp(0.0, self.end_s) * scale;
+        let hidden = c.hidden().into_iter().map(|i| (i, true));
+        let throttled = c.throttled().into_iter().map(|(i, _)| (i, false));
+        for (i, is_hidden) in hidden.chain(throttled) {
+            if i.from_s <= self.end_s {
+                self.held.push(HeldBand {
+                    x: x(i.from_s),
+                    w: (x(i.to_s) - x(i.from_s)).max(MIN_BAR),
+                    hidden: is_hidden,
+                });
+            }
+        }
+        self
+    }
+
     /// Height of the whole drawing: bars, step strip, axis labels.
     pub fn height(&self) -> f64 {
         self.bars_height + 3.0 + STEP_STRIP + AXIS
@@ -190,6 +247,16 @@ impl Timeline {
         );
         if !self.steady.is_empty() {
             let _ = write!(out, "<path d=\"{}\" fill=\"{STEADY}\" fill-opacity=\"{STEADY_OPACITY}\"/>", self.steady);
+        }
+        for band in &self.held {
+            let _ = write!(
+                out,
+                "<path d=\"{}\" fill=\"{HELD}\" fill-opacity=\"{HELD_OPACITY}\"/>\
+                 <text x=\"{:.1}\" y=\"11\" font-size=\"11\" fill=\"#334155\">{}</text>",
+                band.path(self.bars_height),
+                band.x + 3.0,
+                band.label(lang)
+            );
         }
         for (d, colour) in [(&self.waiting, WAITING), (&self.prefill, PREFILL), (&self.decode, DECODE)] {
             let _ = write!(out, "<path d=\"{d}\" fill=\"{colour}\"/>");
@@ -224,6 +291,9 @@ pub struct Labels {
     pub marks: &'static str,
     pub steps: &'static str,
     pub steady: &'static str,
+    /// The bands over the intervals in which the browser held the page back.
+    pub hidden: &'static str,
+    pub throttled: &'static str,
     /// For a server: why there is no prefill phase.
     pub server_note: &'static str,
 }
@@ -238,6 +308,8 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             marks: "preempted / failed",
             steps: "engine steps",
             steady: "steady window (ramp-up and drain outside it)",
+            hidden: "tab hidden",
+            throttled: "throttled",
             server_note: "A server does not say when it scheduled a request: waiting and prefill are one phase, \
                           from arrival to the first token.",
         },
@@ -249,6 +321,8 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             marks: "被抢占 / 失败",
             steps: "引擎步",
             steady: "稳态窗口（爬升与排空在其外）",
+            hidden: "标签页隐藏",
+            throttled: "被节流",
             server_note: "服务器不报告调度时间：排队与预填充合为一段，从到达到首个 token。",
         },
     }
@@ -396,6 +470,33 @@ mod tests {
         st.never = Some("the queue grew".into());
         assert!(t.clone().with_steady(Some(&st)).steady.is_empty());
         assert!(t.with_steady(None).steady.is_empty());
+    }
+
+    #[test]
+    fn hidden_and_throttled_intervals_are_labelled_bands() {
+        use crate::bench::record::conditions::{ConditionEvent, Conditions};
+        let records: Vec<RequestRecord> =
+            (0..10).map(|i| request(i, i as f64, i as f64, i as f64 + 0.5, 10.0)).collect();
+        let t = Timeline::draw(&records, &[], None, false);
+        let mut c = Conditions {
+            until_s: 10.0,
+            events: vec![ConditionEvent::Hidden { at_s: 3.0 }, ConditionEvent::Visible { at_s: 5.0 }],
+            ..Conditions::new()
+        };
+        c.add_late_ticks(&[(7.0, 7.5)], &[]);
+        let drawn = t.clone().with_conditions(Some(&c));
+        let inner = WIDTH - 2.0 * PAD;
+        assert_eq!(drawn.held.len(), 2, "{:?}", drawn.held);
+        let hidden = drawn.held[0];
+        assert!(
+            hidden.hidden && (hidden.x - (PAD + 0.3 * inner)).abs() < 0.06 && (hidden.w - 0.2 * inner).abs() < 0.06
+        );
+        assert!(!drawn.held[1].hidden);
+        let svg = drawn.svg(Lang::En);
+        assert!(svg.contains(">tab hidden</text>") && svg.contains(">throttled</text>"), "{svg}");
+        assert!(drawn.svg(Lang::Zh).contains(">标签页隐藏</text>"));
+        assert!(t.clone().with_conditions(None).held.is_empty());
+        assert!(t.with_conditions(Some(&Conditions::new())).held.is_empty());
     }
 
     #[test]

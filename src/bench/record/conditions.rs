@@ -13,8 +13,12 @@ use serde::{Deserialize, Serialize};
 /// The heartbeat the page runs on its main thread during a run: a timer every this many ms.
 pub const HEARTBEAT_MS: f64 = 100.0;
 /// A heartbeat tick later than due by more than this, not explained by the page's own long tasks,
-/// is a throttled interval.
-pub const LATE_BOUND_MS: f64 = 50.0;
+/// is a throttled interval. A shown tab's timers are not throttled: what delays them there is the
+/// page's own work, which the long-task watch excuses task by task over 50 ms, but a row of
+/// shorter tasks on a loaded machine holds a tick back ~60 ms (seen in the e2e on SwiftShader).
+/// Chromium's throttling of a hidden tab aligns timers to whole seconds (a 100 ms tick ~900 ms
+/// late), then to minutes: far above this bound.
+pub const LATE_BOUND_MS: f64 = 250.0;
 
 /// What the page saw of the browser during one rate's run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -196,10 +200,10 @@ mod tests {
     #[test]
     fn late_ticks_merge_and_the_pages_own_long_tasks_excuse_theirs() {
         let mut c = Conditions::new();
-        // On time (20 ms late), then a hidden tab's 1 s cadence from 2 s: three ticks each 900 ms
-        // late, one interval; at 6 s a tick 80 ms late during a 120 ms long task of the page.
-        let ticks = [(1.0, 1.02), (2.0, 2.9), (3.0, 3.9), (4.0, 4.9), (6.0, 6.08)];
-        c.add_late_ticks(&ticks, &[(5.95, 120.0)]);
+        // Nearly on time (80 ms late), then a hidden tab's 1 s cadence from 2 s: three ticks each
+        // 900 ms late, one interval; at 6 s a tick 300 ms late during a 350 ms long task of the page.
+        let ticks = [(1.0, 1.08), (2.0, 2.9), (3.0, 3.9), (4.0, 4.9), (6.0, 6.3)];
+        c.add_late_ticks(&ticks, &[(5.95, 350.0)]);
         let throttled = c.throttled();
         assert_eq!(throttled.len(), 1, "{throttled:?}");
         let (interval, late_ms) = throttled[0];

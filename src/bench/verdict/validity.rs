@@ -433,7 +433,7 @@ mod tests {
         throttled.add_late_ticks(&[(5.0, 5.9), (6.0, 6.9), (7.0, 7.9)], &[]);
         let v = judged(Some(&throttled), &records, 0.0);
         let [Invalid::Throttled { from_s, to_s, late_ms, bound_ms }] = v.reasons[..] else { panic!("{:?}", v.reasons) };
-        assert_eq!((from_s, to_s, late_ms.round(), bound_ms), (5.0, 7.9, 900.0, 50.0));
+        assert_eq!((from_s, to_s, late_ms.round(), bound_ms), (5.0, 7.9, 900.0, 250.0));
         assert!(v.text(Lang::En).contains("throttled the page from 5.0 s to 7.9 s"), "{}", v.text(Lang::En));
         assert!(v.text(Lang::Zh).contains("节流"), "{}", v.text(Lang::Zh));
     }

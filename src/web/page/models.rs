@@ -127,6 +127,11 @@ pub fn refresh_cached(state: AppState) {
 
 /// The page's side of a lost device: no model, and the status says why.
 pub fn device_lost(state: AppState, fault: String) {
+    state.watch.with_value(|w| {
+        if let Some(watch) = &w.conditions {
+            watch.device_lost(fault.clone());
+        }
+    });
     state.model_info.set(None);
     state.status.set(Status::Error(fault));
 }

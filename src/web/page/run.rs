@@ -8,7 +8,7 @@ use super::i18n::{use_text, Text};
 use super::link::RunSink;
 use super::search::{trying_text, SearchView};
 use super::settings::{self, Field, Problems, RunRequest};
-use super::state::{AppState, Phase, RunProgress};
+use super::state::{AppState, Phase, RateSeen, RunProgress};
 use super::sweep::{rate_text, SweepView};
 use crate::bench::{self, WorkloadSpec};
 use crate::web::protocol::{ChartData, Command, Context, Destination, Ended, Refused};
@@ -158,7 +158,7 @@ pub fn refused_text(refused: Refused, t: &Text) -> Option<String> {
 /// The page's state when a command starts: busy, nothing shown, a sweep view when several rates
 /// are asked for.
 fn begin(state: AppState, rates: &[f64], ttft_slo_ms: Option<f64>) {
-    state.long_tasks.set_value(Default::default());
+    state.watch.set_value(Default::default());
     state.phase.set(Phase::Running);
     state.run_error.set(None);
     state.progress.set(Some(RunProgress::Baseline));
@@ -185,12 +185,17 @@ fn finish(state: AppState, ended: Ended) {
             s.found = search;
         }
     });
-    let long_tasks = state.long_tasks.try_update_value(|log| std::mem::take(&mut log.done)).unwrap_or_default();
+    let seen = state.watch.try_update_value(|w| std::mem::take(&mut w.done)).unwrap_or_default();
     let last = results.len().saturating_sub(1);
     for (i, (rate, mut result)) in results.into_iter().enumerate() {
         // Matched by position and rate: a rate cut short by Cancel has its own reading.
-        if let Some((_, seen)) = long_tasks.get(i).filter(|(r, _)| r.total_cmp(&rate).is_eq()) {
-            result.metrics.long_tasks = Some(seen.clone());
+        if let Some(seen) = seen.get(i).filter(|s| s.rate.total_cmp(&rate).is_eq()) {
+            result.metrics.long_tasks = seen.long_tasks.clone();
+            if seen.conditions.is_some() {
+                // The worker judged the run without them: judged again with them.
+                result.metrics.browser_conditions = seen.conditions.clone();
+                result.stamp();
+            }
         }
         let mut name = run_name(&WorkloadSpec { rate, ..spec.clone() }, &label, batch);
         if i == last && cancelled {
@@ -349,7 +354,10 @@ pub(super) fn sink(state: AppState) -> RunSink {
                     s.started(rate);
                 }
             });
-            state.long_tasks.update_value(|log| log.watch = crate::web::browser::LongTaskWatch::start());
+            state.watch.update_value(|w| {
+                w.long_tasks = crate::web::browser::LongTaskWatch::start();
+                w.conditions = crate::web::browser::ConditionWatch::start();
+            });
             frame.borrow_mut().reset();
             state.progress.set(Some(RunProgress::Requests { finished: 0, total: requests }));
             state.charts.set(ChartData::default());
@@ -376,10 +384,11 @@ pub(super) fn sink(state: AppState) -> RunSink {
             show_next_frame(state, frame.clone());
         }
         RunUpdate::RateDone { rate, result } => {
-            state.long_tasks.update_value(|log| {
-                if let Some(watch) = log.watch.take() {
-                    log.done.push((rate, watch.finish()));
-                }
+            state.watch.update_value(|w| {
+                let long_tasks = w.long_tasks.take().map(|watch| watch.finish());
+                let tasks = long_tasks.as_ref().map_or(&[][..], |t| &t.tasks[..]);
+                let conditions = w.conditions.take().map(|watch| watch.finish(tasks));
+                w.done.push(RateSeen { rate, long_tasks, conditions });
             });
             // Frames still pending would show a stale snapshot over the final one.
             frame.borrow_mut().reset();

@@ -99,9 +99,9 @@ pub struct AppState {
     pub planned: RwSignal<Option<std::result::Result<crate::planner::capacity::Capacity, String>>>,
     /// The engine worker, and the command in progress's view (see [`super::link`]).
     pub engine: StoredValue<Option<Rc<super::link::Link>>, LocalStorage>,
-    /// The run in progress: long tasks of each rate done so far, and the watch of the current one
-    /// (the main thread's, so the page's side).
-    pub long_tasks: StoredValue<LongTaskLog, LocalStorage>,
+    /// The run in progress: what the page saw during each rate done so far (the main thread's
+    /// long tasks, the browser's conditions), and the watches of the current one.
+    pub watch: StoredValue<RunWatch, LocalStorage>,
 }
 
 /// The playground's output: the answer so far, its pieces with their gaps, the timing line.
@@ -119,12 +119,20 @@ pub struct Piece {
     pub gap_ms: f64,
 }
 
-/// See [`AppState::long_tasks`].
+/// See [`AppState::watch`].
 #[derive(Default)]
-pub struct LongTaskLog {
-    pub watch: Option<crate::web::browser::LongTaskWatch>,
-    /// (rate, what its run saw), in the order the rates ran.
-    pub done: Vec<(f64, crate::bench::LongTasks)>,
+pub struct RunWatch {
+    pub long_tasks: Option<crate::web::browser::LongTaskWatch>,
+    pub conditions: Option<crate::web::browser::ConditionWatch>,
+    /// What each rate's run saw, in the order the rates ran.
+    pub done: Vec<RateSeen>,
+}
+
+/// What the page saw during one rate's run (each `None` where the browser could not say).
+pub struct RateSeen {
+    pub rate: f64,
+    pub long_tasks: Option<crate::bench::LongTasks>,
+    pub conditions: Option<crate::bench::record::conditions::Conditions>,
 }
 
 /// The link's engine switches (see [`LinkSwitches`]), from the page's query string; a value that
@@ -180,7 +188,7 @@ impl AppState {
             },
             planned: RwSignal::new(None),
             engine: StoredValue::new_local(None),
-            long_tasks: StoredValue::new_local(LongTaskLog::default()),
+            watch: StoredValue::new_local(RunWatch::default()),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The per-request timeline card: the geometry of `crate::bench::present::timeline` drawn as one SVG of
-//! six paths (the steady window's band, waiting, prefill, decode, marks, step ticks) plus the axis labels, so that 1,000
+//! six paths (the steady window's band, waiting, prefill, decode, marks, step ticks) plus the axis labels
+//! and a labelled band over each interval the tab was hidden or throttled, so that 1,000
 //! requests redraw as fast as 10. Live, the run hands it a new timeline at most once per
 //! animation frame; it redraws at most every [`REDRAW_MS`], always ending on the newest.
 
@@ -67,6 +68,8 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 {swatch(timeline::MARK, l.marks)}
                 {(!server).then(|| swatch("#64748b", l.steps))}
                 {shown.with(|t| !t.steady.is_empty()).then(|| swatch(timeline::STEADY, l.steady))}
+                {shown.with(|t| t.held.iter().any(|b| b.hidden)).then(|| swatch(timeline::HELD_SWATCH, l.hidden))}
+                {shown.with(|t| t.held.iter().any(|b| !b.hidden)).then(|| swatch(timeline::HELD_SWATCH, l.throttled))}
             </p>
             {server.then(|| view! { <p class="note">{l.server_note}</p> })}
         }
@@ -83,6 +86,8 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
             data-marks=count(|t| t.counts.preemptions + t.counts.failed)
             data-steps=count(|t| t.counts.steps)
             data-steady=move || shown.with(|t| (!t.steady.is_empty()).to_string())
+            data-hidden=count(|t| t.held.iter().filter(|b| b.hidden).count())
+            data-throttled=count(|t| t.held.iter().filter(|b| !b.hidden).count())
         >
             <figcaption>
                 <span class="chart-title">{move || labels(lang.get(), false).title}</span>
@@ -107,6 +112,29 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 <path class="tl-decode" d=with(|t| t.decode.clone()) fill=timeline::DECODE></path>
                 <path class="tl-marks" d=with(|t| t.marks.clone()) stroke=timeline::MARK stroke-width="1.5"></path>
                 <path class="tl-steps" d=with(|t| t.steps.clone()) stroke="#64748b" stroke-width="1"></path>
+                {move || {
+                    shown
+                        .with(|t| {
+                            t.held
+                                .iter()
+                                .map(|band| {
+                                    let class = if band.hidden { "tl-held tl-hidden" } else { "tl-held tl-throttled" };
+                                    view! {
+                                        <g class=class>
+                                            <path
+                                                d=band.path(t.bars_height)
+                                                fill=timeline::HELD
+                                                fill-opacity=timeline::HELD_OPACITY
+                                            ></path>
+                                            <text x=format!("{:.1}", band.x + 3.0) y="11" class="tl-held-label">
+                                                {band.label(lang.get())}
+                                            </text>
+                                        </g>
+                                    }
+                                })
+                                .collect_view()
+                        })
+                }}
                 {move || {
                     shown
                         .with(|t| {

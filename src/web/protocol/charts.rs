@@ -86,7 +86,8 @@ impl ChartData {
             server,
             throughput: series.iter().map(|p| Point { x: p.t_s, y: p.output_tok_s }).collect(),
             timeline: Timeline::draw(&result.requests, &result.steps, None, result.config.is_server())
-                .with_steady(result.metrics.steady.as_ref()),
+                .with_steady(result.metrics.steady.as_ref())
+                .with_conditions(result.metrics.browser_conditions.as_ref()),
             ..ChartData::per_request(&result.requests, &result.steps)
         }
     }
