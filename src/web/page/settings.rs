@@ -281,7 +281,7 @@ pub fn SettingsPanel(
                             >
                                 {move || t().find_max_rate}
                             </button>
-                            <span class="hint">{move || t().find_max_rate_hint}</span>
+                            <span class="note inline">{move || t().find_max_rate_hint}</span>
                         </div>
                     }
                 })}
