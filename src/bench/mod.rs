@@ -34,11 +34,12 @@ pub use measure::metrics::{summarize, throughput_bucket_s, BenchmarkMetrics, Cos
 pub use present::report::{
     csv, run_warnings, text_report, text_report_for, validity_lines, Measured, LATENESS_WARN_MS,
 };
-pub use record::raw::{RequestRecord, StepSample, TokenTimes};
+pub use record::raw::{Cancelled, RequestRecord, StepSample, TokenTimes};
 pub use record::run_config::RunConfig;
 pub use result::BenchResult;
 pub use run::session::SessionSpec;
 pub use run::target::Target;
+pub use traffic::cancel::{Cancellations, CancelledBy, DelayRange};
 pub use traffic::prompts::{random_prompt, Prompt, PromptSource, TEXT_PROMPTS};
 pub use traffic::workload::{
     check_context, plan, Arrival, ArrivalSpan, Conversations, LenRange, PlannedRequest, SharedPrefix, WorkloadSpec,

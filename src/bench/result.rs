@@ -73,7 +73,7 @@ impl BenchResult {
     /// Requests were sent and none succeeded: a failed run, which the page marks as such and
     /// keeps out of the Pareto chart and the capacity plan.
     pub fn failed(&self) -> bool {
-        self.metrics.num_requests > 0 && self.metrics.completed == 0
+        self.metrics.completed == 0 && self.metrics.failed > 0
     }
 }
 
@@ -89,9 +89,11 @@ pub struct NoneSucceeded {
 }
 
 impl NoneSucceeded {
-    /// Of a session's results (every rate): `Some` when requests were sent and none succeeded.
+    /// Of a session's results (every rate): `Some` when requests were sent, none succeeded and
+    /// some failed (a run whose requests were all cancelled failed nothing). `sent` counts the
+    /// requests not cancelled.
     pub fn of(results: &[BenchResult]) -> Option<NoneSucceeded> {
-        let sent: usize = results.iter().map(|r| r.metrics.num_requests).sum();
+        let sent: usize = results.iter().map(|r| r.metrics.failed).sum();
         if sent == 0 || results.iter().any(|r| r.metrics.completed > 0) {
             return None;
         }
@@ -159,5 +161,12 @@ mod tests {
         assert_eq!(NoneSucceeded::of(&mixed), None, "one succeeded");
         assert!(!mixed[0].failed());
         assert_eq!(NoneSucceeded::of(&[]), None, "nothing sent");
+        let mut cancelled = failed(3, "");
+        cancelled.error = None;
+        cancelled.cancelled =
+            Some(crate::bench::record::raw::Cancelled { by: crate::bench::traffic::cancel::CancelledBy::User, at_s: 0.1 });
+        let stopped = [result(vec![cancelled])];
+        assert_eq!(NoneSucceeded::of(&stopped), None, "cancelled, not failed");
+        assert!(!stopped[0].failed());
     }
 }

@@ -20,7 +20,7 @@ use wasm_bindgen_futures::JsFuture;
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::run::target::Listener;
-use crate::bench::{Arrival, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
+use crate::bench::{Arrival, CancelledBy, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::dispatch::{self, Runtime};
@@ -120,7 +120,8 @@ fn js_text(e: &JsValue, key: Option<&ApiKey>) -> String {
 /// (2,000 streams would be 20,000 timer callbacks a second).
 #[derive(Default)]
 struct Stop {
-    set: Cell<bool>,
+    /// Who stopped the run, once it is stopped.
+    by: Cell<Option<CancelledBy>>,
     /// The controllers of the fetches in flight, by a key their [`Deadline`] holds.
     in_flight: RefCell<std::collections::HashMap<u64, web_sys::AbortController>>,
     next_key: Cell<u64>,
@@ -128,11 +129,11 @@ struct Stop {
 
 impl Stop {
     fn is_set(&self) -> bool {
-        self.set.get()
+        self.by.get().is_some()
     }
 
-    fn trigger(&self) {
-        if !self.set.replace(true) {
+    fn trigger(&self, by: CancelledBy) {
+        if self.by.replace(Some(by)).is_none() {
             let controllers: Vec<_> = self.in_flight.borrow_mut().drain().map(|(_, c)| c).collect();
             for controller in controllers {
                 controller.abort();
@@ -141,12 +142,15 @@ impl Stop {
     }
 }
 
-/// Aborts a fetch after its timeout (one timer), or when the run's [`Stop`] is triggered;
-/// remembers a timeout.
+/// Aborts a fetch after its timeout (one timer), at the workload's planned abort of the request
+/// (another), or when the run's [`Stop`] is triggered; remembers which timer fired.
 struct Deadline {
     controller: web_sys::AbortController,
     fired: Rc<Cell<bool>>,
     _timer: gloo_timers::callback::Timeout,
+    /// Set when the workload's abort fired.
+    withdrawn: Rc<Cell<bool>>,
+    _withdraw: Option<gloo_timers::callback::Timeout>,
     /// The run's stop and this fetch's key in it.
     stop: Option<(Rc<Stop>, u64)>,
 }
@@ -161,17 +165,24 @@ impl Drop for Deadline {
 
 impl Deadline {
     fn new(timeout_s: f64, stop: Option<Rc<Stop>>) -> Result<Self> {
+        Deadline::aborting(timeout_s, None, stop)
+    }
+
+    /// [`Deadline::new`] that also aborts the fetch `cancel_after_s` from now when given.
+    fn aborting(timeout_s: f64, cancel_after_s: Option<f64>, stop: Option<Rc<Stop>>) -> Result<Self> {
         let controller = web_sys::AbortController::new()
             .map_err(|e| Error::Invalid(format!("AbortController: {}", js_text(&e, None))))?;
-        let fired = Rc::new(Cell::new(false));
-        let timer = {
-            let (controller, fired) = (controller.clone(), fired.clone());
-            let ms = (timeout_s * 1000.0).ceil().clamp(0.0, u32::MAX as f64) as u32;
+        let aborts_after = |after_s: f64, flag: &Rc<Cell<bool>>| {
+            let (controller, flag) = (controller.clone(), flag.clone());
+            let ms = (after_s * 1000.0).ceil().clamp(0.0, u32::MAX as f64) as u32;
             gloo_timers::callback::Timeout::new(ms, move || {
-                fired.set(true);
+                flag.set(true);
                 controller.abort();
             })
         };
+        let (fired, withdrawn) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(false)));
+        let timer = aborts_after(timeout_s, &fired);
+        let withdraw = cancel_after_s.map(|after_s| aborts_after(after_s, &withdrawn));
         let stop = stop.map(|stop| {
             let key = stop.next_key.get();
             stop.next_key.set(key + 1);
@@ -182,7 +193,7 @@ impl Deadline {
             }
             (stop, key)
         });
-        Ok(Deadline { controller, fired, _timer: timer, stop })
+        Ok(Deadline { controller, fired, _timer: timer, withdrawn, _withdraw: withdraw, stop })
     }
 
     fn signal(&self) -> web_sys::AbortSignal {
@@ -416,7 +427,7 @@ impl Runtime for Page {
             ignore_eos,
             endpoint.thinking,
         ) {
-            Ok(body) => self.stream(&body.to_string(), &mut recorder).await,
+            Ok(body) => self.stream(&body.to_string(), request.cancel_after_s, &mut recorder).await,
             Err(e) => Err(RequestError::Request(e.to_string())),
         };
         let key = endpoint.api_key.as_ref();
@@ -425,8 +436,8 @@ impl Runtime for Page {
         (record, reply)
     }
 
-    fn stop_all(&self) {
-        self.stop.trigger();
+    fn stop_all(&self, by: CancelledBy) {
+        self.stop.trigger(by);
     }
 
     async fn scrape(&self, url: &str) -> std::result::Result<String, String> {
@@ -435,20 +446,30 @@ impl Runtime for Page {
 }
 
 impl Page {
-    async fn stream(&self, body: &str, recorder: &mut StreamRecorder) -> std::result::Result<(), RequestError> {
+    /// One request's stream; `cancel_after_s`: the workload aborts it that long after it is sent.
+    async fn stream(
+        &self,
+        body: &str,
+        cancel_after_s: Option<f64>,
+        recorder: &mut StreamRecorder,
+    ) -> std::result::Result<(), RequestError> {
         let key = self.endpoint.api_key.as_ref();
         let timeout_s = self.timeout_s;
-        let deadline =
-            Deadline::new(timeout_s, Some(self.stop.clone())).map_err(|e| RequestError::Request(e.to_string()))?;
+        let deadline = Deadline::aborting(timeout_s, cancel_after_s, Some(self.stop.clone()))
+            .map_err(|e| RequestError::Request(e.to_string()))?;
+        let cancelled = |by| RequestError::Cancelled { by, at_s: now_s() - self.t0 };
         let init = request_init(&self.endpoint, Some(body), &deadline.signal())
             .map_err(|e| RequestError::Request(e.to_string()))?;
         let url = self.endpoint.base_url.url(self.endpoint.api.path());
-        // An abort is the timeout (or Cancel); anything else is the text the browser gave.
+        // An abort is the timeout, the workload's abort or the run's stop; anything else is the
+        // text the browser gave.
         let aborted = |e: &JsValue, otherwise: fn(String) -> RequestError| {
             if deadline.fired.get() {
                 RequestError::Timeout(timeout_s)
-            } else if self.stop.is_set() {
-                RequestError::Cancelled
+            } else if deadline.withdrawn.get() {
+                cancelled(CancelledBy::Workload)
+            } else if let Some(by) = self.stop.by.get() {
+                cancelled(by)
             } else {
                 otherwise(js_text(e, key))
             }
@@ -483,9 +504,9 @@ impl Page {
         let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
         let closed_early = RequestError::ClosedEarly;
         loop {
-            if self.stop.is_set() {
+            if let Some(by) = self.stop.by.get() {
                 deadline.controller.abort();
-                return Err(RequestError::Cancelled);
+                return Err(cancelled(by));
             }
             let chunk = JsFuture::from(reader.read()).await.map_err(|e| aborted(&e, closed_early))?;
             let done = js_sys::Reflect::get(&chunk, &JsValue::from_str("done")).ok().and_then(|d| d.as_bool());

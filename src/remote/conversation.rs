@@ -131,7 +131,7 @@ mod tests {
     use super::*;
 
     fn request(prompt: Prompt) -> RemoteRequest {
-        RemoteRequest { id: 7, arrival_s: None, prompt, prompt_len: 5, max_tokens: 9, turn: None }
+        RemoteRequest { id: 7, arrival_s: None, prompt, prompt_len: 5, max_tokens: 9, turn: None, cancel_after_s: None }
     }
 
     fn ended(sent: Prompt, reply: &str, finish_s: Option<f64>) -> TurnEnd {

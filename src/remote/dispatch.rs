@@ -22,7 +22,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
-use crate::bench::RequestRecord;
+use crate::bench::{CancelledBy, RequestRecord};
 use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::{Api, Prompt, RemoteRequest, RunOptions, SCRAPE_PERIOD_S};
 
@@ -45,9 +45,10 @@ pub trait Runtime {
     /// (`request.turn.has_next`), else empty.
     async fn send(&self, request: RemoteRequest, arrival_s: f64) -> (RequestRecord, String);
 
-    /// Ends every request in flight at once, as `cancelled` with what it had received. Called once,
-    /// when the run stops; nothing is sent after it.
-    fn stop_all(&self);
+    /// Ends every request in flight at once, as cancelled `by` the run's stop with what it had
+    /// received. Called once, when the run stops; nothing is sent after it. (A request's own
+    /// planned abort, [`RemoteRequest::cancel_after_s`], is the runtime's to time in `send`.)
+    fn stop_all(&self, by: CancelledBy);
 
     /// One GET of a Prometheus `/metrics` URL, bounded by [`crate::remote::SCRAPE_TIMEOUT_S`] and
     /// [`crate::remote::SCRAPE_MAX_BYTES`].
@@ -162,7 +163,7 @@ impl<'a> Loop<'a> {
             let now = rt.now_s();
             if !self.release.stopped() && stop() {
                 self.release.stop();
-                rt.stop_all();
+                rt.stop_all(CancelledBy::User);
             }
             if now >= next_watch_s {
                 next_watch_s = next_watch(now);
@@ -170,7 +171,7 @@ impl<'a> Loop<'a> {
                     // Nothing more is sent, and what is in flight is cancelled: at saturation it
                     // would only drain a queue that grew for seconds.
                     saturation = Some(verdict);
-                    rt.stop_all();
+                    rt.stop_all(CancelledBy::SaturationStop);
                 }
             }
             while let Some(Released { index, arrival_s }) = self.release.next(now) {
@@ -319,6 +320,7 @@ mod tests {
 
     fn request(id: u64, arrival_s: Option<f64>) -> RemoteRequest {
         RemoteRequest {
+            cancel_after_s: None,
             id,
             arrival_s,
             prompt: Prompt::Text(format!("p{id}|")),
@@ -468,12 +470,32 @@ mod tests {
         assert_near(&sent(&fake), &[(0.0, 0), (0.5, 1), (1.0, 2)]);
         let r = &outcome.records;
         assert!(r[0].succeeded());
-        assert!(r[1..3].iter().all(|r| r.error.as_deref() == Some("cancelled")), "{r:?}");
+        let by_user = |r: &RequestRecord| {
+            r.cancelled.is_some_and(|c| c.by == CancelledBy::User && (c.at_s - 1.25).abs() < 1e-9) && r.error.is_none()
+        };
+        assert!(r[1..3].iter().all(by_user), "{r:?}");
         assert!((fake.now.get() - 1.25).abs() < 1e-9, "stopped at {}", fake.now.get());
         for (i, r) in r.iter().enumerate().skip(3) {
             assert_eq!((r.id, r.prompt_len, r.error.as_deref()), (i as u64, 3, None));
             assert!(r.arrival_s.is_nan(), "{r:?}");
         }
         assert_eq!(progress.last(), Some(&(3, 5)));
+    }
+
+    /// One slot; request 1 would stream for 0.5 s but the workload aborts it 0.1 s after its send
+    /// (at 0.5 s, when 0 ended): it ends cancelled by the workload at 0.6 s, not failed, and its
+    /// slot goes to request 2 then.
+    #[test]
+    fn a_planned_abort_ends_a_request_as_cancelled_and_frees_its_slot() {
+        let fake = Fake::new(|_| Some(0.5));
+        let mut requests: Vec<_> = (0..3).map(|i| request(i, Some(0.0))).collect();
+        requests[1].cancel_after_s = Some(0.1);
+        let options = RunOptions { max_concurrency: Some(1), ..RunOptions::default() };
+        let (outcome, _) = run_on(&fake, &requests, &options, f64::INFINITY);
+        assert_near(&sent(&fake), &[(0.0, 0), (0.5, 1), (0.6, 2)]);
+        let r = &outcome.records;
+        let c = r[1].cancelled.expect("cancelled");
+        assert!(c.by == CancelledBy::Workload && (c.at_s - 0.6).abs() < 1e-9 && r[1].error.is_none(), "{r:?}");
+        assert!(r[0].succeeded() && r[2].succeeded() && !r[1].succeeded());
     }
 }

@@ -150,10 +150,13 @@ impl RemoteSetup<'_> {
             server_metrics: self.server_metrics.clone(),
             gpu_metrics: self.gpu_metrics.clone(),
         };
-        let requests = match conversation_turns(spec) {
+        let mut requests = match conversation_turns(spec) {
             Some(turns) => turn_requests(plan, &turns, self.prompt)?,
             None => requests(plan, self.prompt)?,
         };
+        for r in &mut requests {
+            r.cancel_after_s = spec.cancel_after_s(r.id);
+        }
         Ok((requests, options))
     }
 
@@ -185,6 +188,9 @@ pub struct RemoteRequest {
     /// Its place in a conversation; its `prompt` is then the turn's own new text, and a later
     /// turn's whole prompt is made when the turn before it ends ([`conversation::next_turn`]).
     pub turn: Option<RemoteTurn>,
+    /// The workload aborts it this long after it is sent, closing its stream
+    /// ([`WorkloadSpec::cancel_after_s`]); `None`: it runs to its end.
+    pub cancel_after_s: Option<f64>,
 }
 
 /// The plan's requests with their prompts.
@@ -201,6 +207,7 @@ pub fn requests(
                 prompt_len: p.prompt_len,
                 max_tokens: p.output_len,
                 turn: None,
+                cancel_after_s: None,
             })
         })
         .collect()
@@ -233,6 +240,7 @@ pub fn turn_requests(
                 prompt_len: t.new_len,
                 max_tokens: p.output_len,
                 turn: Some(turn),
+                cancel_after_s: None,
             })
         })
         .collect()

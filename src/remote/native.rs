@@ -20,7 +20,7 @@ use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::run::target::Listener;
 use crate::bench::verdict::quality::Generated;
-use crate::bench::{PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
+use crate::bench::{CancelledBy, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::remote::bounds::{self, CappedBody};
 use crate::remote::dispatch::{self, Runtime};
@@ -276,7 +276,7 @@ struct Tokio {
     ignore_eos: bool,
     timeout_s: f64,
     t0: Instant,
-    stop_tx: watch::Sender<bool>,
+    stop_tx: watch::Sender<Option<CancelledBy>>,
 }
 
 impl Tokio {
@@ -287,7 +287,7 @@ impl Tokio {
             ignore_eos: options.ignore_eos,
             timeout_s: options.timeout_s,
             t0: Instant::now(),
-            stop_tx: watch::channel(false).0,
+            stop_tx: watch::channel(None).0,
         }
     }
 }
@@ -335,8 +335,8 @@ impl Runtime for Tokio {
         }
     }
 
-    fn stop_all(&self) {
-        self.stop_tx.send_replace(true);
+    fn stop_all(&self, by: CancelledBy) {
+        self.stop_tx.send_replace(Some(by));
     }
 
     async fn scrape(&self, url: &str) -> std::result::Result<String, String> {
@@ -363,10 +363,20 @@ async fn fetch_metrics(http: &reqwest::Client, url: &str) -> std::result::Result
     String::from_utf8(body).map_err(|_| "the answer is not UTF-8 text".to_string())
 }
 
-/// Resolves once the run is stopped (never, if it ends first).
-async fn stopped_by(stop: &mut watch::Receiver<bool>) {
-    if stop.wait_for(|&s| s).await.is_err() {
-        std::future::pending::<()>().await;
+/// Resolves once the run is stopped, with who stopped it (never, if it ends first).
+async fn stopped_by(stop: &mut watch::Receiver<Option<CancelledBy>>) -> CancelledBy {
+    let by = stop.wait_for(Option::is_some).await.map_or(None, |by| *by);
+    match by {
+        Some(by) => by,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves `after_s` from now when given (the workload's abort of this request), else never.
+async fn aborted_after(after_s: Option<f64>) {
+    match after_s {
+        Some(after_s) => tokio::time::sleep(duration(after_s)).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -382,9 +392,9 @@ struct Send {
 }
 
 impl Send {
-    /// The request's record, and its reply when a later turn needs it; `stopped` turning true
-    /// ends it as cancelled.
-    async fn send(self, mut stopped: watch::Receiver<bool>) -> (RequestRecord, String) {
+    /// The request's record, and its reply when a later turn needs it; `stopped` turning to who
+    /// stopped the run ends it as cancelled by them, and so does its own planned abort.
+    async fn send(self, mut stopped: watch::Receiver<Option<CancelledBy>>) -> (RequestRecord, String) {
         let r = &self.request;
         let exact = self.ignore_eos.then_some(r.max_tokens);
         let mut recorder = StreamRecorder::new(r.id, self.arrival_s, r.prompt_len, exact).max_tokens(r.max_tokens);
@@ -404,9 +414,14 @@ impl Send {
                 recorder.sent(self.t0.elapsed().as_secs_f64());
                 let stream = self.stream(&body, &mut recorder);
                 let timed = tokio::time::timeout(duration(self.timeout_s), stream);
+                let at_s = || self.t0.elapsed().as_secs_f64();
+                // Dropping the stream closes its connection: the server sees the abort.
                 tokio::select! {
                     outcome = timed => outcome.unwrap_or(Err(RequestError::Timeout(self.timeout_s))),
-                    () = stopped_by(&mut stopped) => Err(RequestError::Cancelled),
+                    by = stopped_by(&mut stopped) => Err(RequestError::Cancelled { by, at_s: at_s() }),
+                    () = aborted_after(r.cancel_after_s) => {
+                        Err(RequestError::Cancelled { by: CancelledBy::Workload, at_s: at_s() })
+                    }
                 }
             }
             Err(e) => Err(RequestError::Request(e.to_string())),

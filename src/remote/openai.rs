@@ -231,9 +231,10 @@ pub enum RequestError {
     /// The stream went on past the request's `max_tokens` (see [`crate::remote::bounds`]).
     #[error("too many tokens: {0}")]
     TooManyTokens(String),
-    /// The run was stopped (Cancel in the page, Ctrl-C in the CLI) while the request was out.
+    /// Cancelled while it was out, at `at_s` (seconds from the run's start): the workload's planned
+    /// abort, the run's stop (Cancel in the page, Ctrl-C in the CLI) or the saturation stop.
     #[error("cancelled")]
-    Cancelled,
+    Cancelled { by: crate::bench::CancelledBy, at_s: f64 },
     #[error("bad request: {0}")]
     Request(String),
 }

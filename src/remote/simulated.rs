@@ -8,7 +8,7 @@ use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::bench::RequestRecord;
+use crate::bench::{Cancelled, CancelledBy, RequestRecord};
 use crate::remote::dispatch::Runtime;
 use crate::remote::{Prompt, RemoteRequest};
 
@@ -19,7 +19,7 @@ pub struct SimulatedServer {
     /// Virtual seconds since the run's start.
     pub now: Cell<f64>,
     timers: RefCell<Vec<(f64, Waker)>>,
-    stopped: Cell<bool>,
+    stopped: Cell<Option<CancelledBy>>,
     pub lasts_s: Box<dyn Fn(u64) -> Option<f64>>,
     /// How long the client holds request `id` back before sending it (a slow client).
     pub held_s: Box<dyn Fn(u64) -> f64>,
@@ -34,7 +34,7 @@ impl SimulatedServer {
         SimulatedServer {
             now: Cell::new(0.0),
             timers: RefCell::default(),
-            stopped: Cell::new(false),
+            stopped: Cell::new(None),
             lasts_s: Box::new(lasts_s),
             held_s: Box::new(|_| 0.0),
             sent: RefCell::default(),
@@ -45,7 +45,7 @@ impl SimulatedServer {
     /// Ready at `at_s`, or once the run stops when `stoppable`.
     async fn until(&self, at_s: f64, stoppable: bool) {
         poll_fn(|cx| {
-            if self.now.get() >= at_s || (stoppable && self.stopped.get()) {
+            if self.now.get() >= at_s || (stoppable && self.stopped.get().is_some()) {
                 return Poll::Ready(());
             }
             self.timers.borrow_mut().push((at_s, cx.waker().clone()));
@@ -100,9 +100,13 @@ impl Runtime for SimulatedServer {
             RequestRecord { arrival_s, sent_s: Some(sent_s), ..RequestRecord::unsent(request.id, request.prompt_len) };
         match (self.lasts_s)(request.id) {
             Some(lasts_s) => {
-                self.until(sent_s + lasts_s, true).await;
-                if self.stopped.get() {
-                    record.error = Some("cancelled".into());
+                let aborted_s = request.cancel_after_s.map_or(f64::INFINITY, |after_s| sent_s + after_s);
+                self.until((sent_s + lasts_s).min(aborted_s), true).await;
+                let at_s = self.now.get();
+                if let Some(by) = self.stopped.get() {
+                    record.cancelled = Some(Cancelled { by, at_s });
+                } else if at_s >= aborted_s && at_s < sent_s + lasts_s {
+                    record.cancelled = Some(Cancelled { by: CancelledBy::Workload, at_s });
                 } else {
                     (record.finish_s, record.output_len) = (Some(self.now.get()), 3);
                 }
@@ -113,8 +117,8 @@ impl Runtime for SimulatedServer {
         (record, if keep { format!("r{}|", request.id) } else { String::new() })
     }
 
-    fn stop_all(&self) {
-        self.stopped.set(true);
+    fn stop_all(&self, by: CancelledBy) {
+        self.stopped.set(Some(by));
         self.timers.borrow_mut().drain(..).for_each(|t| t.1.wake());
     }
 

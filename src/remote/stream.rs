@@ -146,6 +146,7 @@ impl StreamRecorder {
                     r.usage_mismatch = mismatch;
                 }
             }
+            Err(RequestError::Cancelled { by, at_s }) => r.cancelled = Some(crate::bench::Cancelled { by, at_s }),
             Err(e) => r.error = Some(e.to_string()),
         }
         (self.record, self.reply.unwrap_or_default())

@@ -30,6 +30,7 @@ async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>
 
 fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
     WorkloadSpec {
+        cancel: None,
         arrival,
         rate,
         burstiness: 1.0,

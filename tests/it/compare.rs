@@ -26,6 +26,7 @@ async fn engine(max_seqs: usize) -> Engine {
 /// another, two per step in half the waves.
 fn spec() -> WorkloadSpec {
     WorkloadSpec {
+        cancel: None,
         arrival: Arrival::Poisson,
         rate: f64::INFINITY,
         burstiness: 1.0,

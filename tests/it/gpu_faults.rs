@@ -54,6 +54,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
         let (gpu, model) = load().await;
         let mut engine = Engine::new(model);
         let workload = WorkloadSpec {
+            cancel: None,
             arrival: Arrival::Concurrency,
             rate: 1.0,
             burstiness: 1.0,

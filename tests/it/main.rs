@@ -14,6 +14,7 @@ mod bad_flags;
 mod bad_input;
 mod batching;
 mod bench;
+mod cancel;
 mod compare;
 mod contracts;
 mod docs;

@@ -55,6 +55,7 @@ pub(crate) fn sim(cost: CostModel, limits: EngineLimits) -> Engine<SimExecutor> 
 
 pub(crate) fn spec(rate: f64, num_requests: usize, input_len: LenRange, output_len: LenRange) -> WorkloadSpec {
     WorkloadSpec {
+        cancel: None,
         arrival: Arrival::Poisson,
         rate,
         burstiness: 1.0,

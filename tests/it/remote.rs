@@ -294,6 +294,7 @@ fn requests(behaviours: &[Behaviour], gap_s: f64) -> Vec<RemoteRequest> {
         .iter()
         .enumerate()
         .map(|(i, &b)| RemoteRequest {
+            cancel_after_s: None,
             id: i as u64,
             arrival_s: Some(i as f64 * gap_s),
             prompt: Prompt::Ids(vec![b as u32, 7, 7, 7]),
@@ -361,6 +362,7 @@ fn a_conversations_turns_carry_its_replies_and_wait_for_them() {
     let first_words = ["1 hello", "3 doomed", "more", "more", "last", "last"];
     let requests: Vec<RemoteRequest> = (0..6)
         .map(|i| RemoteRequest {
+            cancel_after_s: None,
             id: i as u64,
             arrival_s: prev[i].is_none().then_some(0.01 * i as f64),
             prompt: Prompt::Text(first_words[i].into()),

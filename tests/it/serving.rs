@@ -30,9 +30,11 @@ pub(crate) struct Reply {
 
 pub(crate) struct Server {
     pub(crate) url: String,
-    in_flight: Arc<AtomicUsize>,
+    pub(crate) in_flight: Arc<AtomicUsize>,
     most_in_flight: Arc<AtomicUsize>,
     bodies: Arc<Mutex<Vec<String>>>,
+    /// Replies cut short because the client closed the stream.
+    pub(crate) aborted: Arc<AtomicUsize>,
 }
 
 /// The server's capacity: requests take their slots first come, first served (by ticket), so its
@@ -54,18 +56,26 @@ pub(crate) fn server(reply: Reply) -> Server {
         reply.capacity.map(|n| Arc::new(Slots { capacity: n, tickets: Mutex::new((0, 0)), freed: Condvar::new() }));
     let (a, b, c) = (in_flight.clone(), most_in_flight.clone(), bodies.clone());
     let served = Arc::new(AtomicUsize::new(0));
+    let aborted = Arc::new(AtomicUsize::new(0));
+    let cut = aborted.clone();
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let (a, b, c, slots, served) = (a.clone(), b.clone(), c.clone(), slots.clone(), served.clone());
+            let cut = cut.clone();
             thread::Builder::new()
                 .stack_size(64 << 10)
-                .spawn(move || serve(stream, reply, &a, &b, &c, slots.as_deref(), &served))
+                .spawn(move || {
+                    if !serve(stream, reply, &a, &b, &c, slots.as_deref(), &served) {
+                        cut.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
                 .unwrap();
         }
     });
-    Server { url, in_flight, most_in_flight, bodies }
+    Server { url, in_flight, most_in_flight, bodies, aborted }
 }
 
+/// Serves one connection; false when the client closed a reply's stream before its end.
 fn serve(
     stream: TcpStream,
     reply: Reply,
@@ -74,11 +84,11 @@ fn serve(
     bodies: &Mutex<Vec<String>>,
     slots: Option<&Slots>,
     served: &AtomicUsize,
-) {
+) -> bool {
     let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut stream = stream;
-    let Some((head, body)) = read_request(&mut reader) else { return };
+    let Some((head, body)) = read_request(&mut reader) else { return true };
     if head.starts_with("GET /v1/models") {
         let list = r#"{"object":"list","data":[{"id":"mock-model","object":"model"}]}"#;
         let head = format!(
@@ -86,7 +96,7 @@ fn serve(
             list.len()
         );
         let _ = stream.write_all(format!("{head}{list}").as_bytes());
-        return;
+        return true;
     }
     bodies.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -105,10 +115,12 @@ fn serve(
     let mut out = String::from(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
     );
+    let mut whole = true;
     for i in 0..reply.tokens {
         let data = format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"t{i}\",\"finish_reason\":null}}]}}\n\n");
         out.push_str(&format!("{:x}\r\n{data}\r\n", data.len()));
         if stream.write_all(out.as_bytes()).is_err() {
+            whole = false;
             break;
         }
         out.clear();
@@ -126,7 +138,7 @@ fn serve(
         s.tickets.lock().unwrap().1 += 1;
         s.freed.notify_all();
     }
-    let _ = stream.write_all(format!("{:x}\r\n{usage}\r\n0\r\n\r\n", usage.len()).as_bytes());
+    whole && stream.write_all(format!("{:x}\r\n{usage}\r\n0\r\n\r\n", usage.len()).as_bytes()).is_ok()
 }
 
 pub(crate) fn scratch(name: &str) -> PathBuf {
@@ -547,6 +559,7 @@ fn client_capacity() {
         let client = Client::new(endpoint).unwrap();
         let requests: Vec<RemoteRequest> = (0..n)
             .map(|i| RemoteRequest {
+                cancel_after_s: None,
                 id: i as u64,
                 arrival_s: Some(i as f64 / rate),
                 prompt: Prompt::Ids(vec![1, 2, 3, 4]),

@@ -92,6 +92,23 @@ fn engine_soak_under_kv_pressure_with_prefix_cache() {
     assert_eq!((r["kv_blocks_in_use_at_end"].as_u64(), r["kv_blocks_total"].as_u64()), (Some(0), Some(48)));
 }
 
+/// A quarter of the requests cancelled 5–40 ms after submission, under KV pressure: the ledger
+/// expects exactly their cancelled finishes (a golden one's tokens must still be a prefix of its
+/// reference), every block comes back, and the rest finish.
+#[test]
+fn engine_soak_with_cancellations() {
+    let args = ["--num-requests", "200", "--rate", "50", "--seed", "13", "--warmup", "50"];
+    let args = [&args[..], &["--cancel-share", "0.25", "--cancel-after-ms", "5:40"]].concat();
+    let (code, stdout, stderr, r) = soak("cancel", &args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(r["violation_count"], 0, "{}", r["violations"]);
+    let (finished, cancelled) = (r["finished"].as_u64().unwrap(), r["cancelled"].as_u64().unwrap());
+    assert!(cancelled > 10 && finished + cancelled == 200, "{finished} finished, {cancelled} cancelled");
+    assert!(r["preemptions"].as_u64().unwrap() > 0);
+    assert_eq!((r["kv_blocks_in_use_at_end"].as_u64(), r["kv_blocks_total"].as_u64()), (Some(0), Some(48)));
+    assert!(stdout.contains(&format!("Cancelled by the workload: {cancelled}")), "{stdout}");
+}
+
 #[test]
 fn engine_soak_fails_when_it_proves_nothing_or_requests_are_refused() {
     // A cache large enough for everything: no preemption, so the run does not count as a soak.
@@ -161,6 +178,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
     let first = start_peer(&server, port);
     // 120 requests over about 12 s; the server dies at 4 s and is started again at 6 s.
     let spec = WorkloadSpec {
+        cancel: None,
         arrival: Arrival::Poisson,
         rate: 10.0,
         burstiness: 1.0,

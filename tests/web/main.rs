@@ -493,6 +493,7 @@ const SECRET: &str = "sk-tokenmeter-test-secret-4242";
 
 fn remote_spec(arrival: &str, rate: f64, concurrency: usize) -> tokenmeter::bench::WorkloadSpec {
     tokenmeter::bench::WorkloadSpec {
+        cancel: None,
         arrival: arrival.parse().unwrap(),
         rate,
         concurrency,
@@ -806,6 +807,7 @@ async fn a_real_server_round_trip_from_the_browser() {
     // A request past its timeout is aborted and recorded as a timeout, with what had arrived.
     let client = Client::new(Endpoint { model: models[0].clone(), ..endpoint.clone() });
     let long = tokenmeter::remote::RemoteRequest {
+        cancel_after_s: None,
         id: 0,
         arrival_s: Some(0.0),
         prompt: tokenmeter::remote::Prompt::Ids(vec![100; 16]),
@@ -839,6 +841,7 @@ async fn the_browser_client_caps_concurrency_and_stops_at_saturation() {
     };
     let client = Client::new(endpoint);
     let request = |id: u64, arrival_s: f64, max_tokens: usize| RemoteRequest {
+        cancel_after_s: None,
         id,
         arrival_s: Some(arrival_s),
         prompt: Prompt::Ids(vec![100; 8]),

@@ -39,6 +39,10 @@ pub enum Field {
     /// The share of requests that must meet every SLO: `--rate max`'s criterion, and `plan
     /// --find-replicas`'s.
     Attainment,
+    /// The share of requests the workload aborts (empty: none; [`Field::CancelAfter`] says when).
+    CancelShare,
+    /// Milliseconds after a request is sent that it is aborted: one value or a range (`50:200`).
+    CancelAfter,
     // The CLI's alone.
     ArrivalSpan,
     PrefixGroups,
@@ -64,8 +68,8 @@ pub enum Field {
 
 impl Field {
     /// The page's inputs, the first of [`Field::ALL`] (`field as usize` indexes them).
-    pub const PAGE: [Field; 27] = {
-        let mut page = [Field::Arrival; 27];
+    pub const PAGE: [Field; 29] = {
+        let mut page = [Field::Arrival; 29];
         let mut i = 0;
         while i < page.len() {
             page[i] = Field::ALL[i];
@@ -75,7 +79,7 @@ impl Field {
     };
 
     /// Every field: the page's, then the CLI's own.
-    pub const ALL: [Field; 37] = [
+    pub const ALL: [Field; 39] = [
         Field::Arrival,
         Field::Rate,
         Field::Burstiness,
@@ -103,6 +107,8 @@ impl Field {
         Field::WarmupS,
         Field::CooldownS,
         Field::Attainment,
+        Field::CancelShare,
+        Field::CancelAfter,
         Field::ArrivalSpan,
         Field::PrefixGroups,
         Field::MaxConcurrency,
@@ -174,6 +180,8 @@ impl Field {
             Field::Slo => "slo",
             Field::Dataset => "dataset",
             Field::Attainment => "attainment",
+            Field::CancelShare => "cancel_share",
+            Field::CancelAfter => "cancel_after_ms",
             Field::Endpoint => "endpoint",
             Field::ServedModel => "served_model",
             Field::Api => "api",
@@ -215,6 +223,8 @@ impl Field {
             Field::SaturationStop => "--no-saturation-stop",
             Field::Dataset => "--dataset",
             Field::Attainment => "--attainment",
+            Field::CancelShare => "--cancel-share",
+            Field::CancelAfter => "--cancel-after-ms",
             Field::Endpoint => "--endpoint",
             Field::ServedModel => "--served-model",
             Field::Api => "--api",
@@ -259,7 +269,9 @@ impl Field {
             | Field::Dataset
             | Field::Endpoint
             | Field::ServedModel
-            | Field::MinDuration => "",
+            | Field::MinDuration
+            | Field::CancelShare
+            | Field::CancelAfter => "",
         }
     }
 }

@@ -129,6 +129,14 @@ pub enum Rule {
     WholeConversationsNeedConversations,
     TurnsDatasetNeedsDataset,
     ThinkTimeNeedsTurns,
+    CancelShare {
+        share: f64,
+    },
+    CancelAfter {
+        text: String,
+    },
+    CancelNeedsBoth,
+    CancelWithConversations,
     SharedPrefixWithDataset,
     SharedPrefixLen {
         len: usize,
@@ -296,6 +304,13 @@ impl Rule {
             }
             TurnsDatasetNeedsDataset => "turns from the dataset: a ShareGPT dataset's own conversations".into(),
             ThinkTimeNeedsTurns => "think time: goes with turns (conversations)".into(),
+            CancelShare { share } => format!("cancel share {}: must be above 0 and at most 1", show(*share)),
+            CancelAfter { text } => format!(
+                "cancel after {text:?}: expected milliseconds from 0 to {} s, one value or a range (50 or 50:200)",
+                limits::MAX_SCHEDULE_S
+            ),
+            CancelNeedsBoth => "cancellations: give both the share and the delay (--cancel-share, --cancel-after-ms)".into(),
+            CancelWithConversations => "cancellations: not with conversations (a cancelled turn would end its conversation)".into(),
             SharedPrefixWithDataset => "shared prefix: not with a dataset (its rows bring their own prompts)".into(),
             SharedPrefixLen { len, shortest } => format!(
                 "shared prefix length {len}: must be from 1 to one below the shortest input length ({shortest})"
@@ -411,6 +426,13 @@ impl Rule {
             WholeConversationsNeedConversations => "数据集的完整对话：工作负载需要多轮对话".into(),
             TurnsDatasetNeedsDataset => "轮数 dataset：需要一个 ShareGPT 数据集".into(),
             ThinkTimeNeedsTurns => "思考时间：需与轮数（多轮对话）同用".into(),
+            CancelShare { share } => format!("取消比例 {}：必须大于 0 且不超过 1", show(*share)),
+            CancelAfter { text } => format!(
+                "取消延迟 {text:?}：应为 0 到 {} 秒之间的毫秒数，一个值或一个范围（50 或 50:200）",
+                limits::MAX_SCHEDULE_S
+            ),
+            CancelNeedsBoth => "取消：比例和延迟需同时给出（--cancel-share、--cancel-after-ms）".into(),
+            CancelWithConversations => "取消：不能与多轮对话同用（被取消的一轮会结束整个对话）".into(),
             SharedPrefixWithDataset => "共享前缀：不能与数据集同用（数据集自带提示）".into(),
             SharedPrefixLen { len, shortest } => {
                 format!("共享前缀长度 {len}：必须在 1 到最短输入长度减一（{shortest} − 1）之间")

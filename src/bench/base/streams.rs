@@ -11,6 +11,7 @@ pub const STREAM_PROMPTS: u64 = 3;
 pub const STREAM_PREFIXES: u64 = 4;
 pub const STREAM_CONVERSATIONS: u64 = 5;
 pub const STREAM_BLOCKS: u64 = 6;
+pub const STREAM_CANCELS: u64 = 7;
 
 /// An independent RNG per (seed, purpose, index), mixed with SplitMix64 so nearby seeds and
 /// indices give unrelated streams.

@@ -88,11 +88,21 @@ pub struct TimePoint {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchmarkMetrics {
-    /// Requests in the run: completed + failed.
+    /// Requests in the run: completed + failed + cancelled.
     #[serde(default)]
     pub num_requests: usize,
     pub completed: usize,
     pub failed: usize,
+    /// Requests cancelled before they finished, by who cancelled them
+    /// ([`crate::bench::traffic::cancel::CancelledBy`]: `workload`, `user`, `saturation_stop`):
+    /// neither completed nor failed, and in no latency figure. Absent when none was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cancelled: BTreeMap<String, usize>,
+    /// Planned requests never sent: the run was stopped (by the user, the saturation stop or a
+    /// device fault) before they were due. Not in `num_requests`; set by the session, 0 in
+    /// results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unsent: usize,
     /// From the benchmark start to the last finish.
     pub duration_s: f64,
     pub total_input_tokens: usize,
@@ -122,7 +132,7 @@ pub struct BenchmarkMetrics {
     /// Requests per second that met every SLO; `None` without an SLO.
     #[serde(rename = "goodput_req_s", alias = "goodput")]
     pub goodput: Option<f64>,
-    /// Share of all requests, failed ones included, that met every SLO.
+    /// Share of the requests not cancelled, failed ones included, that met every SLO.
     pub slo_attainment: Option<f64>,
     /// `None` (`null`) for a target that cannot report them (a server).
     pub preemptions: Option<u64>,
@@ -478,6 +488,11 @@ pub fn summarize(
     };
     let itl_ms: Vec<f64> = completed.iter().flat_map(|r| r.itl_s()).map(|s| s * 1000.0).collect();
     let good = slo.map(|slo| completed.iter().filter(|r| slo.met_by(r)).count() as f64);
+    let cancelled = records.iter().filter_map(RequestRecord::cancelled_by).fold(BTreeMap::new(), |mut by, who| {
+        *by.entry(who.name().to_string()).or_insert(0) += 1;
+        by
+    });
+    let not_cancelled = records.len() - cancelled.values().sum::<usize>();
     // Requests whose cached prompt tokens are known (the engine's once scheduled, a server's that
     // said).
     let (cached_tokens, prompt_tokens) = records
@@ -487,7 +502,9 @@ pub fn summarize(
     BenchmarkMetrics {
         num_requests: records.len(),
         completed: completed.len(),
-        failed: records.len() - completed.len(),
+        failed: not_cancelled - completed.len(),
+        cancelled,
+        unsent: 0,
         duration_s,
         total_input_tokens,
         total_output_tokens,
@@ -504,7 +521,7 @@ pub fn summarize(
         e2e_ms: latency_ms(RequestRecord::e2e_s),
         queue_ms: latency_ms(RequestRecord::queue_s),
         goodput: good.map(per_second),
-        slo_attainment: good.map(|g| g / records.len() as f64),
+        slo_attainment: good.map(|g| g / not_cancelled as f64),
         preemptions: Some(records.iter().map(|r| r.preemptions as u64).sum()),
         // fold from +0.0: an empty f64 sum is -0.0, which would print as "-0%".
         gpu_busy_fraction: per_second(steps.iter().fold(0.0, |busy, s| busy + s.duration_s)),
@@ -607,6 +624,10 @@ fn series(records: &[RequestRecord], steps: &[StepSample], duration_s: f64, buck
         .collect()
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -679,6 +700,30 @@ mod tests {
         let mut alone = records[0].clone();
         alone.session = None;
         assert!(summarize(&[alone], &[], None, 0.25).conversations.is_none());
+    }
+
+    /// Four requests by hand: a and b complete (TTFT 100 and 300 ms), c times out, d is cancelled by
+    /// the workload after its first token at 50 ms. d is neither completed nor failed, its TTFT is
+    /// in no figure, and with a TTFT SLO of 200 ms the attainment is a's one of the three not
+    /// cancelled.
+    #[test]
+    fn cancelled_requests_are_counted_apart_and_left_out_of_the_figures() {
+        use crate::bench::record::raw::Cancelled;
+        use crate::bench::traffic::cancel::CancelledBy;
+        let a = record(0, 0.0, 0.0, &[0.1, 0.2], 4);
+        let b = record(1, 0.0, 0.0, &[0.3, 0.4], 4);
+        let mut c = record(2, 0.0, 0.0, &[], 4);
+        c.error = Some("timeout: 5 s".into());
+        let mut d = record(3, 0.0, 0.0, &[0.05], 4);
+        (d.finish_s, d.cancelled) = (None, Some(Cancelled { by: CancelledBy::Workload, at_s: 0.06 }));
+        let slo = Slo { ttft_ms: Some(200.0), ..Slo::default() };
+        let m = summarize(&[a, b, c, d], &[], Some(&slo), 0.25);
+        assert_eq!((m.num_requests, m.completed, m.failed), (4, 2, 1));
+        assert_eq!(m.cancelled, BTreeMap::from([("workload".to_string(), 1)]));
+        assert_eq!(m.errors, BTreeMap::from([("timeout".to_string(), 1)]));
+        assert!(close(m.ttft_ms.mean, 200.0) && m.ttft_ms.count == 2, "{:?}", m.ttft_ms);
+        assert!(close(m.slo_attainment.unwrap(), 1.0 / 3.0), "{:?}", m.slo_attainment);
+        assert!(close(m.success_rate(), 2.0 / 3.0));
     }
 
     #[test]

@@ -74,7 +74,8 @@ impl Load {
         }
         let (first, last) = (arrivals[0], arrivals[arrivals.len() - 1]);
         let window_s = last - first;
-        let mut finishes: Vec<f64> = sent.iter().filter_map(|r| r.finish_s).collect();
+        // A request ends when it finishes or is cancelled (it is then no longer outstanding).
+        let mut finishes: Vec<f64> = sent.iter().filter_map(|r| r.finish_s.or(r.cancelled.map(|c| c.at_s))).collect();
         finishes.sort_by(f64::total_cmp);
         let completed = sent.iter().filter(|r| r.succeeded()).count();
         let last_finish = finishes.last().copied().unwrap_or(f64::NAN);

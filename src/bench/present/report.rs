@@ -80,6 +80,11 @@ struct Labels {
     advice: &'static str,
     success_rate: &'static str,
     errors: &'static str,
+    cancelled: &'static str,
+    cancelled_note: &'static str,
+    by_workload: &'static str,
+    by_user: &'static str,
+    by_saturation_stop: &'static str,
     stopped_short: &'static str,
     usage_mismatch: &'static str,
     redirected: &'static str,
@@ -160,6 +165,11 @@ const EN: Labels = Labels {
     advice: "Advice",
     success_rate: "Success rate",
     errors: "errors",
+    cancelled: "Cancelled",
+    cancelled_note: "neither completed nor failed, in no latency figure",
+    by_workload: "by the workload",
+    by_user: "by the user",
+    by_saturation_stop: "by the saturation stop",
     stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
     usage_mismatch:
         "requests: the server's usage.completion_tokens disagrees with the streamed tokens (usage_mismatch in the JSON)",
@@ -242,6 +252,11 @@ const ZH: Labels = Labels {
     advice: "建议",
     success_rate: "成功率",
     errors: "错误",
+    cancelled: "已取消",
+    cancelled_note: "既不算完成也不算失败，不计入任何延迟数据",
+    by_workload: "工作负载取消",
+    by_user: "用户停止",
+    by_saturation_stop: "饱和停止",
     stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
     usage_mismatch: "个请求的 usage.completion_tokens 与流式收到的 token 数不符（见 JSON 中的 usage_mismatch）",
     redirected: "个请求被服务器重定向（见 JSON 中的 redirected_to；多出的往返计入 TTFT）",
@@ -310,7 +325,8 @@ fn headline_lines(m: &BenchmarkMetrics, l: &Labels, lang: Lang, server: bool) ->
     let mut line = |text: String| out.push(text);
     // Tutorial layout first.
     line(format!("========== {} ==========", l.title));
-    line(format!("{}: {}", l.requests, m.completed + m.failed));
+    let cancelled: usize = m.cancelled.values().sum();
+    line(format!("{}: {}", l.requests, m.completed + m.failed + cancelled));
     if let Some(x) = &m.excluded {
         line(format!(
             "{}: {} + {} ({} {} s)",
@@ -322,6 +338,15 @@ fn headline_lines(m: &BenchmarkMetrics, l: &Labels, lang: Lang, server: bool) ->
         ));
     }
     line(format!("{}: {}", l.failed, m.failed));
+    if cancelled > 0 {
+        let by = |who: &str| match who {
+            "workload" => l.by_workload,
+            "user" => l.by_user,
+            _ => l.by_saturation_stop,
+        };
+        let kinds: Vec<String> = m.cancelled.iter().map(|(who, n)| format!("{} × {n}", by(who))).collect();
+        line(format!("{}: {cancelled} ({}; {})", l.cancelled, kinds.join(", "), l.cancelled_note));
+    }
     let ttft = if server { l.ttft_from_arrival } else { l.ttft };
     line(format!("{ttft}: {} {} ms, P50 {} ms", l.mean, num(m.ttft_ms.mean), num(m.ttft_ms.p50)));
     // Over the same completed requests, the difference of the means is the mean lateness.

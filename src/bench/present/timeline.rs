@@ -119,7 +119,8 @@ impl Timeline {
     pub fn draw(records: &[RequestRecord], steps: &[StepSample], now_s: Option<f64>, server: bool) -> Timeline {
         let sent: Vec<&RequestRecord> = records.iter().filter(|r| r.arrival_s.is_finite()).collect();
         let latest = |r: &RequestRecord| {
-            [r.finish_s, r.token_times_s.last().copied(), r.first_token_s, r.scheduled_s, Some(r.arrival_s)]
+            let cancelled = r.cancelled.map(|c| c.at_s);
+            [r.finish_s, cancelled, r.token_times_s.last().copied(), r.first_token_s, r.scheduled_s, Some(r.arrival_s)]
                 .into_iter()
                 .flatten()
                 .fold(f64::NEG_INFINITY, f64::max)
@@ -144,7 +145,8 @@ impl Timeline {
         let bar = if row >= 4.0 { row - 1.0 } else { row };
         for (i, r) in sent.iter().enumerate() {
             let y = i as f64 * row;
-            let end = r.finish_s.or(now_s.filter(|_| r.error.is_none())).unwrap_or_else(|| latest(r));
+            let ended = r.finish_s.or(r.cancelled.map(|c| c.at_s));
+            let end = ended.or(now_s.filter(|_| r.error.is_none())).unwrap_or_else(|| latest(r));
             let phase = |path: &mut String, count: &mut usize, from: f64, to: f64| {
                 if from.is_finite() && to.is_finite() && to >= from {
                     let w = (x(to) - x(from)).max(MIN_BAR);

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::traffic::cancel::CancelledBy;
+
 /// What a record keeps of its output tokens' times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenTimes {
@@ -150,6 +152,20 @@ pub struct RequestRecord {
     pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Ended before it finished, by whom and when ([`crate::bench::traffic::cancel`]): neither
+    /// completed nor failed, and left out of the latency figures; what it received before is kept.
+    /// Absent for a request that finished or failed, and in results saved before it was recorded
+    /// (where a stopped run's requests in flight failed as "cancelled").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Cancelled>,
+}
+
+/// When a request was cancelled, and by whom.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cancelled {
+    pub by: CancelledBy,
+    /// Seconds from the benchmark's start.
+    pub at_s: f64,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -165,7 +181,7 @@ impl RequestRecord {
     }
 
     pub fn succeeded(&self) -> bool {
-        self.error.is_none() && self.finish_s.is_some()
+        self.error.is_none() && self.finish_s.is_some() && self.cancelled.is_none()
     }
 
     /// Time to first token ([`crate::latency::ttft_s`]) from the planned arrival: what a user who
@@ -185,11 +201,13 @@ impl RequestRecord {
         Some(self.sent_s? - self.arrival_s)
     }
 
-    /// When the request stopped holding the target (and a `--max-concurrency` slot): a server's
-    /// stream's end, else its finish, or for a failure the last time it recorded (a token, the first token, the send, the first
+    /// When the request stopped holding the target (and a `--max-concurrency` slot): its
+    /// cancellation, a server's stream's end, else its finish, or for a failure the last time it recorded (a token, the first token, the send, the first
     /// scheduling); `None` when it recorded none.
     pub fn ended_s(&self) -> Option<f64> {
-        self.stream_end_s
+        self.cancelled
+            .map(|c| c.at_s)
+            .or(self.stream_end_s)
             .or(self.finish_s)
             .or(self.token_times_s.last().copied())
             .or(self.first_token_s)
@@ -252,13 +270,19 @@ impl RequestRecord {
     }
 
     /// What kind of failure, for counting: the error's text before its first ": " ("timeout",
-    /// "http 500", "cancelled"); "unfinished" for a record that never finished without an error.
+    /// "http 500"); "unfinished" for a record that never finished without an error or a
+    /// cancellation. `None` for one that finished, or was cancelled ([`RequestRecord::cancelled`]).
     pub fn error_kind(&self) -> Option<&str> {
-        match (&self.error, self.finish_s) {
-            (Some(e), _) => Some(e.split_once(": ").map_or(e.as_str(), |(kind, _)| kind)),
-            (None, None) => Some("unfinished"),
-            (None, Some(_)) => None,
+        match (&self.error, self.finish_s, self.cancelled) {
+            (Some(e), _, _) => Some(e.split_once(": ").map_or(e.as_str(), |(kind, _)| kind)),
+            (None, None, None) => Some("unfinished"),
+            (None, _, _) => None,
         }
+    }
+
+    /// Cancelled, and by whom; `None` for a request that finished or failed.
+    pub fn cancelled_by(&self) -> Option<CancelledBy> {
+        self.cancelled.filter(|_| self.error.is_none()).map(|c| c.by)
     }
 
     /// Finished with fewer tokens than asked (a server that stopped at EOS despite `ignore_eos`).
@@ -378,6 +402,13 @@ mod tests {
         assert_eq!(r.error_kind(), Some("cancelled"));
         (r.error, r.finish_s) = (None, None);
         assert_eq!(r.error_kind(), Some("unfinished"));
+        r.cancelled = Some(Cancelled { by: CancelledBy::Workload, at_s: 2.0 });
+        assert_eq!((r.error_kind(), r.cancelled_by(), r.succeeded()), (None, Some(CancelledBy::Workload), false));
+        r.finish_s = Some(2.25);
+        assert!(!r.succeeded(), "a cancelled request never completed, whatever its finish says");
+        let back: RequestRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.cancelled, r.cancelled);
+        assert!(serde_json::to_string(&r).unwrap().contains(r#""cancelled":{"by":"workload","at_s":2.0}"#));
         let json = serde_json::to_string(&record()).unwrap();
         assert!(!json.contains("chunk_tokens") && !json.contains("requested_output_len"), "{json}");
         assert_eq!(serde_json::from_str::<RequestRecord>(&json).unwrap(), record());

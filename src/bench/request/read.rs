@@ -12,6 +12,7 @@ use crate::bench::measure::metrics::Slo;
 use crate::bench::record::phases::Phases;
 use crate::bench::record::run_config::MLPERF_MIN_DURATION_S;
 use crate::bench::run::max_rate::RateSearch;
+use crate::bench::traffic::cancel::{Cancellations, DelayRange};
 use crate::bench::traffic::endpoint::{Api, BaseUrl, NamedTarget, ServerAddress};
 use crate::bench::traffic::workload::{
     context_rule, Arrival, ArrivalSpan, Conversations, LenRange, SharedPrefix, WorkloadSpec,
@@ -349,6 +350,7 @@ fn workload(
     lens: [Option<LenRange>; 2],
     conversations: Option<Conversations>,
     shared_prefix: Option<SharedPrefix>,
+    cancel: Option<Cancellations>,
 ) -> WorkloadSpec {
     let rates = rates
         .rates
@@ -370,7 +372,33 @@ fn workload(
         saturation_stop: s.saturation_stop.unwrap_or(true) && conversations.is_none(),
         shared_prefix,
         conversations,
+        cancel,
     }
+}
+
+/// The workload's cancellations: `Some(None)` when neither field is given, `None` when one is
+/// broken or given without the other (said in `problems`).
+fn cancellations(r: &Reader) -> Option<Option<Cancellations>> {
+    let (share, after) = (r.given(Field::CancelShare), r.given(Field::CancelAfter));
+    match (&share, &after) {
+        (None, None) => return Some(None),
+        (Some(_), None) => r.broken(Field::CancelAfter, Rule::CancelNeedsBoth),
+        (None, Some(_)) => r.broken(Field::CancelShare, Rule::CancelNeedsBoth),
+        (Some(_), Some(_)) => {}
+    }
+    let share = share.map(|text| match limits::parse_number(&text, 0.0, 1.0) {
+        Ok(share) if share > 0.0 => Some(share),
+        Ok(share) => {
+            r.broken(Field::CancelShare, Rule::CancelShare { share });
+            None
+        }
+        Err(_) => {
+            r.broken(Field::CancelShare, Rule::Number { min: 0.0, max: 1.0 });
+            None
+        }
+    });
+    let after_s = after.map(|text| DelayRange::parse_ms(&text).map_err(|rule| r.broken(Field::CancelAfter, rule)).ok());
+    Some(Some(Cancellations { share: share.flatten()?, after_s: after_s.flatten()? }))
 }
 
 /// The workload's own rules at every rate, leaving out those about fields already broken (their
@@ -436,7 +464,8 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
     let conversations = conversations(&r, n.think_time_s, dataset);
     let shared_prefix = shared_prefix(&r, &n);
     let policy = policy(&r, &s);
-    let spec = workload(&n, &s, &rates, lens, conversations.flatten(), shared_prefix.flatten());
+    let cancel = cancellations(&r);
+    let spec = workload(&n, &s, &rates, lens, conversations.flatten(), shared_prefix.flatten(), cancel.flatten());
     workload_problems(&r, &spec, &rates, dataset, caps, lens);
     let phases = Phases {
         warmup_requests: n.warmup_requests.unwrap_or(0),

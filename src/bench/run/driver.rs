@@ -7,8 +7,9 @@
 
 use crate::bench::base::thinking::ThinkTags;
 use crate::bench::measure::saturation::Saturation;
-use crate::bench::record::raw::{RequestRecord, StepSample, TokenTimes};
+use crate::bench::record::raw::{Cancelled, RequestRecord, StepSample, TokenTimes};
 use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
+use crate::bench::traffic::cancel::CancelledBy;
 use crate::bench::traffic::prompts::Prompt;
 use crate::bench::traffic::workload::{conversation_turns, PlannedRequest, Turn, WorkloadSpec};
 use crate::engine::{Engine, Event, EventKind, Executor, Request, SamplingParams, StepStats};
@@ -66,7 +67,8 @@ pub async fn run_watched<X: Executor>(
     let mut slept_until = f64::NEG_INFINITY;
     while !run.release.done() {
         if cancelled() || saturation.is_some() {
-            run.cancel_in_flight(engine);
+            let by = if saturation.is_some() { CancelledBy::SaturationStop } else { CancelledBy::User };
+            run.cancel_in_flight(engine, by, engine.model.now_s() - t0);
             break;
         }
         // 1. Release what is due.
@@ -80,6 +82,7 @@ pub async fn run_watched<X: Executor>(
         while let Some(released) = run.release.next(now) {
             run.submit(engine, released, now);
         }
+        run.cancel_due(engine, now);
         // 2. Run a step, or wait for the next arrival.
         if !engine.has_work() {
             if let Some(next) = run.release.next_due_s() {
@@ -122,8 +125,11 @@ struct Run<'a> {
     /// Each request's output ids, kept to split thinking from answer at the end and to carry a
     /// reply into its conversation's next turn.
     output_ids: Vec<Vec<u32>>,
-    /// Engine id → index in the plan.
+    /// Engine id → index in the plan, for the requests in the engine (a cancelled one leaves).
     by_engine_id: Vec<(u64, usize)>,
+    /// When each request the workload aborts is due to be cancelled (its submission plus its
+    /// drawn delay), once submitted.
+    cancel_at_s: Vec<Option<f64>>,
     release: Release,
 }
 
@@ -163,6 +169,7 @@ impl<'a> Run<'a> {
             records,
             steps: Vec::new(),
             by_engine_id: Vec::new(),
+            cancel_at_s: vec![None; plan.len()],
         })
     }
 
@@ -181,7 +188,10 @@ impl<'a> Run<'a> {
         // plus think time), so the driver's own lateness counts.
         self.records[i].arrival_s = arrival_s;
         match engine.submit(req) {
-            Ok(eid) => self.by_engine_id.push((eid, i)),
+            Ok(eid) => {
+                self.by_engine_id.push((eid, i));
+                self.cancel_at_s[i] = self.options.spec.cancel_after_s(self.plan[i].id).map(|after_s| now + after_s);
+            }
             Err(e) => {
                 self.records[i].error = Some(e.to_string());
                 self.ended(i, now);
@@ -231,11 +241,33 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Cancels what is in flight (the run was stopped, or saturated).
-    fn cancel_in_flight<X: Executor>(&mut self, engine: &mut Engine<X>) {
+    /// Cancels what is in flight, at `at_s` (the run was stopped, or saturated).
+    fn cancel_in_flight<X: Executor>(&mut self, engine: &mut Engine<X>, by: CancelledBy, at_s: f64) {
         for &(eid, i) in &self.by_engine_id {
             if self.records[i].finish_s.is_none() && engine.cancel(eid) {
-                self.records[i].error = Some("cancelled".into());
+                self.records[i].cancelled = Some(Cancelled { by, at_s });
+            }
+        }
+    }
+
+    /// Cancels the requests the workload aborts that are due by `now` and still in the engine
+    /// (checked once a pass of the loop, so up to a step late; the record keeps the time it was
+    /// cancelled). The engine frees their KV blocks; their later events are not theirs any more.
+    fn cancel_due<X: Executor>(&mut self, engine: &mut Engine<X>, now: f64) {
+        let due = |&(_, i): &(u64, usize)| self.cancel_at_s[i].is_some_and(|at_s| at_s <= now);
+        let (due, kept): (Vec<_>, Vec<_>) = self.by_engine_id.iter().partition(|entry| due(entry));
+        if due.is_empty() {
+            return;
+        }
+        self.by_engine_id = kept;
+        for (eid, i) in due {
+            self.cancel_at_s[i] = None;
+            let r = &self.records[i];
+            if r.finish_s.is_none() && r.error.is_none() && engine.cancel(eid) {
+                self.records[i].cancelled = Some(Cancelled { by: CancelledBy::Workload, at_s: now });
+                self.ended(i, now);
+            } else {
+                self.by_engine_id.push((eid, i));
             }
         }
     }

@@ -16,6 +16,9 @@ pub struct Expected {
     /// Empty when the request ignores EOS.
     pub stop_ids: Vec<u32>,
     pub golden: Option<Vec<u32>>,
+    /// The workload cancels it (a planned abort): finishing as cancelled is then no violation,
+    /// and its output so far must still fit (a golden one: a prefix of its tokens).
+    pub cancels: bool,
 }
 
 #[derive(Debug)]
@@ -37,7 +40,10 @@ pub struct Ledger {
     entries: HashMap<u64, Entry>,
     pub violations: Vec<String>,
     pub violation_count: usize,
+    /// Requests that finished, cancelled ones not counted.
     pub finished: usize,
+    /// Requests the workload cancelled that ended so.
+    pub cancelled: usize,
     pub finished_by_stop: usize,
     pub golden_checked: usize,
     pub output_tokens: usize,
@@ -110,7 +116,10 @@ impl Ledger {
             EventKind::Finished { reason } => {
                 entry.finished = true;
                 let problem = check_output(&entry.expected, &entry.tokens, *reason);
-                self.finished += 1;
+                match reason {
+                    FinishReason::Cancelled => self.cancelled += 1,
+                    _ => self.finished += 1,
+                }
                 self.output_tokens += entry.tokens.len();
                 self.finished_by_stop += (*reason == FinishReason::Stop) as usize;
                 self.golden_checked += entry.expected.golden.is_some() as usize;
@@ -139,6 +148,9 @@ impl Ledger {
 fn check_output(expected: &Expected, tokens: &[u32], reason: FinishReason) -> Option<String> {
     let max = expected.max_new_tokens;
     let stop_at = tokens.iter().position(|t| expected.stop_ids.contains(t));
+    if reason == FinishReason::Cancelled {
+        return cancelled_output(expected, tokens, stop_at);
+    }
     if let Some(golden) = &expected.golden {
         if tokens != golden.as_slice() {
             let at = tokens.iter().zip(golden).position(|(a, b)| a != b).unwrap_or(tokens.len().min(golden.len()));
@@ -158,7 +170,28 @@ fn check_output(expected: &Expected, tokens: &[u32], reason: FinishReason) -> Op
             Some(format!("finished by stop, but the first stop id is at {stop_at:?} of {} tokens", tokens.len()))
         }
         FinishReason::Stop if tokens.len() > max => Some(format!("{} tokens, above the {max} asked", tokens.len())),
-        FinishReason::Cancelled => Some("cancelled, though nothing cancels in a soak".to_string()),
+        _ => None,
+    }
+}
+
+/// Whether a cancelled request's output so far fits: a planned cancellation, with no more tokens
+/// than asked, none past a stop id, and a golden one's tokens a prefix of its golden output.
+fn cancelled_output(expected: &Expected, tokens: &[u32], stop_at: Option<usize>) -> Option<String> {
+    let max = expected.max_new_tokens;
+    if !expected.cancels {
+        return Some("cancelled, though the workload did not cancel it".to_string());
+    }
+    if tokens.len() > max {
+        return Some(format!("cancelled with {} tokens, above the {max} asked", tokens.len()));
+    }
+    if stop_at.is_some_and(|at| at + 1 < tokens.len()) {
+        return Some(format!("cancelled after going past a stop id at token {stop_at:?}"));
+    }
+    match &expected.golden {
+        Some(golden) if !golden.starts_with(tokens) => {
+            let at = tokens.iter().zip(golden).position(|(a, b)| a != b).unwrap_or(golden.len());
+            Some(format!("cancelled, and its output differs from the golden one at token {at}"))
+        }
         _ => None,
     }
 }
@@ -197,7 +230,26 @@ mod tests {
     }
 
     fn three() -> Expected {
-        Expected { max_new_tokens: 3, stop_ids: vec![], golden: None }
+        Expected { max_new_tokens: 3, stop_ids: vec![], golden: None, cancels: false }
+    }
+
+    /// A planned cancellation ends a request with the tokens it had, which must still fit.
+    #[test]
+    fn a_planned_cancellation_passes_and_an_unplanned_one_does_not() {
+        let cancels = Expected { cancels: true, golden: Some(vec![5, 6, 7]), ..three() };
+        let cut = [SCHEDULED, first(5), token(6), finished(FinishReason::Cancelled)];
+        assert_eq!(run(cancels.clone(), &cut), Vec::<String>::new());
+        assert_eq!(run(cancels.clone(), &[SCHEDULED, finished(FinishReason::Cancelled)]), Vec::<String>::new());
+        let mut ledger = Ledger::default();
+        ledger.submitted(0, 0.0, cancels.clone());
+        for (i, kind) in cut.iter().enumerate() {
+            ledger.observe(&ev(0, i as f64, kind.clone()));
+        }
+        assert_eq!((ledger.finished, ledger.cancelled, ledger.close()), (0, 1, 0));
+        let wrong = [SCHEDULED, first(5), token(9), finished(FinishReason::Cancelled)];
+        assert_eq!(run(cancels.clone(), &wrong).len(), 1, "a golden prefix");
+        let long = [SCHEDULED, first(5), token(6), token(7), token(8), finished(FinishReason::Cancelled)];
+        assert_eq!(run(Expected { golden: None, ..cancels }, &long).len(), 1, "more than asked");
     }
 
     #[test]

@@ -90,6 +90,7 @@ pub async fn run_into<T: Target>(
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
         // hold, so the saved run could not be read back.
         requests.retain(|r| r.arrival_s.is_finite());
+        let unsent = planned.len() - requests.len();
         // The bucket follows the run's step time, so that slow steps do not alias into zeros.
         s.phases.mark(&mut requests);
         let implied = |records: &[RequestRecord]| {
@@ -114,6 +115,7 @@ pub async fn run_into<T: Target>(
                 m
             }
         };
+        metrics.unsent = unsent;
         metrics.steady = SteadyState::of(&requests, &steps, s.slo);
         metrics.delivered = DeliveredLoad::of(&requests, &spec);
         if !target.reports_steps() {

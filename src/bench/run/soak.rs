@@ -54,6 +54,8 @@ pub struct RssSample {
 pub struct SoakReport {
     pub requests: usize,
     pub finished: usize,
+    /// Requests the workload cancelled before they finished ([`WorkloadSpec::cancel`]).
+    pub cancelled: usize,
     pub finished_by_stop: usize,
     pub golden_checked: usize,
     pub prompt_tokens: usize,
@@ -131,7 +133,12 @@ fn request_for(spec: &SoakSpec, id: u64, prompt_len: usize, output_len: usize, v
         }
     };
     let stop_ids = if stops { spec.stop_ids.clone() } else { Vec::new() };
-    let expected = Expected { max_new_tokens, stop_ids: stop_ids.clone(), golden: golden.map(|g| g.tokens.clone()) };
+    let expected = Expected {
+        max_new_tokens,
+        stop_ids: stop_ids.clone(),
+        golden: golden.map(|g| g.tokens.clone()),
+        cancels: spec.workload.cancel_after_s(id).is_some(),
+    };
     let request = Request { prompt, max_new_tokens, sampling: greedy, stop_ids, ignore_eos: !stops };
     (request, expected)
 }
@@ -157,6 +164,9 @@ pub async fn run(
     let mut report = SoakReport { requests: planned.len(), ..SoakReport::default() };
     let mut rss_samples: Vec<RssSample> = Vec::with_capacity(4096);
     let (mut released, mut idle_steps, mut last_sample_s, mut ended) = (0usize, 0usize, f64::NEG_INFINITY, 0usize);
+    // The workload's planned aborts: (due, engine id), cancelled once due (the engine frees their
+    // blocks; the ledger expects their `Cancelled` finish).
+    let mut cancels: Vec<(f64, u64)> = Vec::new();
     let t0 = now_s();
     while ended < planned.len() {
         let now = now_s() - t0;
@@ -164,7 +174,12 @@ pub async fn run(
             let (request, expected) = request_for(spec, p.id, p.prompt_len, p.output_len, vocab);
             report.prompt_tokens += request.prompt.len();
             match engine.submit(request) {
-                Ok(id) => ledger.submitted(id, now_s(), expected),
+                Ok(id) => {
+                    ledger.submitted(id, now_s(), expected);
+                    if let Some(after_s) = spec.workload.cancel_after_s(p.id) {
+                        cancels.push((now + after_s, id));
+                    }
+                }
                 Err(e) => {
                     ledger.violation(format!("planned request {} refused: {e}", p.id));
                     ended += 1;
@@ -172,6 +187,14 @@ pub async fn run(
             }
             released += 1;
         }
+        cancels.retain(|&(due_s, id)| {
+            // Already finished (false) or cancelled now: either way no longer due.
+            let due = due_s <= now;
+            if due {
+                engine.cancel(id);
+            }
+            !due
+        });
         if !engine.has_work() {
             if let Some(next) = planned.get(released).and_then(|p| p.arrival_s) {
                 sleep_s(next - (now_s() - t0)).await;
@@ -188,11 +211,11 @@ pub async fn run(
             ledger.violation(format!("no token in {idle_steps} steps: the engine is stuck"));
             break;
         }
-        let before = ledger.finished;
+        let before = ledger.finished + ledger.cancelled;
         for e in &events {
             ledger.observe(e);
         }
-        ended += ledger.finished - before;
+        ended += ledger.finished + ledger.cancelled - before;
         let t = now_s() - t0;
         let warm = ledger.finished >= spec.warmup_requests;
         if warm && (report.rss_after_warmup_bytes.is_none() || t - last_sample_s >= spec.rss_every_s) {
@@ -202,7 +225,7 @@ pub async fn run(
             }
             last_sample_s = t;
         }
-        if ledger.finished > before {
+        if ledger.finished + ledger.cancelled > before {
             let rss_bytes = rss_samples.last().map(|s| s.bytes);
             on_progress(&SoakProgress {
                 finished: ledger.finished,
@@ -235,6 +258,7 @@ pub async fn run(
         ));
     }
     report.finished = ledger.finished;
+    report.cancelled = ledger.cancelled;
     report.finished_by_stop = ledger.finished_by_stop;
     report.golden_checked = ledger.golden_checked;
     report.output_tokens = ledger.output_tokens;

@@ -2,6 +2,7 @@
 //! conversations), datasets and traces as workloads, every request's prompt, and the endpoint a
 //! run request names.
 
+pub mod cancel;
 pub mod dataset;
 pub mod endpoint;
 pub mod prompts;

@@ -331,6 +331,7 @@ mod tests {
     /// Three sequential requests of `input_len` tokens, seed 42.
     fn spec(input_len: usize) -> WorkloadSpec {
         WorkloadSpec {
+            cancel: None,
             arrival: Arrival::Sequential,
             rate: f64::INFINITY,
             burstiness: 1.0,
@@ -519,6 +520,7 @@ mod tests {
     fn shared_prefixes_start_each_group_s_prompts() {
         use crate::bench::traffic::workload::{plan, Arrival, ArrivalSpan, LenRange, SharedPrefix};
         let spec = WorkloadSpec {
+            cancel: None,
             arrival: Arrival::Sequential,
             rate: f64::INFINITY,
             burstiness: 1.0,

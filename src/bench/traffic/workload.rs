@@ -16,6 +16,7 @@ use crate::bench::base::field::Field;
 use crate::bench::base::lang::Lang;
 use crate::bench::base::rules::{Problem, Rule};
 use crate::bench::base::streams::{stream, STREAM_ARRIVALS, STREAM_CONVERSATIONS, STREAM_LENGTHS};
+use crate::bench::traffic::cancel::Cancellations;
 use crate::bench::traffic::dataset::{Attach, CountTokens, Dataset, DatasetFormat, DatasetWorkload, Select};
 use crate::error::{Error, Result};
 use crate::limits;
@@ -177,6 +178,9 @@ pub struct WorkloadSpec {
     /// prompt is its own.
     #[serde(default)]
     pub shared_prefix: Option<SharedPrefix>,
+    /// A share of requests aborted a while after each is sent ([`Cancellations`]); absent: none.
+    #[serde(default)]
+    pub cancel: Option<Cancellations>,
     /// Multi-turn conversations ([`Conversations`]); absent: every request stands alone.
     #[serde(default)]
     pub conversations: Option<Conversations>,
@@ -279,7 +283,7 @@ impl Serialize for WorkloadSpec {
         let drawn = open && self.arrival != Arrival::Trace;
         let gamma = self.arrival == Arrival::Gamma;
         let concurrency = self.arrival == Arrival::Concurrency;
-        let mut out = serializer.serialize_struct("WorkloadSpec", 14)?;
+        let mut out = serializer.serialize_struct("WorkloadSpec", 15)?;
         out.serialize_field("arrival", &self.arrival)?;
         match drawn {
             true => out.serialize_field("rate", &self.rate.is_finite().then_some(self.rate))?,
@@ -321,11 +325,21 @@ impl Serialize for WorkloadSpec {
             Some(c) => out.serialize_field("conversations", c)?,
             None => out.skip_field("conversations")?,
         }
+        match &self.cancel {
+            Some(c) => out.serialize_field("cancel", c)?,
+            None => out.skip_field("cancel")?,
+        }
         out.end()
     }
 }
 
 impl WorkloadSpec {
+    /// When request `id` is aborted by the workload, seconds after it is sent; `None` for one left
+    /// to finish ([`Cancellations::after_s`]).
+    pub fn cancel_after_s(&self, id: u64) -> Option<f64> {
+        self.cancel.as_ref().and_then(|c| c.after_s(self.seed, id))
+    }
+
     /// The spec's rules and [`crate::limits`]' bounds: the first problem, as an error.
     pub fn validate(&self) -> Result<()> {
         self.problems().first().map_or(Ok(()), |p| Err(Error::Invalid(p.to_string())))
@@ -403,6 +417,15 @@ impl WorkloadSpec {
             let longest = self.prompt_range().max;
             if lengths_ok == [true, true] && c.turns.rule().is_none() && longest > limits::MAX_TOKENS {
                 broken(Field::Turns, Rule::HistoryTooLong { turns: c.turns.max, longest });
+            }
+        }
+        if let Some(c) = &self.cancel {
+            if let Some(rule) = c.rule() {
+                let field = if matches!(rule, Rule::CancelShare { .. }) { Field::CancelShare } else { Field::CancelAfter };
+                broken(field, rule);
+            }
+            if self.conversations.is_some() {
+                broken(Field::CancelShare, Rule::CancelWithConversations);
             }
         }
         if self.dataset.as_ref().is_some_and(|d| d.whole_conversations)
@@ -699,6 +722,7 @@ pub(crate) mod tests {
 
     pub(crate) fn spec(arrival: Arrival, rate: f64, num_requests: usize) -> WorkloadSpec {
         WorkloadSpec {
+            cancel: None,
             arrival,
             rate,
             burstiness: 1.0,

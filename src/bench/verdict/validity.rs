@@ -15,7 +15,9 @@
 //!   rate was stopped early because the target could not sustain it (requests never sent);
 //! - **a `--rate max` trial reached no steady state**;
 //! - **requests failed**, or **a stream broke the audit** (a server's usage impossible given its
-//!   chunks: `usage_mismatch`);
+//!   chunks: `usage_mismatch`); a request the workload cancelled is no failure, and is judged by
+//!   no objective (the SLO claim counts the requests not cancelled);
+//! - **the user stopped the run** before it ended (requests cancelled in flight, or never sent);
 //! - **the browser held the page back during the measured phase** (the page's runs): the tab was
 //!   hidden, or the page's timers ran late beyond their bound (throttled), in an interval that
 //!   overlaps the first measured arrival to the last measured request's end
@@ -33,6 +35,7 @@ use crate::bench::measure::saturation::Saturation;
 use crate::bench::record::conditions::{Conditions, Interval};
 use crate::bench::record::raw::RequestRecord;
 use crate::bench::record::run_config::Criteria;
+use crate::bench::traffic::cancel::CancelledBy;
 
 /// A run's verdict on itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,6 +95,11 @@ pub enum Invalid {
     Failures {
         failed: usize,
         requests: usize,
+    },
+    /// The user stopped the run: `cancelled` requests were in flight, `unsent` never sent.
+    StoppedByUser {
+        cancelled: usize,
+        unsent: usize,
     },
     StreamAudit {
         requests: usize,
@@ -153,6 +161,12 @@ impl Invalid {
             (Invalid::NoSteadyState, Lang::Zh) => "未达到稳态：搜索无法据此判断".into(),
             (Invalid::Failures { failed, requests }, Lang::En) => format!("{failed} of {requests} requests failed"),
             (Invalid::Failures { failed, requests }, Lang::Zh) => format!("{requests} 个请求中 {failed} 个失败"),
+            (Invalid::StoppedByUser { cancelled, unsent }, Lang::En) => format!(
+                "the run was stopped before it ended: {cancelled} requests cancelled in flight, {unsent} never sent"
+            ),
+            (Invalid::StoppedByUser { cancelled, unsent }, Lang::Zh) => {
+                format!("运行在结束前被停止：{cancelled} 个进行中的请求被取消，{unsent} 个未发送")
+            }
             (Invalid::StreamAudit { requests }, Lang::En) => {
                 format!("{requests} streams failed the audit: the server's usage is impossible given its chunks")
             }
@@ -197,9 +211,11 @@ pub struct Evidence<'a> {
 /// The verdict on one run.
 pub fn judge(e: &Evidence) -> Validity {
     let mut reasons = Vec::new();
+    // A request the workload or the user cancelled is judged by no objective.
+    let judged: Vec<&RequestRecord> = e.measured.iter().filter(|r| r.cancelled_by().is_none()).collect();
     let slo = e.slo.map(|slo| {
-        let over = e.measured.iter().filter(|r| !slo.met_by(r)).count();
-        let (measured, attainment) = (e.measured.len(), e.criteria.attainment);
+        let over = judged.iter().filter(|r| !slo.met_by(r)).count();
+        let (measured, attainment) = (judged.len(), e.criteria.attainment);
         SloClaim { attainment, measured, over, decision: decide(measured, over, attainment, EARLY_STOPPING_CONFIDENCE) }
     });
     if let Some(SloClaim { attainment, measured, over, decision: Decision::Undecided { needed } }) = slo {
@@ -229,6 +245,13 @@ pub fn judge(e: &Evidence) -> Validity {
     }
     if e.metrics.failed > 0 {
         reasons.push(Invalid::Failures { failed: e.metrics.failed, requests: e.metrics.num_requests });
+    }
+    let user = e.metrics.cancelled.get(CancelledBy::User.name()).copied().unwrap_or(0);
+    // Requests never sent without a saturation stop or a fault (which fails those in flight): the
+    // user stopped the run, perhaps between requests.
+    let unsent = e.metrics.unsent;
+    if user > 0 || (unsent > 0 && e.saturation.is_none() && e.metrics.failed == 0) {
+        reasons.push(Invalid::StoppedByUser { cancelled: user, unsent });
     }
     if e.metrics.usage_mismatch > 0 {
         reasons.push(Invalid::StreamAudit { requests: e.metrics.usage_mismatch });
@@ -381,6 +404,44 @@ mod tests {
         );
         let long = Criteria { min_duration_s: Some(31.0), ..Criteria::default() };
         assert!(verdict(&records(32, 0.05, 0), None, long).valid);
+    }
+
+    /// 459 requests meet a P99 claim. With 100 more cancelled by the workload (each with a TTFT far
+    /// over the bound) the claim still rests on the 459 and the run stays VALID; the same 100
+    /// cancelled by the user's stop make it INVALID for that reason alone, and unsent requests
+    /// (a stop between requests) too.
+    #[test]
+    fn cancelled_requests_are_judged_by_no_objective_and_a_users_stop_invalidates() {
+        use crate::bench::record::raw::Cancelled;
+        use crate::bench::traffic::cancel::CancelledBy;
+        let slo: Slo = "ttft_ms=100".parse().unwrap();
+        let cancelled = |by| {
+            let mut all = records(559, 0.05, 0);
+            for r in &mut all[459..] {
+                (r.first_token_s, r.finish_s) = (Some(r.arrival_s + 5.0), None);
+                r.cancelled = Some(Cancelled { by, at_s: r.arrival_s + 5.0 });
+            }
+            all
+        };
+        let planned = verdict(&cancelled(CancelledBy::Workload), Some(&slo), Criteria::default());
+        assert!(planned.valid, "{:?}", planned.reasons);
+        assert_eq!((planned.slo.unwrap().measured, planned.slo.unwrap().over), (459, 0));
+        let stopped = verdict(&cancelled(CancelledBy::User), Some(&slo), Criteria::default());
+        assert_eq!(stopped.reasons, [Invalid::StoppedByUser { cancelled: 100, unsent: 0 }]);
+        assert!(stopped.text(Lang::Zh).contains("被停止"), "{}", stopped.text(Lang::Zh));
+        let all = records(459, 0.05, 0);
+        let mut metrics = summarize(&all, &[], Some(&slo), 0.25);
+        metrics.unsent = 1;
+        let e = Evidence {
+            metrics: &metrics,
+            measured: &all,
+            measured_from_s: 0.0,
+            slo: Some(&slo),
+            criteria: Criteria::default(),
+            saturation: None,
+            conditions: None,
+        };
+        assert_eq!(judge(&e).reasons, [Invalid::StoppedByUser { cancelled: 0, unsent: 1 }]);
     }
 
     #[test]

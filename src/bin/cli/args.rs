@@ -79,6 +79,15 @@ pub(crate) struct BenchArgs {
     /// scheduled arrival, or `mlperf` (LoadGen's 600 s). None by default.
     #[arg(long, allow_hyphen_values = true)]
     pub(crate) min_duration_s: Option<String>,
+    /// Cancellations as a workload: abort this share of the requests (0 to 1, each drawn from
+    /// --seed) --cancel-after-ms after each is sent. Recorded as cancelled (not failed, in no
+    /// latency figure): what a user closing a chat does to the target.
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) cancel_share: Option<String>,
+    /// With --cancel-share: milliseconds after the send, one value (50) or a range drawn uniformly
+    /// per request (50:200).
+    #[arg(long, allow_hyphen_values = true)]
+    pub(crate) cancel_after_ms: Option<String>,
     /// Report language: en or zh.
     #[arg(long, default_value = "en")]
     pub(crate) lang: String,
@@ -152,6 +161,8 @@ impl BenchArgs {
             Field::Slo => self.slo.clone(),
             Field::Attainment => self.attainment.clone(),
             Field::MinDuration => self.min_duration_s.clone(),
+            Field::CancelShare => self.cancel_share.clone(),
+            Field::CancelAfter => self.cancel_after_ms.clone(),
             Field::CostPerHour => self.cost_per_hour.clone(),
             Field::WarmupRequests => text(&self.warmup_requests),
             Field::WarmupS => text(&self.warmup_s),

@@ -8,7 +8,8 @@ use clap::Args;
 use serde::Deserialize;
 use std::sync::Arc;
 use tokenmeter::bench::run::soak::{self, Golden, SoakSpec};
-use tokenmeter::bench::{Arrival, LenRange, WorkloadSpec};
+use tokenmeter::bench::base::rules::Rule;
+use tokenmeter::bench::{Arrival, Cancellations, DelayRange, Lang, LenRange, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count, parse_number};
@@ -69,6 +70,14 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 32.0, allow_negative_numbers = true,
           value_parser = |s: &str| parse_number(s, 0.0, 1e6))]
     rss_bound_mb: f64,
+    /// Cancellations as a workload: abort this share of the requests (0 to 1, drawn from --seed)
+    /// --cancel-after-ms after each is submitted; the ledger then expects their cancelled finish
+    /// and the KV check that every block comes back covers them.
+    #[arg(long, allow_negative_numbers = true)]
+    cancel_share: Option<f64>,
+    /// With --cancel-share: milliseconds after the submission, one value (50) or a range (50:200).
+    #[arg(long)]
+    cancel_after_ms: Option<String>,
     /// Write the report (figures, resident-memory samples, violations) as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -115,9 +124,23 @@ pub fn main(args: SoakArgs) -> i32 {
     }
 }
 
+/// The workload's cancellations from the two flags (both or neither).
+fn cancellations(args: &SoakArgs) -> Result<Option<Cancellations>> {
+    let invalid = |rule: Rule| Error::Invalid(rule.text(Lang::En));
+    match (args.cancel_share, &args.cancel_after_ms) {
+        (None, None) => Ok(None),
+        (Some(share), Some(after)) => {
+            let after_s = DelayRange::parse_ms(after).map_err(invalid)?;
+            Ok(Some(Cancellations { share, after_s }))
+        }
+        _ => Err(invalid(Rule::CancelNeedsBoth)),
+    }
+}
+
 /// Whether every check passed.
 async fn run(args: SoakArgs) -> Result<bool> {
     let workload = WorkloadSpec {
+        cancel: cancellations(&args)?,
         arrival: Arrival::Poisson,
         rate: args.rate,
         burstiness: 1.0,
@@ -134,6 +157,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
             .then_some(tokenmeter::bench::SharedPrefix { len: args.shared_prefix_len, groups: args.prefix_groups }),
         conversations: None,
     };
+    workload.validate()?;
     let store = DirStore::new(args.model.clone())?;
     let checkpoint = Checkpoint::open(&store).await?;
     let options = EngineOptions {
@@ -161,6 +185,7 @@ async fn run(args: SoakArgs) -> Result<bool> {
         rss_every_s: 0.5,
         max_idle_steps: 1000,
     };
+    let workload_cancels = spec.workload.cancel.is_some();
     let l = &engine.model.limits;
     eprintln!(
         "soak: {} requests, Poisson {}/s, {} KV blocks of {} tokens, {} sequences and {} tokens per step, on {}",
@@ -186,6 +211,9 @@ async fn run(args: SoakArgs) -> Result<bool> {
         "Requests: {} ({} finished, {} by a stop id, {} golden)",
         report.requests, report.finished, report.finished_by_stop, report.golden_checked
     );
+    if workload_cancels {
+        println!("Cancelled by the workload: {}", report.cancelled);
+    }
     println!("Duration: {:.1} s, {} steps", report.duration_s, report.steps);
     println!("Tokens: {} prompt, {} output", report.prompt_tokens, report.output_tokens);
     println!("Preemptions: {}", report.preemptions);

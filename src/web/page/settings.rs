@@ -42,6 +42,8 @@ impl Field {
             Field::WarmupS => t.warmup_s,
             Field::CooldownS => t.cooldown_s,
             Field::Attainment => t.attainment,
+            Field::CancelShare => t.cancel_share,
+            Field::CancelAfter => t.cancel_after,
             // The target card's, which labels its own inputs.
             Field::Endpoint => t.endpoint,
             Field::ServedModel => t.served_model,
@@ -74,6 +76,8 @@ impl Field {
             Field::WarmupS => t.warmup_s_hint,
             Field::CooldownS => t.cooldown_s_hint,
             Field::Attainment => t.attainment_hint,
+            Field::CancelShare => t.cancel_share_hint,
+            Field::CancelAfter => t.cancel_after_hint,
             _ => "",
         }
     }
@@ -231,6 +235,8 @@ pub fn SettingsPanel(
                 {input(Field::WarmupRequests)}
                 {input(Field::WarmupS)}
                 {input(Field::CooldownS)}
+                {input(Field::CancelShare)}
+                {input(Field::CancelAfter)}
             </div>
             {dataset
                 .map(|x| {
