@@ -92,6 +92,10 @@ pub struct RunRequest {
     /// before it was part of them: the engine.
     #[serde(default)]
     pub target: NamedTarget,
+    /// Run one rate sized from the baseline instead of `rates` ([`SessionSpec::size_rate`]): the
+    /// page's first run, when neither the user nor a link gave a rate. Never from the CLI's flags.
+    #[serde(default)]
+    pub size_rate: bool,
 }
 
 impl RunRequest {
@@ -169,6 +173,7 @@ impl RunRequest {
                 min_duration_s: self.min_duration_s,
                 steady_required: false,
             },
+            size_rate: self.size_rate,
         }
     }
 }

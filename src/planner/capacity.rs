@@ -193,6 +193,7 @@ async fn predict(
     engine.set_policy(config.scheduler.unwrap_or_default())?;
     let describe = RunConfig { target: "local".into(), model: config.model.clone(), ..RunConfig::default() };
     let session = SessionSpec {
+        size_rate: false,
         spec: &spec,
         rates: &rates,
         slo,

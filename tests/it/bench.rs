@@ -12,10 +12,19 @@ use tokenmeter::model::checkpoint::Checkpoint;
 use tokenmeter::model::source::DirStore;
 
 async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
+    drive(&mut tiny_engine(max_seqs).await, spec).await
+}
+
+/// The tiny fixture's engine, `max_seqs` sequences a step.
+pub(crate) async fn tiny_engine(max_seqs: usize) -> Engine {
     let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
     let ckpt = Checkpoint::open(&store).await.unwrap();
     let options = EngineOptions { max_seqs, ..Default::default() };
-    let mut engine = Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
+    Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap())
+}
+
+/// `spec`'s plan through the driver on `engine`, greedy, ignoring EOS, random prompts.
+pub(crate) async fn drive(engine: &mut Engine, spec: &WorkloadSpec) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
     let options = driver::DriverOptions {
@@ -25,7 +34,7 @@ async fn run(spec: &WorkloadSpec, max_seqs: usize) -> (Vec<bench::RequestRecord>
         prompt: &prompt,
         think: None,
     };
-    driver::run(&mut engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap()
+    driver::run(engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap()
 }
 
 fn spec(arrival: Arrival, rate: f64) -> WorkloadSpec {
@@ -123,6 +132,7 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         );
         let rates = [50.0, f64::INFINITY];
         let s = SessionSpec {
+            size_rate: false,
             spec: &workload,
             rates: &rates,
             slo: None,
@@ -177,6 +187,33 @@ fn a_session_records_what_ran_and_stops_when_cancelled() {
         assert_eq!(results.len(), 1);
         assert!(results[0].requests.iter().all(|r| r.arrival_s.is_finite()));
         assert!(results[0].metrics.completed < 12, "{} completed after the cancel", results[0].metrics.completed);
+        // A user's stop: the requests in flight were cancelled by the user, and the run says so.
+        let by_user = results[0].metrics.cancelled.get("user").copied().unwrap_or(0);
+        let validity = results[0].validity();
+        assert!(!validity.valid && validity.text(Lang::En).contains("stopped before it ended"), "{validity:?}");
+        assert_eq!(results[0].metrics.failed, 0, "a stop fails nothing ({by_user} cancelled by the user)");
+
+        // No rate given (the page's first run): one rate, the one the baseline alone sustains, in
+        // the result and in the request recorded to run it again.
+        cancel.set(false);
+        let saved = bench::record::run_config::SavedRequest {
+            command: "bench".into(),
+            args: vec!["--num-requests".into(), "12".into()],
+            dataset_sha256: None,
+        };
+        drop(target);
+        let config = RunConfig { target: "local".into(), request: Some(saved), ..RunConfig::default() };
+        let mut target = EngineTarget::new(&mut engine, prompt, config, None);
+        let sized = SessionSpec { size_rate: true, ..s };
+        let quiet: Listener = Rc::new(|_| {});
+        let results = session::run(&mut target, &sized, &quiet, &cancel).await.unwrap();
+        assert_eq!(results.len(), 1, "one rate, not the two given");
+        let (rc, baseline) = (&results[0].config, results[0].baseline.as_ref().unwrap());
+        let z = rc.sized_rate.expect("sized");
+        assert_eq!(Some(z.alone_s), baseline.alone_s(workload.output_len.max));
+        assert_eq!(rc.workload.as_ref().unwrap().rate, 1.0 / z.alone_s);
+        let args = &rc.request.as_ref().unwrap().args;
+        assert_eq!(args[2..], ["--rate".to_string(), z.text()], "{args:?}");
     });
 }
 
@@ -213,6 +250,7 @@ fn no_pipeline_is_first_used_during_the_baseline_or_the_run() {
         let mut target =
             EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let s = SessionSpec {
+            size_rate: false,
             spec: &workload,
             rates: &[40.0],
             slo: None,
@@ -496,6 +534,7 @@ fn the_baseline_requests_have_prompts_of_their_own() {
         let s = spec(Arrival::Poisson, 50.0);
         let mut target = Recorder { runs: Vec::new() };
         let session = bench::SessionSpec {
+            size_rate: false,
             spec: &s,
             rates: &[50.0],
             slo: None,

@@ -3,19 +3,12 @@
 //! against a server by closing the request's stream — and recorded as cancelled, not failed; the
 //! engine's KV blocks all come back.
 
-use crate::common;
+use crate::bench::{drive, tiny_engine};
 use crate::serving::{bench, read_json, scratch, server, Reply};
 
-use common::*;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
-use tokenmeter::bench::run::driver;
-use tokenmeter::bench::{
-    self, Arrival, Cancellations, CancelledBy, DelayRange, LenRange, RequestRecord, WorkloadSpec,
-};
-use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, SamplingParams};
-use tokenmeter::model::checkpoint::Checkpoint;
-use tokenmeter::model::source::DirStore;
+use tokenmeter::bench::{self, Arrival, Cancellations, CancelledBy, DelayRange, LenRange, RequestRecord, WorkloadSpec};
 
 /// A quarter of the requests, 50 ms after each is sent.
 const QUARTER_AFTER_50_MS: Cancellations =
@@ -59,20 +52,8 @@ fn the_engine_cancels_the_chosen_requests_and_frees_their_blocks() {
         let spec = spec(40, 300, Some(QUARTER_AFTER_50_MS));
         let chosen = chosen(&spec);
         assert!((4..=18).contains(&chosen.len()), "the seed's draw of a quarter of 40: {}", chosen.len());
-        let store = DirStore::new(fixture_dir("tiny-gqa-tied")).unwrap();
-        let ckpt = Checkpoint::open(&store).await.unwrap();
-        let options = EngineOptions { max_seqs: 16, ..Default::default() };
-        let mut engine = Engine::new(ForwardPass::load(gpu(), &ckpt, &options, &mut |_, _| {}).await.unwrap());
-        let plan = bench::plan(&spec).unwrap();
-        let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
-        let options = driver::DriverOptions {
-            spec: &spec,
-            sampling: SamplingParams::default(),
-            ignore_eos: true,
-            prompt: &prompt,
-            think: None,
-        };
-        let (records, steps) = driver::run(&mut engine, &plan, &options, &mut |_| {}, &|| false).await.unwrap();
+        let mut engine = tiny_engine(16).await;
+        let (records, steps) = drive(&mut engine, &spec).await;
         assert_eq!(cancelled_ids(&records), chosen);
         for r in records.iter().filter(|r| chosen.contains(&r.id)) {
             let at_s = r.cancelled.unwrap().at_s;

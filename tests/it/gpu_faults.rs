@@ -75,6 +75,7 @@ fn a_lost_device_ends_the_session_with_what_was_measured() {
             EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..RunConfig::default() }, None);
         let rates = [1.0, 2.0];
         let s = SessionSpec {
+            size_rate: false,
             spec: &workload,
             rates: &rates,
             slo: None,

@@ -378,6 +378,7 @@ pub(crate) async fn session_on(engine: &mut Engine<SimExecutor>, spec: &Workload
         None,
     );
     let session = SessionSpec {
+        size_rate: false,
         spec,
         rates: &[spec.rate],
         slo: None,

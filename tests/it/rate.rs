@@ -226,6 +226,7 @@ fn the_engines_search_starts_from_the_planners_guess() {
     let mut target = EngineTarget::new(&mut engine, prompt, describe, None);
     let slo: Slo = "ttft_ms=40".parse().unwrap();
     let session = SessionSpec {
+        size_rate: false,
         spec: &workload,
         rates: &[],
         slo: Some(&slo),
@@ -283,6 +284,7 @@ fn a_search_stops_rising_once_the_whole_workload_is_in_at_once() {
     let mut target = EngineTarget::new(&mut engine, prompt, describe, None);
     let slo: Slo = "ttft_ms=100000".parse().unwrap();
     let session = SessionSpec {
+        size_rate: false,
         spec: &workload,
         rates: &[],
         slo: Some(&slo),
@@ -329,6 +331,7 @@ fn a_search_for_an_slo_the_baseline_breaks_ends_at_the_baseline() {
         EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..Default::default() }, None);
     let slo: Slo = "ttft_ms=0.001".parse().unwrap();
     let session = SessionSpec {
+        size_rate: false,
         spec: &workload,
         rates: &[],
         slo: Some(&slo),

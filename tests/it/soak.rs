@@ -231,6 +231,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
     };
     let mut target = ServerTarget { client: &client, setup };
     let session_spec = SessionSpec {
+        size_rate: false,
         spec: &spec,
         rates: &[spec.rate],
         slo: None,

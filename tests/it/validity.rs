@@ -23,6 +23,7 @@ fn run(n: usize, slo: Option<&str>, criteria: Criteria) -> bench::BenchResult {
     let mut target =
         EngineTarget::new(&mut engine, prompt, RunConfig { target: "local".into(), ..Default::default() }, None);
     let session = SessionSpec {
+        size_rate: false,
         spec: &workload,
         rates: &[workload.rate],
         slo: parsed.as_ref(),

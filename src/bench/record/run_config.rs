@@ -74,6 +74,10 @@ pub struct RunConfig {
     /// results saved before it was recorded, and for the page's runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<SavedRequest>,
+    /// The rate was not given but sized from the baseline (the page's first run): the rate one
+    /// request at a time sustains. Absent for a rate given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sized_rate: Option<SizedRate>,
     /// The engine's check of itself on the adapter before it measured (`engine::verify`); absent
     /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +121,54 @@ pub struct SavedRequest {
     /// The dataset file's SHA-256 (hex) when the run read one: a rerun needs the same file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_sha256: Option<String>,
+}
+
+/// A rate sized from the baseline: `rate` = 1 / `alone_s`, the seconds one request of the
+/// workload's longest takes alone (at this rate one request is in flight on average; batching
+/// keeps the rest of the engine's capacity in reserve).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizedRate {
+    pub rate: f64,
+    pub alone_s: f64,
+}
+
+impl SizedRate {
+    /// From a baseline's seconds alone.
+    pub fn of(alone_s: f64) -> SizedRate {
+        SizedRate { rate: 1.0 / alone_s, alone_s }
+    }
+
+    /// The rate as a field holds it: three significant digits ("0.284").
+    pub fn text(&self) -> String {
+        let digits = (2 - self.rate.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{:.*}", digits, self.rate)
+    }
+}
+
+impl SavedRequest {
+    /// The request with `flag` set to `value` (replacing the flag's value if it was given).
+    pub fn with(mut self, flag: &str, value: &str) -> SavedRequest {
+        match self.args.iter().position(|a| a == flag) {
+            Some(i) if i + 1 < self.args.len() => self.args[i + 1] = value.to_string(),
+            _ => self.args.extend([flag.to_string(), value.to_string()]),
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod sized_tests {
+    use super::{SavedRequest, SizedRate};
+
+    #[test]
+    fn a_sized_rate_reads_as_three_digits_and_replaces_a_saved_rate() {
+        let texts: Vec<String> = [0.28437, 2.5, 31.25, 412.9].iter().map(|&r| SizedRate::of(1.0 / r).text()).collect();
+        assert_eq!(texts, ["0.284", "2.50", "31.2", "413"]);
+        let saved = SavedRequest { command: "bench".into(), args: vec!["--seed".into(), "3".into()], dataset_sha256: None };
+        let added = saved.with("--rate", "0.284");
+        assert_eq!(added.args, ["--seed", "3", "--rate", "0.284"]);
+        assert_eq!(added.with("--rate", "2.50").args, ["--seed", "3", "--rate", "2.50"]);
+    }
 }
 
 impl RunConfig {

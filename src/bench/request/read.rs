@@ -498,6 +498,7 @@ pub(super) fn parse(form: Form, caps: Option<Caps>, problems: &RefCell<Vec<Probl
         (false, false) => vec![spec.rate],
     };
     Some(RunRequest {
+        size_rate: false,
         spec,
         rates,
         slo,

@@ -152,6 +152,7 @@ pub async fn run_round_robin<T: Target>(
     }
     let rates = [x.spec.rate];
     let session = SessionSpec {
+        size_rate: false,
         spec: x.spec,
         rates: &rates,
         slo: x.slo,

@@ -344,11 +344,8 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<
     if let Some(u) = baseline.as_ref().filter(|b| b.error.is_none()).and_then(|b| Unreachable::of(b, s.slo, outputs)) {
         return Ok(Some(u));
     }
-    let alone_s = baseline.filter(|b| b.error.is_none()).map(|b| {
-        let outputs = s.session.spec.output_len.max.max(2) as f64;
-        (b.ttft_ms + b.tpot_ms * (outputs - 1.0)) / 1000.0
-    });
-    let rate = alone_s.filter(|t| *t > 0.0).map_or(START_RPS, |t| 1.0 / t);
+    let alone_s = baseline.and_then(|b| b.alone_s(outputs));
+    let rate = alone_s.map_or(START_RPS, |t| 1.0 / t);
     let mut runs = Vec::new();
     for doubling in 0..=SIZING_DOUBLINGS {
         let spec = s.spec.clone();

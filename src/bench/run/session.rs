@@ -16,7 +16,7 @@ use crate::bench::measure::server_metrics::ServerMetrics;
 use crate::bench::measure::steady::SteadyState;
 use crate::bench::record::phases::{measured, Phases};
 use crate::bench::record::raw::RequestRecord;
-use crate::bench::record::run_config::{Criteria, RunConfig};
+use crate::bench::record::run_config::{Criteria, RunConfig, SizedRate};
 use crate::bench::result::BenchResult;
 use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::traffic::workload::{plan, PlannedRequest, WorkloadSpec};
@@ -40,6 +40,9 @@ pub struct SessionSpec<'a> {
     pub phases: Phases,
     /// What each rate's validity verdict holds it to beside its SLOs.
     pub criteria: Criteria,
+    /// The rate was not given: run one rate, sized from the baseline ([`SizedRate`]), instead of
+    /// `rates` (which stay the fallback when the baseline failed or was not measured).
+    pub size_rate: bool,
 }
 
 /// The baseline, then one result per rate, in order; stops after the rate during which `cancel`
@@ -74,7 +77,10 @@ pub async fn run_into<T: Target>(
     if let Some(e) = target.fault() {
         return Err(e);
     }
-    for &rate in s.rates {
+    let outputs = s.spec.output_len.max;
+    let sized = baseline.as_ref().and_then(|b| b.alone_s(outputs)).filter(|_| s.size_rate).map(SizedRate::of);
+    let sized_rates = sized.map(|z| [z.rate]);
+    for &rate in sized_rates.as_ref().map_or(s.rates, |r| &r[..]) {
         if cancel.get() {
             break;
         }
@@ -146,8 +152,14 @@ pub async fn run_into<T: Target>(
             tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
             phases: (!s.phases.is_none()).then_some(s.phases),
             criteria: Some(s.criteria),
+            sized_rate: sized,
             ..target.run_config()
         };
+        // Run again repeats the sized rate, not the default the request was made with.
+        let mut run_config = run_config;
+        if let Some(z) = sized {
+            run_config.request = run_config.request.map(|r| r.with("--rate", &z.text()));
+        }
         let mut result = BenchResult {
             config: run_config,
             metrics,

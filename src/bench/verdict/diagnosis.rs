@@ -41,6 +41,13 @@ impl Baseline {
     pub fn failed(error: String) -> Self {
         Baseline { ttft_ms: f64::NAN, tpot_ms: f64::NAN, requests: 0, error: Some(error) }
     }
+
+    /// Seconds one request of `outputs` tokens (at least 2) takes alone: its TTFT, then its TPOT
+    /// for each later token; `None` for a failed baseline or one that took no time.
+    pub fn alone_s(&self, outputs: usize) -> Option<f64> {
+        let alone_s = (self.ttft_ms + self.tpot_ms * (outputs.max(2) - 1) as f64) / 1000.0;
+        (self.error.is_none() && alone_s.is_finite() && alone_s > 0.0).then_some(alone_s)
+    }
 }
 
 fn one() -> usize {

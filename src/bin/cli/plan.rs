@@ -306,6 +306,7 @@ pub(crate) async fn main(mut args: PlanArgs) -> Result<()> {
     simulated.check_loaded(cfg.max_position_embeddings).map_err(|p| problems_error(&p))?;
     let slo = slo_text.as_deref().map(str::parse::<Slo>).transpose()?;
     let session = SessionSpec {
+        size_rate: false,
         spec: &spec,
         rates: &rates,
         slo: slo.as_ref(),

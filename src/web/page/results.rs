@@ -70,10 +70,14 @@ fn KeyNumbers(entry: Arc<Entry>) -> impl IntoView {
         }
         _ => view! { <span class="unit">{move || t().no_slo}</span> }.into_any(),
     };
+    // Cancelled requests (by the workload, the user's Cancel, the saturation stop): apart from
+    // the failed ones, and only when there were any.
+    let cancelled: usize = m.cancelled.values().sum();
     view! {
         <div class="stats">
-            {card(|t| t.completed, format!("{} / {}", m.completed, m.completed + m.failed), "")}
+            {card(|t| t.completed, format!("{} / {}", m.completed, m.completed + m.failed + cancelled), "")}
             {card(|t| t.failed, m.failed.to_string(), "")}
+            {(cancelled > 0).then(|| card(|t| t.cancelled_requests, cancelled.to_string(), ""))}
             {card(|t| t.duration, num(m.duration_s), "s")}
             {card(|t| t.request_throughput, num(m.request_throughput), "req/s")}
             {card(|t| t.output_throughput, num(m.output_throughput), "tok/s")}
@@ -275,6 +279,19 @@ fn ValidityView(entry: Arc<Entry>, lang: RwSignal<Lang>) -> impl IntoView {
     }
 }
 
+/// A rate sized from the baseline (the page's first run, [`bench::RunConfig::sized_rate`]): what
+/// it was, why, and where to go next — text only; nothing for a rate given.
+#[component]
+fn SizedRateView(entry: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    entry.result.config.sized_rate.map(|z| {
+        let line = move || {
+            t().rate_sized_line.replace("{rate}", &z.text()).replace("{alone}", &format!("{:.2}", z.alone_s))
+        };
+        view! { <p class="sized-rate note" data-testid="sized-rate">{line}</p> }
+    })
+}
+
 /// The report of the run in `shown`.
 #[component]
 pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
@@ -359,6 +376,7 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                     </div>
                     <p class="error" role="alert">{move || download_error.get()}</p>
                     <ul class="run-warnings" data-testid="run-warnings">{warnings}</ul>
+                    <SizedRateView entry=entry.clone() />
                     <ValidityView entry=entry.clone() lang=report_lang />
                     <KeyNumbers entry=entry.clone() />
                     <LatencyTable entry=entry.clone() />

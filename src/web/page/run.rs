@@ -19,8 +19,9 @@ use std::rc::Rc;
 
 /// Starts a run (or a sweep, one run per rate) with the current settings, on the page's engine or
 /// the chosen server.
-pub fn start(state: AppState, form: RunRequest) {
+pub fn start(state: AppState, mut form: RunRequest) {
     let t = super::i18n::text(state.lang.get_untracked());
+    form.size_rate = untrack(|| state.settings.sizes_rate()) && sizable(&form);
     let destination = if state.target.is_remote() {
         match state.target.runnable(t) {
             Ok(endpoint) => Destination::Server(endpoint, state.target.server_metrics_url()),
@@ -31,6 +32,17 @@ pub fn start(state: AppState, form: RunRequest) {
     };
     let refused = Rc::new(move |e| state.run_error.set(Some(e)));
     send(state, Command::Run { form: Box::new(form), destination }, sink(state), refused);
+}
+
+/// Whether a request's rate can be sized from the baseline: one open-loop rate drawn at a finite
+/// rate (not a sweep, a search, a closed loop or a trace's own times).
+fn sizable(form: &RunRequest) -> bool {
+    let arrival = form.spec.arrival;
+    form.search.is_none()
+        && form.rates.len() == 1
+        && form.rates[0].is_finite()
+        && arrival.open_loop()
+        && arrival != bench::Arrival::Trace
 }
 
 /// Sends `command` to the run service in the engine worker with what it needs from the page;
@@ -198,6 +210,12 @@ fn finish(state: AppState, ended: Ended) {
             }
         }
         let mut name = run_name(&WorkloadSpec { rate, ..spec.clone() }, &label, batch);
+        if let Some(z) = result.config.sized_rate {
+            // The sized rate stands in the field now: Run again, and the next Run, use it.
+            state.settings.get(Field::Rate).set(z.text());
+            state.settings.rate_given();
+            name.push_str(super::i18n::text(state.lang.get_untracked()).rate_sized_mark);
+        }
         if i == last && cancelled {
             name.push_str(" (cancelled)");
         }
@@ -234,6 +252,8 @@ fn run_plan(state: AppState, form: &RunRequest, t: &Text) -> Option<String> {
     };
     let rates = if form.search.is_some() {
         "max".to_string()
+    } else if state.settings.sizes_rate() && sizable(form) {
+        t.rate_from_baseline.to_string()
     } else {
         form.rates.iter().map(|r| rate_text(*r)).collect::<Vec<_>>().join(", ")
     };

@@ -83,16 +83,30 @@ impl Field {
     }
 }
 
-/// The settings as typed, one signal per field.
+/// The settings as typed, one signal per field, and whether the next run sizes its rate.
 #[derive(Clone, Copy)]
-pub struct Settings([RwSignal<String>; Field::PAGE.len()]);
+pub struct Settings([RwSignal<String>; Field::PAGE.len()], RwSignal<bool>);
 
 impl Settings {
-    /// Defaults, overridden by whatever the query string says.
+    /// Defaults, overridden by whatever the query string says. Without a rate in it, the first
+    /// run sizes its rate from the baseline ([`Settings::sizes_rate`]).
     pub fn from_query() -> Settings {
-        Settings(Field::PAGE.map(|f| {
+        let fields = Field::PAGE.map(|f| {
             RwSignal::new(crate::web::browser::query_param(f.key()).unwrap_or_else(|| f.default_value().to_string()))
-        }))
+        });
+        let sizing = crate::web::browser::query_param(Field::Rate.key()).is_none();
+        Settings(fields, RwSignal::new(sizing))
+    }
+
+    /// Whether Run sizes its rate from the baseline: neither a link nor the user gave one (typing
+    /// a rate, *Defaults*, *Run again* or a sized run, which leaves its rate in the field, end it).
+    pub fn sizes_rate(&self) -> bool {
+        self.1.get()
+    }
+
+    /// A rate now stands in the field as given: the next runs use it.
+    pub fn rate_given(&self) {
+        self.1.set(false);
     }
 
     /// A page field's signal ([`Field::PAGE`]; the CLI's own fields have none).
@@ -121,6 +135,7 @@ impl Settings {
         for f in Field::PAGE {
             self.get(f).set(f.default_value().to_string());
         }
+        self.rate_given();
     }
 }
 
@@ -338,7 +353,12 @@ fn TextField(
                 prop:value=move || value.get()
                 disabled=move || locked.get() || !relevant(settings, field)
                 aria-invalid=move || problem().is_some().to_string()
-                on:input=move |ev| value.set(event_target_value(&ev))
+                on:input=move |ev| {
+                    value.set(event_target_value(&ev));
+                    if field == Field::Rate {
+                        settings.rate_given();
+                    }
+                }
             />
             <span class="field-hint">{move || field.hint(t())}</span>
             <span class="field-error" role="alert">{problem}</span>
