@@ -133,6 +133,10 @@ if (process.env.E2E_ONLY === 'remote') {
   await remoteRun();
   await finish();
 }
+if (process.env.E2E_ONLY === 'sized') {
+  await sizedRun();
+  await finish();
+}
 if (process.env.E2E_ONLY === 'conditions') {
   await hiddenRun();
   await finish();
@@ -601,10 +605,37 @@ console.log(`playground: ${timing}`);
 await check(!timing.startsWith('Error'), timing);
 await check(await page.locator('[data-testid=tokens] .token').count() > 0, 'no token chips');
 
+await sizedRun();
 await hiddenRun();
 await engineChecks();
 await remoteRun();
 await finish();
+
+// 12b. A first run with no rate given (none in the link, none typed): Run's line says the rate
+// will be sized; the run goes at the rate the baseline alone sustains, which its name, the line
+// over the report and the Rate field then show; the run is not a queue. The page is opened again
+// on the workload's link after it.
+async function sizedRun() {
+  await page.goto(`${base}?requests=8&input=16:48&output=8:16`);
+  await waitReady();
+  const before = await text('run-plan');
+  await check(before.includes('a rate sized from the baseline'), `sized: the Run card's line: ${before}`);
+  await runAndWait('sized first run', undefined, { live: false });
+  const line = await text('sized-rate');
+  const rate = await byId('setting-rate').inputValue();
+  const name = await page.locator('.runs .run .run-name').first().textContent();
+  const diagnosis = await text('diagnosis');
+  console.log(`sized first run: ${name}; rate field ${rate}; ${line}; diagnosis: ${diagnosis.slice(0, 160)}`);
+  await check(/^Rate sized from the baseline: [\d.]+ req\/s/.test(line) && line.includes(`${rate} req/s`),
+    `sized: the line over the report and the Rate field (${rate}): ${line}`);
+  await check(/poisson [\d.]+ req\/s/.test(name) && name.includes('(rate sized from the baseline)'), `sized: the run's name: ${name}`);
+  await check(!/Saturated/.test(diagnosis), `sized: the first run is a queue: ${diagnosis}`);
+  const after = await text('run-plan');
+  await check(after.includes(`poisson ${rate} req/s`), `sized: the next Run does not use the sized rate: ${after}`);
+  await byId('report').screenshot({ path: `${out}/sized-first-run.png` });
+  await page.goto(`${base}?${workload}`);
+  await waitReady();
+}
 
 // 12a. The tab hidden for 3 s during a run (document.hidden overridden and visibilitychange
 // dispatched: headless Chromium hides no tab through CDP — a minimised window, another tab in
