@@ -4,6 +4,7 @@
 
 use super::kv::KvCache;
 use super::linear::Linear;
+use crate::clock::now_s;
 use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
@@ -194,6 +195,27 @@ pub struct ForwardPass {
     /// The engine's check of itself on this adapter, where it ran (`verify::before_run`): what a
     /// run's record says about it.
     pub verified: Option<super::verify::Verification>,
+    /// Where [`ForwardPass::load`]'s time went.
+    pub load_times: LoadTimes,
+}
+
+/// Where [`ForwardPass::load`]'s time went, in seconds on [`crate::clock`]; the edges add what
+/// came before it (download, parsing) to make a run's time to ready (`bench::record::ready`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoadTimes {
+    /// Waiting for the source's matrix rows ([`weights::ModelWeights::read_s`]): a disk or
+    /// browser-cache read, or weights generated on the host.
+    pub read_s: f64,
+    /// The bytes those rows came to (0 where the GPU generates the weights itself).
+    pub read_bytes: u64,
+    /// The rest of the weights' way onto the GPU until its queue drained (writes, quantising),
+    /// then the KV cache, the step's buffers and bind groups.
+    pub upload_s: f64,
+    /// Creating the compute pipelines.
+    pub pipelines_s: f64,
+    /// The first step (one token, thrown away: [`ForwardPass::warm_up`]), until its id is read
+    /// back: where most drivers compile the pipelines, and the engine's first token.
+    pub first_step_s: f64,
 }
 
 impl ForwardPass {
@@ -222,13 +244,18 @@ impl ForwardPass {
         options: &EngineOptions,
         progress: weights::UploadProgress<'_>,
     ) -> Result<ForwardPass> {
+        let started_s = now_s();
         let cfg = src.config().clone();
         let limits = plan(&gpu, &cfg, options)?;
         let kernel_options =
             KernelOptions { format: options.weights, ..KernelOptions::for_gpu(&gpu, &options.kernels) };
         let weights = weights::upload(&gpu, src, kernel_options.weights, options.weights, progress).await?;
+        // The writes are queued: drained here, they count as the upload, not as the first step.
+        gpu.sync().await?;
         let kv = KvCache::new(&gpu, &cfg, limits.block_size, limits.num_blocks)?;
+        let pipelines_from_s = now_s();
         let kernels = Kernels::with_options(&gpu, kernel_options);
+        let pipelines_s = now_s() - pipelines_from_s;
         // `s`: logit rows, which bound everything sized per sampled token.
         let (t, s) = (limits.max_batched_tokens as u64, limits.max_logit_rows as u64);
         let f = 4u64;
@@ -271,8 +298,14 @@ impl ForwardPass {
             previous_rows: 0,
             readback_resolved_s: 0.0,
             verified: None,
+            load_times: LoadTimes::default(),
         };
+        let first_step_from_s = now_s();
         model.warm_up().await?;
+        let first_step_s = now_s() - first_step_from_s;
+        let (read_s, read_bytes) = (model.weights.read_s, model.weights.read_bytes);
+        let upload_s = (first_step_from_s - started_s - pipelines_s - read_s).max(0.0);
+        model.load_times = LoadTimes { read_s, read_bytes, upload_s, pipelines_s, first_step_s };
         Ok(model)
     }
 

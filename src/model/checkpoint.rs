@@ -193,6 +193,11 @@ impl<F: ByteSource> Checkpoint<F> {
         Ok(Checkpoint { config, files, tensors, lm_head: lm_head.into(), dtypes, total_bytes })
     }
 
+    /// The size of its safetensors files, bytes: what a load from them reads from disk at most.
+    pub fn file_bytes(&self) -> u64 {
+        self.files.iter().map(|(_, f)| f.len()).sum()
+    }
+
     pub fn file_names(&self) -> Vec<String> {
         self.files.iter().map(|(n, _)| n.clone()).collect()
     }

@@ -185,6 +185,11 @@ pub struct ModelWeights {
     pub norm: wgpu::Buffer,      // (hidden) f32
     pub layers: Vec<LayerWeights>,
     pub bytes: u64,
+    /// Seconds spent waiting for the source's matrix rows during the upload (a disk or cache
+    /// read, or weights generated on the host), and the bytes those rows came to: a load's
+    /// read phase, apart from its writes to the GPU.
+    pub read_s: f64,
+    pub read_bytes: u64,
 }
 
 impl ModelWeights {
@@ -217,7 +222,8 @@ pub async fn upload<P: TensorProvider>(
 ) -> Result<ModelWeights> {
     let cfg = src.config().clone();
     let h = cfg.hidden_size;
-    let mut up = Uploader { gpu, src, done: 0, total: src.total_bytes(), progress, fill: None };
+    let mut up =
+        Uploader { gpu, src, done: 0, total: src.total_bytes(), progress, fill: None, read_s: 0.0, read_bytes: 0 };
 
     // Refuse early what cannot fit, naming the limit.
     let max_buffer = gpu.limits.max_buffer_size;
@@ -289,7 +295,7 @@ pub async fn upload<P: TensorProvider>(
             .iter()
             .map(|l| l.qkv_proj.bytes() + l.o_proj.bytes() + l.gate_up_proj.bytes() + l.down_proj.bytes())
             .sum::<u64>();
-    Ok(ModelWeights { embed_tokens, lm_head, norm, layers, bytes })
+    Ok(ModelWeights { embed_tokens, lm_head, norm, layers, bytes, read_s: up.read_s, read_bytes: up.read_bytes })
 }
 
 struct Uploader<'a, P> {
@@ -300,6 +306,9 @@ struct Uploader<'a, P> {
     progress: UploadProgress<'a>,
     /// Created on the first generated tensor.
     fill: Option<RandomFill>,
+    /// Time awaiting `src.rows_bf16`, and the bytes it returned ([`ModelWeights::read_s`]).
+    read_s: f64,
+    read_bytes: u64,
 }
 
 impl<P: TensorProvider> Uploader<'_, P> {
@@ -338,7 +347,10 @@ impl<P: TensorProvider> Uploader<'_, P> {
         let mut r = 0;
         while r < rows {
             let n = piece.min(rows - r);
+            let asked_s = crate::clock::now_s();
             let bits = self.src.rows_bf16(name, r, n).await?;
+            self.read_s += crate::clock::now_s() - asked_s;
+            self.read_bytes += (bits.len() * 2) as u64;
             m.write_rows(self.gpu, row_offset + r, &bits);
             self.advance((bits.len() * 2) as u64);
             r += n;

@@ -119,6 +119,10 @@ pub struct RemoteStore {
     started_s: f64,
     /// Bytes downloaded by this store (not counting files found in the cache).
     downloaded: Cell<u64>,
+    /// Seconds spent downloading (range checks included), and the bytes of the files found in
+    /// the cache without a download: a load's time to ready (`bench::record::ready`).
+    download_s: Cell<f64>,
+    stored: Cell<u64>,
     manifest: RefCell<Manifest>,
 }
 
@@ -152,6 +156,8 @@ impl RemoteStore {
             events,
             started_s: now_s(),
             downloaded: Cell::new(0),
+            download_s: Cell::new(0.0),
+            stored: Cell::new(0),
             manifest: RefCell::new(manifest),
         })
     }
@@ -159,6 +165,16 @@ impl RemoteStore {
     /// Bytes fetched from the network so far (0 when everything came from the cache).
     pub fn downloaded(&self) -> u64 {
         self.downloaded.get()
+    }
+
+    /// Seconds spent downloading so far.
+    pub fn download_s(&self) -> f64 {
+        self.download_s.get()
+    }
+
+    /// Bytes of the files this store found in the cache (none downloaded by it).
+    pub fn stored(&self) -> u64 {
+        self.stored.get()
     }
 
     /// Streams `url` into the cache; `None` when the server has no such file (HTTP 404). A
@@ -357,12 +373,16 @@ impl ModelStore for RemoteStore {
     async fn open(&self, name: &str) -> Result<Option<BlobFile>> {
         let url = format!("{}{name}", self.base);
         if let Some(blob) = cached_blob(&self.cache, &url).await? {
+            self.stored.set(self.stored.get() + blob.size() as u64);
             return Ok(Some(BlobFile::new(blob, name)));
         }
         if self.manifest.borrow().missing.contains(&url) {
             return Ok(None);
         }
-        if self.download(&url, name).await?.is_none() {
+        let from_s = now_s();
+        let downloaded = self.download(&url, name).await;
+        self.download_s.set(self.download_s.get() + now_s() - from_s);
+        if downloaded?.is_none() {
             let mut manifest = self.manifest.borrow_mut();
             manifest.missing.insert(url);
             (self.events.on_manifest)(&manifest);

@@ -6,8 +6,10 @@
 // refused before the data), a rate sweep with its knee, the playground, a dataset file, an A/B
 // experiment (verdict table, report, JSON), the Plan card, a run with the tab hidden (INVALID, the band
 // on the timeline), the engine switches in the run record and the
-// history's A/B test, a run against a server (a mock here). E2E_ONLY=engine runs only 13–16,
-// E2E_ONLY=remote only the server's run, E2E_ONLY=conditions only the hidden tab's (after loading the page).
+// history's A/B test, a run against a server (a mock here), a model's time to ready (a cold load
+// by URL against a cached one). E2E_ONLY=engine runs only 13–16, E2E_ONLY=remote only the server's
+// run, E2E_ONLY=conditions only the hidden tab's, E2E_ONLY=ready only the time to ready (after
+// loading the page).
 // Screenshots go to OUT (default target/e2e).
 // Usage: node tests/e2e/dashboard.mjs [URL | DIST] [OUT]
 //   URL: a running server (./scripts/serve); DIST: a folder built by scripts/build-web, served
@@ -139,6 +141,10 @@ if (process.env.E2E_ONLY === 'sized') {
 }
 if (process.env.E2E_ONLY === 'conditions') {
   await hiddenRun();
+  await finish();
+}
+if (process.env.E2E_ONLY === 'ready') {
+  await readyChecks();
   await finish();
 }
 await check(await byId('setting-requests').inputValue() === '8', 'requests not read from the URL');
@@ -446,6 +452,7 @@ console.log(`cached: ${(await cachedRow.textContent()).replace(/\s+/g, ' ')}`);
 await check(/0\.2 MB · 2 files/.test(await cachedRow.textContent()), 'cached size or file count wrong');
 await cachedRow.getByTestId('cached-delete').click();
 await cachedRow.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('cached model not deleted'));
+await readyChecks();
 
 // A model named by a link waits for a yes, with the link shown as text; nothing is fetched first.
 const linked = await context.newPage();
@@ -775,6 +782,82 @@ async function remoteRun() {
   const after = await fetchHeight();
   await check(Math.abs(after - before) < 2, `fetch models: the button went from ${before} to ${after} px tall with its error`);
   await page.locator('.card', { has: byId('fetch-models') }).screenshot({ path: `${out}/target-fetch-failed.png` });
+}
+
+// 10a. Time to ready: the model card shows each load's phases as a bar. A model by URL loaded
+// cold downloads its bytes; loaded again it reads them from the cache with no download, and the
+// card sets the two side by side with what the cache saved; deleting it from the cache gives a
+// cold start again. A run records its model's load in its JSON. Leaves the URL's model loaded and
+// nothing cached.
+async function readyChecks() {
+  const url = './fixtures/tiny-gqa-tied/';
+  const loads = page.locator('[data-testid=ready-load]');
+  const attrs = async (i) => loads.nth(i).evaluate((e) => ({ source: e.dataset.source,
+    fetched: Number(e.dataset.fetched), stored: Number(e.dataset.stored), downloadS: Number(e.dataset.downloadS),
+    text: e.textContent }));
+  // Whatever loaded last, its own load is there (the embedded default's: generated, no download).
+  const first = await attrs(0).catch(() => null);
+  console.log(`time to ready of the model loaded before: ${JSON.stringify(first)}`);
+  await check(first !== null && (first.source !== 'generated' || (first.fetched === 0 && /no download/.test(first.text))),
+    `no time to ready on the model card: ${JSON.stringify(first)}`);
+  const row = page.locator('[data-testid=cached] li', { hasText: 'fixtures/tiny-gqa-tied' });
+  const deleteCached = async () => {
+    if (await row.count() === 0) return;
+    await row.getByTestId('cached-delete').click();
+    await row.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('cached model not deleted'));
+  };
+  const loadUrl = async (what) => {
+    await byId('model-url').fill(url);
+    await byId('model-url-load').click();
+    await page.waitForFunction(() => /^Ready: \.\/fixtures\/tiny-gqa-tied\//.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
+      null, { timeout: 60000 }).catch(async () => fail(`${what}: not loaded: ${await text('status')}`));
+    await page.waitForFunction(() => document.querySelector('[data-testid=ready-load]')?.dataset.source !== 'generated',
+      null, { timeout: 10000 }).catch(() => {});
+  };
+  await deleteCached();
+  await loadUrl('cold load');
+  const cold = await attrs(0);
+  console.log(`cold: ${JSON.stringify(cold)}`);
+  await check(cold.source === 'network' && cold.fetched > 240000 && cold.downloadS > 0,
+    `the cold load shows no download: ${JSON.stringify(cold)}`);
+  await check(/downloaded 2\d\d kB in /.test(cold.text), `the cold load's line: ${cold.text}`);
+  await loadUrl('cached load');
+  await check(await loads.count() === 2, `the cold and the cached load are not side by side: ${await loads.count()}`);
+  const [coldAgain, cached] = [await attrs(0), await attrs(1)];
+  console.log(`cached: ${JSON.stringify(cached)}`);
+  await check(coldAgain.source === 'network' && cached.source === 'cache', `the two loads: ${coldAgain.source}, ${cached.source}`);
+  await check(cached.fetched === 0 && cached.downloadS === 0 && cached.stored > 240000,
+    `the cached load downloaded or read nothing from the cache: ${JSON.stringify(cached)}`);
+  await check(/no download: 2\d\d kB read from the browser's cache/.test(cached.text), `the cached load's line: ${cached.text}`);
+  const saving = await text('ready-saving');
+  console.log(`time to ready: ${saving}`);
+  await check(/^cold .+, from the cache .+: the cache (saves .+ \(-?\d+%\)|saved nothing)$/.test(saving), `the saving's line: ${saving}`);
+  const parts = await page.locator('[data-testid=ready-load]').nth(0).locator('.ready-bar span').count();
+  await check(parts >= 3 && await page.locator('.ready-bar .ready-download').count() === 1,
+    `the cold load's bar has ${parts} parts, or the cached one a download`);
+  await byId('time-to-ready').scrollIntoViewIfNeeded();
+  await byId('time-to-ready').screenshot({ path: `${out}/time-to-ready.png` });
+  await page.locator('.card', { has: byId('time-to-ready') }).first().screenshot({ path: `${out}/time-to-ready-card.png` })
+    .catch(() => {});
+  // A run on it records its load.
+  const requestsBefore = await byId('setting-requests').inputValue();
+  await byId('setting-requests').fill('4');
+  await runAndWait('run after a cached load', undefined, { live: false });
+  const json = await downloadResult();
+  const recorded = (Array.isArray(json) ? json[0] : json).run_config?.time_to_ready;
+  console.log(`recorded: ${JSON.stringify(recorded)}`);
+  await check(recorded?.source === 'cache' && recorded.fetched_bytes === 0 && recorded.stored_bytes === cached.stored
+    && recorded.ready_s > 0 && recorded.first_step_s > 0, `the run's JSON has not its load: ${JSON.stringify(recorded)}`);
+  const reported = await text('ready-recorded');
+  await check(/^Time to ready: .+ · no download: 2\d\d kB read from the browser's cache · parse and checks/.test(reported),
+    `the report's time to ready: ${reported}`);
+  await byId('setting-requests').fill(requestsBefore);
+  // Deleted from the cache, the next load is cold again.
+  await deleteCached();
+  await loadUrl('cold load after the delete');
+  const latest = await attrs(0);
+  await check(latest.source === 'network' && latest.fetched === cold.fetched, `after the delete: ${JSON.stringify(latest)}`);
+  await deleteCached();
 }
 
 async function finish() {

@@ -583,3 +583,50 @@ fn speed_reports_each_figure_with_its_spread() {
     // One timing has no spread (`null`): `bench::run::speed`'s unit test, without a second run of
     // the CLI (its roofline probe costs most of this test's seconds).
 }
+
+/// `bench` records its model load in the results JSON (`run_config.time_to_ready`) and prints it
+/// at the head of its report: a fixture folder's bytes read from disk, nothing downloaded, every
+/// phase timed; the embedded default says it has no download at all.
+#[test]
+fn bench_records_the_model_loads_time_to_ready() {
+    let dir = std::env::temp_dir().join(format!("tokenmeter-ready-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = fixture_dir("tiny-gqa-tied");
+    let weights = std::fs::metadata(fixture.join("model.safetensors")).unwrap().len();
+    for folder in [Some(fixture.to_str().unwrap()), None] {
+        let json = dir.join(format!("{}.json", folder.is_some()));
+        let mut args = vec!["bench", "--rate", "inf", "--num-requests", "2", "--input-len", "8", "--output-len", "2"];
+        args.extend(["--no-baseline", "--no-verify", "--json", json.to_str().unwrap()]);
+        if let Some(folder) = folder {
+            args.extend(["--model", folder]);
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter")).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let ready = &result["run_config"]["time_to_ready"];
+        let at = |key: &str| ready[key].as_f64().unwrap_or_else(|| panic!("{key} missing: {ready}"));
+        assert_eq!((at("fetched_bytes"), at("download_s")), (0.0, 0.0), "nothing is downloaded: {ready}");
+        assert!(at("first_step_s") > 0.0 && at("open_s") >= 0.0 && at("upload_s") >= 0.0, "{ready}");
+        let phases: f64 = ["open_s", "read_s", "upload_s", "pipelines_s", "first_step_s"].into_iter().map(&at).sum();
+        assert!(
+            at("ready_s") >= phases - 1e-9,
+            "the whole ({}) is short of its phases ({phases}): {ready}",
+            at("ready_s")
+        );
+        assert!(stdout.contains("Time to ready: "), "{}", stdout);
+        match folder {
+            Some(_) => {
+                assert_eq!(ready["source"], "disk", "{ready}");
+                assert_eq!(at("stored_bytes"), weights as f64, "{ready}");
+                // Every matrix row came from the file (norms aside): most of its bytes.
+                assert!(at("read_bytes") > 0.9 * weights as f64 && at("read_bytes") <= weights as f64, "{ready}");
+                assert!(stdout.contains("  no download: a folder on disk (247 kB)"), "{}", stdout);
+            }
+            None => {
+                assert_eq!((ready["source"].as_str(), at("stored_bytes")), (Some("generated"), 0.0), "{ready}");
+                assert!(stdout.contains("  no download: the weights are generated"), "{}", stdout);
+            }
+        }
+    }
+}

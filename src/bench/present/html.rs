@@ -16,6 +16,7 @@ use crate::bench::present::pareto::{self, ParetoPoint};
 use crate::bench::present::report::{text_report_for, Measured};
 use crate::bench::present::timeline::{self, Timeline};
 use crate::bench::record::raw::RequestRecord;
+use crate::bench::record::ready::{Phase, TimeToReady};
 use crate::bench::result::BenchResult;
 use crate::bench::verdict::diagnosis::{diagnose_in, Diagnosis};
 
@@ -36,6 +37,7 @@ struct Words {
     pareto_note: &'static str,
     first_answer: &'static str,
     server: &'static str,
+    ready: &'static str,
 }
 
 const EN: Words = Words {
@@ -55,6 +57,7 @@ const EN: Words = Words {
     pareto_note: "Filled points are on the frontier: no other run is faster per user and higher in throughput at once.",
     first_answer: "first answer token",
     server: "The server's own view: running and waiting (its /metrics)",
+    ready: "Time to ready: the model load",
 };
 
 const ZH: Words = Words {
@@ -74,6 +77,7 @@ const ZH: Words = Words {
     pareto_note: "实心点在前沿上：没有别的运行同时每用户更快、吞吐更高。",
     first_answer: "首个回答 token",
     server: "服务端视角：运行与等待（其 /metrics）",
+    ready: "就绪时间：模型加载",
 };
 
 /// The report of `runs`, each a (name, result) — the page's run names, or the CLI's rates — in
@@ -202,6 +206,9 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(l.server_note));
     }
     out.push_str("</figure>\n");
+    if let Some(ready) = &r.config.time_to_ready {
+        ready_section(out, ready, lang, w);
+    }
 
     let diagnosis: Option<Diagnosis> = match &r.baseline {
         Some(base) if base.error.is_some() => None,
@@ -217,6 +224,40 @@ fn section(out: &mut String, name: &str, r: &BenchResult, lang: Lang, w: &Words)
         escape(w.run_record),
         escape(&record)
     );
+}
+
+/// The model load before the run: its phases as one bar, each part as wide as its share of the
+/// whole, and the report's lines ([`TimeToReady::lines`]).
+fn ready_section(out: &mut String, ready: &TimeToReady, lang: Lang, w: &Words) {
+    let _ = write!(
+        out,
+        "<section class=\"ready\" data-testid=\"time-to-ready\">\n<h3>{}</h3>\n<div class=\"ready-bar\">",
+        escape(w.ready)
+    );
+    let phases = ready.phases();
+    for (phase, share) in ready.shares().into_iter().filter(|(_, share)| *share > 0.0) {
+        let seconds = phases.iter().find(|(p, _)| *p == phase).map_or(0.0, |(_, s)| *s);
+        let _ = write!(
+            out,
+            "<span class=\"ready-{}\" style=\"width:{:.2}%;background:{}\" title=\"{} {}\"></span>",
+            phase.key(),
+            share * 100.0,
+            phase.colour(),
+            escape(phase.label(lang)),
+            crate::bench::record::ready::duration(seconds)
+        );
+    }
+    out.push_str("</div>\n<p class=\"legend\">");
+    for phase in Phase::ALL {
+        let _ = write!(
+            out,
+            "<span class=\"swatch\" style=\"background:{}\"></span>{} ",
+            phase.colour(),
+            escape(phase.label(lang))
+        );
+    }
+    let _ =
+        write!(out, "</p>\n<pre class=\"ready-lines\">{}</pre>\n</section>\n", escape(&ready.lines(lang).join("\n")));
 }
 
 /// One series of a chart: name, colour, shape, (x, y) points.
@@ -322,7 +363,9 @@ h1{font-size:1.4rem}h2{font-size:1.15rem;border-top:1px solid #e2e8f0;padding-to
 figure{margin:0}figcaption{font-weight:600;margin-bottom:.3rem}figcaption span{font-weight:400;color:#64748b;font-size:.85em}\
 svg{width:100%;height:auto;display:block}.timeline-card{margin-top:1rem}\
 .legend{font-size:.85em;color:#475569}.swatch{display:inline-block;width:.8em;height:.8em;border-radius:2px;margin:0 .3em 0 .6em}\
-.note{color:#475569;font-size:.85em}pre{background:#f8fafc;border:1px solid #e2e8f0;padding:.8rem;overflow:auto;font-size:12px}";
+.note{color:#475569;font-size:.85em}\
+.ready-bar{display:flex;height:16px;border-radius:3px;overflow:hidden;background:#e2e8f0;margin:.3rem 0}.ready-bar span{display:block;height:100%}\
+pre{background:#f8fafc;border:1px solid #e2e8f0;padding:.8rem;overflow:auto;font-size:12px}";
 
 #[cfg(test)]
 mod tests {
@@ -432,5 +475,38 @@ mod tests {
         assert!(!one.contains("data-testid=\"pareto\""), "one run is no trade-off");
         let zh = html_report(&[("一".into(), &r)], Lang::Zh);
         assert!(zh.contains("lang=\"zh-CN\"") && zh.contains("请求时间线") && zh.contains("性能测试报告"));
+    }
+
+    #[test]
+    fn a_run_with_its_model_load_shows_the_phases_as_a_bar() {
+        use crate::bench::record::ready::{LoadSource, TimeToReady};
+        let mut r = result("tiny", "");
+        assert!(!html_report(&[("run".into(), &r)], Lang::En).contains("time-to-ready"), "no load, no section");
+        r.config.time_to_ready = Some(TimeToReady {
+            source: LoadSource::Network,
+            fetched_bytes: 2_000_000,
+            download_s: 1.5,
+            open_s: 0.25,
+            first_step_s: 0.25,
+            ready_s: 2.0,
+            ..TimeToReady::default()
+        });
+        let html = html_report(&[("run".into(), &r)], Lang::En);
+        assert_eq!(html.matches("data-testid=\"time-to-ready\"").count(), 1);
+        // 1.5 of 2 s downloading: three quarters of the bar; no read, no upload: no part.
+        assert!(
+            html.contains(
+                "<span class=\"ready-download\" style=\"width:75.00%;background:#6366f1\" title=\"download 1.50 s\">"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("class=\"ready-open\" style=\"width:12.50%")
+                && html.contains("class=\"ready-compile\" style=\"width:12.50%")
+        );
+        assert!(!html.contains("class=\"ready-read\"") && !html.contains("class=\"ready-upload\""));
+        assert!(html.contains("downloaded 2.0 MB in 1.50 s (1.3 MB/s)"), "{html}");
+        let zh = html_report(&[("run".into(), &r)], Lang::Zh);
+        assert!(zh.contains("就绪时间：模型加载") && zh.contains("下载 2.0 MB，用时 1.50 s"), "{zh}");
     }
 }

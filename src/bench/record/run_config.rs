@@ -86,6 +86,10 @@ pub struct RunConfig {
     /// absent in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<Criteria>,
+    /// The model load before the run: its phases from its start to the first token, and where its
+    /// bytes came from (`bench::record::ready`); absent for a server and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_ready: Option<crate::bench::record::ready::TimeToReady>,
 }
 
 /// LoadGen's minimum duration of a run (its Server scenario), `--min-duration-s mlperf`.

@@ -2,7 +2,7 @@
 
 use super::args::{check_writable, BenchArgs};
 use super::interrupt::Interrupt;
-use super::model::{engine_options, load, open, Opened};
+use super::model::{engine_options, load_timed, open_timed, Opened};
 use super::{max_rate, remote, serving};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -82,7 +82,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
         .await;
         return finish(&args, &bench::run::max_rate::rates_of(&results), &results, slo.as_ref(), outcome, &interrupt);
     }
-    let loaded = open(&args.model).await?;
+    let (loaded, before) = open_timed(&args.model).await?;
     let (cfg, tokenizer) = match &loaded {
         Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
         Opened::Synthetic(s) => (s.config.clone(), None),
@@ -96,9 +96,12 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     args.check_loaded(&spec, cfg.max_position_embeddings)?;
     let session = session(&spec);
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
+    let (model, ready) = load_timed(&args.model, &loaded, before).await?;
+    // The report's head: where the load's time went (the check below is not part of it).
+    println!("{}", ready.lines(lang).join("\n"));
     let model = match &loaded {
-        Opened::Disk(c, _) => verified(&args, load(&args.model, c).await?, c).await?,
-        Opened::Synthetic(s) => verified(&args, load(&args.model, s).await?, s).await?,
+        Opened::Disk(c, _) => verified(&args, model, c).await?,
+        Opened::Synthetic(s) => verified(&args, model, s).await?,
     };
     let options = engine_options(&args.model, args.model.max_batch);
     let mut engine = args.model.spec.engine(model, draft, &options).await?;
@@ -106,6 +109,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     let describe = RunConfig {
         target: "local".into(),
         model: args.model.model.as_ref().map(|p| p.display().to_string()).or(args.model.synthetic.clone()),
+        time_to_ready: Some(ready),
         ..RunConfig::default()
     };
     // The engine's GPU's energy through NVML where the driver has it (else "–" and why).

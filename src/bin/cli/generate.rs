@@ -1,6 +1,6 @@
 //! `tokenmeter generate`: greedy (or sampled) generation for one or more prompts, concurrently.
 
-use super::model::{engine_options, load, open, ModelArgs, Opened};
+use super::model::{engine_options, load_timed, open_timed, ModelArgs, Opened};
 use super::policy;
 use clap::Args;
 use tokenmeter::engine::{generate as run_requests, EventKind, Request, SamplingParams};
@@ -50,7 +50,7 @@ pub(crate) struct GenerateArgs {
 
 pub(crate) async fn main(args: GenerateArgs) -> Result<()> {
     let policy = args.policy.policy()?;
-    let loaded = open(&args.model).await?;
+    let (loaded, before) = open_timed(&args.model).await?;
     let (cfg, tokenizer) = match &loaded {
         Opened::Disk(c, t) => (c.config.clone(), t.as_ref().as_ref()),
         Opened::Synthetic(s) => (s.config.clone(), None),
@@ -73,10 +73,10 @@ pub(crate) async fn main(args: GenerateArgs) -> Result<()> {
         tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
     }
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
-    let model = match &loaded {
-        Opened::Disk(c, _) => load(&args.model, c).await?,
-        Opened::Synthetic(s) => load(&args.model, s).await?,
-    };
+    let (model, ready) = load_timed(&args.model, &loaded, before).await?;
+    for line in ready.lines(tokenmeter::bench::Lang::En) {
+        eprintln!("{line}");
+    }
     let requests = prompts
         .into_iter()
         .enumerate()

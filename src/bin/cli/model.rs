@@ -3,6 +3,8 @@
 use super::{spec, switches};
 use clap::Args;
 use std::sync::Arc;
+use tokenmeter::bench::record::ready::{LoadSource, TimeToReady};
+use tokenmeter::clock::now_s;
 use tokenmeter::engine::{EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
@@ -50,6 +52,41 @@ pub(crate) struct ModelArgs {
 pub(crate) enum Opened {
     Disk(Checkpoint<tokenmeter::model::source::DiskFile>, Box<Option<Tokenizer>>),
     Synthetic(SyntheticModel),
+}
+
+impl Opened {
+    /// The load's time to ready before its weights go up: where they come from, the bytes stored,
+    /// and `open_s`, the time [`open`] took (no download: a folder on disk, or generated weights).
+    pub(crate) fn before_load(&self, open_s: f64) -> TimeToReady {
+        let (source, stored_bytes) = match self {
+            Opened::Disk(checkpoint, _) => (LoadSource::Disk, checkpoint.file_bytes()),
+            Opened::Synthetic(_) => (LoadSource::Generated, 0),
+        };
+        TimeToReady { source, stored_bytes, open_s, ..TimeToReady::default() }
+    }
+}
+
+/// [`open`], timed: the model and its time to ready so far ([`Opened::before_load`]).
+pub(crate) async fn open_timed(args: &ModelArgs) -> Result<(Opened, TimeToReady)> {
+    let from_s = now_s();
+    let opened = open(args).await?;
+    let before = opened.before_load(now_s() - from_s);
+    Ok((opened, before))
+}
+
+/// [`load`] of what [`open_timed`] opened, with the load's whole time to ready.
+pub(crate) async fn load_timed(
+    args: &ModelArgs,
+    opened: &Opened,
+    before: TimeToReady,
+) -> Result<(ForwardPass, TimeToReady)> {
+    let from_s = now_s();
+    let model = match opened {
+        Opened::Disk(checkpoint, _) => load(args, checkpoint).await?,
+        Opened::Synthetic(model) => load(args, model).await?,
+    };
+    let ready = before.after_load(&model.load_times, now_s() - from_s);
+    Ok((model, ready))
 }
 
 pub(crate) async fn open(args: &ModelArgs) -> Result<Opened> {

@@ -3,7 +3,8 @@
 //!
 //! - [`app`]: the layout; [`state`]: shared signals.
 //! - [`link`]: the page's side of the engine worker; [`models`]: start-up and the loads the model
-//!   card asks for; [`model_panel`]: the model and adapter cards; [`model_sources`]: the model
+//!   card asks for; [`model_panel`]: the model and adapter cards; [`ready`]: the model card's time
+//!   to ready (a load's phases as a bar, a cold load beside a cached one); [`model_sources`]: the model
 //!   card's preset, file pickers and URL; [`files`]: picked and dropped model files;
 //!   [`no_webgpu`]: the notice of a browser without WebGPU (the server target still runs).
 //! - [`settings`]: the workload form and the engine switches, validated as typed, mirrored in
@@ -39,6 +40,7 @@ pub mod no_webgpu;
 pub mod pareto;
 pub mod plan;
 pub mod playground;
+pub mod ready;
 pub mod results;
 pub mod run;
 pub mod search;

@@ -117,6 +117,7 @@ pub fn ModelPanel(state: AppState) -> impl IntoView {
                 testid="model-error"
             />
             <ModelFacts state=state />
+            <super::ready::TimeToReadyView state=state />
             <Show when=move || state.cached.with(|c| !c.is_empty())>
                 <h3>{move || t().cached_models}</h3>
                 <ul class="cached" data-testid="cached">

@@ -270,6 +270,9 @@ pub fn apply(state: AppState, update: FromEngine) {
         FromEngine::Model(info) => {
             // A check was of the model it ran on.
             state.verification.set(None);
+            if let Some((name, ready)) = info.as_ref().and_then(|m| Some((m.name.clone(), m.time_to_ready.clone()?))) {
+                state.loads.update(|loads| loads.push((name, ready)));
+            }
             state.model_info.set(info);
         }
         FromEngine::Choice(source) => state.choice.set(source),

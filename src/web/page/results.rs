@@ -194,6 +194,11 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
         // Saved with the run: what ran (the run record).
         {let ran = ran_text(&entry.result.config);
         (!ran.is_empty()).then(|| view! { <p class="note num" data-testid="ran">{move || t().ran_on} ": " {ran}</p> })}
+        // Saved with the run: its model's load (plain text, from the record).
+        {entry.result.config.time_to_ready.clone().map(|ready| {
+            let line = move || ready.lines(lang.get()).iter().map(|l| l.trim()).collect::<Vec<_>>().join(" · ");
+            view! { <p class="note num" data-testid="ready-recorded">{line}</p> }
+        })}
         // Saved with the run: how finely its timestamps could be taken.
         {let isolated = entry.result.config.cross_origin_isolated.unwrap_or(false);
         entry

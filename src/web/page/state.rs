@@ -67,6 +67,9 @@ pub struct AppState {
     /// performance.now()'s step in ms, measured at start.
     pub timer_resolution_ms: RwSignal<Option<f64>>,
     pub model_info: RwSignal<Option<ModelInfo>>,
+    /// Every load of this visit, by the model's name: the model card compares a cold load with a
+    /// cached one (`web::page::ready`).
+    pub loads: RwSignal<Vec<(String, crate::bench::record::ready::TimeToReady)>>,
     pub phase: RwSignal<Phase>,
     pub settings: Settings,
     /// Where runs send their requests: this engine or a server.
@@ -166,6 +169,7 @@ impl AppState {
             cached: RwSignal::new(Vec::new()),
             timer_resolution_ms: RwSignal::new(None),
             model_info: RwSignal::new(None),
+            loads: RwSignal::new(Vec::new()),
             phase: RwSignal::new(Phase::Loading),
             settings: Settings::from_query(),
             target: TargetSettings::from_query(),

@@ -104,6 +104,9 @@ pub struct ModelInfo {
     pub caps: Caps,
     /// Its shape, for the Plan card's simulator.
     pub config: crate::model::Qwen3Config,
+    /// Its load, phase by phase, from the load's start to the first token.
+    #[serde(default)]
+    pub time_to_ready: Option<crate::bench::record::ready::TimeToReady>,
 }
 
 /// The status line.

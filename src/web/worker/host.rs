@@ -1,6 +1,7 @@
 //! The engine's side: what a run, a load or a generation works with in the engine worker, outside
 //! any reactive graph (none of it is `Send`).
 
+use crate::bench::record::ready::TimeToReady;
 use crate::engine::forward::EngineLimits;
 use crate::engine::ForwardPass;
 use crate::gpu::Gpu;
@@ -36,6 +37,8 @@ pub struct Host {
     page_url: RefCell<String>,
     /// The model cache's record, as the page last sent it or a download changed it.
     manifest: RefCell<Manifest>,
+    /// The loaded model's load, phase by phase: what a run on it records.
+    time_to_ready: RefCell<Option<TimeToReady>>,
 }
 
 impl Default for Host {
@@ -57,6 +60,7 @@ impl Host {
             switches: Cell::new(LinkSwitches::default()),
             page_url: RefCell::new(String::new()),
             manifest: RefCell::new(Default::default()),
+            time_to_ready: RefCell::new(None),
         }
     }
 
@@ -81,6 +85,15 @@ impl Host {
 
     pub fn set_manifest(&self, manifest: Manifest) {
         *self.manifest.borrow_mut() = manifest;
+    }
+
+    /// The loaded model's load ([`TimeToReady`]), for a run's record.
+    pub fn time_to_ready(&self) -> Option<TimeToReady> {
+        self.time_to_ready.borrow().clone()
+    }
+
+    pub fn set_time_to_ready(&self, ready: Option<TimeToReady>) {
+        *self.time_to_ready.borrow_mut() = ready;
     }
 
     /// Takes the model out of its slot (None when absent or already taken).

@@ -7,6 +7,7 @@
 
 use super::host::{Host, LoadedModel};
 use super::post::post;
+use crate::bench::record::ready::{LoadSource, TimeToReady};
 use crate::bench::record::run_config::KernelPath;
 use crate::clock::now_s;
 use crate::engine::verify::{self, Verification};
@@ -267,18 +268,25 @@ async fn load_request(
         LoadRequest::Remote(input) => input.clone(),
     };
     let options = options(request, load, host.switches());
-    let upload = Upload { host, gpu, request, name: name.clone(), options: &options };
+    let started_s = now_s();
+    let upload = Upload { host, gpu, request, name: name.clone(), options: &options, started_s };
     match request {
         LoadRequest::Preset(choice) => {
             let source_model = Breathing { inner: preset(*choice), last_yield_s: Cell::new(now_s()) };
-            upload.run(&source_model, None, None).await
+            upload.run(&source_model, None, None, TimeToReady::default()).await
         }
         LoadRequest::Local(store) => {
             post(&FromEngine::Status(Status::Opening(name)));
             let checkpoint = Checkpoint::open(store).await.map_err(before_free)?;
             let tokenizer = read_tokenizer(store).await.map_err(before_free)?;
             let kind = checkpoint.dtypes.join("+");
-            upload.run(&checkpoint, Some(kind), tokenizer).await
+            let before = TimeToReady {
+                source: LoadSource::Files,
+                stored_bytes: checkpoint.file_bytes(),
+                open_s: now_s() - started_s,
+                ..TimeToReady::default()
+            };
+            upload.run(&checkpoint, Some(kind), tokenizer, before).await
         }
         LoadRequest::Remote(input) => {
             let base = remote_folder(host, input).map_err(before_free)?;
@@ -295,10 +303,18 @@ async fn load_request(
                 Ok::<_, Error>((checkpoint, tokenizer))
             };
             let (checkpoint, tokenizer) = opened.await.map_err(before_free)?;
+            let before = TimeToReady {
+                source: if store.downloaded() > 0 { LoadSource::Network } else { LoadSource::Cache },
+                fetched_bytes: store.downloaded(),
+                stored_bytes: store.stored(),
+                download_s: store.download_s(),
+                open_s: (now_s() - started_s - store.download_s()).max(0.0),
+                ..TimeToReady::default()
+            };
             post(&FromEngine::Download(None));
             host.set_abort(None);
             let kind = checkpoint.dtypes.join("+");
-            upload.run(&checkpoint, Some(kind), tokenizer).await
+            upload.run(&checkpoint, Some(kind), tokenizer, before).await
         }
     }
 }
@@ -319,23 +335,28 @@ struct Upload<'a> {
     /// The status line's name for it.
     name: String,
     options: &'a EngineOptions,
+    /// When the load began (on [`crate::clock`]): its time to ready's start.
+    started_s: f64,
 }
 
 impl Upload<'_> {
-    /// Frees the loaded model and uploads `provider` in its place.
+    /// Frees the loaded model and uploads `provider` in its place; `before`, the load's time to
+    /// ready until now (source, bytes, download, opening).
     async fn run<P: TensorProvider>(
         self,
         provider: &P,
         weights_kind: Option<String>,
         tokenizer: Option<Rc<Tokenizer>>,
+        before: TimeToReady,
     ) -> std::result::Result<(), Failure> {
-        let Upload { host, gpu, request, name, options } = self;
+        let Upload { host, gpu, request, name, options, started_s } = self;
         let source = request.source();
         drop(host.take_model());
         post(&FromEngine::Model(None));
         post(&FromEngine::Choice(source.clone()));
         post(&FromEngine::Status(Status::LoadingWeights(name.clone(), 0)));
         let mut shown = 0;
+        let load_from_s = now_s();
         let loaded = ForwardPass::load(gpu, provider, options, &mut |done, total| {
             let percent = (done * 100 / total.max(1)) as u32;
             if percent != shown {
@@ -345,6 +366,11 @@ impl Upload<'_> {
         })
         .await;
         let model = loaded.map_err(|error| Failure { error, model_freed: true })?;
+        // The whole as the page waited for it: what came between the phases (freeing the old
+        // model, posting updates) is its `other`.
+        let ready =
+            TimeToReady { ready_s: now_s() - started_s, ..before.after_load(&model.load_times, now_s() - load_from_s) };
+        host.set_time_to_ready(Some(ready.clone()));
         let c = &model.cfg;
         let l = &model.limits;
         post(&FromEngine::Model(Some(ModelInfo {
@@ -367,6 +393,7 @@ impl Upload<'_> {
                 max_position: c.max_position_embeddings,
             },
             config: c.clone(),
+            time_to_ready: Some(ready),
         })));
         host.set_model_tokenizer(tokenizer);
         let capacity = model.limits.clone();

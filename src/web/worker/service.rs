@@ -173,7 +173,8 @@ async fn on_engine(host: &Host, cx: &Context, form: RunRequest, loaded: LoadedMo
         Ok(()) => {
             let session = form.session(cx.lang);
             let (random, listener) = (form.random_prompts, listener(sink));
-            let describe = engine_record(cx);
+            // The loaded model's load goes with each run on it.
+            let describe = bench::RunConfig { time_to_ready: host.time_to_ready(), ..engine_record(cx) };
             // `--rate max`: the search, its first guess the planner's, as the CLI's.
             let guess = PlannerGuess(engine.model.cfg.clone());
             let search = Search::of(form.search, session.slo, Some(&guess));

@@ -38,6 +38,12 @@ pub struct Text {
     pub model_17b: &'static str,
     pub layers: &'static str,
     pub hidden: &'static str,
+    /// The model card's time to ready (`web::page::ready`).
+    pub time_to_ready: &'static str,
+    pub ready_cold: &'static str,
+    pub ready_cached: &'static str,
+    pub ready_last: &'static str,
+    pub ready_note: &'static str,
     pub vocab: &'static str,
     pub weights: &'static str,
     pub kv_cache: &'static str,
