@@ -197,6 +197,9 @@ pub struct ForwardPass {
     pub verified: Option<super::verify::Verification>,
     /// Where [`ForwardPass::load`]'s time went.
     pub load_times: LoadTimes,
+    /// Dispatches in the last step recorded (one compute pass): what `speed` attributes a step's
+    /// time to beside its bytes.
+    pub step_dispatches: usize,
 }
 
 /// Where [`ForwardPass::load`]'s time went, in seconds on [`crate::clock`]; the edges add what
@@ -299,6 +302,7 @@ impl ForwardPass {
             readback_resolved_s: 0.0,
             verified: None,
             load_times: LoadTimes::default(),
+            step_dispatches: 0,
         };
         let first_step_from_s = now_s();
         model.warm_up().await?;
@@ -434,11 +438,13 @@ impl ForwardPass {
         Ok((bytemuck::pod_collect_to_vec(&bytes), times))
     }
 
-    fn record(&self, batch: &Batch) -> Result<wgpu::CommandEncoder> {
+    fn record(&mut self, batch: &Batch) -> Result<wgpu::CommandEncoder> {
         let rec = self.record_dispatches(batch)?;
+        let dispatches = rec.dispatch_count();
         let mut encoder =
             self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
         rec.encode(&self.gpu.queue, &mut encoder);
+        self.step_dispatches = dispatches;
         Ok(encoder)
     }
 

@@ -54,6 +54,12 @@ pub struct Roofline {
     pub fma_spread: f64,
     /// Dispatches in each timed submission of the best copy pattern.
     pub copy_dispatches: u32,
+    /// What one more dispatch costs inside a compute pass, microseconds: a chain of one-workgroup
+    /// dispatches that each write the buffer the one before wrote (so each waits for it, as a
+    /// step's do), timed at two lengths, the difference over the extra dispatches; 0 in rooflines
+    /// saved before it was measured.
+    #[serde(default)]
+    pub dispatch_us: f64,
 }
 
 /// The upper median of timings (NaN when there are none).
@@ -127,6 +133,7 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
     expect(gpu, &dst, check.min(gemv_lanes(n)), "read_rows", gemv_folded).await?;
     let (groups, iters) = (1024u32, 4096u32);
     let fma = run(Kernel::FmaRate, Params { n: groups * 64, per_lane: 0, iters, _pad: 0 }, groups).await?;
+    let dispatch_us = dispatch_cost(gpu, &k, &src, &dst, repeats).await?;
     let moved = 2.0 * bytes as f64;
     let (copy_texture_gb_s, read_rows_texture) = match texture {
         true => {
@@ -162,7 +169,28 @@ pub async fn measure(gpu: &Gpu, repeats: usize) -> Result<Roofline> {
         read_spread: best_read.spread,
         fma_spread: fma.spread,
         copy_dispatches: best_copy.dispatches,
+        dispatch_us,
     })
+}
+
+/// Dispatches in the short and the long chain of [`dispatch_cost`].
+const CHAIN: (u32, u32) = (64, 576);
+
+/// Microseconds one more dispatch costs in a compute pass: the median over `repeats` of (the long
+/// chain's time − the short one's) / the extra dispatches, each a single workgroup of the FMA
+/// probe at one iteration writing `dst` (the submission's own cost cancels out).
+async fn dispatch_cost(gpu: &Gpu, k: &Kernels, src: &wgpu::Buffer, dst: &wgpu::Buffer, repeats: usize) -> Result<f64> {
+    let fma = Kernel::FmaRate;
+    gpu.queue.write_buffer(&k.params, 0, bytemuck::bytes_of(&Params { n: 64, per_lane: 0, iters: 1, _pad: 0 }));
+    let bind = k.bind(&gpu.device, fma, "roofline dispatch chain", &[src, dst]);
+    submit_timed(gpu, k.pipeline(fma), &bind, 1, CHAIN.0).await?;
+    let mut per = Vec::with_capacity(repeats.max(1));
+    for _ in 0..repeats.max(1) {
+        let short = submit_timed(gpu, k.pipeline(fma), &bind, 1, CHAIN.0).await?;
+        let long = submit_timed(gpu, k.pipeline(fma), &bind, 1, CHAIN.1).await?;
+        per.push((long - short) / f64::from(CHAIN.1 - CHAIN.0) * 1e6);
+    }
+    Ok(median(per).max(0.0))
 }
 
 /// The first `count` vec4s of `buffer` are `want(i)`; else the probe's kernel is wrong and its

@@ -577,8 +577,17 @@ fn speed_reports_each_figure_with_its_spread() {
         let (ms, spread) = (p["ms"].as_f64().unwrap(), p["spread"].as_f64().expect("a spread over 3 timings"));
         assert!(ms > 0.0 && spread >= 0.0, "{p}");
     }
+    // The roofline's cost of a dispatch, and each decode step explained by it and its bytes: the
+    // three parts add up to the step, the dispatches are the step's own (6 a layer and more).
+    let dispatch_us = three["roofline"]["dispatch_us"].as_f64().expect("the dispatch probe");
+    assert!(dispatch_us > 0.0 && dispatch_us < 10_000.0, "{}", three["roofline"]);
     for d in three["decode"].as_array().unwrap() {
         assert!(d["spread"].as_f64().is_some_and(|s| s >= 0.0), "{d}");
+        let part = |key: &str| d["explained"][key].as_f64().unwrap_or_else(|| panic!("{key}: {d}"));
+        let sum = part("bytes_ms") + part("dispatch_ms") + part("unexplained_ms");
+        assert!((sum - d["step_ms"].as_f64().unwrap()).abs() < 1e-9, "{d}");
+        let dispatches = d["dispatches"].as_u64().unwrap() as f64;
+        assert!(dispatches >= 12.0 && (part("dispatch_ms") - dispatches * dispatch_us / 1e3).abs() < 1e-9, "{d}");
     }
     // One timing has no spread (`null`): `bench::run::speed`'s unit test, without a second run of
     // the CLI (its roofline probe costs most of this test's seconds).

@@ -39,6 +39,55 @@ pub struct DecodeSpeed {
     pub read_probe_fault: bool,
     /// One step run kernel by kernel: (kernel, dispatches, total ms), slowest first.
     pub profile: Vec<KernelTime>,
+    /// Dispatches in a timed step (one compute pass).
+    pub dispatches: usize,
+    /// The step's time explained by its bytes and its dispatches ([`StepTime::of`]).
+    pub explained: StepTime,
+}
+
+/// A step's time explained: its bytes at the probe's read bandwidth, its dispatches at the
+/// probe's cost per dispatch in a pass ([`Roofline::dispatch_us`]), and what is left — the
+/// kernels' work beyond streaming their bytes, and whatever of the two does not overlap. A
+/// negative rest means the bytes and the dispatches' cost overlapped (each a floor, not a sum).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepTime {
+    pub bytes_ms: f64,
+    pub dispatch_ms: f64,
+    pub unexplained_ms: f64,
+}
+
+impl StepTime {
+    /// `step_ms` of `bytes` read at `read_gb_s` and `dispatches` at `dispatch_us` each.
+    pub fn of(step_ms: f64, bytes: f64, read_gb_s: f64, dispatches: usize, dispatch_us: f64) -> StepTime {
+        let bytes_ms = bytes / read_gb_s / 1e6;
+        let dispatch_ms = dispatches as f64 * dispatch_us / 1e3;
+        StepTime { bytes_ms, dispatch_ms, unexplained_ms: step_ms - bytes_ms - dispatch_ms }
+    }
+
+    /// "2.54 ms = 0.31 ms of bytes + 176 × 12.1 µs = 2.13 ms of dispatches + 0.10 ms unexplained".
+    pub fn line(&self, step_ms: f64, dispatches: usize, dispatch_us: f64) -> String {
+        format!(
+            "{step_ms:.2} ms = {:.2} ms of bytes + {dispatches} × {dispatch_us:.1} µs = {:.2} ms of dispatches + {:.2} ms unexplained",
+            self.bytes_ms, self.dispatch_ms, self.unexplained_ms
+        )
+    }
+}
+
+#[cfg(test)]
+mod step_time_tests {
+    use super::StepTime;
+
+    /// 1.6 GB at 800 GB/s is 2 ms; 176 dispatches at 12.5 µs are 2.2 ms; of a 5 ms step, 0.8 ms is
+    /// left. A 3 ms step has -1.2 ms left: the two overlapped.
+    #[test]
+    fn a_step_is_split_into_bytes_dispatches_and_the_rest() {
+        let t = StepTime::of(5.0, 1.6e9, 800.0, 176, 12.5);
+        assert!((t.bytes_ms - 2.0).abs() < 1e-12 && (t.dispatch_ms - 2.2).abs() < 1e-12, "{t:?}");
+        assert!((t.unexplained_ms - 0.8).abs() < 1e-12, "{t:?}");
+        assert!((StepTime::of(3.0, 1.6e9, 800.0, 176, 12.5).unexplained_ms + 1.2).abs() < 1e-12);
+        let line = t.line(5.0, 176, 12.5);
+        assert_eq!(line, "5.00 ms = 2.00 ms of bytes + 176 × 12.5 µs = 2.20 ms of dispatches + 0.80 ms unexplained");
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +169,7 @@ pub async fn decode(
     let mut contexts = Vec::new();
     let (mut drafted, mut accepted) = (0, 0);
     let mut profiled = false;
+    let mut dispatches = 0;
     while engine.has_work() {
         let context = prompt as f64 + generated.iter().sum::<usize>() as f64 / batch as f64;
         let (events, stats) = engine.step().await?;
@@ -137,6 +187,8 @@ pub async fn decode(
                     profiled = true;
                 } else if times.len() < steps {
                     times.push(s.duration_s);
+                    // The last step recorded: this one, or the next of the same shape (overlap).
+                    dispatches = engine.model.step_dispatches;
                     contexts.push(context);
                     drafted += s.drafted_tokens;
                     accepted += s.accepted_tokens;
@@ -174,6 +226,8 @@ pub async fn decode(
         fraction_of_read: gb_s / roof.read_gb_s,
         read_probe_fault: read_probe_fault(gb_s / roof.read_gb_s),
         profile,
+        dispatches,
+        explained: StepTime::of(step * 1e3, weights + kv, roof.read_gb_s, dispatches, roof.dispatch_us),
     })
 }
 
@@ -251,7 +305,8 @@ pub struct SpeedPlan {
 pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
     format!(
         "roofline: copy {:.2} GB/s (blocked {:.2}, strided {:.2}{}; spread {:.1}%, {} dispatches a timing), \
-         read {:.2} GB/s (blocked {:.2}, strided {:.2}, GEMV rows {:.2}{}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%){}",
+         read {:.2} GB/s (blocked {:.2}, strided {:.2}, GEMV rows {:.2}{}; spread {:.1}%), FMA {:.1} GFLOP/s (spread {:.1}%), \
+         {:.1} µs a dispatch{}",
         roof.copy_gb_s,
         roof.copy_blocked_gb_s,
         roof.copy_strided_gb_s,
@@ -266,6 +321,7 @@ pub fn roofline_line(roof: &Roofline, host_copy_gb_s: Option<f64>) -> String {
         100.0 * roof.read_spread,
         roof.fma_gflop_s,
         100.0 * roof.fma_spread,
+        roof.dispatch_us,
         host_copy_gb_s.map(|h| format!("; host memcpy {h:.2} GB/s")).unwrap_or_default()
     )
 }
@@ -310,6 +366,7 @@ pub async fn table(
             },
             host_copy_gb_s.map(|h| format!(", {:>5.1}% of host memcpy", 100.0 * d.gb_s / h)).unwrap_or_default()
         ));
+        log(format!("    step: {}", d.explained.line(d.step_ms, d.dispatches, roof.dispatch_us)));
         if d.drafted_per_step > 0.0 {
             log(format!(
                 "    speculation: {:.2} draft tokens verified per step, {:.2} accepted ({:.1}%): {:.2} tokens per sequence per step",

@@ -26,6 +26,11 @@ impl<'a> StepRecorder<'a> {
         StepRecorder { kernels, arena: Vec::new(), slots: HashMap::new(), dispatches: Vec::new(), max_groups }
     }
 
+    /// Dispatches queued so far: a step's count once it is recorded.
+    pub fn dispatch_count(&self) -> usize {
+        self.dispatches.len()
+    }
+
     /// Queues `kernel` over `groups` workgroups with `params`.
     pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
         assert!(
