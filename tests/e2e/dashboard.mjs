@@ -209,8 +209,9 @@ await page.waitForFunction(() => /GFLOP\/s/.test(document.querySelector('[data-t
 const adapterText = await text('adapter');
 const [copyGbS, readGbS] = [...adapterText.matchAll(/([\d.]+) GB\/s/g)].map((m) => parseFloat(m[1]));
 const fmaGflopS = parseFloat((adapterText.match(/([\d.]+) GFLOP\/s/) ?? [])[1]);
-console.log(`roofline in the page: copy ${copyGbS} GB/s, read ${readGbS} GB/s, FMA ${fmaGflopS} GFLOP/s`);
-await check(copyGbS > 0 && readGbS > 0 && fmaGflopS > 0, `roofline not positive numbers: ${adapterText}`);
+const dispatchUs = parseFloat((adapterText.match(/a dispatch in a pass\s*([\d.]+) µs/) ?? [])[1]);
+console.log(`roofline in the page: copy ${copyGbS} GB/s, read ${readGbS} GB/s, FMA ${fmaGflopS} GFLOP/s, a dispatch ${dispatchUs} µs`);
+await check(copyGbS > 0 && readGbS > 0 && fmaGflopS > 0 && dispatchUs > 0, `roofline not positive numbers: ${adapterText}`);
 // Check this GPU: the engine's matmuls and its logits against the CPU, on this browser's WebGPU.
 const tv = Date.now();
 await byId('verify-gpu').click();

@@ -294,6 +294,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
                 rows.push((t.roofline_copy, format!("{:.2} GB/s", r.copy_gb_s)));
                 rows.push((t.roofline_read, format!("{:.2} GB/s", r.read_gb_s)));
                 rows.push((t.roofline_fma, format!("{:.1} GFLOP/s", r.fma_gflop_s)));
+                rows.push((t.roofline_dispatch, format!("{:.1} µs", r.dispatch_us)));
             }
             Some(Err(e)) => rows.push((t.roofline_copy, e)),
             None => {}

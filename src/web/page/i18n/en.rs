@@ -69,6 +69,7 @@ pub const EN: Text = Text {
     roofline_copy: "Copy bandwidth (read + write)",
     roofline_read: "Read bandwidth",
     roofline_fma: "f32 FMA rate",
+    roofline_dispatch: "a dispatch in a pass",
     sweep: "Rate sweep",
     sweep_hint: "Several rates in the Rate field (1,2,4,inf) run one after another.",
     sweep_rate: "Rate",

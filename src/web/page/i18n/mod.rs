@@ -84,6 +84,7 @@ pub struct Text {
     pub roofline_copy: &'static str,
     pub roofline_read: &'static str,
     pub roofline_fma: &'static str,
+    pub roofline_dispatch: &'static str,
     pub sweep: &'static str,
     pub sweep_hint: &'static str,
     pub sweep_rate: &'static str,

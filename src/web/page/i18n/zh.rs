@@ -69,6 +69,7 @@ pub const ZH: Text = Text {
     roofline_copy: "复制带宽（读 + 写）",
     roofline_read: "读带宽",
     roofline_fma: "f32 FMA 速率",
+    roofline_dispatch: "计算通道内每次调度",
     sweep: "速率扫描",
     sweep_hint: "在速率一栏填写多个值（1,2,4,inf）即可依次运行。",
     sweep_rate: "速率",
