@@ -163,8 +163,10 @@ mod tests {
         assert_eq!(NoneSucceeded::of(&[]), None, "nothing sent");
         let mut cancelled = failed(3, "");
         cancelled.error = None;
-        cancelled.cancelled =
-            Some(crate::bench::record::raw::Cancelled { by: crate::bench::traffic::cancel::CancelledBy::User, at_s: 0.1 });
+        cancelled.cancelled = Some(crate::bench::record::raw::Cancelled {
+            by: crate::bench::traffic::cancel::CancelledBy::User,
+            at_s: 0.1,
+        });
         let stopped = [result(vec![cancelled])];
         assert_eq!(NoneSucceeded::of(&stopped), None, "cancelled, not failed");
         assert!(!stopped[0].failed());

@@ -24,7 +24,10 @@ pub(crate) async fn tiny_engine(max_seqs: usize) -> Engine {
 }
 
 /// `spec`'s plan through the driver on `engine`, greedy, ignoring EOS, random prompts.
-pub(crate) async fn drive(engine: &mut Engine, spec: &WorkloadSpec) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
+pub(crate) async fn drive(
+    engine: &mut Engine,
+    spec: &WorkloadSpec,
+) -> (Vec<bench::RequestRecord>, Vec<bench::StepSample>) {
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
     let options = driver::DriverOptions {

@@ -309,8 +309,12 @@ impl Rule {
                 "cancel after {text:?}: expected milliseconds from 0 to {} s, one value or a range (50 or 50:200)",
                 limits::MAX_SCHEDULE_S
             ),
-            CancelNeedsBoth => "cancellations: give both the share and the delay (--cancel-share, --cancel-after-ms)".into(),
-            CancelWithConversations => "cancellations: not with conversations (a cancelled turn would end its conversation)".into(),
+            CancelNeedsBoth => {
+                "cancellations: give both the share and the delay (--cancel-share, --cancel-after-ms)".into()
+            }
+            CancelWithConversations => {
+                "cancellations: not with conversations (a cancelled turn would end its conversation)".into()
+            }
             SharedPrefixWithDataset => "shared prefix: not with a dataset (its rows bring their own prompts)".into(),
             SharedPrefixLen { len, shortest } => format!(
                 "shared prefix length {len}: must be from 1 to one below the shortest input length ({shortest})"

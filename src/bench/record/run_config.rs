@@ -168,7 +168,8 @@ mod sized_tests {
     fn a_sized_rate_reads_as_three_digits_and_replaces_a_saved_rate() {
         let texts: Vec<String> = [0.28437, 2.5, 31.25, 412.9].iter().map(|&r| SizedRate::of(1.0 / r).text()).collect();
         assert_eq!(texts, ["0.284", "2.50", "31.2", "413"]);
-        let saved = SavedRequest { command: "bench".into(), args: vec!["--seed".into(), "3".into()], dataset_sha256: None };
+        let saved =
+            SavedRequest { command: "bench".into(), args: vec!["--seed".into(), "3".into()], dataset_sha256: None };
         let added = saved.with("--rate", "0.284");
         assert_eq!(added.args, ["--seed", "3", "--rate", "0.284"]);
         assert_eq!(added.with("--rate", "2.50").args, ["--seed", "3", "--rate", "2.50"]);

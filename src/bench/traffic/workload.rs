@@ -421,7 +421,8 @@ impl WorkloadSpec {
         }
         if let Some(c) = &self.cancel {
             if let Some(rule) = c.rule() {
-                let field = if matches!(rule, Rule::CancelShare { .. }) { Field::CancelShare } else { Field::CancelAfter };
+                let field =
+                    if matches!(rule, Rule::CancelShare { .. }) { Field::CancelShare } else { Field::CancelAfter };
                 broken(field, rule);
             }
             if self.conversations.is_some() {

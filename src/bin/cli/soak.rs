@@ -7,8 +7,8 @@
 use clap::Args;
 use serde::Deserialize;
 use std::sync::Arc;
-use tokenmeter::bench::run::soak::{self, Golden, SoakSpec};
 use tokenmeter::bench::base::rules::Rule;
+use tokenmeter::bench::run::soak::{self, Golden, SoakSpec};
 use tokenmeter::bench::{Arrival, Cancellations, DelayRange, Lang, LenRange, WorkloadSpec};
 use tokenmeter::engine::{Engine, EngineOptions, ForwardPass};
 use tokenmeter::gpu::Gpu;

@@ -290,9 +290,8 @@ fn ValidityView(entry: Arc<Entry>, lang: RwSignal<Lang>) -> impl IntoView {
 fn SizedRateView(entry: Arc<Entry>) -> impl IntoView {
     let t = use_text();
     entry.result.config.sized_rate.map(|z| {
-        let line = move || {
-            t().rate_sized_line.replace("{rate}", &z.text()).replace("{alone}", &format!("{:.2}", z.alone_s))
-        };
+        let line =
+            move || t().rate_sized_line.replace("{rate}", &z.text()).replace("{alone}", &format!("{:.2}", z.alone_s));
         view! { <p class="sized-rate note" data-testid="sized-rate">{line}</p> }
     })
 }
