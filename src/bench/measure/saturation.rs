@@ -22,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
 use crate::bench::base::stats::{nan_as_null, stats};
 use crate::bench::record::raw::RequestRecord;
 
@@ -60,6 +61,10 @@ pub struct Load {
     pub waiting_share: Option<f64>,
     /// `None`: not judged (every request arrived at once, or too few completed).
     pub saturated: Option<bool>,
+    /// The rate the workload asked for, where its arrivals were drawn at one (set by the session;
+    /// absent for closed loops, traces, and results saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_rps: Option<f64>,
 }
 
 impl Load {
@@ -113,6 +118,28 @@ impl Load {
             outstanding_at_last_arrival: outstanding_at(last),
             waiting_share,
             saturated,
+            asked_rps: None,
+        })
+    }
+
+    /// Why the offered rate is not the one asked, when they differ by more than 5%: a finite
+    /// random draw of arrivals spans more or less than its mean; `None` otherwise.
+    pub fn draw_note(&self, lang: Lang) -> Option<String> {
+        let asked = self.asked_rps.filter(|a| a.is_finite() && *a > 0.0)?;
+        let offered = self.offered_rps;
+        if !offered.is_finite() || (offered / asked - 1.0).abs() <= 0.05 {
+            return None;
+        }
+        let gaps = (offered * self.arrival_window_s).round();
+        let (window, mean) = (self.arrival_window_s, gaps / asked);
+        Some(match lang {
+            Lang::En => format!(
+                "offered {offered:.2} req/s against the {asked:.2} asked: {gaps:.0} gaps drawn at random spanned {window:.1} s where their mean is {mean:.1} s (a finite draw; a longer run comes closer)"
+            ),
+            Lang::Zh => format!(
+                "到达 {offered:.2} 请求/秒，要求 {asked:.2}：随机抽取的 {gaps:.0} 个间隔共 {window:.1} 秒，\
+                 均值应为 {mean:.1} 秒（有限次抽样；运行越长越接近）"
+            ),
         })
     }
 
@@ -247,6 +274,32 @@ pub(crate) mod tests {
                 }
             })
             .collect()
+    }
+
+    /// 32 Poisson arrivals asked at 4 req/s whose 31 gaps happened to span 9.84 s (mean 7.75 s):
+    /// offered 3.15 req/s, said with why; within 5% of the asked rate, or with none asked, nothing.
+    #[test]
+    fn an_offered_rate_off_the_asked_one_is_explained_as_a_finite_draw() {
+        let load = |offered_rps: f64, asked_rps: Option<f64>| Load {
+            offered_rps,
+            served_rps: 3.0,
+            arrival_window_s: 31.0 / offered_rps,
+            ttft_growth: 0.0,
+            growth_rps: 0.0,
+            outstanding_at_last_arrival: 1,
+            waiting_share: None,
+            saturated: Some(false),
+            asked_rps,
+        };
+        let note = load(3.15, Some(4.0)).draw_note(Lang::En).expect("off by 21%");
+        assert_eq!(
+            note,
+            "offered 3.15 req/s against the 4.00 asked: 31 gaps drawn at random spanned 9.8 s where their mean is \
+             7.8 s (a finite draw; a longer run comes closer)"
+        );
+        assert!(load(3.15, Some(4.0)).draw_note(Lang::Zh).unwrap().contains("有限次抽样"));
+        assert_eq!(load(3.9, Some(4.0)).draw_note(Lang::En), None, "within 5%");
+        assert_eq!(load(3.15, None).draw_note(Lang::En), None, "none asked");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::bench::record::raw::RequestRecord;
 use crate::bench::record::run_config::{Criteria, RunConfig, SizedRate};
 use crate::bench::result::BenchResult;
 use crate::bench::run::target::{Listener, SessionEvent, Target};
-use crate::bench::traffic::workload::{plan, PlannedRequest, WorkloadSpec};
+use crate::bench::traffic::workload::{plan, Arrival, PlannedRequest, WorkloadSpec};
 use crate::bench::verdict::diagnosis::{diagnose_in, Baseline};
 use crate::error::Result;
 
@@ -122,6 +122,12 @@ pub async fn run_into<T: Target>(
             }
         };
         metrics.unsent = unsent;
+        // The rate asked, where the arrivals were drawn at one: the diagnosis explains an offered
+        // rate off it.
+        let drawn = spec.arrival.open_loop() && spec.arrival != Arrival::Trace && spec.rate.is_finite();
+        if let Some(load) = metrics.load.as_mut().filter(|_| drawn) {
+            load.asked_rps = Some(spec.rate);
+        }
         metrics.steady = SteadyState::of(&requests, &steps, s.slo);
         metrics.delivered = DeliveredLoad::of(&requests, &spec);
         if !target.reports_steps() {

@@ -156,6 +156,8 @@ pub fn diagnose_in(m: &BenchmarkMetrics, base: &Baseline, lang: Lang) -> Diagnos
             format!("到达 {:.2} 请求/秒，服务 {:.2} 请求/秒；到达期间队列没有增长", load.offered_rps, load.served_rps),
         ));
     }
+    // An offered rate off the asked one: said, with why (a finite random draw).
+    evidence.extend(load.and_then(|l| l.draw_note(lang)));
     // The server's own view, when its /metrics were scraped: where the waiting happened.
     if let Some(server) = &m.server {
         evidence.extend(server_line(server, lang));
