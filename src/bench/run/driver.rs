@@ -128,8 +128,10 @@ struct Run<'a> {
     /// Engine id → index in the plan, for the requests in the engine (a cancelled one leaves).
     by_engine_id: Vec<(u64, usize)>,
     /// When each request the workload aborts is due to be cancelled (its submission plus its
-    /// drawn delay), once submitted.
+    /// drawn delay), once submitted; and the earliest of them still pending (infinite: none), so
+    /// that a pass of the loop without one due costs one comparison.
     cancel_at_s: Vec<Option<f64>>,
+    next_cancel_s: f64,
     release: Release,
 }
 
@@ -170,6 +172,7 @@ impl<'a> Run<'a> {
             steps: Vec::new(),
             by_engine_id: Vec::new(),
             cancel_at_s: vec![None; plan.len()],
+            next_cancel_s: f64::INFINITY,
         })
     }
 
@@ -191,6 +194,7 @@ impl<'a> Run<'a> {
             Ok(eid) => {
                 self.by_engine_id.push((eid, i));
                 self.cancel_at_s[i] = self.options.spec.cancel_after_s(self.plan[i].id).map(|after_s| now + after_s);
+                self.next_cancel_s = self.next_cancel_s.min(self.cancel_at_s[i].unwrap_or(f64::INFINITY));
             }
             Err(e) => {
                 self.records[i].error = Some(e.to_string());
@@ -254,22 +258,30 @@ impl<'a> Run<'a> {
     /// (checked once a pass of the loop, so up to a step late; the record keeps the time it was
     /// cancelled). The engine frees their KV blocks; their later events are not theirs any more.
     fn cancel_due<X: Executor>(&mut self, engine: &mut Engine<X>, now: f64) {
-        let due = |&(_, i): &(u64, usize)| self.cancel_at_s[i].is_some_and(|at_s| at_s <= now);
-        let (due, kept): (Vec<_>, Vec<_>) = self.by_engine_id.iter().partition(|entry| due(entry));
-        if due.is_empty() {
+        if now < self.next_cancel_s {
             return;
         }
-        self.by_engine_id = kept;
-        for (eid, i) in due {
-            self.cancel_at_s[i] = None;
-            let r = &self.records[i];
-            if r.finish_s.is_none() && r.error.is_none() && engine.cancel(eid) {
-                self.records[i].cancelled = Some(Cancelled { by: CancelledBy::Workload, at_s: now });
-                self.ended(i, now);
-            } else {
-                self.by_engine_id.push((eid, i));
+        let mut next = f64::INFINITY;
+        let mut k = 0;
+        while k < self.by_engine_id.len() {
+            let (eid, i) = self.by_engine_id[k];
+            match self.cancel_at_s[i] {
+                Some(at_s) if at_s <= now => {
+                    self.cancel_at_s[i] = None;
+                    let r = &self.records[i];
+                    if r.finish_s.is_none() && r.error.is_none() && engine.cancel(eid) {
+                        self.records[i].cancelled = Some(Cancelled { by: CancelledBy::Workload, at_s: now });
+                        self.by_engine_id.swap_remove(k);
+                        self.ended(i, now);
+                        continue;
+                    }
+                }
+                Some(at_s) => next = next.min(at_s),
+                None => {}
             }
+            k += 1;
         }
+        self.next_cancel_s = next;
     }
 
     /// Fails what is in flight with `message` (the device faulted).

@@ -151,7 +151,7 @@ pub async fn run_into<T: Target>(
         });
         metrics.energy = gpu_metrics.as_ref().map(|g| Energy::of(g, &requests, measured));
         let diagnosis = baseline.as_ref().filter(|b| b.error.is_none()).map(|b| diagnose_in(&metrics, b, s.lang));
-        let run_config = RunConfig {
+        let mut run_config = RunConfig {
             workload: Some(spec),
             slo: s.slo_text.map(String::from),
             ignore_eos: Some(s.ignore_eos),
@@ -162,7 +162,6 @@ pub async fn run_into<T: Target>(
             ..target.run_config()
         };
         // Run again repeats the sized rate, not the default the request was made with.
-        let mut run_config = run_config;
         if let Some(z) = sized {
             run_config.request = run_config.request.map(|r| r.with("--rate", &z.text()));
         }
