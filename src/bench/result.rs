@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::base::lang::Lang;
+use crate::bench::measure::decided::Decided;
 use crate::bench::measure::energy::GpuReadings;
 use crate::bench::measure::metrics::BenchmarkMetrics;
 use crate::bench::measure::saturation::Saturation;
@@ -30,6 +31,10 @@ pub struct BenchResult {
     /// not yet due then were never sent (and are not in `requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation: Option<Saturation>,
+    /// Set when a `--rate max` trial was ended once its SLO attainment was decided; the requests
+    /// not yet sent then were never sent (and are not in `requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
     /// The server's own `/metrics`, scraped during the run (`--server-metrics`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetrics>,
@@ -66,6 +71,7 @@ impl BenchResult {
             slo: slo.as_ref(),
             criteria: self.config.criteria.unwrap_or_default(),
             saturation: self.saturation.as_ref(),
+            decided: self.decided.as_ref(),
             conditions: self.metrics.browser_conditions.as_ref(),
         })
     }
@@ -126,6 +132,7 @@ mod tests {
 
     fn result(records: Vec<RequestRecord>) -> BenchResult {
         BenchResult {
+            decided: None,
             config: RunConfig::default(),
             metrics: summarize(&records, &[], None, 0.25),
             diagnosis: None,

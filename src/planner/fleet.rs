@@ -531,6 +531,7 @@ impl Shared<'_> {
             ignore_eos: self.ignore_eos,
             prompt: &|p| (self.prompt)(p),
             think: None,
+            decide: None,
         };
         for (j, &k) in mine.iter().enumerate() {
             let p = &self.plan[k];
@@ -662,8 +663,14 @@ impl Target for FleetTarget<'_> {
         listener: &Listener,
         cancel: &Rc<Cell<bool>>,
     ) -> Result<(Vec<RequestRecord>, Vec<StepSample>)> {
-        let options =
-            DriverOptions { spec, sampling: self.sampling, ignore_eos, prompt: &|p| (self.prompt)(p), think: None };
+        let options = DriverOptions {
+            spec,
+            sampling: self.sampling,
+            ignore_eos,
+            prompt: &|p| (self.prompt)(p),
+            think: None,
+            decide: None,
+        };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
         let records = self.fleet.run(plan, &options, self.prompt, on_progress, &|| cancel.get()).await?;
         Ok((records, Vec::new()))

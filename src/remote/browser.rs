@@ -17,8 +17,10 @@ use std::rc::Rc;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
+use crate::bench::measure::decided::{DecideRule, Decided};
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
+use crate::bench::run::release::Stop as Stopped;
 use crate::bench::run::target::Listener;
 use crate::bench::{Arrival, CancelledBy, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
 use crate::error::{Error, Result};
@@ -278,15 +280,16 @@ fn fetch_failed(text: String) -> RequestError {
 #[derive(Clone, Debug)]
 pub struct Client {
     endpoint: Endpoint,
-    /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
-    saturation: RefCell<Option<Saturation>>,
+    /// Why the last run ended early, if it did ([`RunOptions::saturation_stop`],
+    /// [`RunOptions::decide`]).
+    stop: RefCell<Option<Stopped>>,
     /// The last run's scrapes of the server's `/metrics` ([`RunOptions::server_metrics`]).
     server_metrics: RefCell<Option<ServerMetrics>>,
 }
 
 impl Client {
     pub fn new(endpoint: Endpoint) -> Self {
-        Client { endpoint, saturation: RefCell::new(None), server_metrics: RefCell::new(None) }
+        Client { endpoint, stop: RefCell::new(None), server_metrics: RefCell::new(None) }
     }
 
     /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.
@@ -296,7 +299,14 @@ impl Client {
 
     /// Whether the last run was ended early at saturation, and why; taken once.
     pub fn take_saturation(&self) -> Option<Saturation> {
-        self.saturation.borrow_mut().take()
+        let mut stop = self.stop.borrow_mut();
+        stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+    }
+
+    /// Whether the last run was ended once its SLO attainment was decided; taken once.
+    pub fn take_decided(&self) -> Option<Decided> {
+        let mut stop = self.stop.borrow_mut();
+        stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -358,7 +368,7 @@ impl Client {
             &|| cancel.get(),
         )
         .await;
-        *self.saturation.borrow_mut() = outcome.saturation;
+        *self.stop.borrow_mut() = outcome.stop;
         *self.server_metrics.borrow_mut() = outcome.server_metrics;
         outcome.records
     }
@@ -559,6 +569,14 @@ impl Target for ServerTarget<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.client.take_saturation()
+    }
+
+    fn decide_early(&mut self, rule: Option<DecideRule>) {
+        self.setup.decide = rule;
+    }
+
+    fn take_decided(&mut self) -> Option<Decided> {
+        self.client.take_decided()
     }
 
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {

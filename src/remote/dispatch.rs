@@ -19,9 +19,8 @@ use std::task::Poll;
 use futures_channel::oneshot;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
-use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
+use crate::bench::run::release::{Due, Pace, Release, Released, Stop, TURN_BEFORE_FAILED};
 use crate::bench::{CancelledBy, RequestRecord};
 use crate::remote::conversation::{self, TurnEnd};
 use crate::remote::{Api, Prompt, RemoteRequest, RunOptions, SCRAPE_PERIOD_S};
@@ -59,8 +58,9 @@ pub trait Runtime {
 pub struct Outcome {
     /// One per request, in request order; a request never sent is [`RequestRecord::unsent`].
     pub records: Vec<RequestRecord>,
-    /// The saturation stop's verdict, if it ended the run ([`RunOptions::saturation_stop`]).
-    pub saturation: Option<Saturation>,
+    /// Why the run stopped early, if it did: the saturation stop's verdict
+    /// ([`RunOptions::saturation_stop`]), or its SLO attainment decided ([`RunOptions::decide`]).
+    pub stop: Option<Stop>,
     /// The scrapes of [`RunOptions::server_metrics`], from the start to just after the end.
     pub server_metrics: Option<ServerMetrics>,
     /// The scrapes of [`RunOptions::gpu_metrics`], likewise.
@@ -84,18 +84,18 @@ pub async fn run<R: Runtime>(
     let (gpu_ended, gpu_ended_rx) = oneshot::channel::<()>();
     let release = async {
         let mut lp = Loop::new(api, requests, options);
-        let saturation = lp.run(rt, on_progress, stop).await;
+        let stopped = lp.run(rt, on_progress, stop).await;
         // The scrapers' last scrape: after the last request ended.
         drop((server_ended, gpu_ended));
-        (lp.records(), saturation)
+        (lp.records(), stopped)
     };
-    let ((records, saturation), server_metrics, gpu_metrics) = futures_util::future::join3(
+    let ((records, stopped), server_metrics, gpu_metrics) = futures_util::future::join3(
         release,
         scrape_if(rt, options.server_metrics.as_deref(), server_ended_rx),
         scrape_if(rt, options.gpu_metrics.as_deref(), gpu_ended_rx),
     )
     .await;
-    Outcome { records, saturation, server_metrics, gpu_metrics }
+    Outcome { records, stop: stopped, server_metrics, gpu_metrics }
 }
 
 /// The first time on the [`WATCH_PERIOD_S`] grid from the start that is after `now_s` (missed
@@ -138,6 +138,7 @@ impl<'a> Loop<'a> {
             closed_loop: options.closed_loop,
             max_concurrency: options.max_concurrency,
             saturation_stop: options.saturation_stop,
+            decide: options.decide.clone(),
         };
         Loop {
             api,
@@ -148,16 +149,16 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Until every request has ended or the run stopped and what was in flight ended; the
-    /// saturation verdict if the detector stopped it.
+    /// Until every request has ended or the run stopped and what was in flight ended; why the
+    /// watch stopped it, if it did (saturation, or the SLO attainment decided).
     async fn run<R: Runtime>(
         &mut self,
         rt: &R,
         on_progress: &mut dyn FnMut(usize, usize),
         stop: &dyn Fn() -> bool,
-    ) -> Option<Saturation> {
+    ) -> Option<Stop> {
         let mut in_flight = FuturesUnordered::new();
-        let mut saturation = None;
+        let mut stopped = None;
         let mut next_watch_s = 0.0;
         loop {
             let now = rt.now_s();
@@ -167,11 +168,11 @@ impl<'a> Loop<'a> {
             }
             if now >= next_watch_s {
                 next_watch_s = next_watch(now);
-                if let Some(verdict) = self.release.watch(now) {
+                if let Some(why) = self.release.watch(now) {
                     // Nothing more is sent, and what is in flight is cancelled: at saturation it
-                    // would only drain a queue that grew for seconds.
-                    saturation = Some(verdict);
-                    rt.stop_all(CancelledBy::SaturationStop);
+                    // would only drain a queue that grew for seconds; a decided run needs no more.
+                    rt.stop_all(why.by());
+                    stopped = Some(why);
                 }
             }
             while let Some(Released { index, arrival_s }) = self.release.next(now) {
@@ -180,7 +181,7 @@ impl<'a> Loop<'a> {
                 in_flight.push(sending(rt, index, request, arrival_s, keep_prompt));
             }
             if self.release.done() {
-                return saturation;
+                return stopped;
             }
             // Wake for the next arrival (when a slot is free for it: else an end frees one), the
             // next watch, or a request's end, whichever is first.
@@ -209,7 +210,7 @@ impl<'a> Loop<'a> {
             turn.mark(&mut record);
         }
         let end = sent.map(|sent| TurnEnd::of(sent, &record, reply)).unwrap_or_default();
-        let next = self.release.end(index);
+        let next = self.release.end(index, &record);
         self.record(index, record, on_progress);
         if let Some(next) = next {
             self.follow(rt, next, &end, on_progress);
@@ -392,7 +393,7 @@ mod tests {
         assert_eq!(outcome.server_metrics.map(|m| m.samples.len()), Some(4));
         let gpu = outcome.gpu_metrics.expect("the exporter's scrapes");
         assert!(gpu.samples.len() == 4 && gpu.samples.iter().all(|s| s.gpu_power_w == Some(150.0)), "{gpu:?}");
-        assert!(outcome.saturation.is_none());
+        assert!(outcome.stop.is_none());
     }
 
     /// Two in flight: 0 and 1 at once, 2 when 1 ends (0.1 s), 3 when 0 ends (0.3 s); each

@@ -43,6 +43,7 @@ pub mod browser;
 
 use serde_json::{json, Value};
 
+use crate::bench::measure::decided::DecideRule;
 use crate::bench::run::driver::Progress;
 use crate::bench::run::release::Pace;
 use crate::bench::run::target::{Listener, SessionEvent};
@@ -102,6 +103,9 @@ pub struct RemoteSetup<'a> {
     /// A DCGM exporter's `/metrics` to scrape during each run, for its GPUs' power and energy
     /// (`--gpu-metrics-url`; native only: an exporter allows no page's origin).
     pub gpu_metrics: Option<String>,
+    /// Stop each run once its SLO attainment is decided (a `--rate max` trial:
+    /// [`crate::bench::Target::decide_early`]); `None` for any other run.
+    pub decide: Option<DecideRule>,
 }
 
 /// How requests are sent, by either client.
@@ -125,6 +129,8 @@ pub struct RunOptions {
     pub server_metrics: Option<String>,
     /// Scrape this DCGM exporter's `/metrics` too, by the same loop ([`crate::bench::measure::energy`]).
     pub gpu_metrics: Option<String>,
+    /// Stop once the run's SLO attainment is decided ([`crate::bench::measure::decided`]).
+    pub decide: Option<DecideRule>,
 }
 
 /// How often the server's `/metrics` is scraped during a run, and the bounds of one scrape.
@@ -149,6 +155,7 @@ impl RemoteSetup<'_> {
             saturation_stop: pace.saturation_stop,
             server_metrics: self.server_metrics.clone(),
             gpu_metrics: self.gpu_metrics.clone(),
+            decide: self.decide.clone(),
         };
         let mut requests = match conversation_turns(spec) {
             Some(turns) => turn_requests(plan, &turns, self.prompt)?,

@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::bench::measure::decided::{DecideRule, Decided};
 use crate::bench::measure::energy::{EnergySource, GpuReadings};
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
+use crate::bench::run::release::Stop;
 use crate::bench::run::target::Listener;
 use crate::bench::verdict::quality::Generated;
 use crate::bench::{CancelledBy, PlannedRequest, RequestRecord, RunConfig, StepSample, Target, WorkloadSpec};
@@ -40,8 +42,9 @@ pub struct Client {
     runtime: tokio::runtime::Runtime,
     /// Set from elsewhere (the CLI's Ctrl-C) to stop a run: see [`Client::run_until`].
     interrupt: Arc<AtomicBool>,
-    /// The last run's saturation verdict, if it ended early ([`RunOptions::saturation_stop`]).
-    saturation: std::sync::Mutex<Option<Saturation>>,
+    /// Why the last run ended early, if it did ([`RunOptions::saturation_stop`],
+    /// [`RunOptions::decide`]).
+    stop: std::sync::Mutex<Option<Stop>>,
     /// The last run's scrapes of the server's `/metrics` ([`RunOptions::server_metrics`]).
     server_metrics: std::sync::Mutex<Option<ServerMetrics>>,
     /// The last run's scrapes of a DCGM exporter ([`RunOptions::gpu_metrics`]).
@@ -104,7 +107,7 @@ impl Client {
             http,
             runtime,
             interrupt: Arc::new(AtomicBool::new(false)),
-            saturation: std::sync::Mutex::new(None),
+            stop: std::sync::Mutex::new(None),
             server_metrics: std::sync::Mutex::new(None),
             gpu_metrics: std::sync::Mutex::new(None),
         })
@@ -118,7 +121,14 @@ impl Client {
 
     /// Whether the last run was ended early at saturation, and why; taken once.
     pub fn take_saturation(&self) -> Option<Saturation> {
-        self.saturation.lock().map(|mut s| s.take()).unwrap_or(None)
+        let mut stop = self.stop.lock().ok()?;
+        stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+    }
+
+    /// Whether the last run was ended once its SLO attainment was decided; taken once.
+    pub fn take_decided(&self) -> Option<Decided> {
+        let mut stop = self.stop.lock().ok()?;
+        stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
     }
 
     /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.
@@ -255,8 +265,8 @@ impl Client {
             let tokio = Tokio::new(self, options);
             dispatch::run(&tokio, self.endpoint.api, requests, options, on_progress, &stop).await
         });
-        if let Ok(mut last) = self.saturation.lock() {
-            *last = outcome.saturation;
+        if let Ok(mut last) = self.stop.lock() {
+            *last = outcome.stop;
         }
         if let Ok(mut last) = self.server_metrics.lock() {
             *last = outcome.server_metrics;
@@ -598,6 +608,14 @@ impl Target for ServerTarget<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.client.take_saturation()
+    }
+
+    fn decide_early(&mut self, rule: Option<DecideRule>) {
+        self.setup.decide = rule;
+    }
+
+    fn take_decided(&mut self) -> Option<Decided> {
+        self.client.take_decided()
     }
 
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {

@@ -31,6 +31,7 @@ pub(crate) async fn drive(
     let plan = bench::plan(spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 512));
     let options = driver::DriverOptions {
+        decide: None,
         spec,
         sampling: SamplingParams::default(),
         ignore_eos: true,
@@ -315,6 +316,7 @@ fn a_reply_with_think_tags_is_split_into_reasoning_and_answer() {
         let close_at = (2..reply.len() - 1).find(|&k| !reply[..k].contains(&reply[k])).expect("a varied reply");
         let tags = ThinkTags { open: reply[0], close: reply[close_at] };
         let options = driver::DriverOptions {
+            decide: None,
             spec: &s,
             sampling: SamplingParams::default(),
             ignore_eos: true,

@@ -78,7 +78,14 @@ pub(crate) fn greedy_options<'a>(
     spec: &'a WorkloadSpec,
     prompt: &'a dyn Fn(&bench::PlannedRequest) -> tokenmeter::Result<Vec<u32>>,
 ) -> driver::DriverOptions<'a> {
-    driver::DriverOptions { spec, sampling: SamplingParams::default(), ignore_eos: true, prompt, think: None }
+    driver::DriverOptions {
+        spec,
+        sampling: SamplingParams::default(),
+        ignore_eos: true,
+        prompt,
+        think: None,
+        decide: None,
+    }
 }
 
 async fn drive(engine: &mut Engine<SimExecutor>, spec: &WorkloadSpec) -> Vec<bench::RequestRecord> {

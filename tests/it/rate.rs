@@ -111,6 +111,20 @@ mod alone {
         let rate = found.rate.expect("a rate met the SLO");
         assert!(found.lo <= rate && rate < found.hi && found.hi <= found.lo * 1.05 + 1e-9, "{found:?}");
         assert!(stdout.contains("highest rate: ") && stderr.contains("trying "), "{stdout}");
+        // The first guess is the probe's: a burst that decides no rate. A run decided while it ran
+        // stops there (its requests never sent are not a user's stop), and its decision is its
+        // verdict.
+        assert!(found.trials[0].stage == max_rate::Stage::Probe && found.first_guess.contains("a probe"), "{found:?}");
+        let decided: Vec<_> = found.trials.iter().filter(|t| t.decided.is_some()).collect();
+        assert!(!decided.is_empty(), "{found:?}");
+        for t in decided {
+            let result = &results[t.result];
+            assert_eq!(t.met, t.decided.as_ref().unwrap().met);
+            let stopped = |r: &tokenmeter::bench::verdict::validity::Invalid| {
+                matches!(r, tokenmeter::bench::verdict::validity::Invalid::StoppedByUser { .. })
+            };
+            assert!(!result.validity().reasons.iter().any(stopped), "{:?}", result.validity());
+        }
         // What the search spent: every run's requests, and its seconds.
         assert_eq!(found.spent_requests, results.iter().map(|r| r.requests.len()).sum::<usize>());
         assert!(found.spent_s > 0.0 && stdout.contains(&format!("spent: {} requests", found.spent_requests)));
@@ -138,7 +152,9 @@ mod alone {
             .collect();
         alone.sort_by(f64::total_cmp);
         let overhead_s = alone[alone.len() / 2];
-        let spec: WorkloadSpec = results[0].config.workload.clone().unwrap();
+        // The workload a full run is made of: the first deciding run's, at the count asked.
+        let deciding = found.trials.iter().find(|t| t.stage != max_rate::Stage::Probe).unwrap();
+        let spec = WorkloadSpec { num_requests: 100, ..results[deciding.result].config.workload.clone().unwrap() };
         let slo: Slo = "ttft_ms=60".parse().unwrap();
         let attained = |rate: f64| {
             let arrivals = plan(&WorkloadSpec { rate, ..spec.clone() }).unwrap();

@@ -228,6 +228,7 @@ fn llama_server_killed_and_restarted_mid_soak() {
         gpus: None,
         server_metrics: None,
         gpu_metrics: None,
+        decide: None,
     };
     let mut target = ServerTarget { client: &client, setup };
     let session_spec = SessionSpec {

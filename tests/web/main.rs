@@ -420,6 +420,7 @@ async fn sweep_view_marks_the_knee() {
         metrics.output_throughput = throughput;
         metrics.ttft_ms.p99 = ttft_p99;
         tokenmeter::bench::BenchResult {
+            decided: None,
             config: tokenmeter::bench::RunConfig::default(),
             metrics,
             diagnosis: None,
@@ -693,6 +694,7 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
     }
     let metrics = tokenmeter::bench::summarize(&records, &[], None, 0.25);
     let result = tokenmeter::bench::BenchResult {
+        decided: None,
         config: tokenmeter::bench::RunConfig { target: endpoint.describe(), ..Default::default() },
         metrics,
         diagnosis: None,
@@ -1038,6 +1040,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
     let plan = bench::plan(&spec).unwrap();
     let prompt = |p: &bench::PlannedRequest| Ok(bench::random_prompt(spec.seed, p.id, p.prompt_len, 256));
     let driver_options = driver::DriverOptions {
+        decide: None,
         spec: &spec,
         sampling: SamplingParams::default(),
         ignore_eos: true,
@@ -1054,6 +1057,7 @@ async fn the_page_and_its_engine_worker_exchange_messages_intact() {
         other => panic!("came back as {other:?}"),
     }
     let result = bench::BenchResult {
+        decided: None,
         config: Default::default(),
         metrics: bench::summarize(&records, &steps, None, 0.25),
         diagnosis: None,

@@ -408,6 +408,7 @@ mod tests {
             .collect();
         let requests = vec![done, failed];
         BenchResult {
+            decided: None,
             config: RunConfig { target: "local".into(), model: Some(model.to_string()), ..RunConfig::default() },
             metrics: summarize(&requests, &steps, None, 0.25),
             diagnosis: None,

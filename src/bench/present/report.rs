@@ -85,6 +85,7 @@ struct Labels {
     by_workload: &'static str,
     by_user: &'static str,
     by_saturation_stop: &'static str,
+    by_decided: &'static str,
     stopped_short: &'static str,
     usage_mismatch: &'static str,
     redirected: &'static str,
@@ -170,6 +171,7 @@ const EN: Labels = Labels {
     by_workload: "by the workload",
     by_user: "by the user",
     by_saturation_stop: "by the saturation stop",
+    by_decided: "by the search, its SLO attainment decided",
     stopped_short: "completed requests returned fewer tokens than asked (the server may not honour ignore_eos)",
     usage_mismatch:
         "requests: the server's usage.completion_tokens disagrees with the streamed tokens (usage_mismatch in the JSON)",
@@ -257,6 +259,7 @@ const ZH: Labels = Labels {
     by_workload: "工作负载取消",
     by_user: "用户停止",
     by_saturation_stop: "饱和停止",
+    by_decided: "搜索已判定 SLO 达成率",
     stopped_short: "个完成的请求输出少于要求的 token 数（服务器可能不支持 ignore_eos）",
     usage_mismatch: "个请求的 usage.completion_tokens 与流式收到的 token 数不符（见 JSON 中的 usage_mismatch）",
     redirected: "个请求被服务器重定向（见 JSON 中的 redirected_to；多出的往返计入 TTFT）",
@@ -342,6 +345,7 @@ fn headline_lines(m: &BenchmarkMetrics, l: &Labels, lang: Lang, server: bool) ->
         let by = |who: &str| match who {
             "workload" => l.by_workload,
             "user" => l.by_user,
+            "decided" => l.by_decided,
             _ => l.by_saturation_stop,
         };
         let kinds: Vec<String> = m.cancelled.iter().map(|(who, n)| format!("{} × {n}", by(who))).collect();
@@ -825,7 +829,8 @@ pub fn validity_lines(result: &BenchResult, lang: Lang) -> Vec<String> {
 }
 
 /// Warnings that go with a rate's report, one line each (the CLI prints them after the report,
-/// the page shows them above it): a saturation stop, and a client that sent late.
+/// the page shows them above it): a saturation stop, a search's run stopped once decided, and a
+/// client that sent late.
 pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(cost) = &result.config.simulated {
@@ -838,6 +843,12 @@ pub fn run_warnings(result: &BenchResult, lang: Lang) -> Vec<String> {
         lines.push(match lang {
             Lang::En => s.reason.clone(),
             Lang::Zh => format!("提前停止（无法维持该速率）：{}", s.reason),
+        });
+    }
+    if let Some(d) = &result.decided {
+        lines.push(match lang {
+            Lang::En => format!("a --rate max run stopped early: {}", d.text(lang)),
+            Lang::Zh => format!("--rate max 的运行提前停止：{}", d.text(lang)),
         });
     }
     if let Some(d) = result.metrics.delivered.as_ref().filter(|d| d.bent) {
@@ -1124,6 +1135,7 @@ mod tests {
             ..crate::bench::record::run_config::RunConfig::default()
         };
         let result = BenchResult {
+            decided: None,
             config,
             metrics: metrics(),
             diagnosis: None,
@@ -1151,6 +1163,7 @@ mod tests {
     #[test]
     fn results_saved_with_the_untyped_config_still_load() {
         let mut json = serde_json::to_value(BenchResult {
+            decided: None,
             config: crate::bench::record::run_config::RunConfig::default(),
             metrics: metrics(),
             diagnosis: None,
@@ -1196,6 +1209,7 @@ mod tests {
     #[test]
     fn warnings_name_a_saturation_stop_and_a_late_client() {
         let base = BenchResult {
+            decided: None,
             config: crate::bench::record::run_config::RunConfig::default(),
             metrics: metrics(),
             diagnosis: None,

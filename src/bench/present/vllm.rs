@@ -201,6 +201,7 @@ mod tests {
             ..Default::default()
         };
         let result = BenchResult {
+            decided: None,
             config,
             metrics,
             diagnosis: None,

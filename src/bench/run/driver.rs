@@ -6,9 +6,9 @@
 //! ids, then its own), and watching for saturation before every release.
 
 use crate::bench::base::thinking::ThinkTags;
-use crate::bench::measure::saturation::Saturation;
+use crate::bench::measure::decided::DecideRule;
 use crate::bench::record::raw::{Cancelled, RequestRecord, StepSample, TokenTimes};
-use crate::bench::run::release::{Due, Pace, Release, Released, TURN_BEFORE_FAILED};
+use crate::bench::run::release::{Due, Pace, Release, Released, Stop, TURN_BEFORE_FAILED};
 use crate::bench::traffic::cancel::CancelledBy;
 use crate::bench::traffic::prompts::Prompt;
 use crate::bench::traffic::workload::{conversation_turns, PlannedRequest, Turn, WorkloadSpec};
@@ -25,6 +25,8 @@ pub struct DriverOptions<'a> {
     /// The model's thinking tags, to split each reply into reasoning and answer
     /// ([`crate::bench::base::thinking`]); `None` (no tokenizer that has them): no split.
     pub think: Option<ThinkTags>,
+    /// Stop once the run's SLO attainment is decided ([`Pace::decide`]).
+    pub decide: Option<DecideRule>,
 }
 
 /// Live view for charts and progress, after every step.
@@ -48,26 +50,27 @@ pub async fn run<X: Executor>(
     Ok((records, steps))
 }
 
-/// [`run`], which also watches an open loop for saturation when `options.spec.saturation_stop`
-/// ([`Release::watch`], at every pass of the loop): once requests outstanding keep growing, nothing more is
+/// [`run`], which also watches an open loop for saturation when `options.spec.saturation_stop`,
+/// and the run's SLO attainment when `options.decide` ([`Release::watch`], at every pass of the
+/// loop): once requests outstanding keep growing or the attainment is decided, nothing more is
 /// released (those requests keep no arrival time and are dropped by the session), those in
-/// flight are cancelled (a queue that grew for seconds would take as long to drain), and the
-/// verdict is returned.
+/// flight are cancelled (a queue that grew for seconds would take as long to drain; a decided
+/// run needs nothing more), and why it stopped is returned.
 pub async fn run_watched<X: Executor>(
     engine: &mut Engine<X>,
     plan: &[PlannedRequest],
     options: &DriverOptions<'_>,
     on_progress: &mut dyn FnMut(&Progress),
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Vec<RequestRecord>, Vec<StepSample>, Option<Saturation>)> {
+) -> Result<(Vec<RequestRecord>, Vec<StepSample>, Option<Stop>)> {
     let mut run = Run::new(plan, options)?;
     // The engine's clock: the wall clock, or the capacity planner's virtual one.
     let t0 = engine.model.now_s();
-    let mut saturation = None;
+    let mut stop: Option<Stop> = None;
     let mut slept_until = f64::NEG_INFINITY;
     while !run.release.done() {
-        if cancelled() || saturation.is_some() {
-            let by = if saturation.is_some() { CancelledBy::SaturationStop } else { CancelledBy::User };
+        if cancelled() || stop.is_some() {
+            let by = stop.as_ref().map_or(CancelledBy::User, Stop::by);
             run.cancel_in_flight(engine, by, engine.model.now_s() - t0);
             break;
         }
@@ -75,8 +78,8 @@ pub async fn run_watched<X: Executor>(
         // Never earlier than a time the driver slept until: `t0 + next − t0` may round an ulp
         // short of `next` (on the planner's virtual clock it then never came due).
         let now = (engine.model.now_s() - t0).max(slept_until);
-        saturation = run.release.watch(now);
-        if saturation.is_some() {
+        stop = run.release.watch(now);
+        if stop.is_some() {
             continue;
         }
         while let Some(released) = run.release.next(now) {
@@ -106,7 +109,7 @@ pub async fn run_watched<X: Executor>(
         on_progress(&Progress { records: &run.records, steps: &run.steps, finished, total: plan.len() });
     }
     let (records, steps) = run.finish();
-    Ok((records, steps, saturation))
+    Ok((records, steps, stop))
 }
 
 /// One run's state between steps: the release, the records, what is in flight.
@@ -161,7 +164,7 @@ impl<'a> Run<'a> {
         let due =
             plan.iter().enumerate().map(|(i, p)| Due::of(p.arrival_s, previous_turn(turns.as_deref(), i))).collect();
         Ok(Run {
-            release: Release::new(due, Pace::of(options.spec)),
+            release: Release::new(due, Pace { decide: options.decide.clone(), ..Pace::of(options.spec) }),
             plan,
             options,
             sent_prompts: vec![Vec::new(); if turns.is_some() { plan.len() } else { 0 }],
@@ -206,7 +209,7 @@ impl<'a> Run<'a> {
     /// Request `i` ended at `at_s`: the turn after it, if any, is dated at its finish plus the
     /// think time, or, when it failed, fails at `at_s` with the turns after it.
     fn ended(&mut self, i: usize, at_s: f64) {
-        let Some(next) = self.release.end(i) else { return };
+        let Some(next) = self.release.end(i, &self.records[i]) else { return };
         match (&self.records[i].error, self.records[i].finish_s) {
             (None, Some(finish_s)) => {
                 self.release.date(next, finish_s);

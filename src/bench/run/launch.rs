@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::bench::base::thinking::ThinkTags;
+use crate::bench::measure::decided::{DecideRule, Decided};
 use crate::bench::measure::energy::{GpuReadings, NvmlMeter};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::measure::saturation::Saturation;
@@ -18,6 +19,7 @@ use crate::bench::record::run_config::{RecordedExecutor, RunConfig};
 use crate::bench::result::BenchResult;
 use crate::bench::run::driver::{self, Progress};
 use crate::bench::run::max_rate::{self, FirstGuess, MaxRate, RateSearch};
+use crate::bench::run::release::Stop;
 use crate::bench::run::session::{run_into, SessionSpec};
 use crate::bench::run::target::{Listener, SessionEvent, Target};
 use crate::bench::traffic::prompts::PromptSource;
@@ -168,8 +170,10 @@ pub struct EngineTarget<'a, X: RecordedExecutor = ForwardPass> {
     sampling: SamplingParams,
     /// The run record's target, model and prompts (the engine adds adapter, kernels, limits).
     describe: RunConfig,
-    /// Set by a run that ended early at saturation ([`Target::take_saturation`]).
-    saturation: Option<Saturation>,
+    /// Why the last run ended early, if it did ([`Target::take_saturation`], [`Target::take_decided`]).
+    stop: Option<Stop>,
+    /// The next runs stop once their SLO attainment is decided ([`Target::decide_early`]).
+    decide: Option<DecideRule>,
     /// The tokenizer's thinking tags, to split replies into reasoning and answer; `None`: no split.
     think: Option<ThinkTags>,
     /// The engine's GPU's power and energy through NVML, read around each run, when asked for.
@@ -191,7 +195,8 @@ impl<'a, X: RecordedExecutor> EngineTarget<'a, X> {
             prompt: Box::new(prompt),
             sampling: SamplingParams::default(),
             describe,
-            saturation: None,
+            stop: None,
+            decide: None,
             think,
             nvml: None,
         }
@@ -231,6 +236,7 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
             ignore_eos,
             prompt: &*self.prompt,
             think: self.think,
+            decide: self.decide.clone(),
         };
         let on_progress = &mut |p: &Progress| listener(SessionEvent::Progress(p));
         if let Some(meter) = self.nvml.as_mut() {
@@ -240,8 +246,8 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
         if let Some(meter) = self.nvml.as_mut() {
             meter.stop(self.engine.model.now_s());
         }
-        let (records, steps, saturation) = ran?;
-        self.saturation = saturation;
+        let (records, steps, stop) = ran?;
+        self.stop = stop;
         Ok((records, steps))
     }
 
@@ -250,7 +256,15 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
     }
 
     fn take_saturation(&mut self) -> Option<Saturation> {
-        self.saturation.take()
+        self.stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+    }
+
+    fn decide_early(&mut self, rule: Option<DecideRule>) {
+        self.decide = rule;
+    }
+
+    fn take_decided(&mut self) -> Option<Decided> {
+        self.stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
     }
 
     fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {

@@ -28,7 +28,9 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::confidence::{min_passing, EARLY_STOPPING_CONFIDENCE};
 use crate::bench::base::lang::Lang;
+use crate::bench::measure::decided::{DecideRule, Decided};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::measure::steady::SteadyState;
 use crate::bench::record::raw::RequestRecord;
@@ -66,14 +68,40 @@ pub struct RateSearch {
     pub tolerance: f64,
     /// Runs at most, the first run, repeats and the runs sizing it included.
     pub max_runs: usize,
+    /// A bracketing or narrowing run's arrivals span about this many seconds at most: its
+    /// requests are `rate × run_s` where that is fewer than the workload's (never fewer than
+    /// [`RateSearch::min_requests`]).
+    #[serde(default = "RateSearch::default_run_s")]
+    pub run_s: f64,
 }
 
 impl RateSearch {
     pub const TOLERANCE: f64 = 0.05;
     pub const MAX_RUNS: usize = 24;
+    pub const RUN_S: f64 = 60.0;
 
     pub fn new(attainment: f64) -> RateSearch {
-        RateSearch { attainment, tolerance: Self::TOLERANCE, max_runs: Self::MAX_RUNS }
+        RateSearch { attainment, tolerance: Self::TOLERANCE, max_runs: Self::MAX_RUNS, run_s: Self::RUN_S }
+    }
+
+    fn default_run_s() -> f64 {
+        Self::RUN_S
+    }
+
+    /// The fewest requests a run is cut to: those that could decide it met with none over the
+    /// SLOs ([`crate::bench::base::confidence::min_passing`]: 44 at 90%, 459 at 99%).
+    pub fn min_requests(&self) -> usize {
+        min_passing(0, self.attainment, EARLY_STOPPING_CONFIDENCE)
+    }
+
+    /// A run's requests at `rate`, from the workload's `planned` ([`RateSearch::run_s`]).
+    pub fn requests_at(&self, rate: f64, planned: usize) -> usize {
+        let by_time = (rate * self.run_s).ceil();
+        if by_time.is_finite() && by_time < planned as f64 {
+            (by_time as usize).max(self.min_requests()).min(planned)
+        } else {
+            planned
+        }
     }
 }
 
@@ -81,6 +109,9 @@ impl RateSearch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
+    /// A burst of a few requests at once ([`probe`]): what the target serves flat out, the first
+    /// guess where there is no prediction. It decides no rate.
+    Probe,
     First,
     Bracket,
     Narrow,
@@ -90,6 +121,8 @@ pub enum Stage {
 /// One run of the search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
+    /// Requests per second; the probe's is infinite (`null` in JSON).
+    #[serde(with = "crate::bench::traffic::workload::infinite_rate")]
     pub rate: f64,
     pub stage: Stage,
     /// Its index in the results (the JSON's `results`).
@@ -102,6 +135,13 @@ pub struct Trial {
     pub per_slo: Vec<(String, f64)>,
     /// The rate's verdict (pooled over its repeats): it met the target.
     pub met: bool,
+    /// Requests the run sent.
+    #[serde(default)]
+    pub requests: usize,
+    /// The run was stopped once its attainment was decided ([`crate::bench::measure::decided`]),
+    /// which is then its verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
 }
 
 /// What the search found.
@@ -252,21 +292,32 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         self.trials.last().map(|t| t.rate)
     }
 
-    /// One run at `rate` (its workload `spec` at that rate), recorded as a trial of `stage`.
+    /// One run at `rate` (its workload `spec` at that rate), recorded as a trial of `stage`. A
+    /// bracketing, narrowing or repeated run is sized by duration ([`RateSearch::requests_at`])
+    /// and stopped once its attainment is decided; the first run and the probe go to their end.
     async fn run(&mut self, spec: &WorkloadSpec, rate: f64, stage: Stage) -> Result<usize> {
         if self.cancel.get() {
             return Err(Error::Cancelled);
         }
-        let spec = WorkloadSpec { rate, ..spec.clone() };
+        let decides = matches!(stage, Stage::Bracket | Stage::Narrow | Stage::Repeat);
+        let num_requests = if decides { self.search.requests_at(rate, spec.num_requests) } else { spec.num_requests };
+        let spec = WorkloadSpec { rate, num_requests, ..spec.clone() };
         let rates = [rate];
-        // A trial without a steady state cannot decide the search: its verdict says so.
-        let criteria = Criteria { steady_required: true, ..self.session.criteria };
+        // A trial without a steady state cannot decide the search (unless decided while it ran):
+        // its verdict says so.
+        let criteria = Criteria { steady_required: stage != Stage::Probe, ..self.session.criteria };
         let session = SessionSpec { spec: &spec, rates: &rates, baseline: false, criteria, ..*self.session };
         let before = self.results.len();
-        run_into(self.target, &session, self.listener, self.cancel, self.results).await?;
+        let rule = DecideRule { slo: self.slo.clone(), attainment: self.search.attainment };
+        self.target.decide_early(decides.then_some(rule));
+        let ran = run_into(self.target, &session, self.listener, self.cancel, self.results).await;
+        self.target.decide_early(None);
+        ran?;
         let result = self.results.get(before).ok_or(Error::Cancelled)?;
         let (attainment, steady, per_slo) = attainment_of(&result.requests, self.slo);
-        self.trials.push(Trial { rate, stage, result: before, attainment, steady, per_slo, met: false });
+        let (requests, decided) = (result.requests.len(), result.decided.clone());
+        let trial = Trial { rate, stage, result: before, attainment, steady, per_slo, met: false, requests, decided };
+        self.trials.push(trial);
         Ok(self.trials.len() - 1)
     }
 
@@ -278,10 +329,16 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
     }
 
     /// The verdict at the rate of the trials `runs` (already run, at one rate), repeating the last
-    /// when it is near the target; every one of them gets it.
+    /// when it is near the target and was not decided while it ran; every one of them gets it.
     async fn settle(&mut self, mut runs: Vec<usize>) -> Result<bool> {
         let last = *runs.last().expect("a run to settle");
         let (rate, target) = (self.trials[last].rate, self.search.attainment);
+        if let Some(met) = self.trials[last].decided.as_ref().map(|d| d.met) {
+            for &i in &runs {
+                self.trials[i].met = met;
+            }
+            return Ok(met);
+        }
         if (self.trials[last].attainment - target).abs() <= NEAR {
             let spec = self.spec.clone();
             while runs.len() < REPEATS && self.trials.len() < self.search.max_runs {
@@ -309,11 +366,13 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         }
     }
 
-    /// The highest rate that met the target, and the lowest above it that missed (NaN: none).
+    /// The highest rate that met the target, and the lowest above it that missed (NaN: none);
+    /// the probe decides neither.
     fn bounds(&self) -> (f64, f64) {
-        let lo = self.trials.iter().filter(|t| t.met).map(|t| t.rate).fold(f64::NAN, f64::max);
+        let deciding = || self.trials.iter().filter(|t| t.stage != Stage::Probe);
+        let lo = deciding().filter(|t| t.met).map(|t| t.rate).fold(f64::NAN, f64::max);
         let above = |t: &&Trial| !t.met && (lo.is_nan() || t.rate > lo);
-        let hi = self.trials.iter().filter(above).map(|t| t.rate).fold(f64::NAN, f64::min);
+        let hi = deciding().filter(above).map(|t| t.rate).fold(f64::NAN, f64::min);
         (lo, hi)
     }
 
@@ -331,10 +390,16 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
     }
 }
 
-/// The first run (see the module): the warm-up and baseline when the session asks for them, then
-/// the workload at 1 / (the baseline's E2E alone), or [`START_RPS`]; on a target that reports steps,
-/// its requests doubled until it gives [`MIN_STEPS`] of them. Its trial is the searcher's first.
-pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<Unreachable>> {
+/// What the warm-up and baseline say before any run.
+enum Start {
+    /// An objective one request alone already breaks.
+    Unreachable(Unreachable),
+    /// Seconds one request alone takes (`None`: no baseline, or it failed).
+    Alone(Option<f64>),
+}
+
+/// The warm-up and baseline, when the session asks for them.
+async fn start<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Start> {
     let baseline = if s.session.baseline {
         warm_up_and_baseline(s.target, s.session.spec, s.listener, s.cancel).await?
     } else {
@@ -342,9 +407,40 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<
     };
     let outputs = s.session.spec.output_len.max;
     if let Some(u) = baseline.as_ref().filter(|b| b.error.is_none()).and_then(|b| Unreachable::of(b, s.slo, outputs)) {
-        return Ok(Some(u));
+        return Ok(Start::Unreachable(u));
     }
-    let alone_s = baseline.and_then(|b| b.alone_s(outputs));
+    Ok(Start::Alone(baseline.and_then(|b| b.alone_s(outputs))))
+}
+
+/// The first run (see the module): the warm-up and baseline when the session asks for them, then
+/// the workload at 1 / (the baseline's E2E alone), or [`START_RPS`]; on a target that reports steps,
+/// its requests doubled until it gives [`MIN_STEPS`] of them. Its trial is the searcher's first.
+pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<Unreachable>> {
+    match start(s).await? {
+        Start::Unreachable(u) => Ok(Some(u)),
+        Start::Alone(alone_s) => sized_first_run(s, alone_s).await.map(|()| None),
+    }
+}
+
+/// The probe's requests at most: all sent at once.
+pub const PROBE_REQUESTS: usize = 16;
+
+/// A burst of [`PROBE_REQUESTS`] (the workload's count where fewer) sent at once: the requests
+/// served per second from the first send to the last end, what the target sustains flat out
+/// (`None` when fewer than two succeeded). Its trial ([`Stage::Probe`]) decides no rate.
+pub async fn probe<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<(f64, usize)>> {
+    let spec = WorkloadSpec { num_requests: s.spec.num_requests.min(PROBE_REQUESTS), ..s.spec.clone() };
+    let i = s.run(&spec, f64::INFINITY, Stage::Probe).await?;
+    let records = &s.results[s.trials[i].result].requests;
+    let served: Vec<&RequestRecord> = records.iter().filter(|r| r.succeeded()).collect();
+    let first = records.iter().map(|r| r.sent_s.unwrap_or(r.arrival_s)).fold(f64::INFINITY, f64::min);
+    let last = served.iter().filter_map(|r| r.finish_s).fold(f64::NEG_INFINITY, f64::max);
+    let rate = served.len() as f64 / (last - first);
+    Ok((served.len() >= 2 && rate.is_finite() && rate > 0.0).then_some((rate, records.len())))
+}
+
+/// The first run at the rate one request alone sustains (`alone_s`; [`START_RPS`] without it).
+async fn sized_first_run<T: Target>(s: &mut Searcher<'_, '_, T>, alone_s: Option<f64>) -> Result<()> {
     let rate = alone_s.map_or(START_RPS, |t| 1.0 / t);
     let mut runs = Vec::new();
     for doubling in 0..=SIZING_DOUBLINGS {
@@ -360,7 +456,7 @@ pub async fn first_run<T: Target>(s: &mut Searcher<'_, '_, T>) -> Result<Option<
         s.spec.num_requests = (s.spec.num_requests * 2).min(crate::limits::MAX_REQUESTS);
     }
     s.settle(runs).await?;
-    Ok(None)
+    Ok(())
 }
 
 /// Brackets from `first_guess` (its run is the first trial's when the rates agree), narrows to
@@ -452,9 +548,11 @@ pub trait FirstGuess {
     fn source(&self) -> &'static str;
 }
 
-/// `--rate max` on `target`: the first run ([`first_run`]), then the [`search`] from `guess`'s
-/// rate, or from the first run's rate, rising, when there is no guess (a server) or it has none
-/// (the reason goes in the result's `first_guess`).
+/// `--rate max` on `target`: the warm-up and baseline, then, with a `guess` (the engine's
+/// planner), the first run ([`first_run`]) and the [`search`] from the guess's rate; without one
+/// (a server), a [`probe`] and the search from the rate it served. Where the guess has none or the
+/// probe served nothing, the search rises from the first run's rate (the reason goes in the
+/// result's `first_guess`).
 #[allow(clippy::too_many_arguments)] // a search's parts, each passed through as it is
 pub async fn find<T: Target>(
     target: &mut T,
@@ -467,33 +565,45 @@ pub async fn find<T: Target>(
     results: &mut Vec<BenchResult>,
 ) -> Result<MaxRate> {
     let mut s = Searcher::new(target, session, search_for, slo, listener, cancel, results);
-    if let Some(unreachable) = first_run(&mut s).await? {
-        return Ok(MaxRate {
-            rate: None,
-            lo: 0.0,
-            hi: 0.0,
-            attainment: search_for.attainment,
-            tolerance: search_for.tolerance,
-            slo: session.slo_text.unwrap_or_default().to_string(),
-            converged: false,
-            whole_workload_at_once: false,
-            first_guess: "none: the baseline breaks the SLO".into(),
-            limiting: None,
-            trials: Vec::new(),
-            max_runs: search_for.max_runs,
-            spent_requests: 0,
-            spent_s: 0.0,
-            unreachable: Some(unreachable),
-        });
-    }
-    let first = s.last_rate().unwrap_or(START_RPS);
+    let alone_s = match start(&mut s).await? {
+        Start::Alone(alone_s) => alone_s,
+        Start::Unreachable(unreachable) => {
+            return Ok(MaxRate {
+                rate: None,
+                lo: 0.0,
+                hi: 0.0,
+                attainment: search_for.attainment,
+                tolerance: search_for.tolerance,
+                slo: session.slo_text.unwrap_or_default().to_string(),
+                converged: false,
+                whole_workload_at_once: false,
+                first_guess: "none: the baseline breaks the SLO".into(),
+                limiting: None,
+                trials: Vec::new(),
+                max_runs: search_for.max_runs,
+                spent_requests: 0,
+                spent_s: 0.0,
+                unreachable: Some(unreachable),
+            })
+        }
+    };
     let rising = "a rising sweep from the first run's rate";
     let (rate, from) = match guess {
-        None => (first, rising.to_string()),
-        Some(g) => match g.guess(s.results, slo, search_for.attainment).await {
-            Ok(rate) => (rate, g.source().to_string()),
-            Err(e) => (first, format!("{rising}; no prediction: {e}")),
+        None => match probe(&mut s).await? {
+            Some((rate, n)) => (rate, format!("a probe: {n} requests at once were served at {rate:.3} req/s")),
+            None => {
+                sized_first_run(&mut s, alone_s).await?;
+                (s.last_rate().unwrap_or(START_RPS), format!("{rising}; the probe served no rate"))
+            }
         },
+        Some(g) => {
+            sized_first_run(&mut s, alone_s).await?;
+            let first = s.last_rate().unwrap_or(START_RPS);
+            match g.guess(s.results, slo, search_for.attainment).await {
+                Ok(rate) => (rate, g.source().to_string()),
+                Err(e) => (first, format!("{rising}; no prediction: {e}")),
+            }
+        }
     };
     search(s, rate, &from).await
 }

@@ -18,11 +18,17 @@
 //!   requests outstanding: in flight, or due and waiting for a slot. Its verdict stops the
 //!   release, as [`Release::stop`] does: nothing more goes, and what the caller has in flight
 //!   it ends itself.
+//! - A run whose SLO attainment is to be decided while it runs ([`Pace::decide`], a `--rate max`
+//!   trial) gives a [`Judge`] each request as it ends; once it decides, the watch stops the
+//!   release the same way ([`Stop::Decided`]).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::bench::measure::decided::{DecideRule, Decided, Judge};
 use crate::bench::measure::saturation::{Detector, Saturation};
+use crate::bench::record::raw::RequestRecord;
+use crate::bench::traffic::cancel::CancelledBy;
 use crate::bench::traffic::workload::{Arrival, WorkloadSpec};
 
 /// Why a later turn was never sent: the turn before it failed (its record's error).
@@ -52,7 +58,7 @@ impl Due {
 }
 
 /// How a run paces its requests, beside their [`Due`] times.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pace {
     /// A closed loop's requests in flight (1 for `sequential`, N for `concurrency`).
     pub closed_loop: Option<usize>,
@@ -60,6 +66,42 @@ pub struct Pace {
     pub max_concurrency: Option<usize>,
     /// Stop an open loop once its requests outstanding keep growing.
     pub saturation_stop: bool,
+    /// Stop once the run's SLO attainment is decided (set by the target for a `--rate max` trial,
+    /// never by the workload).
+    pub decide: Option<DecideRule>,
+}
+
+/// Why the watch stopped a release.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// Its requests outstanding kept growing.
+    Saturated(Saturation),
+    /// Its SLO attainment was decided.
+    Decided(Decided),
+}
+
+impl Stop {
+    /// Who the requests in flight at the stop are cancelled by.
+    pub fn by(&self) -> CancelledBy {
+        match self {
+            Stop::Saturated(_) => CancelledBy::SaturationStop,
+            Stop::Decided(_) => CancelledBy::Decided,
+        }
+    }
+
+    pub fn saturation(&self) -> Option<&Saturation> {
+        match self {
+            Stop::Saturated(s) => Some(s),
+            Stop::Decided(_) => None,
+        }
+    }
+
+    pub fn decided(&self) -> Option<&Decided> {
+        match self {
+            Stop::Decided(d) => Some(d),
+            Stop::Saturated(_) => None,
+        }
+    }
 }
 
 impl Pace {
@@ -74,6 +116,7 @@ impl Pace {
             },
             max_concurrency: spec.max_concurrency.filter(|_| open),
             saturation_stop: spec.saturation_stop && open,
+            decide: None,
         }
     }
 
@@ -135,6 +178,7 @@ pub struct Release {
     /// Requests ended: released and ended, or failed unsent (a later turn).
     ended: usize,
     detector: Option<Detector>,
+    judge: Option<Judge>,
     stopped: bool,
 }
 
@@ -165,6 +209,7 @@ impl Release {
             in_flight: 0,
             ended: 0,
             detector: (pace.saturation_stop && open).then(Detector::new),
+            judge: pace.decide.map(Judge::new),
             stopped: false,
             due,
         }
@@ -194,22 +239,31 @@ impl Release {
         self.waiting.peek().or(self.dated.peek()).map(|Reverse(d)| d.at_s)
     }
 
-    /// One look at the requests outstanding at `now_s`, when the pace watches for saturation; the
-    /// verdict when the detector judges the rate unsustainable, which stops the release.
-    pub fn watch(&mut self, now_s: f64) -> Option<Saturation> {
-        if self.stopped || self.detector.is_none() {
+    /// One look at the run at `now_s`, when the pace watches for saturation or decides the run:
+    /// why it stops, when the detector judges the rate unsustainable or the judge decided, which
+    /// stops the release.
+    pub fn watch(&mut self, now_s: f64) -> Option<Stop> {
+        if self.stopped {
             return None;
         }
-        self.advance(now_s);
-        let outstanding = self.in_flight + self.waiting.len();
-        let verdict = self.detector.as_mut()?.observe(now_s, outstanding)?;
+        let planned = self.due.len();
+        let decided = self.judge.as_mut().and_then(|j| j.decided(planned, now_s)).map(Stop::Decided);
+        let verdict = decided.or_else(|| {
+            self.advance(now_s);
+            let outstanding = self.in_flight + self.waiting.len();
+            self.detector.as_mut()?.observe(now_s, outstanding).map(Stop::Saturated)
+        })?;
         self.stop();
         Some(verdict)
     }
 
-    /// Request `index`, released, ended (however): its slot frees. The turn after it, unless the
-    /// release stopped: the caller dates it ([`Release::date`]) or fails it ([`Release::fail`]).
-    pub fn end(&mut self, index: usize) -> Option<usize> {
+    /// Request `index`, released, ended (however) as `record` says: its slot frees, and the judge,
+    /// if any, counts it. The turn after it, unless the release stopped: the caller dates it
+    /// ([`Release::date`]) or fails it ([`Release::fail`]).
+    pub fn end(&mut self, index: usize, record: &RequestRecord) -> Option<usize> {
+        if let Some(judge) = self.judge.as_mut() {
+            judge.end(record);
+        }
         self.in_flight -= 1;
         self.ended += 1;
         self.next_turn[index].filter(|_| !self.stopped)
@@ -266,7 +320,8 @@ impl Release {
 #[cfg(test)]
 mod tests {
     // By its crate path: `super` would be read as `run/mod.rs` by tests/it/layers.rs's import graph.
-    use crate::bench::run::release::{Due, Pace, Release, Released};
+    use crate::bench::record::raw::RequestRecord;
+    use crate::bench::run::release::{Due, Pace, Release, Released, Stop};
 
     /// Runs `release` on a virtual clock where request `i`, once released, ends `lasts_s[i]` later
     /// and a later turn is dated at the end of the turn before: `(index, released at, clock start)`
@@ -289,7 +344,7 @@ mod tests {
                 Some((end_s, i)) if end_s <= wake_s => {
                     now = end_s;
                     ends.retain(|e| e.1 != i);
-                    if let Some(turn) = release.end(i) {
+                    if let Some(turn) = release.end(i, &RequestRecord::default()) {
                         release.date(turn, end_s);
                     }
                 }
@@ -337,14 +392,53 @@ mod tests {
         let mut release = Release::new(due, Pace::default());
         assert_eq!(release.next(0.0), Some(Released { index: 0, arrival_s: 0.0 }));
         assert_eq!(release.next(0.0), None);
-        assert_eq!(release.end(0), Some(1));
+        assert_eq!(release.end(0, &RequestRecord::default()), Some(1));
         assert_eq!(release.fail(1), [1, 2]);
         assert_eq!((release.ended(), release.next_due_s()), (3, Some(0.5)));
         assert_eq!(release.next(0.55), Some(Released { index: 3, arrival_s: 0.5 }));
         release.stop();
         assert_eq!((release.next(1.0), release.next_due_s(), release.done()), (None, None, false));
-        assert_eq!(release.end(3), None, "no turn after a stop");
+        assert_eq!(release.end(3, &RequestRecord::default()), None, "no turn after a stop");
         assert!(release.done() && release.ended() == 4);
+    }
+
+    /// A run whose SLO attainment is decided stops: 200 arrivals 10 ms apart, each ending 5 ms
+    /// after it is sent. At p90, requests all over the SLO are refuted at the first look (50
+    /// counted); requests all within it are supported at the half-way look (100), not before
+    /// ([`crate::bench::measure::decided`]).
+    #[test]
+    fn a_run_is_stopped_once_its_attainment_is_decided() {
+        use crate::bench::measure::decided::DecideRule;
+        use crate::bench::measure::metrics::Slo;
+        let run = |ttft_s: f64| {
+            let rule = DecideRule { slo: Slo { ttft_ms: Some(100.0), ..Slo::default() }, attainment: 0.9 };
+            let pace = Pace { decide: Some(rule), ..Pace::default() };
+            let mut release = Release::new((0..200).map(|i| Due::At(i as f64 * 0.01)).collect(), pace);
+            for k in 0..200 {
+                let now = k as f64 * 0.01;
+                if let Some(stop) = release.watch(now) {
+                    return (k, stop);
+                }
+                let r = release.next(now).expect("due");
+                let ended = RequestRecord {
+                    arrival_s: now,
+                    sent_s: Some(now),
+                    first_token_s: Some(now + ttft_s),
+                    token_times_s: vec![now + ttft_s],
+                    finish_s: Some(now + ttft_s),
+                    output_len: 1,
+                    ..RequestRecord::default()
+                };
+                release.end(r.index, &ended);
+            }
+            panic!("never decided");
+        };
+        let (sent, stop) = run(0.5);
+        let Stop::Decided(missed) = stop else { panic!("{stop:?}") };
+        assert!(!missed.met && sent == 50 && (missed.seen, missed.over) == (50, 50), "{sent}: {missed:?}");
+        let (sent, stop) = run(0.05);
+        let Stop::Decided(met) = stop else { panic!("{stop:?}") };
+        assert!(met.met && sent == 100 && met.over == 0, "{sent}: {met:?}");
     }
 
     /// 100 arrivals a second that never end: the outstanding count grows and the watch stops the
@@ -352,7 +446,7 @@ mod tests {
     #[test]
     fn an_open_loop_whose_requests_pile_up_is_stopped() {
         let pace = Pace { saturation_stop: true, ..Pace::default() };
-        let mut release = Release::new((0..10_000).map(|i| Due::At(i as f64 * 0.01)).collect(), pace);
+        let mut release = Release::new((0..10_000).map(|i| Due::At(i as f64 * 0.01)).collect(), pace.clone());
         let mut verdict = None;
         for k in 0..2_000 {
             let now = k as f64 * 0.05;
@@ -362,7 +456,7 @@ mod tests {
             }
             while release.next(now).is_some() {}
         }
-        let verdict = verdict.expect("saturated");
+        let Some(Stop::Saturated(verdict)) = verdict else { panic!("saturated: {verdict:?}") };
         assert!(verdict.outstanding > 100 && release.stopped() && release.next(1e6).is_none(), "{verdict:?}");
         let mut closed = Release::new(vec![Due::Slot; 10], pace);
         assert!((0..1_000).all(|k| closed.watch(k as f64).is_none()));

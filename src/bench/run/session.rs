@@ -91,6 +91,7 @@ pub async fn run_into<T: Target>(
         let _ = (target.take_server_metrics(), target.take_gpu_metrics());
         let (mut requests, steps) = target.run(&planned, &spec, s.ignore_eos, listener, cancel).await?;
         let saturation = target.take_saturation();
+        let decided = target.take_decided();
         let server_metrics = target.take_server_metrics();
         let gpu_metrics = target.take_gpu_metrics();
         // Requests never released (a cancelled run) have no arrival time: NaN, which JSON cannot
@@ -173,6 +174,7 @@ pub async fn run_into<T: Target>(
             requests,
             steps,
             saturation,
+            decided,
             server_metrics,
             gpu_metrics,
             validity: None,

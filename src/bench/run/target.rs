@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use crate::bench::measure::decided::{DecideRule, Decided};
 use crate::bench::measure::energy::GpuReadings;
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::measure::server_metrics::ServerMetrics;
@@ -73,6 +74,15 @@ pub trait Target {
         None
     }
 
+    /// Stop the next runs once their SLO attainment is decided ([`DecideRule`]; `None`: run them
+    /// to their end). A target that cannot stop a run on it ignores it: its runs go to their end.
+    fn decide_early(&mut self, _rule: Option<DecideRule>) {}
+
+    /// Whether the last `run` was ended once its SLO attainment was decided; taken once.
+    fn take_decided(&mut self) -> Option<Decided> {
+        None
+    }
+
     /// The server's `/metrics` scraped during the last `run`, if this target scrapes them;
     /// taken once.
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {
@@ -113,6 +123,14 @@ impl<T: Target> Target for &mut T {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         (**self).take_saturation()
+    }
+
+    fn decide_early(&mut self, rule: Option<DecideRule>) {
+        (**self).decide_early(rule)
+    }
+
+    fn take_decided(&mut self) -> Option<Decided> {
+        (**self).take_decided()
     }
 
     fn take_server_metrics(&mut self) -> Option<ServerMetrics> {

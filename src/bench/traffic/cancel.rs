@@ -22,6 +22,8 @@ pub enum CancelledBy {
     User,
     /// The saturation stop ended the run (what was in flight would only drain a queue).
     SaturationStop,
+    /// A `--rate max` trial ended once its SLO attainment was decided.
+    Decided,
 }
 
 impl CancelledBy {
@@ -31,6 +33,7 @@ impl CancelledBy {
             CancelledBy::Workload => "workload",
             CancelledBy::User => "user",
             CancelledBy::SaturationStop => "saturation_stop",
+            CancelledBy::Decided => "decided",
         }
     }
 }

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::base::confidence::{decide, Decision, EARLY_STOPPING_CONFIDENCE};
 use crate::bench::base::lang::Lang;
+use crate::bench::measure::decided::Decided;
 use crate::bench::measure::metrics::{BenchmarkMetrics, Slo};
 use crate::bench::measure::saturation::Saturation;
 use crate::bench::record::conditions::{Conditions, Interval};
@@ -204,6 +205,9 @@ pub struct Evidence<'a> {
     pub slo: Option<&'a Slo>,
     pub criteria: Criteria,
     pub saturation: Option<&'a Saturation>,
+    /// A `--rate max` trial stopped once its SLO attainment was decided: its claim is decided
+    /// (it needs no steady window), and its unsent requests are not the user's stop.
+    pub decided: Option<&'a Decided>,
     /// The page's record of the browser; `None` for the CLI.
     pub conditions: Option<&'a Conditions>,
 }
@@ -240,17 +244,17 @@ pub fn judge(e: &Evidence) -> Validity {
     if let Some(s) = e.saturation {
         reasons.push(Invalid::StoppedEarly { at_s: s.at_s });
     }
-    if e.criteria.steady_required && !e.metrics.steady.as_ref().is_some_and(|s| s.reached()) {
+    if e.criteria.steady_required && e.decided.is_none() && !e.metrics.steady.as_ref().is_some_and(|s| s.reached()) {
         reasons.push(Invalid::NoSteadyState);
     }
     if e.metrics.failed > 0 {
         reasons.push(Invalid::Failures { failed: e.metrics.failed, requests: e.metrics.num_requests });
     }
     let user = e.metrics.cancelled.get(CancelledBy::User.name()).copied().unwrap_or(0);
-    // Requests never sent without a saturation stop or a fault (which fails those in flight): the
-    // user stopped the run, perhaps between requests.
+    // Requests never sent without a saturation stop, a decision or a fault (which fails those in
+    // flight): the user stopped the run, perhaps between requests.
     let unsent = e.metrics.unsent;
-    if user > 0 || (unsent > 0 && e.saturation.is_none() && e.metrics.failed == 0) {
+    if user > 0 || (unsent > 0 && e.saturation.is_none() && e.decided.is_none() && e.metrics.failed == 0) {
         reasons.push(Invalid::StoppedByUser { cancelled: user, unsent });
     }
     if e.metrics.usage_mismatch > 0 {
@@ -361,6 +365,7 @@ mod tests {
             slo,
             criteria,
             saturation: None,
+            decided: None,
             conditions: None,
         })
     }
@@ -439,6 +444,7 @@ mod tests {
             slo: Some(&slo),
             criteria: Criteria::default(),
             saturation: None,
+            decided: None,
             conditions: None,
         };
         assert_eq!(judge(&e).reasons, [Invalid::StoppedByUser { cancelled: 0, unsent: 1 }]);
@@ -460,6 +466,7 @@ mod tests {
                 slo: None,
                 criteria,
                 saturation: None,
+                decided: None,
                 conditions,
             };
             judge(&e)

@@ -6,7 +6,7 @@ use super::args::BenchArgs;
 use super::interrupt::Interrupt;
 use std::rc::Rc;
 use tokenmeter::bench;
-use tokenmeter::bench::run::max_rate::MaxRate;
+use tokenmeter::bench::run::max_rate::{MaxRate, Stage};
 use tokenmeter::bench::run::target::{Listener, SessionEvent};
 use tokenmeter::{Error, Result};
 
@@ -19,7 +19,10 @@ pub(crate) fn search_listener() -> Listener {
                 b.requests, b.ttft_ms, b.tpot_ms
             )
         }
-        SessionEvent::RateStarted { rate, requests } => eprint!("trying {rate:.3} req/s ({requests} requests) … "),
+        SessionEvent::RateStarted { rate, requests } if rate.is_finite() => {
+            eprint!("trying {rate:.3} req/s ({requests} requests) … ")
+        }
+        SessionEvent::RateStarted { requests, .. } => eprint!("probing: {requests} requests at once … "),
         SessionEvent::RateDone { result, .. } => {
             // Over the steady window where the run had one, as the search counts it.
             let steady = result.metrics.steady.as_ref().and_then(|s| s.summary.as_deref());
@@ -27,11 +30,13 @@ pub(crate) fn search_listener() -> Listener {
                 Some(m) => (m, "steady window"),
                 None => (&result.metrics, "whole run"),
             };
+            let decided = result.decided.as_ref().map(|d| format!("; {}", d.text(bench::Lang::En)));
             eprintln!(
-                "TTFT p99 {:.1} ms, TPOT p99 {:.2} ms, {:.1}% within the SLOs ({over})",
+                "TTFT p99 {:.1} ms, TPOT p99 {:.2} ms, {:.1}% within the SLOs ({over}){}",
                 m.ttft_ms.p99,
                 m.tpot_ms.p99,
-                m.slo_attainment.unwrap_or(f64::NAN) * 100.0
+                m.slo_attainment.unwrap_or(f64::NAN) * 100.0,
+                decided.unwrap_or_default()
             )
         }
         _ => {}
@@ -87,15 +92,23 @@ fn search_table(found: &MaxRate, results: &[bench::BenchResult]) -> String {
         found.attainment * 100.0
     );
     out += &format!("first guess: {}\n", found.first_guess);
-    out += &format!("{:>10} {:>8} {:>12} {:>13} {:>7}\n", "rate", "stage", "within SLOs", "counted over", "verdict");
+    out += &format!(
+        "{:>10} {:>8} {:>8} {:>12} {:>13}  {}\n",
+        "rate", "stage", "requests", "within SLOs", "counted over", "verdict"
+    );
     for t in &found.trials {
         let stage = serde_json::to_value(t.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let verdict = match (&t.decided, t.stage) {
+            (_, Stage::Probe) => "– (decides no rate)".to_string(),
+            (Some(d), _) => d.text(bench::Lang::En),
+            (None, _) => (if t.met { "met" } else { "missed" }).to_string(),
+        };
         out += &format!(
-            "{:>10.3} {stage:>8} {:>11.1}% {:>13} {:>7}\n",
-            t.rate,
+            "{:>10} {stage:>8} {:>8} {:>11.1}% {:>13}  {verdict}\n",
+            if t.rate.is_finite() { format!("{:.3}", t.rate) } else { "inf".into() },
+            t.requests,
             t.attainment * 100.0,
             if t.steady { "steady" } else { "whole run" },
-            if t.met { "met" } else { "missed" }
         );
     }
     out += &match (&found.unreachable, found.rate) {

@@ -177,6 +177,7 @@ pub fn setup<'a>(
         gpus: args.gpus,
         server_metrics: server_metrics_url(args),
         gpu_metrics: args.gpu_metrics_url.clone(),
+        decide: None,
     }
 }
 

@@ -7,7 +7,7 @@
 use super::i18n::{use_text, Text, UiLang};
 use super::sweep::{rate_text, H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::present::pareto::tick_text;
-use crate::bench::run::max_rate::MaxRate;
+use crate::bench::run::max_rate::{MaxRate, Stage};
 use crate::bench::Lang;
 use leptos::prelude::*;
 
@@ -153,7 +153,13 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
                         <td>{stage}</td>
                         <td class="num">{format!("{:.1}%", r.attainment * 100.0)}</td>
                         <td>{if r.steady { t.search_steady } else { t.search_whole }}</td>
-                        <td>{if r.met { t.search_met } else { t.search_missed }}</td>
+                        <td>
+                            {match (&r.decided, r.stage) {
+                                (_, Stage::Probe) => "–".to_string(),
+                                (Some(d), _) => d.text(lang.get()),
+                                (None, _) => (if r.met { t.search_met } else { t.search_missed }).to_string(),
+                            }}
+                        </td>
                     </tr>
                 }
             })

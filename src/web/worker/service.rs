@@ -240,6 +240,7 @@ async fn on_server(
             server_metrics,
             // A DCGM exporter sends no CORS headers: the page cannot read it (it says so).
             gpu_metrics: None,
+            decide: None,
         };
         let mut target = PageRemote { inner: ServerTarget { client: &client, setup }, page: cx.page.clone() };
         let session = form.session(cx.lang);
@@ -303,6 +304,14 @@ impl Target for PageRemote<'_> {
 
     fn take_saturation(&mut self) -> Option<Saturation> {
         self.inner.take_saturation()
+    }
+
+    fn decide_early(&mut self, rule: Option<crate::bench::measure::decided::DecideRule>) {
+        self.inner.decide_early(rule)
+    }
+
+    fn take_decided(&mut self) -> Option<crate::bench::measure::decided::Decided> {
+        self.inner.take_decided()
     }
 
     fn take_server_metrics(&mut self) -> Option<crate::bench::measure::server_metrics::ServerMetrics> {
