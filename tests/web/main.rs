@@ -706,7 +706,14 @@ async fn the_api_key_is_never_in_the_link_the_history_or_a_record() {
         gpu_metrics: None,
         validity: None,
     };
-    let entry = tokenmeter::web::page::history::Entry { time_ms: 0.0, name: "remote".into(), result };
+    let entry = tokenmeter::web::page::history::Entry {
+        time_ms: 0.0,
+        name: "remote".into(),
+        result,
+        search: None,
+        runs: Vec::new(),
+        parts: None,
+    };
     let saved = serde_json::to_string(&entry).unwrap();
     assert!(!saved.contains(SECRET), "the key in a history entry");
     let again: tokenmeter::web::page::history::Entry = serde_json::from_str(&saved).unwrap();

@@ -114,7 +114,7 @@ pub fn App() -> impl IntoView {
                 <section class="card" aria-labelledby="live-title">
                     <div class="card-head">
                         <h2 id="live-title">{move || t().live}</h2>
-                        <span class="run-name">{move || state.shown.get().map(|e| e.name.clone())}</span>
+                        <span class="run-name">{move || state.shown.get().map(|e| e.title(super::i18n::text(state.lang.get())))}</span>
                     </div>
                     <LiveCharts data=state.charts.into() />
                 </section>

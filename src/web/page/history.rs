@@ -6,8 +6,9 @@ use super::pareto::ParetoChart;
 use super::state::AppState;
 use super::verdict::VerdictTable;
 use crate::bench::run::experiment::compare_results;
+use crate::bench::run::max_rate::{MaxRate, Stage};
 use crate::bench::verdict::compare::{CompareOptions, Comparison};
-use crate::bench::{BenchResult, BenchmarkMetrics};
+use crate::bench::{BenchResult, BenchmarkMetrics, WorkloadSpec};
 use crate::web::browser;
 use crate::web::protocol::ChartData;
 use leptos::prelude::*;
@@ -23,7 +24,65 @@ pub struct Entry {
     /// Milliseconds since the epoch at the end of the run; also the entry's identity.
     pub time_ms: f64,
     pub name: String,
+    /// The run; a search's: the run at the rate it found (else its last run).
     pub result: BenchResult,
+    /// A highest-rate search saved as one entry: what it found, and every run it made (the
+    /// trials' `result` index them), which the entry opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<MaxRate>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<BenchResult>,
+    /// What the name is made of, so that it is built in the page's language when shown
+    /// ([`Entry::title`]); `name` is what it read when saved (all that entries saved before have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<NameParts>,
+}
+
+/// A run's name's parts beside its workload (the result's): the model or server, the engine's
+/// batch, and its marks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NameParts {
+    pub label: String,
+    pub batch: Option<usize>,
+    /// Its rate was sized from the baseline.
+    #[serde(default)]
+    pub sized: bool,
+    /// Cancel cut it short.
+    #[serde(default)]
+    pub cancelled: bool,
+}
+
+impl Entry {
+    /// A run of `spec` ended at `time_ms`, named from `parts` (`name` in the page's language now).
+    pub fn named(time_ms: f64, result: BenchResult, spec: &WorkloadSpec, parts: NameParts, state: &AppState) -> Entry {
+        let t = super::i18n::text(state.lang.get_untracked());
+        let name = title_of(spec, &parts, None, t);
+        Entry { time_ms, name, result, search: None, runs: Vec::new(), parts: Some(parts) }
+    }
+
+    /// The name in `t`'s language: built from the parts and the result's workload where the entry
+    /// has them, else as saved.
+    pub fn title(&self, t: &Text) -> String {
+        match (&self.parts, &self.result.config.workload) {
+            (Some(parts), Some(spec)) => title_of(spec, parts, self.search.as_ref().map(|_| self.runs.len()), t),
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// [`Entry::title`]: the run's name, its marks, and a search's (`search_runs`: its run count).
+fn title_of(spec: &WorkloadSpec, parts: &NameParts, search_runs: Option<usize>, t: &Text) -> String {
+    let mut name = super::names::run_name(spec, &parts.label, parts.batch, t);
+    if parts.sized {
+        name.push_str(t.rate_sized_mark);
+    }
+    if parts.cancelled {
+        name.push_str(t.name_cancelled);
+    }
+    if let Some(n) = search_runs {
+        name = format!("{name} · {}", t.history_search_mark.replace("{n}", &n.to_string()));
+    }
+    name
 }
 
 /// Restores a saved run's request into the settings and runs it; `Err` says why not.
@@ -62,6 +121,19 @@ pub fn add(state: AppState, entry: Entry) -> Arc<Entry> {
         state.history_dropped.set(true);
     }
     entry
+}
+
+/// A search's runs (`runs`, one entry each, in order) as one entry: the run at the rate it found
+/// (else its last) named and shown for it, every run kept for the entry to open.
+pub fn searched(runs: Vec<Entry>, found: MaxRate, t: &Text) -> Entry {
+    let last = runs.len() - 1;
+    let at_found = found.trials.iter().rev().find(|t| t.met && Some(t.rate) == found.rate).map(|t| t.result);
+    let chosen = at_found.filter(|&i| i <= last).unwrap_or(last);
+    let mark = t.history_search_mark.replace("{n}", &runs.len().to_string());
+    let (name, result) = (format!("{} · {mark}", runs[chosen].name), runs[chosen].result.clone());
+    let (time_ms, parts) = (runs[last].time_ms, runs[chosen].parts.clone());
+    let runs = runs.into_iter().map(|e| e.result).collect();
+    Entry { time_ms, name, result, search: Some(found), runs, parts }
 }
 
 /// Which way is better for a metric.
@@ -152,8 +224,8 @@ fn SideBySide(a: Arc<Entry>, b: Arc<Entry>) -> impl IntoView {
                 <thead>
                     <tr>
                         <th scope="col">{move || t().metric}</th>
-                        <th scope="col">"A · " {a.name.clone()}</th>
-                        <th scope="col">"B · " {b.name.clone()}</th>
+                        <th scope="col">"A · " {move || a.title(t())}</th>
+                        <th scope="col">"B · " {move || b.title(t())}</th>
                         <th scope="col">{move || t().change}</th>
                     </tr>
                 </thead>
@@ -214,7 +286,8 @@ fn workload_difference(a: &BenchResult, b: &BenchResult) -> Option<String> {
 fn pareto_of_history(state: &AppState) -> (Vec<crate::bench::present::pareto::ParetoPoint>, bool) {
     // A run in which every request failed has no trade-off to show.
     state.history.with(|list| {
-        super::pareto::points_of(list.iter().filter(|e| !e.result.failed()).map(|e| (e.name.clone(), &e.result)))
+        let t = super::i18n::text(state.lang.get());
+        super::pareto::points_of(list.iter().filter(|e| !e.result.failed()).map(|e| (e.title(t), &e.result)))
     })
 }
 
@@ -333,10 +406,18 @@ fn SavedRun(
         });
     };
     let show = move |entry: Arc<Entry>| {
+        // A search's entry shows its card again, as it ended.
+        if let Some(found) = entry.search.clone() {
+            state.search.set(Some(super::search::SearchView { trying: None, found: Some(found) }));
+        }
         state.charts.set(ChartData::from_result(&entry.result));
         state.shown.set(Some(entry));
     };
-    let (name, time) = (entry.name.clone(), browser::local_time(entry.time_ms));
+    let runs = (entry.search.is_some() && !entry.runs.is_empty())
+        .then(|| view! { <SearchRuns state=state entry=entry.clone() /> });
+    let time = browser::local_time(entry.time_ms);
+    let named = entry.clone();
+    let name = move || named.title(t());
     let shown = entry.clone();
     // The request the run recorded, when it was a bench run (the page's and the CLI's record one;
     // results saved before did not).
@@ -374,6 +455,7 @@ fn SavedRun(
                 <div class="run-meta num">
                     {time} " · " {move || summary(&entry, t())}
                 </div>
+                {runs}
             </div>
             <div class="run-actions">
                 <button class="small" on:click=move |_| show(shown.clone())>
@@ -399,6 +481,57 @@ fn SavedRun(
                 </button>
             </div>
         </li>
+    }
+}
+
+/// A search's runs, opened from its entry: each run's rate, why it was made, its attainment and
+/// verdict, and a Show of its report.
+#[component]
+fn SearchRuns(state: AppState, entry: Arc<Entry>) -> impl IntoView {
+    let t = use_text();
+    let UiLang(lang) = expect_context::<UiLang>();
+    let open = RwSignal::new(false);
+    let found = entry.search.clone().unwrap_or_else(|| unreachable!("a search's entry"));
+    let count = entry.runs.len();
+    let rows = found
+        .trials
+        .iter()
+        .filter_map(|trial| Some((trial.clone(), entry.runs.get(trial.result)?.clone())))
+        .map(|(trial, result)| {
+            let rate = super::sweep::rate_text(trial.rate);
+            let stage =
+                serde_json::to_value(trial.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            let name = format!("{} · {stage} {rate} req/s", entry.title(t()));
+            let verdict = move || match (&trial.decided, trial.stage) {
+                (_, Stage::Probe) => "–".to_string(),
+                (Some(d), _) => d.text(lang.get()),
+                (None, _) => (if trial.met { t().search_met } else { t().search_missed }).to_string(),
+            };
+            let shown =
+                Arc::new(Entry { time_ms: entry.time_ms, name, result, search: None, runs: Vec::new(), parts: None });
+            let show = move |_| {
+                state.charts.set(ChartData::from_result(&shown.result));
+                state.shown.set(Some(shown.clone()));
+            };
+            view! {
+                <li class="search-run">
+                    <span class="num">{format!("{rate} req/s · {stage} · {:.1}%", trial.attainment * 100.0)}</span>
+                    " · "
+                    <span>{verdict}</span>
+                    <button class="small" data-testid="search-run-show" on:click=show>
+                        {move || t().show}
+                    </button>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <button class="link" data-testid="search-runs-open" aria-expanded=move || open.get().to_string() on:click=move |_| open.update(|o| *o = !*o)>
+            {move || t().history_search_runs.replace("{n}", &count.to_string())}
+        </button>
+        <ol class="search-runs-list" data-testid="search-runs-list" hidden=move || !open.get()>
+            {rows}
+        </ol>
     }
 }
 

@@ -36,6 +36,7 @@ pub mod link;
 pub mod model_panel;
 pub mod model_sources;
 pub mod models;
+pub mod names;
 pub mod no_webgpu;
 pub mod pareto;
 pub mod plan;

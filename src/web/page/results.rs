@@ -334,7 +334,7 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
             let html = {
                 let entry = entry.clone();
                 move |_| {
-                    let runs = [(entry.name.clone(), &entry.result)];
+                    let runs = [(entry.title(super::i18n::text(report_lang.get_untracked())), &entry.result)];
                     let html = bench::present::html::html_report(&runs, report_lang.get_untracked());
                     let outcome = browser::download(&file_name(&entry, "html"), "text/html", &html);
                     download_error.set(outcome.err().map(|e| e.to_string()));
@@ -365,7 +365,12 @@ pub fn Report(shown: RwSignal<Option<Arc<Entry>>>) -> impl IntoView {
                 <section class="card report" aria-labelledby="report-title" data-testid="report">
                     <div class="card-head">
                         <h2 id="report-title">{move || t().report}</h2>
-                        <span class="run-name">{entry.name.clone()}</span>
+                        <span class="run-name" data-testid="report-name">
+                            {
+                                let entry = entry.clone();
+                                move || entry.title(t())
+                            }
+                        </span>
                         <div class="actions">
                             <button class="small" data-testid="download-json" on:click=json>
                                 {move || t().download_json}

@@ -3,9 +3,10 @@
 //! progress, the live charts (at most one chart per animation frame), the sweep, then the
 //! results saved to the history and shown.
 
-use super::history::{self, Entry};
+use super::history::{self, Entry, NameParts};
 use super::i18n::{use_text, Text};
 use super::link::RunSink;
+use super::names;
 use super::search::{trying_text, SearchView};
 use super::settings::{self, Field, Problems, RunRequest};
 use super::state::{AppState, Phase, RateSeen, RunProgress};
@@ -194,11 +195,15 @@ fn finish(state: AppState, ended: Ended) {
     let Ended::Run { results, spec, label, batch, cancelled, error, search } = ended else { return };
     state.search.update(|s| {
         if let Some(s) = s {
-            s.found = search;
+            s.found = search.clone();
         }
     });
     let seen = state.watch.try_update_value(|w| std::mem::take(&mut w.done)).unwrap_or_default();
     let last = results.len().saturating_sub(1);
+    let mut entries = Vec::with_capacity(results.len());
+    // An entry's time is its identity: each a millisecond after the one before at least, since a
+    // sweep's rates end here in the same millisecond.
+    let mut time_ms = state.history.with_untracked(|h| h.last().map_or(0.0, |e| e.time_ms));
     for (i, (rate, mut result)) in results.into_iter().enumerate() {
         // Matched by position and rate: a rate cut short by Cancel has its own reading.
         if let Some(seen) = seen.get(i).filter(|s| s.rate.total_cmp(&rate).is_eq()) {
@@ -209,17 +214,27 @@ fn finish(state: AppState, ended: Ended) {
                 result.stamp();
             }
         }
-        let mut name = run_name(&WorkloadSpec { rate, ..spec.clone() }, &label, batch);
         if let Some(z) = result.config.sized_rate {
             // The sized rate stands in the field now: Run again, and the next Run, use it.
             state.settings.get(Field::Rate).set(z.text());
             state.settings.rate_given();
-            name.push_str(super::i18n::text(state.lang.get_untracked()).rate_sized_mark);
         }
-        if i == last && cancelled {
-            name.push_str(" (cancelled)");
-        }
-        let entry = Entry { time_ms: crate::web::browser::now_ms(), name, result };
+        let parts = NameParts {
+            label: label.clone(),
+            batch,
+            sized: result.config.sized_rate.is_some(),
+            cancelled: i == last && cancelled,
+        };
+        let spec = WorkloadSpec { rate, ..spec.clone() };
+        time_ms = crate::web::browser::now_ms().max(time_ms + 1.0);
+        entries.push(Entry::named(time_ms, result, &spec, parts, &state));
+    }
+    // A search is one entry, which opens its runs.
+    if let Some(found) = search.filter(|_| !entries.is_empty()) {
+        entries = vec![history::searched(entries, found, super::i18n::text(state.lang.get_untracked()))];
+    }
+    let last = entries.len().saturating_sub(1);
+    for (i, entry) in entries.into_iter().enumerate() {
         // A run in which every request failed is said in the error banner (`error`), not shown as
         // a report of dashes; the history keeps it, marked failed.
         let shown = i == last && !entry.result.failed();
@@ -235,13 +250,7 @@ fn finish(state: AppState, ended: Ended) {
     idle(state);
 }
 
-/// "embedded · poisson 4 req/s · 32 × 128→64 · batch 16"; `batch` is the engine's (none for a
-/// server, whose scheduler is its own).
-pub(super) fn run_name(s: &WorkloadSpec, model: &str, batch: Option<usize>) -> String {
-    named_with_rates(s, &rate_text(s.rate), model, batch)
-}
-
-/// What Run will run, in [`run_name`]'s words: a sweep's rates ("poisson 1, 2, 4 req/s"), a
+/// What Run will run, in [`names::run_name`]'s words: a sweep's rates ("poisson 1, 2, 4 req/s"), a
 /// search's `max`, and the target the run goes to (`None` while a server's address or model is
 /// missing: the card says that itself).
 fn run_plan(state: AppState, form: &RunRequest, t: &Text) -> Option<String> {
@@ -257,23 +266,7 @@ fn run_plan(state: AppState, form: &RunRequest, t: &Text) -> Option<String> {
     } else {
         form.rates.iter().map(|r| rate_text(*r)).collect::<Vec<_>>().join(", ")
     };
-    Some(named_with_rates(&form.spec, &rates, &label, batch))
-}
-
-/// [`run_name`] with the rates spelled by the caller.
-fn named_with_rates(s: &WorkloadSpec, rates: &str, model: &str, batch: Option<usize>) -> String {
-    let load = match s.arrival {
-        bench::Arrival::Sequential => "sequential".to_string(),
-        bench::Arrival::Concurrency => format!("concurrency {}", s.concurrency),
-        arrival => {
-            let name =
-                serde_json::to_value(arrival).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            format!("{name} {rates} req/s")
-        }
-    };
-    let len = |r: bench::LenRange| if r.min == r.max { r.min.to_string() } else { format!("{}:{}", r.min, r.max) };
-    let batch = batch.map(|b| format!(" · batch {b}")).unwrap_or_default();
-    format!("{model} · {load} · {} × {}→{}{batch}", s.num_requests, len(s.input_len), len(s.output_len))
+    Some(names::named_with_rates(&form.spec, &rates, &label, batch, t))
 }
 
 /// The newest snapshot, shown over the next animation frames one chart at a time.

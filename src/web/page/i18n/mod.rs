@@ -173,6 +173,15 @@ pub struct Text {
     pub attainment_hint: &'static str,
     pub cancelled_requests: &'static str,
     pub rate_sized_line: &'static str,
+    /// A run's name's words ([`super::names`]).
+    pub name_sequential: &'static str,
+    pub name_concurrency: &'static str,
+    pub name_poisson: &'static str,
+    pub name_gamma: &'static str,
+    pub name_constant: &'static str,
+    pub name_trace: &'static str,
+    pub name_batch: &'static str,
+    pub name_cancelled: &'static str,
     pub rate_sized_mark: &'static str,
     pub rate_from_baseline: &'static str,
     pub cancel_share: &'static str,
@@ -312,6 +321,9 @@ pub struct Text {
     pub reload_model: &'static str,
     pub run_needs_reload: &'static str,
     pub run_wrong_target: &'static str,
+    /// A search's entry in the history: its name's mark, and the button that opens its runs.
+    pub history_search_mark: &'static str,
+    pub history_search_runs: &'static str,
     pub history_failed: &'static str,
     /// A run stamped INVALID (`bench::verdict::validity`): the history's mark, the report's badge.
     pub run_invalid: &'static str,
