@@ -126,7 +126,11 @@ pub fn tick_text(x: f64) -> String {
 impl Chart {
     pub fn draw(points: &[ParetoPoint], per_gpu: bool, lang: Lang) -> Chart {
         let (x_label, y_label) = axis_labels(lang, per_gpu);
-        let unit = if per_gpu { "GPU" } else { "target" };
+        let unit = match (per_gpu, lang) {
+            (true, _) => "GPU",
+            (false, Lang::En) => "target",
+            (false, Lang::Zh) => "目标",
+        };
         let x_max = points.iter().map(|p| p.per_user_tok_s).fold(0.0, f64::max).max(1e-9);
         let y_max = points.iter().map(|p| p.per_gpu_tok_s).fold(0.0, f64::max).max(1e-9);
         let (x_step, y_step) = (nice_step(x_max / 4.0), nice_step(y_max / 4.0));
@@ -150,10 +154,16 @@ impl Chart {
                     _ => -8.0,
                 },
                 on_frontier: on.contains(&i),
-                title: format!(
-                    "{}: {:.1} tok/s per user, {:.1} tok/s per {unit}",
-                    p.label, p.per_user_tok_s, p.per_gpu_tok_s
-                ),
+                title: match lang {
+                    Lang::En => format!(
+                        "{}: {:.1} tok/s per user, {:.1} tok/s per {unit}",
+                        p.label, p.per_user_tok_s, p.per_gpu_tok_s
+                    ),
+                    Lang::Zh => format!(
+                        "{}：每用户 {:.1} tok/s，每个{unit} {:.1} tok/s",
+                        p.label, p.per_user_tok_s, p.per_gpu_tok_s
+                    ),
+                },
             })
             .collect();
         let frontier = on

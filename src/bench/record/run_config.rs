@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::base::lang::Lang;
 use crate::bench::record::phases::Phases;
 use crate::bench::traffic::workload::WorkloadSpec;
 use crate::engine::forward::EngineLimits;
@@ -208,18 +209,36 @@ impl KernelPath {
     /// One line: "gpu kernels · tile 8 · subgroups · fused · prefill tiles · GEMV ≤ 64 · bf16
     /// weights in buffers" (the GPU family's switches only where they apply).
     pub fn describe(&self) -> String {
-        let mut parts = vec![format!("{} kernels · tile {}", self.family, self.tile)];
+        self.describe_in(Lang::En)
+    }
+
+    /// [`KernelPath::describe`] in `lang` (the page's "Ran on" line).
+    pub fn describe_in(&self, lang: Lang) -> String {
+        let zh = lang == Lang::Zh;
+        let pick = |en: &str, zh_text: &str| if zh { zh_text.to_string() } else { en.to_string() };
+        let mut parts = vec![match zh {
+            false => format!("{} kernels · tile {}", self.family, self.tile),
+            true => format!("{} 内核 · 分块 {}", self.family, self.tile),
+        }];
         if self.subgroups {
-            parts.push("subgroups".to_string());
+            parts.push(pick("subgroups", "子组"));
         }
         if self.family == "gpu" {
-            parts.push(if self.fused { "fused" } else { "unfused" }.to_string());
+            parts.push(if self.fused { pick("fused", "融合") } else { pick("unfused", "未融合") });
         }
-        parts.push(if self.prefill_tiles { "prefill tiles" } else { "prefill untiled" }.to_string());
+        parts.push(if self.prefill_tiles {
+            pick("prefill tiles", "预填充分块")
+        } else {
+            pick("prefill untiled", "预填充不分块")
+        });
         if let Some(m) = self.gemv_max_m {
             parts.push(format!("GEMV ≤ {m}"));
         }
-        parts.push(format!("{} weights in {}s", self.weight_format, self.weights));
+        parts.push(match (zh, self.weights.as_str()) {
+            (false, _) => format!("{} weights in {}s", self.weight_format, self.weights),
+            (true, "texture") => format!("{} 权重存于纹理", self.weight_format),
+            (true, _) => format!("{} 权重存于缓冲区", self.weight_format),
+        });
         parts.join(" · ")
     }
 

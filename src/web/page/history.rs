@@ -50,6 +50,9 @@ pub struct NameParts {
     /// Cancel cut it short.
     #[serde(default)]
     pub cancelled: bool,
+    /// One run of a search, opened from its entry: why it was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_stage: Option<Stage>,
 }
 
 impl Entry {
@@ -81,6 +84,9 @@ fn title_of(spec: &WorkloadSpec, parts: &NameParts, search_runs: Option<usize>, 
     }
     if let Some(n) = search_runs {
         name = format!("{name} · {}", t.history_search_mark.replace("{n}", &n.to_string()));
+    }
+    if let Some(stage) = parts.search_stage {
+        name = format!("{name} · {}", super::search::stage_text(stage, t));
     }
     name
 }
@@ -499,23 +505,32 @@ fn SearchRuns(state: AppState, entry: Arc<Entry>) -> impl IntoView {
         .filter_map(|trial| Some((trial.clone(), entry.runs.get(trial.result)?.clone())))
         .map(|(trial, result)| {
             let rate = super::sweep::rate_text(trial.rate);
-            let stage =
-                serde_json::to_value(trial.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            let name = format!("{} · {stage} {rate} req/s", entry.title(t()));
+            let (stage, attainment) = (trial.stage, trial.attainment * 100.0);
+            let parts =
+                NameParts { search_stage: Some(stage), cancelled: false, ..entry.parts.clone().unwrap_or_default() };
             let verdict = move || match (&trial.decided, trial.stage) {
                 (_, Stage::Probe) => "–".to_string(),
                 (Some(d), _) => d.text(lang.get()),
                 (None, _) => (if trial.met { t().search_met } else { t().search_missed }).to_string(),
             };
-            let shown =
-                Arc::new(Entry { time_ms: entry.time_ms, name, result, search: None, runs: Vec::new(), parts: None });
+            let name = entry.name.clone();
+            let shown = Arc::new(Entry {
+                time_ms: entry.time_ms,
+                name,
+                result,
+                search: None,
+                runs: Vec::new(),
+                parts: Some(parts),
+            });
             let show = move |_| {
                 state.charts.set(ChartData::from_result(&shown.result));
                 state.shown.set(Some(shown.clone()));
             };
             view! {
                 <li class="search-run">
-                    <span class="num">{format!("{rate} req/s · {stage} · {:.1}%", trial.attainment * 100.0)}</span>
+                    <span class="num">
+                        {move || format!("{rate} req/s · {} · {attainment:.1}%", super::search::stage_text(stage, t()))}
+                    </span>
                     " · "
                     <span>{verdict}</span>
                     <button class="small" data-testid="search-run-show" on:click=show>

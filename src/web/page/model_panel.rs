@@ -2,7 +2,7 @@
 //! id; download progress with cancel; the cached models) and the adapter card. File names,
 //! URLs and error messages are shown as text nodes only.
 
-use super::i18n::use_text;
+use super::i18n::{use_text, Text};
 use super::model_sources::{self, FilePickers, PresetSelect, UrlForm};
 use super::models;
 use super::state::{AppState, Phase};
@@ -209,7 +209,7 @@ fn CachedModels(
                 view! {
                     <li class="cached-model" class:current=current>
                         <span class="name">{c.label.clone()}</span>
-                        <span class="num muted">{format!("{} · {} {}", mb(c.bytes), c.files, if c.files == 1 { "file" } else { "files" })}</span>
+                        <span class="num muted">{move || format!("{} · {}", mb(c.bytes), t().cached_files.replace("{n}", &c.files.to_string()).replace("{s}", if c.files == 1 { "" } else { "s" }))}</span>
                         <button class="small" disabled=move || !can_load.get() on:click=move |_| {
                             models::load(state, LoadRequest::Remote(base.clone()))
                         }>{move || t().load}</button>
@@ -279,7 +279,12 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
             rows.push((t.adapter_name, name));
             rows.push((
                 t.adapter_backend,
-                format!("{} · {} · {} kernels", a.backend, a.device_type, a.kernel_family.name()),
+                format!(
+                    "{} · {} · {}",
+                    a.backend,
+                    a.device_type,
+                    t.kernel_family.replace("{family}", a.kernel_family.name())
+                ),
             ));
             rows.push(("maxStorageBufferBindingSize", mb(a.max_storage_buffer_binding_size)));
             rows.push(("maxBufferSize", mb(a.max_buffer_size)));
@@ -287,7 +292,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
             rows.push((t.adapter_features, features));
         }
         if let Some(ms) = state.timer_resolution_ms.get() {
-            rows.push((t.timer_resolution, timer_text(ms, cross_origin_isolated())));
+            rows.push((t.timer_resolution, timer_text(ms, cross_origin_isolated(), t)));
         }
         match roofline.get() {
             Some(Ok(r)) => {
@@ -353,10 +358,10 @@ pub fn cross_origin_isolated() -> bool {
 }
 
 /// "5.0 µs (cross-origin isolated)" / "100.0 µs".
-pub fn timer_text(ms: f64, isolated: bool) -> String {
+pub fn timer_text(ms: f64, isolated: bool, t: &Text) -> String {
     let step = if ms < 1.0 { format!("{:.1} µs", ms * 1e3) } else { format!("{ms:.1} ms") };
     if isolated {
-        format!("{step} (cross-origin isolated)")
+        format!("{step} ({})", t.cross_origin_isolated)
     } else {
         step
     }

@@ -192,8 +192,9 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
                 view! { <p class="note num">{move || t().baseline} ": " {measured}</p> }
             })}
         // Saved with the run: what ran (the run record).
-        {let ran = ran_text(&entry.result.config);
-        (!ran.is_empty()).then(|| view! { <p class="note num" data-testid="ran">{move || t().ran_on} ": " {ran}</p> })}
+        {let config = entry.result.config.clone();
+        let ran = move || ran_text(&config, lang.get());
+        (!ran().is_empty()).then(|| view! { <p class="note num" data-testid="ran">{move || t().ran_on} ": " {ran}</p> })}
         // Saved with the run: its model's load (plain text, from the record).
         {entry.result.config.time_to_ready.clone().map(|ready| {
             let line = move || ready.lines(lang.get()).iter().map(|l| l.trim()).collect::<Vec<_>>().join(" · ");
@@ -208,7 +209,7 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
             .map(|ms| {
                 view! {
                     <p class="note num" data-testid="timer-resolution">
-                        {move || t().timer_resolution} ": " {super::model_panel::timer_text(ms, isolated)}
+                        {move || t().timer_resolution} ": " {move || super::model_panel::timer_text(ms, isolated, t())}
                     </p>
                 }
             })}
@@ -217,13 +218,15 @@ fn DiagnosisView(entry: Arc<Entry>) -> impl IntoView {
 
 /// One line from a run record: the adapter and kernel path of an engine, or the server and API
 /// of a remote target (plain text: the record came from a file or a server).
-fn ran_text(rc: &crate::bench::RunConfig) -> String {
+fn ran_text(rc: &crate::bench::RunConfig, lang: Lang) -> String {
+    let zh = lang == Lang::Zh;
+    let pick = |en: String, zh_text: String| if zh { zh_text } else { en };
     let mut parts = Vec::new();
     if let Some(a) = &rc.adapter {
         parts.push(format!("{} ({})", a.name, a.backend));
     }
     if let Some(k) = &rc.kernels {
-        parts.push(k.describe());
+        parts.push(k.describe_in(lang));
     }
     if let Some(v) = &rc.verification {
         parts.push(v.line());
@@ -232,27 +235,35 @@ fn ran_text(rc: &crate::bench::RunConfig) -> String {
     if let Some(p) = &rc.scheduler {
         let order = serde_json::to_value(p.order).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         let prefill = match (p.chunked_prefill, p.prefill_chunk) {
-            (false, _) => "whole prefills".to_string(),
-            (true, Some(n)) => format!("prefill chunks ≤ {n}"),
-            (true, None) => "chunked prefill".to_string(),
+            (false, _) => pick("whole prefills".into(), "整段预填充".into()),
+            (true, Some(n)) => pick(format!("prefill chunks ≤ {n}"), format!("预填充块 ≤ {n}")),
+            (true, None) => pick("chunked prefill".into(), "分块预填充".into()),
         };
         parts.push(format!("{order} · {prefill}"));
     }
     match rc.engine.as_ref().map(|e| &e.speculation) {
-        Some(crate::engine::Speculation::Ngram { k }) => parts.push(format!("speculation ngram:{k}")),
-        Some(crate::engine::Speculation::Draft { k, model }) => parts.push(format!("speculation draft:{model}:{k}")),
+        Some(crate::engine::Speculation::Ngram { k }) => {
+            parts.push(pick(format!("speculation ngram:{k}"), format!("推测解码 ngram:{k}")))
+        }
+        Some(crate::engine::Speculation::Draft { k, model }) => {
+            parts.push(pick(format!("speculation draft:{model}:{k}"), format!("推测解码 draft:{model}:{k}")))
+        }
         _ => {}
     }
     if let Some(e) = &rc.engine {
         if e.prefix_cache {
-            parts.push("prefix cache".to_string());
+            parts.push(pick("prefix cache".into(), "前缀缓存".into()));
         }
         if e.overlap {
-            parts.push("CPU/GPU overlap".to_string());
+            parts.push(pick("CPU/GPU overlap".into(), "CPU/GPU 重叠".into()));
         }
     }
     if let Some(d) = rc.workload.as_ref().and_then(|w| w.dataset.as_ref()) {
-        parts.push(format!("dataset {} ({}, {} of {} rows)", d.file, d.format.name(), d.rows_kept, d.rows_read));
+        let (file, format, kept, read) = (&d.file, d.format.name(), d.rows_kept, d.rows_read);
+        parts.push(pick(
+            format!("dataset {file} ({format}, {kept} of {read} rows)"),
+            format!("数据集 {file}（{format}，{read} 行中的 {kept} 行）"),
+        ));
     }
     if let Some(url) = rc.target.get("base_url").and_then(|v| v.as_str()) {
         let api = rc.target.get("api").and_then(|v| v.as_str()).unwrap_or("");

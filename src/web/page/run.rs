@@ -224,6 +224,7 @@ fn finish(state: AppState, ended: Ended) {
             batch,
             sized: result.config.sized_rate.is_some(),
             cancelled: i == last && cancelled,
+            search_stage: None,
         };
         let spec = WorkloadSpec { rate, ..spec.clone() };
         time_ms = crate::web::browser::now_ms().max(time_ms + 1.0);

@@ -27,6 +27,17 @@ impl SearchView {
     }
 }
 
+/// Why a search's run was made, in the page's words.
+pub fn stage_text(stage: Stage, t: &Text) -> &'static str {
+    match stage {
+        Stage::Probe => t.stage_probe,
+        Stage::First => t.stage_first,
+        Stage::Bracket => t.stage_bracket,
+        Stage::Narrow => t.stage_narrow,
+        Stage::Repeat => t.stage_repeat,
+    }
+}
+
 /// "trying 2.5 req/s (run 3)".
 pub fn trying_text(rate: f64, n: usize, t: &Text) -> String {
     t.search_trying.replace("{rate}", &rate_text(rate)).replace("{n}", &n.to_string())
@@ -145,8 +156,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
             .trials
             .iter()
             .map(|r| {
-                let stage =
-                    serde_json::to_value(r.stage).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+                let stage = stage_text(r.stage, t);
                 view! {
                     <tr>
                         <td class="num">{rate_text(r.rate)}</td>

@@ -182,6 +182,16 @@ pub struct Text {
     pub name_trace: &'static str,
     pub name_batch: &'static str,
     pub name_cancelled: &'static str,
+    /// The timer's resolution when the page is cross-origin isolated; a search's stages.
+    pub cross_origin_isolated: &'static str,
+    pub stage_probe: &'static str,
+    pub stage_first: &'static str,
+    pub stage_bracket: &'static str,
+    pub stage_narrow: &'static str,
+    pub stage_repeat: &'static str,
+    /// A cached model's file count; the adapter card's kernel family.
+    pub cached_files: &'static str,
+    pub kernel_family: &'static str,
     pub rate_sized_mark: &'static str,
     pub rate_from_baseline: &'static str,
     pub cancel_share: &'static str,
