@@ -173,7 +173,7 @@ pub struct Text {
     pub attainment_hint: &'static str,
     pub cancelled_requests: &'static str,
     pub rate_sized_line: &'static str,
-    /// A run's name's words ([`super::names`]).
+    /// A run's name's words (names.rs).
     pub name_sequential: &'static str,
     pub name_concurrency: &'static str,
     pub name_poisson: &'static str,
