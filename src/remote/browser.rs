@@ -299,14 +299,12 @@ impl Client {
 
     /// Whether the last run was ended early at saturation, and why; taken once.
     pub fn take_saturation(&self) -> Option<Saturation> {
-        let mut stop = self.stop.borrow_mut();
-        stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+        Stopped::take_saturation(&mut self.stop.borrow_mut())
     }
 
     /// Whether the last run was ended once its SLO attainment was decided; taken once.
     pub fn take_decided(&self) -> Option<Decided> {
-        let mut stop = self.stop.borrow_mut();
-        stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
+        Stopped::take_decided(&mut self.stop.borrow_mut())
     }
 
     pub fn endpoint(&self) -> &Endpoint {

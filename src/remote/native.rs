@@ -121,14 +121,12 @@ impl Client {
 
     /// Whether the last run was ended early at saturation, and why; taken once.
     pub fn take_saturation(&self) -> Option<Saturation> {
-        let mut stop = self.stop.lock().ok()?;
-        stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+        Stop::take_saturation(&mut *self.stop.lock().ok()?)
     }
 
     /// Whether the last run was ended once its SLO attainment was decided; taken once.
     pub fn take_decided(&self) -> Option<Decided> {
-        let mut stop = self.stop.lock().ok()?;
-        stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
+        Stop::take_decided(&mut *self.stop.lock().ok()?)
     }
 
     /// The last run's scrapes of the server's `/metrics`, if it asked for them; taken once.

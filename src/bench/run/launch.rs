@@ -256,7 +256,7 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
     }
 
     fn take_saturation(&mut self) -> Option<Saturation> {
-        self.stop.take_if(|s| s.saturation().is_some()).and_then(|s| s.saturation().cloned())
+        Stop::take_saturation(&mut self.stop)
     }
 
     fn decide_early(&mut self, rule: Option<DecideRule>) {
@@ -264,7 +264,7 @@ impl<X: RecordedExecutor> Target for EngineTarget<'_, X> {
     }
 
     fn take_decided(&mut self) -> Option<Decided> {
-        self.stop.take_if(|s| s.decided().is_some()).and_then(|s| s.decided().cloned())
+        Stop::take_decided(&mut self.stop)
     }
 
     fn take_gpu_metrics(&mut self) -> Option<GpuReadings> {

@@ -135,9 +135,6 @@ pub struct Trial {
     pub per_slo: Vec<(String, f64)>,
     /// The rate's verdict (pooled over its repeats): it met the target.
     pub met: bool,
-    /// Requests the run sent.
-    #[serde(default)]
-    pub requests: usize,
     /// The run was stopped once its attainment was decided ([`crate::bench::measure::decided`]),
     /// which is then its verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -315,8 +312,8 @@ impl<'a, 'b, T: Target> Searcher<'a, 'b, T> {
         ran?;
         let result = self.results.get(before).ok_or(Error::Cancelled)?;
         let (attainment, steady, per_slo) = attainment_of(&result.requests, self.slo);
-        let (requests, decided) = (result.requests.len(), result.decided.clone());
-        let trial = Trial { rate, stage, result: before, attainment, steady, per_slo, met: false, requests, decided };
+        let decided = result.decided.clone();
+        let trial = Trial { rate, stage, result: before, attainment, steady, per_slo, met: false, decided };
         self.trials.push(trial);
         Ok(self.trials.len() - 1)
     }

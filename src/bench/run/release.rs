@@ -89,17 +89,25 @@ impl Stop {
         }
     }
 
-    pub fn saturation(&self) -> Option<&Saturation> {
-        match self {
-            Stop::Saturated(s) => Some(s),
-            Stop::Decided(_) => None,
+    /// The saturation verdict a target kept from its last run, taken once (a decision stays).
+    pub fn take_saturation(kept: &mut Option<Stop>) -> Option<Saturation> {
+        match kept.take() {
+            Some(Stop::Saturated(s)) => Some(s),
+            other => {
+                *kept = other;
+                None
+            }
         }
     }
 
-    pub fn decided(&self) -> Option<&Decided> {
-        match self {
-            Stop::Decided(d) => Some(d),
-            Stop::Saturated(_) => None,
+    /// The decision a target kept from its last run, taken once (a saturation verdict stays).
+    pub fn take_decided(kept: &mut Option<Stop>) -> Option<Decided> {
+        match kept.take() {
+            Some(Stop::Decided(d)) => Some(d),
+            other => {
+                *kept = other;
+                None
+            }
         }
     }
 }

@@ -106,7 +106,7 @@ fn search_table(found: &MaxRate, results: &[bench::BenchResult]) -> String {
         out += &format!(
             "{:>10} {stage:>8} {:>8} {:>11.1}% {:>13}  {verdict}\n",
             if t.rate.is_finite() { format!("{:.3}", t.rate) } else { "inf".into() },
-            t.requests,
+            results.get(t.result).map_or(0, |r| r.requests.len()),
             t.attainment * 100.0,
             if t.steady { "steady" } else { "whole run" },
         );

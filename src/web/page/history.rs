@@ -135,11 +135,11 @@ pub fn searched(runs: Vec<Entry>, found: MaxRate, t: &Text) -> Entry {
     let last = runs.len() - 1;
     let at_found = found.trials.iter().rev().find(|t| t.met && Some(t.rate) == found.rate).map(|t| t.result);
     let chosen = at_found.filter(|&i| i <= last).unwrap_or(last);
-    let mark = t.history_search_mark.replace("{n}", &runs.len().to_string());
-    let (name, result) = (format!("{} · {mark}", runs[chosen].name), runs[chosen].result.clone());
-    let (time_ms, parts) = (runs[last].time_ms, runs[chosen].parts.clone());
+    let (result, time_ms, parts) = (runs[chosen].result.clone(), runs[last].time_ms, runs[chosen].parts.clone());
     let runs = runs.into_iter().map(|e| e.result).collect();
-    Entry { time_ms, name, result, search: Some(found), runs, parts }
+    let mut entry = Entry { time_ms, name: String::new(), result, search: Some(found), runs, parts };
+    entry.name = entry.title(t);
+    entry
 }
 
 /// Which way is better for a metric.
@@ -508,11 +508,7 @@ fn SearchRuns(state: AppState, entry: Arc<Entry>) -> impl IntoView {
             let (stage, attainment) = (trial.stage, trial.attainment * 100.0);
             let parts =
                 NameParts { search_stage: Some(stage), cancelled: false, ..entry.parts.clone().unwrap_or_default() };
-            let verdict = move || match (&trial.decided, trial.stage) {
-                (_, Stage::Probe) => "–".to_string(),
-                (Some(d), _) => d.text(lang.get()),
-                (None, _) => (if trial.met { t().search_met } else { t().search_missed }).to_string(),
-            };
+            let verdict = move || super::search::trial_verdict(&trial, t(), lang.get());
             let name = entry.name.clone();
             let shown = Arc::new(Entry {
                 time_ms: entry.time_ms,

@@ -7,7 +7,7 @@
 use super::i18n::{use_text, Text, UiLang};
 use super::sweep::{rate_text, H, PAD, PAD_BOTTOM, PAD_LEFT, PAD_TOP, W};
 use crate::bench::present::pareto::tick_text;
-use crate::bench::run::max_rate::{MaxRate, Stage};
+use crate::bench::run::max_rate::{MaxRate, Stage, Trial};
 use crate::bench::Lang;
 use leptos::prelude::*;
 
@@ -35,6 +35,16 @@ pub fn stage_text(stage: Stage, t: &Text) -> &'static str {
         Stage::Bracket => t.stage_bracket,
         Stage::Narrow => t.stage_narrow,
         Stage::Repeat => t.stage_repeat,
+    }
+}
+
+/// A run's verdict in the search: none for the probe, the decision where it was stopped on one,
+/// else met or missed.
+pub fn trial_verdict(trial: &Trial, t: &Text, lang: Lang) -> String {
+    match (&trial.decided, trial.stage) {
+        (_, Stage::Probe) => "–".to_string(),
+        (Some(d), _) => d.text(lang),
+        (None, _) => (if trial.met { t.search_met } else { t.search_missed }).to_string(),
     }
 }
 
@@ -164,11 +174,7 @@ pub fn SearchPanel(search: RwSignal<Option<SearchView>>) -> impl IntoView {
                         <td class="num">{format!("{:.1}%", r.attainment * 100.0)}</td>
                         <td>{if r.steady { t.search_steady } else { t.search_whole }}</td>
                         <td>
-                            {match (&r.decided, r.stage) {
-                                (_, Stage::Probe) => "–".to_string(),
-                                (Some(d), _) => d.text(lang.get()),
-                                (None, _) => (if r.met { t.search_met } else { t.search_missed }).to_string(),
-                            }}
+                            {trial_verdict(r, t, lang.get())}
                         </td>
                     </tr>
                 }
