@@ -200,6 +200,9 @@ pub struct ForwardPass {
     /// Dispatches in the last step recorded (one compute pass): what `speed` attributes a step's
     /// time to beside its bytes.
     pub step_dispatches: usize,
+    /// How the kernels were chosen, where a trial chose them (`trial::run`): what a run's record
+    /// says about it.
+    pub trial: Option<super::trial::Trial>,
 }
 
 /// Where [`ForwardPass::load`]'s time went, in seconds on [`crate::clock`]; the edges add what
@@ -303,6 +306,7 @@ impl ForwardPass {
             verified: None,
             load_times: LoadTimes::default(),
             step_dispatches: 0,
+            trial: None,
         };
         let first_step_from_s = now_s();
         model.warm_up().await?;
@@ -324,6 +328,26 @@ impl ForwardPass {
             ..Default::default()
         };
         self.step(&batch).await.map(|_| ())
+    }
+
+    /// Runs on `options` from the next step: another variant of the same kernels (`trial`), the
+    /// weights as they are. Their storage and format are the load's: another would need them
+    /// uploaded again, and is refused.
+    pub async fn use_kernels(&mut self, options: KernelOptions) -> Result<()> {
+        let now = self.kernels.options();
+        if (options.weights, options.format, options.family) != (now.weights, now.format, now.family) {
+            return Err(Error::Invalid(format!(
+                "a kernel variant must keep the loaded weights' storage, format and kernel family ({} {} {})",
+                now.weights.name(),
+                now.format.name(),
+                now.family.name()
+            )));
+        }
+        if options != now {
+            self.kernels = Kernels::with_options(&self.gpu, options);
+            self.groups = bind_all(&self.gpu, &self.kernels, &self.weights, &self.kv, &self.buffers);
+        }
+        self.gpu.check()
     }
 
     /// The kernel choices this model runs with (for the run record).

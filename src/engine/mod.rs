@@ -3,7 +3,8 @@
 //! allocator), speculative decoding (`speculate`: prompt lookup; `draft`: a draft model), and
 //! generation on top of them (`generate`), and the engine's check of itself on its adapter
 //! (`verify`: its matmuls, per-head kernels and logits against the CPU, the per-head comparisons in
-//! `check`, which the kernel tests share). The batcher runs its steps on an `executor`: the forward
+//! `check`, which the kernel tests share), and its choice among its correct kernels by timing
+//! them on that adapter (`trial`). The batcher runs its steps on an `executor`: the forward
 //! pass, or the capacity planner's cost model (the `planner` layer above).
 
 pub mod batcher;
@@ -18,6 +19,7 @@ pub mod linear;
 pub mod logits;
 pub mod scheduler;
 pub mod speculate;
+pub mod trial;
 pub mod verify;
 
 pub use batcher::{Engine, Event, EventKind, Request, StepShape, StepStats, StepWork};

@@ -57,6 +57,12 @@ pub struct TimeToReady {
     pub pipelines_s: f64,
     /// The first step, until its token is read back: where most drivers compile the pipelines.
     pub first_step_s: f64,
+    /// The engine timing its kernel variants (`engine::trial`); 0 where it did not run or took
+    /// an earlier load's choice.
+    pub trial_s: f64,
+    /// The kernels came from an earlier load's trial, kept (`Some(false)`: timed now; `None`:
+    /// no trial).
+    pub trial_cached: Option<bool>,
     /// From the load's start to the first token.
     pub ready_s: f64,
 }
@@ -70,12 +76,14 @@ pub enum Phase {
     Upload,
     /// The pipelines created and the first step.
     Compile,
+    /// The kernel variants timed (`engine::trial`).
+    Trial,
     Other,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 6] =
-        [Phase::Download, Phase::Open, Phase::Read, Phase::Upload, Phase::Compile, Phase::Other];
+    pub const ALL: [Phase; 7] =
+        [Phase::Download, Phase::Open, Phase::Read, Phase::Upload, Phase::Compile, Phase::Trial, Phase::Other];
 
     pub fn label(self, lang: Lang) -> &'static str {
         match (self, lang) {
@@ -84,12 +92,14 @@ impl Phase {
             (Phase::Read, Lang::En) => "read",
             (Phase::Upload, Lang::En) => "upload",
             (Phase::Compile, Lang::En) => "pipelines + first step",
+            (Phase::Trial, Lang::En) => "kernel trial",
             (Phase::Other, Lang::En) => "other",
             (Phase::Download, Lang::Zh) => "下载",
             (Phase::Open, Lang::Zh) => "解析与检查",
             (Phase::Read, Lang::Zh) => "读取",
             (Phase::Upload, Lang::Zh) => "上传",
             (Phase::Compile, Lang::Zh) => "管线 + 首步",
+            (Phase::Trial, Lang::Zh) => "内核试验",
             (Phase::Other, Lang::Zh) => "其他",
         }
     }
@@ -102,6 +112,7 @@ impl Phase {
             Phase::Read => "#14b8a6",
             Phase::Upload => "#3b82f6",
             Phase::Compile => "#ec4899",
+            Phase::Trial => "#a855f7",
             Phase::Other => "#94a3b8",
         }
     }
@@ -114,6 +125,7 @@ impl Phase {
             Phase::Read => "read",
             Phase::Upload => "upload",
             Phase::Compile => "compile",
+            Phase::Trial => "trial",
             Phase::Other => "other",
         }
     }
@@ -143,6 +155,12 @@ impl TimeToReady {
         }
     }
 
+    /// `self` after the engine's kernel trial (`trial`), whose time counts to the first token.
+    pub fn after_trial(self, trial: &crate::engine::trial::Trial) -> TimeToReady {
+        let trial_s = if trial.cached { 0.0 } else { trial.seconds };
+        TimeToReady { trial_s, trial_cached: Some(trial.cached), ready_s: self.ready_s + trial_s, ..self }
+    }
+
     /// Each phase's seconds, in order; `Other` is what the whole has beyond the phases.
     pub fn phases(&self) -> Vec<(Phase, f64)> {
         let parts = [
@@ -151,6 +169,7 @@ impl TimeToReady {
             (Phase::Read, sane(self.read_s)),
             (Phase::Upload, sane(self.upload_s)),
             (Phase::Compile, sane(self.pipelines_s) + sane(self.first_step_s)),
+            (Phase::Trial, sane(self.trial_s)),
         ];
         let known: f64 = parts.iter().map(|(_, s)| s).sum();
         let mut all = parts.to_vec();
@@ -213,8 +232,11 @@ impl TimeToReady {
             .into_iter()
             // Generated weights read nothing (the GPU writes them).
             .filter(|&(p, _)| p != Phase::Download && !(p == Phase::Read && self.read_bytes == 0))
-            .map(|(p, s)| match p {
-                Phase::Read => format!("{} {} {}", p.label(lang), size(self.read_bytes), duration(s)),
+            .filter(|&(p, _)| p != Phase::Trial || self.trial_cached.is_some())
+            .map(|(p, s)| match (p, self.trial_cached, lang) {
+                (Phase::Read, ..) => format!("{} {} {}", p.label(lang), size(self.read_bytes), duration(s)),
+                (Phase::Trial, Some(true), Lang::En) => format!("{}: an earlier load's choice", p.label(lang)),
+                (Phase::Trial, Some(true), Lang::Zh) => format!("{}：沿用先前加载的选择", p.label(lang)),
                 _ => format!("{} {}", p.label(lang), duration(s)),
             })
             .collect();

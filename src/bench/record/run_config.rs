@@ -83,6 +83,11 @@ pub struct RunConfig {
     /// for servers, for runs told not to (`--no-verify`) and in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::engine::verify::Verification>,
+    /// How the engine chose among its correct kernels on this adapter (`engine::trial`): what it
+    /// timed and chose, or that it took an earlier load's choice; absent for servers, for runs
+    /// told not to (`--kernel-trial off`) and in results saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_trial: Option<crate::engine::trial::Trial>,
     /// What the run's validity verdict (a floor above, `verdict`) holds it to beside its SLOs;
     /// absent in results saved before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,6 +290,7 @@ impl RecordedExecutor for ForwardPass {
             adapter: Some(self.gpu.adapter.clone()),
             kernels: Some(KernelPath::of(&self.kernel_options())),
             verification: self.verified.clone(),
+            kernel_trial: self.trial.clone(),
             ..config
         }
     }

@@ -12,6 +12,7 @@ use tokenmeter::bench::measure::energy::NvmlMeter;
 use tokenmeter::bench::record::run_config::KernelPath;
 use tokenmeter::bench::run::launch::{self, OnEngine, Search};
 use tokenmeter::bench::run::target::{Listener, SessionEvent};
+use tokenmeter::engine::trial::TrialPlan;
 use tokenmeter::engine::ForwardPass;
 use tokenmeter::model::checkpoint::TensorProvider;
 use tokenmeter::planner::capacity::PlannerGuess;
@@ -96,7 +97,8 @@ pub(crate) async fn main(args: BenchArgs) -> Result<()> {
     args.check_loaded(&spec, cfg.max_position_embeddings)?;
     let session = session(&spec);
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
-    let (model, ready) = load_timed(&args.model, &loaded, before).await?;
+    let trial = TrialPlan::new(&[spec.input_len.min, spec.input_len.max], args.model.max_batch);
+    let (model, ready) = load_timed(&args.model, &loaded, before, &trial).await?;
     // The report's head: where the load's time went (the check below is not part of it).
     println!("{}", ready.lines(lang).join("\n"));
     let model = match &loaded {

@@ -73,7 +73,9 @@ pub(crate) async fn main(args: GenerateArgs) -> Result<()> {
         tokenmeter::engine::generate::check_prompt_fits(&cfg, prompt, args.max_new_tokens)?;
     }
     let draft = args.model.spec.open_draft(&cfg, tokenizer).await?;
-    let (model, ready) = load_timed(&args.model, &loaded, before).await?;
+    let lens: Vec<usize> = prompts.iter().map(Vec::len).collect();
+    let trial = tokenmeter::engine::trial::TrialPlan::new(&lens, prompts.len().min(args.model.max_batch));
+    let (model, ready) = load_timed(&args.model, &loaded, before, &trial).await?;
     for line in ready.lines(tokenmeter::bench::Lang::En) {
         eprintln!("{line}");
     }

@@ -5,7 +5,9 @@ use clap::Args;
 use std::sync::Arc;
 use tokenmeter::bench::record::ready::{LoadSource, TimeToReady};
 use tokenmeter::clock::now_s;
+use tokenmeter::engine::trial::{self, Trial, TrialPlan};
 use tokenmeter::engine::{EngineOptions, ForwardPass};
+use tokenmeter::gpu::kernels::TrialUse;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -74,20 +76,70 @@ pub(crate) async fn open_timed(args: &ModelArgs) -> Result<(Opened, TimeToReady)
     Ok((opened, before))
 }
 
-/// [`load`] of what [`open_timed`] opened, with the load's whole time to ready.
+/// [`load`] of what [`open_timed`] opened, its kernels chosen over `trial` ([`choose_kernels`]),
+/// with the load's whole time to ready.
 pub(crate) async fn load_timed(
     args: &ModelArgs,
     opened: &Opened,
     before: TimeToReady,
+    trial: &TrialPlan,
 ) -> Result<(ForwardPass, TimeToReady)> {
     let from_s = now_s();
-    let model = match opened {
+    let mut model = match opened {
         Opened::Disk(checkpoint, _) => load(args, checkpoint).await?,
         Opened::Synthetic(model) => load(args, model).await?,
     };
     let ready = before.after_load(&model.load_times, now_s() - from_s);
+    let ready = match choose_kernels(args, &mut model, trial).await? {
+        Some(t) => ready.after_trial(&t),
+        None => ready,
+    };
     Ok((model, ready))
 }
+
+/// The engine's choice among its kernel variants (`engine::trial`) as `--kernel-trial` says: an
+/// earlier load's choice with the same key (kept in [`TRIALS_FILE`] under the cache directory),
+/// or the variants timed over `plan` now (and kept). Prints its line. `None` with `off`.
+pub(crate) async fn choose_kernels(args: &ModelArgs, pass: &mut ForwardPass, plan: &TrialPlan) -> Result<Option<Trial>> {
+    let switches = args.switches.kernels();
+    let trial_use = switches.trial.unwrap_or(TrialUse::On);
+    if trial_use == TrialUse::Off {
+        return Ok(None);
+    }
+    let path = cache_dir().map(|d| d.join(TRIALS_FILE));
+    let mut kept: std::collections::BTreeMap<String, Trial> = path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let key = trial::key(pass, plan, &switches);
+    let cached = if trial_use == TrialUse::On { kept.get(&key).cloned() } else { None };
+    let chosen = trial::run(pass, plan, &switches, cached).await?;
+    eprintln!("{}", chosen.line());
+    if let (false, Some(path)) = (chosen.cached, path) {
+        kept.insert(key, chosen.clone());
+        // A cache that cannot be written costs the next load a trial, nothing else.
+        let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+            let part = path.with_extension("json.part");
+            std::fs::write(&part, serde_json::to_vec_pretty(&kept).expect("serialisable"))?;
+            std::fs::rename(&part, &path)
+        });
+        if let Err(e) = written {
+            eprintln!("note: the kernel trial is not kept ({}: {e})", path.display());
+        }
+    }
+    Ok(Some(chosen))
+}
+
+/// Where the CLI keeps what it measured once for later runs: `$XDG_CACHE_HOME/tokenmeter`, else
+/// `~/.cache/tokenmeter`.
+fn cache_dir() -> Option<std::path::PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache"))).map(|d| d.join("tokenmeter"))
+}
+
+/// The kernel trials kept, by key ([`trial::key`]).
+const TRIALS_FILE: &str = "kernel-trials.json";
 
 pub(crate) async fn open(args: &ModelArgs) -> Result<Opened> {
     match (&args.model, &args.synthetic) {

@@ -1,8 +1,9 @@
 //! `tokenmeter speed`, `roofline` and `adapter`: the engine against the adapter's own roofline.
 
-use super::model::{engine_options, load_with, open, ModelArgs, Opened};
+use super::model::{choose_kernels, engine_options, load_with, open, ModelArgs, Opened};
 use clap::Args;
 use tokenmeter::bench::run::speed;
+use tokenmeter::engine::trial::TrialPlan;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
 use tokenmeter::Result;
@@ -79,10 +80,11 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
         Opened::Synthetic(s) => (&s.config, None),
     };
     let draft = args.model.spec.open_draft(cfg, tokenizer).await?;
-    let model = match &loaded {
+    let mut model = match &loaded {
         Opened::Disk(c, _) => load_with(&args.model, c, max_batch).await?,
         Opened::Synthetic(s) => load_with(&args.model, s, max_batch).await?,
     };
+    let trial = choose_kernels(&args.model, &mut model, &TrialPlan::new(&args.prefill, max_batch)).await?;
     let load_before = load_1m();
     let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await?;
     let host = host_copy_gb_s();
@@ -102,6 +104,7 @@ pub(crate) async fn main(mut args: SpeedArgs) -> Result<()> {
     let shown = |l: Option<f64>| l.map_or("–".to_string(), |l| format!("{l:.2}"));
     eprintln!("machine load (1-minute average): {} before, {} after", shown(load_before), shown(load_after));
     out["machine_load_1m"] = serde_json::json!({ "before": load_before, "after": load_after });
+    out["kernel_trial"] = serde_json::json!(trial);
     println!("{}", serde_json::to_string_pretty(&out).expect("serialisable"));
     Ok(())
 }

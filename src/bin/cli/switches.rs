@@ -2,7 +2,7 @@
 //! the `TOKENMETER_*` variables as fallbacks, read here by clap and nowhere else).
 
 use clap::Args;
-use tokenmeter::gpu::kernels::{parse_on_off, KernelFamily, KernelSwitches, MatmulTile};
+use tokenmeter::gpu::kernels::{parse_on_off, KernelFamily, KernelSwitches, MatmulTile, TrialUse};
 use tokenmeter::gpu::WeightStorage;
 
 #[derive(Args, Clone, Debug, Default)]
@@ -34,6 +34,12 @@ pub struct SwitchArgs {
     /// Shader modules without wgpu's injected bounds checks (kernel work only).
     #[arg(long, env = "TOKENMETER_UNCHECKED")]
     unchecked_shaders: bool,
+    /// How the kernel variants these switches leave open are chosen at load: on (time them on this
+    /// adapter, or take an earlier load's choice for the same adapter, driver, model shape and
+    /// jobs, kept under the user's cache directory), fresh (time them again), off (the static
+    /// defaults). Default on.
+    #[arg(long, env = "TOKENMETER_KERNEL_TRIAL", value_name = "on|fresh|off")]
+    kernel_trial: Option<TrialUse>,
     /// Read the hand-written WGSL of shaders/ from DIR instead of the compiled-in copies (kernel
     /// work without rebuilding; the kernels build.rs renders stay as built).
     #[arg(long, env = "TOKENMETER_SHADER_DIR", value_name = "DIR")]
@@ -55,6 +61,7 @@ impl SwitchArgs {
             prefill_tiles: self.prefill_tiles,
             gemv_max_m: self.gemv_max_m,
             unchecked: self.unchecked_shaders,
+            trial: self.kernel_trial,
             // Read when pipelines are built, for the process's life: leaked once, here.
             shader_dir: self.shader_dir.clone().map(|d| &*Box::leak(d.into_boxed_path())),
         }

@@ -19,7 +19,7 @@ pub mod rope;
 
 pub use attention::*;
 pub use matmul::{record_matmul, record_matmul_with, MatmulClass, MatmulRule, Prologue};
-pub use options::{parse_on_off, KernelFamily, KernelOptions, KernelSwitches, MatmulTile, GEMV_MAX_M};
+pub use options::{parse_on_off, KernelFamily, KernelOptions, KernelSwitches, MatmulTile, TrialUse, GEMV_MAX_M};
 pub use params::*;
 pub(crate) use pipelines::Compiled;
 pub use pipelines::Kernels;

@@ -109,6 +109,41 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Whether the engine times its kernel variants at load (`engine::trial`): `on` takes an earlier
+/// load's choice where one has the same key, else times them; `fresh` times them again; `off`
+/// runs the static defaults ([`KernelOptions::for_gpu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialUse {
+    On,
+    Fresh,
+    Off,
+}
+
+impl TrialUse {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrialUse::On => "on",
+            TrialUse::Fresh => "fresh",
+            TrialUse::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for TrialUse {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fresh" => Ok(TrialUse::Fresh),
+            other => match parse_on_off(other) {
+                Ok(true) => Ok(TrialUse::On),
+                Ok(false) => Ok(TrialUse::Off),
+                Err(_) => Err(format!("expected on, off or fresh, not {:?}", crate::limits::printable(s))),
+            },
+        }
+    }
+}
+
 /// The user's say over the kernels. Each `None` leaves the choice to the adapter
 /// ([`KernelOptions::for_gpu`]). The CLI's flags (`--kernels`, `--weight-storage`, `--subgroups`,
 /// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--unchecked-shaders`, `--shader-dir`; with
@@ -134,6 +169,9 @@ pub struct KernelSwitches {
     pub gemv_max_m: Option<u32>,
     /// `--unchecked-shaders`: no bounds checks injected by wgpu (kernel work only).
     pub unchecked: bool,
+    /// `--kernel-trial on|fresh|off`: how the variants the switches leave open are chosen at
+    /// load (`None`: on).
+    pub trial: Option<TrialUse>,
     /// `--shader-dir DIR`: the hand-written WGSL read from DIR when the pipelines are built
     /// (natively, kernel work without rebuilding). Not recorded.
     #[serde(skip)]
@@ -157,6 +195,7 @@ impl KernelSwitches {
         prefill_tiles: None,
         gemv_max_m: None,
         unchecked: false,
+        trial: None,
         shader_dir: None,
     };
 
@@ -180,6 +219,7 @@ impl KernelSwitches {
             fused: get(q, "fused", parse_on_off)?,
             prefill_tiles: get(q, "prefill-tiles", parse_on_off)?,
             gemv_max_m: get(q, "gemv-max-m", |v| v.trim().parse::<u32>().map_err(|e| e.to_string()))?,
+            trial: get(q, "kernel-trial", str::parse)?,
             ..KernelSwitches::NONE
         })
     }
@@ -208,6 +248,9 @@ impl KernelSwitches {
         }
         if let Some(m) = self.gemv_max_m {
             pairs.push(("gemv-max-m", m.to_string()));
+        }
+        if let Some(t) = self.trial {
+            pairs.push(("kernel-trial", t.name().to_string()));
         }
         pairs
     }
@@ -304,6 +347,7 @@ mod tests {
             fused: Some(false),
             prefill_tiles: Some(true),
             gemv_max_m: Some(16),
+            trial: Some(TrialUse::Fresh),
             ..KernelSwitches::NONE
         };
         let pairs = switches.query_pairs();
