@@ -85,7 +85,12 @@ impl Axis {
 
     /// The values this axis may take on `device_subgroups` and `options`' family, the default
     /// first; one value (or a switch forcing it) means the axis is not timed.
-    fn candidates(self, options: &KernelOptions, device_subgroups: bool, switches: &KernelSwitches) -> Vec<&'static str> {
+    fn candidates(
+        self,
+        options: &KernelOptions,
+        device_subgroups: bool,
+        switches: &KernelSwitches,
+    ) -> Vec<&'static str> {
         let default = self.label(options);
         let all: &[&'static str] = match self {
             _ if self.forced(switches) => &[],
@@ -146,7 +151,9 @@ impl Job {
                 Batch {
                     tokens: (0..batch).map(|b| [id(b), context as u32, b as u32, 0]).collect(),
                     logit_rows: (0..batch as u32).collect(),
-                    block_tables: (0..batch).map(|b| (0..per_seq).map(|j| (b * per_seq + j) as u32).collect()).collect(),
+                    block_tables: (0..batch)
+                        .map(|b| (0..per_seq).map(|j| (b * per_seq + j) as u32).collect())
+                        .collect(),
                     ..Default::default()
                 }
             }
@@ -181,7 +188,8 @@ impl TrialPlan {
     /// Prefill at `prompt_lens` (the workload's; [`DEFAULT_PREFILL`] when empty), decode at batch
     /// 1 and `batch`.
     pub fn new(prompt_lens: &[usize], batch: usize) -> TrialPlan {
-        let mut prefill: Vec<usize> = if prompt_lens.is_empty() { DEFAULT_PREFILL.to_vec() } else { prompt_lens.to_vec() };
+        let mut prefill: Vec<usize> =
+            if prompt_lens.is_empty() { DEFAULT_PREFILL.to_vec() } else { prompt_lens.to_vec() };
         prefill.sort_unstable();
         prefill.dedup();
         let mut jobs: Vec<Job> = prefill.into_iter().filter(|&t| t > 0).map(|tokens| Job::Prefill { tokens }).collect();
@@ -324,7 +332,12 @@ pub fn key(pass: &ForwardPass, plan: &TrialPlan, switches: &KernelSwitches) -> S
 /// Times the variants `plan` calls for on `pass` (unless `cached` is a trial with this key, whose
 /// choices are applied untimed), leaves `pass` on the fastest, and keeps the trial on it
 /// ([`ForwardPass::trial`]) for the run's record.
-pub async fn run(pass: &mut ForwardPass, plan: &TrialPlan, switches: &KernelSwitches, cached: Option<Trial>) -> Result<Trial> {
+pub async fn run(
+    pass: &mut ForwardPass,
+    plan: &TrialPlan,
+    switches: &KernelSwitches,
+    cached: Option<Trial>,
+) -> Result<Trial> {
     let key = key(pass, plan, switches);
     let base = pass.kernel_options();
     if let Some(kept) = cached.filter(|t| t.key == key) {

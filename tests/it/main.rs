@@ -41,5 +41,6 @@ mod servers;
 mod serving;
 mod soak;
 mod speculate;
+mod trial;
 mod validity;
 mod verify;

@@ -134,7 +134,7 @@ fn a_wrong_attention_scale_fails_the_attention_check() {
 }
 
 /// A copy of shaders/ in a fresh folder with `files` passed through `plant` (each must change).
-fn planted_shaders(name: &str, files: &[&str], plant: impl Fn(&str) -> String) -> &'static std::path::Path {
+pub(crate) fn planted_shaders(name: &str, files: &[&str], plant: impl Fn(&str) -> String) -> &'static std::path::Path {
     let dir = std::env::temp_dir().join(format!("tokenmeter-planted-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");

@@ -100,7 +100,11 @@ pub(crate) async fn load_timed(
 /// The engine's choice among its kernel variants (`engine::trial`) as `--kernel-trial` says: an
 /// earlier load's choice with the same key (kept in [`TRIALS_FILE`] under the cache directory),
 /// or the variants timed over `plan` now (and kept). Prints its line. `None` with `off`.
-pub(crate) async fn choose_kernels(args: &ModelArgs, pass: &mut ForwardPass, plan: &TrialPlan) -> Result<Option<Trial>> {
+pub(crate) async fn choose_kernels(
+    args: &ModelArgs,
+    pass: &mut ForwardPass,
+    plan: &TrialPlan,
+) -> Result<Option<Trial>> {
     let switches = args.switches.kernels();
     let trial_use = switches.trial.unwrap_or(TrialUse::On);
     if trial_use == TrialUse::Off {
