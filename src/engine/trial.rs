@@ -244,14 +244,23 @@ pub struct AxisTrial {
     pub chosen: String,
 }
 
+/// An axis the trial did not time, and its value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FixedAxis {
+    pub axis: Axis,
+    pub value: String,
+    /// By a switch; else the only value this adapter and kernel family take.
+    pub forced: bool,
+}
+
 /// What a trial chose, and what it measured to choose it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     pub key: String,
     /// The axes timed, in order.
     pub axes: Vec<AxisTrial>,
-    /// Axes with one value here, or forced by a switch: "subgroups (forced off)".
-    pub fixed: Vec<String>,
+    /// Axes not timed: forced by a switch, or with one value on this adapter.
+    pub fixed: Vec<FixedAxis>,
     /// The budget ran out before every candidate was timed.
     pub cut_short: bool,
     pub seconds: f64,
@@ -260,33 +269,91 @@ pub struct Trial {
     pub cached: bool,
 }
 
+/// The words a trial is described in ([`Trial::describe`]): [`TrialWords::EN`] here, the page's
+/// language there.
+pub struct TrialWords {
+    pub prefill_attention: &'static str,
+    pub subgroups: &'static str,
+    pub matmul_tile: &'static str,
+    pub tiled: &'static str,
+    pub untiled: &'static str,
+    pub on: &'static str,
+    pub off: &'static str,
+    pub forced: &'static str,
+    pub only_choice: &'static str,
+    pub cached: &'static str,
+    pub cut_short: &'static str,
+}
+
+impl TrialWords {
+    pub const EN: TrialWords = TrialWords {
+        prefill_attention: "prefill attention",
+        subgroups: "subgroups",
+        matmul_tile: "matmul tile",
+        tiled: "tiled",
+        untiled: "untiled",
+        on: "on",
+        off: "off",
+        forced: "forced",
+        only_choice: "only choice here",
+        cached: "an earlier load's choice, not timed again",
+        cut_short: "cut at its budget",
+    };
+
+    fn axis(&self, axis: Axis) -> &'static str {
+        match axis {
+            Axis::PrefillTiles => self.prefill_attention,
+            Axis::Subgroups => self.subgroups,
+            Axis::Tile => self.matmul_tile,
+        }
+    }
+
+    fn value<'a>(&self, label: &'a str) -> &'a str {
+        match label {
+            "tiled" => self.tiled,
+            "untiled" => self.untiled,
+            "on" => self.on,
+            "off" => self.off,
+            other => other,
+        }
+    }
+}
+
 impl Trial {
-    /// One line: "kernel trial 2.1 s: prefill attention untiled (41.0 vs 60.2 ms) · subgroups on
-    /// (…)" or "kernel trial: cached (prefill attention untiled · …)".
-    pub fn line(&self) -> String {
+    /// "prefill attention untiled (41.02 vs tiled 60.20 ms) · subgroups on (forced) · 2.1 s", or
+    /// the choices and that they came from an earlier load.
+    pub fn describe(&self, w: &TrialWords) -> String {
         let timed = |a: &AxisTrial| {
-            let score = |label: &str| a.timed.iter().find(|t| t.label == label).map(|t| t.score_ms);
+            let chosen = a.timed.iter().find(|c| c.label == a.chosen);
             let others: Vec<String> = a
                 .timed
                 .iter()
-                .filter(|t| t.label != a.chosen)
-                .map(|t| format!("{} {:.3} ms", t.label, t.score_ms))
+                .filter(|c| c.label != a.chosen)
+                .map(|c| format!("{} {:.2}", w.value(&c.label), c.score_ms))
                 .collect();
-            match score(&a.chosen) {
-                Some(s) if !others.is_empty() && !self.cached => {
-                    format!("{} {} ({:.3} ms vs {})", a.axis.name(), a.chosen, s, others.join(", "))
+            match chosen {
+                Some(c) if !others.is_empty() && !self.cached => {
+                    format!("{} {} ({:.2} vs {} ms)", w.axis(a.axis), w.value(&a.chosen), c.score_ms, others.join(", "))
                 }
-                _ => format!("{} {}", a.axis.name(), a.chosen),
+                _ => format!("{} {}", w.axis(a.axis), w.value(&a.chosen)),
             }
         };
         let mut parts: Vec<String> = self.axes.iter().map(timed).collect();
-        parts.extend(self.fixed.iter().cloned());
-        let what = if parts.is_empty() { "nothing to choose".to_string() } else { parts.join(" · ") };
-        match (self.cached, self.cut_short) {
-            (true, _) => format!("kernel trial: an earlier load's choice, not timed again: {what}"),
-            (false, true) => format!("kernel trial {:.1} s (cut at its budget): {what}", self.seconds),
-            (false, false) => format!("kernel trial {:.1} s: {what}", self.seconds),
-        }
+        parts.extend(self.fixed.iter().map(|f| {
+            let why = if f.forced { w.forced } else { w.only_choice };
+            format!("{} {} ({why})", w.axis(f.axis), w.value(&f.value))
+        }));
+        parts.push(match (self.cached, self.cut_short) {
+            (true, _) => w.cached.to_string(),
+            (false, true) => format!("{:.1} s, {}", self.seconds, w.cut_short),
+            (false, false) => format!("{:.1} s", self.seconds),
+        });
+        parts.join(" · ")
+    }
+
+    /// The CLI's line: "kernel trial: " and [`Trial::describe`] in English.
+    pub fn line(&self) -> String {
+        format!("kernel trial: {}", self.describe(&TrialWords::EN))
     }
 
     /// The options this trial chose, applied to `base`; `None` if one no longer applies.
@@ -355,8 +422,8 @@ pub async fn run(
     for axis in Axis::ALL {
         let candidates = axis.candidates(&options, pass.gpu.subgroups, switches);
         if candidates.len() < 2 {
-            let why = if axis.forced(switches) { "forced" } else { "only choice here" };
-            fixed.push(format!("{} {} ({why})", axis.name(), axis.label(&options)));
+            let value = axis.label(&options).to_string();
+            fixed.push(FixedAxis { axis, value, forced: axis.forced(switches) });
             continue;
         }
         let affected: Vec<Job> = jobs.iter().copied().filter(|&j| axis.affects(j)).collect();

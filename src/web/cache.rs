@@ -42,12 +42,44 @@ fn io(path: &str) -> impl Fn(JsValue) -> Error + '_ {
 
 /// The Cache Storage of the global scope (the page's or its engine worker's: the same storage).
 async fn open_cache() -> Result<web_sys::Cache> {
+    open_named(CACHE_NAME).await
+}
+
+async fn open_named(name: &str) -> Result<web_sys::Cache> {
     let unavailable = |why: String| Error::Invalid(format!("Cache Storage unavailable: {why}"));
     let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).map_err(|e| unavailable(js_message(&e)))?;
     let caches: web_sys::CacheStorage =
         caches.dyn_into().map_err(|_| unavailable("this page is not served over https or localhost".into()))?;
-    let cache = JsFuture::from(caches.open(CACHE_NAME)).await.map_err(io("Cache Storage"))?;
+    let cache = JsFuture::from(caches.open(name)).await.map_err(io("Cache Storage"))?;
     Ok(cache.unchecked_into())
+}
+
+/// The Cache Storage cache holding the engine's kernel trials (`engine::trial`), by key: the
+/// worker has no localStorage, and this storage outlives the page as the models do.
+const TRIALS_CACHE: &str = "tokenmeter-kernel-trials-v1";
+
+/// A trial's entry: a URL that names it and is never fetched.
+fn trial_url(key: &str) -> String {
+    format!("https://tokenmeter.invalid/kernel-trial/{}", String::from(js_sys::encode_uri_component(key)))
+}
+
+/// The trial kept under `key`, if there is one (a storage that cannot be read has none).
+pub async fn kept_trial(key: &str) -> Option<crate::engine::trial::Trial> {
+    let cache = open_named(TRIALS_CACHE).await.ok()?;
+    let found = JsFuture::from(cache.match_with_str(&trial_url(key))).await.ok()?;
+    let response: web_sys::Response = found.dyn_into().ok()?;
+    let text = JsFuture::from(response.text().ok()?).await.ok()?.as_string()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Keeps `trial` under its key for later loads.
+pub async fn keep_trial(trial: &crate::engine::trial::Trial) -> Result<()> {
+    let cache = open_named(TRIALS_CACHE).await?;
+    let url = trial_url(&trial.key);
+    let text = serde_json::to_string(trial).expect("serialisable");
+    let response = web_sys::Response::new_with_opt_str(Some(&text)).map_err(io(&url))?;
+    JsFuture::from(cache.put_with_str(&url, &response)).await.map_err(io(&url))?;
+    Ok(())
 }
 
 /// The page's own URL (empty outside a window).

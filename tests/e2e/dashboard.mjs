@@ -202,6 +202,11 @@ await check(/(cpu|gpu) kernels · tile \d/.test(ran) && /tokenmeter \d/.test(ran
 // The default run overlaps CPU and GPU (no speculation, no prefix cache): the record says so.
 await check(/CPU\/GPU overlap/.test(ran), `the report does not say the steps overlapped: ${ran}`);
 await check(/maxStorageBufferBindingSize/.test(await text('adapter')), 'adapter limits not shown');
+// The engine chose its prefill attention by timing both on this adapter (or took that choice
+// from an earlier load of this profile), and the card says which.
+const trialText = await text('adapter');
+console.log((trialText.match(/Kernel trial.*?(· [\d.]+ s|not timed again)/) ?? ['no kernel trial'])[0]);
+await check(/Kernel trial\s*prefill attention (tiled|untiled)/.test(trialText), `no kernel trial on the adapter card: ${trialText}`);
 // The roofline probe from the adapter card: copy and read bandwidth and FMA rate, as positive numbers.
 await byId('roofline-measure').click();
 await page.waitForFunction(() => /GFLOP\/s/.test(document.querySelector('[data-testid=adapter]')?.textContent ?? ''),

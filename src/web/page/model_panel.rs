@@ -6,6 +6,7 @@ use super::i18n::{use_text, Text};
 use super::model_sources::{self, FilePickers, PresetSelect, UrlForm};
 use super::models;
 use super::state::{AppState, Phase};
+use crate::engine::trial::{Trial, TrialWords};
 use crate::web::protocol::{LoadRequest, ModelSource, Status};
 use leptos::prelude::*;
 
@@ -146,6 +147,23 @@ fn DownloadProgress(state: AppState) -> impl IntoView {
             }
         })
     }
+}
+
+/// The kernel trial's choices in the page's language ([`Trial::describe`]).
+fn trial_text(trial: &Trial, t: &Text) -> String {
+    trial.describe(&TrialWords {
+        prefill_attention: t.trial_prefill_attention,
+        subgroups: t.trial_subgroups,
+        matmul_tile: t.trial_matmul_tile,
+        tiled: t.trial_tiled,
+        untiled: t.trial_untiled,
+        on: t.trial_on,
+        off: t.trial_off,
+        forced: t.trial_forced,
+        only_choice: t.trial_only_choice,
+        cached: t.trial_cached,
+        cut_short: t.trial_cut_short,
+    })
 }
 
 /// The weights' upload to the GPU, in percent.
@@ -290,6 +308,9 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
             rows.push(("maxBufferSize", mb(a.max_buffer_size)));
             let features = if a.features.is_empty() { "–".to_string() } else { a.features.join(", ") };
             rows.push((t.adapter_features, features));
+        }
+        if let Some(trial) = state.model_info.get().and_then(|m| m.kernel_trial) {
+            rows.push((t.kernel_trial, trial_text(&trial, t)));
         }
         if let Some(ms) = state.timer_resolution_ms.get() {
             rows.push((t.timer_resolution, timer_text(ms, cross_origin_isolated(), t)));

@@ -233,6 +233,10 @@ pub fn status_text(state: AppState, t: &Text) -> String {
             };
             format!("{adapter} · {source} · {doing} {percent}%")
         }
+        Status::ChoosingKernels(_) => {
+            let source = source_label(&state.choice.get(), t);
+            format!("{adapter} · {source} · {}", t.choosing_kernels)
+        }
         Status::Ready => match state.model_info.get() {
             Some(m) => {
                 let name = match &m.source {

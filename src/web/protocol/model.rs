@@ -107,6 +107,9 @@ pub struct ModelInfo {
     /// Its load, phase by phase, from the load's start to the first token.
     #[serde(default)]
     pub time_to_ready: Option<crate::bench::record::ready::TimeToReady>,
+    /// How its kernels were chosen (`engine::trial`); absent with `?kernel-trial=off`.
+    #[serde(default)]
+    pub kernel_trial: Option<crate::engine::trial::Trial>,
 }
 
 /// The status line.
@@ -119,6 +122,8 @@ pub enum Status {
     Opening(String),
     /// Weights generated or read and uploaded so far, in percent.
     LoadingWeights(String, u32),
+    /// The engine timing its kernel variants on this adapter (`engine::trial`).
+    ChoosingKernels(String),
     Ready,
     /// A model named by the link waits for the user's yes (the page's `PendingLink`).
     AwaitingConfirmation,

@@ -7,11 +7,14 @@
 
 use super::host::{Host, LoadedModel};
 use super::post::post;
+use crate::bench::base::field::Field;
 use crate::bench::record::ready::{LoadSource, TimeToReady};
 use crate::bench::record::run_config::KernelPath;
 use crate::clock::now_s;
+use crate::engine::trial::{self, Trial, TrialPlan};
 use crate::engine::verify::{self, Verification};
 use crate::engine::{EngineOptions, ForwardPass};
+use crate::gpu::kernels::{KernelSwitches, TrialUse};
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
@@ -80,23 +83,25 @@ pub async fn load_variant(
     let gpu = host.gpu().ok_or_else(|| Error::Invalid("no GPU device is open".into()))?;
     let options = options(&request, load, host.switches());
     let mut on_weights = |done: u64, total: u64| progress((done * 100 / total.max(1)) as u32);
-    match &request {
+    let (mut pass, tokenizer) = match &request {
         LoadRequest::Preset(choice) => {
             let source = Breathing { inner: preset(*choice), last_yield_s: Cell::new(now_s()) };
-            Ok((ForwardPass::load(gpu, &source, &options, &mut on_weights).await?, None))
+            (ForwardPass::load(gpu, &source, &options, &mut on_weights).await?, None)
         }
         LoadRequest::Local(store) => {
             let checkpoint = Checkpoint::open(store).await?;
             let tokenizer = read_tokenizer(store).await?;
-            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+            (ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer)
         }
         LoadRequest::Remote(input) => {
             let store = cached_store(host, input).await?;
             let checkpoint = Checkpoint::open(&store).await?;
             let tokenizer = read_tokenizer(&store).await?;
-            Ok((ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer))
+            (ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer)
         }
-    }
+    };
+    choose_kernels(&mut pass, options.kernels).await?;
+    Ok((pass, tokenizer))
 }
 
 /// A URL's model read back from the cache the first load filled.
@@ -365,11 +370,18 @@ impl Upload<'_> {
             }
         })
         .await;
-        let model = loaded.map_err(|error| Failure { error, model_freed: true })?;
+        let mut model = loaded.map_err(|error| Failure { error, model_freed: true })?;
+        let after_load = before.after_load(&model.load_times, now_s() - load_from_s);
+        post(&FromEngine::Status(Status::ChoosingKernels(name.clone())));
+        let trial =
+            choose_kernels(&mut model, options.kernels).await.map_err(|error| Failure { error, model_freed: true })?;
+        let after_trial = match &trial {
+            Some(t) => after_load.after_trial(t),
+            None => after_load,
+        };
         // The whole as the page waited for it: what came between the phases (freeing the old
         // model, posting updates) is its `other`.
-        let ready =
-            TimeToReady { ready_s: now_s() - started_s, ..before.after_load(&model.load_times, now_s() - load_from_s) };
+        let ready = TimeToReady { ready_s: now_s() - started_s, ..after_trial };
         host.set_time_to_ready(Some(ready.clone()));
         let c = &model.cfg;
         let l = &model.limits;
@@ -394,6 +406,7 @@ impl Upload<'_> {
             },
             config: c.clone(),
             time_to_ready: Some(ready),
+            kernel_trial: trial,
         })));
         host.set_model_tokenizer(tokenizer);
         let capacity = model.limits.clone();
@@ -401,6 +414,29 @@ impl Upload<'_> {
         post(&FromEngine::Status(Status::Ready));
         Ok(())
     }
+}
+
+/// The engine's choice among its kernel variants (`engine::trial`) as `?kernel-trial` says: an
+/// earlier load's choice with the same key, kept in Cache Storage, or the variants timed now (the
+/// page's default workload shapes: prompts of 128 and 512 tokens, decode at 1 and its batch of
+/// 16) and kept. `None` with `off`.
+async fn choose_kernels(model: &mut ForwardPass, switches: KernelSwitches) -> Result<Option<Trial>> {
+    let trial_use = switches.trial.unwrap_or(TrialUse::On);
+    if trial_use == TrialUse::Off {
+        return Ok(None);
+    }
+    let batch = Field::MaxBatch.default_value().parse().unwrap_or(1);
+    let plan = TrialPlan::new(&[], batch);
+    let cached = match trial_use {
+        TrialUse::On => crate::web::cache::kept_trial(&trial::key(model, &plan, &switches)).await,
+        _ => None,
+    };
+    let chosen = trial::run(model, &plan, &switches, cached).await?;
+    if !chosen.cached {
+        // A storage that cannot keep it costs the next load a trial, nothing else.
+        let _ = crate::web::cache::keep_trial(&chosen).await;
+    }
+    Ok(Some(chosen))
 }
 
 /// A model source that lets the worker take messages (a Cancel, another command) while weights
