@@ -25,8 +25,9 @@ mod dawn {
     use tokenmeter::bench::run::speed::{self, SpeedPlan};
     use tokenmeter::bench::run::target::Listener;
     use tokenmeter::engine::generate::check_prompt_fits;
+    use tokenmeter::engine::trial::{self, TrialPlan};
     use tokenmeter::engine::{Engine, EngineOptions, ForwardPass, Request, SamplingParams};
-    use tokenmeter::gpu::kernels::KernelSwitches;
+    use tokenmeter::gpu::kernels::{KernelSwitches, TrialUse};
     use tokenmeter::gpu::{Gpu, SharedGpu};
     use tokenmeter::limits::{self, parse_count};
     use tokenmeter::model::checkpoint::Checkpoint;
@@ -37,8 +38,9 @@ mod dawn {
 
     /// The flags each subcommand takes (each `--name VALUE`); the kernel switches are the page's
     /// link keys, which are the CLI's flag names.
-    const SPEED_FLAGS: [&str; 9] = [
+    const SPEED_FLAGS: [&str; 10] = [
         "synthetic",
+        "planted-dispatches",
         "batches",
         "prefill",
         "prefill-repeats",
@@ -50,8 +52,16 @@ mod dawn {
     ];
 
     /// The kernel switches (`KernelSwitches::from_query`), which `speed` and `bench` take.
-    const KERNEL_FLAGS: [&str; 7] =
-        ["kernels", "weight-storage", "subgroups", "matmul-tile", "fused", "prefill-tiles", "gemv-max-m"];
+    const KERNEL_FLAGS: [&str; 8] = [
+        "kernels",
+        "weight-storage",
+        "subgroups",
+        "matmul-tile",
+        "fused",
+        "prefill-tiles",
+        "gemv-max-m",
+        "kernel-trial",
+    ];
 
     /// `--name VALUE` pairs, every name one of `allowed`, none twice.
     fn flags(args: &[String], allowed: &[&str]) -> Result<BTreeMap<String, String>, String> {
@@ -315,6 +325,7 @@ mod dawn {
                 .map_or(Ok(speed::DEFAULT_PREFILL_REPEATS), |v| parse_count(&v, 1, limits::MAX_SPEED_STEPS))?,
             context: get("context").map_or(Ok(speed::DEFAULT_CONTEXT), |v| parse_count(&v, 1, limits::MAX_TOKENS))?,
             profile: false,
+            planted_dispatches: get("planted-dispatches").map_or(Ok(0), |v| parse_count(&v, 0, 100_000))?,
         };
         let defaults = EngineOptions::default();
         let max_batched = get("max-batched-tokens")
@@ -330,8 +341,14 @@ mod dawn {
         };
         let gpu = SharedGpu::new(Gpu::new().await.map_err(|e| e.to_string())?);
         let source = SyntheticModel::new(cfg, 0);
-        let model = ForwardPass::load(gpu, &source, &options, &mut |_, _| {}).await.map_err(|e| e.to_string())?;
+        let mut model = ForwardPass::load(gpu, &source, &options, &mut |_, _| {}).await.map_err(|e| e.to_string())?;
         let log = |line: String| web_sys::console::error_1(&line.into());
+        // As natively, the kernels the switches leave open are timed (Node keeps no trial).
+        if options.kernels.trial != Some(TrialUse::Off) {
+            let trial_plan = TrialPlan::new(&plan.prefill, options.max_seqs);
+            let t = trial::run(&mut model, &trial_plan, &options.kernels, None).await.map_err(|e| e.to_string())?;
+            log(t.line());
+        }
         let roof = tokenmeter::gpu::roofline::measure(&model.gpu, 8).await.map_err(|e| e.to_string())?;
         log(speed::roofline_line(&roof, None));
         let mut engine = Engine::new(model);

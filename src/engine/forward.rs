@@ -200,6 +200,10 @@ pub struct ForwardPass {
     /// Dispatches in the last step recorded (one compute pass): what `speed` attributes a step's
     /// time to beside its bytes.
     pub step_dispatches: usize,
+    /// Extra one-workgroup dispatches recorded into every step (0 but in `speed
+    /// --planted-dispatches`): a known count whose time checks the roofline's cost of a dispatch
+    /// against a real step's.
+    pub planted_dispatches: usize,
     /// How the kernels were chosen, where a trial chose them (`trial::run`): what a run's record
     /// says about it.
     pub trial: Option<super::trial::Trial>,
@@ -306,6 +310,7 @@ impl ForwardPass {
             verified: None,
             load_times: LoadTimes::default(),
             step_dispatches: 0,
+            planted_dispatches: 0,
             trial: None,
         };
         let first_step_from_s = now_s();
@@ -609,6 +614,13 @@ impl ForwardPass {
             } else {
                 rec.dispatch(Kernel::Sample, &g.sample, &p, [r as u32, 1, 1]);
             }
+        }
+        // A measurement's plant (`speed --planted-dispatches N`): N one-workgroup dispatches, each
+        // recomputing the final norm's first row as it already is (each writes what the next
+        // reads, so each waits on a barrier, as a step's own do).
+        let one = RmsNormParams { n_rows: 1, width: h as u32, eps, _pad: 0 };
+        for _ in 0..self.planted_dispatches {
+            rec.dispatch(Kernel::RmsNorm, &g.final_norm, &one, [1, 1, 1]);
         }
         Ok(rec)
     }

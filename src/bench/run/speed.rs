@@ -299,6 +299,9 @@ pub struct SpeedPlan {
     pub context: usize,
     /// One decode step per batch size also timed kernel by kernel.
     pub profile: bool,
+    /// Extra one-workgroup dispatches in every step (`--planted-dispatches N`, 0 normally): the
+    /// step's rise against N × the roofline's cost of a dispatch checks that cost.
+    pub planted_dispatches: usize,
 }
 
 /// The roofline's line in `speed`'s progress (the host's memcpy where it was measured: natively).
@@ -346,6 +349,7 @@ pub async fn table(
     model: Option<String>,
     log: &mut dyn FnMut(String),
 ) -> Result<serde_json::Value> {
+    engine.model.planted_dispatches = plan.planted_dispatches;
     let mut decodes = Vec::new();
     for &b in &plan.batches {
         let d = decode(engine, roof, b, plan.context, plan.steps, plan.profile).await?;
@@ -414,6 +418,8 @@ pub async fn table(
         "host_copy_gb_s": host_copy_gb_s,
         "decode": decodes,
         "prefill": prefills,
+        "kernel_trial": engine.model.trial,
+        "planted_dispatches": plan.planted_dispatches,
     }))
 }
 
