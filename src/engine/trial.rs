@@ -111,9 +111,10 @@ impl Axis {
         }
     }
 
-    /// Whether a job's time depends on this axis (the tiled attention runs only in prefill).
+    /// Whether a job's time depends on this axis: the tiled attention runs only in prefill, and
+    /// one token's matmuls take no token tile.
     fn affects(self, job: Job) -> bool {
-        !matches!((self, job), (Axis::PrefillTiles, Job::Decode { .. }))
+        !matches!((self, job), (Axis::PrefillTiles, Job::Decode { .. }) | (Axis::Tile, Job::Decode { batch: 1, .. }))
     }
 }
 

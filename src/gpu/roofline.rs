@@ -15,11 +15,11 @@
 //! wrote, the texture filled from the same pattern), so a kernel that skipped its bytes cannot
 //! report their speed.
 
-use crate::gpu::kernels::PARAM_SLOT;
 use super::kernels::{Kernel, Kernels, ProbeParams as Params};
 use super::{Gpu, WeightStorage};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
+use crate::gpu::kernels::PARAM_SLOT;
 use serde::Serialize;
 
 /// The least work one timed submission holds.

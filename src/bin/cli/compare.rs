@@ -9,6 +9,7 @@ use tokenmeter::bench::run::launch::{self, OnEngine};
 use tokenmeter::bench::verdict::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::verdict::quality::{self, Quality};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
+use tokenmeter::engine::trial::TrialPlan;
 use tokenmeter::engine::Engine;
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
@@ -192,11 +193,14 @@ impl Local {
             Opened::Disk(c, t) => args.model.spec.open_draft(&c.config, t.as_ref().as_ref()).await?,
             Opened::Synthetic(s) => args.model.spec.open_draft(&s.config, None).await?,
         };
-        let (model, tokenizer, cfg) = match loaded {
+        let (mut model, tokenizer, cfg) = match loaded {
             Opened::Disk(c, t) => (load_on(gpu, &options, &c).await?, *t, c.config.clone()),
             Opened::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
         args.check_loaded(spec, cfg.max_position_embeddings)?;
+        // Each side runs the kernels a trial picks for its own settings, as `bench` would.
+        let trial = TrialPlan::new(&[spec.input_len.min, spec.input_len.max], args.model.max_batch);
+        super::model::choose_kernels(&args.model, &mut model, &trial).await?;
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);
