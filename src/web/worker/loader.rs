@@ -416,17 +416,22 @@ impl Upload<'_> {
     }
 }
 
+/// The longest a page load spends timing kernel variants: a GPU times them all in well under a
+/// second; a software adapter (SwiftShader, lavapipe: ~30 s for all of them) stops at this, keeps
+/// the defaults of what it did not time, and says so.
+const PAGE_TRIAL_BUDGET_S: f64 = 8.0;
+
 /// The engine's choice among its kernel variants (`engine::trial`) as `?kernel-trial` says: an
-/// earlier load's choice with the same key, kept in Cache Storage, or the variants timed now (the
-/// page's default workload shapes: prompts of 128 and 512 tokens, decode at 1 and its batch of
-/// 16) and kept. `None` with `off`.
+/// earlier load's choice with the same key, kept in Cache Storage, or the variants timed now
+/// (prompts of 128 and 512 tokens, decode at 1 and the page's default batch; two timings each,
+/// within [`PAGE_TRIAL_BUDGET_S`]) and kept. `None` with `off`.
 async fn choose_kernels(model: &mut ForwardPass, switches: KernelSwitches) -> Result<Option<Trial>> {
     let trial_use = switches.trial.unwrap_or(TrialUse::On);
     if trial_use == TrialUse::Off {
         return Ok(None);
     }
     let batch = Field::MaxBatch.default_value().parse().unwrap_or(1);
-    let plan = TrialPlan::new(&[], batch);
+    let plan = TrialPlan { repeats: 2, budget_s: PAGE_TRIAL_BUDGET_S, ..TrialPlan::new(&[], batch) };
     let cached = match trial_use {
         TrialUse::On => crate::web::cache::kept_trial(&trial::key(model, &plan, &switches)).await,
         _ => None,
