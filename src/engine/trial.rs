@@ -203,14 +203,16 @@ impl TrialPlan {
         TrialPlan { jobs, repeats: 3, budget_s: 30.0 }
     }
 
-    /// The jobs cut to what `pass` can run in one step: prompts to its step's tokens, batches to
-    /// its sequences, both to its KV blocks.
+    /// The jobs cut to what `pass` can run in one step: prompts to its step's tokens and its
+    /// context, batches to its sequences, both to its KV blocks.
     fn fitted(&self, pass: &ForwardPass) -> Vec<Job> {
         let l = &pass.limits;
         let mut jobs: Vec<Job> = Vec::new();
         for &job in &self.jobs {
             let job = match job {
-                Job::Prefill { tokens } => Job::Prefill { tokens: tokens.min(l.max_batched_tokens) },
+                Job::Prefill { tokens } => {
+                    Job::Prefill { tokens: tokens.min(l.max_batched_tokens).min(pass.cfg.max_position_embeddings) }
+                }
                 Job::Decode { batch, context } => Job::Decode {
                     batch: batch.min(l.max_seqs).min(l.max_logit_rows).min(l.max_batched_tokens),
                     context: context.min(pass.cfg.max_position_embeddings - 1),
@@ -449,6 +451,27 @@ pub async fn run(
     }
     pass.use_kernels(options).await?;
     let trial = Trial { key, axes, fixed, cut_short, seconds: now_s() - start, cached: false };
+    pass.trial = Some(trial.clone());
+    Ok(trial)
+}
+
+/// `pass` on the choices of `from`, another load's trial (an A/B's first side), wherever
+/// `switches` leave the axis open: the two sides of a comparison then differ only in what the
+/// user changed, never in a choice two trials made apart on noise. Nothing is timed; the trial
+/// kept on `pass` says the choice came from an earlier load.
+pub async fn adopt(pass: &mut ForwardPass, from: &Trial, switches: &KernelSwitches) -> Result<Trial> {
+    let mut options = pass.kernel_options();
+    let mut axes = Vec::new();
+    for a in from.axes.iter().filter(|a| !a.axis.forced(switches)) {
+        let takes = a.axis.candidates(&options, pass.gpu.subgroups, switches).contains(&a.chosen.as_str());
+        if let (true, Some(o)) = (takes, a.axis.set(options, &a.chosen)) {
+            options = o;
+            axes.push(a.clone());
+        }
+    }
+    pass.use_kernels(options).await?;
+    let plan_key = from.key.clone();
+    let trial = Trial { key: plan_key, axes, fixed: Vec::new(), cut_short: false, seconds: 0.0, cached: true };
     pass.trial = Some(trial.clone());
     Ok(trial)
 }

@@ -9,7 +9,7 @@ use tokenmeter::bench::run::launch::{self, OnEngine};
 use tokenmeter::bench::verdict::compare::{text_report, text_report_named, CompareOptions};
 use tokenmeter::bench::verdict::quality::{self, Quality};
 use tokenmeter::bench::{self, BenchResult, PromptSource, RunConfig, Slo, WorkloadSpec};
-use tokenmeter::engine::trial::TrialPlan;
+use tokenmeter::engine::trial::{Trial, TrialPlan};
 use tokenmeter::engine::Engine;
 use tokenmeter::limits::parse_count;
 use tokenmeter::model::Tokenizer;
@@ -186,7 +186,13 @@ struct Local {
 impl Local {
     /// Both sides load onto one GPU device: with a device each, lavapipe made one side's runs
     /// ~1.6× slower than the other's with identical settings (the idle device's threads compete).
-    async fn load(args: &BenchArgs, loaded: Opened, spec: &WorkloadSpec, gpu: &Arc<Gpu>) -> Result<Local> {
+    async fn load(
+        args: &BenchArgs,
+        loaded: Opened,
+        spec: &WorkloadSpec,
+        gpu: &Arc<Gpu>,
+        first_trial: Option<&Trial>,
+    ) -> Result<Local> {
         let policy = args.policy.policy()?;
         let options = super::engine_options(&args.model, args.model.max_batch);
         let draft = match &loaded {
@@ -198,9 +204,18 @@ impl Local {
             Opened::Synthetic(s) => (load_on(gpu, &options, &s).await?, None, s.config.clone()),
         };
         args.check_loaded(spec, cfg.max_position_embeddings)?;
-        // Each side runs the kernels a trial picks for its own settings, as `bench` would.
-        let trial = TrialPlan::new(&[spec.input_len.min, spec.input_len.max], args.model.max_batch);
-        super::model::choose_kernels(&args.model, &mut model, &trial).await?;
+        // The first side runs the kernels a trial picks, as `bench` would; the others take its
+        // choices where their switches leave them open (`trial::adopt`), so that the sides differ
+        // only in what the user changed.
+        match first_trial {
+            None => {
+                let trial = TrialPlan::new(&[spec.input_len.min, spec.input_len.max], args.model.max_batch);
+                super::model::choose_kernels(&args.model, &mut model, &trial).await?;
+            }
+            Some(first) => {
+                tokenmeter::engine::trial::adopt(&mut model, first, &args.model.switches.kernels()).await?;
+            }
+        }
         let mut engine = args.model.spec.engine(model, draft, &options).await?;
         engine.set_policy(policy)?;
         let (random_prompts, vocab_size) = (args.random_prompts, cfg.vocab_size);
@@ -398,7 +413,9 @@ async fn run(
     let gpu = Arc::new(Gpu::new().await?);
     let mut locals = Vec::new();
     for (a, loaded) in args.iter().zip(opened) {
-        locals.push(Local::load(a, loaded, &spec, &gpu).await?);
+        let first: Option<&Local> = locals.first();
+        let first_trial = first.and_then(|l| l.engine.model.trial.clone());
+        locals.push(Local::load(a, loaded, &spec, &gpu, first_trial.as_ref()).await?);
     }
     let x = experiment_spec(first, &spec, slo.as_ref(), repeats, lang)?;
     // The engines are borrowed mutably by the targets, the tokenizers by the prompts: apart.

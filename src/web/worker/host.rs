@@ -39,6 +39,8 @@ pub struct Host {
     manifest: RefCell<Manifest>,
     /// The loaded model's load, phase by phase: what a run on it records.
     time_to_ready: RefCell<Option<TimeToReady>>,
+    /// How the loaded model's kernels were chosen (`engine::trial`): what an experiment's B adopts.
+    model_trial: RefCell<Option<crate::engine::trial::Trial>>,
 }
 
 impl Default for Host {
@@ -61,6 +63,7 @@ impl Host {
             page_url: RefCell::new(String::new()),
             manifest: RefCell::new(Default::default()),
             time_to_ready: RefCell::new(None),
+            model_trial: RefCell::new(None),
         }
     }
 
@@ -94,6 +97,14 @@ impl Host {
 
     pub fn set_time_to_ready(&self, ready: Option<TimeToReady>) {
         *self.time_to_ready.borrow_mut() = ready;
+    }
+
+    pub fn model_trial(&self) -> Option<crate::engine::trial::Trial> {
+        self.model_trial.borrow().clone()
+    }
+
+    pub fn set_model_trial(&self, trial: Option<crate::engine::trial::Trial>) {
+        *self.model_trial.borrow_mut() = trial;
     }
 
     /// Takes the model out of its slot (None when absent or already taken).

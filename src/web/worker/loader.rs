@@ -100,7 +100,15 @@ pub async fn load_variant(
             (ForwardPass::load(gpu, &checkpoint, &options, &mut on_weights).await?, tokenizer)
         }
     };
-    choose_kernels(&mut pass, options.kernels).await?;
+    // B differs from the loaded A only in what the experiment changes: A's kernel choices.
+    match host.model_trial() {
+        Some(first) => {
+            trial::adopt(&mut pass, &first, &options.kernels).await?;
+        }
+        None => {
+            choose_kernels(&mut pass, options.kernels).await?;
+        }
+    }
     Ok((pass, tokenizer))
 }
 
@@ -383,6 +391,7 @@ impl Upload<'_> {
         // model, posting updates) is its `other`.
         let ready = TimeToReady { ready_s: now_s() - started_s, ..after_trial };
         host.set_time_to_ready(Some(ready.clone()));
+        host.set_model_trial(trial.clone());
         let c = &model.cfg;
         let l = &model.limits;
         post(&FromEngine::Model(Some(ModelInfo {
