@@ -107,3 +107,26 @@ fn greedy_tokens_equal_the_float64_reference_batched() {
         check_at_most(REAL_FIXTURES[1], options, 513, "prompts up to 513 tokens at once").await;
     });
 }
+
+/// Every kernel the trial (`engine::trial`) can pick besides the adapter's defaults — prefill
+/// attention untiled, subgroups off, the 4-token tile — meets the float64 reference too, in both
+/// families, on the prompts up to 513 tokens of the small fixture at once (the defaults are
+/// checked above and in tests/it/model.rs). CI time: one engine per family.
+#[test]
+fn greedy_tokens_equal_the_float64_reference_on_the_trials_other_variants() {
+    use tokenmeter::gpu::kernels::{KernelFamily, KernelSwitches, MatmulTile};
+    pollster::block_on(async {
+        for family in [KernelFamily::Software, KernelFamily::Gpu] {
+            let kernels = KernelSwitches {
+                family: Some(family),
+                prefill_tiles: Some(false),
+                subgroups: Some(false),
+                tile: Some(MatmulTile::Four),
+                ..KernelSwitches::NONE
+            };
+            let options = EngineOptions { kernels, ..EngineOptions::default() };
+            let how = format!("{} family, prefill untiled, subgroups off, tile 4", family.name());
+            check_at_most(REAL_FIXTURES[0], options, 513, &how).await;
+        }
+    });
+}
