@@ -354,7 +354,7 @@ pub fn AdapterPanel(state: AppState) -> impl IntoView {
                     rows()
                         .into_iter()
                         .map(|(k, v)| {
-                            let full = k == t().adapter_features;
+                            let full = k == t().adapter_features || k == t().kernel_trial;
                             view! {
                                 <div class:full=full>
                                     <dt>{k}</dt>
