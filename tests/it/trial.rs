@@ -84,3 +84,45 @@ mod alone {
         });
     }
 }
+
+/// The CLI's trial: `bench --kernel-trial fresh` times the variants and keeps the trial under the
+/// cache directory; the same command with `on` takes it back untimed, and the run record says so
+/// (its trial, and time to ready's). The other CLI tests run with `TOKENMETER_KERNEL_TRIAL=off`
+/// from scripts/test.
+#[test]
+fn the_cli_keeps_its_trial_and_takes_it_back() {
+    let cache = std::env::temp_dir().join(format!("tokenmeter-trial-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).unwrap();
+    let json = cache.join("run.json");
+    let bench = |trial: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+            .args(["bench", "--synthetic", "tiny", "--random-prompts", "--rate", "inf", "--num-requests", "2"])
+            .args(["--input-len", "16", "--output-len", "2", "--no-verify", "--no-baseline", "--kernel-trial", trial])
+            .arg("--json")
+            .arg(&json)
+            .env("XDG_CACHE_HOME", &cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let run = if value.is_array() { value[0].clone() } else { value };
+        (run["run_config"].clone(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (fresh, log) = bench("fresh");
+    let trial = &fresh["kernel_trial"];
+    assert_eq!((trial["cached"].clone(), fresh["time_to_ready"]["trial_cached"].clone()), (false.into(), false.into()));
+    assert!(log.contains("kernel trial: prefill attention"), "{log}");
+    let prefill = trial["axes"].as_array().unwrap().iter().find(|a| a["axis"] == "prefill_tiles").unwrap().clone();
+    assert_eq!(prefill["timed"].as_array().unwrap().len(), 2, "{trial}");
+    assert!(cache.join("tokenmeter/kernel-trials.json").exists());
+    let (kept, log) = bench("on");
+    assert_eq!(
+        (kept["kernel_trial"]["cached"].clone(), kept["time_to_ready"]["trial_cached"].clone()),
+        (true.into(), true.into())
+    );
+    assert_eq!(kept["kernel_trial"]["axes"], trial["axes"], "{log}");
+    assert!(log.contains("an earlier load's choice"), "{log}");
+    let (off, _) = bench("off");
+    assert!(off["kernel_trial"].is_null() && off["time_to_ready"]["trial_cached"].is_null(), "{off}");
+}
