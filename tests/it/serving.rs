@@ -86,8 +86,9 @@ fn serve(
     served: &AtomicUsize,
 ) -> bool {
     let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut stream = stream;
+    // Read and written through one descriptor: an overload holds hundreds of these at once.
+    let mut reader = BufReader::new(&stream);
+    let mut stream = &stream;
     let Some((head, body)) = read_request(&mut reader) else { return true };
     if head.starts_with("GET /v1/models") {
         let list = r#"{"object":"list","data":[{"id":"mock-model","object":"model"}]}"#;
@@ -388,24 +389,36 @@ fn malformed_datasets_are_one_line_naming_file_and_line() {
 
 #[test]
 fn a_rate_the_server_cannot_sustain_is_ended_early_with_the_reason() {
-    // 50 requests/s at most (one at a time, 20 ms each), offered 200/s for 15 s.
-    let s = server(Reply { tokens: 2, gap_ms: 10, capacity: Some(1), stall_first_ms: 0 });
+    // 20 requests/s at most (one at a time, 50 ms each), offered 60/s for 15 s: the queue grows
+    // by about 40/s, a few hundred connections when it is judged (the server holds a thread for
+    // each, so a heavier overload measures this machine's thread limit, not the detector).
+    let s = server(Reply { tokens: 2, gap_ms: 25, capacity: Some(1), stall_first_ms: 0 });
     let dir = scratch("saturation");
     let out = dir.join("out.json");
     let start = Instant::now();
     let args =
-        ["--rate", "200", "--arrival", "constant", "--num-requests", "3000", "--input-len", "4", "--output-len", "2"];
+        ["--rate", "60", "--arrival", "constant", "--num-requests", "900", "--input-len", "4", "--output-len", "2"];
     let (ok, stdout, stderr) = bench(&s.url, &[&args[..], &["--json", out.to_str().unwrap()]].concat());
     let wall = start.elapsed();
     assert!(ok, "{stderr}");
     assert!(wall < Duration::from_secs(12), "ended early, not after the planned 15 s: {wall:?}");
     let json = read_json(&out);
+    let records = json["requests"].as_array().unwrap();
+    // Requests the stop cut short end cancelled; any other error means the server or the client
+    // broke under the load, and the detector saw a queue that was not there.
+    let broken: Vec<&str> = records
+        .iter()
+        .filter(|r| r["cancelled"].is_null())
+        .filter_map(|r| r["error"].as_str())
+        .take(3)
+        .collect();
+    assert!(broken.is_empty(), "requests failed under the load: {broken:?}");
     let saturation = &json["saturation"];
     assert!(saturation["reason"].as_str().unwrap().starts_with("saturated"), "{saturation}");
-    assert!(saturation["growth_per_s"].as_f64().unwrap() > 50.0, "{saturation}");
+    assert!(saturation["growth_per_s"].as_f64().unwrap() > 20.0, "{saturation}");
     assert!(stdout.contains("! saturated"), "{stdout}");
-    let sent = json["requests"].as_array().unwrap().len();
-    assert!(sent < 3000, "the requests not yet due were not sent ({sent})");
+    let sent = records.len();
+    assert!(sent < 900, "the requests not yet due were not sent ({sent})");
     assert_eq!(json["run_config"]["workload"]["saturation_stop"], true);
 
     // A rate it can sustain runs to its end.
