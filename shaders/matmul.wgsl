@@ -13,7 +13,7 @@ struct Params {
     rows: u32,        // rows of W in this chunk
     accumulate: u32,  // 1: y += x W^T (residual), 0: y = x W^T
     eps: f32,         // the RMSNorm prologue's epsilon (matmul_x_norm.wgsl; unused elsewhere)
-    _pad: u32,
+    m1: u32,          // 1: the GPU family's GEMV takes a step of one token through `gemv_m1`
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -8,7 +8,11 @@
 //   together, one vec4<u32> (8 bf16) each per load, so a team reads 512 contiguous bytes at a time;
 //   8 teams (8 rows) per workgroup; the lanes' partial sums meet in workgroup memory. Workgroup x
 //   is the group of 4 tokens and y the 8 rows, so the workgroups that share rows run together and
-//   re-read them from cache.
+//   re-read them from cache. A step of one token (decode at batch 1) takes `gemv_m1` where the
+//   host sets `p.m1` (`KernelOptions::gemv_m1`, chosen by the kernel trial): only that token's
+//   products — the 4-token loop loads x and multiplies 4 times per weight load, for copies of one
+//   row — with two weight loads in flight per lane. The branch is on a uniform, so every
+//   invocation of a dispatch takes the same side.
 // - `matmul_bf16_tiled` (more tokens): a 64-token x 64-row output tile per workgroup, x and W
 //   staged in workgroup memory 16 columns of K at a time (as f32), each invocation owning a
 //   4 x 4 register block; W is read once per 64 tokens instead of once per token.
@@ -94,6 +98,10 @@ fn gemv_part(li: u32, wg: vec3<u32>) -> GemvPart {
         workgroupBarrier();
     }
     var acc = vec4<f32>(0.0);
+    if (p.m == 1u && p.m1 == 1u) {
+        acc.x = gemv_m1(w_row, lane, t0);
+        return GemvPart(acc, scale, row, m0);
+    }
     for (var i = lane; i < k8; i += GEMV_LANES) {
         let q = weights(w_row, i, k8);
         var wl = unpack_lo(q);
@@ -110,6 +118,38 @@ fn gemv_part(li: u32, wg: vec3<u32>) -> GemvPart {
         acc.w += dot(wl, x_load(t3, j)) + dot(wh, x_load(t3, j + 1u));
     }
     return GemvPart(acc, scale, row, m0);
+}
+
+// One lane's share of row `w_row` times x row `t` (a step of one token): weights 8i .. 8i + 7 for
+// i = lane, lane + 32, …, two loads a trip into two sums.
+fn gemv_m1(w_row: u32, lane: u32, t: u32) -> f32 {
+    let k8 = p.k / 8u;
+    var a = 0.0;
+    var b = 0.0;
+    var i = lane;
+    for (; i + GEMV_LANES < k8; i += 2u * GEMV_LANES) {
+        let q0 = weights(w_row, i, k8);
+        let q1 = weights(w_row, i + GEMV_LANES, k8);
+        a += gemv_term(unpack_lo(q0), unpack_hi(q0), i, t);
+        b += gemv_term(unpack_lo(q1), unpack_hi(q1), i + GEMV_LANES, t);
+    }
+    if (i < k8) {
+        let q = weights(w_row, i, k8);
+        a += gemv_term(unpack_lo(q), unpack_hi(q), i, t);
+    }
+    return a + b;
+}
+
+// Weights 8i .. 8i + 7 (as `w_lo`, `w_hi`) times x row `t`'s columns 8i .. 8i + 7.
+fn gemv_term(w_lo: vec4<f32>, w_hi: vec4<f32>, i: u32, t: u32) -> f32 {
+    let j = 2u * i;
+    var wl = w_lo;
+    var wh = w_hi;
+    if (X_NORM) {
+        wl *= x_col_scale(j);
+        wh *= x_col_scale(j + 1u);
+    }
+    return dot(wl, x_load(t, j)) + dot(wh, x_load(t, j + 1u));
 }
 
 // Team `part.row`'s sums (lane 0 of the team stores them).

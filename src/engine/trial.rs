@@ -10,7 +10,8 @@
 //!
 //! **The axes** ([`Axis`]): prefill attention tiled over queries or not; subgroup reductions or
 //! workgroup memory (only where the device has subgroups); the CPU family's matmul token tile (8
-//! or 4, natively only: SwiftShader in the browser never finishes compiling 8). A switch the user
+//! or 4, natively only: SwiftShader in the browser never finishes compiling 8); the GPU family's
+//! one-token GEMV loop or its 4-token one at batch 1 ([`KernelOptions::gemv_m1`]). A switch the user
 //! set forces its axis, which is then not timed. Weight storage and format stay load-time choices
 //! (changing them would upload the weights again).
 //!
@@ -34,7 +35,7 @@ use serde::{Deserialize, Serialize};
 /// A candidate must beat the default by this fraction of its score to replace it.
 pub const MARGIN: f64 = 0.03;
 /// Changes whenever what a trial chooses among changes: older cached trials are then not used.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// A kernel choice the trial makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,16 +44,18 @@ pub enum Axis {
     PrefillTiles,
     Subgroups,
     Tile,
+    GemvM1,
 }
 
 impl Axis {
-    const ALL: [Axis; 3] = [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile];
+    const ALL: [Axis; 4] = [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile, Axis::GemvM1];
 
     pub fn name(self) -> &'static str {
         match self {
             Axis::PrefillTiles => "prefill attention",
             Axis::Subgroups => "subgroups",
             Axis::Tile => "matmul tile",
+            Axis::GemvM1 => "one-token GEMV",
         }
     }
 
@@ -63,6 +66,8 @@ impl Axis {
             Axis::PrefillTiles => "untiled",
             Axis::Subgroups if options.subgroups => "on",
             Axis::Subgroups => "off",
+            Axis::GemvM1 if options.gemv_m1 => "on",
+            Axis::GemvM1 => "off",
             Axis::Tile => match options.tile {
                 MatmulTile::Eight => "8",
                 MatmulTile::Four => "4",
@@ -76,6 +81,7 @@ impl Axis {
         match (self, label) {
             (Axis::PrefillTiles, "tiled" | "untiled") => o.prefill_tiles = label == "tiled",
             (Axis::Subgroups, "on" | "off") => o.subgroups = label == "on",
+            (Axis::GemvM1, "on" | "off") => o.gemv_m1 = label == "on",
             (Axis::Tile, "8") => o.tile = MatmulTile::Eight,
             (Axis::Tile, "4") => o.tile = MatmulTile::Four,
             _ => return None,
@@ -98,7 +104,8 @@ impl Axis {
             Axis::Subgroups if device_subgroups => &["on", "off"],
             // The GPU family's matmuls take no token tile (it is only their fallback's).
             Axis::Tile if options.family == KernelFamily::Software && !cfg!(target_arch = "wasm32") => &["8", "4"],
-            Axis::Subgroups | Axis::Tile => &[],
+            Axis::GemvM1 if options.family == KernelFamily::Gpu => &["on", "off"],
+            Axis::Subgroups | Axis::Tile | Axis::GemvM1 => &[],
         };
         std::iter::once(default).chain(all.iter().copied().filter(|&l| l != default)).collect()
     }
@@ -108,13 +115,19 @@ impl Axis {
             Axis::PrefillTiles => switches.prefill_tiles.is_some(),
             Axis::Subgroups => switches.subgroups.is_some(),
             Axis::Tile => switches.tile.is_some(),
+            Axis::GemvM1 => switches.gemv_m1.is_some(),
         }
     }
 
-    /// Whether a job's time depends on this axis: the tiled attention runs only in prefill, and
-    /// one token's matmuls take no token tile.
+    /// Whether a job's time depends on this axis: the tiled attention runs only in prefill, one
+    /// token's matmuls take no token tile, and only they take the one-token GEMV.
     fn affects(self, job: Job) -> bool {
-        !matches!((self, job), (Axis::PrefillTiles, Job::Decode { .. }) | (Axis::Tile, Job::Decode { batch: 1, .. }))
+        match (self, job) {
+            (Axis::PrefillTiles, Job::Decode { .. }) | (Axis::Tile, Job::Decode { batch: 1, .. }) => false,
+            (Axis::GemvM1, Job::Decode { batch, .. }) => batch == 1,
+            (Axis::GemvM1, Job::Prefill { tokens }) => tokens == 1,
+            _ => true,
+        }
     }
 }
 
@@ -278,6 +291,7 @@ pub struct TrialWords {
     pub prefill_attention: &'static str,
     pub subgroups: &'static str,
     pub matmul_tile: &'static str,
+    pub gemv_m1: &'static str,
     pub tiled: &'static str,
     pub untiled: &'static str,
     pub on: &'static str,
@@ -293,6 +307,7 @@ impl TrialWords {
         prefill_attention: "prefill attention",
         subgroups: "subgroups",
         matmul_tile: "matmul tile",
+        gemv_m1: "one-token GEMV",
         tiled: "tiled",
         untiled: "untiled",
         on: "on",
@@ -308,6 +323,7 @@ impl TrialWords {
             Axis::PrefillTiles => self.prefill_attention,
             Axis::Subgroups => self.subgroups,
             Axis::Tile => self.matmul_tile,
+            Axis::GemvM1 => self.gemv_m1,
         }
     }
 
@@ -547,5 +563,20 @@ mod tests {
         assert_eq!(Axis::PrefillTiles.candidates(&options, true, &KernelSwitches::NONE), ["untiled", "tiled"]);
         assert_eq!(Axis::Subgroups.candidates(&options, false, &KernelSwitches::NONE), ["off"]);
         assert_eq!(Axis::Subgroups.candidates(&options, true, &KernelSwitches::NONE), ["off", "on"]);
+    }
+
+    #[test]
+    fn the_one_token_gemv_is_timed_in_the_gpu_family_on_one_token_steps_only() {
+        let gpu = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::default() };
+        let none = KernelSwitches::NONE;
+        assert_eq!(Axis::GemvM1.candidates(&gpu, false, &none), ["on", "off"]);
+        assert_eq!(Axis::GemvM1.candidates(&KernelOptions::default(), false, &none), ["on"]);
+        let forced = KernelSwitches { gemv_m1: Some(false), ..none };
+        let off = Axis::GemvM1.set(gpu, "off").unwrap();
+        assert_eq!(Axis::GemvM1.candidates(&off, false, &forced), ["off"]);
+        assert!(!off.gemv_m1 && Axis::GemvM1.label(&off) == "off");
+        let affected: Vec<Job> =
+            TrialPlan::new(&[1, 128], 8).jobs.into_iter().filter(|&j| Axis::GemvM1.affects(j)).collect();
+        assert_eq!(affected, [Job::Prefill { tokens: 1 }, Job::Decode { batch: 1, context: DECODE_CONTEXT }]);
     }
 }

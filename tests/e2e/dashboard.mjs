@@ -19,6 +19,11 @@ import { createServer } from 'node:http';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { serve } from './serve.mjs';
 
+// Every line says when it was printed (seconds from the start), so a slow section shows in CI's log.
+const started = Date.now();
+const log = console.log.bind(console);
+console.log = (...args) => log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s]`, ...args);
+
 const target = process.argv[2] ?? 'target/e2e/dist';
 const out = process.argv[3] ?? 'target/e2e';
 await mkdir(out, { recursive: true });

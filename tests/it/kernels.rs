@@ -87,7 +87,8 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     }
     // The GPU family (GEMV up to 64 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
     // to the CPU family's kernels) in both weight storages, its GEMV reduced in workgroup memory
-    // or (where the device has subgroups) by shuffles.
+    // or (where the device has subgroups) by shuffles, one token through its one-token loop; and
+    // one token through the 4-token loop (`gemv_m1` off), as the kernel trial may choose.
     for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
         for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
             paths.push(KernelOptions {
@@ -101,6 +102,16 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
             });
         }
     }
+    paths.push(KernelOptions {
+        family: KernelFamily::Gpu,
+        tile: MatmulTile::Eight,
+        subgroups: has_subgroups,
+        weights: WeightStorage::Buffer,
+        format,
+        fused: true,
+        gemv_m1: false,
+        ..Default::default()
+    });
     paths
 }
 
@@ -132,6 +143,7 @@ fn matmul_case(g: &Gpu, options: KernelOptions) {
         (1, 1, 8, 1),
         (1, 1001, 64, 300),
         (1, 77, 1024, 40),
+        (1, 50, 768, 50),
         (5, 67, 1000, 67),
         (33, 1000, 48, 300),
         (9, 130, 96, 70),
@@ -217,8 +229,12 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
         }
     }
     // The GPU family keeps weights in buffers (textures are for CPU adapters; the awkward-shape
-    // test above covers both); its GEMV with and without subgroup shuffles.
-    for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+    // test above covers both); its GEMV with and without subgroup shuffles, one token through
+    // the one-token loop or (`gemv_m1` off) the 4-token one.
+    for (subgroups, gemv_m1) in [(false, true), (true, true), (false, false)] {
+        if subgroups && !has_subgroups {
+            continue;
+        }
         paths.push(KernelOptions {
             family: KernelFamily::Gpu,
             tile: MatmulTile::Eight,
@@ -226,6 +242,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             weights: WeightStorage::Buffer,
             format,
             fused: true,
+            gemv_m1,
             ..Default::default()
         });
     }
@@ -258,10 +275,12 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             {
                 continue;
             }
-            if seen.contains(&(gpu_family, tile, subgroups, options.weights)) {
+            // The one-token loop or the 4-token one only for one token.
+            let m1 = gpu_family && m == 1 && options.gemv_m1;
+            if seen.contains(&(gpu_family, tile, subgroups, m1, options.weights)) {
                 continue;
             }
-            seen.push((gpu_family, tile, subgroups, options.weights));
+            seen.push((gpu_family, tile, subgroups, m1, options.weights));
             let kernels = Kernels::with_options(&g, options);
             let w = Matrix::with_format(&g, "w", n, k, usize::MAX, options.weights, format).unwrap();
             w.write_rows(&g, 0, &w_bits);
@@ -313,12 +332,14 @@ fn fused_prologue_matmuls_at_real_widths() {
     assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
     assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
     let has_subgroups = g.subgroups;
+    // (storage, format, subgroups, the one-token loop): the last runs one token's cases only.
     let variants = [
-        (WeightStorage::Buffer, WeightFormat::Bf16, false),
-        (WeightStorage::Buffer, WeightFormat::Int8, false),
-        (WeightStorage::Buffer, WeightFormat::Bf16, true),
+        (WeightStorage::Buffer, WeightFormat::Bf16, false, true),
+        (WeightStorage::Buffer, WeightFormat::Int8, false, true),
+        (WeightStorage::Buffer, WeightFormat::Bf16, true, true),
+        (WeightStorage::Buffer, WeightFormat::Bf16, false, false),
     ];
-    for (weights, format, subgroups) in variants.into_iter().filter(|v| !v.2 || has_subgroups) {
+    for (weights, format, subgroups, gemv_m1) in variants.into_iter().filter(|v| !v.2 || has_subgroups) {
         let options = KernelOptions {
             family: KernelFamily::Gpu,
             tile: MatmulTile::Eight,
@@ -326,10 +347,11 @@ fn fused_prologue_matmuls_at_real_widths() {
             weights,
             format,
             fused: true,
+            gemv_m1,
             ..Default::default()
         };
         let kernels = Kernels::with_options(&g, options);
-        for (seed, &(prologue, m, n, k)) in cases.iter().enumerate() {
+        for (seed, &(prologue, m, n, k)) in cases.iter().enumerate().filter(|(_, c)| gemv_m1 || c.1 == 1) {
             assert!(options.fuses(prologue, m, k), "{prologue:?} m={m} k={k} has a fused kernel");
             let seed = 40 + 3 * seed as u64;
             let w_bits = bf16(&random(seed + 2, n * k));
@@ -354,7 +376,7 @@ fn fused_prologue_matmuls_at_real_widths() {
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
             let name = format!(
-                "{prologue:?} matmul {weights:?} {format:?} subgroups {subgroups} m={m} n={n} k={k} ({} chunks)",
+                "{prologue:?} matmul {weights:?} {format:?} subgroups {subgroups} one-token loop {gemv_m1} m={m} n={n} k={k} ({} chunks)",
                 w.chunks.len()
             );
             case.check(&name, &read(&yb, m * n), n);

@@ -406,12 +406,8 @@ fn a_rate_the_server_cannot_sustain_is_ended_early_with_the_reason() {
     let records = json["requests"].as_array().unwrap();
     // Requests the stop cut short end cancelled; any other error means the server or the client
     // broke under the load, and the detector saw a queue that was not there.
-    let broken: Vec<&str> = records
-        .iter()
-        .filter(|r| r["cancelled"].is_null())
-        .filter_map(|r| r["error"].as_str())
-        .take(3)
-        .collect();
+    let broken: Vec<&str> =
+        records.iter().filter(|r| r["cancelled"].is_null()).filter_map(|r| r["error"].as_str()).take(3).collect();
     assert!(broken.is_empty(), "requests failed under the load: {broken:?}");
     let saturation = &json["saturation"];
     assert!(saturation["reason"].as_str().unwrap().starts_with("saturated"), "{saturation}");

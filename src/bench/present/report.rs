@@ -1131,6 +1131,7 @@ mod tests {
                 fused: true,
                 prefill_tiles: true,
                 gemv_max_m: Some(64),
+                gemv_m1: Some(true),
             }),
             ..crate::bench::record::run_config::RunConfig::default()
         };

@@ -193,8 +193,9 @@ impl RunConfig {
 /// The kernels an engine ran — the switches in force after the device had its say, not only
 /// what was asked ([`KernelOptions`]): family (`gpu`/`cpu`), token tile, subgroups used, weight
 /// storage, weight format, whether the GPU family's norm and SwiGLU ran inside the matmuls
-/// (`fused`), prefill attention tiled over queries (`prefill_tiles`) and the GEMV's largest step
-/// (`gemv_max_m`). Fields absent from results saved before they existed read as `false` / absent.
+/// (`fused`), prefill attention tiled over queries (`prefill_tiles`), the GEMV's largest step
+/// (`gemv_max_m`) and its one-token loop (`gemv_m1`). Fields absent from results saved before
+/// they existed read as `false` / absent.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KernelPath {
     pub family: String,
@@ -208,11 +209,14 @@ pub struct KernelPath {
     pub prefill_tiles: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemv_max_m: Option<u32>,
+    /// The GPU family's one-token GEMV loop ([`KernelOptions::gemv_m1`]); absent in the CPU family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemv_m1: Option<bool>,
 }
 
 impl KernelPath {
-    /// One line: "gpu kernels · tile 8 · subgroups · fused · prefill tiles · GEMV ≤ 64 · bf16
-    /// weights in buffers" (the GPU family's switches only where they apply).
+    /// One line: "gpu kernels · tile 8 · subgroups · fused · prefill tiles · GEMV ≤ 64 · one-token
+    /// GEMV · bf16 weights in buffers" (the GPU family's switches only where they apply).
     pub fn describe(&self) -> String {
         self.describe_in(Lang::En)
     }
@@ -238,6 +242,11 @@ impl KernelPath {
         });
         if let Some(m) = self.gemv_max_m {
             parts.push(format!("GEMV ≤ {m}"));
+        }
+        match self.gemv_m1 {
+            Some(true) => parts.push(pick("one-token GEMV", "单词元 GEMV")),
+            Some(false) => parts.push(pick("no one-token GEMV", "无单词元 GEMV")),
+            None => {}
         }
         parts.push(match (zh, self.weights.as_str()) {
             (false, _) => format!("{} weights in {}s", self.weight_format, self.weights),
@@ -269,6 +278,7 @@ impl KernelPath {
             fused: options.fused,
             prefill_tiles: options.prefill_tiles,
             gemv_max_m: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_max_m),
+            gemv_m1: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_m1),
         }
     }
 }

@@ -31,6 +31,10 @@ pub struct SwitchArgs {
     #[arg(long, env = "TOKENMETER_GEMV_MAX_M", value_name = "N",
           value_parser = |s: &str| tokenmeter::limits::parse_count(s, 1, tokenmeter::limits::MAX_BATCHED_TOKENS).map(|n| n as u32))]
     gemv_max_m: Option<u32>,
+    /// GPU family: a step of one token (decode at batch 1) takes the GEMV's one-token loop
+    /// (default on, unless the kernel trial measures the 4-token loop faster).
+    #[arg(long, env = "TOKENMETER_GEMV_M1", value_name = "on|off", value_parser = parse_on_off)]
+    gemv_m1: Option<bool>,
     /// Shader modules without wgpu's injected bounds checks (kernel work only).
     #[arg(long, env = "TOKENMETER_UNCHECKED")]
     unchecked_shaders: bool,
@@ -60,6 +64,7 @@ impl SwitchArgs {
             fused: self.fused,
             prefill_tiles: self.prefill_tiles,
             gemv_max_m: self.gemv_max_m,
+            gemv_m1: self.gemv_m1,
             unchecked: self.unchecked_shaders,
             trial: self.kernel_trial,
             // Read when pipelines are built, for the process's life: leaked once, here.

@@ -196,11 +196,13 @@ pub fn record_matmul_with<'a>(
     p: &MatmulParams,
     prologue: Prologue,
 ) {
+    let options = rec.kernels.options;
     let (kernel, workgroups) = match prologue {
-        Prologue::None => rec.kernels.options.matmul(p.m, p.k, p.rows),
-        _ => rec.kernels.options.fused(prologue, p.m as usize, p.k as usize, p.rows as usize).unwrap_or_else(|| {
+        Prologue::None => options.matmul(p.m, p.k, p.rows),
+        _ => options.fused(prologue, p.m as usize, p.k as usize, p.rows as usize).unwrap_or_else(|| {
             panic!("no fused {prologue:?} matmul for {} tokens, k = {} (check KernelOptions::fuses)", p.m, p.k)
         }),
     };
-    rec.dispatch(kernel, bind_group, p, workgroups);
+    let p = MatmulParams { m1: options.gemv_m1 as u32, ..*p };
+    rec.dispatch(kernel, bind_group, &p, workgroups);
 }

@@ -146,7 +146,7 @@ impl std::str::FromStr for TrialUse {
 
 /// The user's say over the kernels. Each `None` leaves the choice to the adapter
 /// ([`KernelOptions::for_gpu`]). The CLI's flags (`--kernels`, `--weight-storage`, `--subgroups`,
-/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--unchecked-shaders`, `--shader-dir`; with
+/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--gemv-m1`, `--unchecked-shaders`, `--shader-dir`; with
 /// `TOKENMETER_*` variables as fallbacks, read by the binary) and the page's link
 /// ([`KernelSwitches::from_query`]) make one; the engine options (`EngineOptions::kernels`) carry it
 /// to the engine, so two engines on one device may differ (`compare --a … --b …`).
@@ -167,6 +167,8 @@ pub struct KernelSwitches {
     pub prefill_tiles: Option<bool>,
     /// `--gemv-max-m N`: the most tokens the GPU family's GEMV serves (the tile takes more).
     pub gemv_max_m: Option<u32>,
+    /// `--gemv-m1 off`: the GPU family's GEMV takes one-token steps through its 4-token loop.
+    pub gemv_m1: Option<bool>,
     /// `--unchecked-shaders`: no bounds checks injected by wgpu (kernel work only).
     pub unchecked: bool,
     /// `--kernel-trial on|fresh|off`: how the variants the switches leave open are chosen at
@@ -194,13 +196,15 @@ impl KernelSwitches {
         fused: None,
         prefill_tiles: None,
         gemv_max_m: None,
+        gemv_m1: None,
         unchecked: false,
         trial: None,
         shader_dir: None,
     };
 
     /// The page's link: `?kernels=gpu|cpu`, `?weight-storage=buffer|texture`, `?subgroups=off`,
-    /// `?matmul-tile=4|8`, `?fused=off`, `?prefill-tiles=off`, `?gemv-max-m=N` (`query` gives a
+    /// `?matmul-tile=4|8`, `?fused=off`, `?prefill-tiles=off`, `?gemv-max-m=N`, `?gemv-m1=off`,
+    /// `?kernel-trial=on|fresh|off` (`query` gives a
     /// key's value). A value that does not parse is an error naming the key.
     pub fn from_query(query: impl Fn(&str) -> Option<String>) -> Result<KernelSwitches, String> {
         fn get<T>(
@@ -219,6 +223,7 @@ impl KernelSwitches {
             fused: get(q, "fused", parse_on_off)?,
             prefill_tiles: get(q, "prefill-tiles", parse_on_off)?,
             gemv_max_m: get(q, "gemv-max-m", |v| v.trim().parse::<u32>().map_err(|e| e.to_string()))?,
+            gemv_m1: get(q, "gemv-m1", parse_on_off)?,
             trial: get(q, "kernel-trial", str::parse)?,
             ..KernelSwitches::NONE
         })
@@ -248,6 +253,9 @@ impl KernelSwitches {
         }
         if let Some(m) = self.gemv_max_m {
             pairs.push(("gemv-max-m", m.to_string()));
+        }
+        if let Some(b) = self.gemv_m1 {
+            pairs.push(("gemv-m1", on_off(b)));
         }
         if let Some(t) = self.trial {
             pairs.push(("kernel-trial", t.name().to_string()));
@@ -282,6 +290,10 @@ pub struct KernelOptions {
     pub prefill_tiles: bool,
     /// GPU family: the most tokens a step's matmuls take through the GEMV.
     pub gemv_max_m: u32,
+    /// GPU family: a step of one token takes the GEMV's one-token loop (matmul_gpu.wgsl
+    /// `gemv_m1`: that token's products only, two weight loads in flight a lane) instead of the
+    /// 4-token loop over copies of it. Both compute the same sums in another order.
+    pub gemv_m1: bool,
     /// Shader modules without wgpu's injected bounds checks.
     pub unchecked: bool,
     /// Where the hand-written WGSL is read from instead of the compiled-in copies.
@@ -301,6 +313,7 @@ impl Default for KernelOptions {
             fused: false,
             prefill_tiles: true,
             gemv_max_m: GEMV_MAX_M,
+            gemv_m1: true,
             unchecked: false,
             shader_dir: None,
         }
@@ -309,7 +322,8 @@ impl Default for KernelOptions {
 
 impl KernelOptions {
     /// `switches` on `gpu`: the adapter's family, this platform's tile, subgroups wherever the
-    /// device has them, the device's weight storage, fusion and tiled prefill in the GPU family,
+    /// device has them, the device's weight storage, fusion, tiled prefill and the one-token GEMV
+    /// in the GPU family,
     /// each unless a switch says otherwise; bf16 weights (the loader sets the format).
     pub fn for_gpu(gpu: &Gpu, switches: &KernelSwitches) -> KernelOptions {
         let family = switches.family.unwrap_or(gpu.kernel_family);
@@ -323,6 +337,7 @@ impl KernelOptions {
             fused: gpu_family && switches.fused != Some(false),
             prefill_tiles: switches.prefill_tiles != Some(false),
             gemv_max_m: switches.gemv_max_m.unwrap_or(GEMV_MAX_M),
+            gemv_m1: switches.gemv_m1 != Some(false),
             unchecked: switches.unchecked,
             shader_dir: switches.shader_dir,
         }
@@ -347,6 +362,7 @@ mod tests {
             fused: Some(false),
             prefill_tiles: Some(true),
             gemv_max_m: Some(16),
+            gemv_m1: Some(false),
             trial: Some(TrialUse::Fresh),
             ..KernelSwitches::NONE
         };

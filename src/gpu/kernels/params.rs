@@ -32,7 +32,9 @@ pub struct MatmulParams {
     pub accumulate: u32,
     /// The RMSNorm prologue's epsilon ([`Prologue::RmsNorm`]; unused by the other kernels).
     pub eps: f32,
-    pub _pad: u32,
+    /// 1: the GPU family's GEMV takes a one-token step through its one-token loop
+    /// ([`KernelOptions::gemv_m1`](super::KernelOptions::gemv_m1); set by [`record_matmul_with`](super::record_matmul_with)).
+    pub m1: u32,
 }
 
 /// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels

@@ -60,14 +60,18 @@ impl Kernels {
     /// once (Mesa's llvmpipe at its first dispatch, about a second for the kernels of a step), so
     /// an engine loaded again — another model, another setting — does not pay it again. Each
     /// table has its own parameter arena, so engines on one device never share one.
+    /// Options that differ only in which built kernel a step dispatches (fusion, tiled prefill,
+    /// the GEMV's reach and one-token loop) share one set: the kernel trial switches those
+    /// without compiling anything again.
     pub fn with_options(gpu: &crate::gpu::Gpu, options: KernelOptions) -> Kernels {
         let compiled = {
             let mut built = gpu.compiled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match built.iter().find(|(o, _)| *o == options) {
+            let key = options.pipelines_key();
+            match built.iter().find(|(o, _)| *o == key) {
                 Some((_, c)) => c.clone(),
                 None => {
-                    let c = std::sync::Arc::new(Compiled::build(&gpu.device, options));
-                    built.push((options, c.clone()));
+                    let c = std::sync::Arc::new(Compiled::build(&gpu.device, key));
+                    built.push((key, c.clone()));
                     c
                 }
             }

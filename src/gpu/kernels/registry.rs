@@ -342,6 +342,13 @@ const X_BEGIN: &str = "// BEGIN x";
 const X_END: &str = "// END x\n";
 
 impl KernelOptions {
+    /// These options with every field that does not change what [`KernelOptions::builds`] builds
+    /// or [`Kernel::source_in`] compiles set to one value: two options with one key have the same
+    /// pipelines ([`super::Kernels::with_options`]).
+    pub(super) fn pipelines_key(self) -> KernelOptions {
+        KernelOptions { fused: false, prefill_tiles: false, gemv_max_m: 0, gemv_m1: false, ..self }
+    }
+
     /// Whether these options build `kernel` (every kernel but the general matmuls of other tiles
     /// and, without subgroups, the subgroup variants).
     pub(super) fn builds(self, kernel: Kernel) -> bool {

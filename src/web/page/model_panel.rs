@@ -155,6 +155,7 @@ fn trial_text(trial: &Trial, t: &Text) -> String {
         prefill_attention: t.trial_prefill_attention,
         subgroups: t.trial_subgroups,
         matmul_tile: t.trial_matmul_tile,
+        gemv_m1: t.trial_gemv_m1,
         tiled: t.trial_tiled,
         untiled: t.trial_untiled,
         on: t.trial_on,

@@ -52,6 +52,7 @@ pub const EN: Text = Text {
     trial_prefill_attention: "prefill attention",
     trial_subgroups: "subgroups",
     trial_matmul_tile: "matmul tile",
+    trial_gemv_m1: "one-token GEMV",
     trial_tiled: "tiled",
     trial_untiled: "untiled",
     trial_on: "on",

@@ -66,6 +66,7 @@ pub struct Text {
     pub trial_prefill_attention: &'static str,
     pub trial_subgroups: &'static str,
     pub trial_matmul_tile: &'static str,
+    pub trial_gemv_m1: &'static str,
     pub trial_tiled: &'static str,
     pub trial_untiled: &'static str,
     pub trial_on: &'static str,

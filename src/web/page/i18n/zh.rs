@@ -52,6 +52,7 @@ pub const ZH: Text = Text {
     trial_prefill_attention: "预填充注意力",
     trial_subgroups: "子组",
     trial_matmul_tile: "矩阵乘分块",
+    trial_gemv_m1: "单词元 GEMV",
     trial_tiled: "分块",
     trial_untiled: "不分块",
     trial_on: "开",
