@@ -21,14 +21,16 @@
 //! [`MARGIN`] (equal kernels should not flip on noise). The trial stops timing at its budget.
 //!
 //! **The cache**: a trial is keyed by what decides it ([`key`]: adapter, driver, kernel family,
-//! weight storage and format, model shape, jobs, forced axes). The edges keep finished trials (the
-//! CLI in a file under the user's cache directory, the page in Cache Storage) and hand one back to
-//! [`run`], which then applies its choices without timing, and says so.
+//! weight storage and format, model shape, jobs, forced axes). [`choose_kernels`] is the one rule
+//! of `--kernel-trial on|fresh|off` over a [`TrialStore`], each edge's place for finished trials
+//! (the CLI's file under the user's cache directory, the page's Cache Storage): a kept trial with
+//! the key is applied without timing, and says so. A trial cut at its budget is kept too (on a
+//! slow adapter every load would otherwise pay the budget again); `fresh` times it again.
 
 use super::forward::{Batch, ForwardPass};
 use crate::clock::now_s;
 use crate::error::{Error, Result};
-use crate::gpu::kernels::{KernelFamily, KernelOptions, KernelSwitches, MatmulTile};
+use crate::gpu::kernels::{KernelFamily, KernelOptions, KernelSwitches, MatmulTile, TrialUse};
 use crate::gpu::roofline::median;
 use serde::{Deserialize, Serialize};
 
@@ -413,6 +415,37 @@ pub fn key(pass: &ForwardPass, plan: &TrialPlan, switches: &KernelSwitches) -> S
         jobs.join(","),
         forced.join(",")
     )
+}
+
+/// Where an edge keeps finished trials for later loads ([`choose_kernels`]).
+#[allow(async_fn_in_trait)]
+pub trait TrialStore {
+    /// The trial kept under `key`, if any.
+    async fn kept(&self, key: &str) -> Option<Trial>;
+    /// Keeps `trial` under its key. A store that cannot keep it costs the next load a trial,
+    /// nothing else: it says so where it can, and never fails the load.
+    async fn keep(&self, trial: &Trial);
+}
+
+/// `pass`'s kernels as `switches.trial` says: `off` leaves the defaults (`None`); `on` applies the
+/// trial `store` kept under this key, else times the variants; `fresh` times them again. A trial
+/// timed now is kept in `store`.
+pub async fn choose_kernels(
+    pass: &mut ForwardPass,
+    plan: &TrialPlan,
+    switches: &KernelSwitches,
+    store: &impl TrialStore,
+) -> Result<Option<Trial>> {
+    let cached = match switches.trial.unwrap_or(TrialUse::On) {
+        TrialUse::Off => return Ok(None),
+        TrialUse::On => store.kept(&key(pass, plan, switches)).await,
+        TrialUse::Fresh => None,
+    };
+    let chosen = run(pass, plan, switches, cached).await?;
+    if !chosen.cached {
+        store.keep(&chosen).await;
+    }
+    Ok(Some(chosen))
 }
 
 /// Times the variants `plan` calls for on `pass` (unless `cached` is a trial with this key, whose

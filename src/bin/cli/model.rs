@@ -7,7 +7,6 @@ use tokenmeter::bench::record::ready::{LoadSource, TimeToReady};
 use tokenmeter::clock::now_s;
 use tokenmeter::engine::trial::{self, Trial, TrialPlan};
 use tokenmeter::engine::{EngineOptions, ForwardPass};
-use tokenmeter::gpu::kernels::TrialUse;
 use tokenmeter::gpu::Gpu;
 use tokenmeter::limits::{self, parse_count};
 use tokenmeter::model::checkpoint::Checkpoint;
@@ -105,34 +104,43 @@ pub(crate) async fn choose_kernels(
     pass: &mut ForwardPass,
     plan: &TrialPlan,
 ) -> Result<Option<Trial>> {
-    let switches = args.switches.kernels();
-    let trial_use = switches.trial.unwrap_or(TrialUse::On);
-    if trial_use == TrialUse::Off {
-        return Ok(None);
+    let store = TrialFile(cache_dir().map(|d| d.join(TRIALS_FILE)));
+    let chosen = trial::choose_kernels(pass, plan, &args.switches.kernels(), &store).await?;
+    if let Some(t) = &chosen {
+        eprintln!("{}", t.line());
     }
-    let path = cache_dir().map(|d| d.join(TRIALS_FILE));
-    let mut kept: std::collections::BTreeMap<String, Trial> = path
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default();
-    let key = trial::key(pass, plan, &switches);
-    let cached = if trial_use == TrialUse::On { kept.get(&key).cloned() } else { None };
-    let chosen = trial::run(pass, plan, &switches, cached).await?;
-    eprintln!("{}", chosen.line());
-    if let (false, Some(path)) = (chosen.cached, path) {
-        kept.insert(key, chosen.clone());
-        // A cache that cannot be written costs the next load a trial, nothing else.
+    Ok(chosen)
+}
+
+/// The CLI's kept kernel trials: a JSON map from key to trial ([`trial::key`]), `None` where
+/// there is no cache directory.
+struct TrialFile(Option<std::path::PathBuf>);
+
+impl TrialFile {
+    fn read(&self) -> std::collections::BTreeMap<String, Trial> {
+        let text = self.0.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
+        text.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+    }
+}
+
+impl trial::TrialStore for TrialFile {
+    async fn kept(&self, key: &str) -> Option<Trial> {
+        self.read().remove(key)
+    }
+
+    async fn keep(&self, trial: &Trial) {
+        let Some(path) = &self.0 else { return };
+        let mut kept = self.read();
+        kept.insert(trial.key.clone(), trial.clone());
         let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
             let part = path.with_extension("json.part");
             std::fs::write(&part, serde_json::to_vec_pretty(&kept).expect("serialisable"))?;
-            std::fs::rename(&part, &path)
+            std::fs::rename(&part, path)
         });
         if let Err(e) = written {
             eprintln!("note: the kernel trial is not kept ({}: {e})", path.display());
         }
     }
-    Ok(Some(chosen))
 }
 
 /// Where the CLI keeps what it measured once for later runs: `$XDG_CACHE_HOME/tokenmeter`, else

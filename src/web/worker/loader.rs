@@ -14,7 +14,7 @@ use crate::clock::now_s;
 use crate::engine::trial::{self, Trial, TrialPlan};
 use crate::engine::verify::{self, Verification};
 use crate::engine::{EngineOptions, ForwardPass};
-use crate::gpu::kernels::{KernelSwitches, TrialUse};
+use crate::gpu::kernels::KernelSwitches;
 use crate::gpu::Gpu;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::synthetic::SyntheticModel;
@@ -435,22 +435,23 @@ const PAGE_TRIAL_BUDGET_S: f64 = 8.0;
 /// (prompts of 128 and 512 tokens, decode at 1 and the page's default batch; two timings each,
 /// within [`PAGE_TRIAL_BUDGET_S`]) and kept. `None` with `off`.
 async fn choose_kernels(model: &mut ForwardPass, switches: KernelSwitches) -> Result<Option<Trial>> {
-    let trial_use = switches.trial.unwrap_or(TrialUse::On);
-    if trial_use == TrialUse::Off {
-        return Ok(None);
-    }
     let batch = Field::MaxBatch.default_value().parse().unwrap_or(1);
     let plan = TrialPlan { repeats: 2, budget_s: PAGE_TRIAL_BUDGET_S, ..TrialPlan::new(&[], batch) };
-    let cached = match trial_use {
-        TrialUse::On => crate::web::cache::kept_trial(&trial::key(model, &plan, &switches)).await,
-        _ => None,
-    };
-    let chosen = trial::run(model, &plan, &switches, cached).await?;
-    if !chosen.cached {
-        // A storage that cannot keep it costs the next load a trial, nothing else.
-        let _ = crate::web::cache::keep_trial(&chosen).await;
+    trial::choose_kernels(model, &plan, &switches, &PageTrials).await
+}
+
+/// The page's kept kernel trials, in Cache Storage (the worker has no localStorage).
+struct PageTrials;
+
+impl trial::TrialStore for PageTrials {
+    async fn kept(&self, key: &str) -> Option<Trial> {
+        crate::web::cache::kept_trial(key).await
     }
-    Ok(Some(chosen))
+
+    async fn keep(&self, trial: &Trial) {
+        // A storage that cannot keep it costs the next load a trial, nothing else.
+        let _ = crate::web::cache::keep_trial(trial).await;
+    }
 }
 
 /// A model source that lets the worker take messages (a Cancel, another command) while weights
