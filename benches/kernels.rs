@@ -129,7 +129,7 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
             splits: 1,
             token_begin: 0,
             direct: 0,
-            _pad: 0,
+            eps: 0.0,
         };
         let pairs: usize = tokens.iter().map(|t| t[1] as usize + 1).sum::<usize>() * n_heads;
         let gflop = (4 * hd * pairs) as f64 / 1e9;
@@ -140,7 +140,15 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
         .await;
         let splits = attention_splits_gpu(chunk, n_heads, hd, context);
         let per_token = median_s(gpu, &kernels, |rec| {
-            record_attention_split(rec, &whole, (&parts, &merge), &p, splits, partials_floats)
+            record_attention_split(
+                rec,
+                &whole,
+                (&parts, &merge),
+                &p,
+                splits,
+                partials_floats,
+                Kernel::AttentionSplitGpu,
+            )
         })
         .await;
         let cpu_tiled_splits = attention_prefill_cpu_splits(chunk, n_heads, hd, context);
@@ -150,7 +158,15 @@ async fn attention_prefill(gpu: &Gpu, filter: Option<&str>, fma_gflop_s: f64, co
         .await;
         let cpu_splits = attention_splits(chunk, n_heads, hd, context);
         let cpu = median_s(gpu, &cpu_kernels, |rec| {
-            record_attention_split(rec, &whole_cpu, (&parts_cpu, &merge_cpu), &p, cpu_splits, partials_floats)
+            record_attention_split(
+                rec,
+                &whole_cpu,
+                (&parts_cpu, &merge_cpu),
+                &p,
+                cpu_splits,
+                partials_floats,
+                Kernel::AttentionSplitGpu,
+            )
         })
         .await;
         for (path, t, parts) in [

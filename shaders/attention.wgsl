@@ -22,17 +22,37 @@ struct Params {
     splits: u32,       // attention_split: parts each context is split into
     token_begin: u32,  // first token of this dispatch
     direct: u32,       // attention_split_gpu with splits = 1: 1 writes the output itself, no merge
-    _pad1: u32,
+    eps: f32,          // the q/k norms' epsilon (attention_rope.wgsl's prologue only)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;    // (step tokens, qkv_width / 4), q first
 @group(0) @binding(2) var<storage, read> tokens: array<vec4<u32>>; // (step tokens): (id, position, seq, _)
 @group(0) @binding(3) var<storage, read> block_tables: array<u32>; // (seqs, max_blocks)
-@group(0) @binding(4) var<storage, read> k_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
-@group(0) @binding(5) var<storage, read> v_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
 // attention: (step tokens, n_heads * head_dim); attention_split: (n_tokens, n_heads, splits, head_dim + 2)
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
+
+// BEGIN x (how `attention_split_gpu` finds this step's q, k and v: here as rope.wgsl left them —
+// q normalised and rotated in place in qkv, k and v in the cache. attention_rope.wgsl swaps in
+// the form that does that itself, for decode steps (`Kernel::source`, `rope_in_attention`).)
+@group(0) @binding(4) var<storage, read> k_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
+@group(0) @binding(5) var<storage, read> v_cache: array<vec4<f32>>; // (blocks * block_size, n_kv_heads, head_dim / 4)
+const ROPE: bool = false;
+// Token t's q head h ... (nothing to prepare here).
+fn rope_prologue(li: u32, t: u32, h: u32, kv_head: u32, writer: bool) {
+}
+// Vec4 d of the q head, from its start in qkv (vec4s).
+fn gpu_q(q_base: u32, d: u32) -> vec4<f32> {
+    return qkv[q_base + d];
+}
+// Vec4 d of the step's own k and v (ROPE only: read from the cache here).
+fn fresh_k(d: u32) -> vec4<f32> {
+    return vec4<f32>(0.0);
+}
+fn fresh_v(d: u32) -> vec4<f32> {
+    return vec4<f32>(0.0);
+}
+// END x
 
 // MAX_HEAD_DIM4 (MAX_HEAD_DIM / 4) and GPU_PART come from the prelude (src/gpu/kernels.rs).
 
@@ -305,13 +325,29 @@ fn attention_split_gpu(
     let kv_head = h / (p.n_heads / p.n_kv_heads);
     let table = tokens[t].z * p.max_blocks;
     let q_base = t * (p.qkv_width / 4u) + h * hd4;
+    // ROPE (decode steps: each sequence has one token here): q and this token's k are normalised
+    // and rotated here, and its k and v written to the cache by one workgroup of the kv head's —
+    // its first q head's, in the part that holds the position. The others take the token's own k
+    // and v from the prologue, never from the cache being written.
+    let own = ctx - 1u;
+    if (ROPE) {
+        let writer = h % (p.n_heads / p.n_kv_heads) == 0u && own >= begin && own < begin + n;
+        rope_prologue(li, t, h, kv_head, writer);
+    }
 
     var local_max = -3.4e38;
     for (var j = li; j < n; j += GPU_LANES) {
         let base = kv_base(table, begin + j, kv_head, hd4);
+        let fresh = ROPE && begin + j == own;
         var s4 = vec4<f32>(0.0);
         for (var d = 0u; d < hd4; d++) {
-            s4 += qkv[q_base + d] * k_cache[base + d];
+            var k: vec4<f32>;
+            if (fresh) {
+                k = fresh_k(d);
+            } else {
+                k = k_cache[base + d];
+            }
+            s4 += gpu_q(q_base, d) * k;
         }
         let score = ((s4.x + s4.y) + (s4.z + s4.w)) * p.scale;
         gpu_scores[j] = score;
@@ -349,7 +385,13 @@ fn attention_split_gpu(
     var acc = vec4<f32>(0.0);
     if (phase < phases) {
         for (var j = phase; j < n; j += phases) {
-            acc += gpu_scores[j] * v_cache[kv_base(table, begin + j, kv_head, hd4) + c];
+            var v: vec4<f32>;
+            if (ROPE && begin + j == own) {
+                v = fresh_v(c);
+            } else {
+                v = v_cache[kv_base(table, begin + j, kv_head, hd4) + c];
+            }
+            acc += gpu_scores[j] * v;
         }
     }
     gpu_acc[li] = acc;

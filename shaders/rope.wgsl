@@ -29,15 +29,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> k_cache: array<f32>; // (blocks * block_size, n_kv_heads, head_dim)
 @group(0) @binding(7) var<storage, read_write> v_cache: array<f32>; // (blocks * block_size, n_kv_heads, head_dim)
 
-// 2*pi split in two so that angle - n * 2*pi keeps its precision for large positions.
-const TWO_PI_HI: f32 = 6.28125;
-const TWO_PI_LO: f32 = 0.0019353071795864769;
-const INV_TWO_PI: f32 = 0.15915494309189535;
-
-fn reduce_angle(a: f32) -> f32 {
-    let n = round(a * INV_TWO_PI);
-    return (a - n * TWO_PI_HI) - n * TWO_PI_LO;
-}
+// `reduce_angle` and `rope_pair` come from rope_angle.wgsl, compiled before this file.
 
 // Where one head of token t lives: its source in qkv, and its destination in the cache (k and v
 // heads) — `dst` is unused for q heads, which are rotated in place.
@@ -71,19 +63,15 @@ fn head_place(t: u32, head: u32) -> HeadPlace {
 // or k head, writing it back in place (q) or to the cache (k).
 fn rotate_pair(h: HeadPlace, d: u32, scale: f32) {
     let half = p.head_dim / 2u;
-    let x1 = norms[h.norm_base + d] * (qkv[h.src + d] * scale);
-    let x2 = norms[h.norm_base + d + half] * (qkv[h.src + d + half] * scale);
-    let angle = reduce_angle(f32(h.pos) * inv_freq[d]);
-    let c = cos(angle);
-    let s = sin(angle);
-    let o1 = x1 * c - x2 * s;
-    let o2 = x2 * c + x1 * s;
+    let n1 = norms[h.norm_base + d];
+    let n2 = norms[h.norm_base + d + half];
+    let o = rope_pair(qkv[h.src + d], qkv[h.src + d + half], n1, n2, scale, h.pos, inv_freq[d]);
     if (h.kind == 0u) {
-        qkv[h.src + d] = o1;
-        qkv[h.src + d + half] = o2;
+        qkv[h.src + d] = o.x;
+        qkv[h.src + d + half] = o.y;
     } else {
-        k_cache[h.dst + d] = o1;
-        k_cache[h.dst + d + half] = o2;
+        k_cache[h.dst + d] = o.x;
+        k_cache[h.dst + d + half] = o.y;
     }
 }
 

@@ -156,7 +156,7 @@ impl HeadSetup {
             splits: 1,
             token_begin: 0,
             direct: 0,
-            _pad: 0,
+            eps: 0.0,
         }
     }
 }

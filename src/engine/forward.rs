@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
     attention_min_partials, attention_part_floats, attention_plan, groups, record_attention_plan, record_qk_norm_rope,
-    EmbedParams, HeadParams, KernelFamily, KernelOptions, KernelSwitches, PairParams, Prologue, RmsNormParams,
-    SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    rope_in_attention, EmbedParams, HeadParams, KernelFamily, KernelOptions, KernelSwitches, PairParams, Prologue,
+    RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, PendingRead, Staging};
 use crate::gpu::WeightFormat;
@@ -157,11 +157,15 @@ struct LayerGroups {
 
 /// A layer's matmuls with their prologue inside (`gpu::kernels::Prologue`): q|k|v and gate|up
 /// read the residual stream x and normalise it themselves, down_proj reads gate|up and applies
-/// SwiGLU, so a layer is 6 dispatches instead of 9 (plus attention's merge when split).
+/// SwiGLU, so a layer is 6 dispatches instead of 9 (plus attention's merge when split); in a
+/// decode step attention does the q/k norm, RoPE and KV write itself (`rope_in_attention`): 5.
 struct FusedGroups {
     qkv: Vec<wgpu::BindGroup>,
     gate_up: Vec<wgpu::BindGroup>,
     down: Vec<wgpu::BindGroup>,
+    /// `AttentionSplitGpuRope` writing the attention output, and its partials.
+    attention_rope: wgpu::BindGroup,
+    attention_rope_split: wgpu::BindGroup,
 }
 
 struct Groups {
@@ -553,7 +557,7 @@ impl ForwardPass {
             splits: 1,
             token_begin: 0,
             direct: 0,
-            _pad: 0,
+            eps,
         };
         // Contexts too long for one invocation, or few (token, head) pairs over a long context, are
         // split (flash-decoding) and merged; the GPU family tiles prefill runs over queries.
@@ -565,6 +569,8 @@ impl ForwardPass {
         let inter = cfg.intermediate_size;
         let fuse_norm = options.fuses(Prologue::RmsNorm, m, h);
         let fuse_swiglu = options.fuses(Prologue::SwiGlu, m, inter);
+        // Decode steps take the q/k norm, RoPE and KV write inside attention (`rope_in_attention`).
+        let rope_fused = rope_in_attention(&options, hd, &batch.tokens);
         for (layer, lg) in w.layers.iter().zip(&g.layers) {
             let fused = lg.fused.as_ref();
             // 2. Attention: norm -> q|k|v -> per-head norm + RoPE + cache write -> attention -> o_proj (+= x).
@@ -575,10 +581,18 @@ impl ForwardPass {
                     layer.qkv_proj.record_matmul(&mut rec, &lg.qkv, m, false);
                 }
             }
-            record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
-            let split = (&lg.attention_split, &g.attention_merge);
             let scale = heads(1.0 / (hd as f32).sqrt());
-            record_attention_plan(&mut rec, &lg.attention, split, &scale, &attention, partials);
+            match fused.filter(|_| rope_fused) {
+                Some(f) => {
+                    let split = (&f.attention_rope_split, &g.attention_merge);
+                    record_attention_plan(&mut rec, &f.attention_rope, split, &scale, &attention, partials, true);
+                }
+                None => {
+                    record_qk_norm_rope(&mut rec, &lg.rope, &heads(eps));
+                    let split = (&lg.attention_split, &g.attention_merge);
+                    record_attention_plan(&mut rec, &lg.attention, split, &scale, &attention, partials, false);
+                }
+            }
             layer.o_proj.record_matmul(&mut rec, &lg.o, m, true);
             // 3. MLP: norm -> gate|up -> SwiGLU -> down_proj (+= x).
             match fused.filter(|_| fuse_norm) {
@@ -705,52 +719,65 @@ fn bind_all(gpu: &Gpu, k: &Kernels, w: &ModelWeights, kv: &KvCache, b: &Buffers)
         .layers
         .iter()
         .enumerate()
-        .map(|(l, lw)| LayerGroups {
-            norm_in: k.bind(
-                d,
-                Kernel::RmsNorm,
-                &format!("L{l} input_layernorm"),
-                &[&b.x, &b.identity, &lw.input_layernorm, &b.normed],
-            ),
-            qkv: mm(&format!("L{l} qkv_proj"), &b.normed, &lw.qkv_proj, &b.qkv),
-            rope: k.bind(
-                d,
-                Kernel::QkNormRope,
-                &format!("L{l} qk_norm_rope"),
-                &[&b.qkv, &b.tokens, &b.block_tables, &lw.qk_norm, &b.inv_freq, &kv.k[l], &kv.v[l]],
-            ),
-            attention: k.bind(
-                d,
-                Kernel::Attention,
-                &format!("L{l} attention"),
-                &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.attn],
-            ),
-            attention_split: k.bind(
-                d,
-                Kernel::AttentionSplit,
-                &format!("L{l} attention split"),
-                &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.partials],
-            ),
-            o: mm(&format!("L{l} o_proj"), &b.attn, &lw.o_proj, &b.x),
-            norm_post: k.bind(
-                d,
-                Kernel::RmsNorm,
-                &format!("L{l} post_attention_layernorm"),
-                &[&b.x, &b.identity, &lw.post_attention_layernorm, &b.normed],
-            ),
-            gate_up: mm(&format!("L{l} gate_up_proj"), &b.normed, &lw.gate_up_proj, &b.gate_up),
-            swiglu: k.bind(d, Kernel::SwiGlu, &format!("L{l} swiglu"), &[&b.gate_up, &b.act]),
-            down: mm(&format!("L{l} down_proj"), &b.act, &lw.down_proj, &b.x),
-            fused: fused.then(|| FusedGroups {
-                qkv: mm_norm(&format!("L{l} input_layernorm+qkv_proj"), &lw.qkv_proj, &lw.input_layernorm, &b.qkv),
-                gate_up: mm_norm(
-                    &format!("L{l} post_attention_layernorm+gate_up_proj"),
-                    &lw.gate_up_proj,
-                    &lw.post_attention_layernorm,
-                    &b.gate_up,
+        .map(|(l, lw)| {
+            let attention_rope = |label: &str, out: &wgpu::Buffer| {
+                let (qkv, ks, vs) = (&b.qkv, &kv.k[l], &kv.v[l]);
+                k.bind(
+                    d,
+                    Kernel::AttentionSplitGpuRope,
+                    label,
+                    &[qkv, &b.tokens, &b.block_tables, ks, vs, out, &lw.qk_norm, &b.inv_freq],
+                )
+            };
+            LayerGroups {
+                norm_in: k.bind(
+                    d,
+                    Kernel::RmsNorm,
+                    &format!("L{l} input_layernorm"),
+                    &[&b.x, &b.identity, &lw.input_layernorm, &b.normed],
                 ),
-                down: mm(&format!("L{l} swiglu+down_proj"), &b.gate_up, &lw.down_proj, &b.x),
-            }),
+                qkv: mm(&format!("L{l} qkv_proj"), &b.normed, &lw.qkv_proj, &b.qkv),
+                rope: k.bind(
+                    d,
+                    Kernel::QkNormRope,
+                    &format!("L{l} qk_norm_rope"),
+                    &[&b.qkv, &b.tokens, &b.block_tables, &lw.qk_norm, &b.inv_freq, &kv.k[l], &kv.v[l]],
+                ),
+                attention: k.bind(
+                    d,
+                    Kernel::Attention,
+                    &format!("L{l} attention"),
+                    &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.attn],
+                ),
+                attention_split: k.bind(
+                    d,
+                    Kernel::AttentionSplit,
+                    &format!("L{l} attention split"),
+                    &[&b.qkv, &b.tokens, &b.block_tables, &kv.k[l], &kv.v[l], &b.partials],
+                ),
+                o: mm(&format!("L{l} o_proj"), &b.attn, &lw.o_proj, &b.x),
+                norm_post: k.bind(
+                    d,
+                    Kernel::RmsNorm,
+                    &format!("L{l} post_attention_layernorm"),
+                    &[&b.x, &b.identity, &lw.post_attention_layernorm, &b.normed],
+                ),
+                gate_up: mm(&format!("L{l} gate_up_proj"), &b.normed, &lw.gate_up_proj, &b.gate_up),
+                swiglu: k.bind(d, Kernel::SwiGlu, &format!("L{l} swiglu"), &[&b.gate_up, &b.act]),
+                down: mm(&format!("L{l} down_proj"), &b.act, &lw.down_proj, &b.x),
+                fused: fused.then(|| FusedGroups {
+                    qkv: mm_norm(&format!("L{l} input_layernorm+qkv_proj"), &lw.qkv_proj, &lw.input_layernorm, &b.qkv),
+                    gate_up: mm_norm(
+                        &format!("L{l} post_attention_layernorm+gate_up_proj"),
+                        &lw.gate_up_proj,
+                        &lw.post_attention_layernorm,
+                        &b.gate_up,
+                    ),
+                    down: mm(&format!("L{l} swiglu+down_proj"), &b.gate_up, &lw.down_proj, &b.x),
+                    attention_rope: attention_rope(&format!("L{l} attention+rope"), &b.attn),
+                    attention_rope_split: attention_rope(&format!("L{l} attention+rope split"), &b.partials),
+                }),
+            }
         })
         .collect();
     Groups {

@@ -235,6 +235,7 @@ pub async fn heads(gpu: &Gpu, options: KernelOptions, cfg: &Qwen3Config) -> Resu
         &s.params(1.0 / (hd as f32).sqrt()),
         &plan,
         partials_floats,
+        false,
     );
     run(rec);
     let got = read(&gpu.device, &gpu.queue, &out, out_len).await?;

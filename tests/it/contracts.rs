@@ -36,7 +36,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         splits: 9,
         token_begin: 10,
         direct: 11,
-        _pad: 0,
+        eps: 0.75,
     };
     let head_fields = |last: (&'static str, V), more: &[(&'static str, V)]| {
         let mut f = vec![
@@ -105,9 +105,16 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
         Kernel::Attention
         | Kernel::AttentionSplit
         | Kernel::AttentionSplitGpu
+        | Kernel::AttentionSplitGpuRope
         | Kernel::AttentionPrefillGpu
-        | Kernel::AttentionPrefillCpu
-        | Kernel::AttentionMerge => (
+        | Kernel::AttentionPrefillCpu => (
+            bytes(bytemuck::bytes_of(&head)),
+            head_fields(
+                ("scale", F(0.5)),
+                &[("splits", U(9)), ("token_begin", U(10)), ("direct", U(11)), ("eps", F(0.75))],
+            ),
+        ),
+        Kernel::AttentionMerge => (
             bytes(bytemuck::bytes_of(&head)),
             head_fields(("scale", F(0.5)), &[("splits", U(9)), ("token_begin", U(10)), ("direct", U(11))]),
         ),

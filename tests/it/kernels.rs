@@ -11,11 +11,11 @@ use common::*;
 use tokenmeter::engine::Linear;
 use tokenmeter::gpu::kernels::Bind;
 use tokenmeter::gpu::kernels::{
-    attention_max_positions, attention_prefill_cpu_max_positions, attention_prefill_cpu_splits,
+    attention_max_positions, attention_plan, attention_prefill_cpu_max_positions, attention_prefill_cpu_splits,
     attention_prefill_max_positions, attention_prefill_splits, attention_prefill_walk, attention_ranges,
-    attention_splits, attention_splits_gpu, groups, record_attention, record_attention_prefill, record_attention_split,
-    record_qk_norm_rope, EmbedParams, HeadParams, KernelFamily, KernelOptions, MatmulParams, MatmulTile, PairParams,
-    Prologue, RmsNormParams,
+    attention_splits, attention_splits_gpu, groups, record_attention, record_attention_plan, record_attention_prefill,
+    record_attention_split, record_qk_norm_rope, rope_in_attention, EmbedParams, HeadParams, KernelFamily,
+    KernelOptions, MatmulParams, MatmulTile, PairParams, Prologue, RmsNormParams,
 };
 use tokenmeter::gpu::readback::{read_buffer, read_f32};
 use tokenmeter::gpu::WeightFormat;
@@ -700,7 +700,9 @@ fn attention_case(s: &HeadSetup, blocks: usize, path: Path, partials_floats: usi
     let split = (&parts, &merge);
     match path {
         Path::Engine => record_attention(&mut rec, &whole, split, &p, &s.tokens, partials_floats),
-        Path::Split(n) => record_attention_split(&mut rec, &whole, split, &p, n, partials_floats),
+        Path::Split(n) => {
+            record_attention_split(&mut rec, &whole, split, &p, n, partials_floats, Kernel::AttentionSplitGpu)
+        }
         Path::Prefill(n) => record_attention_prefill(&mut rec, &whole, split, &p, n, partials_floats),
     }
     let mut enc = g.device.create_command_encoder(&Default::default());
@@ -712,6 +714,103 @@ fn attention_case(s: &HeadSetup, blocks: usize, path: Path, partials_floats: usi
         Path::Engine => 0,
     };
     check_attention(s, &qkv, &k_cache, &v_cache, &got, splits, tol);
+}
+
+/// The GPU family's decode attention with the q/k norm, RoPE and KV write in its prologue
+/// (`AttentionSplitGpuRope`) against `qk_norm_rope_gpu` then `attention_split_gpu` on the same raw
+/// q|k|v and cache: the same output and the same cache, to the bit (the same arithmetic in the same
+/// order). Decode steps of distinct sequences, split into parts and merged as the engine would (the
+/// own key in the last part only): an awkward GQA shape (group 3, head_dim 24) with contexts of 1
+/// (only the token's own key) to 70, and Qwen3's 16 / 8 heads of 128 at contexts up to 1,500.
+#[test]
+fn attention_with_rope_inside_equals_rope_then_attention() {
+    let awkward = HeadSetup {
+        n_heads: 6,
+        n_kv: 2,
+        hd: 24,
+        block_size: 4,
+        max_blocks: 20,
+        tokens: vec![[0, 0, 0, 0], [0, 69, 1, 0], [0, 5, 2, 0]],
+        tables: (0..60u32).rev().collect(),
+    };
+    let real = HeadSetup {
+        n_heads: 16,
+        n_kv: 8,
+        hd: 128,
+        block_size: 16,
+        max_blocks: 100,
+        tokens: vec![[0, 1499, 0, 0], [0, 300, 1, 0]],
+        tables: (0..200u32).map(|i| (i * 37) % 200).collect(),
+    };
+    for (s, blocks) in [(awkward, 60), (real, 200)] {
+        rope_inside_case(&s, blocks);
+    }
+}
+
+fn rope_inside_case(s: &HeadSetup, blocks: usize) {
+    let g = gpu();
+    let options =
+        KernelOptions { family: KernelFamily::Gpu, fused: true, ..KernelOptions::for_gpu(&g, &Default::default()) };
+    assert!(rope_in_attention(&options, s.hd, &s.tokens));
+    let prefill = [[0, 0, 0, 0], [0, 1, 0, 0]];
+    assert!(!rope_in_attention(&options, s.hd, &prefill), "two tokens of one sequence");
+    assert!(!rope_in_attention(&KernelOptions { fused: false, ..options }, s.hd, &s.tokens));
+    let kernels = Kernels::with_options(&g, options);
+    let width = (s.n_heads + 2 * s.n_kv) * s.hd;
+    let qkv = random(31, s.tokens.len() * width);
+    let cache_len = blocks * s.block_size * s.n_kv * s.hd;
+    let (k_cache, v_cache) = (random(32, cache_len), random(33, cache_len));
+    let norms: Vec<f32> = random(34, 2 * s.hd).iter().map(|v| 1.0 + 0.5 * v).collect();
+    let freqs = tokenmeter::model::config::inv_freq(s.hd, 1e6);
+    let p = HeadParams { eps: 1e-6, ..s.params(1.0 / (s.hd as f32).sqrt()) };
+    let plan = attention_plan(&options, s.n_heads, s.hd, &s.tokens);
+    let partials_floats = 4 << 20;
+    let out_len = s.tokens.len() * s.n_heads * s.hd;
+    // (attention output, k cache, v cache), through the two kernels or the one.
+    let run = |inside: bool| {
+        let qkvb = g.storage_with("qkv", bytes(&qkv));
+        let (tb, btb) = (g.storage_with("tokens", bytes(&s.tokens)), g.storage_with("tables", bytes(&s.tables)));
+        let (kb, vb) = (g.storage_with("k", bytes(&k_cache)), g.storage_with("v", bytes(&v_cache)));
+        let (nb, fb) = (g.storage_with("norms", bytes(&norms)), g.storage_with("freqs", bytes(&freqs)));
+        let out = g.storage_buffer("out", (out_len * 4) as u64);
+        let partials = g.storage_buffer("partials", (partials_floats * 4) as u64);
+        let merge = kernels.bind(&g.device, Kernel::AttentionMerge, "merge", &[&partials, &out]);
+        let (whole, parts) = if inside {
+            let bind = |o: &wgpu::Buffer| {
+                kernels.bind(
+                    &g.device,
+                    Kernel::AttentionSplitGpuRope,
+                    "rope",
+                    &[&qkvb, &tb, &btb, &kb, &vb, o, &nb, &fb],
+                )
+            };
+            (bind(&out), bind(&partials))
+        } else {
+            (
+                kernels.bind(&g.device, Kernel::Attention, "whole", &[&qkvb, &tb, &btb, &kb, &vb, &out]),
+                kernels.bind(&g.device, Kernel::AttentionSplit, "parts", &[&qkvb, &tb, &btb, &kb, &vb, &partials]),
+            )
+        };
+        let rope = kernels.bind(&g.device, Kernel::QkNormRope, "rope", &[&qkvb, &tb, &btb, &nb, &fb, &kb, &vb]);
+        let mut rec = StepRecorder::new(&kernels, g.limits.max_compute_workgroups_per_dimension);
+        if !inside {
+            record_qk_norm_rope(&mut rec, &rope, &HeadParams { eps_or_scale: 1e-6, ..p });
+        }
+        record_attention_plan(&mut rec, &whole, (&parts, &merge), &p, &plan, partials_floats, inside);
+        let mut enc = g.device.create_command_encoder(&Default::default());
+        rec.encode(&g.queue, &mut enc);
+        g.queue.submit([enc.finish()]);
+        (read(&out, out_len), read(&kb, cache_len), read(&vb, cache_len))
+    };
+    let (apart, inside) = (run(false), run(true));
+    let name = format!("heads {}/{} of {}, plan {plan:?}", s.n_heads, s.n_kv, s.hd);
+    assert!(plan.iter().any(|r| r.splits > 1) || s.hd != 128, "{name}: the real shape is split");
+    for (what, a, b) in
+        [("output", &apart.0, &inside.0), ("k cache", &apart.1, &inside.1), ("v cache", &apart.2, &inside.2)]
+    {
+        let differ = a.iter().zip(b).position(|(x, y)| x.to_bits() != y.to_bits());
+        assert_eq!(differ, None, "{name}: {what} differs at {differ:?}");
+    }
 }
 
 #[test]

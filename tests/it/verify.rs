@@ -74,8 +74,8 @@ fn a_wrong_rope_frequency_in_one_path_fails_verify_for_that_path_only() {
         let dir = planted_shaders("rope", &["rope.wgsl"], |text| {
             let copy = text.split("fn rotate_pair(").nth(1).and_then(|rest| rest.split("\n}\n").next()).unwrap();
             let planted = format!("fn rotate_pair_planted({copy}\n}}\n").replacen(
-                "f32(h.pos) * inv_freq[d]",
-                "f32(h.pos) * inv_freq[d] * 1.01",
+                "h.pos, inv_freq[d])",
+                "h.pos, inv_freq[d] * 1.01)",
                 1,
             );
             // The GPU family's entry point (the second call) rotates through the planted copy.

@@ -186,7 +186,21 @@ pub fn record_attention<'a>(
     partials_floats: usize,
 ) {
     let plan = attention_plan(&rec.kernels.options(), p.n_heads as usize, p.head_dim as usize, tokens);
-    record_attention_plan(rec, whole, split, p, &plan, partials_floats);
+    record_attention_plan(rec, whole, split, p, &plan, partials_floats, false);
+}
+
+/// Whether a step of `tokens` runs the q/k norm, RoPE and KV write inside attention
+/// ([`Kernel::AttentionSplitGpuRope`], a dispatch a layer fewer) instead of `qk_norm_rope`: in the
+/// GPU family with fusion on, where no two of the step's tokens share a sequence (decode: each
+/// token's earlier keys are in the cache already, and one workgroup writes its own) and the head's
+/// halves are whole vec4s (`head_dim % 8 == 0`).
+pub fn rope_in_attention(options: &KernelOptions, head_dim: usize, tokens: &[[u32; 4]]) -> bool {
+    if options.family != KernelFamily::Gpu || !options.fused || !head_dim.is_multiple_of(8) {
+        return false;
+    }
+    let mut seqs: Vec<u32> = tokens.iter().map(|t| t[2]).collect();
+    seqs.sort_unstable();
+    seqs.windows(2).all(|w| w[0] != w[1])
 }
 
 /// One range of a step's attention ([`attention_plan`]): its tokens, whether the tiled prefill
@@ -224,7 +238,9 @@ pub fn attention_plan(
         .collect()
 }
 
-/// Records one layer's attention as `plan` (from [`attention_plan`] for this step) says.
+/// Records one layer's attention as `plan` (from [`attention_plan`] for this step) says; with
+/// `rope` (a step [`rope_in_attention`] allows), through [`Kernel::AttentionSplitGpuRope`], whose
+/// bind groups `whole` and `split.0` are then.
 pub fn record_attention_plan<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -232,13 +248,16 @@ pub fn record_attention_plan<'a>(
     p: &HeadParams,
     plan: &[AttentionRange],
     partials_floats: usize,
+    rope: bool,
 ) {
     for r in plan {
         let p = HeadParams { n_tokens: r.tokens.len() as u32, token_begin: r.tokens.start as u32, ..*p };
         if r.tiled {
+            assert!(!rope, "a prefill run's tokens share a sequence: no RoPE inside attention");
             record_attention_prefill(rec, whole, split, &p, r.splits, partials_floats);
         } else {
-            record_attention_split(rec, whole, split, &p, r.splits, partials_floats);
+            let gpu_kernel = if rope { Kernel::AttentionSplitGpuRope } else { Kernel::AttentionSplitGpu };
+            record_attention_split(rec, whole, split, &p, r.splits, partials_floats, gpu_kernel);
         }
     }
 }
@@ -248,7 +267,8 @@ pub fn record_attention_plan<'a>(
 /// partials buffer (`partials_floats` long), over as many token ranges as it takes to fit. The GPU
 /// family runs a workgroup per part (`attention_split_gpu`), which with one part writes the output
 /// itself (no merge). The caller keeps each part within [`attention_max_positions`] (and
-/// [`ATTENTION_GPU_PART`] for the GPU family).
+/// [`ATTENTION_GPU_PART`] for the GPU family). `gpu_kernel` is the GPU family's: `AttentionSplitGpu`
+/// or, for a step [`rope_in_attention`] allows, `AttentionSplitGpuRope`.
 pub fn record_attention_split<'a>(
     rec: &mut StepRecorder<'a>,
     whole: &'a wgpu::BindGroup,
@@ -256,6 +276,7 @@ pub fn record_attention_split<'a>(
     p: &HeadParams,
     splits: usize,
     partials_floats: usize,
+    gpu_kernel: Kernel,
 ) {
     let (n_tokens, n_heads) = (p.n_tokens as usize, p.n_heads as usize);
     let gpu_family = rec.kernels.options.family == KernelFamily::Gpu;
@@ -270,13 +291,13 @@ pub fn record_attention_split<'a>(
         let p = HeadParams { splits: 1, direct: 1, ..*p };
         let n = n_tokens * n_heads;
         let x = n.min(rec.max_groups as usize);
-        rec.dispatch(Kernel::AttentionSplitGpu, whole, &p, [x as u32, groups(n, x), 1]);
+        rec.dispatch(gpu_kernel, whole, &p, [x as u32, groups(n, x), 1]);
         return;
     }
     let max_groups = rec.max_groups as usize;
     let split = (parts, merge);
     if gpu_family {
-        record_parts_and_merge(rec, (Kernel::AttentionSplitGpu, 1), split, p, splits, partials_floats, |count| {
+        record_parts_and_merge(rec, (gpu_kernel, 1), split, p, splits, partials_floats, |count| {
             // A workgroup per part, numbered across x and y (over 65,535 of them in long chunks).
             let n = count * n_heads * splits;
             let x = n.min(max_groups);

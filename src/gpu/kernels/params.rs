@@ -55,7 +55,9 @@ pub struct HeadParams {
     /// `attention_split_gpu` with one part: 1 writes the normalised output itself (the bind group
     /// of `attention`, no merge), 0 writes its part's partials. Set by [`record_attention_split`].
     pub direct: u32,
-    pub _pad: u32,
+    /// The q/k norms' epsilon where attention runs them itself (`AttentionSplitGpuRope`; the
+    /// other kernels take it, if at all, in `eps_or_scale`).
+    pub eps: f32,
 }
 
 /// `swiglu` (n_tokens, inter) and `argmax` (n_rows, width).

@@ -91,14 +91,20 @@ kernels! {
     MatmulGemvSwiGluSubgroup = "matmul_gpu_subgroup.wgsl" after "matmul.wgsl" "matmul_gpu.wgsl"
         with "matmul_x_swiglu.wgsl" as "matmul_bf16_gemv_sg+swiglu", "matmul_bf16_gemv_sg", [Read, Weights, Write],
         SubgroupsGpuFamily;
-    QkNormRope = "rope.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
+    QkNormRope = "rope.wgsl" after "rope_angle.wgsl", "qk_norm_rope", [Write, Read, Read, Read, Read, Write, Write], Always;
     /// `QkNormRope` with a workgroup per (head, token) (the GPU family).
-    QkNormRopeGpu = "rope.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write], GpuFamily;
+    QkNormRopeGpu = "rope.wgsl" after "rope_angle.wgsl", "qk_norm_rope_gpu", [Write, Read, Read, Read, Read, Write, Write],
+        GpuFamily;
     Attention = "attention.wgsl", "attention", [Read, Read, Read, Read, Read, Write], Always;
     /// Attention with each token's context split into parts (flash-decoding) ...
     AttentionSplit = "attention.wgsl", "attention_split", [Read, Read, Read, Read, Read, Write], Always;
     /// `AttentionSplit` with a workgroup per part (the GPU family; with one part it writes the output itself).
     AttentionSplitGpu = "attention.wgsl", "attention_split_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
+    /// `AttentionSplitGpu` with `QkNormRopeGpu`'s work in its prologue, for steps where each
+    /// sequence has one token (`rope_in_attention`): binding 7 the q|k norm weights, 8 RoPE's
+    /// frequencies; k and v written to the cache by one workgroup of each kv head's.
+    AttentionSplitGpuRope = "attention.wgsl" after "rope_angle.wgsl" with "attention_rope.wgsl" as "attention_split_gpu+rope",
+        "attention_split_gpu", [Read, Read, Read, Write, Write, Write, Read, Read], GpuFamily;
     /// Prefill attention tiled over queries (the GPU family; runs of one sequence, see [`record_attention`]).
     AttentionPrefillGpu = "attention.wgsl", "attention_prefill_gpu", [Read, Read, Read, Read, Read, Write], GpuFamily;
     /// Prefill attention four queries an invocation, each K/V load serving all four (the CPU
@@ -266,6 +272,8 @@ impl Kernel {
             "weights_int4_texture.wgsl" => include_str!("../../../shaders/weights_int4_texture.wgsl"),
             "weights_pair.wgsl" => include_str!("../../../shaders/weights_pair.wgsl"),
             "rope.wgsl" => include_str!("../../../shaders/rope.wgsl"),
+            "rope_angle.wgsl" => include_str!("../../../shaders/rope_angle.wgsl"),
+            "attention_rope.wgsl" => include_str!("../../../shaders/attention_rope.wgsl"),
             "attention.wgsl" => include_str!("../../../shaders/attention.wgsl"),
             "attention_merge.wgsl" => include_str!("../../../shaders/attention_merge.wgsl"),
             "swiglu.wgsl" => include_str!("../../../shaders/swiglu.wgsl"),
