@@ -143,7 +143,7 @@ pub struct Engine<X: Executor = ForwardPass> {
     cancelled: Vec<u64>,
     /// Run the next step kernel by kernel and keep each dispatch's wall time in `last_profile`.
     pub profile_next: bool,
-    pub last_profile: Vec<(crate::gpu::Kernel, f64)>,
+    pub last_profile: Vec<crate::gpu::kernels::DispatchTime>,
     /// Speculative decoding with a draft model ([`Engine::set_draft`]).
     draft: Option<DraftModel>,
     /// CPU/GPU overlap: the step submitted last, whose ids the next call reads.

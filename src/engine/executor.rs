@@ -7,7 +7,6 @@
 use super::batcher::StepWork;
 use super::forward::{EngineLimits, ForwardPass, Submitted};
 use crate::error::Result;
-use crate::gpu::Kernel;
 use crate::model::Qwen3Config;
 
 #[allow(async_fn_in_trait)] // used generically (no `dyn`), on one thread in the browser
@@ -34,7 +33,8 @@ pub trait Executor {
     }
 
     /// One step run kernel by kernel, with each dispatch's time (empty where there are none).
-    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)>;
+    async fn profile_step(&mut self, work: &StepWork<'_>)
+        -> Result<(Vec<u32>, Vec<crate::gpu::kernels::DispatchTime>)>;
 
     /// When the last step's ids readback resolved, on this executor's clock; `None` before any
     /// (and where ids are not read back).
@@ -69,7 +69,10 @@ impl Executor for ForwardPass {
         ForwardPass::ids(self, submitted).await
     }
 
-    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+    async fn profile_step(
+        &mut self,
+        work: &StepWork<'_>,
+    ) -> Result<(Vec<u32>, Vec<crate::gpu::kernels::DispatchTime>)> {
         ForwardPass::profile_step(self, &work.batch()).await
     }
 

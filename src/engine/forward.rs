@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::gpu::kernels::RowSample;
 use crate::gpu::kernels::{
     attention_min_partials, attention_part_floats, attention_plan, groups, record_attention_plan, record_qk_norm_rope,
-    rope_in_attention, EmbedParams, HeadParams, KernelFamily, KernelOptions, KernelSwitches, PairParams, Prologue,
-    RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
+    rope_in_attention, DispatchTime, EmbedParams, HeadParams, KernelFamily, KernelOptions, KernelSwitches, PairParams,
+    Prologue, RmsNormParams, SPLITS_FOR_PARALLELISM, SPLIT_MAX_PAIRS,
 };
 use crate::gpu::readback::{self, PendingRead, Staging};
 use crate::gpu::WeightFormat;
@@ -448,13 +448,13 @@ impl ForwardPass {
 
     /// Runs one step kernel by kernel and returns each dispatch's wall time (see
     /// [`StepRecorder::profile`]); the results land in the same buffers as a normal step.
-    pub async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+    pub async fn profile_step(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<DispatchTime>)> {
         self.gpu.check()?;
         let profiled = self.profile_step_unchecked(batch).await;
         self.checked(profiled)
     }
 
-    async fn profile_step_unchecked(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+    async fn profile_step_unchecked(&mut self, batch: &Batch) -> Result<(Vec<u32>, Vec<DispatchTime>)> {
         let rec = self.record_dispatches(batch)?;
         let times = rec.profile(&self.gpu).await?;
         let n = batch.logit_rows.len();

@@ -7,7 +7,6 @@ use crate::bench::record::run_config::{RecordedExecutor, RunConfig};
 use crate::engine::forward::EngineLimits;
 use crate::engine::{CostModel, Executor, StepShape, StepWork};
 use crate::error::Result;
-use crate::gpu::Kernel;
 use crate::model::Qwen3Config;
 use std::cell::Cell;
 
@@ -84,7 +83,10 @@ impl Executor for SimExecutor {
         Ok(vec![self.token; submitted.rows])
     }
 
-    async fn profile_step(&mut self, work: &StepWork<'_>) -> Result<(Vec<u32>, Vec<(Kernel, f64)>)> {
+    async fn profile_step(
+        &mut self,
+        work: &StepWork<'_>,
+    ) -> Result<(Vec<u32>, Vec<crate::gpu::kernels::DispatchTime>)> {
         Ok((self.step(work).await?, Vec::new()))
     }
 

@@ -95,19 +95,31 @@ pub struct KernelTime {
     pub kernel: &'static str,
     pub dispatches: usize,
     pub ms: f64,
+    /// Weight bytes its dispatches read (a matmul's rows as stored; 0 for other kernels).
+    pub weight_bytes: u64,
+    /// `weight_bytes` ÷ its time, GB/s: how near the matmul came to the read ceiling (`null`
+    /// for a kernel that reads no weights).
+    pub gb_s: Option<f64>,
 }
 
 /// Per-kernel totals of a profiled step, slowest first.
-pub fn kernel_times(profile: &[(crate::gpu::Kernel, f64)]) -> Vec<KernelTime> {
+pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime]) -> Vec<KernelTime> {
     let mut out: Vec<KernelTime> = Vec::new();
-    for &(kernel, s) in profile {
-        match out.iter_mut().find(|k| k.kernel == kernel.name()) {
-            Some(k) => {
-                k.dispatches += 1;
-                k.ms += s * 1e3;
+    for d in profile {
+        let name = d.kernel.name();
+        let k = match out.iter().position(|k| k.kernel == name) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(KernelTime { kernel: name, dispatches: 0, ms: 0.0, weight_bytes: 0, gb_s: None });
+                out.last_mut().expect("just pushed")
             }
-            None => out.push(KernelTime { kernel: kernel.name(), dispatches: 1, ms: s * 1e3 }),
-        }
+        };
+        k.dispatches += 1;
+        k.ms += d.seconds * 1e3;
+        k.weight_bytes += d.weight_bytes;
+    }
+    for k in &mut out {
+        k.gb_s = (k.weight_bytes > 0 && k.ms > 0.0).then(|| k.weight_bytes as f64 / (k.ms * 1e-3) / 1e9);
     }
     out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     out
@@ -382,8 +394,12 @@ pub async fn table(
         }
         let total: f64 = d.profile.iter().map(|k| k.ms).sum();
         for k in &d.profile {
+            // A matmul's weight bytes over its time, against the probe's read.
+            let read = k.gb_s.map_or(String::new(), |g| {
+                format!("  {g:>8.1} GB/s of weights = {:>5.1}% of read", 100.0 * g / roof.read_gb_s)
+            });
             log(format!(
-                "    {:<16} {:>4} dispatches {:>9.2} ms  {:>5.1}%",
+                "    {:<28} {:>4} dispatches {:>9.2} ms  {:>5.1}%{read}",
                 k.kernel,
                 k.dispatches,
                 k.ms,
@@ -425,6 +441,25 @@ pub async fn table(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kernel_times_sum_each_kernels_dispatches_and_price_their_weight_reads() {
+        use crate::bench::run::speed::kernel_times;
+        use crate::gpu::kernels::DispatchTime;
+        use crate::gpu::Kernel;
+        let d = |kernel, ms: f64, weight_bytes| DispatchTime { kernel, seconds: ms * 1e-3, weight_bytes };
+        let times = kernel_times(&[
+            d(Kernel::MatmulGemv, 1.0, 2_000_000),
+            d(Kernel::RmsNorm, 0.5, 0),
+            d(Kernel::MatmulGemv, 3.0, 6_000_000),
+        ]);
+        assert_eq!(times.len(), 2);
+        let gemv = &times[0];
+        assert_eq!((gemv.kernel, gemv.dispatches, gemv.weight_bytes), ("matmul_bf16_gemv", 2, 8_000_000));
+        // 8 MB in 4 ms.
+        assert!((gemv.ms - 4.0).abs() < 1e-9 && (gemv.gb_s.unwrap() - 2.0).abs() < 1e-9, "{gemv:?}");
+        assert_eq!((times[1].kernel, times[1].gb_s), ("rms_norm", None));
+    }
+
     use crate::bench::run::speed::{spread, PrefillSpeed};
 
     #[test]

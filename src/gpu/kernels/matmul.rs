@@ -204,5 +204,6 @@ pub fn record_matmul_with<'a>(
         }),
     };
     let p = MatmulParams { m1: options.gemv_m1 as u32, ..*p };
-    rec.dispatch(kernel, bind_group, &p, workgroups);
+    let weight_bytes = p.rows as u64 * options.format.row_bytes(p.k as usize) as u64;
+    rec.dispatch_reading(kernel, bind_group, &p, workgroups, weight_bytes);
 }

@@ -18,12 +18,31 @@ pub struct StepRecorder<'a> {
     arena: Vec<u8>,
     slots: HashMap<Vec<u8>, u32>,
     dispatches: Vec<(Kernel, &'a wgpu::BindGroup, u32, [u32; 3])>,
+    /// The weight bytes each dispatch reads, in `dispatches`' order ([`DispatchTime`]).
+    weight_bytes: Vec<u64>,
     pub(super) max_groups: u32,
+}
+
+/// One dispatch of a profiled step ([`StepRecorder::profile`]): its kernel, its time, and the
+/// weight bytes it reads — a matmul's rows as stored, 0 for every other kernel — so a profile can
+/// say how near each matmul came to the read ceiling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DispatchTime {
+    pub kernel: Kernel,
+    pub seconds: f64,
+    pub weight_bytes: u64,
 }
 
 impl<'a> StepRecorder<'a> {
     pub fn new(kernels: &'a Kernels, max_groups: u32) -> Self {
-        StepRecorder { kernels, arena: Vec::new(), slots: HashMap::new(), dispatches: Vec::new(), max_groups }
+        StepRecorder {
+            kernels,
+            arena: Vec::new(),
+            slots: HashMap::new(),
+            dispatches: Vec::new(),
+            weight_bytes: Vec::new(),
+            max_groups,
+        }
     }
 
     /// Dispatches queued so far: a step's count once it is recorded.
@@ -33,6 +52,18 @@ impl<'a> StepRecorder<'a> {
 
     /// Queues `kernel` over `groups` workgroups with `params`.
     pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
+        self.dispatch_reading(kernel, bind_group, params, groups, 0);
+    }
+
+    /// [`StepRecorder::dispatch`] of a kernel that reads `weight_bytes` of weights (a matmul).
+    pub fn dispatch_reading<P: Pod>(
+        &mut self,
+        kernel: Kernel,
+        bind_group: &'a wgpu::BindGroup,
+        params: &P,
+        groups: [u32; 3],
+        weight_bytes: u64,
+    ) {
         assert!(
             groups.iter().all(|&g| g <= self.max_groups),
             "{}: {groups:?} workgroups exceed the adapter's {} per dimension",
@@ -52,6 +83,7 @@ impl<'a> StepRecorder<'a> {
             next
         });
         self.dispatches.push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
+        self.weight_bytes.push(weight_bytes);
     }
 
     pub fn len(&self) -> usize {
@@ -87,7 +119,7 @@ impl StepRecorder<'_> {
     /// alone (one submit each, waiting in between) and its wall time is kept: that works on every
     /// adapter and is exact on CPU adapters, whose timestamps do not bracket the work (on lavapipe
     /// the per-dispatch timestamps of a 146 ms 0.6B decode step summed to 63 ms).
-    pub async fn profile(self, gpu: &crate::gpu::Gpu) -> crate::error::Result<Vec<(Kernel, f64)>> {
+    pub async fn profile(self, gpu: &crate::gpu::Gpu) -> crate::error::Result<Vec<DispatchTime>> {
         if !self.arena.is_empty() {
             gpu.queue.write_buffer(&self.kernels.params, 0, &self.arena);
         }
@@ -98,7 +130,9 @@ impl StepRecorder<'_> {
             return self.profile_with_timestamps(gpu).await;
         }
         let mut times = Vec::with_capacity(self.dispatches.len());
-        for (kernel, bind_group, offset, [x, y, z]) in self.dispatches {
+        for ((kernel, bind_group, offset, [x, y, z]), weight_bytes) in
+            self.dispatches.into_iter().zip(self.weight_bytes)
+        {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -109,12 +143,12 @@ impl StepRecorder<'_> {
             let start = crate::clock::now_s();
             gpu.queue.submit([encoder.finish()]);
             gpu.sync().await?;
-            times.push((kernel, crate::clock::now_s() - start));
+            times.push(DispatchTime { kernel, seconds: crate::clock::now_s() - start, weight_bytes });
         }
         Ok(times)
     }
 
-    async fn profile_with_timestamps(self, gpu: &crate::gpu::Gpu) -> crate::error::Result<Vec<(Kernel, f64)>> {
+    async fn profile_with_timestamps(self, gpu: &crate::gpu::Gpu) -> crate::error::Result<Vec<DispatchTime>> {
         let queries = 2 * self.dispatches.len() as u32;
         let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("profile"),
@@ -151,8 +185,13 @@ impl StepRecorder<'_> {
         Ok(self
             .dispatches
             .iter()
+            .zip(&self.weight_bytes)
             .zip(ticks.chunks(2))
-            .map(|((kernel, ..), t)| (*kernel, t[1].saturating_sub(t[0]) as f64 * seconds_per_tick))
+            .map(|(((kernel, ..), &weight_bytes), t)| DispatchTime {
+                kernel: *kernel,
+                seconds: t[1].saturating_sub(t[0]) as f64 * seconds_per_tick,
+                weight_bytes,
+            })
             .collect())
     }
 }
