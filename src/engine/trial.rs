@@ -112,6 +112,17 @@ impl Axis {
         std::iter::once(default).chain(all.iter().copied().filter(|&l| l != default)).collect()
     }
 
+    /// Whether this axis means anything in `options`' kernel family: the token tile is the CPU
+    /// family's, the one-token GEMV the GPU family's. An axis that does not is left out of the
+    /// trial and its record (not shown as a choice).
+    fn applies(self, options: &KernelOptions) -> bool {
+        match self {
+            Axis::Tile => options.family == KernelFamily::Software,
+            Axis::GemvM1 => options.family == KernelFamily::Gpu,
+            Axis::PrefillTiles | Axis::Subgroups => true,
+        }
+    }
+
     fn forced(self, switches: &KernelSwitches) -> bool {
         match self {
             Axis::PrefillTiles => switches.prefill_tiles.is_some(),
@@ -471,7 +482,7 @@ pub async fn run(
     let jobs = plan.fitted(pass);
     let mut options = base;
     let (mut axes, mut fixed, mut cut_short) = (Vec::new(), Vec::new(), false);
-    for axis in Axis::ALL {
+    for axis in Axis::ALL.into_iter().filter(|a| a.applies(&base)) {
         let candidates = axis.candidates(&options, pass.gpu.subgroups, switches);
         if candidates.len() < 2 {
             let value = axis.label(&options).to_string();
@@ -604,6 +615,9 @@ mod tests {
         let none = KernelSwitches::NONE;
         assert_eq!(Axis::GemvM1.candidates(&gpu, false, &none), ["on", "off"]);
         assert_eq!(Axis::GemvM1.candidates(&KernelOptions::default(), false, &none), ["on"]);
+        // Each family's record names only its own axes.
+        assert!(Axis::GemvM1.applies(&gpu) && !Axis::GemvM1.applies(&KernelOptions::default()));
+        assert!(!Axis::Tile.applies(&gpu) && Axis::Tile.applies(&KernelOptions::default()));
         let forced = KernelSwitches { gemv_m1: Some(false), ..none };
         let off = Axis::GemvM1.set(gpu, "off").unwrap();
         assert_eq!(Axis::GemvM1.candidates(&off, false, &forced), ["off"]);
