@@ -13,8 +13,12 @@ struct Params {
     rows: u32,        // rows of W in this chunk
     accumulate: u32,  // 1: y += x W^T (residual), 0: y = x W^T
     eps: f32,         // the RMSNorm prologue's epsilon (matmul_x_norm.wgsl; unused elsewhere)
-    m1: u32,          // 1: the GPU family's GEMV takes a step of one token through `gemv_m1`
+    flags: u32,       // the GPU family's variants (bits below; MatmulParams in src/gpu/kernels/params.rs)
 }
+// A step of one token takes the GEMV's `gemv_m1` (matmul_gpu.wgsl).
+const GEMV_M1: u32 = 1u;
+// The tiled matmul loads a round ahead (matmul_gpu.wgsl).
+const TILE_PREFETCH: u32 = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // (m, k / 4)

@@ -9,13 +9,15 @@
 //   8 teams (8 rows) per workgroup; the lanes' partial sums meet in workgroup memory. Workgroup x
 //   is the group of 4 tokens and y the 8 rows, so the workgroups that share rows run together and
 //   re-read them from cache. A step of one token (decode at batch 1) takes `gemv_m1` where the
-//   host sets `p.m1` (`KernelOptions::gemv_m1`, chosen by the kernel trial): only that token's
+//   host sets `GEMV_M1` in `p.flags` (`KernelOptions::gemv_m1`, chosen by the kernel trial): only that token's
 //   products — the 4-token loop loads x and multiplies 4 times per weight load, for copies of one
 //   row — with two weight loads in flight per lane. The branch is on a uniform, so every
 //   invocation of a dispatch takes the same side.
 // - `matmul_bf16_tiled` (more tokens): a 64-token x 64-row output tile per workgroup, x and W
 //   staged in workgroup memory 16 columns of K at a time (as f32), each invocation owning a
-//   4 x 4 register block; W is read once per 64 tokens instead of once per token.
+//   4 x 4 register block; W is read once per 64 tokens instead of once per token. Where the host
+//   sets `TILE_PREFETCH` (`KernelOptions::tile_prefetch`, chosen by the kernel trial) the next
+//   round's loads are issued before this round's products.
 // Rows past the chunk and tokens past the step re-read the last one; only the stores are guarded,
 // so every invocation reaches every barrier.
 //
@@ -98,7 +100,7 @@ fn gemv_part(li: u32, wg: vec3<u32>) -> GemvPart {
         workgroupBarrier();
     }
     var acc = vec4<f32>(0.0);
-    if (p.m == 1u && p.m1 == 1u) {
+    if (p.m == 1u && (p.flags & GEMV_M1) != 0u) {
         acc.x = gemv_m1(w_row, lane, t0);
         return GemvPart(acc, scale, row, m0);
     }
@@ -208,35 +210,54 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
+    // The round's loads, held in registers until staged: the next round's are issued before this
+    // round's products where the host sets `TILE_PREFETCH` (their latency may hide behind the
+    // products, at 12 registers more; on lavapipe it is slower), after them otherwise. Either way each output sums the
+    // same products in the same order.
+    var xv = x_load(x_base, x_part);
+    var w_lo = vec4<f32>(0.0);
+    var w_hi = vec4<f32>(0.0);
+    if (li < 128u) {
+        let q = weights(w_row, w_part, k8);
+        w_lo = unpack_lo(q);
+        w_hi = unpack_hi(q);
+    }
+    let prefetch = (p.flags & TILE_PREFETCH) != 0u;
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         let xj = k0 / 4u + x_part;
-        var xv = x_load(x_base, xj);
+        var xs = xv;
         if (X_NORM) {
-            sq += dot(xv, xv);
-            xv *= x_col_scale(xj);
+            sq += dot(xs, xs);
+            xs *= x_col_scale(xj);
         }
         let xk = x_part * 4u;
-        tile_x[(xk + 0u) * 16u + x_token / 4u][x_token % 4u] = xv.x;
-        tile_x[(xk + 1u) * 16u + x_token / 4u][x_token % 4u] = xv.y;
-        tile_x[(xk + 2u) * 16u + x_token / 4u][x_token % 4u] = xv.z;
-        tile_x[(xk + 3u) * 16u + x_token / 4u][x_token % 4u] = xv.w;
+        tile_x[(xk + 0u) * 16u + x_token / 4u][x_token % 4u] = xs.x;
+        tile_x[(xk + 1u) * 16u + x_token / 4u][x_token % 4u] = xs.y;
+        tile_x[(xk + 2u) * 16u + x_token / 4u][x_token % 4u] = xs.z;
+        tile_x[(xk + 3u) * 16u + x_token / 4u][x_token % 4u] = xs.w;
         if (li < 128u) {
-            let q = weights(w_row, k0 / 8u + w_part, k8);
-            let lo4 = unpack_lo(q);
-            let hi4 = unpack_hi(q);
             let wk = w_part * 8u;
             let g = w_local / 4u;
             let c = w_local % 4u;
-            tile_w[(wk + 0u) * 16u + g][c] = lo4.x;
-            tile_w[(wk + 1u) * 16u + g][c] = lo4.y;
-            tile_w[(wk + 2u) * 16u + g][c] = lo4.z;
-            tile_w[(wk + 3u) * 16u + g][c] = lo4.w;
-            tile_w[(wk + 4u) * 16u + g][c] = hi4.x;
-            tile_w[(wk + 5u) * 16u + g][c] = hi4.y;
-            tile_w[(wk + 6u) * 16u + g][c] = hi4.z;
-            tile_w[(wk + 7u) * 16u + g][c] = hi4.w;
+            tile_w[(wk + 0u) * 16u + g][c] = w_lo.x;
+            tile_w[(wk + 1u) * 16u + g][c] = w_lo.y;
+            tile_w[(wk + 2u) * 16u + g][c] = w_lo.z;
+            tile_w[(wk + 3u) * 16u + g][c] = w_lo.w;
+            tile_w[(wk + 4u) * 16u + g][c] = w_hi.x;
+            tile_w[(wk + 5u) * 16u + g][c] = w_hi.y;
+            tile_w[(wk + 6u) * 16u + g][c] = w_hi.z;
+            tile_w[(wk + 7u) * 16u + g][c] = w_hi.w;
         }
         workgroupBarrier();
+        let k1 = k0 + TILE_K;
+        if (prefetch && k1 < p.k) {
+            xv = x_load(x_base, k1 / 4u + x_part);
+            if (li < 128u) {
+                let q = weights(w_row, k1 / 8u + w_part, k8);
+                w_lo = unpack_lo(q);
+                w_hi = unpack_hi(q);
+            }
+        }
         for (var kk = 0u; kk < TILE_K; kk++) {
             let a = tile_x[kk * 16u + tm];
             let b = tile_w[kk * 16u + tr];
@@ -246,6 +267,14 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
             acc3 += a.w * b;
         }
         workgroupBarrier();
+        if (!prefetch && k1 < p.k) {
+            xv = x_load(x_base, k1 / 4u + x_part);
+            if (li < 128u) {
+                let q = weights(w_row, k1 / 8u + w_part, k8);
+                w_lo = unpack_lo(q);
+                w_hi = unpack_hi(q);
+            }
+        }
     }
     if (X_NORM) {
         // Each token's 1 / rms from its 4 loaders' sums, through tile_x (free after the last round).

@@ -49,7 +49,7 @@ impl Linear for Matrix {
                 rows: chunk.rows as u32,
                 accumulate: accumulate as u32,
                 eps,
-                m1: 0,
+                flags: 0,
             };
             record_matmul_with(rec, bind, &p, prologue);
         }

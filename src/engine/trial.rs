@@ -11,7 +11,8 @@
 //! **The axes** ([`Axis`]): prefill attention tiled over queries or not; subgroup reductions or
 //! workgroup memory (only where the device has subgroups); the CPU family's matmul token tile (8
 //! or 4, natively only: SwiftShader in the browser never finishes compiling 8); the GPU family's
-//! one-token GEMV loop or its 4-token one at batch 1 ([`KernelOptions::gemv_m1`]). A switch the user
+//! one-token GEMV loop or its 4-token one at batch 1 ([`KernelOptions::gemv_m1`]); the GPU family's
+//! tiled matmul loading a round ahead or not ([`KernelOptions::tile_prefetch`]). A switch the user
 //! set forces its axis, which is then not timed. Weight storage and format stay load-time choices
 //! (changing them would upload the weights again).
 //!
@@ -37,7 +38,7 @@ use serde::{Deserialize, Serialize};
 /// A candidate must beat the default by this fraction of its score to replace it.
 pub const MARGIN: f64 = 0.03;
 /// Changes whenever what a trial chooses among changes: older cached trials are then not used.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// A kernel choice the trial makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,10 +48,11 @@ pub enum Axis {
     Subgroups,
     Tile,
     GemvM1,
+    TilePrefetch,
 }
 
 impl Axis {
-    const ALL: [Axis; 4] = [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile, Axis::GemvM1];
+    const ALL: [Axis; 5] = [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile, Axis::GemvM1, Axis::TilePrefetch];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -58,6 +60,7 @@ impl Axis {
             Axis::Subgroups => "subgroups",
             Axis::Tile => "matmul tile",
             Axis::GemvM1 => "one-token GEMV",
+            Axis::TilePrefetch => "tile prefetch",
         }
     }
 
@@ -70,6 +73,8 @@ impl Axis {
             Axis::Subgroups => "off",
             Axis::GemvM1 if options.gemv_m1 => "on",
             Axis::GemvM1 => "off",
+            Axis::TilePrefetch if options.tile_prefetch => "on",
+            Axis::TilePrefetch => "off",
             Axis::Tile => match options.tile {
                 MatmulTile::Eight => "8",
                 MatmulTile::Four => "4",
@@ -84,6 +89,7 @@ impl Axis {
             (Axis::PrefillTiles, "tiled" | "untiled") => o.prefill_tiles = label == "tiled",
             (Axis::Subgroups, "on" | "off") => o.subgroups = label == "on",
             (Axis::GemvM1, "on" | "off") => o.gemv_m1 = label == "on",
+            (Axis::TilePrefetch, "on" | "off") => o.tile_prefetch = label == "on",
             (Axis::Tile, "8") => o.tile = MatmulTile::Eight,
             (Axis::Tile, "4") => o.tile = MatmulTile::Four,
             _ => return None,
@@ -106,19 +112,19 @@ impl Axis {
             Axis::Subgroups if device_subgroups => &["on", "off"],
             // The GPU family's matmuls take no token tile (it is only their fallback's).
             Axis::Tile if options.family == KernelFamily::Software && !cfg!(target_arch = "wasm32") => &["8", "4"],
-            Axis::GemvM1 if options.family == KernelFamily::Gpu => &["on", "off"],
-            Axis::Subgroups | Axis::Tile | Axis::GemvM1 => &[],
+            Axis::GemvM1 | Axis::TilePrefetch if options.family == KernelFamily::Gpu => &["on", "off"],
+            Axis::Subgroups | Axis::Tile | Axis::GemvM1 | Axis::TilePrefetch => &[],
         };
         std::iter::once(default).chain(all.iter().copied().filter(|&l| l != default)).collect()
     }
 
     /// Whether this axis means anything in `options`' kernel family: the token tile is the CPU
-    /// family's, the one-token GEMV the GPU family's. An axis that does not is left out of the
+    /// family's, the one-token GEMV and the tile's prefetch the GPU family's. An axis that does not is left out of the
     /// trial and its record (not shown as a choice).
     fn applies(self, options: &KernelOptions) -> bool {
         match self {
             Axis::Tile => options.family == KernelFamily::Software,
-            Axis::GemvM1 => options.family == KernelFamily::Gpu,
+            Axis::GemvM1 | Axis::TilePrefetch => options.family == KernelFamily::Gpu,
             Axis::PrefillTiles | Axis::Subgroups => true,
         }
     }
@@ -129,13 +135,18 @@ impl Axis {
             Axis::Subgroups => switches.subgroups.is_some(),
             Axis::Tile => switches.tile.is_some(),
             Axis::GemvM1 => switches.gemv_m1.is_some(),
+            Axis::TilePrefetch => switches.tile_prefetch.is_some(),
         }
     }
 
-    /// Whether a job's time depends on this axis: the tiled attention runs only in prefill, one
-    /// token's matmuls take no token tile, and only they take the one-token GEMV.
-    fn affects(self, job: Job) -> bool {
+    /// Whether a job's time depends on this axis in `options`: the tiled attention runs only in
+    /// prefill, one token's matmuls take no token tile, only they take the one-token GEMV, and
+    /// only steps of more tokens than the GEMV serves take the GPU family's tiled matmul.
+    fn affects(self, job: Job, options: &KernelOptions) -> bool {
+        let gemv_max_m = options.gemv_max_m as usize;
         match (self, job) {
+            (Axis::TilePrefetch, Job::Prefill { tokens }) => tokens > gemv_max_m,
+            (Axis::TilePrefetch, Job::Decode { batch, .. }) => batch > gemv_max_m,
             (Axis::PrefillTiles, Job::Decode { .. }) | (Axis::Tile, Job::Decode { batch: 1, .. }) => false,
             (Axis::GemvM1, Job::Decode { batch, .. }) => batch == 1,
             (Axis::GemvM1, Job::Prefill { tokens }) => tokens == 1,
@@ -305,6 +316,7 @@ pub struct TrialWords {
     pub subgroups: &'static str,
     pub matmul_tile: &'static str,
     pub gemv_m1: &'static str,
+    pub tile_prefetch: &'static str,
     pub tiled: &'static str,
     pub untiled: &'static str,
     pub on: &'static str,
@@ -321,6 +333,7 @@ impl TrialWords {
         subgroups: "subgroups",
         matmul_tile: "matmul tile",
         gemv_m1: "one-token GEMV",
+        tile_prefetch: "tile prefetch",
         tiled: "tiled",
         untiled: "untiled",
         on: "on",
@@ -337,6 +350,7 @@ impl TrialWords {
             Axis::Subgroups => self.subgroups,
             Axis::Tile => self.matmul_tile,
             Axis::GemvM1 => self.gemv_m1,
+            Axis::TilePrefetch => self.tile_prefetch,
         }
     }
 
@@ -489,7 +503,7 @@ pub async fn run(
             fixed.push(FixedAxis { axis, value, forced: axis.forced(switches) });
             continue;
         }
-        let affected: Vec<Job> = jobs.iter().copied().filter(|&j| axis.affects(j)).collect();
+        let affected: Vec<Job> = jobs.iter().copied().filter(|&j| axis.affects(j, &options)).collect();
         let mut timed: Vec<Timed> = Vec::new();
         for label in candidates {
             if now_s() - start > plan.budget_s {
@@ -623,7 +637,34 @@ mod tests {
         assert_eq!(Axis::GemvM1.candidates(&off, false, &forced), ["off"]);
         assert!(!off.gemv_m1 && Axis::GemvM1.label(&off) == "off");
         let affected: Vec<Job> =
-            TrialPlan::new(&[1, 128], 8).jobs.into_iter().filter(|&j| Axis::GemvM1.affects(j)).collect();
+            TrialPlan::new(&[1, 128], 8).jobs.into_iter().filter(|&j| Axis::GemvM1.affects(j, &gpu)).collect();
         assert_eq!(affected, [Job::Prefill { tokens: 1 }, Job::Decode { batch: 1, context: DECODE_CONTEXT }]);
+    }
+
+    #[test]
+    fn the_tile_prefetch_is_timed_in_the_gpu_family_on_steps_the_tile_takes() {
+        let gpu = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::default() };
+        let none = KernelSwitches::NONE;
+        assert_eq!(Axis::TilePrefetch.candidates(&gpu, false, &none), ["off", "on"]);
+        assert!(Axis::TilePrefetch.applies(&gpu) && !Axis::TilePrefetch.applies(&KernelOptions::default()));
+        let forced = KernelSwitches { tile_prefetch: Some(true), ..none };
+        let on = Axis::TilePrefetch.set(gpu, "on").unwrap();
+        assert_eq!(Axis::TilePrefetch.candidates(&on, false, &forced), ["on"]);
+        assert!(on.tile_prefetch && Axis::TilePrefetch.label(&on) == "on");
+        // Steps of more tokens than the GEMV serves (64 by default; fewer where the switch says).
+        let plan = TrialPlan::new(&[64, 128, 512], 128);
+        let affected = |o: &KernelOptions| -> Vec<Job> {
+            plan.jobs.iter().copied().filter(|&j| Axis::TilePrefetch.affects(j, o)).collect()
+        };
+        assert_eq!(
+            affected(&gpu),
+            [
+                Job::Prefill { tokens: 128 },
+                Job::Prefill { tokens: 512 },
+                Job::Decode { batch: 128, context: DECODE_CONTEXT }
+            ]
+        );
+        let narrow = KernelOptions { gemv_max_m: 32, ..gpu };
+        assert_eq!(affected(&narrow).len(), 4);
     }
 }

@@ -74,6 +74,10 @@ const fail = async (msg) => {
 const check = async (ok, msg) => { if (!ok) await fail(msg); };
 const byId = (id) => page.getByTestId(id);
 const text = async (id) => (await byId(id).textContent()) ?? '';
+// A locator's text if it is on the page now, else `none`. It never waits: a failure message built
+// with textContent() waits its 30 s for an element that is (rightly) absent, even when the check
+// passes — three such messages cost this test 90 s.
+const textNow = async (loc, none = '') => ((await loc.count()) > 0 ? (await loc.first().textContent()) ?? none : none);
 const points = async (id) => Number(await byId(id).getAttribute('data-points'));
 
 /** Run is on the screen without scrolling (the page scrolled to its top). */
@@ -112,7 +116,7 @@ async function runAndWait(label, start = () => byId('run').click(), { live = tru
   let liveRows = 0;
   const deadline = Date.now() + 300000;
   while (!(await byId('report').isVisible().catch(() => false))) {
-    if (Date.now() > deadline) await fail(`${label}: no report; progress: ${await byId('progress').textContent().catch(() => '-')}`);
+    if (Date.now() > deadline) await fail(`${label}: no report; progress: ${await textNow(byId('progress'), '-')}`);
     const n = await points('chart-batch').catch(() => 0);
     if (n > 0) seen.add(n);
     liveRows = Math.max(liveRows, Number(await byId('timeline').getAttribute('data-rows').catch(() => 0)));
@@ -439,23 +443,23 @@ await byId('model-url').fill('./slow-fixtures/tiny-gqa-tied/');
 await byId('model-url-load').click();
 await page.waitForFunction(() => /model\.safetensors · [\d.]+ \/ 0\.2 MB · [\d.]+ MB\/s · ETA \d+ s/.test(
   document.querySelector('[data-testid=download]')?.textContent ?? ''), null, { timeout: 30000 })
-  .catch(async () => fail(`no download progress: ${await byId('download').textContent().catch(() => '-')}`));
+  .catch(async () => fail(`no download progress: ${await textNow(byId('download'), '-')}`));
 console.log(`download: ${(await text('download')).replace(/\s+/g, ' ')}`);
 await byId('download-cancel').click();
 await page.waitForFunction(() => /cancelled/.test(document.querySelector('[data-testid=model-error]')?.textContent ?? ''),
-  null, { timeout: 30000 }).catch(async () => fail(`cancel not reported: ${await byId('model-error').textContent().catch(() => '-')}`));
+  null, { timeout: 30000 }).catch(async () => fail(`cancel not reported: ${await textNow(byId('model-error'), '-')}`));
 await waitReady();
 await check(/^Ready: config\.json \+ 4 files/.test(await text('status')), `previous model lost after cancel: ${await text('status')}`);
 // Files finished before the cancel stay cached (a later load resumes); the cut one does not.
 const partial = page.locator('[data-testid=cached] li', { hasText: 'slow-fixtures' });
 await check(/ 1 file$/.test((await partial.textContent().catch(() => '')).replace(/Load|Delete/g, '').trim()),
-  `a cancelled download is cached whole: ${await partial.textContent().catch(() => 'not listed')}`);
+  `a cancelled download is cached whole: ${await textNow(partial, 'not listed')}`);
 await partial.getByTestId('cached-delete').click();
 await partial.waitFor({ state: 'detached', timeout: 10000 }).catch(() => fail('partial download not deleted'));
 await byId('model-url').fill('./fixtures/tiny-gqa-tied/');
 await byId('model-url-load').click();
 await page.waitForFunction(() => /^Ready: \.\/fixtures\/tiny-gqa-tied\//.test(document.querySelector('[data-testid=status]')?.textContent ?? ''),
-  null, { timeout: 60000 }).catch(async () => fail(`URL model not loaded: ${await text('status')} ${await byId('model-error').textContent().catch(() => '')}`));
+  null, { timeout: 60000 }).catch(async () => fail(`URL model not loaded: ${await text('status')} ${await textNow(byId('model-error'), '')}`));
 await check(page.url().includes('model=.%2Ffixtures%2Ftiny-gqa-tied%2F'), `model not in the URL: ${page.url()}`);
 const cachedRow = page.locator('[data-testid=cached] li', { hasText: 'fixtures/tiny-gqa-tied' });
 await cachedRow.waitFor({ timeout: 10000 }).catch(() => fail('downloaded model not listed as cached'));
@@ -500,7 +504,7 @@ for (const [folder, ranged] of [['./bad/bad-model/', true], ['./bad-noranges/bad
   await byId('model-url').fill(folder);
   await byId('model-url-load').click();
   await page.waitForFunction(() => /limit/.test(document.querySelector('[data-testid=model-error]')?.textContent ?? ''),
-    null, { timeout: 60000 }).catch(async () => fail(`bad header not refused (${folder}): ${await byId('model-error').textContent().catch(() => '-')}`));
+    null, { timeout: 60000 }).catch(async () => fail(`bad header not refused (${folder}): ${await textNow(byId('model-error'), '-')}`));
   await waitReady();
   const weightsRequests = (server?.log ?? []).slice(seen).filter((r) => r.path.endsWith('/model.safetensors'));
   if (server && ranged) {
@@ -552,7 +556,7 @@ await byId('plan-run').click();
 try {
   await page.waitForFunction(() => document.querySelector('[data-testid=plan-verdict], [data-testid=plan-error]'), null, { timeout: 60000 });
 } catch { await fail('the Plan card never answered'); }
-await check(await byId('plan-error').count() === 0, `plan: ${await byId('plan-error').textContent().catch(() => '')}`);
+await check(await byId('plan-error').count() === 0, `plan: ${await textNow(byId('plan-error'), '')}`);
 const planned = await text('plan-verdict');
 await check(/sustains [\d.]+ req\/s with TTFT p99 ≤ 500 ms|Every rate tried|Even [\d.]+ req\/s misses/.test(planned), `plan verdict: ${planned}`);
 await check(await page.locator('[data-testid=plan] .plan-line').count() === 1, 'no predicted curve in the Plan card');
@@ -590,18 +594,18 @@ await check(await byId('setting-attainment').inputValue() === '0.99', 'no attain
 // At 90% (CI time: at 99%, a run of 8 that all met is within 3 points of the target, so every
 // met rate was run three times).
 await byId('setting-attainment').fill('0.9');
-await check((await page.locator('.field.invalid').count()) === 0, `rate max refused: ${await page.locator('.field.invalid').first().textContent().catch(() => '')}`);
+await check((await page.locator('.field.invalid').count()) === 0, `rate max refused: ${await textNow(page.locator('.field.invalid'), '')}`);
 const searchT0 = Date.now();
 await byId('find-max-rate').click();
 try {
   await page.waitForFunction(() => /trying [\d.]+ req\/s \(run \d+\)/.test(document.querySelector('[data-testid=progress]')?.textContent ?? ''),
     null, { timeout: 120000 });
-} catch { await fail(`search: the progress never named a rate: ${await byId('progress').textContent().catch(() => '-')}`); }
+} catch { await fail(`search: the progress never named a rate: ${await textNow(byId('progress'), '-')}`); }
 try {
   await page.waitForFunction(() => document.querySelector('[data-testid=search-found]') || document.querySelector('[data-testid=run-error]'),
     null, { timeout: 400000 });
-} catch { await fail(`search: no result; progress: ${await byId('progress').textContent().catch(() => '-')}`); }
-await check(await byId('run-error').count() === 0, `search: ${await byId('run-error').textContent().catch(() => '')}`);
+} catch { await fail(`search: no result; progress: ${await textNow(byId('progress'), '-')}`); }
+await check(await byId('run-error').count() === 0, `search: ${await textNow(byId('run-error'), '')}`);
 const found = await text('search-found');
 const runs = await page.locator('[data-testid=search-runs] tbody tr').count();
 await check(/highest rate: [\d.]+ req\/s|no limit found up to [\d.]+ req\/s|no rate tried met/.test(found), `search: ${found}`);

@@ -86,7 +86,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
                 rows: 5,
                 accumulate: 6,
                 eps: 0.125,
-                m1: 7,
+                flags: 7,
             })),
             vec![
                 ("m", U(1)),
@@ -96,7 +96,7 @@ fn rust_side(kernel: Kernel) -> (Vec<u8>, Vec<(&'static str, V)>) {
                 ("rows", U(5)),
                 ("accumulate", U(6)),
                 ("eps", F(0.125)),
-                ("m1", U(7)),
+                ("flags", U(7)),
             ],
         ),
         Kernel::QkNormRope | Kernel::QkNormRopeGpu => {

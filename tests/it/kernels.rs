@@ -88,7 +88,8 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     // The GPU family (GEMV up to 64 tokens, 64 x 64 tiles above; K not a multiple of 16 falls back
     // to the CPU family's kernels) in both weight storages, its GEMV reduced in workgroup memory
     // or (where the device has subgroups) by shuffles, one token through its one-token loop; and
-    // one token through the 4-token loop (`gemv_m1` off), as the kernel trial may choose.
+    // one token through the 4-token loop (`gemv_m1` off) and the tile with its prefetch
+    // (`tile_prefetch` on), as the kernel trial may choose.
     for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
         for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
             paths.push(KernelOptions {
@@ -110,6 +111,7 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
         format,
         fused: true,
         gemv_m1: false,
+        tile_prefetch: true,
         ..Default::default()
     });
     paths
@@ -230,8 +232,9 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
     }
     // The GPU family keeps weights in buffers (textures are for CPU adapters; the awkward-shape
     // test above covers both); its GEMV with and without subgroup shuffles, one token through
-    // the one-token loop or (`gemv_m1` off) the 4-token one.
-    for (subgroups, gemv_m1) in [(false, true), (true, true), (false, false)] {
+    // the one-token loop or (`gemv_m1` off) the 4-token one; the tile without its prefetch or
+    // (`tile_prefetch` on) with it.
+    for (subgroups, gemv_m1, tile_prefetch) in [(false, true, false), (true, true, false), (false, false, true)] {
         if subgroups && !has_subgroups {
             continue;
         }
@@ -243,6 +246,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             format,
             fused: true,
             gemv_m1,
+            tile_prefetch,
             ..Default::default()
         });
     }
@@ -277,10 +281,13 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             }
             // The one-token loop or the 4-token one only for one token.
             let m1 = gpu_family && m == 1 && options.gemv_m1;
-            if seen.contains(&(gpu_family, tile, subgroups, m1, options.weights)) {
+            // The tile's prefetch only for steps the tile takes.
+            let prefetch = gpu_family && m > options.gemv_max_m as usize && options.tile_prefetch;
+            let key = (gpu_family, tile, subgroups, m1, prefetch, options.weights);
+            if seen.contains(&key) {
                 continue;
             }
-            seen.push((gpu_family, tile, subgroups, m1, options.weights));
+            seen.push(key);
             let kernels = Kernels::with_options(&g, options);
             let w = Matrix::with_format(&g, "w", n, k, usize::MAX, options.weights, format).unwrap();
             w.write_rows(&g, 0, &w_bits);

@@ -194,7 +194,8 @@ impl RunConfig {
 /// what was asked ([`KernelOptions`]): family (`gpu`/`cpu`), token tile, subgroups used, weight
 /// storage, weight format, whether the GPU family's norm and SwiGLU ran inside the matmuls
 /// (`fused`), prefill attention tiled over queries (`prefill_tiles`), the GEMV's largest step
-/// (`gemv_max_m`) and its one-token loop (`gemv_m1`). Fields absent from results saved before
+/// (`gemv_max_m`), its one-token loop (`gemv_m1`) and the tiled matmul's prefetch
+/// (`tile_prefetch`). Fields absent from results saved before
 /// they existed read as `false` / absent.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KernelPath {
@@ -212,6 +213,10 @@ pub struct KernelPath {
     /// The GPU family's one-token GEMV loop ([`KernelOptions::gemv_m1`]); absent in the CPU family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemv_m1: Option<bool>,
+    /// The GPU family's tiled matmul loading a round ahead ([`KernelOptions::tile_prefetch`]);
+    /// absent in the CPU family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile_prefetch: Option<bool>,
 }
 
 impl KernelPath {
@@ -248,6 +253,10 @@ impl KernelPath {
             Some(false) => parts.push(pick("no one-token GEMV", "无单词元 GEMV")),
             None => {}
         }
+        // Named where on (off is the default).
+        if self.tile_prefetch == Some(true) {
+            parts.push(pick("tile prefetch", "分块预取"));
+        }
         parts.push(match (zh, self.weights.as_str()) {
             (false, _) => format!("{} weights in {}s", self.weight_format, self.weights),
             (true, "texture") => format!("{} 权重存于纹理", self.weight_format),
@@ -279,6 +288,7 @@ impl KernelPath {
             prefill_tiles: options.prefill_tiles,
             gemv_max_m: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_max_m),
             gemv_m1: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_m1),
+            tile_prefetch: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.tile_prefetch),
         }
     }
 }

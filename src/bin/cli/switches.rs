@@ -35,6 +35,11 @@ pub struct SwitchArgs {
     /// (default on, unless the kernel trial measures the 4-token loop faster).
     #[arg(long, env = "TOKENMETER_GEMV_M1", value_name = "on|off", value_parser = parse_on_off)]
     gemv_m1: Option<bool>,
+    /// GPU family: the tiled matmul (steps of more tokens than the GEMV takes) issues the next
+    /// round's loads of K before this round's products (default off, unless the kernel trial
+    /// measures it faster).
+    #[arg(long, env = "TOKENMETER_TILE_PREFETCH", value_name = "on|off", value_parser = parse_on_off)]
+    tile_prefetch: Option<bool>,
     /// Shader modules without wgpu's injected bounds checks (kernel work only).
     #[arg(long, env = "TOKENMETER_UNCHECKED")]
     unchecked_shaders: bool,
@@ -65,6 +70,7 @@ impl SwitchArgs {
             prefill_tiles: self.prefill_tiles,
             gemv_max_m: self.gemv_max_m,
             gemv_m1: self.gemv_m1,
+            tile_prefetch: self.tile_prefetch,
             unchecked: self.unchecked_shaders,
             trial: self.kernel_trial,
             // Read when pipelines are built, for the process's life: leaked once, here.

@@ -203,7 +203,9 @@ pub fn record_matmul_with<'a>(
             panic!("no fused {prologue:?} matmul for {} tokens, k = {} (check KernelOptions::fuses)", p.m, p.k)
         }),
     };
-    let p = MatmulParams { m1: options.gemv_m1 as u32, ..*p };
+    let flags = if options.gemv_m1 { MatmulParams::GEMV_M1 } else { 0 }
+        | if options.tile_prefetch { MatmulParams::TILE_PREFETCH } else { 0 };
+    let p = MatmulParams { flags, ..*p };
     let weight_bytes = p.rows as u64 * options.format.row_bytes(p.k as usize) as u64;
     rec.dispatch_reading(kernel, bind_group, &p, workgroups, weight_bytes);
 }

@@ -32,9 +32,17 @@ pub struct MatmulParams {
     pub accumulate: u32,
     /// The RMSNorm prologue's epsilon ([`Prologue::RmsNorm`]; unused by the other kernels).
     pub eps: f32,
-    /// 1: the GPU family's GEMV takes a one-token step through its one-token loop
-    /// ([`KernelOptions::gemv_m1`](super::KernelOptions::gemv_m1); set by [`record_matmul_with`](super::record_matmul_with)).
-    pub m1: u32,
+    /// Variant bits of the GPU family's matmuls, from the options by
+    /// [`record_matmul_with`](super::record_matmul_with): [`MatmulParams::GEMV_M1`],
+    /// [`MatmulParams::TILE_PREFETCH`] (matmul.wgsl names them alike).
+    pub flags: u32,
+}
+
+impl MatmulParams {
+    /// A step of one token takes the GEMV's one-token loop ([`KernelOptions::gemv_m1`](super::KernelOptions::gemv_m1)).
+    pub const GEMV_M1: u32 = 1;
+    /// The tiled matmul loads the next round before this one's products ([`KernelOptions::tile_prefetch`](super::KernelOptions::tile_prefetch)).
+    pub const TILE_PREFETCH: u32 = 2;
 }
 
 /// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels

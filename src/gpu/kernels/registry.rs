@@ -354,7 +354,14 @@ impl KernelOptions {
     /// or [`Kernel::source_in`] compiles set to one value: two options with one key have the same
     /// pipelines ([`super::Kernels::with_options`]).
     pub(super) fn pipelines_key(self) -> KernelOptions {
-        KernelOptions { fused: false, prefill_tiles: false, gemv_max_m: 0, gemv_m1: false, ..self }
+        KernelOptions {
+            fused: false,
+            prefill_tiles: false,
+            gemv_max_m: 0,
+            gemv_m1: false,
+            tile_prefetch: false,
+            ..self
+        }
     }
 
     /// Whether these options build `kernel` (every kernel but the general matmuls of other tiles
