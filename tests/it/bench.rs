@@ -572,7 +572,7 @@ fn the_baseline_requests_have_prompts_of_their_own() {
 fn speed_reports_each_figure_with_its_spread() {
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
         .args(["speed", "--synthetic", "tiny", "--batches", "1,2", "--prefill", "16,40", "--steps", "3"])
-        .args(["--prefill-repeats", "3"])
+        .args(["--prefill-repeats", "3", "--profile"])
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -593,6 +593,24 @@ fn speed_reports_each_figure_with_its_spread() {
         assert!((sum - d["step_ms"].as_f64().unwrap()).abs() < 1e-9, "{d}");
         let dispatches = d["dispatches"].as_u64().unwrap() as f64;
         assert!(dispatches >= 12.0 && (part("dispatch_ms") - dispatches * dispatch_us / 1e3).abs() < 1e-9, "{d}");
+    }
+    // The profile's matmuls: a bf16 weight (2 bytes) does a multiply and an add per token, so a
+    // decode step of b tokens does b FLOPs a weight byte, and a prefill step of t tokens at most t
+    // (its vocabulary projection takes only the last token).
+    let sums = |speed: &serde_json::Value| {
+        let profile =
+            speed["profile"].as_array().filter(|p| !p.is_empty()).unwrap_or_else(|| panic!("no profile: {speed}"));
+        let sum = |key: &str| profile.iter().map(|k| k[key].as_u64().unwrap()).sum::<u64>();
+        (sum("flops"), sum("weight_bytes"))
+    };
+    for d in three["decode"].as_array().unwrap() {
+        let (flops, bytes) = sums(d);
+        assert!(bytes > 0 && flops == d["batch"].as_u64().unwrap() * bytes, "{flops} FLOPs, {bytes} bytes: {d}");
+    }
+    for p in three["prefill"].as_array().unwrap() {
+        let (flops, bytes) = sums(p);
+        let tokens = p["tokens"].as_u64().unwrap();
+        assert!(flops > bytes && flops < tokens * bytes, "{flops} FLOPs, {bytes} bytes: {p}");
     }
     // One timing has no spread (`null`): `bench::run::speed`'s unit test, without a second run of
     // the CLI (its roofline probe costs most of this test's seconds).

@@ -100,6 +100,35 @@ pub struct KernelTime {
     /// `weight_bytes` ÷ its time, GB/s: how near the matmul came to the read ceiling (`null`
     /// for a kernel that reads no weights).
     pub gb_s: Option<f64>,
+    /// The matmuls' multiplies and adds (2 × tokens × rows × K; 0 for other kernels).
+    pub flops: u64,
+    /// `flops` ÷ its time, GFLOP/s: how near the matmul came to the FMA rate (`null` for a
+    /// kernel that is no matmul).
+    pub gflop_s: Option<f64>,
+}
+
+impl KernelTime {
+    /// "matmul_bf16_tiled  168 dispatches  40.12 ms  81.3%" and, for a matmul, the ceiling that
+    /// binds it on the probe's roofline: what it read against the probe's read where it does fewer
+    /// FLOPs a weight byte than the adapter's FMA rate ÷ read (a decode GEMV: about 1 per token for
+    /// bf16), else what it computed against the FMA rate (a prefill tile).
+    pub fn line(&self, step_total_ms: f64, (read_gb_s, fma_gflop_s): (f64, f64)) -> String {
+        let read_bound = (self.flops as f64) < fma_gflop_s / read_gb_s * self.weight_bytes as f64;
+        let rate = match (self.gb_s, self.gflop_s) {
+            (Some(g), _) if read_bound => {
+                format!("  {g:>8.1} GB/s of weights = {:>5.1}% of read", 100.0 * g / read_gb_s)
+            }
+            (_, Some(f)) => format!("  {f:>8.0} GFLOP/s = {:>5.1}% of FMA", 100.0 * f / fma_gflop_s),
+            _ => String::new(),
+        };
+        format!(
+            "    {:<28} {:>4} dispatches {:>9.2} ms  {:>5.1}%{rate}",
+            self.kernel,
+            self.dispatches,
+            self.ms,
+            100.0 * self.ms / step_total_ms
+        )
+    }
 }
 
 /// Per-kernel totals of a profiled step, slowest first.
@@ -110,16 +139,26 @@ pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime]) -> Vec<Kernel
         let k = match out.iter().position(|k| k.kernel == name) {
             Some(i) => &mut out[i],
             None => {
-                out.push(KernelTime { kernel: name, dispatches: 0, ms: 0.0, weight_bytes: 0, gb_s: None });
+                out.push(KernelTime {
+                    kernel: name,
+                    dispatches: 0,
+                    ms: 0.0,
+                    weight_bytes: 0,
+                    gb_s: None,
+                    flops: 0,
+                    gflop_s: None,
+                });
                 out.last_mut().expect("just pushed")
             }
         };
         k.dispatches += 1;
         k.ms += d.seconds * 1e3;
-        k.weight_bytes += d.weight_bytes;
+        k.weight_bytes += d.work.weight_bytes;
+        k.flops += d.work.flops;
     }
     for k in &mut out {
         k.gb_s = (k.weight_bytes > 0 && k.ms > 0.0).then(|| k.weight_bytes as f64 / (k.ms * 1e-3) / 1e9);
+        k.gflop_s = (k.flops > 0 && k.ms > 0.0).then(|| k.flops as f64 / (k.ms * 1e-3) / 1e9);
     }
     out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     out
@@ -137,6 +176,9 @@ pub struct PrefillSpeed {
     pub tokens_per_s: f64,
     pub gflop_s: f64,
     pub fraction_of_fma: f64,
+    /// With `--profile`: one more prompt's first step (all of it where the step takes the
+    /// prompt whole) run kernel by kernel, slowest first; empty otherwise.
+    pub profile: Vec<KernelTime>,
 }
 
 /// A prompt no earlier request of this process had: with `--prefix-cache` the timings measure the
@@ -260,8 +302,15 @@ fn spread(times: &[f64]) -> f64 {
 }
 
 /// One prompt of `tokens` tokens, prefilled in one step (or as many as the step size needs),
-/// `repeats` times (a fresh prompt each): the median, and the spread.
-pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize, repeats: usize) -> Result<PrefillSpeed> {
+/// `repeats` times (a fresh prompt each): the median, and the spread. With `profile`, one more
+/// prompt's first step runs kernel by kernel (kept out of the timings).
+pub async fn prefill(
+    engine: &mut Engine,
+    roof: &Roofline,
+    tokens: usize,
+    repeats: usize,
+    profile: bool,
+) -> Result<PrefillSpeed> {
     let cfg = engine.model.cfg.clone();
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats.max(1) {
@@ -273,6 +322,18 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize, repeat
             }
         }
         times.push(time);
+    }
+    let mut kernels = Vec::new();
+    if profile {
+        engine.submit(fresh_request(tokens, 1, cfg.vocab_size))?;
+        engine.profile_next = true;
+        while engine.has_work() {
+            if let (_, Some(s)) = engine.step().await? {
+                if s.profiled {
+                    kernels = kernel_times(&engine.last_profile);
+                }
+            }
+        }
     }
     let total = median(times.clone());
     let attention = 4.0 * (cfg.num_hidden_layers * cfg.q_dim()) as f64 * (tokens as f64 * tokens as f64 / 2.0);
@@ -288,6 +349,7 @@ pub async fn prefill(engine: &mut Engine, roof: &Roofline, tokens: usize, repeat
         tokens_per_s: tokens as f64 / total,
         gflop_s,
         fraction_of_fma: gflop_s / roof.fma_gflop_s,
+        profile: kernels,
     })
 }
 
@@ -394,23 +456,13 @@ pub async fn table(
         }
         let total: f64 = d.profile.iter().map(|k| k.ms).sum();
         for k in &d.profile {
-            // A matmul's weight bytes over its time, against the probe's read.
-            let read = k.gb_s.map_or(String::new(), |g| {
-                format!("  {g:>8.1} GB/s of weights = {:>5.1}% of read", 100.0 * g / roof.read_gb_s)
-            });
-            log(format!(
-                "    {:<28} {:>4} dispatches {:>9.2} ms  {:>5.1}%{read}",
-                k.kernel,
-                k.dispatches,
-                k.ms,
-                100.0 * k.ms / total
-            ));
+            log(k.line(total, (roof.read_gb_s, roof.fma_gflop_s)));
         }
         decodes.push(d);
     }
     let mut prefills = Vec::new();
     for &n in &plan.prefill {
-        let p = prefill(engine, roof, n, plan.prefill_repeats).await?;
+        let p = prefill(engine, roof, n, plan.prefill_repeats, plan.profile).await?;
         log(format!(
             "prefill {:>5} tokens: {:>9.1} ms (spread {:>4}) {:>8.1} tok/s  {:>6.1} GFLOP/s = {:>5.1}% of FMA peak",
             n,
@@ -420,6 +472,10 @@ pub async fn table(
             p.gflop_s,
             100.0 * p.fraction_of_fma
         ));
+        let total: f64 = p.profile.iter().map(|k| k.ms).sum();
+        for k in &p.profile {
+            log(k.line(total, (roof.read_gb_s, roof.fma_gflop_s)));
+        }
         prefills.push(p);
     }
     let options = engine.model.kernel_options();
@@ -442,22 +498,53 @@ pub async fn table(
 #[cfg(test)]
 mod tests {
     #[test]
-    fn kernel_times_sum_each_kernels_dispatches_and_price_their_weight_reads() {
+    fn kernel_times_sum_each_kernels_dispatches_and_price_their_weight_reads_and_flops() {
         use crate::bench::run::speed::kernel_times;
-        use crate::gpu::kernels::DispatchTime;
+        use crate::gpu::kernels::{DispatchTime, Work};
         use crate::gpu::Kernel;
-        let d = |kernel, ms: f64, weight_bytes| DispatchTime { kernel, seconds: ms * 1e-3, weight_bytes };
+        let d = |kernel, ms: f64, weight_bytes, flops| DispatchTime {
+            kernel,
+            seconds: ms * 1e-3,
+            work: Work { weight_bytes, flops },
+        };
         let times = kernel_times(&[
-            d(Kernel::MatmulGemv, 1.0, 2_000_000),
-            d(Kernel::RmsNorm, 0.5, 0),
-            d(Kernel::MatmulGemv, 3.0, 6_000_000),
+            d(Kernel::MatmulGemv, 1.0, 2_000_000, 3_000_000),
+            d(Kernel::RmsNorm, 0.5, 0, 0),
+            d(Kernel::MatmulGemv, 3.0, 6_000_000, 5_000_000),
         ]);
         assert_eq!(times.len(), 2);
         let gemv = &times[0];
         assert_eq!((gemv.kernel, gemv.dispatches, gemv.weight_bytes), ("matmul_bf16_gemv", 2, 8_000_000));
-        // 8 MB in 4 ms.
+        // 8 MB and 8 MFLOP in 4 ms.
         assert!((gemv.ms - 4.0).abs() < 1e-9 && (gemv.gb_s.unwrap() - 2.0).abs() < 1e-9, "{gemv:?}");
-        assert_eq!((times[1].kernel, times[1].gb_s), ("rms_norm", None));
+        assert!((gemv.gflop_s.unwrap() - 2.0).abs() < 1e-9, "{gemv:?}");
+        assert_eq!((times[1].kernel, times[1].gb_s, times[1].gflop_s), ("rms_norm", None, None));
+    }
+
+    /// A matmul is priced against the ceiling that binds it on the roofline: 4 GB/s of read and
+    /// 10 GFLOP/s balance at 2.5 FLOPs a byte.
+    #[test]
+    fn a_profile_line_prices_a_matmul_by_the_ceiling_its_flops_per_byte_meet() {
+        use crate::bench::run::speed::KernelTime;
+        let roof = (4.0, 10.0);
+        let k = KernelTime {
+            kernel: "matmul_bf16_tiled",
+            dispatches: 3,
+            ms: 2.0,
+            weight_bytes: 4_000_000,
+            gb_s: Some(2.0),
+            flops: 8_000_000,
+            gflop_s: Some(4.0),
+        };
+        // 2 FLOPs a byte: read-bound.
+        let read = k.line(8.0, roof);
+        assert!(read.ends_with("25.0%       2.0 GB/s of weights =  50.0% of read"), "{read}");
+        // 3 FLOPs a byte: FMA-bound.
+        let wide = KernelTime { flops: 12_000_000, gflop_s: Some(6.0), ..k.clone() }.line(8.0, roof);
+        assert!(wide.ends_with("25.0%         6 GFLOP/s =  60.0% of FMA"), "{wide}");
+        // Not a matmul: its time only.
+        let other = KernelTime { weight_bytes: 0, gb_s: None, flops: 0, gflop_s: None, ..k }.line(8.0, roof);
+        assert!(other.ends_with("25.0%"), "{other}");
     }
 
     use crate::bench::run::speed::{spread, PrefillSpeed};
@@ -474,6 +561,7 @@ mod tests {
             tokens_per_s: 3200.0,
             gflop_s: 1.0,
             fraction_of_fma: 0.1,
+            profile: Vec::new(),
         };
         assert!(serde_json::to_value(&one).unwrap()["spread"].is_null(), "one timing's spread is null in JSON");
     }

@@ -206,6 +206,9 @@ pub fn record_matmul_with<'a>(
     let flags = if options.gemv_m1 { MatmulParams::GEMV_M1 } else { 0 }
         | if options.tile_prefetch { MatmulParams::TILE_PREFETCH } else { 0 };
     let p = MatmulParams { flags, ..*p };
-    let weight_bytes = p.rows as u64 * options.format.row_bytes(p.k as usize) as u64;
-    rec.dispatch_reading(kernel, bind_group, &p, workgroups, weight_bytes);
+    let work = super::Work {
+        weight_bytes: p.rows as u64 * options.format.row_bytes(p.k as usize) as u64,
+        flops: 2 * p.m as u64 * p.rows as u64 * p.k as u64,
+    };
+    rec.dispatch_doing(kernel, bind_group, &p, workgroups, work);
 }

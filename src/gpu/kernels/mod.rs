@@ -23,7 +23,7 @@ pub use options::{parse_on_off, KernelFamily, KernelOptions, KernelSwitches, Mat
 pub use params::*;
 pub(crate) use pipelines::Compiled;
 pub use pipelines::Kernels;
-pub use recorder::{DispatchTime, StepRecorder, MAX_PARAM_SLOTS, PARAM_SLOT};
+pub use recorder::{DispatchTime, StepRecorder, Work, MAX_PARAM_SLOTS, PARAM_SLOT};
 pub use registry::{wgsl_prelude, Access, Bind, Kernel, MAX_HEAD_DIM};
 pub use rope::record_qk_norm_rope;
 

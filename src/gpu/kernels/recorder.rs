@@ -18,19 +18,28 @@ pub struct StepRecorder<'a> {
     arena: Vec<u8>,
     slots: HashMap<Vec<u8>, u32>,
     dispatches: Vec<(Kernel, &'a wgpu::BindGroup, u32, [u32; 3])>,
-    /// The weight bytes each dispatch reads, in `dispatches`' order ([`DispatchTime`]).
-    weight_bytes: Vec<u64>,
+    /// What each dispatch reads and computes, in `dispatches`' order ([`DispatchTime`]).
+    work: Vec<Work>,
     pub(super) max_groups: u32,
 }
 
-/// One dispatch of a profiled step ([`StepRecorder::profile`]): its kernel, its time, and the
-/// weight bytes it reads — a matmul's rows as stored, 0 for every other kernel — so a profile can
-/// say how near each matmul came to the read ceiling.
+/// What a matmul dispatch reads and computes (0 and 0 for every other kernel), so a profile can
+/// say how near each matmul came to the read ceiling (decode) and to the FMA rate (prefill).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// The weight rows it reads, as stored (scales included).
+    pub weight_bytes: u64,
+    /// 2 × tokens × rows × K: a multiply and an add per weight per token.
+    pub flops: u64,
+}
+
+/// One dispatch of a profiled step ([`StepRecorder::profile`]): its kernel, its time, and its
+/// [`Work`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DispatchTime {
     pub kernel: Kernel,
     pub seconds: f64,
-    pub weight_bytes: u64,
+    pub work: Work,
 }
 
 impl<'a> StepRecorder<'a> {
@@ -40,7 +49,7 @@ impl<'a> StepRecorder<'a> {
             arena: Vec::new(),
             slots: HashMap::new(),
             dispatches: Vec::new(),
-            weight_bytes: Vec::new(),
+            work: Vec::new(),
             max_groups,
         }
     }
@@ -52,17 +61,17 @@ impl<'a> StepRecorder<'a> {
 
     /// Queues `kernel` over `groups` workgroups with `params`.
     pub fn dispatch<P: Pod>(&mut self, kernel: Kernel, bind_group: &'a wgpu::BindGroup, params: &P, groups: [u32; 3]) {
-        self.dispatch_reading(kernel, bind_group, params, groups, 0);
+        self.dispatch_doing(kernel, bind_group, params, groups, Work::default());
     }
 
-    /// [`StepRecorder::dispatch`] of a kernel that reads `weight_bytes` of weights (a matmul).
-    pub fn dispatch_reading<P: Pod>(
+    /// [`StepRecorder::dispatch`] of a kernel that does `work` (a matmul).
+    pub fn dispatch_doing<P: Pod>(
         &mut self,
         kernel: Kernel,
         bind_group: &'a wgpu::BindGroup,
         params: &P,
         groups: [u32; 3],
-        weight_bytes: u64,
+        work: Work,
     ) {
         assert!(
             groups.iter().all(|&g| g <= self.max_groups),
@@ -83,7 +92,7 @@ impl<'a> StepRecorder<'a> {
             next
         });
         self.dispatches.push((kernel, bind_group, slot * PARAM_SLOT as u32, groups));
-        self.weight_bytes.push(weight_bytes);
+        self.work.push(work);
     }
 
     pub fn len(&self) -> usize {
@@ -130,9 +139,7 @@ impl StepRecorder<'_> {
             return self.profile_with_timestamps(gpu).await;
         }
         let mut times = Vec::with_capacity(self.dispatches.len());
-        for ((kernel, bind_group, offset, [x, y, z]), weight_bytes) in
-            self.dispatches.into_iter().zip(self.weight_bytes)
-        {
+        for ((kernel, bind_group, offset, [x, y, z]), work) in self.dispatches.into_iter().zip(self.work) {
             let mut encoder = gpu.device.create_command_encoder(&Default::default());
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -143,7 +150,7 @@ impl StepRecorder<'_> {
             let start = crate::clock::now_s();
             gpu.queue.submit([encoder.finish()]);
             gpu.sync().await?;
-            times.push(DispatchTime { kernel, seconds: crate::clock::now_s() - start, weight_bytes });
+            times.push(DispatchTime { kernel, seconds: crate::clock::now_s() - start, work });
         }
         Ok(times)
     }
@@ -185,12 +192,12 @@ impl StepRecorder<'_> {
         Ok(self
             .dispatches
             .iter()
-            .zip(&self.weight_bytes)
+            .zip(&self.work)
             .zip(ticks.chunks(2))
-            .map(|(((kernel, ..), &weight_bytes), t)| DispatchTime {
+            .map(|(((kernel, ..), &work), t)| DispatchTime {
                 kernel: *kernel,
                 seconds: t[1].saturating_sub(t[0]) as f64 * seconds_per_tick,
-                weight_bytes,
+                work,
             })
             .collect())
     }
