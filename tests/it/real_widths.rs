@@ -110,7 +110,7 @@ fn greedy_tokens_equal_the_float64_reference_batched() {
 
 /// Every kernel the trial (`engine::trial`) can pick besides the adapter's defaults — prefill
 /// attention untiled, subgroups off, the 4-token tile, the GPU family's GEMV without its one-token
-/// loop — meets the float64 reference too, in both
+/// loop and its tile with the prefetch — meets the float64 reference too, in both
 /// families, on the prompts up to 513 tokens of the small fixture at once (the defaults are
 /// checked above and in tests/it/model.rs). CI time: one engine per family.
 #[test]
@@ -124,10 +124,14 @@ fn greedy_tokens_equal_the_float64_reference_on_the_trials_other_variants() {
                 subgroups: Some(false),
                 tile: Some(MatmulTile::Four),
                 gemv_m1: Some(false),
+                tile_prefetch: Some(true),
                 ..KernelSwitches::NONE
             };
             let options = EngineOptions { kernels, ..EngineOptions::default() };
-            let how = format!("{} family, prefill untiled, subgroups off, tile 4, no one-token GEMV", family.name());
+            let how = format!(
+                "{} family, prefill untiled, subgroups off, tile 4, no one-token GEMV, tile prefetch",
+                family.name()
+            );
             check_at_most(REAL_FIXTURES[0], options, 513, &how).await;
         }
     });

@@ -34,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::base::lang::Lang;
-use crate::bench::base::stats::{nan_as_null, stats, Stats};
+use crate::bench::base::stats::{nan_as_null, percentiles, stats};
 use crate::bench::measure::metrics::Slo;
 use crate::bench::record::raw::RequestRecord;
 use crate::error::{Error, Result};
@@ -101,13 +101,13 @@ pub fn metric_defs(with_goodput: bool) -> Vec<MetricDef> {
 /// Every metric of one repetition (in [`metric_defs`] order) from its requests, drawn by `pick`.
 fn metrics_of(samples: &[Sample], pick: &[usize], with_goodput: bool) -> Vec<f64> {
     let chosen = || pick.iter().map(|&i| &samples[i]);
-    let of = |f: fn(&Sample) -> Option<f64>| stats(&chosen().filter_map(f).collect::<Vec<_>>());
+    // The percentiles of LATENCIES, as `summarize` computes them.
+    let three = |values: &[f64]| percentiles(values, [50.0, 90.0, 99.0]);
+    let of = |f: fn(&Sample) -> Option<f64>| three(&chosen().filter_map(f).collect::<Vec<_>>());
     let itl: Vec<f64> = chosen().flat_map(|s| s.itl_ms.iter().copied()).collect();
-    let (ttft, tpot, itl, e2e): (Stats, Stats, Stats, Stats) =
-        (of(|s| s.ttft_ms), of(|s| s.tpot_ms), stats(&itl), of(|s| s.e2e_ms));
     let mut out = Vec::with_capacity(15);
-    for s in [ttft, tpot, itl, e2e] {
-        out.extend([s.p50, s.p90, s.p99]);
+    for s in [of(|s| s.ttft_ms), of(|s| s.tpot_ms), three(&itl), of(|s| s.e2e_ms)] {
+        out.extend(s);
     }
     // As `summarize`: over the time from the run's start to the last finish.
     let duration_s = chosen().filter_map(|s| s.finish_s).fold(0.0, f64::max);
