@@ -32,6 +32,8 @@ pub const WAITING: &str = "#f59e0b";
 pub const PREFILL: &str = "#8b5cf6";
 pub const DECODE: &str = "#3b82f6";
 pub const MARK: &str = "#e11d48";
+/// A request cancelled (by the user, the workload or a stopped run): neither finished nor failed.
+pub const CANCEL: &str = "#d97706";
 /// The steady window's band, drawn faint behind the bars.
 pub const STEADY: &str = "#10b981";
 pub const STEADY_OPACITY: &str = "0.18";
@@ -59,6 +61,9 @@ pub struct Timeline {
     pub decode: String,
     /// A vertical mark across the row at each preemption, and at the end of each failed request.
     pub marks: String,
+    /// A vertical mark across the row where a request was cancelled (its bar ends there).
+    #[serde(default)]
+    pub cancels: String,
     /// One tick per engine step end (at most one per unit of width).
     pub steps: String,
     /// A band behind the bars over the run's steady window ([`crate::bench::measure::steady`]), from the
@@ -109,6 +114,8 @@ pub struct Counts {
     pub decode: usize,
     pub preemptions: usize,
     pub failed: usize,
+    #[serde(default)]
+    pub cancelled: usize,
     pub steps: usize,
 }
 
@@ -176,6 +183,10 @@ impl Timeline {
             if r.error.is_some() {
                 let _ = write!(t.marks, "M{:.1} {mark_y:.2}v{mark_h:.2}", x(end));
                 t.counts.failed += 1;
+            }
+            if let Some(c) = r.cancelled {
+                let _ = write!(t.cancels, "M{:.1} {mark_y:.2}v{mark_h:.2}", x(c.at_s));
+                t.counts.cancelled += 1;
             }
         }
         let strip = bars_height + 3.0;
@@ -264,6 +275,9 @@ impl Timeline {
             let _ = write!(out, "<path d=\"{d}\" fill=\"{colour}\"/>");
         }
         let _ = write!(out, "<path d=\"{}\" stroke=\"{MARK}\" stroke-width=\"1.5\"/>", self.marks);
+        if !self.cancels.is_empty() {
+            let _ = write!(out, "<path d=\"{}\" stroke=\"{CANCEL}\" stroke-width=\"1.5\"/>", self.cancels);
+        }
         let _ = write!(out, "<path d=\"{}\" stroke=\"#64748b\" stroke-width=\"1\"/>", self.steps);
         for &(x, s) in &self.ticks {
             let _ = write!(
@@ -291,6 +305,7 @@ pub struct Labels {
     pub prefill: &'static str,
     pub decode: &'static str,
     pub marks: &'static str,
+    pub cancelled: &'static str,
     pub steps: &'static str,
     pub steady: &'static str,
     /// The bands over the intervals in which the browser held the page back.
@@ -308,6 +323,7 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             prefill: "prefill (scheduled → first token)",
             decode: "decode (first token → finish)",
             marks: "preempted / failed",
+            cancelled: "cancelled",
             steps: "engine steps",
             steady: "steady window (ramp-up and drain outside it)",
             hidden: "tab hidden",
@@ -321,6 +337,7 @@ pub fn labels(lang: Lang, server: bool) -> Labels {
             prefill: "预填充 (调度 → 首个 token)",
             decode: "解码 (首个 token → 完成)",
             marks: "被抢占 / 失败",
+            cancelled: "已取消",
             steps: "引擎步",
             steady: "稳态窗口（爬升与排空在其外）",
             hidden: "标签页隐藏",
@@ -423,6 +440,28 @@ mod tests {
         let decode = rects(&t.decode);
         let scale = (WIDTH - 2.0 * PAD) / 3.0;
         assert!((decode[1].1 - scale).abs() < 0.1, "{decode:?}");
+    }
+
+    /// A cancelled request's bar ends where it was cancelled, marked there in its own colour: not
+    /// a failure, not a finish.
+    #[test]
+    fn a_cancelled_request_is_marked_where_it_was_cancelled() {
+        use crate::bench::{Cancelled, CancelledBy};
+        let finished = request(0, 0.0, 0.0, 1.0, 4.0);
+        let mut cancelled = request(1, 0.5, 0.5, 1.0, 4.0);
+        cancelled.finish_s = None;
+        cancelled.token_times_s.retain(|&t| t <= 2.0);
+        cancelled.cancelled = Some(Cancelled { by: CancelledBy::User, at_s: 2.0 });
+        let t = Timeline::draw(&[finished.clone(), cancelled], &[], None, false);
+        assert_eq!((t.counts.cancelled, t.counts.failed), (1, 0));
+        let scale = (WIDTH - 2.0 * PAD) / 4.0;
+        assert_eq!(t.cancels, format!("M{:.1} {:.2}v{:.2}", PAD + 2.0 * scale, ROW - 1.0, ROW + 1.0));
+        // Its decode bar ends at the cancel.
+        let decode = rects(&t.decode);
+        assert!((decode[1].0 + decode[1].1 - (PAD + 2.0 * scale)).abs() < 0.1, "{decode:?}");
+        assert!(t.svg(Lang::En).contains(CANCEL));
+        let plain = Timeline::draw(&[finished], &[], None, false);
+        assert!(plain.cancels.is_empty() && !plain.svg(Lang::En).contains(CANCEL));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The per-request timeline card: the geometry of `crate::bench::present::timeline` drawn as one SVG of
-//! six paths (the steady window's band, waiting, prefill, decode, marks, step ticks) plus the axis labels
+//! seven paths (the steady window's band, waiting, prefill, decode, marks, cancellations, step ticks) plus the axis labels
 //! and a labelled band over each interval the tab was hidden or throttled, so that 1,000
 //! requests redraw as fast as 10. Live, the run hands it a new timeline at most once per
 //! animation frame; it redraws at most every [`REDRAW_MS`], always ending on the newest.
@@ -66,6 +66,7 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 {(!server).then(|| swatch(timeline::PREFILL, l.prefill))}
                 {swatch(timeline::DECODE, l.decode)}
                 {swatch(timeline::MARK, l.marks)}
+                {shown.with(|t| t.counts.cancelled > 0).then(|| swatch(timeline::CANCEL, l.cancelled))}
                 {(!server).then(|| swatch("#64748b", l.steps))}
                 {shown.with(|t| !t.steady.is_empty()).then(|| swatch(timeline::STEADY, l.steady))}
                 {shown.with(|t| t.held.iter().any(|b| b.hidden)).then(|| swatch(timeline::HELD_SWATCH, l.hidden))}
@@ -84,6 +85,7 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
             data-prefill=count(|t| t.counts.prefill)
             data-decode=count(|t| t.counts.decode)
             data-marks=count(|t| t.counts.preemptions + t.counts.failed)
+            data-cancelled=count(|t| t.counts.cancelled)
             data-steps=count(|t| t.counts.steps)
             data-steady=move || shown.with(|t| (!t.steady.is_empty()).to_string())
             data-hidden=count(|t| t.held.iter().filter(|b| b.hidden).count())
@@ -111,6 +113,7 @@ pub fn TimelineCard(data: Signal<Timeline>) -> impl IntoView {
                 <path class="tl-prefill" d=with(|t| t.prefill.clone()) fill=timeline::PREFILL></path>
                 <path class="tl-decode" d=with(|t| t.decode.clone()) fill=timeline::DECODE></path>
                 <path class="tl-marks" d=with(|t| t.marks.clone()) stroke=timeline::MARK stroke-width="1.5"></path>
+                <path class="tl-cancels" d=with(|t| t.cancels.clone()) stroke=timeline::CANCEL stroke-width="1.5"></path>
                 <path class="tl-steps" d=with(|t| t.steps.clone()) stroke="#64748b" stroke-width="1"></path>
                 {move || {
                     shown
