@@ -371,10 +371,12 @@ await check(/cancelled/.test(cancelled), 'the cancelled run is not marked');
 // The requests in flight at Cancel are cancelled by the user, not failed, and the run says it was stopped.
 const cancelledStat = page.locator('.stat', { hasText: 'Cancelled' }).locator('.stat-value');
 await check(Number((await cancelledStat.textContent().catch(() => '0')).trim()) > 0, 'a cancelled run shows no cancelled requests');
-// The timeline marks each where it was cancelled, in its own colour (not as a failure).
-const cancelMarks = Number(await byId('timeline').getAttribute('data-cancelled'));
-await check(cancelMarks > 0 && (await page.locator('.timeline .tl-cancels').getAttribute('d')).startsWith('M'),
-  `the timeline marks no cancelled request (${cancelMarks})`);
+// The timeline marks each where it was cancelled, in its own colour (not as a failure); it redraws
+// at most every 250 ms, so the result's drawing may follow the report.
+await page.waitForFunction(() => Number(document.querySelector('[data-testid=timeline]')?.dataset.cancelled) > 0,
+  null, { timeout: 10000 }).catch(async () =>
+  fail(`the timeline marks no cancelled request (${await byId('timeline').getAttribute('data-cancelled')})`));
+await check((await page.locator('.timeline .tl-cancels').getAttribute('d')).startsWith('M'), 'no cancel marks drawn');
 await check(/stopped before it ended/.test(await text('validity')), `a cancelled run is not INVALID for its stop: ${await text('validity')}`);
 await byId('setting-requests').fill('8');
 
