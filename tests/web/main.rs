@@ -980,8 +980,10 @@ async fn a_thousand_request_timeline_redraws_quickly() {
         assert_eq!(card.get_attribute(attribute).as_deref(), Some(want), "{attribute}");
     }
     assert_eq!(card.get_attribute("data-marks").as_deref(), Some("20"));
-    // One path per phase, the marks, the step ticks and the steady band (empty while running).
-    assert_eq!(root.query_selector_all("svg.timeline path").unwrap().length(), 6, "one path per part");
+    // One path per phase, the marks, the cancel marks and the step ticks, and the steady band (the
+    // cancel marks and the band empty here: nothing cancelled, still running).
+    assert_eq!(card.get_attribute("data-cancelled").as_deref(), Some("0"));
+    assert_eq!(root.query_selector_all("svg.timeline path").unwrap().length(), 7, "one path per part");
     let decode = root.query_selector("path.tl-decode").unwrap().unwrap().get_attribute("d").unwrap();
     assert_eq!(decode.matches('M').count(), 1000);
     let median = |v: &mut Vec<f64>| {
