@@ -1070,12 +1070,16 @@ mod alone {
             let roof = tokenmeter::gpu::roofline::measure(&pass.gpu, 3).await.unwrap();
             let mut engine = Engine::new(pass);
             let d = speed::decode(&mut engine, &roof, 1, 16, 6, false).await.unwrap();
+            // Within the probe's own spread over its timings: on this shared machine one CI run
+            // (alone) saw the decode at 104% of a read whose timings spread 9.7%. A probe that
+            // misses the GEMV's read pattern is far off (326% before), not within its noise.
             assert!(
-                !d.read_probe_fault,
-                "decode moved {:.2} GB/s, {:.0}% of the probe's best read {:.2} GB/s: {roof:?}",
+                d.fraction_of_read <= 1.0 + roof.read_spread,
+                "decode moved {:.2} GB/s, {:.0}% of the probe's best read {:.2} GB/s (spread {:.1}%): {roof:?}",
                 d.gb_s,
                 100.0 * d.fraction_of_read,
-                roof.read_gb_s
+                roof.read_gb_s,
+                100.0 * roof.read_spread
             );
         })
     }
