@@ -189,6 +189,23 @@ fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup
 var<workgroup> tile_x: array<vec4<f32>, 256>;
 var<workgroup> tile_w: array<vec4<f32>, 256>;
 
+// One invocation's loads for the round at column k0 of the tile: 4 columns of x (loader li / 4's
+// token, part li % 4) and, for invocations 0..127, 8 weights of row w_row (part li % 2), unpacked.
+struct TileLoad {
+    x: vec4<f32>,
+    w_lo: vec4<f32>,
+    w_hi: vec4<f32>,
+}
+fn tile_load(x_base: u32, w_row: u32, k0: u32, li: u32, k8: u32) -> TileLoad {
+    var l = TileLoad(x_load(x_base, k0 / 4u + li % 4u), vec4<f32>(0.0), vec4<f32>(0.0));
+    if (li < 128u) {
+        let q = weights(w_row, k0 / 8u + li % 2u, k8);
+        l.w_lo = unpack_lo(q);
+        l.w_hi = unpack_hi(q);
+    }
+    return l;
+}
+
 @compute @workgroup_size(256)
 fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let r_base = wg.x * TILE;
@@ -212,20 +229,13 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
     var acc3 = vec4<f32>(0.0);
     // The round's loads, held in registers until staged: the next round's are issued before this
     // round's products where the host sets `TILE_PREFETCH` (their latency may hide behind the
-    // products, at 12 registers more; on lavapipe it is slower), after them otherwise. Either way each output sums the
-    // same products in the same order.
-    var xv = x_load(x_base, x_part);
-    var w_lo = vec4<f32>(0.0);
-    var w_hi = vec4<f32>(0.0);
-    if (li < 128u) {
-        let q = weights(w_row, w_part, k8);
-        w_lo = unpack_lo(q);
-        w_hi = unpack_hi(q);
-    }
+    // products, at 12 registers more; on lavapipe it is slower), after them otherwise. Either way
+    // each output sums the same products in the same order.
+    var next = tile_load(x_base, w_row, 0u, li, k8);
     let prefetch = (p.flags & TILE_PREFETCH) != 0u;
     for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
         let xj = k0 / 4u + x_part;
-        var xs = xv;
+        var xs = next.x;
         if (X_NORM) {
             sq += dot(xs, xs);
             xs *= x_col_scale(xj);
@@ -239,24 +249,19 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
             let wk = w_part * 8u;
             let g = w_local / 4u;
             let c = w_local % 4u;
-            tile_w[(wk + 0u) * 16u + g][c] = w_lo.x;
-            tile_w[(wk + 1u) * 16u + g][c] = w_lo.y;
-            tile_w[(wk + 2u) * 16u + g][c] = w_lo.z;
-            tile_w[(wk + 3u) * 16u + g][c] = w_lo.w;
-            tile_w[(wk + 4u) * 16u + g][c] = w_hi.x;
-            tile_w[(wk + 5u) * 16u + g][c] = w_hi.y;
-            tile_w[(wk + 6u) * 16u + g][c] = w_hi.z;
-            tile_w[(wk + 7u) * 16u + g][c] = w_hi.w;
+            tile_w[(wk + 0u) * 16u + g][c] = next.w_lo.x;
+            tile_w[(wk + 1u) * 16u + g][c] = next.w_lo.y;
+            tile_w[(wk + 2u) * 16u + g][c] = next.w_lo.z;
+            tile_w[(wk + 3u) * 16u + g][c] = next.w_lo.w;
+            tile_w[(wk + 4u) * 16u + g][c] = next.w_hi.x;
+            tile_w[(wk + 5u) * 16u + g][c] = next.w_hi.y;
+            tile_w[(wk + 6u) * 16u + g][c] = next.w_hi.z;
+            tile_w[(wk + 7u) * 16u + g][c] = next.w_hi.w;
         }
         workgroupBarrier();
         let k1 = k0 + TILE_K;
         if (prefetch && k1 < p.k) {
-            xv = x_load(x_base, k1 / 4u + x_part);
-            if (li < 128u) {
-                let q = weights(w_row, k1 / 8u + w_part, k8);
-                w_lo = unpack_lo(q);
-                w_hi = unpack_hi(q);
-            }
+            next = tile_load(x_base, w_row, k1, li, k8);
         }
         for (var kk = 0u; kk < TILE_K; kk++) {
             let a = tile_x[kk * 16u + tm];
@@ -268,12 +273,7 @@ fn matmul_bf16_tiled(@builtin(local_invocation_index) li: u32, @builtin(workgrou
         }
         workgroupBarrier();
         if (!prefetch && k1 < p.k) {
-            xv = x_load(x_base, k1 / 4u + x_part);
-            if (li < 128u) {
-                let q = weights(w_row, k1 / 8u + w_part, k8);
-                w_lo = unpack_lo(q);
-                w_hi = unpack_hi(q);
-            }
+            next = tile_load(x_base, w_row, k1, li, k8);
         }
     }
     if (X_NORM) {
