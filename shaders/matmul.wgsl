@@ -19,6 +19,9 @@ struct Params {
 const GEMV_M1: u32 = 1u;
 // The tiled matmul loads a round ahead (matmul_gpu.wgsl).
 const TILE_PREFETCH: u32 = 2u;
+// A step of one token takes the GEMV's four-row layout, `gemv_four_rows` (matmul_gpu.wgsl; before
+// `GEMV_M1`).
+const GEMV_ROWS4: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // (m, k / 4)

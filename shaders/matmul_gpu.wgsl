@@ -11,8 +11,12 @@
 //   re-read them from cache. A step of one token (decode at batch 1) takes `gemv_m1` where the
 //   host sets `GEMV_M1` in `p.flags` (`KernelOptions::gemv_m1`, chosen by the kernel trial): only that token's
 //   products — the 4-token loop loads x and multiplies 4 times per weight load, for copies of one
-//   row — with two weight loads in flight per lane. The branch is on a uniform, so every
-//   invocation of a dispatch takes the same side.
+//   row — with two weight loads in flight per lane. Where the host sets `GEMV_ROWS4`
+//   (`KernelOptions::gemv_rows4`, chosen by the kernel trial) a one-token step takes the four-row
+//   layout instead (`gemv_four_rows`): each half of the workgroup (128 lanes) strides along K over
+//   four rows at once, so one load of x feeds four rows, a lane has four weight loads in flight a
+//   trip, and a row's K is split over 128 lanes instead of 32. The branches are on a uniform, so
+//   every invocation of a dispatch takes the same side.
 // - `matmul_bf16_tiled` (more tokens): a 64-token x 64-row output tile per workgroup, x and W
 //   staged in workgroup memory 16 columns of K at a time (as f32), each invocation owning a
 //   4 x 4 register block; W is read once per 64 tokens instead of once per token. Where the host
@@ -49,6 +53,8 @@ fn x_scale(sum_sq: f32) -> f32 {
 
 // GEMV_TEAMS, GEMV_TOKENS, TILE and TILE_K come from the prelude (src/gpu/kernels.rs).
 const GEMV_LANES: u32 = 32u;
+// The four-row layout's group of teams (`gemv_rows4`): four teams, half the workgroup.
+const GEMV_GROUP: u32 = 128u;
 
 var<workgroup> gemv_sums: array<vec4<f32>, 256>;
 
@@ -100,6 +106,11 @@ fn gemv_part(li: u32, wg: vec3<u32>) -> GemvPart {
         workgroupBarrier();
     }
     var acc = vec4<f32>(0.0);
+    if (gemv_rows4()) {
+        // Group li / 128's four rows; `scale` is one token's in every component.
+        let r0 = wg.y * GEMV_TEAMS + (li / GEMV_GROUP) * 4u;
+        return GemvPart(gemv_four_rows(r0, li % GEMV_GROUP, t0), scale, r0, m0);
+    }
     if (p.m == 1u && (p.flags & GEMV_M1) != 0u) {
         acc.x = gemv_m1(w_row, lane, t0);
         return GemvPart(acc, scale, row, m0);
@@ -142,6 +153,51 @@ fn gemv_m1(w_row: u32, lane: u32, t: u32) -> f32 {
     return a + b;
 }
 
+// Whether this step takes the four-row layout (`GEMV_ROWS4`, one token): 4 teams (128 lanes,
+// `GEMV_GROUP`) share four rows, so each load of x feeds four rows and a lane has four weight
+// loads in flight a trip; a part's `acc` then holds four rows' sums (rows `row` .. `row` + 3),
+// not four tokens'.
+fn gemv_rows4() -> bool {
+    return p.m == 1u && (p.flags & GEMV_ROWS4) != 0u;
+}
+
+// Lanes that share a part's sums: a team, or in the four-row layout a group of four teams.
+fn gemv_span() -> u32 {
+    return select(GEMV_LANES, GEMV_GROUP, gemv_rows4());
+}
+
+// One lane's share of rows r0 .. r0 + 3 times x row `t`: weights 8i .. 8i + 7 of each row for
+// i = lane, lane + 128, …, x loaded once for the four.
+fn gemv_four_rows(r0: u32, lane: u32, t: u32) -> vec4<f32> {
+    let k8 = p.k / 8u;
+    let w0 = min(r0, p.rows - 1u);
+    let w1 = min(r0 + 1u, p.rows - 1u);
+    let w2 = min(r0 + 2u, p.rows - 1u);
+    let w3 = min(r0 + 3u, p.rows - 1u);
+    var acc = vec4<f32>(0.0);
+    for (var i = lane; i < k8; i += GEMV_GROUP) {
+        let q0 = weights(w0, i, k8);
+        let q1 = weights(w1, i, k8);
+        let q2 = weights(w2, i, k8);
+        let q3 = weights(w3, i, k8);
+        let j = 2u * i;
+        var xl = x_load(t, j);
+        var xh = x_load(t, j + 1u);
+        if (X_NORM) {
+            // The norm weight goes onto x here: one product for four rows.
+            xl *= x_col_scale(j);
+            xh *= x_col_scale(j + 1u);
+        }
+        acc += vec4<f32>(
+            dot(unpack_lo(q0), xl) + dot(unpack_hi(q0), xh),
+            dot(unpack_lo(q1), xl) + dot(unpack_hi(q1), xh),
+            dot(unpack_lo(q2), xl) + dot(unpack_hi(q2), xh),
+            dot(unpack_lo(q3), xl) + dot(unpack_hi(q3), xh),
+        );
+    }
+    return acc;
+}
+
 // Weights 8i .. 8i + 7 (as `w_lo`, `w_hi`) times x row `t`'s columns 8i .. 8i + 7.
 fn gemv_term(w_lo: vec4<f32>, w_hi: vec4<f32>, i: u32, t: u32) -> f32 {
     let j = 2u * i;
@@ -154,8 +210,17 @@ fn gemv_term(w_lo: vec4<f32>, w_hi: vec4<f32>, i: u32, t: u32) -> f32 {
     return dot(wl, x_load(t, j)) + dot(wh, x_load(t, j + 1u));
 }
 
-// Team `part.row`'s sums (lane 0 of the team stores them).
+// Team `part.row`'s sums (lane 0 of the team stores them), or in the four-row layout the
+// group's four rows (lane 0 of the group).
 fn gemv_store(part: GemvPart, sum: vec4<f32>) {
+    if (gemv_rows4()) {
+        for (var r = 0u; r < 4u; r++) {
+            if (part.row + r < p.rows) {
+                store(0u, p.row_start + part.row + r, sum[r]);
+            }
+        }
+        return;
+    }
     if (part.row < p.rows) {
         let col = p.row_start + part.row;
         for (var t = 0u; t < GEMV_TOKENS; t++) {
@@ -169,10 +234,11 @@ fn gemv_store(part: GemvPart, sum: vec4<f32>) {
 @compute @workgroup_size(256)
 fn matmul_bf16_gemv(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let part = gemv_part(li, wg);
-    let lane = li % GEMV_LANES;
+    let span = gemv_span();
+    let lane = li % span;
     gemv_sums[li] = part.acc;
     workgroupBarrier();
-    for (var s = GEMV_LANES / 2u; s > 0u; s /= 2u) {
+    for (var s = span / 2u; s > 0u; s /= 2u) {
         if (lane < s) {
             gemv_sums[li] += gemv_sums[li + s];
         }

@@ -23,9 +23,11 @@ fn matmul_bf16_gemv_sg(
     }
     gemv_sums[li] = v;
     workgroupBarrier();
-    if (li % GEMV_LANES == 0u) {
+    // A team's (or in the four-row layout a group's) subgroup sums meet at its first lane.
+    let span = gemv_span();
+    if (li % span == 0u) {
         var sum = v;
-        for (var s = width; s < GEMV_LANES; s += width) {
+        for (var s = width; s < span; s += width) {
             sum += gemv_sums[li + s];
         }
         gemv_store(part, sum * part.scale);

@@ -11,7 +11,8 @@
 //! **The axes** ([`Axis`]): prefill attention tiled over queries or not; subgroup reductions or
 //! workgroup memory (only where the device has subgroups); the CPU family's matmul token tile (8
 //! or 4, natively only: SwiftShader in the browser never finishes compiling 8); the GPU family's
-//! one-token GEMV loop or its 4-token one at batch 1 ([`KernelOptions::gemv_m1`]); the GPU family's
+//! one-token GEMV loop or its 4-token one at batch 1 ([`KernelOptions::gemv_m1`]), and its four-row
+//! layout or not ([`KernelOptions::gemv_rows4`]); the GPU family's
 //! tiled matmul loading a round ahead or not ([`KernelOptions::tile_prefetch`]). A switch the user
 //! set forces its axis, which is then not timed. Weight storage and format stay load-time choices
 //! (changing them would upload the weights again).
@@ -38,7 +39,7 @@ use serde::{Deserialize, Serialize};
 /// A candidate must beat the default by this fraction of its score to replace it.
 pub const MARGIN: f64 = 0.03;
 /// Changes whenever what a trial chooses among changes: older cached trials are then not used.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// A kernel choice the trial makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,11 +49,13 @@ pub enum Axis {
     Subgroups,
     Tile,
     GemvM1,
+    GemvRows4,
     TilePrefetch,
 }
 
 impl Axis {
-    const ALL: [Axis; 5] = [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile, Axis::GemvM1, Axis::TilePrefetch];
+    const ALL: [Axis; 6] =
+        [Axis::PrefillTiles, Axis::Subgroups, Axis::Tile, Axis::GemvM1, Axis::GemvRows4, Axis::TilePrefetch];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -60,6 +63,7 @@ impl Axis {
             Axis::Subgroups => "subgroups",
             Axis::Tile => "matmul tile",
             Axis::GemvM1 => "one-token GEMV",
+            Axis::GemvRows4 => "four-row GEMV",
             Axis::TilePrefetch => "tile prefetch",
         }
     }
@@ -73,6 +77,8 @@ impl Axis {
             Axis::Subgroups => "off",
             Axis::GemvM1 if options.gemv_m1 => "on",
             Axis::GemvM1 => "off",
+            Axis::GemvRows4 if options.gemv_rows4 => "on",
+            Axis::GemvRows4 => "off",
             Axis::TilePrefetch if options.tile_prefetch => "on",
             Axis::TilePrefetch => "off",
             Axis::Tile => match options.tile {
@@ -89,6 +95,7 @@ impl Axis {
             (Axis::PrefillTiles, "tiled" | "untiled") => o.prefill_tiles = label == "tiled",
             (Axis::Subgroups, "on" | "off") => o.subgroups = label == "on",
             (Axis::GemvM1, "on" | "off") => o.gemv_m1 = label == "on",
+            (Axis::GemvRows4, "on" | "off") => o.gemv_rows4 = label == "on",
             (Axis::TilePrefetch, "on" | "off") => o.tile_prefetch = label == "on",
             (Axis::Tile, "8") => o.tile = MatmulTile::Eight,
             (Axis::Tile, "4") => o.tile = MatmulTile::Four,
@@ -112,19 +119,21 @@ impl Axis {
             Axis::Subgroups if device_subgroups => &["on", "off"],
             // The GPU family's matmuls take no token tile (it is only their fallback's).
             Axis::Tile if options.family == KernelFamily::Software && !cfg!(target_arch = "wasm32") => &["8", "4"],
-            Axis::GemvM1 | Axis::TilePrefetch if options.family == KernelFamily::Gpu => &["on", "off"],
-            Axis::Subgroups | Axis::Tile | Axis::GemvM1 | Axis::TilePrefetch => &[],
+            Axis::GemvM1 | Axis::GemvRows4 | Axis::TilePrefetch if options.family == KernelFamily::Gpu => {
+                &["on", "off"]
+            }
+            Axis::Subgroups | Axis::Tile | Axis::GemvM1 | Axis::GemvRows4 | Axis::TilePrefetch => &[],
         };
         std::iter::once(default).chain(all.iter().copied().filter(|&l| l != default)).collect()
     }
 
     /// Whether this axis means anything in `options`' kernel family: the token tile is the CPU
-    /// family's, the one-token GEMV and the tile's prefetch the GPU family's. An axis that does not is left out of the
+    /// family's, the one-token GEMV's loop and layout and the tile's prefetch the GPU family's. An axis that does not is left out of the
     /// trial and its record (not shown as a choice).
     fn applies(self, options: &KernelOptions) -> bool {
         match self {
             Axis::Tile => options.family == KernelFamily::Software,
-            Axis::GemvM1 | Axis::TilePrefetch => options.family == KernelFamily::Gpu,
+            Axis::GemvM1 | Axis::GemvRows4 | Axis::TilePrefetch => options.family == KernelFamily::Gpu,
             Axis::PrefillTiles | Axis::Subgroups => true,
         }
     }
@@ -135,21 +144,24 @@ impl Axis {
             Axis::Subgroups => switches.subgroups.is_some(),
             Axis::Tile => switches.tile.is_some(),
             Axis::GemvM1 => switches.gemv_m1.is_some(),
+            Axis::GemvRows4 => switches.gemv_rows4.is_some(),
             Axis::TilePrefetch => switches.tile_prefetch.is_some(),
         }
     }
 
     /// Whether a job's time depends on this axis in `options`: the tiled attention runs only in
-    /// prefill, one token's matmuls take no token tile, only they take the one-token GEMV, and
-    /// only steps of more tokens than the GEMV serves take the GPU family's tiled matmul.
+    /// prefill, one token's matmuls take no token tile, only they take the one-token GEMV (whose
+    /// loop is not run where its four-row layout is), and only steps of more tokens than the GEMV
+    /// serves take the GPU family's tiled matmul.
     fn affects(self, job: Job, options: &KernelOptions) -> bool {
         let gemv_max_m = options.gemv_max_m as usize;
         match (self, job) {
             (Axis::TilePrefetch, Job::Prefill { tokens }) => tokens > gemv_max_m,
             (Axis::TilePrefetch, Job::Decode { batch, .. }) => batch > gemv_max_m,
             (Axis::PrefillTiles, Job::Decode { .. }) | (Axis::Tile, Job::Decode { batch: 1, .. }) => false,
-            (Axis::GemvM1, Job::Decode { batch, .. }) => batch == 1,
-            (Axis::GemvM1, Job::Prefill { tokens }) => tokens == 1,
+            (Axis::GemvM1, _) if options.gemv_rows4 => false,
+            (Axis::GemvM1 | Axis::GemvRows4, Job::Decode { batch, .. }) => batch == 1,
+            (Axis::GemvM1 | Axis::GemvRows4, Job::Prefill { tokens }) => tokens == 1,
             _ => true,
         }
     }
@@ -316,6 +328,7 @@ pub struct TrialWords {
     pub subgroups: &'static str,
     pub matmul_tile: &'static str,
     pub gemv_m1: &'static str,
+    pub gemv_rows4: &'static str,
     pub tile_prefetch: &'static str,
     pub tiled: &'static str,
     pub untiled: &'static str,
@@ -333,6 +346,7 @@ impl TrialWords {
         subgroups: "subgroups",
         matmul_tile: "matmul tile",
         gemv_m1: "one-token GEMV",
+        gemv_rows4: "four-row GEMV",
         tile_prefetch: "tile prefetch",
         tiled: "tiled",
         untiled: "untiled",
@@ -350,6 +364,7 @@ impl TrialWords {
             Axis::Subgroups => self.subgroups,
             Axis::Tile => self.matmul_tile,
             Axis::GemvM1 => self.gemv_m1,
+            Axis::GemvRows4 => self.gemv_rows4,
             Axis::TilePrefetch => self.tile_prefetch,
         }
     }
@@ -498,12 +513,13 @@ pub async fn run(
     let (mut axes, mut fixed, mut cut_short) = (Vec::new(), Vec::new(), false);
     for axis in Axis::ALL.into_iter().filter(|a| a.applies(&base)) {
         let candidates = axis.candidates(&options, pass.gpu.subgroups, switches);
-        if candidates.len() < 2 {
+        let affected: Vec<Job> = jobs.iter().copied().filter(|&j| axis.affects(j, &options)).collect();
+        // One value, or none of the plan's steps runs what the axis changes: nothing to time.
+        if candidates.len() < 2 || affected.is_empty() {
             let value = axis.label(&options).to_string();
             fixed.push(FixedAxis { axis, value, forced: axis.forced(switches) });
             continue;
         }
-        let affected: Vec<Job> = jobs.iter().copied().filter(|&j| axis.affects(j, &options)).collect();
         let mut timed: Vec<Timed> = Vec::new();
         for label in candidates {
             if now_s() - start > plan.budget_s {
@@ -639,6 +655,27 @@ mod tests {
         let affected: Vec<Job> =
             TrialPlan::new(&[1, 128], 8).jobs.into_iter().filter(|&j| Axis::GemvM1.affects(j, &gpu)).collect();
         assert_eq!(affected, [Job::Prefill { tokens: 1 }, Job::Decode { batch: 1, context: DECODE_CONTEXT }]);
+    }
+
+    #[test]
+    fn the_four_row_gemv_is_timed_on_one_token_steps_and_then_the_loop_it_replaces_is_not() {
+        let gpu = KernelOptions { family: KernelFamily::Gpu, ..KernelOptions::default() };
+        let none = KernelSwitches::NONE;
+        assert_eq!(Axis::GemvRows4.candidates(&gpu, false, &none), ["off", "on"]);
+        assert!(Axis::GemvRows4.applies(&gpu) && !Axis::GemvRows4.applies(&KernelOptions::default()));
+        let forced = KernelSwitches { gemv_rows4: Some(true), ..none };
+        let on = Axis::GemvRows4.set(gpu, "on").unwrap();
+        assert_eq!(Axis::GemvRows4.candidates(&on, false, &forced), ["on"]);
+        assert!(on.gemv_rows4 && Axis::GemvRows4.label(&on) == "on");
+        let plan = TrialPlan::new(&[1, 128], 8);
+        let affected = |axis: Axis, o: &KernelOptions| -> Vec<Job> {
+            plan.jobs.iter().copied().filter(|&j| axis.affects(j, o)).collect()
+        };
+        let one_token = [Job::Prefill { tokens: 1 }, Job::Decode { batch: 1, context: DECODE_CONTEXT }];
+        assert_eq!(affected(Axis::GemvRows4, &gpu), one_token);
+        assert_eq!(affected(Axis::GemvM1, &gpu), one_token);
+        // The four-row layout takes every one-token step: the one-token loop runs nowhere.
+        assert_eq!(affected(Axis::GemvM1, &on), []);
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn random_bf16(seed: u64, rows: usize, cols: usize) -> Vec<u16> {
     bits
 }
 
-/// The GEMV (up to 64 tokens) and the 64 x 64 tiled matmul (more; with and without its prefetch)
+/// The GEMV (up to 64 tokens; one token also in its four-row layout) and the 64 x 64 tiled matmul (more; with and without its prefetch)
 /// through the engine's own dispatch choice, at Qwen3-0.6B's widths, each output within the f32 error bound of a K-term dot
 /// product (|y - y_ref| <= 2 (K - 1) 2^-24 sum_k |x_k w_k|, as tests/it/kernels.rs). Then the
 /// embedding gather over the lm_head-sized table, at ids on both sides of every chunk boundary.
@@ -99,12 +99,17 @@ async fn gpu_family_matmuls_and_embedding_at_real_widths_on_dawn() {
         let w_values: Vec<f32> = w_bits.iter().map(|&b| bf16_to_f32(b)).collect();
         let name = format!("GPU-family matmul m={m} n={n} k={k} ({} chunks)", w.chunks.len());
         within_dot_bound(&name, &got, &want, (&x, &w_values, accumulate.then_some(&y0[..])), (m, n, k));
-        if m > 64 {
-            // The tile with its prefetch (`--tile-prefetch on`: the kernel trial's other choice).
-            let prefetch = Kernels::with_options(&g, KernelOptions { tile_prefetch: true, ..kernels.options() });
-            let got = matmul_on(&g, &prefetch, &w, &x, &y0, m, accumulate).await;
+        // The kernel trial's other choices: the tile with its prefetch (`--tile-prefetch on`) and
+        // one token through the GEMV's four-row layout (`--gemv-rows4 on`).
+        let other = match m {
+            1 => Some(("four-row GEMV", KernelOptions { gemv_rows4: true, ..kernels.options() })),
+            65.. => Some(("tile prefetch", KernelOptions { tile_prefetch: true, ..kernels.options() })),
+            _ => None,
+        };
+        if let Some((variant, options)) = other {
+            let got = matmul_on(&g, &Kernels::with_options(&g, options), &w, &x, &y0, m, accumulate).await;
             let terms = (&x[..], &w_values[..], accumulate.then_some(&y0[..]));
-            within_dot_bound(&format!("{name}, tile prefetch"), &got, &want, terms, (m, n, k));
+            within_dot_bound(&format!("{name}, {variant}"), &got, &want, terms, (m, n, k));
         }
         if n == 151_936 {
             assert_eq!(w.chunks.len(), 3);

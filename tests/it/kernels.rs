@@ -89,7 +89,8 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     // to the CPU family's kernels) in both weight storages, its GEMV reduced in workgroup memory
     // or (where the device has subgroups) by shuffles, one token through its one-token loop; and
     // one token through the 4-token loop (`gemv_m1` off) and the tile with its prefetch
-    // (`tile_prefetch` on), as the kernel trial may choose.
+    // (`tile_prefetch` on), and one token through the four-row layout (`gemv_rows4`) reduced both
+    // ways, as the kernel trial may choose.
     for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
         for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
             paths.push(KernelOptions {
@@ -114,6 +115,18 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
         tile_prefetch: true,
         ..Default::default()
     });
+    for (subgroups, weights) in [(false, WeightStorage::Texture), (has_subgroups, WeightStorage::Buffer)] {
+        paths.push(KernelOptions {
+            family: KernelFamily::Gpu,
+            tile: MatmulTile::Eight,
+            subgroups,
+            weights,
+            format,
+            fused: true,
+            gemv_rows4: true,
+            ..Default::default()
+        });
+    }
     paths
 }
 
@@ -232,9 +245,11 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
     }
     // The GPU family keeps weights in buffers (textures are for CPU adapters; the awkward-shape
     // test above covers both); its GEMV with and without subgroup shuffles, one token through
-    // the one-token loop or (`gemv_m1` off) the 4-token one; the tile without its prefetch or
-    // (`tile_prefetch` on) with it.
-    for (subgroups, gemv_m1, tile_prefetch) in [(false, true, false), (true, true, false), (false, false, true)] {
+    // the one-token loop, (`gemv_m1` off) the 4-token one or (`gemv_rows4`) the four-row layout;
+    // the tile without its prefetch or (`tile_prefetch` on) with it.
+    for (subgroups, gemv_m1, tile_prefetch, gemv_rows4) in
+        [(false, true, false, false), (true, true, false, false), (false, false, true, false), (false, true, false, true)]
+    {
         if subgroups && !has_subgroups {
             continue;
         }
@@ -247,6 +262,7 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             fused: true,
             gemv_m1,
             tile_prefetch,
+            gemv_rows4,
             ..Default::default()
         });
     }
@@ -279,11 +295,17 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
             {
                 continue;
             }
-            // The one-token loop or the 4-token one only for one token.
+            // The one-token loop, the 4-token one or the four-row layout only for one token; the
+            // four-row layout reads weights as the other GEMVs do: at real widths on bf16 only
+            // (CI time; the awkward-shape test runs it on each format).
             let m1 = gpu_family && m == 1 && options.gemv_m1;
+            let rows4 = gpu_family && m == 1 && options.gemv_rows4;
+            if rows4 && format != WeightFormat::Bf16 {
+                continue;
+            }
             // The tile's prefetch only for steps the tile takes.
             let prefetch = gpu_family && m > options.gemv_max_m as usize && options.tile_prefetch;
-            let key = (gpu_family, tile, subgroups, m1, prefetch, options.weights);
+            let key = (gpu_family, tile, subgroups, m1, rows4, prefetch, options.weights);
             if seen.contains(&key) {
                 continue;
             }
@@ -339,14 +361,16 @@ fn fused_prologue_matmuls_at_real_widths() {
     assert!(!tile.fuses(Prologue::SwiGlu, 65, 3072) && tile.fuses(Prologue::RmsNorm, 65, 1024));
     assert!(!KernelOptions { fused: false, ..tile }.fuses(Prologue::RmsNorm, 1, 1024));
     let has_subgroups = g.subgroups;
-    // (storage, format, subgroups, the one-token loop): the last runs one token's cases only.
+    // (storage, format, subgroups, the one-token loop, the four-row layout): the last two run one
+    // token's cases only.
     let variants = [
-        (WeightStorage::Buffer, WeightFormat::Bf16, false, true),
-        (WeightStorage::Buffer, WeightFormat::Int8, false, true),
-        (WeightStorage::Buffer, WeightFormat::Bf16, true, true),
-        (WeightStorage::Buffer, WeightFormat::Bf16, false, false),
+        (WeightStorage::Buffer, WeightFormat::Bf16, false, true, false),
+        (WeightStorage::Buffer, WeightFormat::Int8, false, true, false),
+        (WeightStorage::Buffer, WeightFormat::Bf16, true, true, false),
+        (WeightStorage::Buffer, WeightFormat::Bf16, false, false, false),
+        (WeightStorage::Buffer, WeightFormat::Bf16, has_subgroups, true, true),
     ];
-    for (weights, format, subgroups, gemv_m1) in variants.into_iter().filter(|v| !v.2 || has_subgroups) {
+    for (weights, format, subgroups, gemv_m1, gemv_rows4) in variants.into_iter().filter(|v| !v.2 || has_subgroups) {
         let options = KernelOptions {
             family: KernelFamily::Gpu,
             tile: MatmulTile::Eight,
@@ -355,10 +379,12 @@ fn fused_prologue_matmuls_at_real_widths() {
             format,
             fused: true,
             gemv_m1,
+            gemv_rows4,
             ..Default::default()
         };
         let kernels = Kernels::with_options(&g, options);
-        for (seed, &(prologue, m, n, k)) in cases.iter().enumerate().filter(|(_, c)| gemv_m1 || c.1 == 1) {
+        let one_token_only = !gemv_m1 || gemv_rows4;
+        for (seed, &(prologue, m, n, k)) in cases.iter().enumerate().filter(|(_, c)| !one_token_only || c.1 == 1) {
             assert!(options.fuses(prologue, m, k), "{prologue:?} m={m} k={k} has a fused kernel");
             let seed = 40 + 3 * seed as u64;
             let w_bits = bf16(&random(seed + 2, n * k));
@@ -383,7 +409,7 @@ fn fused_prologue_matmuls_at_real_widths() {
             rec.encode(&g.queue, &mut enc);
             g.queue.submit([enc.finish()]);
             let name = format!(
-                "{prologue:?} matmul {weights:?} {format:?} subgroups {subgroups} one-token loop {gemv_m1} m={m} n={n} k={k} ({} chunks)",
+                "{prologue:?} matmul {weights:?} {format:?} subgroups {subgroups} one-token loop {gemv_m1} four rows {gemv_rows4} m={m} n={n} k={k} ({} chunks)",
                 w.chunks.len()
             );
             case.check(&name, &read(&yb, m * n), n);

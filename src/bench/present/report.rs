@@ -1132,6 +1132,7 @@ mod tests {
                 prefill_tiles: true,
                 gemv_max_m: Some(64),
                 gemv_m1: Some(true),
+                gemv_rows4: Some(true),
                 tile_prefetch: Some(true),
             }),
             ..crate::bench::record::run_config::RunConfig::default()

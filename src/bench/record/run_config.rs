@@ -194,7 +194,7 @@ impl RunConfig {
 /// what was asked ([`KernelOptions`]): family (`gpu`/`cpu`), token tile, subgroups used, weight
 /// storage, weight format, whether the GPU family's norm and SwiGLU ran inside the matmuls
 /// (`fused`), prefill attention tiled over queries (`prefill_tiles`), the GEMV's largest step
-/// (`gemv_max_m`), its one-token loop (`gemv_m1`) and the tiled matmul's prefetch
+/// (`gemv_max_m`), its one-token loop (`gemv_m1`) and four-row layout (`gemv_rows4`), and the tiled matmul's prefetch
 /// (`tile_prefetch`). Fields absent from results saved before
 /// they existed read as `false` / absent.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -213,6 +213,10 @@ pub struct KernelPath {
     /// The GPU family's one-token GEMV loop ([`KernelOptions::gemv_m1`]); absent in the CPU family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemv_m1: Option<bool>,
+    /// The GPU family's four-row GEMV for one token ([`KernelOptions::gemv_rows4`]); absent in
+    /// the CPU family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemv_rows4: Option<bool>,
     /// The GPU family's tiled matmul loading a round ahead ([`KernelOptions::tile_prefetch`]);
     /// absent in the CPU family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +258,9 @@ impl KernelPath {
             None => {}
         }
         // Named where on (off is the default).
+        if self.gemv_rows4 == Some(true) {
+            parts.push(pick("four-row GEMV", "四行 GEMV"));
+        }
         if self.tile_prefetch == Some(true) {
             parts.push(pick("tile prefetch", "分块预取"));
         }
@@ -288,6 +295,7 @@ impl KernelPath {
             prefill_tiles: options.prefill_tiles,
             gemv_max_m: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_max_m),
             gemv_m1: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_m1),
+            gemv_rows4: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.gemv_rows4),
             tile_prefetch: (options.family == crate::gpu::kernels::KernelFamily::Gpu).then_some(options.tile_prefetch),
         }
     }

@@ -35,6 +35,10 @@ pub struct SwitchArgs {
     /// (default on, unless the kernel trial measures the 4-token loop faster).
     #[arg(long, env = "TOKENMETER_GEMV_M1", value_name = "on|off", value_parser = parse_on_off)]
     gemv_m1: Option<bool>,
+    /// GPU family: a step of one token takes the GEMV's four-row layout (128 lanes over four rows,
+    /// x loaded once for the four; default off, unless the kernel trial measures it faster).
+    #[arg(long, env = "TOKENMETER_GEMV_ROWS4", value_name = "on|off", value_parser = parse_on_off)]
+    gemv_rows4: Option<bool>,
     /// GPU family: the tiled matmul (steps of more tokens than the GEMV takes) issues the next
     /// round's loads of K before this round's products (default off, unless the kernel trial
     /// measures it faster).
@@ -70,6 +74,7 @@ impl SwitchArgs {
             prefill_tiles: self.prefill_tiles,
             gemv_max_m: self.gemv_max_m,
             gemv_m1: self.gemv_m1,
+            gemv_rows4: self.gemv_rows4,
             tile_prefetch: self.tile_prefetch,
             unchecked: self.unchecked_shaders,
             trial: self.kernel_trial,

@@ -204,7 +204,8 @@ pub fn record_matmul_with<'a>(
         }),
     };
     let flags = if options.gemv_m1 { MatmulParams::GEMV_M1 } else { 0 }
-        | if options.tile_prefetch { MatmulParams::TILE_PREFETCH } else { 0 };
+        | if options.tile_prefetch { MatmulParams::TILE_PREFETCH } else { 0 }
+        | if options.gemv_rows4 { MatmulParams::GEMV_ROWS4 } else { 0 };
     let p = MatmulParams { flags, ..*p };
     let work = super::Work {
         weight_bytes: p.rows as u64 * options.format.row_bytes(p.k as usize) as u64,

@@ -146,7 +146,7 @@ impl std::str::FromStr for TrialUse {
 
 /// The user's say over the kernels. Each `None` leaves the choice to the adapter
 /// ([`KernelOptions::for_gpu`]). The CLI's flags (`--kernels`, `--weight-storage`, `--subgroups`,
-/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--gemv-m1`, `--tile-prefetch`, `--unchecked-shaders`, `--shader-dir`; with
+/// `--matmul-tile`, `--fused`, `--prefill-tiles`, `--gemv-max-m`, `--gemv-m1`, `--gemv-rows4`, `--tile-prefetch`, `--unchecked-shaders`, `--shader-dir`; with
 /// `TOKENMETER_*` variables as fallbacks, read by the binary) and the page's link
 /// ([`KernelSwitches::from_query`]) make one; the engine options (`EngineOptions::kernels`) carry it
 /// to the engine, so two engines on one device may differ (`compare --a … --b …`).
@@ -169,6 +169,8 @@ pub struct KernelSwitches {
     pub gemv_max_m: Option<u32>,
     /// `--gemv-m1 off`: the GPU family's GEMV takes one-token steps through its 4-token loop.
     pub gemv_m1: Option<bool>,
+    /// `--gemv-rows4 on`: the GPU family's GEMV takes one-token steps through its four-row layout.
+    pub gemv_rows4: Option<bool>,
     /// `--tile-prefetch on`: the GPU family's tiled matmul loads the next round of K before this
     /// round's products instead of after them.
     pub tile_prefetch: Option<bool>,
@@ -200,6 +202,7 @@ impl KernelSwitches {
         prefill_tiles: None,
         gemv_max_m: None,
         gemv_m1: None,
+        gemv_rows4: None,
         tile_prefetch: None,
         unchecked: false,
         trial: None,
@@ -208,7 +211,7 @@ impl KernelSwitches {
 
     /// The page's link: `?kernels=gpu|cpu`, `?weight-storage=buffer|texture`, `?subgroups=off`,
     /// `?matmul-tile=4|8`, `?fused=off`, `?prefill-tiles=off`, `?gemv-max-m=N`, `?gemv-m1=off`,
-    /// `?tile-prefetch=on`,
+    /// `?gemv-rows4=on`, `?tile-prefetch=on`,
     /// `?kernel-trial=on|fresh|off` (`query` gives a
     /// key's value). A value that does not parse is an error naming the key.
     pub fn from_query(query: impl Fn(&str) -> Option<String>) -> Result<KernelSwitches, String> {
@@ -229,6 +232,7 @@ impl KernelSwitches {
             prefill_tiles: get(q, "prefill-tiles", parse_on_off)?,
             gemv_max_m: get(q, "gemv-max-m", |v| v.trim().parse::<u32>().map_err(|e| e.to_string()))?,
             gemv_m1: get(q, "gemv-m1", parse_on_off)?,
+            gemv_rows4: get(q, "gemv-rows4", parse_on_off)?,
             tile_prefetch: get(q, "tile-prefetch", parse_on_off)?,
             trial: get(q, "kernel-trial", str::parse)?,
             ..KernelSwitches::NONE
@@ -262,6 +266,9 @@ impl KernelSwitches {
         }
         if let Some(b) = self.gemv_m1 {
             pairs.push(("gemv-m1", on_off(b)));
+        }
+        if let Some(b) = self.gemv_rows4 {
+            pairs.push(("gemv-rows4", on_off(b)));
         }
         if let Some(b) = self.tile_prefetch {
             pairs.push(("tile-prefetch", on_off(b)));
@@ -303,6 +310,13 @@ pub struct KernelOptions {
     /// `gemv_m1`: that token's products only, two weight loads in flight a lane) instead of the
     /// 4-token loop over copies of it. Both compute the same sums in another order.
     pub gemv_m1: bool,
+    /// GPU family: a step of one token takes the GEMV's four-row layout (matmul_gpu.wgsl
+    /// `gemv_four_rows`: half a workgroup, 128 lanes, strides along K over four rows at once, so
+    /// one load of x feeds four rows and a lane has four weight loads in flight), whatever
+    /// `gemv_m1` says. The same products, summed over 128 lanes instead of 32, and the RMSNorm
+    /// prologue's weight applied to x instead of W. Off unless switched on or the kernel trial
+    /// measures it faster: no GPU has timed it yet.
+    pub gemv_rows4: bool,
     /// GPU family: the tiled matmul (steps of more than `gemv_max_m` tokens) issues the next
     /// round's loads of x and W before this round's products, so their latency may hide behind
     /// them (12 registers more an invocation); off, after them. The same sums in the same order.
@@ -329,6 +343,7 @@ impl Default for KernelOptions {
             prefill_tiles: true,
             gemv_max_m: GEMV_MAX_M,
             gemv_m1: true,
+            gemv_rows4: false,
             tile_prefetch: false,
             unchecked: false,
             shader_dir: None,
@@ -339,7 +354,7 @@ impl Default for KernelOptions {
 impl KernelOptions {
     /// `switches` on `gpu`: the adapter's family, this platform's tile, subgroups wherever the
     /// device has them, the device's weight storage, fusion, tiled prefill and the one-token GEMV
-    /// in the GPU family (the tiled matmul's prefetch off),
+    /// in the GPU family (its four-row GEMV and the tiled matmul's prefetch off),
     /// each unless a switch says otherwise; bf16 weights (the loader sets the format).
     pub fn for_gpu(gpu: &Gpu, switches: &KernelSwitches) -> KernelOptions {
         let family = switches.family.unwrap_or(gpu.kernel_family);
@@ -354,6 +369,7 @@ impl KernelOptions {
             prefill_tiles: switches.prefill_tiles != Some(false),
             gemv_max_m: switches.gemv_max_m.unwrap_or(GEMV_MAX_M),
             gemv_m1: switches.gemv_m1 != Some(false),
+            gemv_rows4: switches.gemv_rows4 == Some(true),
             tile_prefetch: switches.tile_prefetch == Some(true),
             unchecked: switches.unchecked,
             shader_dir: switches.shader_dir,
@@ -380,6 +396,7 @@ mod tests {
             prefill_tiles: Some(true),
             gemv_max_m: Some(16),
             gemv_m1: Some(false),
+            gemv_rows4: Some(true),
             tile_prefetch: Some(false),
             trial: Some(TrialUse::Fresh),
             ..KernelSwitches::NONE

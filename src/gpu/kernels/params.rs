@@ -34,7 +34,7 @@ pub struct MatmulParams {
     pub eps: f32,
     /// Variant bits of the GPU family's matmuls, from the options by
     /// [`record_matmul_with`](super::record_matmul_with): [`MatmulParams::GEMV_M1`],
-    /// [`MatmulParams::TILE_PREFETCH`] (matmul.wgsl names them alike).
+    /// [`MatmulParams::TILE_PREFETCH`], [`MatmulParams::GEMV_ROWS4`] (matmul.wgsl names them alike).
     pub flags: u32,
 }
 
@@ -43,6 +43,8 @@ impl MatmulParams {
     pub const GEMV_M1: u32 = 1;
     /// The tiled matmul loads the next round before this one's products ([`KernelOptions::tile_prefetch`](super::KernelOptions::tile_prefetch)).
     pub const TILE_PREFETCH: u32 = 2;
+    /// A step of one token takes the GEMV's four-row layout ([`KernelOptions::gemv_rows4`](super::KernelOptions::gemv_rows4)).
+    pub const GEMV_ROWS4: u32 = 4;
 }
 
 /// Shared by `qk_norm_rope` (eps; `splits` and `token_begin` unused) and the attention kernels

@@ -359,6 +359,7 @@ impl KernelOptions {
             prefill_tiles: false,
             gemv_max_m: 0,
             gemv_m1: false,
+            gemv_rows4: false,
             tile_prefetch: false,
             ..self
         }

@@ -156,6 +156,7 @@ fn trial_text(trial: &Trial, t: &Text) -> String {
         subgroups: t.trial_subgroups,
         matmul_tile: t.trial_matmul_tile,
         gemv_m1: t.trial_gemv_m1,
+        gemv_rows4: t.trial_gemv_rows4,
         tile_prefetch: t.trial_tile_prefetch,
         tiled: t.trial_tiled,
         untiled: t.trial_untiled,

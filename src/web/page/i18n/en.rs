@@ -53,6 +53,7 @@ pub const EN: Text = Text {
     trial_subgroups: "subgroups",
     trial_matmul_tile: "matmul tile",
     trial_gemv_m1: "one-token GEMV",
+    trial_gemv_rows4: "four-row GEMV",
     trial_tile_prefetch: "tile prefetch",
     trial_tiled: "tiled",
     trial_untiled: "untiled",

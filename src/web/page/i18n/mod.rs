@@ -67,6 +67,7 @@ pub struct Text {
     pub trial_subgroups: &'static str,
     pub trial_matmul_tile: &'static str,
     pub trial_gemv_m1: &'static str,
+    pub trial_gemv_rows4: &'static str,
     pub trial_tile_prefetch: &'static str,
     pub trial_tiled: &'static str,
     pub trial_untiled: &'static str,

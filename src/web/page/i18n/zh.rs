@@ -53,6 +53,7 @@ pub const ZH: Text = Text {
     trial_subgroups: "子组",
     trial_matmul_tile: "矩阵乘分块",
     trial_gemv_m1: "单词元 GEMV",
+    trial_gemv_rows4: "四行 GEMV",
     trial_tile_prefetch: "分块矩阵乘预取",
     trial_tiled: "分块",
     trial_untiled: "不分块",
