@@ -247,9 +247,12 @@ fn matmul_real_widths_case(format: WeightFormat, shapes: &[(usize, usize, usize)
     // test above covers both); its GEMV with and without subgroup shuffles, one token through
     // the one-token loop, (`gemv_m1` off) the 4-token one or (`gemv_rows4`) the four-row layout;
     // the tile without its prefetch or (`tile_prefetch` on) with it.
-    for (subgroups, gemv_m1, tile_prefetch, gemv_rows4) in
-        [(false, true, false, false), (true, true, false, false), (false, false, true, false), (false, true, false, true)]
-    {
+    for (subgroups, gemv_m1, tile_prefetch, gemv_rows4) in [
+        (false, true, false, false),
+        (true, true, false, false),
+        (false, false, true, false),
+        (false, true, false, true),
+    ] {
         if subgroups && !has_subgroups {
             continue;
         }
