@@ -105,20 +105,45 @@ pub struct KernelTime {
     /// `flops` ÷ its time, GFLOP/s: how near the matmul came to the FMA rate (`null` for a
     /// kernel that is no matmul).
     pub gflop_s: Option<f64>,
+    /// For a matmul, the probe's ceiling that binds it ([`KernelTime::priced`]): `read` or `fma`
+    /// (`null` for a kernel that is no matmul, or without a roofline).
+    pub bound: Option<Ceiling>,
+    /// Its rate over that ceiling: `gb_s` ÷ the probe's read, or `gflop_s` ÷ its FMA rate.
+    pub fraction_of_bound: Option<f64>,
+}
+
+/// A ceiling of the roofline probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ceiling {
+    Read,
+    Fma,
 }
 
 impl KernelTime {
-    /// "matmul_bf16_tiled  168 dispatches  40.12 ms  81.3%" and, for a matmul, the ceiling that
-    /// binds it on the probe's roofline: what it read against the probe's read where it does fewer
-    /// FLOPs a weight byte than the adapter's FMA rate ÷ read (a decode GEMV: about 1 per token for
-    /// bf16), else what it computed against the FMA rate (a prefill tile).
-    pub fn line(&self, step_total_ms: f64, (read_gb_s, fma_gflop_s): (f64, f64)) -> String {
+    /// This kernel with the ceiling that binds it on the probe's roofline (the one rule; the
+    /// device check's summary reads `bound` from the JSON): a matmul that does fewer FLOPs a
+    /// weight byte than the adapter's FMA rate ÷ read (a decode GEMV: about 1 per token for bf16)
+    /// is priced by what it read against the probe's read, any other by what it computed against
+    /// the FMA rate (a prefill tile).
+    pub fn priced(self, (read_gb_s, fma_gflop_s): (f64, f64)) -> KernelTime {
         let read_bound = (self.flops as f64) < fma_gflop_s / read_gb_s * self.weight_bytes as f64;
-        let rate = match (self.gb_s, self.gflop_s) {
-            (Some(g), _) if read_bound => {
-                format!("  {g:>8.1} GB/s of weights = {:>5.1}% of read", 100.0 * g / read_gb_s)
+        let (bound, fraction_of_bound) = match (self.gb_s, self.gflop_s) {
+            (Some(g), _) if read_bound => (Some(Ceiling::Read), Some(g / read_gb_s)),
+            (_, Some(f)) => (Some(Ceiling::Fma), Some(f / fma_gflop_s)),
+            _ => (None, None),
+        };
+        KernelTime { bound, fraction_of_bound, ..self }
+    }
+
+    /// "matmul_bf16_tiled  168 dispatches  40.12 ms  81.3%" and, for a matmul priced by
+    /// [`KernelTime::priced`], its rate against the ceiling that binds it.
+    pub fn line(&self, step_total_ms: f64) -> String {
+        let rate = match (self.bound, self.fraction_of_bound, self.gb_s, self.gflop_s) {
+            (Some(Ceiling::Read), Some(x), Some(g), _) => {
+                format!("  {g:>8.1} GB/s of weights = {:>5.1}% of read", 100.0 * x)
             }
-            (_, Some(f)) => format!("  {f:>8.0} GFLOP/s = {:>5.1}% of FMA", 100.0 * f / fma_gflop_s),
+            (Some(Ceiling::Fma), Some(x), _, Some(f)) => format!("  {f:>8.0} GFLOP/s = {:>5.1}% of FMA", 100.0 * x),
             _ => String::new(),
         };
         format!(
@@ -131,8 +156,9 @@ impl KernelTime {
     }
 }
 
-/// Per-kernel totals of a profiled step, slowest first.
-pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime]) -> Vec<KernelTime> {
+/// Per-kernel totals of a profiled step, slowest first, each matmul priced against the roofline's
+/// `(read GB/s, FMA GFLOP/s)` ([`KernelTime::priced`]).
+pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime], roof: (f64, f64)) -> Vec<KernelTime> {
     let mut out: Vec<KernelTime> = Vec::new();
     for d in profile {
         let name = d.kernel.name();
@@ -147,6 +173,8 @@ pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime]) -> Vec<Kernel
                     gb_s: None,
                     flops: 0,
                     gflop_s: None,
+                    bound: None,
+                    fraction_of_bound: None,
                 });
                 out.last_mut().expect("just pushed")
             }
@@ -161,7 +189,7 @@ pub fn kernel_times(profile: &[crate::gpu::kernels::DispatchTime]) -> Vec<Kernel
         k.gflop_s = (k.flops > 0 && k.ms > 0.0).then(|| k.flops as f64 / (k.ms * 1e-3) / 1e9);
     }
     out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
-    out
+    out.into_iter().map(|k| k.priced(roof)).collect()
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -258,7 +286,8 @@ pub async fn decode(
             }
         }
     }
-    let profile = if profiled { kernel_times(&engine.last_profile) } else { Vec::new() };
+    let profile =
+        if profiled { kernel_times(&engine.last_profile, (roof.read_gb_s, roof.fma_gflop_s)) } else { Vec::new() };
     let context = contexts.get(contexts.len() / 2).copied().unwrap_or(f64::NAN);
     let timed = times.len().max(1) as f64;
     let (drafted_per_step, accepted_per_step) = (drafted as f64 / timed, accepted as f64 / timed);
@@ -330,7 +359,7 @@ pub async fn prefill(
         while engine.has_work() {
             if let (_, Some(s)) = engine.step().await? {
                 if s.profiled {
-                    kernels = kernel_times(&engine.last_profile);
+                    kernels = kernel_times(&engine.last_profile, (roof.read_gb_s, roof.fma_gflop_s));
                 }
             }
         }
@@ -456,7 +485,7 @@ pub async fn table(
         }
         let total: f64 = d.profile.iter().map(|k| k.ms).sum();
         for k in &d.profile {
-            log(k.line(total, (roof.read_gb_s, roof.fma_gflop_s)));
+            log(k.line(total));
         }
         decodes.push(d);
     }
@@ -474,7 +503,7 @@ pub async fn table(
         ));
         let total: f64 = p.profile.iter().map(|k| k.ms).sum();
         for k in &p.profile {
-            log(k.line(total, (roof.read_gb_s, roof.fma_gflop_s)));
+            log(k.line(total));
         }
         prefills.push(p);
     }
@@ -497,6 +526,8 @@ pub async fn table(
 
 #[cfg(test)]
 mod tests {
+    use crate::bench::run::speed::Ceiling;
+
     #[test]
     fn kernel_times_sum_each_kernels_dispatches_and_price_their_weight_reads_and_flops() {
         use crate::bench::run::speed::kernel_times;
@@ -507,11 +538,14 @@ mod tests {
             seconds: ms * 1e-3,
             work: Work { weight_bytes, flops },
         };
-        let times = kernel_times(&[
-            d(Kernel::MatmulGemv, 1.0, 2_000_000, 3_000_000),
-            d(Kernel::RmsNorm, 0.5, 0, 0),
-            d(Kernel::MatmulGemv, 3.0, 6_000_000, 5_000_000),
-        ]);
+        let times = kernel_times(
+            &[
+                d(Kernel::MatmulGemv, 1.0, 2_000_000, 3_000_000),
+                d(Kernel::RmsNorm, 0.5, 0, 0),
+                d(Kernel::MatmulGemv, 3.0, 6_000_000, 5_000_000),
+            ],
+            (4.0, 10.0),
+        );
         assert_eq!(times.len(), 2);
         let gemv = &times[0];
         assert_eq!((gemv.kernel, gemv.dispatches, gemv.weight_bytes), ("matmul_bf16_gemv", 2, 8_000_000));
@@ -519,6 +553,11 @@ mod tests {
         assert!((gemv.ms - 4.0).abs() < 1e-9 && (gemv.gb_s.unwrap() - 2.0).abs() < 1e-9, "{gemv:?}");
         assert!((gemv.gflop_s.unwrap() - 2.0).abs() < 1e-9, "{gemv:?}");
         assert_eq!((times[1].kernel, times[1].gb_s, times[1].gflop_s), ("rms_norm", None, None));
+        // Priced: 1 FLOP a byte against the roofline's 2.5 is read-bound, 2 GB/s of 4.
+        assert_eq!((gemv.bound, gemv.fraction_of_bound), (Some(Ceiling::Read), Some(0.5)));
+        assert_eq!((times[1].bound, times[1].fraction_of_bound), (None, None));
+        let json = serde_json::to_value(gemv).unwrap();
+        assert_eq!((json["bound"].as_str(), json["fraction_of_bound"].as_f64()), (Some("read"), Some(0.5)));
     }
 
     /// A matmul is priced against the ceiling that binds it on the roofline: 4 GB/s of read and
@@ -527,6 +566,7 @@ mod tests {
     fn a_profile_line_prices_a_matmul_by_the_ceiling_its_flops_per_byte_meet() {
         use crate::bench::run::speed::KernelTime;
         let roof = (4.0, 10.0);
+        let line = |k: &KernelTime| k.clone().priced(roof).line(8.0);
         let k = KernelTime {
             kernel: "matmul_bf16_tiled",
             dispatches: 3,
@@ -535,15 +575,18 @@ mod tests {
             gb_s: Some(2.0),
             flops: 8_000_000,
             gflop_s: Some(4.0),
+            bound: None,
+            fraction_of_bound: None,
         };
         // 2 FLOPs a byte: read-bound.
-        let read = k.line(8.0, roof);
+        let read = line(&k);
+        assert_eq!(k.clone().priced(roof).bound, Some(Ceiling::Read));
         assert!(read.ends_with("25.0%       2.0 GB/s of weights =  50.0% of read"), "{read}");
         // 3 FLOPs a byte: FMA-bound.
-        let wide = KernelTime { flops: 12_000_000, gflop_s: Some(6.0), ..k.clone() }.line(8.0, roof);
+        let wide = line(&KernelTime { flops: 12_000_000, gflop_s: Some(6.0), ..k.clone() });
         assert!(wide.ends_with("25.0%         6 GFLOP/s =  60.0% of FMA"), "{wide}");
         // Not a matmul: its time only.
-        let other = KernelTime { weight_bytes: 0, gb_s: None, flops: 0, gflop_s: None, ..k }.line(8.0, roof);
+        let other = line(&KernelTime { weight_bytes: 0, gb_s: None, flops: 0, gflop_s: None, ..k });
         assert!(other.ends_with("25.0%"), "{other}");
     }
 
