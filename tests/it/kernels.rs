@@ -91,41 +91,23 @@ fn all_paths(g: &Gpu, format: WeightFormat) -> Vec<KernelOptions> {
     // one token through the 4-token loop (`gemv_m1` off) and the tile with its prefetch
     // (`tile_prefetch` on), and one token through the four-row layout (`gemv_rows4`) reduced both
     // ways, as the kernel trial may choose.
-    for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
-        for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
-            paths.push(KernelOptions {
-                family: KernelFamily::Gpu,
-                tile: MatmulTile::Eight,
-                subgroups,
-                weights,
-                format,
-                fused: true,
-                ..Default::default()
-            });
-        }
-    }
-    paths.push(KernelOptions {
+    let gpu = |subgroups, weights| KernelOptions {
         family: KernelFamily::Gpu,
         tile: MatmulTile::Eight,
-        subgroups: has_subgroups,
-        weights: WeightStorage::Buffer,
+        subgroups,
+        weights,
         format,
         fused: true,
-        gemv_m1: false,
-        tile_prefetch: true,
         ..Default::default()
-    });
+    };
+    for subgroups in [false, true].into_iter().filter(|&s| !s || has_subgroups) {
+        for weights in [WeightStorage::Buffer, WeightStorage::Texture] {
+            paths.push(gpu(subgroups, weights));
+        }
+    }
+    paths.push(KernelOptions { gemv_m1: false, tile_prefetch: true, ..gpu(has_subgroups, WeightStorage::Buffer) });
     for (subgroups, weights) in [(false, WeightStorage::Texture), (has_subgroups, WeightStorage::Buffer)] {
-        paths.push(KernelOptions {
-            family: KernelFamily::Gpu,
-            tile: MatmulTile::Eight,
-            subgroups,
-            weights,
-            format,
-            fused: true,
-            gemv_rows4: true,
-            ..Default::default()
-        });
+        paths.push(KernelOptions { gemv_rows4: true, ..gpu(subgroups, weights) });
     }
     paths
 }
