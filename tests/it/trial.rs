@@ -1,7 +1,7 @@
 //! The kernel trial (`engine::trial`) against planted slow kernels: it must choose from what it
 //! measures, not from its defaults.
 
-/// Timings: in `alone` (the plant doubles a step here, but a choice by timing wants the machine to itself).
+/// Timings: in `alone` (the plant makes a step 1.4-2× as long here, but a choice by timing wants the machine to itself).
 mod alone {
     use crate::common::gpu;
     use crate::verify::planted_shaders;
@@ -54,7 +54,12 @@ mod alone {
             assert_eq!(chosen, "tiled", "{}", slow_untiled.line());
             eprintln!("{}\n{}", slow_tiled.line(), slow_untiled.line());
             let timed = &slow_tiled.axes[0].timed;
-            assert!(timed[0].score_ms > 1.5 * timed[1].score_ms, "the plant is not slow enough to decide: {timed:?}");
+            // Far beyond the trial's margin (3%) and a quiet machine's noise. On lavapipe the plant
+            // costs about the same 35-45 ms a step whatever its loop count (prefill 32: 113.9 ms at
+            // 100,000 iterations a head, 115.8 ms at 1,000,000, 80.0 ms unplanted), so its ratio
+            // falls where the step is slower: 1.37-1.55x on a machine running lavapipe 4x slower
+            // than CI's usual one (2026-12-07), where a bound of 1.5x failed 4 runs in 5.
+            assert!(timed[0].score_ms > 1.25 * timed[1].score_ms, "the plant is not slow enough to decide: {timed:?}");
         });
     }
 
