@@ -252,15 +252,14 @@ impl KernelPath {
         if let Some(m) = self.gemv_max_m {
             parts.push(format!("GEMV ≤ {m}"));
         }
-        match self.gemv_m1 {
-            Some(true) => parts.push(pick("one-token GEMV", "单词元 GEMV")),
-            Some(false) => parts.push(pick("no one-token GEMV", "无单词元 GEMV")),
-            None => {}
+        // How a one-token step ran: the four-row layout takes it whatever the one-token loop says.
+        match (self.gemv_rows4, self.gemv_m1) {
+            (Some(true), _) => parts.push(pick("four-row GEMV", "四行 GEMV")),
+            (_, Some(true)) => parts.push(pick("one-token GEMV", "单词元 GEMV")),
+            (_, Some(false)) => parts.push(pick("no one-token GEMV", "无单词元 GEMV")),
+            (_, None) => {}
         }
         // Named where on (off is the default).
-        if self.gemv_rows4 == Some(true) {
-            parts.push(pick("four-row GEMV", "四行 GEMV"));
-        }
         if self.tile_prefetch == Some(true) {
             parts.push(pick("tile prefetch", "分块预取"));
         }
@@ -325,5 +324,38 @@ impl RecordedExecutor for ForwardPass {
 
     fn fault(&self) -> Option<Error> {
         self.gpu.fault()
+    }
+}
+
+#[cfg(test)]
+mod kernel_path_tests {
+    use super::KernelPath;
+    use crate::bench::base::lang::Lang;
+
+    /// A one-token step is named by the kernel that ran it: the four-row layout, where on, and
+    /// not the one-token loop it replaced.
+    #[test]
+    fn a_one_token_step_is_named_by_the_gemv_that_ran_it() {
+        let path = KernelPath {
+            family: "gpu".into(),
+            tile: 8,
+            subgroups: false,
+            weights: "buffer".into(),
+            weight_format: "bf16".into(),
+            fused: true,
+            prefill_tiles: true,
+            gemv_max_m: Some(64),
+            gemv_m1: Some(true),
+            gemv_rows4: Some(false),
+            tile_prefetch: Some(false),
+        };
+        assert_eq!(
+            path.describe(),
+            "gpu kernels · tile 8 · fused · prefill tiles · GEMV ≤ 64 · one-token GEMV · bf16 weights in buffers"
+        );
+        let rows4 = KernelPath { gemv_rows4: Some(true), ..path };
+        let line = rows4.describe();
+        assert!(line.contains("· four-row GEMV ·") && !line.contains("one-token"), "{line}");
+        assert!(rows4.describe_in(Lang::Zh).contains("四行 GEMV"));
     }
 }
