@@ -10,9 +10,11 @@
 //   50 ms on the page's main thread, the trace events inside it (what the long tasks are made of).
 //   LAG_BLOCK_MS=N: plant main-thread tasks of N ms during the run (a timer's task that spins, one
 //   every 700 ms, at most LAG_BLOCKS, default 2, from the first request's progress on): the engine
-//   runs in its worker, so no token's timestamp may wait for them. Exits 1 when the largest gap
-//   between two tokens of a request (ITL max) or the longest step reaches half of N (take N well
-//   above a step: on a CPU "GPU" the spinning core also slows the steps that run meanwhile).
+//   runs in its worker, so no token's timestamp may wait for them. Exits 1 when a planted task
+//   whose middle 70% a request was in the engine for (arrived before it, last token after) has no
+//   step ending in that middle: an engine that waited for the main thread finishes nothing until the
+//   task ends. (Not a bound on the steps' length: on a CPU "GPU" the spinning core takes a core from
+//   the steps that run meanwhile, and a 2-core machine ran them 3x slower; take N well above that.)
 // Exits 1 when a long task over 50 ms ran on the page's main thread during the run (the issue's
 // acceptance; with LAG_BLOCK_MS, beyond the planted ones), or when the results lack the lag or
 // long-task figures.
@@ -88,8 +90,23 @@ if (blockMs > 0) {
   console.log(JSON.stringify({ planted_ms: planted.map(([, ms]) => +ms.toFixed(1)), itl_max_ms: +itlMax.toFixed(1),
     itl_p99_ms: result.summary.itl_ms?.p99, step_max_ms: +stepMax.toFixed(1), long_tasks_seen: tasks.count }));
   const beyond = tasks.count - planted.length;
-  if (itlMax >= 0.5 * blockMs || stepMax >= 0.5 * blockMs) {
-    await done(1, `FAIL: a planted ${blockMs} ms main-thread task delayed the engine (ITL max ${itlMax.toFixed(0)} ms, step max ${stepMax.toFixed(0)} ms)`);
+  // The planted tasks as the page's long-task watch saw them (seconds from the run's start, the
+  // steps' clock), and of those a request decoded through, the ones no step finished inside.
+  const ends = result.steps.map((s) => s.t_s);
+  const middle = ([at, ms]) => [at + 0.15 * ms / 1000, at + 0.85 * ms / 1000];
+  const decodedThrough = (tasks.tasks ?? []).filter(([, ms]) => ms >= 0.9 * blockMs).filter((task) => {
+    const [from, to] = middle(task);
+    return result.requests.some((r) => r.arrival_s <= from && r.token_times_s?.at(-1) >= to);
+  });
+  const waited = decodedThrough.filter((task) => {
+    const [from, to] = middle(task);
+    return !ends.some((t) => t > from && t < to);
+  });
+  console.log(`planted tasks with a request in the engine throughout: ${decodedThrough.length}; with no step ending inside: ${waited.length}`);
+  if (!decodedThrough.length) await done(1, 'FAIL: no planted task fell while a request was decoding (nothing was checked)');
+  if (waited.length) {
+    await done(1, `FAIL: a planted ${blockMs} ms main-thread task stopped the engine: no step ended inside `
+      + waited.map(([at, ms]) => `${at.toFixed(3)}-${(at + ms / 1000).toFixed(3)} s`).join(', '));
   }
   await done(beyond > 0 ? 1 : 0, beyond > 0 ? `FAIL: ${beyond} long task(s) besides the planted ones`
     : `ok: ${planted.length} planted ${blockMs} ms main-thread tasks, no token waited for them`);
