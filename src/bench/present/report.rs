@@ -2,6 +2,7 @@
 //! extended), a per-request CSV, and one JSON schema shared by the app and the CLI.
 
 use crate::bench::base::confidence::Decision;
+use crate::bench::base::confidence::{min_count_for, INTERVAL_LEVEL};
 use crate::bench::base::lang::Lang;
 use crate::bench::base::stats::{supports, Stats, PERCENTILES};
 use crate::bench::measure::metrics::BenchmarkMetrics;
@@ -42,7 +43,8 @@ struct Labels {
     speculation: &'static str,
     tokens_per_chunk: &'static str,
     chunk_gap_row: &'static str,
-    unsupported: &'static str,
+    /// The footnote to a marked percentile, given what each marked one would need (`P99 needs 368`).
+    unsupported: fn(&[(&str, usize)]) -> String,
     thinking: &'static str,
     server: &'static str,
     excluded: &'static str,
@@ -127,7 +129,10 @@ const EN: Labels = Labels {
     speculation: "Speculation: draft tokens accepted / verified, per verifying step",
     tokens_per_chunk: "Tokens per chunk: ITL below is the gap between chunks, not between tokens; mean",
     chunk_gap_row: "ITL (chunk)",
-    unsupported: "* too few values to bound this percentile at 95% (P90 needs 36, P99 368)",
+    unsupported: |needs| {
+        let needs: Vec<String> = needs.iter().map(|(name, n)| format!("{name} needs {n}")).collect();
+        format!("* too few values to bound this percentile at 95% ({})", needs.join(", "))
+    },
     thinking: "Thinking: reasoning / answer tokens",
     server: "Server's /metrics: peak running / waiting, KV cache, preemptions, prefix-cache hits",
     excluded: "Not measured (warm-up + cool-down requests, sent but left out of this summary)",
@@ -216,7 +221,10 @@ const ZH: Labels = Labels {
     speculation: "推测解码：接受 / 验证的草稿 token，每个验证步",
     tokens_per_chunk: "每个分块的 token 数：下表的 ITL 是分块之间的间隔，而非 token 之间；平均",
     chunk_gap_row: "ITL（分块）",
-    unsupported: "* 数值太少，无法给出该百分位的 95% 区间（P90 需 36 个，P99 需 368 个）",
+    unsupported: |needs| {
+        let needs: Vec<String> = needs.iter().map(|(name, n)| format!("{name} 需 {n} 个")).collect();
+        format!("* 数值太少，无法给出该百分位的 95% 区间（{}）", needs.join("，"))
+    },
     thinking: "思考：推理 / 回答 token",
     server: "服务端 /metrics：运行 / 等待峰值，KV 缓存，抢占，前缀缓存命中",
     excluded: "未计入（预热 + 收尾请求：已发送，但不计入本摘要）",
@@ -550,7 +558,8 @@ fn engine_lines(m: &BenchmarkMetrics, l: &Labels) -> Vec<String> {
 fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut line = |text: String| out.push(text);
-    let header = [l.mean, "P50", "P90", "P95", "P99", "P99.9"].map(String::from);
+    const NAMES: [&str; 5] = ["P50", "P90", "P95", "P99", "P99.9"];
+    let header = [l.mean, NAMES[0], NAMES[1], NAMES[2], NAMES[3], NAMES[4]].map(String::from);
     line(table_row(l.latency_ms, header));
     let (ttft, queue) = if server { (l.ttft_arrival_row, l.lateness_row) } else { ("TTFT", l.queue) };
     let mut rows = vec![(ttft, &m.ttft_ms)];
@@ -560,14 +569,14 @@ fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> 
     // Chunks that carried several tokens each: ITL is the gap between chunks, and says so.
     let itl = if m.tokens_per_chunk.is_some() { l.chunk_gap_row } else { "ITL" };
     rows.extend([("TPOT", &m.tpot_ms), (itl, &m.itl_ms), ("E2E", &m.e2e_ms), (queue, &m.queue_ms)]);
-    let mut any_marked = false;
+    let mut marked = [false; 5];
     // A percentile its count cannot bracket at 95% carries a mark.
     let mut cells = |s: &Stats| {
         let mut cells = [s.mean, s.p50, s.p90, s.p95, s.p99, s.p999].map(num);
-        for (cell, q) in cells[1..].iter_mut().zip(PERCENTILES) {
+        for ((cell, q), marked) in cells[1..].iter_mut().zip(PERCENTILES).zip(&mut marked) {
             if cell != "-" && !supports(s.count, q) {
                 cell.push('*');
-                any_marked = true;
+                *marked = true;
             }
         }
         cells
@@ -579,8 +588,12 @@ fn latency_table(m: &BenchmarkMetrics, l: &Labels, server: bool) -> Vec<String> 
     }
     out.extend(table);
     let mut line = |text: String| out.push(text);
-    if any_marked {
-        line(l.unsupported.to_string());
+    if marked.contains(&true) {
+        let needs: Vec<(&str, usize)> = (NAMES.iter().zip(PERCENTILES).zip(marked))
+            .filter(|&(_, marked)| marked)
+            .map(|((&name, q), _)| (name, min_count_for(q, INTERVAL_LEVEL)))
+            .collect();
+        line((l.unsupported)(&needs));
     }
     if let Some(t) = &m.long_tasks {
         line(format!("{}: {} ({} {} ms)", l.long_tasks, t.count, l.longest, num(t.longest_ms)));
@@ -971,6 +984,14 @@ mod tests {
         // Six rows and the note that one value (or two) cannot bound a percentile: each is marked.
         assert_eq!(table.len(), 7, "{report}");
         assert!(table[6].starts_with("* too few values") && table[1].contains(" 300.00*"), "{report}");
+        // The counts each marked percentile would need (P50: 0.5^6 < 2.5% is the first count whose
+        // lowest value can be below the median at 95%; P90 and P99 as in confidence.rs's tests).
+        assert!(
+            table[6].contains("(P50 needs 6, P90 needs 36, P95 needs ")
+                && table[6].contains(", P99 needs 368, P99.9 needs "),
+            "{}",
+            table[6]
+        );
         assert!(table[3].starts_with("ITL") && table[3].contains(" 150.00 "), "{}", table[3]);
         assert!(table[5].starts_with("Queue") && table[5].contains("100.00"));
         for lang in [Lang::En, Lang::Zh] {
