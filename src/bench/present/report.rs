@@ -1144,17 +1144,9 @@ mod tests {
             target: "local".into(),
             model: Some("qwen3-0.6b".into()),
             kernels: Some(crate::bench::record::run_config::KernelPath {
-                family: "gpu".into(),
-                tile: 8,
-                subgroups: false,
-                weights: "buffer".into(),
-                weight_format: "bf16".into(),
-                fused: true,
-                prefill_tiles: true,
-                gemv_max_m: Some(64),
-                gemv_m1: Some(true),
                 gemv_rows4: Some(true),
                 tile_prefetch: Some(true),
+                ..crate::bench::record::run_config::KernelPath::gpu_defaults()
             }),
             ..crate::bench::record::run_config::RunConfig::default()
         };

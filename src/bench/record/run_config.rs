@@ -328,15 +328,10 @@ impl RecordedExecutor for ForwardPass {
 }
 
 #[cfg(test)]
-mod kernel_path_tests {
-    use super::KernelPath;
-    use crate::bench::base::lang::Lang;
-
-    /// A one-token step is named by the kernel that ran it: the four-row layout, where on, and
-    /// not the one-token loop it replaced.
-    #[test]
-    fn a_one_token_step_is_named_by_the_gemv_that_ran_it() {
-        let path = KernelPath {
+impl KernelPath {
+    /// The GPU family's path as a discrete GPU runs it by default (the tests' starting point).
+    pub(crate) fn gpu_defaults() -> KernelPath {
+        KernelPath {
             family: "gpu".into(),
             tile: 8,
             subgroups: false,
@@ -348,7 +343,20 @@ mod kernel_path_tests {
             gemv_m1: Some(true),
             gemv_rows4: Some(false),
             tile_prefetch: Some(false),
-        };
+        }
+    }
+}
+
+#[cfg(test)]
+mod kernel_path_tests {
+    use super::KernelPath;
+    use crate::bench::base::lang::Lang;
+
+    /// A one-token step is named by the kernel that ran it: the four-row layout, where on, and
+    /// not the one-token loop it replaced.
+    #[test]
+    fn a_one_token_step_is_named_by_the_gemv_that_ran_it() {
+        let path = KernelPath::gpu_defaults();
         assert_eq!(
             path.describe(),
             "gpu kernels · tile 8 · fused · prefill tiles · GEMV ≤ 64 · one-token GEMV · bf16 weights in buffers"
